@@ -1,0 +1,19 @@
+// `specserve generate`: placeholder registration until its issue lands; prints --help and refuses to run.
+#include <cstdio>
+
+#include "cli/commands.h"
+
+namespace specserve::cli {
+
+void register_generate(CLI::App& app, CommandRunner& run) {
+  auto* cmd = app.add_subcommand("generate", "(generate is not implemented yet in this build)");
+  cmd->allow_extras();
+  cmd->callback([&run] {
+    run = [] {
+      std::fprintf(stderr, "error: 'specserve generate' is not implemented yet in this build\n");
+      return 2;
+    };
+  });
+}
+
+}  // namespace specserve::cli

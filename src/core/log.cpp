@@ -1,0 +1,37 @@
+#include "core/log.h"
+
+#include <atomic>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <mutex>
+
+namespace specserve {
+
+namespace {
+LogLevel initial_level() {
+  const char* v = std::getenv("SPECSERVE_LOG");
+  if (!v) return LogLevel::Info;
+  if (!std::strcmp(v, "error")) return LogLevel::Error;
+  if (!std::strcmp(v, "warn")) return LogLevel::Warn;
+  if (!std::strcmp(v, "debug")) return LogLevel::Debug;
+  return LogLevel::Info;
+}
+std::atomic<int>& level_slot() {
+  static std::atomic<int> level{static_cast<int>(initial_level())};
+  return level;
+}
+}  // namespace
+
+LogLevel log_level() { return static_cast<LogLevel>(level_slot().load(std::memory_order_relaxed)); }
+void set_log_level(LogLevel level) { level_slot().store(static_cast<int>(level)); }
+
+void log_line(LogLevel level, std::string_view component, std::string_view message) {
+  static std::mutex mutex;
+  static const char* names[] = {"error", "warn", "info", "debug"};
+  std::lock_guard lock(mutex);
+  std::fprintf(stderr, "[specserve] %s %.*s: %.*s\n", names[static_cast<int>(level)], static_cast<int>(component.size()),
+               component.data(), static_cast<int>(message.size()), message.data());
+}
+
+}  // namespace specserve

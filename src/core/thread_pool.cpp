@@ -1,0 +1,92 @@
+#include "core/thread_pool.h"
+
+#include <algorithm>
+#include <memory>
+
+namespace specserve {
+
+ThreadPool::ThreadPool(int threads) {
+  if (threads <= 0) threads = std::max(1u, std::thread::hardware_concurrency());
+  for (int i = 0; i < threads - 1; ++i) workers_.emplace_back([this, i] { worker_loop(i + 1); });
+}
+
+ThreadPool::~ThreadPool() {
+  {
+    std::lock_guard lock(mutex_);
+    stop_ = true;
+  }
+  start_cv_.notify_all();
+  for (auto& w : workers_) w.join();
+}
+
+void ThreadPool::worker_loop(int index) {
+  uint64_t seen = 0;
+  for (;;) {
+    std::unique_lock lock(mutex_);
+    start_cv_.wait(lock, [&] { return stop_ || generation_ != seen; });
+    if (stop_) return;
+    seen = generation_;
+    const auto* job = job_;
+    auto chunk = index < static_cast<int>(chunks_.size()) ? chunks_[index] : std::pair<int64_t, int64_t>{0, 0};
+    lock.unlock();
+    if (chunk.first < chunk.second) (*job)(chunk.first, chunk.second);
+    lock.lock();
+    if (--pending_ == 0) done_cv_.notify_one();
+  }
+}
+
+void ThreadPool::parallel_for(int64_t n, const std::function<void(int64_t, int64_t)>& fn, int64_t grain) {
+  if (n <= 0) return;
+  grain = std::max<int64_t>(1, grain);
+  int64_t units = (n + grain - 1) / grain;
+  int parts = static_cast<int>(std::min<int64_t>(size(), units));
+  if (parts <= 1) {
+    fn(0, n);
+    return;
+  }
+  std::lock_guard run_lock(run_mutex_);
+  std::vector<std::pair<int64_t, int64_t>> chunks(size(), {0, 0});
+  for (int p = 0; p < parts; ++p) {
+    int64_t b = units * p / parts * grain;
+    int64_t e = std::min(n, units * (p + 1) / parts * grain);
+    chunks[p] = {b, e};
+  }
+  {
+    std::lock_guard lock(mutex_);
+    job_ = &fn;
+    chunks_ = std::move(chunks);
+    pending_ = static_cast<int>(workers_.size());
+    ++generation_;
+  }
+  start_cv_.notify_all();
+  auto mine = chunks_[0];
+  fn(mine.first, mine.second);
+  std::unique_lock lock(mutex_);
+  done_cv_.wait(lock, [&] { return pending_ == 0; });
+  job_ = nullptr;
+}
+
+namespace {
+std::unique_ptr<ThreadPool>& global_slot() {
+  static std::unique_ptr<ThreadPool> pool;
+  return pool;
+}
+std::mutex& global_mutex() {
+  static std::mutex m;
+  return m;
+}
+}  // namespace
+
+ThreadPool& ThreadPool::global() {
+  std::lock_guard lock(global_mutex());
+  auto& slot = global_slot();
+  if (!slot) slot = std::make_unique<ThreadPool>(0);
+  return *slot;
+}
+
+void ThreadPool::set_global_threads(int threads) {
+  std::lock_guard lock(global_mutex());
+  global_slot() = std::make_unique<ThreadPool>(threads);
+}
+
+}  // namespace specserve

@@ -1,0 +1,48 @@
+#pragma once
+// A fixed-size CPU thread pool for data-parallel kernels. parallel_for splits [0, n) into
+// contiguous chunks, one per thread (static partition: which thread computes an element never
+// changes the arithmetic, so results do not depend on the thread count).
+#include <condition_variable>
+#include <cstdint>
+#include <functional>
+#include <mutex>
+#include <thread>
+#include <vector>
+
+namespace specserve {
+
+class ThreadPool {
+ public:
+  // threads == 0 means std::thread::hardware_concurrency().
+  explicit ThreadPool(int threads = 0);
+  ~ThreadPool();
+  ThreadPool(const ThreadPool&) = delete;
+  ThreadPool& operator=(const ThreadPool&) = delete;
+
+  int size() const { return static_cast<int>(workers_.size()) + 1; }
+
+  // Calls fn(begin, end) over disjoint chunks covering [0, n); chunk boundaries are multiples
+  // of `grain` (except the last). Blocks until all chunks are done. The calling thread works too.
+  // Not reentrant: fn must not call parallel_for on the same pool.
+  void parallel_for(int64_t n, const std::function<void(int64_t, int64_t)>& fn, int64_t grain = 1);
+
+  // The process-wide pool used by CPU kernels; set its size once at start-up.
+  static ThreadPool& global();
+  static void set_global_threads(int threads);
+
+ private:
+  void worker_loop(int index);
+
+  std::vector<std::thread> workers_;
+  std::mutex mutex_;
+  std::condition_variable start_cv_;
+  std::condition_variable done_cv_;
+  const std::function<void(int64_t, int64_t)>* job_ = nullptr;
+  std::vector<std::pair<int64_t, int64_t>> chunks_;
+  uint64_t generation_ = 0;
+  int pending_ = 0;
+  bool stop_ = false;
+  std::mutex run_mutex_;  // serialises concurrent parallel_for callers
+};
+
+}  // namespace specserve

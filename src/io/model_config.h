@@ -1,0 +1,75 @@
+#pragma once
+// Hugging Face config.json for the supported families (models.md, dflash.md §2.1):
+//   qwen3 (Qwen3ForCausalLM), qwen3_5 / qwen3_5_text (Qwen3_5ForConditionalGeneration with nested
+//   text_config, or Qwen3_5ForCausalLM), and DFlash drafters (DFlashDraftModel, model_type qwen3).
+// Unsupported architectures and missing / ill-typed keys give an Error naming the key.
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "core/dtype.h"
+
+namespace specserve {
+
+enum class ModelFamily { Qwen3, Qwen3_5, DFlashDrafter };
+enum class LayerType { FullAttention, LinearAttention, SlidingAttention };
+
+std::string_view family_name(ModelFamily f);
+std::string_view layer_type_name(LayerType t);
+
+struct DFlashConfig {
+  int block_size = 16;
+  int num_target_layers = 0;
+  int64_t mask_token_id = 0;
+  std::vector<int> target_layer_ids;  // "output of target layer l" convention (dflash.md §8)
+};
+
+struct ModelConfig {
+  ModelFamily family = ModelFamily::Qwen3;
+  std::string model_type;                  // as in the file (text config's for qwen3_5)
+  std::vector<std::string> architectures;  // top-level "architectures"
+
+  int64_t vocab_size = 0;
+  int64_t hidden_size = 0;
+  int64_t intermediate_size = 0;
+  int num_layers = 0;
+  int num_heads = 0;
+  int num_kv_heads = 0;
+  int head_dim = 0;
+  double rms_norm_eps = 1e-6;
+  double rope_theta = 10000.0;
+  double partial_rotary_factor = 1.0;  // rotated dims = int(head_dim * factor)
+  int64_t max_position_embeddings = 0;
+  bool tie_word_embeddings = false;
+  bool attention_bias = false;
+  std::optional<int> sliding_window;
+  std::vector<LayerType> layer_types;  // one per layer
+
+  // Gated DeltaNet (qwen3_5 linear_attention layers).
+  int linear_conv_kernel_dim = 0;
+  int linear_key_head_dim = 0;
+  int linear_value_head_dim = 0;
+  int linear_num_key_heads = 0;
+  int linear_num_value_heads = 0;
+
+  std::optional<int64_t> bos_token_id;
+  std::vector<int64_t> eos_token_ids;  // from "eos_token_id" (int or list)
+  DType dtype = DType::BF16;           // "torch_dtype" / "dtype"
+
+  std::optional<DFlashConfig> dflash;  // set for drafters
+
+  int rotary_dim() const { return static_cast<int>(head_dim * partial_rotary_factor); }
+  int num_attention_layers() const;
+  int num_linear_layers() const;
+};
+
+// Parses the text of a config.json.
+ModelConfig parse_model_config(std::string_view json_text);
+// Reads DIR/config.json (errors carry the path).
+ModelConfig load_model_config(const std::string& dir);
+
+// The z-lab default when a drafter config lacks target_layer_ids (dflash.md §1.3).
+std::vector<int> default_target_layer_ids(int num_target_layers, int n);
+
+}  // namespace specserve
