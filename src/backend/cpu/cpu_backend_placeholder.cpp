@@ -1,2 +1,0 @@
-// Placeholder so the backend library has a translation unit before the CPU ops land.
-namespace specserve::cpu {}
