@@ -1,0 +1,25 @@
+#pragma once
+// Internal: the per-ISA matmul kernels behind Ops::matmul. Each computes output columns [n0, n1) of
+// y[M, N] = x[M, K] · w[N, K]ᵀ for all M rows. Per output element the arithmetic is one vector
+// accumulator (8 lanes AVX2, 16 lanes AVX-512) fed by FMAs in increasing k, a masked tail, then a
+// fixed horizontal tree; tiles of several rows/columns only interleave independent chains, so the
+// bits of y[m, n] do not depend on M, on the tile shape or on the thread that ran it.
+#include <cstdint>
+
+namespace specserve::cpu {
+
+struct MatmulArgs {
+  const float* x = nullptr;
+  int64_t ldx = 0;  // floats between rows of x
+  const void* w = nullptr;
+  bool w_bf16 = false;
+  int64_t ldw = 0;  // elements between rows of w
+  float* y = nullptr;
+  int64_t ldy = 0;
+  int64_t M = 0, K = 0;
+};
+
+void matmul_cols_avx2(const MatmulArgs& a, int64_t n0, int64_t n1);
+void matmul_cols_avx512(const MatmulArgs& a, int64_t n0, int64_t n1);  // only after use_avx512()
+
+}  // namespace specserve::cpu

@@ -1,0 +1,139 @@
+#pragma once
+// The op interface the models are written against (design.md §2: "backend/ one op interface; cpu/ and
+// cuda/ implement it"). Every op works on TensorViews of f32 activations laid out row-major as
+// [rows, features]; weights may be f32 or bf16 where noted.
+//
+// The contract that matters most is ROW INVARIANCE (design.md §1): the bits of one row's result depend
+// only on that row's inputs (and, for attention and Gated DeltaNet, on its own sequence's cached
+// state), never on how many rows are in the call or which other rows are present. Verify rows are
+// therefore computed exactly as decode rows, which is what makes speculative decoding lossless.
+#include <cstdint>
+#include <span>
+#include <string_view>
+
+#include "core/tensor.h"
+
+namespace specserve {
+
+// RMSNorm flavours (models.md §1.1).
+enum class NormKind {
+  Plain,        // y = w * (x * rsqrt(mean(x^2) + eps))           Qwen3, drafter
+  ZeroCentred,  // y = (x * rsqrt(mean(x^2) + eps)) * (1 + w)     Qwen3.5/3.6
+};
+
+// ---- paged KV cache -----------------------------------------------------------------------------
+
+inline constexpr int kKvBlockSize = 16;
+
+// Geometry of one KV block: kKvBlockSize consecutive positions of one sequence for every attention
+// layer, laid out [layer][K|V][kv_head][slot][head_dim] in f32 (a key is contiguous over head_dim;
+// a head's keys are contiguous over slots, which is what the score loop walks).
+struct KvGeometry {
+  int num_layers = 0;  // attention layers only
+  int num_kv_heads = 0;
+  int head_dim = 0;
+
+  int64_t head_floats() const { return int64_t{kKvBlockSize} * head_dim; }
+  int64_t layer_floats() const { return 2 * num_kv_heads * head_floats(); }
+  int64_t block_floats() const { return num_layers * layer_floats(); }
+  // Offset of K (which = 0) or V (which = 1) of (layer, kv head, slot) inside a block.
+  int64_t offset(int layer, int which, int head, int slot) const {
+    return layer * layer_floats() + (int64_t{which} * num_kv_heads + head) * head_floats() + int64_t{slot} * head_dim;
+  }
+};
+
+// One query row of an attention call: the row's sequence's block table (block i holds positions
+// [16i, 16i+16)) and the row's own position. The row attends to positions 0..position inclusive, so
+// K rows of an extend see exactly what K successive decode steps would see.
+struct AttentionRow {
+  float* const* blocks = nullptr;
+  int32_t position = 0;
+};
+
+// ---- Gated DeltaNet -------------------------------------------------------------------------------
+
+struct GdnDims {
+  int num_k_heads = 0;  // Hk
+  int num_v_heads = 0;  // Hv (a multiple of Hk; value head h reads q/k head h / (Hv/Hk))
+  int k_dim = 0;        // dk
+  int v_dim = 0;        // dv
+  int conv_kernel = 4;  // Kc
+  int key_dim() const { return num_k_heads * k_dim; }
+  int value_dim() const { return num_v_heads * v_dim; }
+  int conv_dim() const { return 2 * key_dim() + value_dim(); }
+  int64_t state_floats() const { return int64_t{num_v_heads} * k_dim * v_dim; }
+};
+
+// One sequence's rows inside a Gated DeltaNet call.
+struct GdnSpan {
+  float* state = nullptr;  // [Hv, dk, dv] f32, updated in place
+  int64_t row_begin = 0;   // first row of the span in the call's row tensors
+  int64_t rows = 0;
+  int64_t position = 0;    // absolute position of the first row (chunk alignment, prefill only)
+  bool chunked = false;    // prefill: chunked form; otherwise stepped token by token
+};
+
+inline constexpr int kGdnChunk = 64;
+
+class Ops {
+ public:
+  virtual ~Ops() = default;
+  virtual std::string_view name() const = 0;
+
+  // y[M, N] = x[M, K] · w[N, K]ᵀ. x, y f32; w f32 or bf16; accumulation f32. The reduction order of
+  // each output element along K is fixed (independent of M, of the thread count and of the columns
+  // around it).
+  virtual void matmul(const TensorView& x, const TensorView& w, const TensorView& y) const = 0;
+  // Several matmuls sharing x in one parallel pass (q/k/v, gate/up): ys[i] = x · ws[i]ᵀ.
+  virtual void matmul_multi(const TensorView& x, std::span<const TensorView> ws, std::span<const TensorView> ys) const = 0;
+
+  // out[r, :] = table[ids[r], :] (table f32 or bf16).
+  virtual void embedding(const TensorView& table, std::span<const int32_t> ids, const TensorView& out) const = 0;
+
+  // RMSNorm over the last dim of x viewed as [n, d] (d = w's length); y may alias x.
+  virtual void rms_norm(const TensorView& x, const TensorView& w, NormKind kind, float eps, const TensorView& y) const = 0;
+  // Gated RMSNorm (DeltaNet output): y = (w * norm(x)) * silu(z), over groups of d = w's length.
+  virtual void rms_norm_gated(const TensorView& x, const TensorView& z, const TensorView& w, float eps,
+                              const TensorView& y) const = 0;
+
+  // Rotate-half RoPE in place on x [R, heads * head_dim]: the first rot_dim dims of each head rotate
+  // by position[r] * theta^(-2i/rot_dim); the rest pass through.
+  virtual void rope(const TensorView& x, int heads, int head_dim, int rot_dim, double theta,
+                    std::span<const int32_t> positions) const = 0;
+
+  // out = silu(gate) * up, elementwise (out may alias gate).
+  virtual void swiglu(const TensorView& gate, const TensorView& up, const TensorView& out) const = 0;
+  // x += y, elementwise.
+  virtual void add(const TensorView& x, const TensorView& y) const = 0;
+  // x *= sigmoid(gate), elementwise.
+  virtual void mul_sigmoid(const TensorView& x, const TensorView& gate) const = 0;
+
+  // Writes k, v [R, nkv * hd] into the cache at each row's position.
+  virtual void kv_store(const TensorView& k, const TensorView& v, const KvGeometry& geo, int layer,
+                        std::span<const AttentionRow> rows) const = 0;
+  // Causal GQA attention: out[r] = softmax(q[r] · K[0..pos]ᵀ * scale) V[0..pos], per query head h using
+  // KV head h / (num_heads / nkv). q, out: [R, num_heads * hd]. Softmax in f32.
+  virtual void attention(const TensorView& q, const KvGeometry& geo, int layer, std::span<const AttentionRow> rows,
+                         int num_heads, float scale, const TensorView& out) const = 0;
+
+  // Causal depthwise conv + SiLU over one span: x [n, C] pre-conv rows, window [Kc-1, C] the rows
+  // before x (oldest first), w [C, Kc] (w[c, Kc-1] multiplies the current row). out [n, C].
+  virtual void causal_conv_silu(const TensorView& x, const TensorView& window, const TensorView& w,
+                                const TensorView& out) const = 0;
+  // In place on rows [R, conv_dim] (post-conv q|k|v): L2-normalises q and k per head (eps 1e-6 on the
+  // sum of squares) and scales q by dk^-0.5. From a, b [R, Hv]: beta = sigmoid(b) written to b,
+  // g = -exp(A_log) * softplus(a + dt_bias) written to a. All f32.
+  virtual void gdn_prepare(const TensorView& qkv, const TensorView& a, const TensorView& b, const TensorView& a_log,
+                           const TensorView& dt_bias, const GdnDims& dims) const = 0;
+  // The gated delta rule over each span (state in place). qkv [R, conv_dim] prepared as above,
+  // g / beta [R, Hv], out [R, Hv * dv]. Stepped spans run the recurrence token by token; chunked spans
+  // use the chunked form with chunks aligned to absolute positions that are multiples of kGdnChunk
+  // (so chunk boundaries depend only on the sequence).
+  virtual void gated_delta_rule(const TensorView& qkv, const TensorView& g, const TensorView& beta,
+                                std::span<const GdnSpan> spans, const GdnDims& dims, const TensorView& out) const = 0;
+};
+
+// The CPU implementation (AVX2 baseline; AVX-512 matmul where the CPU has it).
+const Ops& cpu_ops();
+
+}  // namespace specserve

@@ -1,0 +1,193 @@
+// Attention over the paged cache and the Gated DeltaNet kernels: agreement with plain references, and
+// the invariances the verifier relies on (an extend row equals a decode row bit for bit; the chunked
+// prefill agrees with the recurrence and does not depend on where a prompt is split at chunk
+// boundaries).
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstring>
+#include <random>
+#include <vector>
+
+#include "backend/cpu/cpu_ops.h"
+#include "backend/ops.h"
+
+namespace specserve {
+namespace {
+
+std::vector<float> randn(size_t n, uint32_t seed, float scale = 1.0f) {
+  std::mt19937 rng(seed);
+  std::normal_distribution<float> nd(0.0f, scale);
+  std::vector<float> v(n);
+  for (auto& x : v) x = nd(rng);
+  return v;
+}
+
+TensorView view(std::vector<float>& v, Shape s) { return TensorView::contiguous(v.data(), DType::F32, s); }
+
+struct PagedCache {
+  KvGeometry geo;
+  std::vector<std::vector<float>> storage;
+  std::vector<float*> table;
+  PagedCache(KvGeometry g, int positions) : geo(g) {
+    for (int b = 0; b < (positions + kKvBlockSize - 1) / kKvBlockSize; ++b) {
+      storage.emplace_back(geo.block_floats(), 0.0f);
+      table.push_back(storage.back().data());
+    }
+  }
+};
+
+TEST(Attention, MatchesReferenceAndExtendEqualsDecode) {
+  const int nh = 4, nkv = 2, hd = 24, T = 37;
+  KvGeometry geo{2, nkv, hd};
+  PagedCache cache(geo, T);
+  auto q = randn(T * nh * hd, 1), k = randn(T * nkv * hd, 2), v = randn(T * nkv * hd, 3);
+  std::vector<AttentionRow> rows(T);
+  for (int t = 0; t < T; ++t) rows[t] = {cache.table.data(), t};
+  const Ops& ops = cpu_ops();
+  ops.kv_store(view(k, {T, nkv * hd}), view(v, {T, nkv * hd}), geo, 1, rows);
+  std::vector<float> all(T * nh * hd);
+  const float scale = 1.0f / std::sqrt(float(hd));
+  ops.attention(view(q, {T, nh * hd}), geo, 1, rows, nh, scale, view(all, {T, nh * hd}));
+  // Reference in double.
+  for (int t = 0; t < T; ++t)
+    for (int h = 0; h < nh; ++h) {
+      int g = h / (nh / nkv);
+      std::vector<double> s(t + 1);
+      double mx = -1e300, sum = 0;
+      for (int j = 0; j <= t; ++j) {
+        double d = 0;
+        for (int i = 0; i < hd; ++i) d += double(q[(t * nh + h) * hd + i]) * k[(j * nkv + g) * hd + i];
+        s[j] = d * scale;
+        mx = std::max(mx, s[j]);
+      }
+      for (auto& x : s) sum += (x = std::exp(x - mx));
+      for (int i = 0; i < hd; ++i) {
+        double o = 0;
+        for (int j = 0; j <= t; ++j) o += s[j] / sum * v[(j * nkv + g) * hd + i];
+        ASSERT_NEAR(all[(t * nh + h) * hd + i], o, 1e-5);
+      }
+    }
+  // Each row alone (a decode) gives the same bits as inside the batch (an extend).
+  for (int t = 0; t < T; ++t) {
+    std::vector<float> one(nh * hd);
+    TensorView qrow = view(q, {T, nh * hd}).rows(t, t + 1);
+    ops.attention(qrow, geo, 1, std::span(&rows[t], 1), nh, scale, view(one, {1, nh * hd}));
+    ASSERT_EQ(0, std::memcmp(one.data(), all.data() + t * nh * hd, one.size() * 4)) << "row " << t;
+  }
+}
+
+struct GdnCase {
+  GdnDims d{2, 4, 16, 12, 4};
+  int T;
+  std::vector<float> qkv, g, beta;
+  explicit GdnCase(int t) : T(t) {
+    qkv = randn(size_t(T) * d.conv_dim(), 11);
+    auto a = randn(size_t(T) * d.num_v_heads, 12), b = randn(size_t(T) * d.num_v_heads, 13);
+    auto alog = randn(d.num_v_heads, 14, 0.5f), dt = randn(d.num_v_heads, 15, 0.5f);
+    cpu_ops().gdn_prepare(view(qkv, {T, d.conv_dim()}), view(a, {T, d.num_v_heads}), view(b, {T, d.num_v_heads}),
+                          view(alog, {d.num_v_heads}), view(dt, {d.num_v_heads}), d);
+    g = a;
+    beta = b;
+  }
+  // Runs the rule over rows [r0, r1) from `state` in spans of `split` rows.
+  std::vector<float> run(std::vector<float>& state, int r0, int r1, bool chunked, int split, std::vector<float>& out) {
+    out.assign(size_t(T) * d.value_dim(), 0.0f);
+    for (int r = r0; r < r1; r += split) {
+      GdnSpan sp{state.data(), r, std::min(split, r1 - r), r, chunked};
+      cpu_ops().gated_delta_rule(view(qkv, {T, d.conv_dim()}), view(g, {T, d.num_v_heads}),
+                                 view(beta, {T, d.num_v_heads}), std::span(&sp, 1), d, view(out, {T, d.value_dim()}));
+    }
+    return state;
+  }
+};
+
+TEST(GatedDeltaNet, ChunkedAgreesWithRecurrence) {
+  GdnCase c(150);
+  std::vector<float> s1(c.d.state_floats(), 0.0f), s2 = s1, o1, o2;
+  c.run(s1, 0, c.T, false, c.T, o1);
+  c.run(s2, 0, c.T, true, c.T, o2);
+  double max_out = 0, err = 0;
+  for (size_t i = 0; i < o1.size(); ++i) {
+    max_out = std::max(max_out, double(std::fabs(o1[i])));
+    err = std::max(err, double(std::fabs(o1[i] - o2[i])));
+  }
+  EXPECT_LT(err, 1e-5 * std::max(1.0, max_out));
+  for (size_t i = 0; i < s1.size(); ++i) ASSERT_NEAR(s1[i], s2[i], 1e-5);
+}
+
+TEST(GatedDeltaNet, RecurrenceIsRowByRowIdentical) {
+  GdnCase c(40);
+  std::vector<float> s1(c.d.state_floats(), 0.0f), s2 = s1, o1, o2;
+  c.run(s1, 0, c.T, false, c.T, o1);
+  c.run(s2, 0, c.T, false, 1, o2);
+  EXPECT_EQ(o1, o2);
+  EXPECT_EQ(s1, s2);
+}
+
+TEST(GatedDeltaNet, ChunkedPrefillSplitAtChunkBoundariesIsIdentical) {
+  GdnCase c(200);
+  std::vector<float> s1(c.d.state_floats(), 0.0f), s2 = s1, o1, o2;
+  c.run(s1, 0, c.T, true, c.T, o1);
+  c.run(s2, 0, c.T, true, kGdnChunk, o2);
+  EXPECT_EQ(o1, o2);
+  EXPECT_EQ(s1, s2);
+}
+
+TEST(Conv, MatchesDefinitionWithWindow) {
+  const int C = 5, Kc = 4, n = 6;
+  auto x = randn(n * C, 21), win = randn((Kc - 1) * C, 22), w = randn(C * Kc, 23);
+  std::vector<float> out(n * C);
+  cpu_ops().causal_conv_silu(view(x, {n, C}), view(win, {Kc - 1, C}), view(w, {C, Kc}), view(out, {n, C}));
+  for (int t = 0; t < n; ++t)
+    for (int c = 0; c < C; ++c) {
+      double acc = 0;
+      for (int j = 0; j < Kc; ++j) {
+        int src = t - (Kc - 1) + j;
+        acc += double(w[c * Kc + j]) * (src >= 0 ? x[src * C + c] : win[(Kc - 1 + src) * C + c]);
+      }
+      ASSERT_NEAR(out[t * C + c], acc / (1 + std::exp(-acc)), 1e-5);
+    }
+}
+
+TEST(Norms, FlavoursMatchDefinitions) {
+  const int d = 19, n = 3;
+  auto x = randn(n * d, 31), w = randn(d, 32), z = randn(n * d, 33);
+  std::vector<float> plain(n * d), zc(n * d), gated(n * d);
+  const Ops& ops = cpu_ops();
+  ops.rms_norm(view(x, {n, d}), view(w, {d}), NormKind::Plain, 1e-6f, view(plain, {n, d}));
+  ops.rms_norm(view(x, {n, d}), view(w, {d}), NormKind::ZeroCentred, 1e-6f, view(zc, {n, d}));
+  ops.rms_norm_gated(view(x, {n, d}), view(z, {n, d}), view(w, {d}), 1e-6f, view(gated, {n, d}));
+  for (int r = 0; r < n; ++r) {
+    double ss = 0;
+    for (int i = 0; i < d; ++i) ss += double(x[r * d + i]) * x[r * d + i];
+    double inv = 1 / std::sqrt(ss / d + 1e-6);
+    for (int i = 0; i < d; ++i) {
+      double h = x[r * d + i] * inv, zz = z[r * d + i];
+      EXPECT_NEAR(plain[r * d + i], w[i] * h, 1e-5);
+      EXPECT_NEAR(zc[r * d + i], h * (1 + w[i]), 1e-5);
+      EXPECT_NEAR(gated[r * d + i], w[i] * h * zz / (1 + std::exp(-zz)), 1e-5);
+    }
+  }
+}
+
+TEST(Rope, RotatesHalvesOfThePartialSlice) {
+  const int heads = 2, hd = 8, rot = 4;
+  auto x = randn(2 * heads * hd, 41), orig = x;
+  std::vector<int32_t> pos = {0, 7};
+  cpu_ops().rope(view(x, {2, heads * hd}), heads, hd, rot, 10000.0, pos);
+  for (int r = 0; r < 2; ++r)
+    for (int h = 0; h < heads; ++h) {
+      const float* a = orig.data() + (r * heads + h) * hd;
+      const float* b = x.data() + (r * heads + h) * hd;
+      for (int i = 0; i < rot / 2; ++i) {
+        double ang = pos[r] * std::pow(10000.0, -2.0 * i / rot);
+        EXPECT_NEAR(b[i], a[i] * std::cos(ang) - a[i + rot / 2] * std::sin(ang), 1e-5);
+        EXPECT_NEAR(b[i + rot / 2], a[i + rot / 2] * std::cos(ang) + a[i] * std::sin(ang), 1e-5);
+      }
+      for (int i = rot; i < hd; ++i) EXPECT_EQ(b[i], a[i]);
+    }
+}
+
+}  // namespace
+}  // namespace specserve
