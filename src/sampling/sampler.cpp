@@ -1,0 +1,205 @@
+#include "sampling/sampler.h"
+
+#include <algorithm>
+#include <cfloat>
+#include <cmath>
+#include <limits>
+
+#include "core/error.h"
+#include "sampling/history_processors.h"
+
+namespace specserve::sampling {
+namespace {
+
+constexpr float kNegInf = -std::numeric_limits<float>::infinity();
+
+void check_ids(std::span<const TokenId> ids, int64_t bound, const char* field) {
+  for (TokenId id : ids) {
+    SS_CHECK(id < bound, "{}: token id {} is outside the vocabulary ({} tokens)", field, id, bound);
+  }
+}
+
+}  // namespace
+
+Sampler::Sampler(RequestParams params, VocabBounds vocab) : params_(std::move(params)), vocab_(vocab) {
+  SS_CHECK(vocab_.vocab_size > 0, "sampler: vocabulary size must be > 0");
+  SS_CHECK(vocab_.real_vocab >= 0 && vocab_.real_vocab <= vocab_.vocab_size,
+           "sampler: real vocabulary {} outside [0, {}]", vocab_.real_vocab, vocab_.vocab_size);
+  validate(params_);
+  const int64_t real = vocab_.real();
+  for (const auto& [id, bias] : params_.sampling.logit_bias) {
+    SS_CHECK(id < real, "logit_bias: token id {} is outside the vocabulary ({} tokens)", id, real);
+  }
+  check_ids(params_.stop.stop_token_ids, vocab_.vocab_size, "stop_token_ids");
+  check_ids(params_.stop.eos_token_ids, vocab_.vocab_size, "eos_token_id");
+  for (const auto& seq : params_.sampling.dry.sequence_breakers) check_ids(seq, vocab_.vocab_size, "dry_sequence_breakers");
+  seed_ = params_.sampling.seed ? *params_.sampling.seed : random_seed();
+  stop_ids_ = params_.stop.stopping_ids();
+  dry_breakers_ = DryBreakers(params_.sampling.dry.sequence_breakers);
+}
+
+SamplerState Sampler::make_state(std::span<const TokenId> prompt) const {
+  return SamplerState(prompt, params_.sampling.repetition_window);
+}
+
+void Sampler::history_in_place(std::span<float> row, const SamplerState& state, SamplerWorkspace& ws) const {
+  SS_CHECK(int64_t(row.size()) == vocab_.vocab_size, "sampler: logits row has {} entries, expected {}",
+           row.size(), vocab_.vocab_size);
+  // Bad numbers from a model must not crash the pick or make it depend on comparison quirks.
+  for (float& l : row) {
+    if (std::isnan(l)) l = kNegInf;
+    else if (l == std::numeric_limits<float>::infinity()) l = FLT_MAX;
+  }
+  std::fill(row.begin() + vocab_.real(), row.end(), kNegInf);
+
+  const SamplingParams& p = params_.sampling;
+  for (Stage stage : p.order) {
+    switch (stage) {
+      case Stage::kLogitBias: apply_logit_bias(row, p.logit_bias); break;
+      case Stage::kRepetitionPenalty: apply_repetition_penalty(row, state.window_counts(), p.repetition_penalty); break;
+      case Stage::kPresenceFrequency:
+        apply_presence_frequency(row, state.generated_counts(), p.presence_penalty, p.frequency_penalty);
+        break;
+      case Stage::kDry: apply_dry(row, state.tokens(), p.dry, dry_breakers_, ws.dry); break;
+      case Stage::kMinTokens:
+        if (state.generated() < size_t(params_.stop.min_tokens)) mask_ids(row, stop_ids_);
+        break;
+      default: break;  // shaping stages: run_shaping
+    }
+  }
+}
+
+void Sampler::run_history(std::span<const float> logits, const SamplerState& state, SamplerWorkspace& ws) const {
+  ws.logits.assign(logits.begin(), logits.end());
+  history_in_place(ws.logits, state, ws);
+}
+
+void Sampler::apply_history_processors(std::span<float> logits, const SamplerState& state,
+                                       SamplerWorkspace& ws) const {
+  history_in_place(logits, state, ws);
+}
+
+TokenId Sampler::greedy_pick(const SamplerWorkspace& ws) const { return argmax_lowest_id(ws.logits); }
+
+double Sampler::run_shaping(SamplerWorkspace& ws) const {
+  const SamplingParams& p = params_.sampling;
+  std::span<float> logits(ws.logits);
+  auto& cands = ws.candidates;
+  cands.clear();
+  for (size_t id = 0; id < logits.size(); ++id) {
+    if (logits[id] != kNegInf) cands.push_back(static_cast<TokenId>(id));
+  }
+  SS_CHECK(!cands.empty(), "sampler: every token is masked or has a non-finite logit");
+  for (Stage stage : p.order) {
+    switch (stage) {
+      case Stage::kTemperature: apply_temperature(logits, cands, p.temperature); break;
+      case Stage::kTopNSigma: truncate_top_n_sigma(logits, cands, p.top_n_sigma); break;
+      case Stage::kTopK: truncate_top_k(logits, cands, p.top_k, ws.truncation); break;
+      case Stage::kTopP: truncate_top_p(logits, cands, p.top_p, ws.truncation); break;
+      case Stage::kMinP: truncate_min_p(logits, cands, p.min_p); break;
+      default: break;  // history stages: history_in_place
+    }
+  }
+  // Softmax weights over the survivors, summed in id order in f64 (a fixed order: deterministic).
+  const float max = max_logit(logits, cands);
+  auto& w = ws.truncation.weights;
+  w.resize(cands.size());
+  double total = 0.0;
+  for (size_t i = 0; i < cands.size(); ++i) {
+    w[i] = std::exp(logits[cands[i]] - max);
+    total += w[i];
+  }
+  return total;
+}
+
+Logprobs Sampler::make_logprobs(const SamplerWorkspace& ws, TokenId token, double total) const {
+  const SamplingParams& p = params_.sampling;
+  if (p.logprobs_source == LogprobsSource::kFinal) {
+    if (p.greedy()) {  // the point mass on the argmax
+      const TokenId argmax = greedy_pick(ws);
+      Logprobs out{token == argmax ? 0.0f : kNegInf, {}};
+      if (p.top_logprobs > 0) out.top.push_back({argmax, 0.0f});
+      return out;
+    }
+    return logprobs_over_candidates(ws.candidates, ws.truncation.weights, total, token, p.top_logprobs);
+  }
+  // Before truncation: the history-processed row at the request's temperature (T = 0 → 1),
+  // divided exactly as the temperature stage divides.
+  if (p.greedy() || p.temperature == 1.0f) return logprobs_over_row(ws.history_logits, token, p.top_logprobs);
+  std::vector<float> scaled(ws.history_logits);
+  for (float& l : scaled) l /= p.temperature;
+  return logprobs_over_row(scaled, token, p.top_logprobs);
+}
+
+Pick Sampler::pick(std::span<const float> logits, const SamplerState& state, SamplerWorkspace& ws) const {
+  const SamplingParams& p = params_.sampling;
+  run_history(logits, state, ws);
+  if (p.logprobs) ws.history_logits = ws.logits;
+  Pick out;
+  double total = 0.0;
+  if (p.greedy()) {
+    out.token = greedy_pick(ws);
+  } else {
+    total = run_shaping(ws);
+    // Inverse CDF in ascending id order: the first id whose cumulative weight exceeds u·total.
+    const double target = uniform(state.length(), RandomStream::kSample) * total;
+    const auto& w = ws.truncation.weights;
+    double cum = 0.0;
+    size_t chosen = ws.candidates.size();
+    for (size_t i = 0; i < w.size(); ++i) {
+      cum += w[i];
+      if (cum > target) {
+        chosen = i;
+        break;
+      }
+    }
+    // Rounding can leave target at the very top of the mass: take the last id with weight.
+    if (chosen == ws.candidates.size()) {
+      chosen = w.size() - 1;
+      while (chosen > 0 && w[chosen] == 0.0f) --chosen;
+    }
+    out.token = ws.candidates[chosen];
+  }
+  if (p.logprobs) out.logprobs = make_logprobs(ws, out.token, total);
+  return out;
+}
+
+Pick Sampler::pick(std::span<const float> logits, const SamplerState& state) const {
+  thread_local SamplerWorkspace ws;
+  return pick(logits, state, ws);
+}
+
+void Sampler::processed_distribution(std::span<const float> logits, const SamplerState& state, SamplerWorkspace& ws,
+                                     std::span<float> out) const {
+  SS_CHECK(int64_t(out.size()) == vocab_.vocab_size, "sampler: distribution has {} entries, expected {}",
+           out.size(), vocab_.vocab_size);
+  run_history(logits, state, ws);
+  std::fill(out.begin(), out.end(), 0.0f);
+  if (params_.sampling.greedy()) {
+    out[greedy_pick(ws)] = 1.0f;
+    return;
+  }
+  const double total = run_shaping(ws);
+  const auto& w = ws.truncation.weights;
+  for (size_t i = 0; i < w.size(); ++i) out[ws.candidates[i]] = static_cast<float>(w[i] / total);
+}
+
+Logprobs Sampler::logprobs(std::span<const float> logits, const SamplerState& state, TokenId token,
+                           SamplerWorkspace& ws) const {
+  run_history(logits, state, ws);
+  ws.history_logits = ws.logits;
+  const double total = params_.sampling.greedy() ? 0.0 : run_shaping(ws);
+  return make_logprobs(ws, token, total);
+}
+
+TokenId argmax_lowest_id(std::span<const float> logits) {
+  size_t best = logits.size();
+  for (size_t id = 0; id < logits.size(); ++id) {
+    // Strictly greater: a later (higher) id with an equal logit never wins; NaN never compares.
+    if (logits[id] > kNegInf && (best == logits.size() || logits[id] > logits[best])) best = id;
+  }
+  SS_CHECK(best < logits.size(), "sampler: every token is masked or has a non-finite logit");
+  return static_cast<TokenId>(best);
+}
+
+}  // namespace specserve::sampling
