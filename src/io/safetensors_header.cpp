@@ -148,7 +148,10 @@ SafetensorsHeader parse_safetensors_header(std::string_view header_json, uint64_
   }
   SafetensorsHeader header;
   header.entries.reserve(root.size());
-  for (const auto& [name, value] : root.items()) {
+  for (auto it = root.begin(); it != root.end(); ++it) {
+    // Plain references, not a structured binding: clang 14 (the fuzz build) cannot capture those.
+    const std::string& name = it.key();
+    const json& value = it.value();
     if (name == "__metadata__") {
       header.metadata = parse_metadata(value);
       continue;
