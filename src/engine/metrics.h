@@ -1,0 +1,73 @@
+#pragma once
+// Engine-side metric values: lock-free counters, gauges and fixed-bucket histograms that the
+// scheduler thread and HTTP threads update, and that /metrics (server/prometheus_text.cpp) reads.
+// Values only; the Prometheus text format lives in the server layer.
+#include <array>
+#include <atomic>
+#include <cstdint>
+#include <vector>
+
+namespace specserve::engine {
+
+// Cumulative-bucket histogram with fixed upper bounds (Prometheus semantics: bucket i counts
+// observations <= bounds[i]; +Inf is implicit).
+class Histogram {
+ public:
+  explicit Histogram(std::vector<double> upper_bounds);
+  void observe(double value);
+
+  struct Snapshot {
+    std::vector<double> upper_bounds;
+    std::vector<uint64_t> cumulative_counts;  // one per bound, then +Inf (== count)
+    double sum = 0;
+    uint64_t count = 0;
+  };
+  Snapshot snapshot() const;
+
+ private:
+  std::vector<double> bounds_;
+  std::vector<std::atomic<uint64_t>> counts_;  // per bucket, non-cumulative; last is +Inf
+  std::atomic<double> sum_{0};
+  std::atomic<uint64_t> count_{0};
+};
+
+enum class FinishReason { Stop = 0, Length = 1, Cancelled = 2, Error = 3, ToolCalls = 4 };
+inline constexpr int kNumFinishReasons = 5;
+const char* finish_reason_name(FinishReason r);
+
+struct EngineMetrics {
+  EngineMetrics();
+
+  // Requests.
+  std::atomic<uint64_t> requests_received{0};
+  std::array<std::atomic<uint64_t>, kNumFinishReasons> requests_finished{};
+  std::atomic<int64_t> requests_running{0};  // admitted: holding KV / state
+  std::atomic<int64_t> requests_waiting{0};  // queued for admission
+  std::atomic<uint64_t> requests_rejected{0};  // queue full at submission
+
+  // Tokens.
+  std::atomic<uint64_t> prompt_tokens{0};
+  std::atomic<uint64_t> generation_tokens{0};
+
+  // Latency (seconds).
+  Histogram time_to_first_token;
+  Histogram inter_token_latency;  // per emitted token: step gap / tokens emitted in that step
+  Histogram request_latency;      // arrival → finish
+
+  // Engine steps.
+  std::atomic<uint64_t> steps{0};
+  std::atomic<uint64_t> step_rows{0};  // sum of forward rows over steps
+  std::atomic<int64_t> kv_blocks_used{0};
+  std::atomic<int64_t> kv_blocks_total{0};
+
+  // Speculative decoding (names follow vLLM's spec_decode_*).
+  static constexpr int kMaxDraftPositions = 32;
+  std::atomic<uint64_t> spec_num_drafts{0};         // verify rounds
+  std::atomic<uint64_t> spec_num_draft_tokens{0};   // draft tokens proposed
+  std::atomic<uint64_t> spec_num_accepted_tokens{0};
+  std::array<std::atomic<uint64_t>, kMaxDraftPositions> spec_accepted_per_pos{};  // accepted at draft index i
+
+  void record_spec_round(int num_drafts_proposed, int num_accepted);
+};
+
+}  // namespace specserve::engine

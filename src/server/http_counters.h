@@ -1,0 +1,19 @@
+#pragma once
+// HTTP-level counters for /metrics: responses by status code, bytes, open streams.
+#include <array>
+#include <atomic>
+#include <cstdint>
+
+namespace specserve::server {
+
+struct HttpCounters {
+  std::array<std::atomic<uint64_t>, 600> responses_by_status{};
+  std::atomic<int64_t> open_streams{0};
+  std::atomic<uint64_t> client_disconnects{0};
+
+  void count_status(int status) {
+    if (status >= 100 && status < 600) responses_by_status[status].fetch_add(1, std::memory_order_relaxed);
+  }
+};
+
+}  // namespace specserve::server

@@ -1,0 +1,64 @@
+#include "server/metrics_page.h"
+
+#include <string>
+
+#include "server/prometheus_text.h"
+
+namespace specserve::server {
+
+namespace {
+double load(const std::atomic<uint64_t>& v) { return static_cast<double>(v.load(std::memory_order_relaxed)); }
+double load(const std::atomic<int64_t>& v) { return static_cast<double>(v.load(std::memory_order_relaxed)); }
+}  // namespace
+
+std::string render_metrics_page(const engine::EngineMetrics* m, const HttpCounters& http, const ServingState& state) {
+  PrometheusWriter w;
+  const std::string p = "specserve:";
+  w.gauge(p + "model_ready", "1 when the model is loaded and requests are served", state.phase() == Phase::Ready ? 1 : 0);
+
+  w.family(p + "http_responses_total", "counter", "HTTP responses by status code");
+  for (int code = 100; code < 600; ++code) {
+    double n = load(http.responses_by_status[code]);
+    if (n > 0) w.sample(p + "http_responses_total", {{"code", std::to_string(code)}}, n);
+  }
+  w.gauge(p + "http_open_streams", "SSE responses currently streaming", load(http.open_streams));
+  w.counter(p + "http_client_disconnects_total", "Streaming clients that went away before the end",
+            load(http.client_disconnects));
+
+  if (!m) return w.text();
+
+  w.counter(p + "requests_total", "Generation requests accepted by the engine", load(m->requests_received));
+  w.family(p + "requests_finished_total", "counter", "Finished generation requests by finish reason");
+  for (int r = 0; r < engine::kNumFinishReasons; ++r) {
+    w.sample(p + "requests_finished_total", {{"finished_reason", engine::finish_reason_name(static_cast<engine::FinishReason>(r))}},
+             load(m->requests_finished[r]));
+  }
+  w.counter(p + "requests_rejected_total", "Requests refused because the queue was full", load(m->requests_rejected));
+  w.gauge(p + "num_requests_running", "Requests admitted to the engine (holding KV / state)", load(m->requests_running));
+  w.gauge(p + "num_requests_waiting", "Requests queued for admission", load(m->requests_waiting));
+  w.counter(p + "prompt_tokens_total", "Prompt tokens processed", load(m->prompt_tokens));
+  w.counter(p + "generation_tokens_total", "Tokens generated", load(m->generation_tokens));
+  w.histogram(p + "time_to_first_token_seconds", "Time from arrival to the first generated token",
+              m->time_to_first_token.snapshot());
+  w.histogram(p + "inter_token_latency_seconds",
+              "Time between generated tokens (a step that emits k tokens counts k gaps of 1/k of it)",
+              m->inter_token_latency.snapshot());
+  w.histogram(p + "e2e_request_latency_seconds", "Time from arrival to finish", m->request_latency.snapshot());
+  w.counter(p + "engine_steps_total", "Engine steps (target forwards)", load(m->steps));
+  w.counter(p + "engine_step_rows_total", "Rows over all target forwards", load(m->step_rows));
+  w.gauge(p + "kv_blocks_used", "KV-cache blocks in use", load(m->kv_blocks_used));
+  w.gauge(p + "kv_blocks_total", "KV-cache blocks available", load(m->kv_blocks_total));
+
+  w.counter(p + "spec_decode_num_drafts_total", "Verify rounds (one per speculating sequence per step)",
+            load(m->spec_num_drafts));
+  w.counter(p + "spec_decode_num_draft_tokens_total", "Draft tokens proposed", load(m->spec_num_draft_tokens));
+  w.counter(p + "spec_decode_num_accepted_tokens_total", "Draft tokens accepted", load(m->spec_num_accepted_tokens));
+  w.family(p + "spec_decode_num_accepted_tokens_per_pos_total", "counter", "Draft tokens accepted at each draft position");
+  for (int i = 0; i < engine::EngineMetrics::kMaxDraftPositions; ++i) {
+    double n = load(m->spec_accepted_per_pos[i]);
+    if (n > 0 || i == 0) w.sample(p + "spec_decode_num_accepted_tokens_per_pos_total", {{"position", std::to_string(i)}}, n);
+  }
+  return w.text();
+}
+
+}  // namespace specserve::server
