@@ -1,0 +1,63 @@
+// The (gated) full-attention block: Qwen3 (models.md §2.1) and Qwen3.5/3.6 (§3.2).
+#include <cmath>
+#include <cstring>
+
+#include "core/error.h"
+#include "model/layers.h"
+
+namespace specserve {
+
+AttentionBlock load_attention(WeightStore& w, const ArchSpec& s, int i, int slot) {
+  const std::string p = "layers." + std::to_string(i) + ".self_attn.";
+  const int64_t q_rows = int64_t{s.num_heads} * s.head_dim * (s.attn_output_gate ? 2 : 1);
+  const int64_t kv_rows = int64_t{s.num_kv_heads} * s.head_dim;
+  AttentionBlock b;
+  b.q_proj = w.text_matrix(p + "q_proj.weight", {q_rows, s.hidden});
+  b.k_proj = w.text_matrix(p + "k_proj.weight", {kv_rows, s.hidden});
+  b.v_proj = w.text_matrix(p + "v_proj.weight", {kv_rows, s.hidden});
+  b.o_proj = w.text_matrix(p + "o_proj.weight", {s.hidden, int64_t{s.num_heads} * s.head_dim});
+  b.q_norm = w.text_vector(p + "q_norm.weight", {s.head_dim});
+  b.k_norm = w.text_vector(p + "k_norm.weight", {s.head_dim});
+  b.slot = slot;
+  return b;
+}
+
+void AttentionBlock::forward(BatchContext& ctx, const TensorView& x, const TensorView& out) const {
+  const Ops& ops = *ctx.ops;
+  const ArchSpec& s = *ctx.spec;
+  const int64_t R = ctx.rows, hd = s.head_dim;
+  const int64_t qw = s.num_heads * hd, kvw = s.num_kv_heads * hd;
+  Tensor qfull = Tensor::empty(DType::F32, {R, q_proj.dim(0)});
+  Tensor k = Tensor::empty(DType::F32, {R, kvw});
+  Tensor v = Tensor::empty(DType::F32, {R, kvw});
+  TensorView ws[] = {q_proj, k_proj, v_proj};
+  TensorView ys[] = {qfull, k, v};
+  ops.matmul_multi(x, ws, ys);
+
+  // Qwen3.5: each head's 2*hd outputs are [query | gate] (per head, not two flat halves).
+  Tensor q, gate;
+  if (s.attn_output_gate) {
+    q = Tensor::empty(DType::F32, {R, qw});
+    gate = Tensor::empty(DType::F32, {R, qw});
+    for (int64_t r = 0; r < R; ++r)
+      for (int h = 0; h < s.num_heads; ++h) {
+        const float* src = qfull.as<float>() + r * 2 * qw + h * 2 * hd;
+        std::memcpy(q.as<float>() + r * qw + h * hd, src, hd * 4);
+        std::memcpy(gate.as<float>() + r * qw + h * hd, src + hd, hd * 4);
+      }
+  } else {
+    q = std::move(qfull);
+  }
+  ops.rms_norm(q, q_norm, s.norm, s.eps, q);
+  ops.rms_norm(k, k_norm, s.norm, s.eps, k);
+  ops.rope(q, s.num_heads, s.head_dim, s.rot_dim, s.rope_theta, ctx.positions);
+  ops.rope(k, s.num_kv_heads, s.head_dim, s.rot_dim, s.rope_theta, ctx.positions);
+  // All rows' keys go in first: a row then sees exactly positions 0..its own, as in decode.
+  ops.kv_store(k, v, ctx.kv, slot, ctx.attn_rows);
+  Tensor attn = Tensor::empty(DType::F32, {R, qw});
+  ops.attention(q, ctx.kv, slot, ctx.attn_rows, s.num_heads, 1.0f / std::sqrt(static_cast<float>(hd)), attn);
+  if (s.attn_output_gate) ops.mul_sigmoid(attn, gate);
+  ops.matmul(attn, o_proj, out);
+}
+
+}  // namespace specserve

@@ -1,0 +1,39 @@
+#include "model/kv_cache.h"
+
+#include <algorithm>
+
+namespace specserve {
+
+float* KvBlockPool::allocate() {
+  std::lock_guard lock(mutex_);
+  if (free_.empty()) {
+    // Slabs of 64 blocks (or fewer for very large blocks): few allocations, stable addresses.
+    const size_t block_bytes = static_cast<size_t>(geo_.block_floats()) * sizeof(float);
+    const size_t per_slab = std::max<size_t>(1, std::min<size_t>(64, (size_t{256} << 20) / std::max<size_t>(1, block_bytes)));
+    slabs_.emplace_back(block_bytes * per_slab);
+    float* base = static_cast<float*>(slabs_.back().data());
+    for (size_t i = per_slab; i-- > 0;) free_.push_back(base + i * geo_.block_floats());
+  }
+  float* b = free_.back();
+  free_.pop_back();
+  ++in_use_;
+  return b;
+}
+
+void KvBlockPool::release(float* block) {
+  std::lock_guard lock(mutex_);
+  free_.push_back(block);
+  --in_use_;
+}
+
+int64_t KvBlockPool::blocks_in_use() const {
+  std::lock_guard lock(mutex_);
+  return in_use_;
+}
+
+int64_t KvBlockPool::blocks_allocated() const {
+  std::lock_guard lock(mutex_);
+  return in_use_ + static_cast<int64_t>(free_.size());
+}
+
+}  // namespace specserve

@@ -1,0 +1,34 @@
+#pragma once
+// The paged KV cache's block pool. A block (backend/ops.h KvGeometry) holds 16 consecutive positions
+// of one sequence for every attention layer; sequences own lists of blocks (their block tables) and
+// give them back when they end. Blocks are recycled through a free list; memory grows in slabs so
+// block addresses never move.
+#include <cstdint>
+#include <memory>
+#include <mutex>
+#include <vector>
+
+#include "backend/ops.h"
+#include "core/aligned_buffer.h"
+
+namespace specserve {
+
+class KvBlockPool {
+ public:
+  explicit KvBlockPool(const KvGeometry& geo) : geo_(geo) {}
+  const KvGeometry& geometry() const { return geo_; }
+
+  float* allocate();
+  void release(float* block);
+  int64_t blocks_in_use() const;
+  int64_t blocks_allocated() const;
+
+ private:
+  KvGeometry geo_;
+  mutable std::mutex mutex_;
+  std::vector<AlignedBuffer> slabs_;
+  std::vector<float*> free_;
+  int64_t in_use_ = 0;
+};
+
+}  // namespace specserve

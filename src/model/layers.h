@@ -1,0 +1,104 @@
+#pragma once
+// Internal: the shared building blocks of the target models (attention, Gated DeltaNet, MLP, the
+// decoder layer) and the per-batch context they run in. Families (qwen3.cpp, qwen3_5.cpp) only say
+// which blocks and norm flavours a layer uses and where its tensors are.
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "backend/ops.h"
+#include "io/model_config.h"
+#include "model/sequence_state.h"
+#include "model/target_model.h"
+#include "model/weights.h"
+
+namespace specserve {
+
+// What the blocks need to know about the architecture.
+struct ArchSpec {
+  NormKind norm = NormKind::Plain;  // layer norms, q/k norms and the final norm
+  float eps = 1e-6f;
+  int64_t hidden = 0, intermediate = 0, vocab = 0;
+  int num_heads = 0, num_kv_heads = 0, head_dim = 0, rot_dim = 0;
+  double rope_theta = 10000.0;
+  bool attn_output_gate = false;  // Qwen3.5: q_proj rows are [query | gate] per head
+  GdnDims gdn;
+};
+
+// Access to SequenceState internals for the blocks and the model.
+struct ModelInternals {
+  using DeltaNetLayer = SequenceState::DeltaNetLayer;
+  static DeltaNetLayer& deltanet(SequenceState& s, size_t i) { return s.deltanet_[i]; }
+  static std::vector<DeltaNetLayer>& deltanets(SequenceState& s) { return s.deltanet_; }
+  static std::vector<float*>& blocks(SequenceState& s) { return s.blocks_; }
+  static int64_t& length(SequenceState& s) { return s.length_; }
+  static int64_t& pending(SequenceState& s) { return s.pending_; }
+  static void ensure_blocks(SequenceState& s, int64_t positions) { s.ensure_blocks(positions); }
+  static void set_pool(SequenceState& s, std::shared_ptr<KvBlockPool> p) { s.pool_ = std::move(p); }
+};
+
+// The rows of one forward call.
+struct BatchContext {
+  struct Span {
+    SequenceState* state;
+    int64_t row_begin, rows, position;  // position of the first row
+    SpanMode mode;
+  };
+  const Ops* ops = nullptr;
+  const ArchSpec* spec = nullptr;
+  KvGeometry kv;
+  int64_t rows = 0;
+  std::vector<Span> spans;
+  std::vector<int32_t> positions;       // per row
+  std::vector<AttentionRow> attn_rows;  // per row
+};
+
+struct AttentionBlock {
+  TensorView q_proj, k_proj, v_proj, o_proj, q_norm, k_norm;
+  int slot = 0;  // index among the attention layers (KV cache layer)
+  void forward(BatchContext& ctx, const TensorView& x, const TensorView& out) const;
+};
+
+struct DeltaNetBlock {
+  TensorView in_qkv, in_z, in_b, in_a, out_proj;  // matrices
+  TensorView conv, a_log, dt_bias, norm;          // f32: conv [conv_dim, Kc]
+  int slot = 0;                                   // index among the DeltaNet layers
+  void forward(BatchContext& ctx, const TensorView& x, const TensorView& out) const;
+  // commit(n) of a pending extend (see sequence_state.h).
+  void commit(const Ops& ops, const ArchSpec& spec, SequenceState& s, int64_t n) const;
+};
+
+struct MlpBlock {
+  TensorView gate, up, down;
+  void forward(BatchContext& ctx, const TensorView& x, const TensorView& out) const;
+};
+
+struct DecoderLayer {
+  LayerType type = LayerType::FullAttention;
+  TensorView input_norm, post_norm;
+  AttentionBlock attn;
+  DeltaNetBlock deltanet;
+  MlpBlock mlp;
+  // x [rows, hidden] is updated in place: x += mixer(norm(x)); x += mlp(norm(x)).
+  void forward(BatchContext& ctx, const TensorView& x) const;
+};
+
+// Everything a family builder produces.
+struct ModelParts {
+  ArchSpec spec;
+  std::vector<DecoderLayer> layers;
+  TensorView embed, final_norm, lm_head;
+};
+
+// Shared loaders (`i` is the decoder layer index).
+AttentionBlock load_attention(WeightStore& w, const ArchSpec& spec, int i, int slot);
+DeltaNetBlock load_deltanet(WeightStore& w, const ArchSpec& spec, int i, int slot);
+MlpBlock load_mlp(WeightStore& w, const ArchSpec& spec, int i);
+// Embedding, final norm and lm_head (top-level `lm_head.weight`, or the embedding when tied/absent).
+void load_head(WeightStore& w, const ModelConfig& cfg, ModelParts& parts);
+
+// Families.
+ModelParts build_qwen3(const ModelConfig& cfg, WeightStore& w);
+ModelParts build_qwen3_5(const ModelConfig& cfg, WeightStore& w);
+
+}  // namespace specserve

@@ -1,0 +1,26 @@
+// Dense SwiGLU MLP (models.md §1.2): down(silu(gate(x)) * up(x)).
+#include "model/layers.h"
+
+namespace specserve {
+
+MlpBlock load_mlp(WeightStore& w, const ArchSpec& s, int i) {
+  const std::string p = "layers." + std::to_string(i) + ".mlp.";
+  MlpBlock b;
+  b.gate = w.text_matrix(p + "gate_proj.weight", {s.intermediate, s.hidden});
+  b.up = w.text_matrix(p + "up_proj.weight", {s.intermediate, s.hidden});
+  b.down = w.text_matrix(p + "down_proj.weight", {s.hidden, s.intermediate});
+  return b;
+}
+
+void MlpBlock::forward(BatchContext& ctx, const TensorView& x, const TensorView& out) const {
+  const Ops& ops = *ctx.ops;
+  Tensor g = Tensor::empty(DType::F32, {ctx.rows, gate.dim(0)});
+  Tensor u = Tensor::empty(DType::F32, {ctx.rows, up.dim(0)});
+  TensorView ws[] = {gate, up};
+  TensorView ys[] = {g, u};
+  ops.matmul_multi(x, ws, ys);
+  ops.swiglu(g, u, g);
+  ops.matmul(g, down, out);
+}
+
+}  // namespace specserve

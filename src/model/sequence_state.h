@@ -1,0 +1,64 @@
+#pragma once
+// Per-sequence state of a target model: the paged KV block table of the attention layers and, for
+// each Gated DeltaNet layer, the f32 recurrent state S and the conv window (the last Kc-1 pre-conv
+// rows).
+//
+// Lifecycle. A prefill span is committed as soon as it is computed. An extend span (1 decode row or
+// K verify rows) leaves the state PENDING: the rows' keys/values are in the cache and the DeltaNet
+// layers hold the state after all K rows in a work buffer, while the committed state is untouched.
+// TargetModel::commit(state, n) keeps the first n rows (1 <= n <= K):
+//   - attention: the length becomes base + n (rows past it are overwritten later);
+//   - DeltaNet, n == K: the work buffer becomes the state (a pointer swap, no copy);
+//   - DeltaNet, n < K: the recurrence is REPLAYED over the n kept rows from the committed state, using
+//     each row's saved post-conv q/k/v, g and beta, with the very kernel decode uses, so the state is
+//     bit-identical to having decoded those n rows; the conv window is rebuilt from the saved pre-conv
+//     rows.
+// Why replay instead of per-row snapshots: snapshots cost one full state copy per row per layer on
+// EVERY verify (Qwen3.6-27B: 3 MiB x 48 layers x K), whether or not rows are rejected; replay costs
+// nothing on full acceptance and n recurrent steps (a fraction of the extend's own DeltaNet work, no
+// matmuls) on partial acceptance, plus K x (conv_dim + 2 Hv) floats of saved inputs. See
+// docs/MODEL.md for the measurement.
+#include <cstdint>
+#include <memory>
+#include <vector>
+
+#include "model/kv_cache.h"
+
+namespace specserve {
+
+class SequenceState {
+ public:
+  SequenceState() = default;
+  ~SequenceState();
+  SequenceState(const SequenceState&) = delete;
+  SequenceState& operator=(const SequenceState&) = delete;
+
+  // Committed tokens (the next row's position).
+  int64_t length() const { return length_; }
+  // Rows of the last extend awaiting commit (0 when none).
+  int64_t pending() const { return pending_; }
+
+ private:
+  friend class TargetModel;
+  friend struct ModelInternals;
+
+  struct DeltaNetLayer {
+    std::vector<float> state;       // committed S [Hv, dk, dv]
+    std::vector<float> work;        // S after the pending rows (extend only)
+    std::vector<float> window;      // [Kc-1, conv_dim] pre-conv rows before position length_
+    std::vector<float> pending_pre; // [K, conv_dim] pre-conv rows of the pending extend
+    std::vector<float> pending_qkv; // [K, conv_dim] post-conv, prepared q|k|v
+    std::vector<float> pending_g;   // [K, Hv]
+    std::vector<float> pending_beta;// [K, Hv]
+  };
+
+  void ensure_blocks(int64_t positions);
+
+  std::shared_ptr<KvBlockPool> pool_;
+  std::vector<float*> blocks_;
+  std::vector<DeltaNetLayer> deltanet_;
+  int64_t length_ = 0;
+  int64_t pending_ = 0;
+};
+
+}  // namespace specserve

@@ -1,0 +1,101 @@
+#pragma once
+// The target model: Qwen3 dense and Qwen3.5/3.6 dense hybrid (models.md), on the CPU backend.
+//
+// One batched forward serves every mode of the engine and the DFlash verifier: a batch is a list of
+// spans, one per sequence, each a prefill chunk, one decode row or K extend (verify) rows at the
+// sequence's next positions. All rows go through the same kernels; every op is row-invariant
+// (backend/ops.h), so a row's logits and captured features do not depend on the other rows in the
+// batch, and K extend rows give the same bits as K successive decodes.
+//
+//   auto model = TargetModel::load(dir, {.dtype = "auto"});
+//   auto seq = model->new_sequence();
+//   ForwardBatch b;  b.spans = {{seq.get(), prompt, SpanMode::Prefill, LogitsWanted::Last}};
+//   auto r = model->forward(b);            // r.logits [1, vocab]
+//   b.spans = {{seq.get(), {tok}, SpanMode::Extend, LogitsWanted::All}};
+//   r = model->forward(b);  model->commit(*seq, 1);
+#include <cstdint>
+#include <memory>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "backend/ops.h"
+#include "core/tensor.h"
+#include "io/model_config.h"
+#include "model/sequence_state.h"
+
+namespace specserve {
+
+struct LoadOptions {
+  // Storage of the matmul weights and the embedding table: "auto" (the checkpoint's dtype; F16 becomes
+  // f32), "f32" or "bf16". Activations, norms, the KV cache and DeltaNet state are always f32.
+  std::string dtype = "auto";
+  // > 0: resizes the global CPU thread pool (ThreadPool::set_global_threads) at load.
+  int threads = 0;
+};
+
+enum class SpanMode {
+  Prefill,  // committed at once; DeltaNet uses the chunked form (chunks aligned to multiples of 64)
+  Extend,   // decode (1 row) or verify (K rows): DeltaNet stepped token by token; needs commit()
+};
+
+enum class LogitsWanted { None, Last, All };
+
+struct SequenceSpan {
+  SequenceState* state = nullptr;
+  std::span<const int32_t> tokens;  // at positions state->length() ... + tokens.size() - 1
+  SpanMode mode = SpanMode::Extend;
+  LogitsWanted logits = LogitsWanted::Last;
+};
+
+struct ForwardBatch {
+  std::vector<SequenceSpan> spans;
+  // Decoder layers whose output (the residual stream after layer l, = HF hidden_states[l + 1], never
+  // post-final-norm) is captured for every row, concatenated in this order.
+  std::vector<int> capture_layers;
+};
+
+struct ForwardResult {
+  // Rows are numbered across the batch: span 0's rows first, then span 1's, ...
+  std::vector<int64_t> span_first_row;  // per span
+  Tensor logits;                        // [logit_rows.size(), vocab] f32
+  std::vector<int64_t> logit_rows;      // batch row of each logits row, in batch order
+  Tensor captured;                      // [rows, capture_layers.size() * hidden] f32 (empty if none)
+};
+
+class TargetModel {
+ public:
+  static std::unique_ptr<TargetModel> load(const std::string& dir, const LoadOptions& options = {});
+  ~TargetModel();
+
+  const ModelConfig& config() const;
+  int64_t vocab_size() const;   // rows of the lm_head
+  int64_t hidden_size() const;
+  DType weight_dtype() const;   // storage of the matmul weights
+  const Ops& ops() const;
+
+  std::unique_ptr<SequenceState> new_sequence() const;
+
+  // Runs all spans; a span's state must have no pending rows. Extend spans leave their state
+  // pending until commit().
+  ForwardResult forward(const ForwardBatch& batch);
+  // Keeps the first n (1 <= n <= pending) rows of the state's pending extend.
+  void commit(SequenceState& state, int64_t n) const;
+
+  // The input embedding table [vocab, hidden] (f32 or bf16) and the gather into f32 rows.
+  TensorView embedding_table() const;
+  void embed(std::span<const int32_t> ids, const TensorView& out) const;
+  // logits [R, vocab] = hidden [R, hidden] · lm_headᵀ, WITHOUT the final norm (the DFlash drafter
+  // applies its own norm, then the target's head).
+  void lm_head(const TensorView& hidden, const TensorView& logits) const;
+  // The target's final norm applied to rows [R, hidden] (y may alias x).
+  void final_norm(const TensorView& x, const TensorView& y) const;
+
+  struct Impl;
+
+ private:
+  explicit TargetModel(std::unique_ptr<Impl> impl);
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace specserve

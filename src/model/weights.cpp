@@ -1,0 +1,46 @@
+#include "model/weights.h"
+
+#include <map>
+
+#include "core/error.h"
+
+namespace specserve {
+
+WeightStore::WeightStore(std::unique_ptr<Checkpoint> checkpoint, DType matrix_dtype)
+    : checkpoint_(std::move(checkpoint)), matrix_dtype_(matrix_dtype) {
+  prefix_ = resolve_prefix(*checkpoint_);
+}
+
+std::string WeightStore::resolve_prefix(const Checkpoint& c) {
+  if (c.contains("model.language_model.embed_tokens.weight")) return "model.language_model.";
+  if (c.contains("model.embed_tokens.weight")) return "model.";
+  fail("checkpoint has neither model.embed_tokens.weight nor model.language_model.embed_tokens.weight");
+}
+
+DType WeightStore::checkpoint_matrix_dtype(const Checkpoint& c) {
+  return c.entry(resolve_prefix(c) + "embed_tokens.weight").dtype;
+}
+
+TensorView WeightStore::checked(const std::string& name, const Shape& shape) const {
+  SS_CHECK(checkpoint_->contains(name), "checkpoint lacks tensor '{}'", name);
+  TensorView v = checkpoint_->get(name);
+  SS_CHECK(v.shape == shape, "tensor '{}' has shape {}, expected {}", name, v.shape.to_string(), shape.to_string());
+  SS_CHECK(is_float(v.dtype), "tensor '{}' has non-float dtype {}", name, dtype_name(v.dtype));
+  return v;
+}
+
+TensorView WeightStore::matrix(const std::string& name, const Shape& shape) {
+  TensorView v = checked(name, shape);
+  if (v.dtype == matrix_dtype_) return v;
+  Tensor f = to_f32(v);
+  owned_.push_back(matrix_dtype_ == DType::F32 ? std::move(f) : from_f32(f, matrix_dtype_));
+  return owned_.back().view();
+}
+
+TensorView WeightStore::vector_f32(const std::string& name, const Shape& shape) {
+  TensorView v = checked(name, shape);
+  owned_.push_back(to_f32(v));
+  return owned_.back().view();
+}
+
+}  // namespace specserve

@@ -1,0 +1,44 @@
+#pragma once
+// Checkpoint tensors for the model: resolves the text-stack prefix (`model.` for Qwen3ForCausalLM /
+// Qwen3_5ForCausalLM, `model.language_model.` for Qwen3_5ForConditionalGeneration; `model.visual.*`
+// and `mtp.*` are simply never asked for) and converts what it hands out:
+//   - matrices (matmul weights, embedding table) to the storage dtype, zero-copy when the checkpoint
+//     already has it;
+//   - vectors and small parameters (norms, conv, A_log, dt_bias) to owned f32 copies.
+#include <deque>
+#include <memory>
+#include <string>
+
+#include "core/tensor.h"
+#include "io/safetensors.h"
+
+namespace specserve {
+
+class WeightStore {
+ public:
+  WeightStore(std::unique_ptr<Checkpoint> checkpoint, DType matrix_dtype);
+
+  const std::string& prefix() const { return prefix_; }
+  DType matrix_dtype() const { return matrix_dtype_; }
+  // The dtype most matrices have in the checkpoint (for --dtype auto).
+  static DType checkpoint_matrix_dtype(const Checkpoint& c);
+  static std::string resolve_prefix(const Checkpoint& c);
+
+  bool has(const std::string& name) const { return checkpoint_->contains(name); }
+  // `name` is the full tensor name; `shape` the expected shape (checked).
+  TensorView matrix(const std::string& name, const Shape& shape);
+  TensorView vector_f32(const std::string& name, const Shape& shape);
+  // Text-stack tensor: prefix() + name.
+  TensorView text_matrix(const std::string& name, const Shape& shape) { return matrix(prefix_ + name, shape); }
+  TensorView text_vector(const std::string& name, const Shape& shape) { return vector_f32(prefix_ + name, shape); }
+
+ private:
+  TensorView checked(const std::string& name, const Shape& shape) const;
+
+  std::unique_ptr<Checkpoint> checkpoint_;
+  DType matrix_dtype_;
+  std::string prefix_;
+  std::deque<Tensor> owned_;  // converted copies (stable addresses)
+};
+
+}  // namespace specserve

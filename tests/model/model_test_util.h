@@ -1,0 +1,66 @@
+#pragma once
+// Helpers for the model tests: fixture paths, reading reference tensors, running spans.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include "core/error.h"
+#include "io/safetensors.h"
+#include "model/target_model.h"
+
+namespace specserve::testing {
+
+inline std::string fixture_dir(const std::string& name) {
+  return std::string(SPECSERVE_SOURCE_DIR) + "/tests/fixtures/model/" + name;
+}
+
+inline const std::vector<std::string>& all_fixtures() {
+  static const std::vector<std::string> v = {"qwen3_untied", "qwen3_tied", "qwen3_5_flat", "qwen3_5_vl"};
+  return v;
+}
+
+struct Reference {
+  std::unique_ptr<SafetensorsFile> file;
+  explicit Reference(const std::string& dir) : file(SafetensorsFile::open(dir + "/reference.safetensors")) {}
+  std::vector<int32_t> ids(const std::string& name) const {
+    TensorView v = file->view(name);
+    std::vector<int32_t> out(static_cast<size_t>(v.numel()));
+    for (size_t i = 0; i < out.size(); ++i) out[i] = static_cast<int32_t>(v.as<const int64_t>()[i]);
+    return out;
+  }
+  TensorView f32(const std::string& name) const { return file->view(name); }
+};
+
+// max |a - b| / max |b| over one row of logits.
+inline double rel_err(const float* a, const float* b, int64_t n) {
+  double num = 0, den = 0;
+  for (int64_t i = 0; i < n; ++i) {
+    num = std::max(num, double(std::fabs(a[i] - b[i])));
+    den = std::max(den, double(std::fabs(b[i])));
+  }
+  return num / std::max(den, 1e-30);
+}
+
+// Lowest id among the maxima.
+inline int32_t argmax(const float* v, int64_t n) {
+  return static_cast<int32_t>(std::max_element(v, v + n) - v);
+}
+
+inline ForwardResult run_one(TargetModel& m, SequenceState& s, const std::vector<int32_t>& toks, SpanMode mode,
+                             LogitsWanted want = LogitsWanted::All, std::vector<int> capture = {}) {
+  ForwardBatch b;
+  b.spans.push_back({&s, toks, mode, want});
+  b.capture_layers = std::move(capture);
+  return m.forward(b);
+}
+
+inline std::vector<float> row(const Tensor& t, int64_t r) {
+  const int64_t n = t.shape()[1];
+  return std::vector<float>(t.as<float>() + r * n, t.as<float>() + (r + 1) * n);
+}
+
+}  // namespace specserve::testing
