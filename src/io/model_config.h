@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "core/dtype.h"
@@ -20,7 +21,7 @@ std::string_view layer_type_name(LayerType t);
 
 struct DFlashConfig {
   int block_size = 16;
-  int num_target_layers = 0;
+  int num_target_layers = 0;  // L_T; 0 when the config does not say (then ids are not range-checked)
   int64_t mask_token_id = 0;
   std::vector<int> target_layer_ids;  // "output of target layer l" convention (dflash.md §8)
 };
@@ -29,6 +30,7 @@ struct ModelConfig {
   ModelFamily family = ModelFamily::Qwen3;
   std::string model_type;                  // as in the file (text config's for qwen3_5)
   std::vector<std::string> architectures;  // top-level "architectures"
+  bool nested_text_config = false;         // text keys under "text_config" (Qwen3_5ForConditionalGeneration)
 
   int64_t vocab_size = 0;
   int64_t hidden_size = 0;
@@ -40,9 +42,15 @@ struct ModelConfig {
   double rms_norm_eps = 1e-6;
   double rope_theta = 10000.0;
   double partial_rotary_factor = 1.0;  // rotated dims = int(head_dim * factor)
+  // "default" for plain RoPE. Qwen3.5's M-RoPE ("mrope", mrope_section) is plain RoPE for text
+  // positions, so it is reported as "default". Other values ("yarn", "linear", ...) are recorded
+  // as found so the model can refuse what it does not implement.
+  std::string rope_type = "default";
   int64_t max_position_embeddings = 0;
   bool tie_word_embeddings = false;
   bool attention_bias = false;
+  // Qwen3.5 gated attention: q_proj has 2·nh·hd rows, [query | gate] per head (models.md §3.2).
+  bool attn_output_gate = false;
   std::optional<int> sliding_window;
   std::vector<LayerType> layer_types;  // one per layer
 
@@ -64,12 +72,14 @@ struct ModelConfig {
   int num_linear_layers() const;
 };
 
-// Parses the text of a config.json.
+// Parses the text of a config.json. Errors name the key, with its path for nested keys
+// ("text_config.hidden_size", "dflash_config.mask_token_id").
 ModelConfig parse_model_config(std::string_view json_text);
 // Reads DIR/config.json (errors carry the path).
 ModelConfig load_model_config(const std::string& dir);
 
-// The z-lab default when a drafter config lacks target_layer_ids (dflash.md §1.3).
+// The z-lab default when a drafter config lacks target_layer_ids (dflash.md §1.3): n ids evenly
+// spaced from 1 to num_target_layers - 3, rounded half to even as Python's round() does.
 std::vector<int> default_target_layer_ids(int num_target_layers, int n);
 
 }  // namespace specserve

@@ -1,0 +1,13 @@
+#pragma once
+// Pieces of the config.json parser that live in their own files. Internal to src/io.
+#include "io/json_keys.h"
+#include "io/model_config.h"
+
+namespace specserve {
+
+// The DFlash part of a drafter config (dflash.md §2.1): dflash_config.{mask_token_id,
+// target_layer_ids}, block_size (dflash_config, then top level, then 16) and num_target_layers.
+// `c` holds the already parsed text-model keys (vocab size, drafter layer count).
+DFlashConfig parse_dflash_config(const JsonKeys& root, const ModelConfig& c);
+
+}  // namespace specserve
