@@ -1,19 +1,180 @@
-// `specserve generate`: placeholder registration until its issue lands; prints --help and refuses to run.
+// `specserve generate`: plain (non-speculative) generation for one prompt on the CPU backend.
+//
+//   specserve generate --model DIR (--prompt TEXT | --prompt-ids 1,2,3 | --prompt-file F) [--chat]
+//       --max-tokens N [--temperature T] [--seed S] [--ignore-eos] [--json] [--threads N] [--dtype D]
+//
+// --json prints one object (a stable interface: external checks read it):
+//   {"token_ids":[generated ids], "text":"...", "finish_reason":"length"|"stop",
+//    "stats":{"prompt_tokens":n,"generated_tokens":n,"prefill_ms":x,"decode_ms":x,"tokens_per_s":x}}
+// `text` is omitted when no tokenizer is available. The temperature defaults to 0 (greedy, ties to
+// the lowest id) whatever generation_config.json says, so a bare command is deterministic; the other
+// sampling defaults come from generation_config.json. Sampling and stopping go through the sampling
+// library (position-keyed randomness), exactly as the engine will.
+#include <nlohmann/json.hpp>
+
+#include <chrono>
+#include <charconv>
 #include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <string>
+#include <vector>
 
 #include "cli/commands.h"
+#include "core/error.h"
+#include "model/target_model.h"
+#include "sampling/cli_flags.h"
+#include "sampling/generation_config.h"
+#include "sampling/sampler.h"
+#include "sampling/stop_checker.h"
 
 namespace specserve::cli {
 
+namespace {
+
+// Prefill chunk: a multiple of the DeltaNet chunk (64) so chunk boundaries depend only on the prompt.
+constexpr size_t kPrefillChunk = 512;
+
+struct GenerateOptions {
+  std::string model;
+  std::string prompt;
+  std::string prompt_ids;
+  std::string prompt_file;
+  std::string dtype = "auto";
+  bool chat = false;
+  bool json = false;
+  int threads = 0;
+  sampling::SamplingFlags sampling;
+};
+
+std::vector<int32_t> parse_ids(const std::string& text) {
+  std::vector<int32_t> ids;
+  size_t i = 0;
+  while (i < text.size()) {
+    size_t j = text.find(',', i);
+    if (j == std::string::npos) j = text.size();
+    std::string item = text.substr(i, j - i);
+    while (!item.empty() && item.front() == ' ') item.erase(item.begin());
+    while (!item.empty() && item.back() == ' ') item.pop_back();
+    int32_t id = -1;
+    auto [end, ec] = std::from_chars(item.data(), item.data() + item.size(), id);
+    SS_CHECK(!item.empty() && ec == std::errc() && end == item.data() + item.size() && id >= 0,
+             "--prompt-ids: '{}' is not a token id", item);
+    ids.push_back(id);
+    i = j + 1;
+  }
+  SS_CHECK(!ids.empty(), "--prompt-ids is empty");
+  return ids;
+}
+
+sampling::RequestParams model_defaults(const std::string& dir, const ModelConfig& cfg) {
+  sampling::RequestParams d;
+  for (int64_t id : cfg.eos_token_ids) d.stop.eos_token_ids.push_back(static_cast<sampling::TokenId>(id));
+  const std::string gen = dir + "/generation_config.json";
+  if (std::filesystem::exists(gen)) {
+    std::ifstream f(gen);
+    nlohmann::json j;
+    try {
+      j = nlohmann::json::parse(f);
+    } catch (const nlohmann::json::exception& e) {
+      fail("{}: {}", gen, e.what());
+    }
+    sampling::apply_generation_config(j, d);
+  }
+  d.sampling.temperature = 0.0f;  // greedy unless --temperature is given
+  return d;
+}
+
+double ms_since(std::chrono::steady_clock::time_point t) {
+  return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t).count();
+}
+
+int run_generate(GenerateOptions& o) {
+  if (!o.prompt.empty() || !o.prompt_file.empty() || o.chat)
+    fail("--prompt, --prompt-file and --chat need the tokenizer, which this build does not have yet; use --prompt-ids");
+  SS_CHECK(!o.prompt_ids.empty(), "one of --prompt, --prompt-ids or --prompt-file is required");
+  const std::vector<int32_t> prompt = parse_ids(o.prompt_ids);
+
+  auto model = TargetModel::load(o.model, LoadOptions{o.dtype, o.threads});
+  sampling::RequestParams params = o.sampling.resolve(model_defaults(o.model, model->config()));
+  SS_CHECK(params.stop.max_tokens.has_value() && *params.stop.max_tokens > 0, "--max-tokens must be given and > 0");
+  SS_CHECK(params.stop.stop.empty(), "--stop strings need the tokenizer, which this build does not have yet");
+  for (int32_t id : prompt)
+    SS_CHECK(id < model->vocab_size(), "--prompt-ids: {} is outside the vocabulary [0, {})", id, model->vocab_size());
+
+  const sampling::Sampler sampler(params, sampling::VocabBounds{model->vocab_size(), 0});
+  sampling::SamplerState history = sampler.make_state(prompt);
+  sampling::StopChecker stop(sampler.stop_params());
+  auto seq = model->new_sequence();
+
+  // Prefill in fixed chunks; only the last chunk's last row needs logits.
+  const auto t_prefill = std::chrono::steady_clock::now();
+  ForwardResult r;
+  for (size_t b = 0; b < prompt.size(); b += kPrefillChunk) {
+    const size_t e = std::min(prompt.size(), b + kPrefillChunk);
+    ForwardBatch batch;
+    batch.spans.push_back({seq.get(), std::span(prompt).subspan(b, e - b), SpanMode::Prefill,
+                           e == prompt.size() ? LogitsWanted::Last : LogitsWanted::None});
+    r = model->forward(batch);
+  }
+  const double prefill_ms = ms_since(t_prefill);
+
+  // Decode: pick, check stops, feed the token back as a 1-row extend and commit it.
+  const auto t_decode = std::chrono::steady_clock::now();
+  const int64_t V = model->vocab_size();
+  std::vector<int32_t> output;
+  const std::vector<std::string> no_text(1);
+  for (;;) {
+    const sampling::Pick pick = sampler.pick(std::span<const float>(r.logits.as<float>(), V), history);
+    history.push(pick.token);
+    const sampling::StopStep step = stop.consume(std::span(&pick.token, 1), no_text);
+    if (step.tokens_kept > 0) output.push_back(pick.token);
+    if (step.finished()) break;
+    const std::vector<int32_t> tok = {pick.token};
+    ForwardBatch batch;
+    batch.spans.push_back({seq.get(), tok, SpanMode::Extend, LogitsWanted::Last});
+    r = model->forward(batch);
+    model->commit(*seq, 1);
+  }
+  const double decode_ms = ms_since(t_decode);
+  const double tps = decode_ms > 0 ? static_cast<double>(output.size()) * 1000.0 / decode_ms : 0.0;
+  const std::string finish = sampling::finish_reason_name(stop.reason());
+
+  if (o.json) {
+    nlohmann::ordered_json j;
+    j["token_ids"] = output;
+    j["finish_reason"] = finish;
+    j["stats"] = {{"prompt_tokens", prompt.size()},
+                  {"generated_tokens", output.size()},
+                  {"prefill_ms", prefill_ms},
+                  {"decode_ms", decode_ms},
+                  {"tokens_per_s", tps}};
+    std::printf("%s\n", j.dump().c_str());
+  } else {
+    std::string ids;
+    for (int32_t t : output) ids += (ids.empty() ? "" : " ") + std::to_string(t);
+    std::printf("%s\n", ids.c_str());
+    std::fprintf(stderr, "[%s] prompt %zu tokens, generated %zu; prefill %.1f ms, decode %.1f ms (%.2f tokens/s)\n",
+                 finish.c_str(), prompt.size(), output.size(), prefill_ms, decode_ms, tps);
+  }
+  return 0;
+}
+
+}  // namespace
+
 void register_generate(CLI::App& app, CommandRunner& run) {
-  auto* cmd = app.add_subcommand("generate", "(generate is not implemented yet in this build)");
-  cmd->allow_extras();
-  cmd->callback([&run] {
-    run = [] {
-      std::fprintf(stderr, "error: 'specserve generate' is not implemented yet in this build\n");
-      return 2;
-    };
-  });
+  auto opts = std::make_shared<GenerateOptions>();
+  auto* cmd = app.add_subcommand("generate", "Generate a continuation of one prompt (no speculation)");
+  cmd->add_option("--model", opts->model, "Model directory (config.json + safetensors)")->required();
+  cmd->add_option("--prompt", opts->prompt, "Prompt text (needs a tokenizer)");
+  cmd->add_option("--prompt-ids", opts->prompt_ids, "Prompt token ids, comma-separated");
+  cmd->add_option("--prompt-file", opts->prompt_file, "File holding the prompt text (needs a tokenizer)");
+  cmd->add_flag("--chat", opts->chat, "Wrap the prompt in the model's chat template as a user message");
+  cmd->add_flag("--json", opts->json, "Print one JSON object");
+  cmd->add_option("--threads", opts->threads, "CPU threads (default: all cores)");
+  cmd->add_option("--dtype", opts->dtype, "Weight storage: auto (checkpoint's), f32 or bf16");
+  opts->sampling.add_to(*cmd);
+  cmd->callback([&run, opts] { run = [opts] { return run_generate(*opts); }; });
 }
 
 }  // namespace specserve::cli
