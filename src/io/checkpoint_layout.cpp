@@ -1,0 +1,164 @@
+#include "io/checkpoint_layout.h"
+
+#include <array>
+#include <set>
+
+#include "core/error.h"
+#include "io/printable.h"
+
+namespace specserve {
+
+namespace {
+
+class TensorList {
+ public:
+  explicit TensorList(const ModelConfig& c) : c_(c) {}
+  std::vector<ExpectedTensor> take() { return std::move(out_); }
+
+  void add(std::string name, Shape shape, std::string reason = "") {
+    out_.push_back({std::move(name), shape, std::move(reason)});
+  }
+
+  // Pre-norm decoder layer norms and the SwiGLU MLP (models.md §1.2).
+  void add_norms_and_mlp(const std::string& p, const std::string& why) {
+    const int64_t H = c_.hidden_size, I = c_.intermediate_size;
+    add(p + "input_layernorm.weight", {H}, why);
+    add(p + "post_attention_layernorm.weight", {H}, why);
+    add(p + "mlp.gate_proj.weight", {I, H}, why);
+    add(p + "mlp.up_proj.weight", {I, H}, why);
+    add(p + "mlp.down_proj.weight", {H, I}, why);
+  }
+
+  // Softmax attention with per-head q/k norms; Qwen3.5's gated form doubles q_proj (models.md §3.2).
+  void add_attention(const std::string& p, const std::string& why) {
+    const int64_t H = c_.hidden_size, hd = c_.head_dim;
+    const int64_t q_rows = c_.num_heads * hd * (c_.attn_output_gate ? 2 : 1), kv_rows = c_.num_kv_heads * hd;
+    add(p + "self_attn.q_proj.weight", {q_rows, H}, why);
+    add(p + "self_attn.k_proj.weight", {kv_rows, H}, why);
+    add(p + "self_attn.v_proj.weight", {kv_rows, H}, why);
+    add(p + "self_attn.o_proj.weight", {H, c_.num_heads * hd}, why);
+    add(p + "self_attn.q_norm.weight", {hd}, why);
+    add(p + "self_attn.k_norm.weight", {hd}, why);
+    if (c_.attention_bias) {
+      add(p + "self_attn.q_proj.bias", {q_rows}, why + ", attention_bias is true");
+      add(p + "self_attn.k_proj.bias", {kv_rows}, why + ", attention_bias is true");
+      add(p + "self_attn.v_proj.bias", {kv_rows}, why + ", attention_bias is true");
+      add(p + "self_attn.o_proj.bias", {H}, why + ", attention_bias is true");
+    }
+  }
+
+  // Qwen3.5 Gated DeltaNet: separate qkv / z / b / a projections (models.md §3.6, §3.7).
+  void add_gated_deltanet(const std::string& p, const std::string& why) {
+    const int64_t H = c_.hidden_size, Hk = c_.linear_num_key_heads, Hv = c_.linear_num_value_heads;
+    const int64_t dk = c_.linear_key_head_dim, dv = c_.linear_value_head_dim;
+    const int64_t conv_dim = 2 * Hk * dk + Hv * dv;
+    add(p + "linear_attn.in_proj_qkv.weight", {conv_dim, H}, why);
+    add(p + "linear_attn.in_proj_z.weight", {Hv * dv, H}, why);
+    add(p + "linear_attn.in_proj_b.weight", {Hv, H}, why);
+    add(p + "linear_attn.in_proj_a.weight", {Hv, H}, why);
+    add(p + "linear_attn.conv1d.weight", {conv_dim, 1, c_.linear_conv_kernel_dim}, why);
+    add(p + "linear_attn.A_log", {Hv}, why);
+    add(p + "linear_attn.dt_bias", {Hv}, why);
+    add(p + "linear_attn.norm.weight", {dv}, why);
+    add(p + "linear_attn.out_proj.weight", {H, Hv * dv}, why);
+  }
+
+ private:
+  const ModelConfig& c_;
+  std::vector<ExpectedTensor> out_;
+};
+
+// The tensor whose presence identifies where a family's weights sit.
+std::string anchor_tensor(ModelFamily family) {
+  return family == ModelFamily::DFlashDrafter ? "fc.weight" : "embed_tokens.weight";
+}
+
+// Tensors of drafter variants whose math differs from DFlash (dflash.md §1.9): loading one as a plain
+// DFlash drafter would run, and silently draft garbage.
+constexpr std::array<std::string_view, 5> kUnsupportedDrafterParts = {
+    "attention_conv.", "mlp_conv.", "candidate_selector.", "markov_head.", "confidence_head."};
+
+void reject_unsupported_drafter_variants(const Checkpoint& ckpt) {
+  for (const auto& name : ckpt.names())
+    for (auto part : kUnsupportedDrafterParts)
+      if (name.find(part) != std::string::npos)
+        fail("tensor {} belongs to a DFlash2/DSpark-style drafter, which specserve does not support",
+             quoted_name(name));
+}
+
+std::string find_prefix(const ModelConfig& c, const Checkpoint& ckpt) {
+  const std::string anchor = anchor_tensor(c.family);
+  std::string looked_for;
+  for (const auto& prefix : candidate_weight_prefixes(c.family)) {
+    if (ckpt.contains(prefix + anchor)) return prefix;
+    looked_for += (looked_for.empty() ? "" : " or ") + quoted_name(prefix + anchor);
+  }
+  fail("{}: no {} tensor, so this is not a {} checkpoint", ckpt.path(), looked_for, family_name(c.family));
+}
+
+}  // namespace
+
+std::vector<std::string> candidate_weight_prefixes(ModelFamily family) {
+  switch (family) {
+    case ModelFamily::Qwen3: return {"model."};
+    case ModelFamily::Qwen3_5: return {"model.language_model.", "model."};
+    case ModelFamily::DFlashDrafter: return {"", "model."};
+  }
+  return {};
+}
+
+std::vector<ExpectedTensor> expected_tensors(const ModelConfig& c, std::string_view prefix_view) {
+  SS_CHECK(c.layer_types.size() == static_cast<size_t>(c.num_layers),
+           "model config has {} layer types for {} layers", c.layer_types.size(), c.num_layers);
+  const std::string prefix(prefix_view);
+  const int64_t H = c.hidden_size;
+  TensorList list(c);
+  if (c.family == ModelFamily::DFlashDrafter) {
+    const auto taps = static_cast<int64_t>(c.dflash ? c.dflash->target_layer_ids.size() : 0);
+    list.add(prefix + "fc.weight", {H, taps * H}, "fc projects the concatenated target_layer_ids features");
+    list.add(prefix + "hidden_norm.weight", {H});
+  } else {
+    list.add(prefix + "embed_tokens.weight", {c.vocab_size, H});
+  }
+  for (int i = 0; i < c.num_layers; ++i) {
+    const std::string p = prefix + "layers." + std::to_string(i) + ".";
+    const std::string why = fmt::format("layer {} is {}", i, layer_type_name(c.layer_types[i]));
+    list.add_norms_and_mlp(p, why);
+    if (c.layer_types[i] == LayerType::LinearAttention)
+      list.add_gated_deltanet(p, why);
+    else
+      list.add_attention(p, why);
+  }
+  list.add(prefix + "norm.weight", {H});
+  if (c.family != ModelFamily::DFlashDrafter && !c.tie_word_embeddings)
+    list.add("lm_head.weight", {c.vocab_size, H}, "tie_word_embeddings is false");
+  return list.take();
+}
+
+CheckpointLayout resolve_checkpoint_layout(const ModelConfig& c, const Checkpoint& ckpt) {
+  if (c.family == ModelFamily::DFlashDrafter) reject_unsupported_drafter_variants(ckpt);
+  CheckpointLayout layout;
+  layout.prefix = find_prefix(c, ckpt);
+  layout.tensors = expected_tensors(c, layout.prefix);
+  std::set<std::string, std::less<>> read;
+  for (const auto& t : layout.tensors) {
+    if (!ckpt.contains(t.name))
+      fail("{}: missing tensor {} {}{}", ckpt.path(), quoted_name(t.name), t.shape.to_string(),
+           t.reason.empty() ? "" : " (" + t.reason + ")");
+    const SafetensorsEntry& e = ckpt.entry(t.name);
+    if (!(e.shape == t.shape))
+      fail("{}: tensor {} has shape {}, the config implies {}", ckpt.path(), quoted_name(t.name),
+           e.shape.to_string(), t.shape.to_string());
+    if (!is_float(e.dtype))
+      fail("{}: tensor {} has dtype {}; weights must be floating point", ckpt.path(), quoted_name(t.name),
+           dtype_name(e.dtype));
+    read.insert(t.name);
+  }
+  if (c.family != ModelFamily::DFlashDrafter)
+    layout.head = c.tie_word_embeddings ? layout.prefix + "embed_tokens.weight" : "lm_head.weight";
+  for (const auto& name : ckpt.names())
+    if (!read.count(name)) layout.unused.push_back(name);
+  return layout;
+}
+
+}  // namespace specserve

@@ -1,0 +1,47 @@
+#pragma once
+// Which tensors a model reads from its checkpoint, and under which names: resolves the weight prefix
+// of the layouts in models.md §2.4/§3.6 and dflash.md §2.2, lists every tensor the config implies
+// with its shape, and checks a checkpoint against that list. The model loader reads the same list,
+// so a checkpoint that passes here is one the loader finds every tensor in.
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "core/tensor.h"
+#include "io/model_config.h"
+#include "io/safetensors.h"
+
+namespace specserve {
+
+struct ExpectedTensor {
+  std::string name;
+  Shape shape;
+  std::string reason;  // why the config implies it, for error messages ("layer 3 is full_attention")
+};
+
+struct CheckpointLayout {
+  // "model." (flat), "model.language_model." (Qwen3.5/3.6 vision-language checkpoints), or for
+  // drafters "" (z-lab) or "model." (some re-uploads).
+  std::string prefix;
+  // The tensor the output head multiplies by: "lm_head.weight", or the embedding when tied. Empty
+  // for drafters, which use their target's head.
+  std::string head;
+  std::vector<ExpectedTensor> tensors;  // every tensor the model reads, embedding/fc first, then per layer
+  std::vector<std::string> unused;      // present but not read: vision tower, MTP head, tied lm_head, ...
+
+  std::string layer_prefix(int layer) const { return prefix + "layers." + std::to_string(layer) + "."; }
+};
+
+// The prefixes a family's weights may sit under, in the order they are tried.
+std::vector<std::string> candidate_weight_prefixes(ModelFamily family);
+
+// Every tensor a model of config `c` reads when its weights sit under `prefix`. lm_head.weight is
+// included when the head is untied; a tied model reads the embedding instead.
+std::vector<ExpectedTensor> expected_tensors(const ModelConfig& c, std::string_view prefix);
+
+// Finds the prefix, then checks that every expected tensor is present with the implied shape and a
+// floating-point dtype. Throws Error naming the first missing or mismatched tensor, or a tensor of
+// an unsupported drafter variant (DFlash2 / DSpark, dflash.md §1.9).
+CheckpointLayout resolve_checkpoint_layout(const ModelConfig& c, const Checkpoint& ckpt);
+
+}  // namespace specserve
