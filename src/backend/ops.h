@@ -71,6 +71,9 @@ struct GdnSpan {
   int64_t rows = 0;
   int64_t position = 0;    // absolute position of the first row (chunk alignment, prefill only)
   bool chunked = false;    // prefill: chunked form; otherwise stepped token by token
+  // Stepped spans only: when set, the first step reads the state from here and every write goes to
+  // `state` (so an extend can run on top of a committed state without copying it first).
+  const float* state_in = nullptr;
 };
 
 inline constexpr int kGdnChunk = 64;

@@ -72,9 +72,10 @@ void DeltaNetBlock::forward(BatchContext& ctx, const TensorView& x, const Tensor
       spans.push_back({L.state.data(), sp.row_begin, sp.rows, sp.position, true});
       advance_window(L.window, pre_rows, sp.rows, C, keep);
     } else {
-      // The committed state stays untouched until commit(); the rows run on a copy.
-      L.work = L.state;
-      spans.push_back({L.work.data(), sp.row_begin, sp.rows, sp.position, false});
+      // The committed state stays untouched until commit(): the first step reads it, all writes go
+      // to the work buffer (no copy).
+      L.work.resize(L.state.size());
+      spans.push_back({L.work.data(), sp.row_begin, sp.rows, sp.position, false, L.state.data()});
       L.pending_pre.assign(pre_rows, pre_rows + sp.rows * C);
       const float* q = qkv.as<float>() + sp.row_begin * C;
       L.pending_qkv.assign(q, q + sp.rows * C);

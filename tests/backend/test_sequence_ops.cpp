@@ -125,6 +125,20 @@ TEST(GatedDeltaNet, RecurrenceIsRowByRowIdentical) {
   EXPECT_EQ(s1, s2);
 }
 
+TEST(GatedDeltaNet, StateInLeavesSourceUntouchedAndMatchesInPlace) {
+  GdnCase c(12);
+  std::vector<float> s0 = randn(c.d.state_floats(), 16, 0.3f), in_place = s0, out1, out2(size_t(c.T) * c.d.value_dim());
+  c.run(in_place, 0, c.T, false, c.T, out1);
+  std::vector<float> src = s0, dst(s0.size(), -7.0f);
+  GdnSpan sp{dst.data(), 0, c.T, 0, false, src.data()};
+  cpu_ops().gated_delta_rule(view(c.qkv, {c.T, c.d.conv_dim()}), view(c.g, {c.T, c.d.num_v_heads}),
+                             view(c.beta, {c.T, c.d.num_v_heads}), std::span(&sp, 1), c.d,
+                             view(out2, {c.T, c.d.value_dim()}));
+  EXPECT_EQ(src, s0);
+  EXPECT_EQ(dst, in_place);
+  EXPECT_EQ(out1, out2);
+}
+
 TEST(GatedDeltaNet, ChunkedPrefillSplitAtChunkBoundariesIsIdentical) {
   GdnCase c(200);
   std::vector<float> s1(c.d.state_floats(), 0.0f), s2 = s1, o1, o2;

@@ -99,8 +99,9 @@ struct HeadIo {
   float* o(int64_t r) const { return out + r * ld_out + int64_t{head} * d.v_dim; }
 };
 
-// Recurrent form (models.md §3.3 step 6) over rows [r0, r1) of one head; S [dk, dv].
-void recurrent(const HeadIo& io, float* S, int64_t r0, int64_t r1) {
+// Recurrent form (models.md §3.3 step 6) over rows [r0, r1) of one head; S [dk, dv]. The first step
+// reads the state from S_in (S itself when null or equal), the same arithmetic either way.
+void recurrent(const HeadIo& io, float* S, const float* S_in, int64_t r0, int64_t r1) {
   const int dk = io.d.k_dim, dv = io.d.v_dim;
   std::vector<float> mem(dv), u(dv);
   for (int64_t r = r0; r < r1; ++r) {
@@ -110,10 +111,12 @@ void recurrent(const HeadIo& io, float* S, int64_t r0, int64_t r1) {
     const float alpha = std::exp(io.gate(r));
     const float beta = io.b(r);
     std::fill(mem.begin(), mem.end(), 0.0f);
+    const float* src = (r == r0 && S_in != nullptr) ? S_in : S;
     for (int i = 0; i < dk; ++i) {
       float* s = S + int64_t{i} * dv;
+      const float* si = src + int64_t{i} * dv;
       for (int j = 0; j < dv; ++j) {
-        s[j] = s[j] * alpha;
+        s[j] = si[j] * alpha;
         mem[j] += s[j] * k[i];
       }
     }
@@ -225,8 +228,10 @@ void gated_delta_rule(const TensorView& qkv, const TensorView& g, const TensorVi
            "gated_delta_rule: out {} must be [rows, {}]", out.describe(), dims.value_dim());
   SS_CHECK(dims.num_v_heads % dims.num_k_heads == 0, "gated_delta_rule: Hv {} not a multiple of Hk {}",
            dims.num_v_heads, dims.num_k_heads);
-  for (const auto& s : spans)
+  for (const auto& s : spans) {
     SS_CHECK(s.row_begin >= 0 && s.rows >= 0 && s.row_begin + s.rows <= R, "gated_delta_rule: span out of range");
+    SS_CHECK(s.state_in == nullptr || !s.chunked, "gated_delta_rule: state_in is for stepped spans only");
+  }
   const int Hv = dims.num_v_heads, ratio = dims.num_v_heads / dims.num_k_heads;
   const int64_t tasks = static_cast<int64_t>(spans.size()) * Hv;
   auto body = [&](int64_t t0, int64_t t1) {
@@ -236,9 +241,10 @@ void gated_delta_rule(const TensorView& qkv, const TensorView& g, const TensorVi
       const int h = static_cast<int>(t % Hv);
       HeadIo io{qkv.as<const float>(), qkv.strides[0], g.as<const float>(), beta.as<const float>(), out.as<float>(),
                 out.strides[0], dims, h, h / ratio};
-      float* S = sp.state + int64_t{h} * dims.k_dim * dims.v_dim;
+      const int64_t head_off = int64_t{h} * dims.k_dim * dims.v_dim;
+      float* S = sp.state + head_off;
       if (!sp.chunked) {
-        recurrent(io, S, sp.row_begin, sp.row_begin + sp.rows);
+        recurrent(io, S, sp.state_in ? sp.state_in + head_off : nullptr, sp.row_begin, sp.row_begin + sp.rows);
         continue;
       }
       int64_t r = 0;
