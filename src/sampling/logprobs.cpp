@@ -4,6 +4,8 @@
 #include <cmath>
 #include <limits>
 
+#include "sampling/row_kernels.h"
+
 namespace specserve::sampling {
 namespace {
 
@@ -51,41 +53,40 @@ class TopN {
 }  // namespace
 
 Logprobs logprobs_over_row(std::span<const float> logits, TokenId chosen, int top_n) {
-  float max = kNegInf;
-  for (float l : logits) max = std::max(max, l);
   Logprobs out;
+  const float max = row_max(logits);
   if (!(max > kNegInf)) {
     out.chosen = kNegInf;
     return out;
   }
-  double sum = 0.0;
-  TopN best(top_n);
-  for (size_t id = 0; id < logits.size(); ++id) {
-    if (logits[id] == kNegInf) continue;
-    sum += std::exp(logits[id] - max);
-    best.offer(static_cast<TokenId>(id), logits[id]);
-  }
-  const double lse = double(max) + std::log(sum);
+  const double lse = double(max) + std::log(exp_sum(logits, max));
   const auto to_logprob = [lse](double l) { return static_cast<float>(l - lse); };
-  out.chosen = chosen >= 0 && size_t(chosen) < logits.size() && logits[chosen] != kNegInf
-                   ? to_logprob(logits[chosen])
-                   : kNegInf;
-  out.top = best.take(to_logprob);
+  out.chosen = chosen >= 0 && size_t(chosen) < logits.size() && logits[chosen] > kNegInf ? to_logprob(logits[chosen])
+                                                                                          : kNegInf;
+  std::vector<std::pair<float, TokenId>> best;
+  select_top_k(logits, static_cast<size_t>(std::max(top_n, 0)), best);
+  std::sort(best.begin(), best.end(), [](const auto& a, const auto& b) {
+    return a.first != b.first ? a.first > b.first : a.second < b.second;
+  });
+  for (const auto& [l, id] : best) out.top.push_back({id, to_logprob(l)});
   return out;
 }
 
-Logprobs logprobs_over_candidates(std::span<const TokenId> candidates, std::span<const float> weights,
-                                  double total, TokenId chosen, int top_n) {
+Logprobs logprobs_over_candidates(std::span<const float> logits, const Candidates& cands,
+                                  std::span<const float> weights, double total, TokenId chosen, int top_n) {
   Logprobs out;
   out.chosen = kNegInf;
   TopN best(top_n);
   const double log_total = std::log(total);
-  for (size_t i = 0; i < candidates.size(); ++i) {
-    if (weights[i] <= 0.0f) continue;
-    const double lp = std::log(double(weights[i])) - log_total;
-    best.offer(candidates[i], lp);
-    if (candidates[i] == chosen) out.chosen = static_cast<float>(lp);
-  }
+  size_t index = 0;
+  cands.for_each(logits, [&](TokenId id) {
+    const float w = cands.all ? weights[id] : weights[index];
+    ++index;
+    if (w <= 0.0f) return;
+    const double lp = std::log(double(w)) - log_total;
+    best.offer(id, lp);
+    if (id == chosen) out.chosen = static_cast<float>(lp);
+  });
   out.top = best.take([](double lp) { return static_cast<float>(lp); });
   return out;
 }

@@ -4,6 +4,7 @@
 #include <span>
 #include <vector>
 
+#include "sampling/candidates.h"
 #include "sampling/types.h"
 
 namespace specserve::sampling {
@@ -21,10 +22,10 @@ struct Logprobs {
 // log-softmax over every finite entry of `logits`, for `chosen` and the best `top_n` ids.
 Logprobs logprobs_over_row(std::span<const float> logits, TokenId chosen, int top_n);
 
-// log of a distribution given by unnormalised weights over `candidates` (ids ascending, weights
-// aligned, `total` their sum): the exact distribution a token was drawn from. Ids outside the
-// candidates have logprob −inf and are never listed.
-Logprobs logprobs_over_candidates(std::span<const TokenId> candidates, std::span<const float> weights,
-                                  double total, TokenId chosen, int top_n);
+// log of a distribution given by unnormalised weights of the candidates (dense over the row when
+// cands.all, else aligned with cands.ids; `total` their sum): the exact distribution a token was
+// drawn from. Ids outside the candidates have logprob −inf and are never listed.
+Logprobs logprobs_over_candidates(std::span<const float> logits, const Candidates& cands,
+                                  std::span<const float> weights, double total, TokenId chosen, int top_n);
 
 }  // namespace specserve::sampling

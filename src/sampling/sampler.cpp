@@ -7,6 +7,7 @@
 
 #include "core/error.h"
 #include "sampling/history_processors.h"
+#include "sampling/row_kernels.h"
 
 namespace specserve::sampling {
 namespace {
@@ -43,13 +44,6 @@ SamplerState Sampler::make_state(std::span<const TokenId> prompt) const {
 }
 
 void Sampler::history_in_place(std::span<float> row, const SamplerState& state, SamplerWorkspace& ws) const {
-  SS_CHECK(int64_t(row.size()) == vocab_.vocab_size, "sampler: logits row has {} entries, expected {}",
-           row.size(), vocab_.vocab_size);
-  // Bad numbers from a model must not crash the pick or make it depend on comparison quirks.
-  for (float& l : row) {
-    if (std::isnan(l)) l = kNegInf;
-    else if (l == std::numeric_limits<float>::infinity()) l = FLT_MAX;
-  }
   std::fill(row.begin() + vocab_.real(), row.end(), kNegInf);
 
   const SamplingParams& p = params_.sampling;
@@ -69,13 +63,23 @@ void Sampler::history_in_place(std::span<float> row, const SamplerState& state, 
   }
 }
 
+void Sampler::check_row(size_t size) const {
+  SS_CHECK(int64_t(size) == vocab_.vocab_size, "sampler: logits row has {} entries, expected {}", size,
+           vocab_.vocab_size);
+}
+
 void Sampler::run_history(std::span<const float> logits, const SamplerState& state, SamplerWorkspace& ws) const {
-  ws.logits.assign(logits.begin(), logits.end());
+  check_row(logits.size());
+  // Bad numbers from a model must not crash the pick or make it depend on comparison quirks.
+  ws.logits.resize(logits.size());
+  copy_sanitized(logits, ws.logits);
   history_in_place(ws.logits, state, ws);
 }
 
 void Sampler::apply_history_processors(std::span<float> logits, const SamplerState& state,
                                        SamplerWorkspace& ws) const {
+  check_row(logits.size());
+  sanitize_row(logits);
   history_in_place(logits, state, ws);
 }
 
@@ -84,12 +88,8 @@ TokenId Sampler::greedy_pick(const SamplerWorkspace& ws) const { return argmax_l
 double Sampler::run_shaping(SamplerWorkspace& ws) const {
   const SamplingParams& p = params_.sampling;
   std::span<float> logits(ws.logits);
-  auto& cands = ws.candidates;
-  cands.clear();
-  for (size_t id = 0; id < logits.size(); ++id) {
-    if (logits[id] != kNegInf) cands.push_back(static_cast<TokenId>(id));
-  }
-  SS_CHECK(!cands.empty(), "sampler: every token is masked or has a non-finite logit");
+  Candidates& cands = ws.candidates;
+  cands.reset();
   for (Stage stage : p.order) {
     switch (stage) {
       case Stage::kTemperature: apply_temperature(logits, cands, p.temperature); break;
@@ -100,19 +100,30 @@ double Sampler::run_shaping(SamplerWorkspace& ws) const {
       default: break;  // history stages: history_in_place
     }
   }
-  // Softmax weights over the survivors, summed in id order in f64 (a fixed order: deterministic).
+  // Softmax weights of the survivors, summed in a fixed order (deterministic).
   const float max = max_logit(logits, cands);
-  auto& w = ws.truncation.weights;
-  w.resize(cands.size());
-  double total = 0.0;
-  for (size_t i = 0; i < cands.size(); ++i) {
-    w[i] = std::exp(logits[cands[i]] - max);
-    total += w[i];
-  }
-  return total;
+  SS_CHECK(max > kNegInf, "sampler: every token is masked or has a non-finite logit");
+  return candidate_weights(logits, cands, max, ws.truncation);
 }
 
-Logprobs Sampler::make_logprobs(const SamplerWorkspace& ws, TokenId token, double total) const {
+TokenId Sampler::sample_weights(const SamplerWorkspace& ws, double total, double u) const {
+  const auto& w = ws.truncation.weights;
+  const double target = u * total;
+  if (ws.candidates.all) return static_cast<TokenId>(inverse_cdf_blocked(w, ws.truncation.block_sums, target));
+  // Inverse CDF in ascending id order: the first id whose cumulative weight exceeds u·total.
+  const auto& ids = ws.candidates.ids;
+  double cum = 0.0;
+  size_t last_positive = 0;
+  for (size_t i = 0; i < w.size(); ++i) {
+    if (w[i] <= 0.0f) continue;
+    last_positive = i;
+    cum += w[i];
+    if (cum > target) return ids[i];
+  }
+  return ids[last_positive];  // rounding left the target at the very top of the mass
+}
+
+Logprobs Sampler::make_logprobs(SamplerWorkspace& ws, TokenId token, double total) const {
   const SamplingParams& p = params_.sampling;
   if (p.logprobs_source == LogprobsSource::kFinal) {
     if (p.greedy()) {  // the point mass on the argmax
@@ -121,14 +132,12 @@ Logprobs Sampler::make_logprobs(const SamplerWorkspace& ws, TokenId token, doubl
       if (p.top_logprobs > 0) out.top.push_back({argmax, 0.0f});
       return out;
     }
-    return logprobs_over_candidates(ws.candidates, ws.truncation.weights, total, token, p.top_logprobs);
+    return logprobs_over_candidates(ws.logits, ws.candidates, ws.truncation.weights, total, token, p.top_logprobs);
   }
   // Before truncation: the history-processed row at the request's temperature (T = 0 → 1),
   // divided exactly as the temperature stage divides.
-  if (p.greedy() || p.temperature == 1.0f) return logprobs_over_row(ws.history_logits, token, p.top_logprobs);
-  std::vector<float> scaled(ws.history_logits);
-  for (float& l : scaled) l /= p.temperature;
-  return logprobs_over_row(scaled, token, p.top_logprobs);
+  if (!p.greedy()) divide_row(ws.history_logits, p.temperature);
+  return logprobs_over_row(ws.history_logits, token, p.top_logprobs);
 }
 
 Pick Sampler::pick(std::span<const float> logits, const SamplerState& state, SamplerWorkspace& ws) const {
@@ -141,24 +150,7 @@ Pick Sampler::pick(std::span<const float> logits, const SamplerState& state, Sam
     out.token = greedy_pick(ws);
   } else {
     total = run_shaping(ws);
-    // Inverse CDF in ascending id order: the first id whose cumulative weight exceeds u·total.
-    const double target = uniform(state.length(), RandomStream::kSample) * total;
-    const auto& w = ws.truncation.weights;
-    double cum = 0.0;
-    size_t chosen = ws.candidates.size();
-    for (size_t i = 0; i < w.size(); ++i) {
-      cum += w[i];
-      if (cum > target) {
-        chosen = i;
-        break;
-      }
-    }
-    // Rounding can leave target at the very top of the mass: take the last id with weight.
-    if (chosen == ws.candidates.size()) {
-      chosen = w.size() - 1;
-      while (chosen > 0 && w[chosen] == 0.0f) --chosen;
-    }
-    out.token = ws.candidates[chosen];
+    out.token = sample_weights(ws, total, uniform(state.length(), RandomStream::kSample));
   }
   if (p.logprobs) out.logprobs = make_logprobs(ws, out.token, total);
   return out;
@@ -181,7 +173,11 @@ void Sampler::processed_distribution(std::span<const float> logits, const Sample
   }
   const double total = run_shaping(ws);
   const auto& w = ws.truncation.weights;
-  for (size_t i = 0; i < w.size(); ++i) out[ws.candidates[i]] = static_cast<float>(w[i] / total);
+  if (ws.candidates.all) {
+    for (size_t i = 0; i < w.size(); ++i) out[i] = static_cast<float>(w[i] / total);
+  } else {
+    for (size_t i = 0; i < w.size(); ++i) out[ws.candidates.ids[i]] = static_cast<float>(w[i] / total);
+  }
 }
 
 Logprobs Sampler::logprobs(std::span<const float> logits, const SamplerState& state, TokenId token,
@@ -193,13 +189,11 @@ Logprobs Sampler::logprobs(std::span<const float> logits, const SamplerState& st
 }
 
 TokenId argmax_lowest_id(std::span<const float> logits) {
-  size_t best = logits.size();
-  for (size_t id = 0; id < logits.size(); ++id) {
-    // Strictly greater: a later (higher) id with an equal logit never wins; NaN never compares.
-    if (logits[id] > kNegInf && (best == logits.size() || logits[id] > logits[best])) best = id;
-  }
-  SS_CHECK(best < logits.size(), "sampler: every token is masked or has a non-finite logit");
-  return static_cast<TokenId>(best);
+  // Two vectorised passes: the max, then its first occurrence (so ties go to the lowest id).
+  // NaN entries are skipped by row_max and never equal the max.
+  const float max = row_max(logits);
+  SS_CHECK(max > kNegInf, "sampler: every token is masked or has a non-finite logit");
+  return static_cast<TokenId>(first_index_of(logits, max));
 }
 
 }  // namespace specserve::sampling

@@ -49,7 +49,7 @@ struct Pick {
 struct SamplerWorkspace {
   std::vector<float> logits;          // the row being processed
   std::vector<float> history_logits;  // a copy after the history stages (logprobs)
-  std::vector<TokenId> candidates;    // ids still allowed, ascending
+  Candidates candidates;              // ids still allowed
   TruncationScratch truncation;
   DryScratch dry;
 };
@@ -92,16 +92,19 @@ class Sampler {
   }
 
  private:
+  void check_row(size_t size) const;
   // Copies the row into ws.logits (NaN → −inf, +inf → FLT_MAX, padded ids → −inf) and runs the
   // history stages.
   void run_history(std::span<const float> logits, const SamplerState& state, SamplerWorkspace& ws) const;
   void history_in_place(std::span<float> row, const SamplerState& state, SamplerWorkspace& ws) const;
-  // T > 0: builds ws.candidates and runs the shaping stages; then fills ws.truncation.weights
-  // (exp(l − max), aligned with candidates) and returns their sum.
+  // T > 0: runs the shaping stages on ws.candidates, then fills ws.truncation.weights with the
+  // survivors' softmax weights (candidate_weights) and returns their sum.
   double run_shaping(SamplerWorkspace& ws) const;
   // T = 0: the argmax of ws.logits, lowest id on ties.
   TokenId greedy_pick(const SamplerWorkspace& ws) const;
-  Logprobs make_logprobs(const SamplerWorkspace& ws, TokenId token, double total) const;
+  // The token at u's place in the inverse CDF of the weights run_shaping left.
+  TokenId sample_weights(const SamplerWorkspace& ws, double total, double u) const;
+  Logprobs make_logprobs(SamplerWorkspace& ws, TokenId token, double total) const;  // scales history_logits
 
   RequestParams params_;
   VocabBounds vocab_;

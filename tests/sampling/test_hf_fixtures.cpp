@@ -70,16 +70,16 @@ TEST(HfFixtures, EveryProcessorMatchesTransformers) {
       if (proc == "repetition_penalty") {
         apply_repetition_penalty(row, SamplerState(ids).window_counts(), prm["penalty"].get<float>());
       } else {
-        apply_temperature(row, finite_ids(row), prm["temperature"].get<float>());
+        apply_temperature(row, Candidates::of(finite_ids(row)), prm["temperature"].get<float>());
       }
       for (size_t i = 0; i < row.size(); ++i) EXPECT_FLOAT_EQ(row[i], expected[i]) << "id " << i;
     } else if (proc == "top_k" || proc == "top_p" || proc == "min_p") {
-      std::vector<TokenId> cands = finite_ids(row);
+      Candidates cands = Candidates::of(finite_ids(row));
       if (proc == "top_k") truncate_top_k(row, cands, prm["top_k"].get<int>(), scratch);
       if (proc == "top_p") truncate_top_p(row, cands, prm["top_p"].get<float>(), scratch);
       if (proc == "min_p") truncate_min_p(row, cands, prm["min_p"].get<float>());
-      EXPECT_EQ(std::set<TokenId>(cands.begin(), cands.end()), kept(expected));
-      for (TokenId id : cands) EXPECT_EQ(row[id], expected[id]) << "kept values are unchanged";
+      EXPECT_EQ(std::set<TokenId>(cands.ids.begin(), cands.ids.end()), kept(expected));
+      for (TokenId id : cands.ids) EXPECT_EQ(row[id], expected[id]) << "kept values are unchanged";
     } else if (proc == "chain") {
       RequestParams p;
       p.sampling.repetition_penalty = prm["repetition_penalty"].get<float>();

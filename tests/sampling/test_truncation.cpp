@@ -9,6 +9,7 @@
 #include <random>
 
 #include "sampling/sampler.h"
+#include "sampling/row_kernels.h"
 #include "sampling/truncation.h"
 
 namespace specserve::sampling {
@@ -18,6 +19,13 @@ std::vector<TokenId> all_ids(size_t n) {
   std::vector<TokenId> ids(n);
   std::iota(ids.begin(), ids.end(), 0);
   return ids;
+}
+
+// The kept ids of a candidate set (every finite id when it is still implicit).
+std::vector<TokenId> ids_of(const std::vector<float>& row, const Candidates& c) {
+  std::vector<TokenId> out;
+  c.for_each(row, [&](TokenId id) { out.push_back(id); });
+  return out;
 }
 
 std::vector<float> random_row(std::mt19937& rng, size_t n, float scale, bool with_ties) {
@@ -30,12 +38,12 @@ std::vector<float> random_row(std::mt19937& rng, size_t n, float scale, bool wit
 TEST(TopK, KeepsExactlyKWithTiesToTheLowerId) {
   const std::vector<float> row = {1.0f, 3.0f, 3.0f, 2.0f, 3.0f, 0.0f};
   TruncationScratch scratch;
-  auto cands = all_ids(row.size());
+  Candidates cands;
   truncate_top_k(row, cands, 2, scratch);
-  EXPECT_EQ(cands, (std::vector<TokenId>{1, 2}));  // three tokens tie at 3: the lowest two ids stay
-  cands = all_ids(row.size());
+  EXPECT_EQ(ids_of(row, cands), (std::vector<TokenId>{1, 2}));  // three tokens tie at 3: the lowest two ids stay
+  cands = Candidates{};
   truncate_top_k(row, cands, 4, scratch);
-  EXPECT_EQ(cands, (std::vector<TokenId>{1, 2, 3, 4}));
+  EXPECT_EQ(ids_of(row, cands), (std::vector<TokenId>{1, 2, 3, 4}));
 }
 
 TEST(TopK, PropertyExactlyKAndNoBetterTokenLeftOut) {
@@ -44,14 +52,15 @@ TEST(TopK, PropertyExactlyKAndNoBetterTokenLeftOut) {
   for (int trial = 0; trial < 200; ++trial) {
     const auto row = random_row(rng, 50, 2.0f, /*with_ties=*/true);
     const int k = 1 + rng() % 49;
-    auto cands = all_ids(row.size());
+    Candidates cands;
     truncate_top_k(row, cands, k, scratch);
-    ASSERT_EQ(cands.size(), size_t(k));
-    ASSERT_TRUE(std::is_sorted(cands.begin(), cands.end()));
+    const auto kept = ids_of(row, cands);
+    ASSERT_EQ(kept.size(), size_t(k));
+    ASSERT_TRUE(std::is_sorted(kept.begin(), kept.end()));
     // Every dropped token is worse than every kept one in (logit desc, id asc).
     for (TokenId out = 0; out < 50; ++out) {
-      if (std::binary_search(cands.begin(), cands.end(), out)) continue;
-      for (TokenId in : cands) ASSERT_TRUE(row[in] > row[out] || (row[in] == row[out] && in < out));
+      if (std::binary_search(kept.begin(), kept.end(), out)) continue;
+      for (TokenId in : kept) ASSERT_TRUE(row[in] > row[out] || (row[in] == row[out] && in < out));
     }
   }
 }
@@ -60,15 +69,15 @@ TEST(TopP, KeepsTheSmallestPrefixReachingTheMass) {
   // Probabilities 0.5, 0.25, 0.125, 0.125 (logits log2-spaced).
   const std::vector<float> row = {std::log(4.0f), std::log(2.0f), 0.0f, 0.0f};
   TruncationScratch scratch;
-  auto cands = all_ids(4);
+  Candidates cands;
   truncate_top_p(row, cands, 0.5f, scratch);  // 0.5 reached by the first token alone
-  EXPECT_EQ(cands, (std::vector<TokenId>{0}));
-  cands = all_ids(4);
+  EXPECT_EQ(ids_of(row, cands), (std::vector<TokenId>{0}));
+  cands = Candidates{};
   truncate_top_p(row, cands, 0.6f, scratch);
-  EXPECT_EQ(cands, (std::vector<TokenId>{0, 1}));
-  cands = all_ids(4);
+  EXPECT_EQ(ids_of(row, cands), (std::vector<TokenId>{0, 1}));
+  cands = Candidates{};
   truncate_top_p(row, cands, 0.8f, scratch);  // 0.75 < 0.8: the tie at 0.125 goes to id 2
-  EXPECT_EQ(cands, (std::vector<TokenId>{0, 1, 2}));
+  EXPECT_EQ(ids_of(row, cands), (std::vector<TokenId>{0, 1, 2}));
 }
 
 TEST(TopP, LargeRowsNeedMoreThanTheFirstSortedBlock) {
@@ -76,21 +85,21 @@ TEST(TopP, LargeRowsNeedMoreThanTheFirstSortedBlock) {
   std::mt19937 rng(5);
   const auto row = random_row(rng, 3000, 0.01f, false);
   TruncationScratch scratch;
-  auto cands = all_ids(row.size());
+  Candidates cands;
   truncate_top_p(row, cands, 0.9f, scratch);
   // Reference: full sort, then the prefix rule.
   auto order = all_ids(row.size());
   std::sort(order.begin(), order.end(), [&](TokenId x, TokenId z) { return row[x] != row[z] ? row[x] > row[z] : x < z; });
   const float max = row[order[0]];
   double total = 0.0;
-  for (float l : row) total += std::exp(l - max);
+  for (float l : row) total += exp_nonpositive(l - max);
   double before = 0.0;
   size_t keep = 0;
-  while (keep < order.size() && (keep == 0 || before < 0.9 * total)) before += std::exp(row[order[keep++]] - max);
+  while (keep < order.size() && (keep == 0 || before < 0.9 * total)) before += exp_nonpositive(row[order[keep++]] - max);
   std::vector<TokenId> expected(order.begin(), order.begin() + keep);
   std::sort(expected.begin(), expected.end());
-  EXPECT_GT(cands.size(), 2000u);
-  EXPECT_EQ(cands, expected);
+  EXPECT_GT(ids_of(row, cands).size(), 2000u);
+  EXPECT_EQ(ids_of(row, cands), expected);
 }
 
 TEST(MinP, NeverRemovesTheArgmax) {
@@ -98,22 +107,23 @@ TEST(MinP, NeverRemovesTheArgmax) {
   for (int trial = 0; trial < 200; ++trial) {
     const auto row = random_row(rng, 40, 5.0f, trial % 2 == 0);
     const float min_p = float(rng() % 1000 + 1) / 1000.0f;  // up to 1.0: keeps only the maxima
-    auto cands = all_ids(row.size());
-    const TokenId argmax = best_candidate(row, cands);
+    Candidates cands;
+    const TokenId argmax = argmax_lowest_id(row);
     truncate_min_p(row, cands, min_p);
-    ASSERT_TRUE(std::binary_search(cands.begin(), cands.end(), argmax));
-    for (TokenId id : cands) ASSERT_GE(std::exp(row[id] - row[argmax]), min_p);
+    const auto kept = ids_of(row, cands);
+    ASSERT_TRUE(std::binary_search(kept.begin(), kept.end(), argmax));
+    for (TokenId id : kept) ASSERT_GE(exp_nonpositive(row[id] - row[argmax]), min_p);
   }
 }
 
 TEST(TopNSigma, KeepsLogitsWithinNSigmaOfTheMax) {
   const std::vector<float> row = {0.0f, 0.0f, 0.0f, 4.0f};  // mean 1, σ = √3
-  auto cands = all_ids(4);
+  Candidates cands;
   truncate_top_n_sigma(row, cands, 1.0f);  // threshold 4 − 1.732: only the max
-  EXPECT_EQ(cands, (std::vector<TokenId>{3}));
-  cands = all_ids(4);
+  EXPECT_EQ(ids_of(row, cands), (std::vector<TokenId>{3}));
+  cands = Candidates{};
   truncate_top_n_sigma(row, cands, 2.5f);  // threshold 4 − 4.33 < 0: everything
-  EXPECT_EQ(cands.size(), 4u);
+  EXPECT_EQ(ids_of(row, cands).size(), 4u);
 }
 
 TEST(ProcessedDistribution, SumsToOneAndRespectsTruncation) {
