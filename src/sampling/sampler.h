@@ -13,17 +13,21 @@
 // state, no sequential RNG, single-threaded arithmetic in a fixed order. The position is
 // state.length(), the absolute index of the token being chosen.
 //
-// How the DFlash verifier uses it (dflash.md §4, §6), for a sequence whose state holds the
-// committed tokens and the pending token x_s:
-//   argmax drafts (default, bit-identical to plain decoding):
-//     for i in 0..γ: pick_i = pick(row_i, state); if i == γ or d_{i+1} != pick_i: stop
-//                    else state.push(d_{i+1});
-//     then state.push(pick at the stopping row) — the new pending token.
-//   drafting (penalty-aware): apply_history_processors(drafter_row_k, state + d_1..d_{k−1}), then
-//     argmax_lowest_id; push/pop the drafts on a copy or roll back with truncate.
-//   sampled drafts: q = processed_distribution(drafter_row, ...), d ~ q with uniform(pos, kDraft);
-//     p = processed_distribution(target_row, ...); accept_draft(p[d], q[d], uniform(pos, kAccept));
-//     on rejection sample_residual(p, q, uniform(pos, kResidual)) (draft_acceptance.h).
+// How the DFlash verifier uses it (dflash.md §4, §6). `state` holds the committed tokens and the
+// pending token x_s, so state.length() = s + 1 is the position row 0 decides:
+//   verify, argmax drafts (the default; bit-identical to plain decoding):
+//     for i = 0..γ: t = pick(row_i, state).token; state.push(t);
+//                   if i == γ or t != d_{i+1}: stop   (t is the correction or the bonus token)
+//     — row i sees the history plus d_1..d_i exactly as plain decoding would, because the pushed
+//     picks equal the accepted drafts. To compute the rows' logits first, push the drafts,
+//     run the target, then truncate(s + 1) and walk as above.
+//   penalty-aware drafting: for slot k, apply_history_processors(drafter_row_k, state + d_1..d_{k−1})
+//     then argmax_lowest_id; truncate the state back afterwards.
+//   sampled drafts: q = processed_distribution(drafter_row); d ~ q with uniform(pos, kDraft);
+//     p = processed_distribution(target_row); accept_draft(p[d], q[d], uniform(pos, kAccept));
+//     on rejection sample_residual(p, q, uniform(pos, kResidual)) (draft_acceptance.h);
+//     pos = state.length() at that row.
+//   raw-argmax mode (not lossless): argmax_lowest_id(raw_row.first(vocab().real())).
 #include <cstdint>
 #include <optional>
 #include <span>
