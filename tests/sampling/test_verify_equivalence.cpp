@@ -119,6 +119,7 @@ std::vector<Config> configs() {
   p.sampling.presence_penalty = 0.5f;
   p.sampling.frequency_penalty = 0.3f;
   p.sampling.logit_bias = {{5, 2.0f}, {6, -3.0f}};
+  p.sampling.repetition_window = 16;
   p.sampling.dry.multiplier = 0.8f;
   p.sampling.dry.sequence_breakers = {{9}, {1, 2}};
   p.stop.eos_token_ids = {0};
