@@ -136,7 +136,9 @@ Logprobs Sampler::make_logprobs(SamplerWorkspace& ws, TokenId token, double tota
   }
   // Before truncation: the history-processed row at the request's temperature (T = 0 → 1),
   // divided exactly as the temperature stage divides.
-  if (!p.greedy()) divide_row(ws.history_logits, p.temperature);
+  if (!p.greedy() && std::find(p.order.begin(), p.order.end(), Stage::kTemperature) != p.order.end()) {
+    divide_row(ws.history_logits, p.temperature);
+  }
   return logprobs_over_row(ws.history_logits, token, p.top_logprobs);
 }
 

@@ -68,7 +68,8 @@ struct DryParams {
 // Which distribution logprobs are reported from.
 enum class LogprobsSource : uint8_t {
   // log-softmax of the logits after the history stages and temperature, before truncation
-  // (top-k/top-p/min-p/top-n-sigma); T = 0 counts as T = 1. The default: every listed
+  // (top-k/top-p/min-p/top-n-sigma); T = 0 (or an order without the temperature stage) counts as
+  // T = 1. The default: every listed
   // alternative gets a finite logprob, and the numbers reflect the penalties that shaped the pick.
   kBeforeTruncation,
   // log of the exact distribution the token was drawn from (after truncation; T = 0 is a point
