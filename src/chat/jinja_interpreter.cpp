@@ -1,0 +1,740 @@
+#include "chat/jinja_interpreter.h"
+
+#include <cmath>
+
+#include "chat/jinja_builtins.h"
+#include "chat/py_text.h"
+#include "core/error.h"
+
+namespace specserve::chat::jinja {
+
+namespace {
+
+// An error that already carries its template line.
+class LocatedError : public Error {
+ public:
+  using Error::Error;
+};
+
+class MacroCallable final : public Callable {
+ public:
+  MacroCallable(std::shared_ptr<const MacroDef> def, std::shared_ptr<Frame> closure, Value caller = Value())
+      : def_(std::move(def)), closure_(std::move(closure)), caller_(std::move(caller)) {}
+
+  std::string name() const override { return def_->name; }
+
+  Value call(Interpreter& interp, CallArgs args) override {
+    if (++interp.call_depth() > interp.limits().max_call_depth) {
+      --interp.call_depth();
+      template_error("maximum macro recursion depth exceeded");
+    }
+    struct Restore {
+      Interpreter& i;
+      ~Restore() { --i.call_depth(); }
+    } restore{interp};
+
+    auto frame = std::make_shared<Frame>(closure_);
+    const auto& params = def_->params;
+    const size_t n_required = params.size() - def_->defaults.size();
+    std::vector<Value> varargs;
+    for (size_t i = 0; i < args.positional.size(); ++i) {
+      if (i < params.size()) {
+        frame->set(params[i], args.positional[i]);
+      } else if (def_->uses_varargs) {
+        varargs.push_back(args.positional[i]);
+      } else {
+        template_error("macro '" + def_->name + "' takes not more than " + std::to_string(params.size()) + " argument(s)");
+      }
+    }
+    Dict kwargs;
+    std::vector<bool> taken(args.keyword.size(), false);
+    for (size_t i = args.positional.size(); i < params.size(); ++i) {
+      bool found = false;
+      for (size_t k = 0; k < args.keyword.size(); ++k) {
+        if (!taken[k] && args.keyword[k].first == params[i]) {
+          frame->set(params[i], args.keyword[k].second);
+          taken[k] = true;
+          found = true;
+          break;
+        }
+      }
+      if (found) continue;
+      if (i >= n_required) {
+        frame->set(params[i], interp.eval(*def_->defaults[i - n_required], frame));
+      } else {
+        frame->set(params[i], Value::undefined("parameter '" + params[i] + "' was not provided"));
+      }
+    }
+    Value caller = caller_;
+    for (size_t k = 0; k < args.keyword.size(); ++k) {
+      if (taken[k]) continue;
+      const auto& [key, val] = args.keyword[k];
+      if (key == "caller" && def_->uses_caller) {
+        caller = val;
+      } else if (def_->uses_kwargs) {
+        kwargs.set(Value::string(key), val);
+      } else {
+        template_error("macro '" + def_->name + "' takes no keyword argument '" + key + "'");
+      }
+    }
+    if (def_->uses_varargs) frame->set("varargs", Value::tuple(std::move(varargs)));
+    if (def_->uses_kwargs) frame->set("kwargs", Value::dict(std::move(kwargs)));
+    if (def_->uses_caller) frame->set("caller", caller);
+    return Value::string(interp.render_body(def_->body, frame));
+  }
+
+ private:
+  std::shared_ptr<const MacroDef> def_;
+  std::shared_ptr<Frame> closure_;
+  Value caller_;
+};
+
+// Python slicing of a sequence of n elements.
+std::vector<size_t> slice_indices(size_t n, const Value& start, const Value& stop, const Value& step) {
+  auto as_index = [](const Value& v, const char* what) -> int64_t {
+    if (!v.is_int() && !v.is_bool()) template_error(std::string("slice ") + what + " must be an integer or None");
+    return v.as_int();
+  };
+  const int64_t len = static_cast<int64_t>(n);
+  const int64_t st = (step.is_none() || step.is_undefined()) ? 1 : as_index(step, "step");
+  if (st == 0) template_error("slice step cannot be zero");
+  auto clamp = [&](const Value& v, int64_t dflt, bool is_start) -> int64_t {
+    if (v.is_none() || v.is_undefined()) return dflt;
+    int64_t x = as_index(v, is_start ? "start" : "stop");
+    if (x < 0) x += len;
+    if (st > 0) return std::clamp<int64_t>(x, 0, len);
+    return std::clamp<int64_t>(x, -1, len - 1);
+  };
+  const int64_t b = clamp(start, st > 0 ? 0 : len - 1, true);
+  const int64_t e = clamp(stop, st > 0 ? len : -1, false);
+  std::vector<size_t> out;
+  if (st > 0) {
+    for (int64_t i = b; i < e; i += st) out.push_back(static_cast<size_t>(i));
+  } else {
+    for (int64_t i = b; i > e; i += st) out.push_back(static_cast<size_t>(i));
+  }
+  return out;
+}
+
+Value do_slice(const Value& obj, const Value& start, const Value& stop, const Value& step) {
+  if (obj.is_string()) {
+    const auto cps = py::code_points(obj.str());
+    std::string out;
+    for (size_t i : slice_indices(cps.size(), start, stop, step)) py::append_utf8(out, cps[i]);
+    return Value::string(std::move(out), obj.is_safe());
+  }
+  if (obj.is_sequence_like()) {
+    std::vector<Value> out;
+    for (size_t i : slice_indices(obj.items().size(), start, stop, step)) out.push_back(obj.items()[i]);
+    return obj.is_tuple() ? Value::tuple(std::move(out)) : Value::list(std::move(out));
+  }
+  if (obj.is_undefined()) template_error("'" + obj.str() + "' is undefined");
+  return Value::undefined("slice of " + obj.type_name());
+}
+
+std::string undefined_message(const Value& v) {
+  return v.str().empty() ? "value is undefined" : (v.str().find(' ') == std::string::npos ? "'" + v.str() + "' is undefined" : v.str());
+}
+
+Value loop_attr(const std::shared_ptr<LoopState>& l, const std::string& name);
+
+class LoopMethod final : public Callable {
+ public:
+  LoopMethod(std::shared_ptr<LoopState> l, std::string m) : loop_(std::move(l)), method_(std::move(m)) {}
+  std::string name() const override { return "loop." + method_; }
+  Value call(Interpreter&, CallArgs args) override {
+    if (method_ == "cycle") {
+      if (args.positional.empty()) template_error("no items for cycling given");
+      return args.positional[loop_->index % args.positional.size()];
+    }
+    // changed(*values): True when the values differ from the previous call's.
+    const Value now = Value::tuple(args.positional);
+    const bool changed = !loop_->has_changed || !equals(now, loop_->last_changed);
+    loop_->last_changed = now;
+    loop_->has_changed = true;
+    return Value::boolean(changed);
+  }
+
+ private:
+  std::shared_ptr<LoopState> loop_;
+  std::string method_;
+};
+
+Value loop_attr(const std::shared_ptr<LoopState>& l, const std::string& name) {
+  const auto n = static_cast<int64_t>(l->items.size());
+  const auto i = static_cast<int64_t>(l->index);
+  if (name == "index") return Value::integer(i + 1);
+  if (name == "index0") return Value::integer(i);
+  if (name == "revindex") return Value::integer(n - i);
+  if (name == "revindex0") return Value::integer(n - i - 1);
+  if (name == "first") return Value::boolean(i == 0);
+  if (name == "last") return Value::boolean(i == n - 1);
+  if (name == "length") return Value::integer(n);
+  if (name == "depth") return Value::integer(1);
+  if (name == "depth0") return Value::integer(0);
+  if (name == "previtem") return i > 0 ? l->items[static_cast<size_t>(i - 1)] : Value::undefined("there is no previous item");
+  if (name == "nextitem") return i + 1 < n ? l->items[static_cast<size_t>(i + 1)] : Value::undefined("there is no next item");
+  if (name == "cycle" || name == "changed") return Value::callable(std::make_shared<LoopMethod>(l, name));
+  return Value::undefined("loop has no attribute '" + name + "'");
+}
+
+}  // namespace
+
+void template_error(const std::string& message) { throw Error(message); }
+
+const Value* Frame::lookup(const std::string& name) const {
+  for (const Frame* f = this; f; f = f->parent_.get()) {
+    auto it = f->vars_.find(name);
+    if (it != f->vars_.end()) return &it->second;
+  }
+  return nullptr;
+}
+
+void Interpreter::check_size(size_t bytes) const {
+  if (bytes > limits_.max_output_bytes) template_error("output exceeds the limit of " + std::to_string(limits_.max_output_bytes) + " bytes");
+}
+
+void Interpreter::step() {
+  if (++steps_ > limits_.max_steps) template_error("template exceeded its evaluation budget (infinite or very long loop?)");
+}
+
+Value get_attr(const Value& obj, const std::string& name) {
+  switch (obj.kind()) {
+    case Value::Kind::Undefined: template_error(undefined_message(obj));
+    case Value::Kind::Dict: {
+      Value m = get_method(obj, name);
+      if (!m.is_undefined()) return m;
+      if (const Value* v = obj.dict().find(std::string_view(name))) return *v;
+      return Value::undefined("'dict object' has no attribute '" + name + "'");
+    }
+    case Value::Kind::Namespace: {
+      if (const Value* v = obj.namespace_ptr()->attrs.find(std::string_view(name))) return *v;
+      return Value::undefined("'Namespace object' has no attribute '" + name + "'");
+    }
+    case Value::Kind::Loop: return loop_attr(obj.loop_ptr(), name);
+    default: {
+      Value m = get_method(obj, name);
+      if (!m.is_undefined()) return m;
+      return Value::undefined("'" + obj.type_name() + " object' has no attribute '" + name + "'");
+    }
+  }
+}
+
+Value get_item(const Value& obj, const Value& key) {
+  switch (obj.kind()) {
+    case Value::Kind::Undefined: template_error(undefined_message(obj));
+    case Value::Kind::Dict: {
+      if (const Value* v = obj.dict().find(key)) return *v;
+      if (key.is_string()) {
+        Value m = get_method(obj, key.str());
+        if (!m.is_undefined()) return m;
+      }
+      return Value::undefined("'dict object' has no attribute " + to_repr(key));
+    }
+    case Value::Kind::Namespace:
+      if (key.is_string()) return get_attr(obj, key.str());
+      return Value::undefined("namespace item");
+    case Value::Kind::List:
+    case Value::Kind::Tuple:
+    case Value::Kind::String: {
+      if (key.is_int() || key.is_bool()) {
+        int64_t i = key.as_int();
+        if (obj.is_string()) {
+          const auto cps = py::code_points(obj.str());
+          const auto n = static_cast<int64_t>(cps.size());
+          if (i < 0) i += n;
+          if (i < 0 || i >= n) return Value::undefined("string index out of range");
+          std::string s;
+          py::append_utf8(s, cps[static_cast<size_t>(i)]);
+          return Value::string(std::move(s), obj.is_safe());
+        }
+        const auto n = static_cast<int64_t>(obj.items().size());
+        if (i < 0) i += n;
+        if (i < 0 || i >= n) return Value::undefined(obj.type_name() + " object has no element " + std::to_string(key.as_int()));
+        return obj.items()[static_cast<size_t>(i)];
+      }
+      if (key.is_string()) return get_attr(obj, key.str());
+      return Value::undefined("bad index");
+    }
+    case Value::Kind::Loop:
+      if (key.is_string()) return loop_attr(obj.loop_ptr(), key.str());
+      return Value::undefined("loop item");
+    default:
+      if (key.is_string()) return get_attr(obj, key.str());
+      return Value::undefined("'" + obj.type_name() + "' object is not subscriptable");
+  }
+}
+
+std::vector<Value> iterate(const Value& v) {
+  switch (v.kind()) {
+    case Value::Kind::Undefined: return {};
+    case Value::Kind::List:
+    case Value::Kind::Tuple: return v.items();
+    case Value::Kind::Dict: {
+      std::vector<Value> keys;
+      keys.reserve(v.dict().items.size());
+      for (const auto& kv : v.dict().items) keys.push_back(kv.first);
+      return keys;
+    }
+    case Value::Kind::String: {
+      std::vector<Value> chars;
+      for (uint32_t cp : py::code_points(v.str())) {
+        std::string s;
+        py::append_utf8(s, cp);
+        chars.push_back(Value::string(std::move(s), v.is_safe()));
+      }
+      return chars;
+    }
+    default: template_error("'" + v.type_name() + "' object is not iterable");
+  }
+}
+
+bool contains(const Value& container, const Value& item) {
+  switch (container.kind()) {
+    case Value::Kind::Undefined: return false;
+    case Value::Kind::String:
+      if (!item.is_string()) template_error("'in <string>' requires string as left operand, not " + item.type_name());
+      return container.str().find(item.str()) != std::string::npos;
+    case Value::Kind::List:
+    case Value::Kind::Tuple:
+      for (const auto& x : container.items()) {
+        if (equals(x, item)) return true;
+      }
+      return false;
+    case Value::Kind::Dict: return container.dict().find(item) != nullptr;
+    case Value::Kind::Namespace: return item.is_string() && container.namespace_ptr()->attrs.find(std::string_view(item.str()));
+    default: template_error("argument of type '" + container.type_name() + "' is not iterable");
+  }
+}
+
+namespace {
+
+std::string escape_html(const std::string& s) {
+  std::string out;
+  for (char c : s) {
+    switch (c) {
+      case '&': out += "&amp;"; break;
+      case '<': out += "&lt;"; break;
+      case '>': out += "&gt;"; break;
+      case '"': out += "&#34;"; break;
+      case '\'': out += "&#39;"; break;
+      default: out.push_back(c);
+    }
+  }
+  return out;
+}
+
+// Python ints are unbounded; an int64 overflow is reported instead of wrapping.
+int64_t add_checked(int64_t a, int64_t b) {
+  int64_t r = 0;
+  if (__builtin_add_overflow(a, b, &r)) template_error("integer overflow");
+  return r;
+}
+int64_t sub_checked(int64_t a, int64_t b) {
+  int64_t r = 0;
+  if (__builtin_sub_overflow(a, b, &r)) template_error("integer overflow");
+  return r;
+}
+int64_t mul_checked(int64_t a, int64_t b) {
+  int64_t r = 0;
+  if (__builtin_mul_overflow(a, b, &r)) template_error("integer overflow");
+  return r;
+}
+
+int64_t floor_div(int64_t a, int64_t b) {
+  if (b == 0) template_error("integer division or modulo by zero");
+  if (a == INT64_MIN && b == -1) template_error("integer overflow");
+  int64_t q = a / b;
+  if ((a % b != 0) && ((a < 0) != (b < 0))) --q;
+  return q;
+}
+
+int64_t floor_mod(int64_t a, int64_t b) {
+  if (b == 0) template_error("integer modulo by zero");
+  if (b == -1) return 0;
+  int64_t m = a % b;
+  if (m != 0 && ((m < 0) != (b < 0))) m += b;
+  return m;
+}
+
+[[noreturn]] void unsupported(const std::string& op, const Value& a, const Value& b) {
+  template_error("unsupported operand type(s) for " + op + ": '" + a.type_name() + "' and '" + b.type_name() + "'");
+}
+
+}  // namespace
+
+Value binary_op(const std::string& op, const Value& a, const Value& b, const Interpreter& interp) {
+  if (a.is_undefined()) template_error(undefined_message(a));
+  if (b.is_undefined()) template_error(undefined_message(b));
+  const bool nums = a.is_number() && b.is_number();
+  const bool ints = nums && !a.is_float() && !b.is_float();
+  if (op == "+") {
+    if (ints) return Value::integer(add_checked(a.as_int(), b.as_int()));
+    if (nums) return Value::floating(a.as_double() + b.as_double());
+    if (a.is_string() && b.is_string()) {
+      interp.check_size(a.str().size() + b.str().size());
+      // markupsafe: Markup + str escapes the str (and the other way round).
+      if (a.is_safe() || b.is_safe()) {
+        return Value::string((a.is_safe() ? a.str() : escape_html(a.str())) + (b.is_safe() ? b.str() : escape_html(b.str())), true);
+      }
+      return Value::string(a.str() + b.str());
+    }
+    if ((a.is_list() && b.is_list()) || (a.is_tuple() && b.is_tuple())) {
+      std::vector<Value> items = a.items();
+      items.insert(items.end(), b.items().begin(), b.items().end());
+      return a.is_tuple() ? Value::tuple(std::move(items)) : Value::list(std::move(items));
+    }
+    if (a.is_string()) template_error("can only concatenate str (not \"" + b.type_name() + "\") to str");
+    if (a.is_list()) template_error("can only concatenate list (not \"" + b.type_name() + "\") to list");
+    unsupported("+", a, b);
+  }
+  if (op == "-") {
+    if (ints) return Value::integer(sub_checked(a.as_int(), b.as_int()));
+    if (nums) return Value::floating(a.as_double() - b.as_double());
+    unsupported("-", a, b);
+  }
+  if (op == "*") {
+    if (ints) return Value::integer(mul_checked(a.as_int(), b.as_int()));
+    if (nums) return Value::floating(a.as_double() * b.as_double());
+    const Value* seq = nullptr;
+    const Value* count = nullptr;
+    if ((a.is_string() || a.is_sequence_like()) && (b.is_int() || b.is_bool())) {
+      seq = &a;
+      count = &b;
+    } else if ((b.is_string() || b.is_sequence_like()) && (a.is_int() || a.is_bool())) {
+      seq = &b;
+      count = &a;
+    }
+    if (!seq) unsupported("*", a, b);
+    const int64_t n = std::max<int64_t>(0, count->as_int());
+    if (seq->is_string()) {
+      interp.check_size(static_cast<size_t>(n) * seq->str().size());
+      std::string out;
+      out.reserve(static_cast<size_t>(n) * seq->str().size());
+      for (int64_t i = 0; i < n; ++i) out += seq->str();
+      return Value::string(std::move(out), seq->is_safe());
+    }
+    interp.check_size(static_cast<size_t>(n) * seq->items().size() * sizeof(Value));
+    std::vector<Value> items;
+    for (int64_t i = 0; i < n; ++i) items.insert(items.end(), seq->items().begin(), seq->items().end());
+    return seq->is_tuple() ? Value::tuple(std::move(items)) : Value::list(std::move(items));
+  }
+  if (op == "/") {
+    if (!nums) unsupported("/", a, b);
+    if (b.as_double() == 0) template_error("division by zero");
+    return Value::floating(a.as_double() / b.as_double());
+  }
+  if (op == "//") {
+    if (ints) return Value::integer(floor_div(a.as_int(), b.as_int()));
+    if (!nums) unsupported("//", a, b);
+    if (b.as_double() == 0) template_error("float floor division by zero");
+    return Value::floating(std::floor(a.as_double() / b.as_double()));
+  }
+  if (op == "%") {
+    if (a.is_string()) return Value::string(percent_format(a.str(), b));
+    if (ints) return Value::integer(floor_mod(a.as_int(), b.as_int()));
+    if (!nums) unsupported("%", a, b);
+    if (b.as_double() == 0) template_error("float modulo");
+    const double m = std::fmod(a.as_double(), b.as_double());
+    return Value::floating((m != 0 && ((m < 0) != (b.as_double() < 0))) ? m + b.as_double() : m);
+  }
+  if (op == "**") {
+    if (ints && b.as_int() >= 0) {
+      int64_t r = 1, base = a.as_int();
+      for (int64_t e = b.as_int(); e > 0; --e) {
+        if (__builtin_mul_overflow(r, base, &r)) template_error("integer overflow");
+        if (r == 0 || r == 1) break;
+      }
+      return Value::integer(r);
+    }
+    if (!nums) unsupported("** or pow()", a, b);
+    if (a.as_double() == 0 && b.as_double() < 0) template_error("0.0 cannot be raised to a negative power");
+    return Value::floating(std::pow(a.as_double(), b.as_double()));
+  }
+  template_error("unknown operator " + op);
+}
+
+CallArgs Interpreter::eval_args(const Expr& e, const std::shared_ptr<Frame>& frame, size_t first_arg) {
+  CallArgs args;
+  for (size_t i = first_arg; i < e.call_args.size(); ++i) args.positional.push_back(eval(*e.call_args[i], frame));
+  for (const auto& [k, v] : e.call_kwargs) args.keyword.emplace_back(k, eval(*v, frame));
+  if (e.dyn_args) {
+    for (auto& v : iterate(eval(*e.dyn_args, frame))) args.positional.push_back(std::move(v));
+  }
+  if (e.dyn_kwargs) {
+    const Value d = eval(*e.dyn_kwargs, frame);
+    if (!d.is_dict()) template_error("argument after ** must be a mapping");
+    for (const auto& [k, v] : d.dict().items) args.keyword.emplace_back(to_str(k), v);
+  }
+  return args;
+}
+
+Value Interpreter::call(const Value& callee, CallArgs args, int line) {
+  if (callee.is_undefined()) template_error(undefined_message(callee));
+  if (!callee.is_callable()) template_error("'" + callee.type_name() + "' object is not callable");
+  return callee.callable_ptr()->call(*this, std::move(args));
+}
+
+Value Interpreter::eval(const Expr& e, const std::shared_ptr<Frame>& frame) {
+  step();
+  switch (e.kind) {
+    case Expr::Kind::Const: return e.value;
+    case Expr::Kind::Name: {
+      if (const Value* v = frame->lookup(e.name)) return *v;
+      return Value::undefined(e.name);
+    }
+    case Expr::Kind::List:
+    case Expr::Kind::Tuple: {
+      std::vector<Value> items;
+      items.reserve(e.args.size());
+      for (const auto& a : e.args) items.push_back(eval(*a, frame));
+      return e.kind == Expr::Kind::List ? Value::list(std::move(items)) : Value::tuple(std::move(items));
+    }
+    case Expr::Kind::Dict: {
+      Dict d;
+      for (size_t i = 0; i + 1 < e.args.size(); i += 2) d.set(eval(*e.args[i], frame), eval(*e.args[i + 1], frame));
+      return Value::dict(std::move(d));
+    }
+    case Expr::Kind::GetAttr: return get_attr(eval(*e.args[0], frame), e.name);
+    case Expr::Kind::GetItem: {
+      const Value obj = eval(*e.args[0], frame);
+      const Expr& key = *e.args[1];
+      if (key.kind == Expr::Kind::Slice) {
+        auto part = [&](size_t i) { return key.args[i] ? eval(*key.args[i], frame) : Value::none(); };
+        const Value start = part(0), stop = part(1), stp = part(2);
+        return do_slice(obj, start, stop, stp);
+      }
+      return get_item(obj, eval(key, frame));
+    }
+    case Expr::Kind::Slice: template_error("slice outside of a subscript");
+    case Expr::Kind::Call: {
+      const Value callee = eval(*e.args[0], frame);
+      return call(callee, eval_args(e, frame, 0), e.line);
+    }
+    case Expr::Kind::Filter: {
+      const Value v = e.args[0] ? eval(*e.args[0], frame) : Value::undefined();
+      return apply_filter(*this, e.name, v, eval_args(e, frame, 0));
+    }
+    case Expr::Kind::Test: return Value::boolean(apply_test(*this, e.name, eval(*e.args[0], frame), eval_args(e, frame, 0)));
+    case Expr::Kind::Neg:
+    case Expr::Kind::Pos: {
+      const Value v = eval(*e.args[0], frame);
+      if (v.is_undefined()) template_error(undefined_message(v));
+      if (!v.is_number()) template_error("bad operand type for unary " + std::string(e.kind == Expr::Kind::Neg ? "-" : "+") + ": '" + v.type_name() + "'");
+      if (e.kind == Expr::Kind::Pos) return v.is_bool() ? Value::integer(v.as_int()) : v;
+      if (v.is_float()) return Value::floating(-v.as_double());
+      if (v.as_int() == INT64_MIN) template_error("integer overflow");
+      return Value::integer(-v.as_int());
+    }
+    case Expr::Kind::Not: return Value::boolean(!truthy(eval(*e.args[0], frame)));
+    case Expr::Kind::Binary: return binary_op(e.name, eval(*e.args[0], frame), eval(*e.args[1], frame), *this);
+    case Expr::Kind::Concat: {
+      std::string out;
+      for (const auto& a : e.args) {
+        out += to_str(eval(*a, frame));
+        check_size(out.size());
+      }
+      return Value::string(std::move(out));
+    }
+    case Expr::Kind::And: {
+      Value l = eval(*e.args[0], frame);
+      return truthy(l) ? eval(*e.args[1], frame) : l;
+    }
+    case Expr::Kind::Or: {
+      Value l = eval(*e.args[0], frame);
+      return truthy(l) ? l : eval(*e.args[1], frame);
+    }
+    case Expr::Kind::Compare: {
+      Value left = eval(*e.args[0], frame);
+      for (size_t i = 0; i < e.ops.size(); ++i) {
+        Value right = eval(*e.args[i + 1], frame);
+        const std::string& op = e.ops[i];
+        bool ok;
+        if (op == "==") {
+          ok = equals(left, right);
+        } else if (op == "!=") {
+          ok = !equals(left, right);
+        } else if (op == "in") {
+          ok = contains(right, left);
+        } else if (op == "notin") {
+          ok = !contains(right, left);
+        } else {
+          if (left.is_undefined()) template_error(undefined_message(left));
+          if (right.is_undefined()) template_error(undefined_message(right));
+          if (op == "<") {
+            ok = less_than(left, right);
+          } else if (op == ">") {
+            ok = less_than(right, left);
+          } else if (op == "<=") {
+            ok = !less_than(right, left);
+          } else {
+            ok = !less_than(left, right);
+          }
+        }
+        if (!ok) return Value::boolean(false);
+        left = std::move(right);
+      }
+      return Value::boolean(true);
+    }
+    case Expr::Kind::CondExpr: {
+      if (truthy(eval(*e.args[0], frame))) return eval(*e.args[1], frame);
+      if (e.args[2]) return eval(*e.args[2], frame);
+      return Value::undefined("the inline if-expression evaluated to false and no else section was defined");
+    }
+  }
+  template_error("unknown expression");
+}
+
+void Interpreter::assign(const Target& t, const Value& v, const std::shared_ptr<Frame>& frame, int line) {
+  switch (t.kind) {
+    case Target::Kind::Name: frame->set(t.name, v); return;
+    case Target::Kind::Tuple: {
+      const std::vector<Value> items = iterate(v);
+      if (items.size() != t.items.size()) {
+        template_error(items.size() < t.items.size()
+                           ? "not enough values to unpack (expected " + std::to_string(t.items.size()) + ", got " + std::to_string(items.size()) + ")"
+                           : "too many values to unpack (expected " + std::to_string(t.items.size()) + ")");
+      }
+      for (size_t i = 0; i < items.size(); ++i) assign(t.items[i], items[i], frame, line);
+      return;
+    }
+    case Target::Kind::NsAttr: {
+      const Value* ns = frame->lookup(t.name);
+      if (!ns || !ns->is_namespace()) template_error("cannot assign attribute on non-namespace object");
+      ns->namespace_ptr()->attrs.set(Value::string(t.attr), v);
+      return;
+    }
+  }
+}
+
+std::string Interpreter::render_body(const Body& body, const std::shared_ptr<Frame>& frame) {
+  std::string out;
+  exec(body, frame, out);
+  return out;
+}
+
+Interpreter::Flow Interpreter::exec(const Body& body, const std::shared_ptr<Frame>& frame, std::string& out) {
+  for (const auto& s : body) {
+    Flow f;
+    try {
+      f = exec_stmt(*s, frame, out);
+    } catch (const LocatedError&) {
+      throw;
+    } catch (const Error& err) {
+      throw LocatedError("line " + std::to_string(s->line) + ": " + err.what());
+    }
+    if (f != Flow::Normal) return f;
+  }
+  return Flow::Normal;
+}
+
+Interpreter::Flow Interpreter::exec_for(const Stmt& s, const std::shared_ptr<Frame>& frame, std::string& out) {
+  std::vector<Value> items = iterate(eval(*s.expr, frame));
+  if (s.cond) {
+    // The loop filter sees each item in its own frame; loop.* then counts only kept items.
+    std::vector<Value> kept;
+    for (auto& item : items) {
+      auto f = std::make_shared<Frame>(frame);
+      assign(s.target, item, f, s.line);
+      if (truthy(eval(*s.cond, f))) kept.push_back(std::move(item));
+    }
+    items = std::move(kept);
+  }
+  if (items.empty()) {
+    if (!s.else_body.empty()) return exec(s.else_body, std::make_shared<Frame>(frame), out);
+    return Flow::Normal;
+  }
+  auto state = std::make_shared<LoopState>();
+  state->items = std::move(items);
+  const Value loop = Value::loop(state);
+  for (size_t i = 0; i < state->items.size(); ++i) {
+    step();
+    state->index = i;
+    auto f = std::make_shared<Frame>(frame);
+    f->set("loop", loop);
+    assign(s.target, state->items[i], f, s.line);
+    const Flow flow = exec(s.body, f, out);
+    if (flow == Flow::Break) break;
+  }
+  return Flow::Normal;
+}
+
+Interpreter::Flow Interpreter::exec_stmt(const Stmt& s, const std::shared_ptr<Frame>& frame, std::string& out) {
+  step();
+  switch (s.kind) {
+    case Stmt::Kind::Output: out += s.text; break;
+    case Stmt::Kind::Print: out += to_str(eval(*s.expr, frame)); break;
+    case Stmt::Kind::If:
+      for (size_t i = 0; i < s.tests.size(); ++i) {
+        if (truthy(eval(*s.tests[i], frame))) return exec(s.bodies[i], frame, out);
+      }
+      return exec(s.else_body, frame, out);
+    case Stmt::Kind::For: return exec_for(s, frame, out);
+    case Stmt::Kind::Set: assign(s.target, eval(*s.expr, frame), frame, s.line); break;
+    case Stmt::Kind::SetBlock: {
+      std::string text;
+      exec(s.body, std::make_shared<Frame>(frame), text);
+      Value v = Value::string(std::move(text));
+      if (s.expr) {
+        // The filter chain was parsed with an empty input slot (args[0] of the innermost filter).
+        std::vector<const Expr*> chain;
+        for (const Expr* f = s.expr.get(); f; f = f->args[0].get()) chain.push_back(f);
+        for (auto it = chain.rbegin(); it != chain.rend(); ++it) v = apply_filter(*this, (*it)->name, v, eval_args(**it, frame, 0));
+      }
+      assign(s.target, v, frame, s.line);
+      break;
+    }
+    case Stmt::Kind::Macro:
+      frame->set(s.macro->name, Value::callable(std::make_shared<MacroCallable>(s.macro, frame)));
+      break;
+    case Stmt::Kind::CallBlock: {
+      const Value caller = Value::callable(std::make_shared<MacroCallable>(s.macro, frame));
+      const Expr& call_expr = *s.expr;
+      const Value callee = eval(*call_expr.args[0], frame);
+      CallArgs args = eval_args(call_expr, frame, 0);
+      args.keyword.emplace_back("caller", caller);
+      out += to_str(call(callee, std::move(args), s.line));
+      break;
+    }
+    case Stmt::Kind::FilterBlock: {
+      std::string text;
+      exec(s.body, std::make_shared<Frame>(frame), text);
+      Value v = Value::string(std::move(text));
+      std::vector<const Expr*> chain;
+      for (const Expr* f = s.expr.get(); f; f = f->args[0].get()) chain.push_back(f);
+      for (auto it = chain.rbegin(); it != chain.rend(); ++it) v = apply_filter(*this, (*it)->name, v, eval_args(**it, frame, 0));
+      out += to_str(v);
+      break;
+    }
+    case Stmt::Kind::With: {
+      auto f = std::make_shared<Frame>(frame);
+      for (const auto& [target, expr] : s.assignments) assign(target, eval(*expr, frame), f, s.line);
+      return exec(s.body, f, out);
+    }
+    case Stmt::Kind::Break: return Flow::Break;
+    case Stmt::Kind::Continue: return Flow::Continue;
+    case Stmt::Kind::Scope: return exec(s.body, frame, out);
+  }
+  check_size(out.size());
+  return Flow::Normal;
+}
+
+std::string Interpreter::render(const Body& body, const Dict& context) {
+  Dict globals;
+  add_globals(globals);
+  globals_ = std::make_shared<Frame>(nullptr);
+  for (const auto& [k, v] : globals.items) globals_->set(k.str(), v);
+  auto root = std::make_shared<Frame>(globals_);
+  for (const auto& [k, v] : context.items) root->set(to_str(k), v);
+  std::string out;
+  try {
+    exec(body, root, out);
+  } catch (const LocatedError& e) {
+    throw Error(std::string("chat template error: ") + e.what());
+  } catch (const Error& e) {
+    throw Error(std::string("chat template error: ") + e.what());
+  }
+  return out;
+}
+
+}  // namespace specserve::chat::jinja
