@@ -74,6 +74,8 @@ class SafetensorsFile {
   const std::string& path() const { return path_; }
   const SafetensorsHeader& header() const { return header_; }
   uint64_t file_size() const { return map_size_; }
+  // The whole mapped file (header included), e.g. for cudaHostRegister before uploading weights.
+  const uint8_t* mapped_bytes() const { return static_cast<const uint8_t*>(map_); }
   bool contains(std::string_view name) const;
   const SafetensorsEntry& entry(std::string_view name) const;  // throws Error when absent
   // Zero-copy view into the mapping; valid while this file is alive. The mapping is read-only: never

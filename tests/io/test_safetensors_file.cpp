@@ -39,6 +39,7 @@ TEST(SafetensorsFile, ViewsPointIntoTheMappingWithoutCopying) {
   EXPECT_EQ(static_cast<char*>(b.data) - static_cast<char*>(a.data), 8);
   EXPECT_EQ(f->view("a").data, a.data);
   EXPECT_EQ(f->file_size(), 8 + header.size() + 12);
+  EXPECT_EQ(static_cast<const uint8_t*>(a.data), f->mapped_bytes() + 8 + header.size());
   EXPECT_TRUE(f->contains("a"));
   EXPECT_FALSE(f->contains("c"));
   expect_error([&] { f->view("c"); }, "tensor 'c' not found in " + dir.file("t.safetensors"));
