@@ -5,8 +5,8 @@
 namespace specserve {
 
 std::vector<int> default_target_layer_ids(int num_target_layers, int n) {
-  SS_CHECK(num_target_layers >= 1 && n >= 1, "default_target_layer_ids: need num_target_layers ≥ 1 and n ≥ 1 (got {} and {})",
-           num_target_layers, n);
+  SS_CHECK(num_target_layers >= 1 && n >= 1,
+           "default_target_layer_ids: need num_target_layers ≥ 1 and n ≥ 1 (got {} and {})", num_target_layers, n);
   if (n == 1) return {num_target_layers / 2};
   // ids_i = round(1 + i·(L−4)/(n−1)) with Python's round-half-to-even, computed exactly on integers
   // (the float quotient is exact at the .5 ties, so this matches the reference bit for bit).

@@ -73,14 +73,24 @@ DType parse_torch_dtype(const JsonKeys& keys, std::string_view key) {
   fail("key '{}' has unsupported value '{}' (expected bfloat16, float16 or float32)", keys.key_path(key), name);
 }
 
+// A shape-defining key. The bound (16M, far above any real model) keeps every product of up to
+// three of them, as tensor shapes need, inside int64.
+int dimension(const JsonKeys& t, std::string_view key) {
+  constexpr int kMaxDimension = 1 << 24;
+  const int v = t.positive_int(key);
+  if (v > kMaxDimension)
+    fail("key '{}' ({}) is larger than {}, which no supported model has", t.key_path(key), v, kMaxDimension);
+  return v;
+}
+
 void parse_dimensions(const JsonKeys& t, ModelConfig& c) {
-  c.vocab_size = t.positive_int("vocab_size");
-  c.hidden_size = t.positive_int("hidden_size");
-  c.intermediate_size = t.positive_int("intermediate_size");
-  c.num_layers = t.positive_int("num_hidden_layers");
-  c.num_heads = t.positive_int("num_attention_heads");
-  c.num_kv_heads = t.positive_int("num_key_value_heads");
-  c.head_dim = t.positive_int("head_dim");
+  c.vocab_size = dimension(t, "vocab_size");
+  c.hidden_size = dimension(t, "hidden_size");
+  c.intermediate_size = dimension(t, "intermediate_size");
+  c.num_layers = dimension(t, "num_hidden_layers");
+  c.num_heads = dimension(t, "num_attention_heads");
+  c.num_kv_heads = dimension(t, "num_key_value_heads");
+  c.head_dim = dimension(t, "head_dim");
   if (c.num_heads % c.num_kv_heads != 0)
     fail("key '{}' ({}) must be a multiple of key '{}' ({})", t.key_path("num_attention_heads"), c.num_heads,
          t.key_path("num_key_value_heads"), c.num_kv_heads);
@@ -189,11 +199,11 @@ void parse_hybrid_schedule(const JsonKeys& t, ModelConfig& c) {
 
 void parse_gated_deltanet(const JsonKeys& t, ModelConfig& c) {
   if (c.num_linear_layers() == 0) return;
-  c.linear_conv_kernel_dim = t.positive_int("linear_conv_kernel_dim");
-  c.linear_key_head_dim = t.positive_int("linear_key_head_dim");
-  c.linear_value_head_dim = t.positive_int("linear_value_head_dim");
-  c.linear_num_key_heads = t.positive_int("linear_num_key_heads");
-  c.linear_num_value_heads = t.positive_int("linear_num_value_heads");
+  c.linear_conv_kernel_dim = dimension(t, "linear_conv_kernel_dim");
+  c.linear_key_head_dim = dimension(t, "linear_key_head_dim");
+  c.linear_value_head_dim = dimension(t, "linear_value_head_dim");
+  c.linear_num_key_heads = dimension(t, "linear_num_key_heads");
+  c.linear_num_value_heads = dimension(t, "linear_num_value_heads");
   if (c.linear_num_value_heads % c.linear_num_key_heads != 0)
     fail("key '{}' ({}) must be a multiple of key '{}' ({})", t.key_path("linear_num_value_heads"),
          c.linear_num_value_heads, t.key_path("linear_num_key_heads"), c.linear_num_key_heads);

@@ -356,6 +356,8 @@ TEST(ModelConfig, IllTypedKeysAreNamed) {
   expect_config_error(with(qwen3_8b(), "hidden_size", "4096"), "key 'hidden_size' must be an integer, found a string");
   expect_config_error(with(qwen3_8b(), "hidden_size", 4096.5), "key 'hidden_size' must be an integer, found a number");
   expect_config_error(with(qwen3_8b(), "hidden_size", 0), "key 'hidden_size' must be a positive integer, found 0");
+  expect_config_error(with(qwen3_8b(), "hidden_size", 2147483647), "key 'hidden_size' (2147483647) is larger than 16777216");
+  expect_config_error(with(qwen3_8b(), "hidden_size", 4294967296), "key 'hidden_size' must be a positive integer, found 4294967296");
   expect_config_error(with(qwen3_8b(), "num_key_value_heads", 5), "key 'num_attention_heads' (32) must be a multiple of key 'num_key_value_heads' (5)");
   expect_config_error(with(qwen3_8b(), "tie_word_embeddings", "yes"), "key 'tie_word_embeddings' must be true or false, found a string");
   expect_config_error(with(qwen3_8b(), "eos_token_id", "x"), "key 'eos_token_id' must be an integer or a list of integers, found a string");
