@@ -62,7 +62,8 @@ SafetensorsHeader parse_safetensors_header(std::string_view header_json, uint64_
 // what a caller reading only the header (specserve info) wants.
 enum class MapAdvice { Normal, WillNeed, Sequential, Random };
 
-// One .safetensors file, memory-mapped read-only.
+// One .safetensors file, memory-mapped read-only. As with any mapping, the file must not be
+// truncated while it is open (reading a vanished page raises SIGBUS); replacing it by rename is safe.
 class SafetensorsFile {
  public:
   static std::unique_ptr<SafetensorsFile> open(const std::string& path,
