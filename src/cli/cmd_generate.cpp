@@ -6,7 +6,7 @@
 // --json prints one object (a stable interface: external checks read it):
 //   {"token_ids":[generated ids], "text":"...", "finish_reason":"length"|"stop",
 //    "stats":{"prompt_tokens":n,"generated_tokens":n,"prefill_ms":x,"decode_ms":x,"tokens_per_s":x}}
-// `text` is omitted when no tokenizer is available. The temperature defaults to 0 (greedy, ties to
+// `text` is omitted when DIR has no tokenizer.json (then only --prompt-ids works). The temperature defaults to 0 (greedy, ties to
 // the lowest id) whatever generation_config.json says, so a bare command is deterministic; the other
 // sampling defaults come from generation_config.json. Sampling and stopping go through the sampling
 // library (position-keyed randomness), exactly as the engine will.
@@ -17,6 +17,7 @@
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -27,6 +28,7 @@
 #include "sampling/generation_config.h"
 #include "sampling/sampler.h"
 #include "sampling/stop_checker.h"
+#include "tokenizer/tokenizer.h"
 
 namespace specserve::cli {
 
@@ -89,20 +91,38 @@ double ms_since(std::chrono::steady_clock::time_point t) {
   return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t).count();
 }
 
+std::string read_file(const std::string& path) {
+  std::ifstream f(path, std::ios::binary);
+  SS_CHECK(f.good(), "--prompt-file: cannot read '{}'", path);
+  return std::string(std::istreambuf_iterator<char>(f), std::istreambuf_iterator<char>());
+}
+
 int run_generate(GenerateOptions& o) {
-  if (!o.prompt.empty() || !o.prompt_file.empty() || o.chat)
-    fail("--prompt, --prompt-file and --chat need the tokenizer, which this build does not have yet; use --prompt-ids");
-  SS_CHECK(!o.prompt_ids.empty(), "one of --prompt, --prompt-ids or --prompt-file is required");
-  const std::vector<int32_t> prompt = parse_ids(o.prompt_ids);
+  const int sources = !o.prompt.empty() + !o.prompt_ids.empty() + !o.prompt_file.empty();
+  SS_CHECK(sources == 1, "give exactly one of --prompt, --prompt-ids or --prompt-file");
+  SS_CHECK(!o.chat, "--chat needs the chat-template library, which this build does not have yet");
+  std::optional<tokenizer::Tokenizer> tok;
+  if (std::filesystem::exists(std::filesystem::path(o.model) / "tokenizer.json"))
+    tok = tokenizer::Tokenizer::load(std::filesystem::path(o.model) / "tokenizer.json");
+  std::vector<int32_t> prompt;
+  if (!o.prompt_ids.empty()) {
+    prompt = parse_ids(o.prompt_ids);
+  } else {
+    SS_CHECK(tok.has_value(), "--prompt and --prompt-file need {}/tokenizer.json; use --prompt-ids", o.model);
+    prompt = tok->encode(o.prompt.empty() ? read_file(o.prompt_file) : o.prompt);
+    SS_CHECK(!prompt.empty(), "the prompt encodes to no tokens");
+  }
 
   auto model = TargetModel::load(o.model, LoadOptions{o.dtype, o.threads});
   sampling::RequestParams params = o.sampling.resolve(model_defaults(o.model, model->config()));
   SS_CHECK(params.stop.max_tokens.has_value() && *params.stop.max_tokens > 0, "--max-tokens must be given and > 0");
-  SS_CHECK(params.stop.stop.empty(), "--stop strings need the tokenizer, which this build does not have yet");
+  SS_CHECK(params.stop.stop.empty() || tok.has_value(), "--stop strings need {}/tokenizer.json", o.model);
   for (int32_t id : prompt)
     SS_CHECK(id < model->vocab_size(), "--prompt-ids: {} is outside the vocabulary [0, {})", id, model->vocab_size());
 
-  const sampling::Sampler sampler(params, sampling::VocabBounds{model->vocab_size(), 0});
+  // Rows past the tokenizer's ids are padding (models.md §2.3): never picked.
+  const int64_t real_vocab = tok ? std::min<int64_t>(tok->id_limit(), model->vocab_size()) : 0;
+  const sampling::Sampler sampler(params, sampling::VocabBounds{model->vocab_size(), real_vocab});
   sampling::SamplerState history = sampler.make_state(prompt);
   sampling::StopChecker stop(sampler.stop_params());
   auto seq = model->new_sequence();
@@ -123,11 +143,12 @@ int run_generate(GenerateOptions& o) {
   const auto t_decode = std::chrono::steady_clock::now();
   const int64_t V = model->vocab_size();
   std::vector<int32_t> output;
-  const std::vector<std::string> no_text(1);
+  std::vector<std::string> piece(1);
   for (;;) {
     const sampling::Pick pick = sampler.pick(std::span<const float>(r.logits.as<float>(), V), history);
     history.push(pick.token);
-    const sampling::StopStep step = stop.consume(std::span(&pick.token, 1), no_text);
+    piece[0] = tok ? std::string(tok->token_bytes(pick.token)) : std::string();
+    const sampling::StopStep step = stop.consume(std::span(&pick.token, 1), piece);
     if (step.tokens_kept > 0) output.push_back(pick.token);
     if (step.finished()) break;
     const std::vector<int32_t> tok = {pick.token};
@@ -143,13 +164,17 @@ int run_generate(GenerateOptions& o) {
   if (o.json) {
     nlohmann::ordered_json j;
     j["token_ids"] = output;
+    if (tok) j["text"] = stop.text();
     j["finish_reason"] = finish;
     j["stats"] = {{"prompt_tokens", prompt.size()},
                   {"generated_tokens", output.size()},
                   {"prefill_ms", prefill_ms},
                   {"decode_ms", decode_ms},
                   {"tokens_per_s", tps}};
-    std::printf("%s\n", j.dump().c_str());
+    // Invalid UTF-8 (a multi-byte character cut by max_tokens) becomes U+FFFD, as in HF decode.
+    std::printf("%s\n", j.dump(-1, ' ', false, nlohmann::ordered_json::error_handler_t::replace).c_str());
+  } else if (tok) {
+    std::printf("%s\n", stop.text().c_str());
   } else {
     std::string ids;
     for (int32_t t : output) ids += (ids.empty() ? "" : " ") + std::to_string(t);

@@ -6,7 +6,10 @@
 #include <cstdio>
 #include <sys/wait.h>
 
+#include <filesystem>
+
 #include "model_test_util.h"
+#include "tokenizer/tokenizer.h"
 
 namespace specserve {
 namespace {
@@ -74,6 +77,30 @@ TEST(GenerateCli, SeededSamplingIsReproducible) {
   CliRun a = run(args), b = run(args);
   ASSERT_EQ(a.status, 0);
   EXPECT_EQ(nlohmann::json::parse(a.out).at("token_ids"), nlohmann::json::parse(b.out).at("token_ids"));
+}
+
+}  // namespace
+}  // namespace specserve
+
+namespace specserve {
+namespace {
+
+// With a tokenizer in the model directory: --prompt encodes like the tokenizer library, and "text"
+// is the decoded output. Uses the committed demo model (a trained tiny Qwen3.5 hybrid).
+TEST(GenerateCli, PromptTextAndOutputTextWithTokenizer) {
+  const std::string dir = std::string(SPECSERVE_SOURCE_DIR) + "/models/demo-coder/target";
+  ASSERT_TRUE(std::filesystem::exists(dir + "/tokenizer.json")) << dir;
+  auto tok = tokenizer::Tokenizer::load(dir + "/tokenizer.json");
+  const std::string text = "def add(a, b):";
+  CliRun by_text = run("--model " + dir + " --prompt '" + text + "' --max-tokens 12 --ignore-eos --json");
+  CliRun by_ids = run("--model " + dir + " --prompt-ids " + join(tok.encode(text)) + " --max-tokens 12 --ignore-eos --json");
+  ASSERT_EQ(by_text.status, 0) << by_text.out;
+  ASSERT_EQ(by_ids.status, 0) << by_ids.out;
+  auto a = nlohmann::json::parse(by_text.out), b = nlohmann::json::parse(by_ids.out);
+  EXPECT_EQ(a.at("token_ids"), b.at("token_ids"));
+  EXPECT_EQ(a.at("stats").at("prompt_tokens").get<size_t>(), tok.encode(text).size());
+  const auto ids = a.at("token_ids").get<std::vector<int32_t>>();
+  EXPECT_EQ(a.at("text").get<std::string>(), tok.decode(ids));
 }
 
 }  // namespace
