@@ -48,6 +48,9 @@ struct KvGeometry {
 struct AttentionRow {
   float* const* blocks = nullptr;
   int32_t position = 0;
+  // First position the row attends to (default 0: from the start). Sliding-window layers (e.g. the
+  // DFlash drafter's, dflash.md §1.7) set position - (window - 1); kv_store ignores it.
+  int32_t window_start = 0;
 };
 
 // ---- Gated DeltaNet -------------------------------------------------------------------------------
@@ -114,8 +117,9 @@ class Ops {
   // Writes k, v [R, nkv * hd] into the cache at each row's position.
   virtual void kv_store(const TensorView& k, const TensorView& v, const KvGeometry& geo, int layer,
                         std::span<const AttentionRow> rows) const = 0;
-  // Causal GQA attention: out[r] = softmax(q[r] · K[0..pos]ᵀ * scale) V[0..pos], per query head h using
-  // KV head h / (num_heads / nkv). q, out: [R, num_heads * hd]. Softmax in f32.
+  // Causal GQA attention: out[r] = softmax(q[r] · K[w..pos]ᵀ * scale) V[w..pos] with w = the row's
+  // window_start (0 unless windowed), per query head h using KV head h / (num_heads / nkv).
+  // q, out: [R, num_heads * hd]. Softmax in f32.
   virtual void attention(const TensorView& q, const KvGeometry& geo, int layer, std::span<const AttentionRow> rows,
                          int num_heads, float scale, const TensorView& out) const = 0;
 

@@ -7,6 +7,7 @@
 #include <random>
 #include <vector>
 
+#include "backend/cpu/matmul_kernels.h"
 #include "backend/ops.h"
 #include "core/error.h"
 #include "core/thread_pool.h"
@@ -22,8 +23,11 @@ Tensor random_tensor(DType dt, Shape shape, uint32_t seed, float scale = 1.0f) {
   return dt == DType::F32 ? std::move(f) : from_f32(f, dt);
 }
 
-std::vector<float> reference(const Tensor& x, const Tensor& w) {
+// The bf16-weight kernel of AVX512-BF16 machines rounds x to bf16 first; the reference does too.
+std::vector<float> reference(const Tensor& x_in, const Tensor& w) {
   Tensor wf = to_f32(w);
+  Tensor x = to_f32(x_in);
+  if (w.dtype() == DType::BF16 && cpu::bf16_dot_kernel()) x = to_f32(from_f32(x, DType::BF16));
   int64_t M = x.shape()[0], K = x.shape()[1], N = w.shape()[0];
   std::vector<float> y(M * N);
   for (int64_t m = 0; m < M; ++m)

@@ -1,5 +1,6 @@
 // Causal GQA attention over the paged KV cache (models.md §1.4). One task per (row, query head);
-// a row's scores, softmax and weighted sum walk its own sequence's keys 0..position in increasing
+// a row's scores, softmax and weighted sum walk its own sequence's keys window_start..position
+// (window_start is 0 except for sliding-window layers) in increasing
 // order with no split, so the result depends only on the row and its sequence's cache: one decode
 // row and the same row inside a K-row extend give the same bits.
 #include <algorithm>
@@ -45,6 +46,9 @@ void attention(const TensorView& q, const KvGeometry& geo, int layer, std::span<
            q.dim(0), rows.size());
   SS_CHECK(num_heads % geo.num_kv_heads == 0, "attention: {} heads not a multiple of {} KV heads", num_heads,
            geo.num_kv_heads);
+  for (const auto& row : rows)
+    SS_CHECK(row.window_start >= 0 && row.window_start <= row.position,
+             "attention: window start {} outside [0, position {}]", row.window_start, row.position);
   const int group = num_heads / geo.num_kv_heads;
   const int64_t tasks = static_cast<int64_t>(rows.size()) * num_heads;
 
@@ -55,32 +59,35 @@ void attention(const TensorView& q, const KvGeometry& geo, int layer, std::span<
       const int h = static_cast<int>(t % num_heads);
       const int kvh = h / group;
       const AttentionRow& row = rows[r];
-      const int64_t n = int64_t{row.position} + 1;
+      // Keys w..position (w = 0 unless the row is windowed); scores[i] belongs to position w + i.
+      const int64_t w = row.window_start, n = int64_t{row.position} + 1 - w;
       const float* qv = q.as<const float>() + r * q.strides[0] + int64_t{h} * hd;
       scores.resize(static_cast<size_t>(n));
       float mx = -INFINITY;
-      for (int64_t j = 0; j < n; ++j) {
+      for (int64_t i = 0; i < n; ++i) {
+        const int64_t j = w + i;
         const float* kv = row.blocks[j / kKvBlockSize] + geo.offset(layer, 0, kvh, static_cast<int>(j % kKvBlockSize));
-        scores[j] = dot_f32(qv, kv, hd) * scale;
-        mx = std::max(mx, scores[j]);
+        scores[i] = dot_f32(qv, kv, hd) * scale;
+        mx = std::max(mx, scores[i]);
       }
       float sum = 0.0f;
-      for (int64_t j = 0; j < n; ++j) {
-        scores[j] = std::exp(scores[j] - mx);
-        sum += scores[j];
+      for (int64_t i = 0; i < n; ++i) {
+        scores[i] = std::exp(scores[i] - mx);
+        sum += scores[i];
       }
       const float inv = 1.0f / sum;
       float* o = out.as<float>() + r * out.strides[0] + int64_t{h} * hd;
       std::fill(o, o + hd, 0.0f);
-      for (int64_t j = 0; j < n; ++j) {
-        const float p = scores[j] * inv;
+      for (int64_t i = 0; i < n; ++i) {
+        const int64_t j = w + i;
+        const float p = scores[i] * inv;
         const float* vv = row.blocks[j / kKvBlockSize] + geo.offset(layer, 1, kvh, static_cast<int>(j % kKvBlockSize));
         for (int d = 0; d < hd; ++d) o[d] += p * vv[d];
       }
     }
   };
   int64_t work = 0;
-  for (const auto& row : rows) work += int64_t{row.position + 1} * num_heads * hd * 4;
+  for (const auto& row : rows) work += int64_t{row.position + 1 - row.window_start} * num_heads * hd * 4;
   if (tasks <= 1 || work < (1 << 15))
     body(0, tasks);
   else

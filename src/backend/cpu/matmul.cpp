@@ -1,6 +1,7 @@
 // Matmul y = x · wᵀ (f32 activations, f32 or bf16 weights, f32 accumulation): the AVX2 kernel and
 // the dispatcher. See matmul_kernels.h for why the result of an element does not depend on M.
 #include <algorithm>
+#include <cstdlib>
 #include <cstring>
 #include <vector>
 
@@ -102,13 +103,24 @@ MatmulArgs args_of(const TensorView& x, const TensorView& w, const TensorView& y
 }
 
 void run_cols(const MatmulArgs& a, int64_t n0, int64_t n1) {
-  if (use_avx512())
+  if (a.x_bf16 != nullptr)
+    matmul_cols_avx512bf16(a, n0, n1);
+  else if (use_avx512())
     matmul_cols_avx512(a, n0, n1);
   else
     matmul_cols_avx2(a, n0, n1);
 }
 
 }  // namespace
+
+// SPECSERVE_ISA=avx512 keeps AVX-512 but not its BF16 dot product (to test that path too).
+bool bf16_dot_kernel() {
+  static const bool v = [] {
+    const char* isa = std::getenv("SPECSERVE_ISA");
+    return use_avx512_bf16() && !(isa && std::strcmp(isa, "avx512") == 0);
+  }();
+  return v;
+}
 
 void matmul_cols_avx2(const MatmulArgs& a, int64_t n0, int64_t n1) {
   if (a.w_bf16)
@@ -134,6 +146,22 @@ void matmul_multi(const TensorView& x, std::span<const TensorView> ws, std::span
   }
   const int64_t total = col_start.back();
   if (total == 0 || x.dim(0) == 0) return;
+  // bf16 weights on AVX512-BF16 machines: x is rounded to bf16 once (element by element, so each
+  // row's copy depends only on that row) and the kernel multiplies bf16 pairs.
+  std::vector<uint16_t> xb;
+  bool any_bf16 = false;
+  for (const auto& a : args) any_bf16 |= a.w_bf16;
+  if (any_bf16 && bf16_dot_kernel()) {
+    const int64_t M = x.dim(0), K = x.dim(1);
+    xb.resize(static_cast<size_t>(M * K));
+    for (int64_t m = 0; m < M; ++m)
+      convert_from_f32(x.as<const float>() + m * x.strides[0], DType::BF16, xb.data() + m * K, static_cast<size_t>(K));
+    for (auto& a : args)
+      if (a.w_bf16) {
+        a.x_bf16 = xb.data();
+        a.ldx_bf16 = K;
+      }
+  }
   // Columns of all weights form one range split statically across threads; each element is
   // computed the same way whichever thread takes it.
   auto body = [&](int64_t c0, int64_t c1) {

@@ -17,9 +17,17 @@ struct MatmulArgs {
   float* y = nullptr;
   int64_t ldy = 0;
   int64_t M = 0, K = 0;
+  // x rounded to bf16 (the AVX512-BF16 kernel only), rows ldx_bf16 elements apart.
+  const uint16_t* x_bf16 = nullptr;
+  int64_t ldx_bf16 = 0;
 };
 
 void matmul_cols_avx2(const MatmulArgs& a, int64_t n0, int64_t n1);
 void matmul_cols_avx512(const MatmulArgs& a, int64_t n0, int64_t n1);  // only after use_avx512()
+// bf16 weights with x_bf16 set; only after use_avx512_bf16().
+void matmul_cols_avx512bf16(const MatmulArgs& a, int64_t n0, int64_t n1);
+
+// Which kernel a bf16-weight matmul uses on this machine (fixed for the process).
+bool bf16_dot_kernel();
 
 }  // namespace specserve::cpu
