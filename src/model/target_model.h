@@ -63,6 +63,10 @@ struct ForwardResult {
   Tensor captured;                      // [rows, capture_layers.size() * hidden] f32 (empty if none)
 };
 
+// Not thread-safe: one forward/commit at a time per model (the CPU kernels share the global thread
+// pool). Prompts prefilled in several calls should be split at multiples of kGdnChunk (64) tokens:
+// then the result does not depend on the split (the engine's prefill chunks depend only on the
+// sequence anyway).
 class TargetModel {
  public:
   static std::unique_ptr<TargetModel> load(const std::string& dir, const LoadOptions& options = {});
