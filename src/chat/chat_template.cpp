@@ -117,9 +117,27 @@ std::string ChatTemplate::render_json(std::string_view request_json) const {
   return render(request);
 }
 
+namespace {
+
+// Request JSON deeper than this is refused before anything copies it recursively.
+void check_depth(const nlohmann::ordered_json& root) {
+  std::vector<std::pair<const nlohmann::ordered_json*, int>> stack{{&root, 0}};
+  while (!stack.empty()) {
+    auto [j, d] = stack.back();
+    stack.pop_back();
+    SS_CHECK(d <= jinja::Value::kMaxJsonDepth, "chat template request is nested deeper than {} levels", jinja::Value::kMaxJsonDepth);
+    if (j->is_structured()) {
+      for (const auto& child : *j) stack.emplace_back(&child, d + 1);
+    }
+  }
+}
+
+}  // namespace
+
 std::string ChatTemplate::render(const nlohmann::ordered_json& request) const {
   using jinja::Value;
   SS_CHECK(request.is_object(), "chat template request must be a JSON object");
+  check_depth(request);
   SS_CHECK(request.contains("messages") && request["messages"].is_array(), "chat template request needs a \"messages\" array");
   nlohmann::ordered_json messages = request["messages"];
   SS_CHECK(!messages.empty(), "Cannot apply chat template to an empty conversation. Provide at least one message.");

@@ -1281,8 +1281,9 @@ void add_globals(Dict& g) {
           for (const auto& [k, v] : a.keyword) d.set(Value::string(k), v);
           return Value::dict(std::move(d));
         }));
-  g.set(Value::string("namespace"), make_native("namespace", [](Interpreter&, CallArgs& a) {
+  g.set(Value::string("namespace"), make_native("namespace", [](Interpreter& interp, CallArgs& a) {
           auto ns = std::make_shared<Namespace>();
+          interp.track(ns);
           if (a.positional.size() > 1) template_error("namespace expected at most 1 positional argument");
           if (!a.positional.empty()) {
             if (!a.positional[0].is_dict()) template_error("namespace argument must be a mapping");

@@ -18,8 +18,11 @@ class LocatedError : public Error {
 
 class MacroCallable final : public Callable {
  public:
-  MacroCallable(std::shared_ptr<const MacroDef> def, std::shared_ptr<Frame> closure, Value caller = Value())
-      : def_(std::move(def)), closure_(std::move(closure)), caller_(std::move(caller)) {}
+  // The defining frame is held weakly: it owns this macro's value, so a strong reference would
+  // make a cycle. A macro that outlives its frame (stored away and called later) resolves names
+  // in the template's root frame instead.
+  MacroCallable(std::shared_ptr<const MacroDef> def, const std::shared_ptr<Frame>& closure, Value caller = Value())
+      : def_(std::move(def)), closure_(closure), caller_(std::move(caller)) {}
 
   std::string name() const override { return def_->name; }
 
@@ -33,7 +36,9 @@ class MacroCallable final : public Callable {
       ~Restore() { --i.call_depth(); }
     } restore{interp};
 
-    auto frame = std::make_shared<Frame>(closure_);
+    std::shared_ptr<Frame> parent = closure_.lock();
+    if (!parent) parent = interp.root_frame();
+    auto frame = std::make_shared<Frame>(parent);
     const auto& params = def_->params;
     const size_t n_required = params.size() - def_->defaults.size();
     std::vector<Value> varargs;
@@ -85,7 +90,7 @@ class MacroCallable final : public Callable {
 
  private:
   std::shared_ptr<const MacroDef> def_;
-  std::shared_ptr<Frame> closure_;
+  std::weak_ptr<Frame> closure_;
   Value caller_;
 };
 
@@ -724,11 +729,22 @@ std::string Interpreter::render(const Body& body, const Dict& context) {
   add_globals(globals);
   globals_ = std::make_shared<Frame>(nullptr);
   for (const auto& [k, v] : globals.items) globals_->set(k.str(), v);
-  auto root = std::make_shared<Frame>(globals_);
-  for (const auto& [k, v] : context.items) root->set(to_str(k), v);
+  root_ = std::make_shared<Frame>(globals_);
+  for (const auto& [k, v] : context.items) root_->set(to_str(k), v);
+  // Namespaces are the only mutable objects, so every reference cycle a template can build goes
+  // through one; emptying them after the render frees everything.
+  struct BreakCycles {
+    Interpreter& i;
+    ~BreakCycles() {
+      for (auto& ns : i.namespaces_) ns->attrs = Dict{};
+      i.namespaces_.clear();
+      i.root_.reset();
+      i.globals_.reset();
+    }
+  } break_cycles{*this};
   std::string out;
   try {
-    exec(body, root, out);
+    exec(body, root_, out);
   } catch (const LocatedError& e) {
     throw Error(std::string("chat template error: ") + e.what());
   } catch (const Error& e) {

@@ -53,6 +53,9 @@ class Interpreter {
   void check_size(size_t bytes) const;
   void step();
   int& call_depth() { return call_depth_; }
+  const std::shared_ptr<Frame>& root_frame() const { return root_; }
+  // Namespaces created during the render; emptied when it ends (see render()).
+  void track(const std::shared_ptr<Namespace>& ns) { namespaces_.push_back(ns); }
 
  private:
   enum class Flow { Normal, Break, Continue };
@@ -66,6 +69,8 @@ class Interpreter {
   uint64_t steps_ = 0;
   int call_depth_ = 0;
   std::shared_ptr<Frame> globals_;
+  std::shared_ptr<Frame> root_;
+  std::vector<std::shared_ptr<Namespace>> namespaces_;
 };
 
 // Helpers shared with the builtins.

@@ -191,6 +191,7 @@ class Lexer {
     }
     emit_text(text, text_line);
     line_ += count_newlines(std::string_view(src_).substr(pos_, open - pos_));
+    pos_ = open;
 
     if (raw) {
       lex_raw(raw_body);

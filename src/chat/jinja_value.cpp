@@ -77,21 +77,38 @@ Value Value::string(std::string s, bool safe) {
   v.safe_ = safe;
   return v;
 }
+namespace {
+
+uint32_t nested_depth(const std::vector<Value>& items) {
+  uint32_t d = 0;
+  for (const auto& x : items) d = std::max(d, x.depth());
+  SS_CHECK(d < Value::kMaxDepth, "value nested deeper than {} levels", Value::kMaxDepth);
+  return d + 1;
+}
+
+}  // namespace
+
 Value Value::list(std::vector<Value> items) {
   Value v;
   v.kind_ = Kind::List;
+  v.depth_ = nested_depth(items);
   v.list_ = std::make_shared<const std::vector<Value>>(std::move(items));
   return v;
 }
 Value Value::tuple(std::vector<Value> items) {
   Value v;
   v.kind_ = Kind::Tuple;
+  v.depth_ = nested_depth(items);
   v.list_ = std::make_shared<const std::vector<Value>>(std::move(items));
   return v;
 }
 Value Value::dict(Dict d) {
   Value v;
   v.kind_ = Kind::Dict;
+  uint32_t depth = 0;
+  for (const auto& [k, x] : d.items) depth = std::max({depth, k.depth(), x.depth()});
+  SS_CHECK(depth < kMaxDepth, "value nested deeper than {} levels", kMaxDepth);
+  v.depth_ = depth + 1;
   v.dict_ = std::make_shared<const Dict>(std::move(d));
   return v;
 }
@@ -185,7 +202,20 @@ bool truthy(const Value& v) {
   }
 }
 
-bool equals(const Value& a, const Value& b) {
+namespace {
+// Namespaces can contain themselves; recursion through them is cut off here.
+constexpr int kMaxRecursion = 600;
+void check_recursion(int depth) {
+  SS_CHECK(depth <= kMaxRecursion, "maximum recursion depth exceeded (a value that contains itself?)");
+}
+bool equals_at(const Value& a, const Value& b, int depth);
+}  // namespace
+
+bool equals(const Value& a, const Value& b) { return equals_at(a, b, 0); }
+
+namespace {
+bool equals_at(const Value& a, const Value& b, int depth) {
+  check_recursion(depth);
   using K = Value::Kind;
   if (a.is_number() && b.is_number()) {
     if (a.is_float() || b.is_float()) return a.as_double() == b.as_double();
@@ -200,7 +230,7 @@ bool equals(const Value& a, const Value& b) {
     case K::Tuple: {
       if (a.items().size() != b.items().size()) return false;
       for (size_t i = 0; i < a.items().size(); ++i) {
-        if (!equals(a.items()[i], b.items()[i])) return false;
+        if (!equals_at(a.items()[i], b.items()[i], depth + 1)) return false;
       }
       return true;
     }
@@ -208,7 +238,7 @@ bool equals(const Value& a, const Value& b) {
       if (a.dict().items.size() != b.dict().items.size()) return false;
       for (const auto& [k, v] : a.dict().items) {
         const Value* other = b.dict().find(k);
-        if (!other || !equals(v, *other)) return false;
+        if (!other || !equals_at(v, *other, depth + 1)) return false;
       }
       return true;
     }
@@ -218,6 +248,7 @@ bool equals(const Value& a, const Value& b) {
     default: return false;
   }
 }
+}  // namespace
 
 bool less_than(const Value& a, const Value& b) {
   if (a.is_number() && b.is_number()) {
@@ -240,7 +271,7 @@ namespace {
 
 std::string repr_int(int64_t i) { return std::to_string(i); }
 
-void repr_into(const Value& v, std::string& out);
+void repr_into(const Value& v, std::string& out, int depth = 0);
 
 void str_into(const Value& v, std::string& out) {
   switch (v.kind()) {
@@ -250,7 +281,9 @@ void str_into(const Value& v, std::string& out) {
   }
 }
 
-void repr_into(const Value& v, std::string& out) {
+void repr_into(const Value& v, std::string& out, int depth) {
+  check_recursion(depth);
+  SS_CHECK(out.size() <= (size_t{256} << 20), "value too large to print");
   switch (v.kind()) {
     case Value::Kind::Undefined: out += "Undefined"; return;
     case Value::Kind::None: out += "None"; return;
@@ -269,7 +302,7 @@ void repr_into(const Value& v, std::string& out) {
       const auto& items = v.items();
       for (size_t i = 0; i < items.size(); ++i) {
         if (i) out += ", ";
-        repr_into(items[i], out);
+        repr_into(items[i], out, depth + 1);
       }
       if (tuple && items.size() == 1) out += ",";
       out += tuple ? ")" : "]";
@@ -281,16 +314,25 @@ void repr_into(const Value& v, std::string& out) {
       for (const auto& [k, val] : v.dict().items) {
         if (!first) out += ", ";
         first = false;
-        repr_into(k, out);
+        repr_into(k, out, depth + 1);
         out += ": ";
-        repr_into(val, out);
+        repr_into(val, out, depth + 1);
       }
       out += "}";
       return;
     }
     case Value::Kind::Namespace: {
       out += "<Namespace ";
-      repr_into(Value::dict(v.namespace_ptr()->attrs), out);
+      out += "{";
+      bool first = true;
+      for (const auto& [k, val] : v.namespace_ptr()->attrs.items) {
+        if (!first) out += ", ";
+        first = false;
+        repr_into(k, out, depth + 1);
+        out += ": ";
+        repr_into(val, out, depth + 1);
+      }
+      out += "}";
       out += ">";
       return;
     }
@@ -311,6 +353,8 @@ std::string json_key(const Value& k) {
 }
 
 void json_into(const Value& v, const JsonOptions& o, int level, std::string& out) {
+  check_recursion(level);
+  SS_CHECK(out.size() <= (size_t{256} << 20), "value too large for tojson");
   auto newline = [&](int lvl) {
     out += "\n";
     out.append(static_cast<size_t>(o.indent * lvl), ' ');

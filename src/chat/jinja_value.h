@@ -100,10 +100,15 @@ class Value {
   const std::shared_ptr<Callable>& callable_ptr() const { return fn_; }
 
   std::string type_name() const;  // Python's type name ('str', 'int', 'NoneType', 'Undefined', ...)
+  // Nesting depth of lists / tuples / dicts (0 for scalars); building deeper than kMaxDepth is an
+  // Error, so that printing, comparing or freeing a value never recurses without bound.
+  uint32_t depth() const { return depth_; }
+  static constexpr uint32_t kMaxDepth = 512;
 
  private:
   Kind kind_ = Kind::Undefined;
   bool safe_ = false;
+  uint32_t depth_ = 0;
   bool b_ = false;
   int64_t i_ = 0;
   double f_ = 0;
