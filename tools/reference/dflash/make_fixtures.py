@@ -307,21 +307,37 @@ def harness_loop(ref, drafter, target, prompt, max_new, hybrid):
     return generated, steps, golden
 
 
+def load_pair(ref, d):
+    """The pair as any loader of the saved files sees it: weights upcast to f32, and the rotary
+    inv_freq buffers computed afresh in f32. (Running the in-memory models after
+    `.to(torch.bfloat16)` + `.float()` would use bf16-rounded inv_freq, since that non-persistent
+    buffer is converted too — a ~1e-3 logit difference from what the saved checkpoints mean.)"""
+    from transformers import AutoModelForCausalLM
+    target = AutoModelForCausalLM.from_pretrained(os.path.join(d, "target"), dtype=torch.float32).eval()
+    drafter = ref.DFlashDraftModel.from_pretrained(os.path.join(d, "draft"), dtype=torch.float32).eval()
+    return target, drafter
+
+
 def save_pair(out_dir, name, target, drafter, prompt, max_new, hybrid, ref):
-    from safetensors.torch import save_file
     d = os.path.join(out_dir, name)
     os.makedirs(d, exist_ok=True)
     target.to(torch.bfloat16).save_pretrained(os.path.join(d, "target"), safe_serialization=True)
     drafter.to(torch.bfloat16).save_pretrained(os.path.join(d, "draft"), safe_serialization=True)
-    target.float()
-    drafter.float()
+    write_traces(ref, d, name, prompt, max_new, hybrid)
+
+
+def write_traces(ref, d, name, prompt, max_new, hybrid):
+    """trace.json and golden.safetensors of the pair saved in `d`, run from the saved files."""
+    from safetensors.torch import save_file
+    target, drafter = load_pair(ref, d)
     with torch.no_grad():
         generated, steps, golden = harness_loop(ref, drafter, target, prompt, max_new, hybrid)
         plain = greedy(target, prompt, max_new)
         record = {"name": name, "hybrid": hybrid, "block_size": BLOCK, "mask_token_id": MASK_ID,
                   "prompt_ids": prompt, "max_new_tokens": max_new, "generated_ids": generated,
                   "greedy_ids": plain, "steps": steps,
-                  "tau": sum(s["accepted"] + 1 for s in steps) / len(steps)}
+                  "tau": sum(s["accepted"] + 1 for s in steps) / len(steps),
+                  "rope_inv_freq": "f32"}  # run from the saved files (see load_pair)
         if not hybrid:
             ref_generated, ref_drafts = reference_loop(ref, drafter, target, prompt, max_new)
             assert ref_generated == generated, (name, ref_generated, generated)
@@ -341,9 +357,18 @@ def main():
     ap.add_argument("--ref", default=os.environ.get("DFLASH_REF", ".ref/dflash_ref") + "/model.py")
     ap.add_argument("--train-steps", type=int, default=2000, help="drafter training steps")
     ap.add_argument("--target-steps", type=int, default=4000, help="target training steps")
+    ap.add_argument("--regen-traces", action="store_true",
+                    help="keep the checkpoints under --out; only rerun trace.json and golden.safetensors")
     args = ap.parse_args()
     torch.set_grad_enabled(True)
     ref = load_reference(args.ref)
+    if args.regen_traces:
+        for name in ("dense-random", "dense-trained", "hybrid-trained"):
+            with open(os.path.join(args.out, name, "trace.json")) as f:
+                old = json.load(f)
+            write_traces(ref, os.path.join(args.out, name), name, old["prompt_ids"], old["max_new_tokens"],
+                         old["hybrid"])
+        return
     device = "cuda" if torch.cuda.is_available() else "cpu"
     gen = torch.Generator().manual_seed(7)
     random_prompt = torch.randint(0, MASK_ID - 1, (12,), generator=gen).tolist()

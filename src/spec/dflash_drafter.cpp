@@ -1,0 +1,198 @@
+#include "spec/dflash_drafter.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <set>
+
+#include "core/error.h"
+
+namespace specserve::spec {
+
+namespace {
+
+// The rows of one drafter call, laid out [context rows of every sequence ; block rows of every
+// block]. Context and block rows share the k/v projections (one matmul per weight); only block
+// rows have queries.
+struct CallRows {
+  int64_t context = 0;                  // Nc
+  int64_t block = 0;                    // Nb = blocks · (gamma + 1)
+  std::vector<int32_t> kv_positions;    // per row (context then block): RoPE position and cache slot
+  std::vector<AttentionRow> kv_store;   // per row: where its K/V go
+  std::vector<int32_t> q_positions;     // per block row
+  std::vector<AttentionRow> full_attn;  // per block row: every context key + the whole block
+  std::vector<AttentionRow> slide_attn; // per block row: causal in the block, window W (§1.7)
+};
+
+}  // namespace
+
+DFlashDrafter::DFlashDrafter(const TargetModel& target, std::unique_ptr<DrafterCheckpoint> checkpoint)
+    : target_(target), checkpoint_(std::move(checkpoint)) {
+  const ModelConfig& c = checkpoint_->config();
+  kv_ = KvGeometry{c.num_layers, c.num_kv_heads, c.head_dim};
+  pool_ = std::make_shared<KvBlockPool>(kv_);
+}
+
+std::unique_ptr<DFlashDrafter> DFlashDrafter::load(const std::string& dir, const TargetModel& target,
+                                                   const std::string& dtype) {
+  TargetShape shape;
+  shape.hidden = target.hidden_size();
+  shape.vocab = target.vocab_size();
+  shape.embedding_rows = target.embedding_table().dim(0);
+  shape.num_layers = target.config().num_layers;
+  auto checkpoint = DrafterCheckpoint::load(dir, shape, dtype);
+  return std::unique_ptr<DFlashDrafter>(new DFlashDrafter(target, std::move(checkpoint)));
+}
+
+int64_t DFlashDrafter::feature_width() const {
+  return static_cast<int64_t>(target_layer_ids().size()) * config().hidden_size;
+}
+
+std::unique_ptr<DrafterSequence> DFlashDrafter::new_sequence() const {
+  return std::make_unique<DrafterSequence>(pool_, feature_width());
+}
+
+void DFlashDrafter::project_context(std::span<DrafterSequence* const> sequences) const {
+  forward(sequences, {}, 0);
+}
+
+Tensor DFlashDrafter::draft_logits(std::span<const DraftBlock> blocks, int gamma) const {
+  SS_CHECK(gamma >= 1 && gamma < block_size(), "drafter: gamma {} outside [1, {}]", gamma, block_size() - 1);
+  std::vector<DrafterSequence*> seqs;
+  for (const auto& b : blocks) seqs.push_back(b.sequence);
+  return forward(seqs, blocks, gamma);
+}
+
+Tensor DFlashDrafter::forward(std::span<DrafterSequence* const> context_of, std::span<const DraftBlock> blocks,
+                              int gamma) const {
+  const Ops& ops = target_.ops();
+  const ModelConfig& cfg = config();
+  const DrafterWeights& w = checkpoint_->weights();
+  const int64_t H = cfg.hidden_size, hd = cfg.head_dim, V = vocab_size();
+  const int nh = cfg.num_heads, nkv = cfg.num_kv_heads, rot = cfg.rotary_dim();
+  const auto eps = static_cast<float>(cfg.rms_norm_eps);
+  const int64_t B = gamma + 1;
+
+  std::set<const DrafterSequence*> seen;
+  for (const DrafterSequence* s : context_of) SS_CHECK(seen.insert(s).second, "drafter: a sequence appears twice in one call");
+
+  // ---- lay out the rows -------------------------------------------------------------------------
+  // Grow every block table first: the rows below keep pointers into them.
+  for (DrafterSequence* s : context_of) s->ensure_blocks(s->rows());
+  for (const DraftBlock& b : blocks) b.sequence->ensure_blocks(b.position + B);
+  CallRows rows;
+  for (DrafterSequence* s : context_of) {
+    rows.context += s->waiting_rows();
+    for (int64_t t = s->projected(); t < s->rows(); ++t) {
+      rows.kv_positions.push_back(static_cast<int32_t>(t));
+      rows.kv_store.push_back({s->blocks(), static_cast<int32_t>(t)});
+    }
+  }
+  const int window = cfg.sliding_window.value_or(0);
+  for (const DraftBlock& b : blocks) {
+    DrafterSequence* s = b.sequence;
+    // The block occupies the scratch positions s..s+gamma right after the context: a different s
+    // would overwrite context K/V or leave a gap the block's queries would read.
+    SS_CHECK(b.position == s->rows(), "drafter: block at position {} but the context holds {} rows", b.position,
+             s->rows());
+    const auto s0 = static_cast<int32_t>(b.position);
+    for (int32_t k = 0; k < B; ++k) {
+      rows.kv_positions.push_back(s0 + k);
+      rows.kv_store.push_back({s->blocks(), s0 + k});
+      rows.q_positions.push_back(s0 + k);
+      rows.full_attn.push_back({s->blocks(), s0 + static_cast<int32_t>(gamma), 0});
+      if (window > 0) rows.slide_attn.push_back({s->blocks(), s0 + k, std::max(0, s0 + k - (window - 1))});
+    }
+  }
+  rows.block = static_cast<int64_t>(blocks.size()) * B;
+  const int64_t Nc = rows.context, Nb = rows.block, N = Nc + Nb;
+  if (N == 0) return Tensor();
+
+  // x = [c ; u]: rows 0..Nc are the projected context (fixed across layers), rows Nc.. each
+  // layer's normalised block hidden states.
+  Tensor x = Tensor::empty(DType::F32, {N, H});
+  if (Nc > 0) {
+    Tensor feats = Tensor::empty(DType::F32, {Nc, feature_width()});
+    float* dst = feats.as<float>();
+    for (DrafterSequence* s : context_of) {
+      const auto f = s->waiting_features();
+      std::memcpy(dst, f.data(), f.size_bytes());
+      dst += f.size();
+    }
+    const TensorView c = x.view().rows(0, Nc);
+    ops.matmul(feats, w.fc, c);
+    ops.rms_norm(c, w.hidden_norm, NormKind::Plain, eps, c);
+  }
+
+  // The block: [pending, mask × gamma], embedded with the target's table.
+  Tensor z;
+  if (Nb > 0) {
+    std::vector<int32_t> tokens;
+    for (const DraftBlock& b : blocks) {
+      tokens.push_back(b.pending_token);
+      tokens.insert(tokens.end(), static_cast<size_t>(gamma), mask_token());
+    }
+    z = Tensor::empty(DType::F32, {Nb, H});
+    target_.embed(tokens, z);
+  }
+
+  const int64_t qw = nh * hd, kvw = nkv * hd;
+  Tensor k = Tensor::empty(DType::F32, {N, kvw});
+  Tensor v = Tensor::empty(DType::F32, {N, kvw});
+  Tensor q, attn, mixed, normed, gate, up;
+  if (Nb > 0) {
+    q = Tensor::empty(DType::F32, {Nb, qw});
+    attn = Tensor::empty(DType::F32, {Nb, qw});
+    mixed = Tensor::empty(DType::F32, {Nb, H});
+    normed = Tensor::empty(DType::F32, {Nb, H});
+    gate = Tensor::empty(DType::F32, {Nb, cfg.intermediate_size});
+    up = Tensor::empty(DType::F32, {Nb, cfg.intermediate_size});
+  }
+  const float scale = 1.0f / std::sqrt(static_cast<float>(hd));
+  const double theta = cfg.rope_theta;
+
+  for (size_t l = 0; l < w.layers.size(); ++l) {
+    const DrafterLayerWeights& L = w.layers[l];
+    const TensorView u = x.view().rows(Nc, N);
+    // The context rows are NOT normalised by input_layernorm (dflash.md §1.2): only the block is.
+    if (Nb > 0) ops.rms_norm(z, L.input_norm, NormKind::Plain, eps, u);
+    TensorView kv_w[] = {L.k_proj, L.v_proj};
+    TensorView kv_y[] = {k, v};
+    ops.matmul_multi(x, kv_w, kv_y);
+    ops.rms_norm(k, L.k_norm, NormKind::Plain, eps, k);
+    ops.rope(k, nkv, static_cast<int>(hd), rot, theta, rows.kv_positions);
+    ops.kv_store(k, v, kv_, static_cast<int>(l), rows.kv_store);
+    if (Nb == 0) continue;
+
+    ops.matmul(u, L.q_proj, q);
+    ops.rms_norm(q, L.q_norm, NormKind::Plain, eps, q);
+    ops.rope(q, nh, static_cast<int>(hd), rot, theta, rows.q_positions);
+    const auto& attn_rows = L.type == LayerType::SlidingAttention ? rows.slide_attn : rows.full_attn;
+    ops.attention(q, kv_, static_cast<int>(l), attn_rows, nh, scale, attn);
+    ops.matmul(attn, L.o_proj, mixed);
+    ops.add(z, mixed);
+
+    ops.rms_norm(z, L.post_norm, NormKind::Plain, eps, normed);
+    TensorView mlp_w[] = {L.gate, L.up};
+    TensorView mlp_y[] = {gate, up};
+    ops.matmul_multi(normed, mlp_w, mlp_y);
+    ops.swiglu(gate, up, gate);
+    ops.matmul(gate, L.down, mixed);
+    ops.add(z, mixed);
+  }
+  for (DrafterSequence* s : context_of) s->mark_projected();
+  if (Nb == 0) return Tensor();
+
+  // Slots 1..gamma → the drafter's final norm → the target's lm_head.
+  const int64_t n_out = static_cast<int64_t>(blocks.size()) * gamma;
+  Tensor out = Tensor::empty(DType::F32, {n_out, H});
+  for (size_t i = 0; i < blocks.size(); ++i)
+    std::memcpy(out.as<float>() + static_cast<int64_t>(i) * gamma * H, z.as<float>() + (static_cast<int64_t>(i) * B + 1) * H,
+                static_cast<size_t>(gamma * H) * sizeof(float));
+  ops.rms_norm(out, w.norm, NormKind::Plain, eps, out);
+  Tensor logits = Tensor::empty(DType::F32, {n_out, V});
+  target_.lm_head(out, logits);
+  return logits;
+}
+
+}  // namespace specserve::spec

@@ -1,0 +1,73 @@
+#pragma once
+// The DFlash drafter (dflash.md §1): a stack of Qwen3 decoder layers that reads the target's
+// hidden states as injected K/V and drafts a whole block in one forward pass.
+//
+//   context rows (per committed position t):  c_t = hidden_norm(fc([h_t^(l1); …; h_t^(lK)]))
+//       → per layer: k_norm(k_proj c_t) roped at t, v_proj c_t → the sequence's paged cache (once)
+//   block (per step): [pending, mask × γ] at positions s..s+γ, embedded with the TARGET's table
+//       → L_D layers: queries from the block only; keys/values = cached context + the block's own
+//         (full layers: every block row sees all of them, non-causal; sliding layers: causal inside
+//         the block and limited to the window, §1.7)
+//       → the drafter's final norm (plain RMSNorm) → the TARGET's lm_head on slots 1..γ
+//         (slot 0 is untrained and discarded; slot k predicts the token AT position s+k).
+//
+// One call serves every sequence of an engine step: all waiting context rows and all block rows go
+// through one matmul per weight. Every op is row-invariant (backend/ops.h), so a sequence's drafts
+// do not depend on which other sequences share the call.
+#include <cstdint>
+#include <memory>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "core/tensor.h"
+#include "model/target_model.h"
+#include "spec/dflash_checkpoint.h"
+#include "spec/drafter_sequence.h"
+
+namespace specserve::spec {
+
+struct DraftBlock {
+  DrafterSequence* sequence = nullptr;
+  int32_t pending_token = 0;  // the anchor, slot 0
+  int64_t position = 0;       // s, its absolute position; must equal sequence->rows()
+};
+
+class DFlashDrafter {
+ public:
+  // Loads DIR against `target` (whose embedding table and lm_head the drafter uses; it must outlive
+  // the drafter). `dtype`: "auto" (the checkpoint's), "f32" or "bf16", as for the target.
+  static std::unique_ptr<DFlashDrafter> load(const std::string& dir, const TargetModel& target,
+                                             const std::string& dtype = "auto");
+
+  const ModelConfig& config() const { return checkpoint_->config(); }
+  int block_size() const { return checkpoint_->dflash().block_size; }
+  int32_t mask_token() const { return static_cast<int32_t>(checkpoint_->dflash().mask_token_id); }
+  // Target decoder layers whose outputs feed the drafter, in concatenation order.
+  const std::vector<int>& target_layer_ids() const { return checkpoint_->dflash().target_layer_ids; }
+  int64_t feature_width() const;  // K · H floats per context row
+  int64_t vocab_size() const { return target_.vocab_size(); }
+
+  std::unique_ptr<DrafterSequence> new_sequence() const;
+
+  // Projects the waiting context rows of `sequences` into their caches (no drafting): bounds the
+  // memory of waiting rows during long prefills. Bit-identical to projecting them later.
+  void project_context(std::span<DrafterSequence* const> sequences) const;
+
+  // Runs one block of gamma + 1 rows per entry (1 <= gamma < block_size is the caller's choice;
+  // the trained block is gamma = block_size - 1), first projecting the waiting context rows of
+  // those sequences. Returns the logits of slots 1..gamma: [blocks.size() * gamma, vocab], block i's
+  // slot k at row i * gamma + k - 1.
+  Tensor draft_logits(std::span<const DraftBlock> blocks, int gamma) const;
+
+ private:
+  DFlashDrafter(const TargetModel& target, std::unique_ptr<DrafterCheckpoint> checkpoint);
+  Tensor forward(std::span<DrafterSequence* const> context_of, std::span<const DraftBlock> blocks, int gamma) const;
+
+  const TargetModel& target_;
+  std::unique_ptr<DrafterCheckpoint> checkpoint_;
+  KvGeometry kv_;
+  std::shared_ptr<KvBlockPool> pool_;
+};
+
+}  // namespace specserve::spec

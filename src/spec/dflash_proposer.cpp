@@ -1,0 +1,100 @@
+#include "spec/dflash_proposer.h"
+
+#include <algorithm>
+#include <type_traits>
+
+#include "core/error.h"
+
+namespace specserve::spec {
+
+namespace {
+
+class DFlashContext final : public engine::DraftContext {
+ public:
+  explicit DFlashContext(std::unique_ptr<DrafterSequence> s) : sequence(std::move(s)) {}
+
+  std::span<const float> draft_distribution(int k) const override {
+    if (q.empty() || k < 0 || k >= q_rows) return {};
+    const size_t V = q.size() / static_cast<size_t>(q_rows);
+    return std::span<const float>(q).subspan(static_cast<size_t>(k) * V, V);
+  }
+
+  std::unique_ptr<DrafterSequence> sequence;
+  std::vector<float> q;  // sampled-draft mode: q of each draft of the latest propose
+  int q_rows = 0;
+};
+
+template <typename Context>  // DraftContext or const DraftContext
+auto& as_dflash(Context& c) {
+  auto* d = dynamic_cast<std::conditional_t<std::is_const_v<Context>, const DFlashContext, DFlashContext>*>(&c);
+  SS_CHECK(d != nullptr, "DFlash proposer: a draft context from another proposer");
+  return *d;
+}
+
+}  // namespace
+
+DFlashProposer::DFlashProposer(const DFlashDrafter& drafter, DFlashProposerOptions options)
+    : drafter_(drafter), options_(options) {
+  const int block = drafter_.block_size();
+  gamma_ = options_.gamma == 0 ? block - 1 : options_.gamma;
+  SS_CHECK(gamma_ >= 1 && gamma_ <= block - 1, "--gamma must be in [1, {}] for a block-{} drafter (got {})", block - 1,
+           block, options_.gamma);
+}
+
+std::unique_ptr<engine::DraftContext> DFlashProposer::new_context() {
+  return std::make_unique<DFlashContext>(drafter_.new_sequence());
+}
+
+int64_t DFlashProposer::context_rows(const engine::DraftContext& context) {
+  return as_dflash(context).sequence->rows();
+}
+
+void DFlashProposer::append_context(engine::DraftContext& context, int64_t first_position,
+                                    std::span<const int32_t> tokens, std::span<const float> features) {
+  DrafterSequence& seq = *as_dflash(context).sequence;
+  SS_CHECK(features.size() == tokens.size() * static_cast<size_t>(seq.feature_width()),
+           "DFlash proposer: {} feature floats for {} rows of width {} (capture_layers() not captured?)",
+           features.size(), tokens.size(), seq.feature_width());
+  seq.append(first_position, features);
+  if (seq.waiting_rows() >= options_.max_waiting_rows) {
+    DrafterSequence* one[] = {&seq};
+    drafter_.project_context(one);
+  }
+}
+
+void DFlashProposer::propose(std::span<engine::ProposeItem> items) {
+  std::vector<DraftBlock> blocks;
+  std::vector<engine::ProposeItem*> drafting;
+  for (auto& item : items) {
+    SS_CHECK(item.context && item.drafts && item.sampler && item.history, "DFlash proposer: incomplete propose item");
+    DFlashContext& ctx = as_dflash(*item.context);
+    item.drafts->clear();
+    ctx.q.clear();
+    ctx.q_rows = 0;
+    if (item.max_drafts <= 0) continue;
+    // The context-accumulation invariant (dflash.md §5): one row per committed position.
+    SS_DEBUG_CHECK(ctx.sequence->rows() == item.pending_position,
+                   "DFlash proposer: drafter context holds {} rows but the pending token is at position {}",
+                   ctx.sequence->rows(), item.pending_position);
+    SS_DEBUG_CHECK(static_cast<int64_t>(item.history->length()) == item.pending_position + 1,
+                   "DFlash proposer: history of {} tokens for a pending token at position {}",
+                   item.history->length(), item.pending_position);
+    blocks.push_back({ctx.sequence.get(), item.pending_token, item.pending_position});
+    drafting.push_back(&item);
+  }
+  if (blocks.empty()) return;
+
+  const Tensor logits = drafter_.draft_logits(blocks, gamma_);
+  const auto V = static_cast<size_t>(drafter_.vocab_size());
+  for (size_t i = 0; i < drafting.size(); ++i) {
+    engine::ProposeItem& item = *drafting[i];
+    DFlashContext& ctx = as_dflash(*item.context);
+    const int n = std::min(item.max_drafts, gamma_);
+    const std::span<const float> rows(logits.as<float>() + i * static_cast<size_t>(gamma_) * V,
+                                      static_cast<size_t>(n) * V);
+    select_drafts(rows, n, *item.sampler, *item.history, options_.selection, workspace_, *item.drafts, ctx.q);
+    ctx.q_rows = ctx.q.empty() ? 0 : n;
+  }
+}
+
+}  // namespace specserve::spec

@@ -1,0 +1,55 @@
+#pragma once
+// The DFlash proposer: the engine's DraftProposer (engine/draft_proposer.h) over a DFlashDrafter.
+//
+// Per sequence it keeps the drafter context: one row per committed position (dflash.md §5). The
+// engine hands it every prefill row and, after each verify, exactly the rows of the pending token
+// and the accepted drafts; never a rejected row, never the new pending token. So at every propose
+//     drafter context rows == the target's committed length == the pending token's position,
+// checked in debug builds (SS_DEBUG_CHECK) and by tests through context_rows().
+//
+// propose() runs ONE drafter forward for all items (blocks of gamma + 1 rows at s..s+gamma) and
+// turns each block's slots 1..max_drafts into drafts (spec/draft_selection.h). The block always has
+// gamma + 1 rows, whatever max_drafts is, so a request's drafts never depend on how close it is to
+// max_tokens, only how many of them are used.
+#include <cstdint>
+#include <memory>
+#include <span>
+#include <vector>
+
+#include "engine/draft_proposer.h"
+#include "spec/dflash_drafter.h"
+#include "spec/draft_selection.h"
+
+namespace specserve::spec {
+
+struct DFlashProposerOptions {
+  int gamma = 0;  // drafts per step, 1..block_size−1; 0: block_size − 1 (the trained block)
+  DraftSelection selection = {};
+  // Waiting context rows of one sequence beyond which append_context projects them at once
+  // instead of at the next propose: bounds the K·H floats held per row during long prefills.
+  int64_t max_waiting_rows = 256;
+};
+
+class DFlashProposer final : public engine::DraftProposer {
+ public:
+  // `drafter` must outlive the proposer.
+  explicit DFlashProposer(const DFlashDrafter& drafter, DFlashProposerOptions options = {});
+
+  int gamma() const override { return gamma_; }
+  std::vector<int> capture_layers() const override { return drafter_.target_layer_ids(); }
+  std::unique_ptr<engine::DraftContext> new_context() override;
+  void append_context(engine::DraftContext& context, int64_t first_position, std::span<const int32_t> tokens,
+                      std::span<const float> features) override;
+  void propose(std::span<engine::ProposeItem> items) override;
+
+  // Context rows a sequence's drafter context holds (projected + waiting).
+  static int64_t context_rows(const engine::DraftContext& context);
+
+ private:
+  const DFlashDrafter& drafter_;
+  DFlashProposerOptions options_;
+  int gamma_ = 0;
+  sampling::SamplerWorkspace workspace_;
+};
+
+}  // namespace specserve::spec

@@ -1,0 +1,26 @@
+#pragma once
+// Runs one request through an Engine and waits for it: the output, its finish, and the per-step
+// speculation records. What `specserve generate` (and bench_dflash, and the tests) need from the
+// asynchronous engine.
+#include <string>
+#include <vector>
+
+#include "engine/engine.h"
+#include "engine/spec_step.h"
+
+namespace specserve::spec {
+
+struct RequestRun {
+  std::vector<int32_t> tokens;  // generated ids (a final stop token included, as the stream gives it)
+  std::string text;
+  engine::FinishReason finish_reason = engine::FinishReason::Stop;
+  std::string error;
+  engine::Usage usage;
+  std::vector<engine::SpecStep> steps;  // every decode / verify step after the first token
+};
+
+// Submits `request` (its on_step observer, if any, still runs) and blocks until it finishes.
+// Throws whatever submit() throws.
+RequestRun run_request(engine::Engine& engine, engine::GenerationRequest request);
+
+}  // namespace specserve::spec
