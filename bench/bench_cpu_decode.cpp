@@ -6,8 +6,10 @@
 //
 //   build/bin/bench_cpu_decode [--benchmark_filter=bf16]   (SPECSERVE_BENCH_THREADS=N to pin threads)
 //
-// The checkpoint (bf16, ~1.2 GB) is written once to $TMPDIR and removed at exit.
+// The checkpoint (bf16, ~1.2 GB) is written once to $TMPDIR and removed at exit. BM_MemoryReadRoofline
+// measures the read bandwidth all threads reach on a plain stream, for the ratio.
 #include <benchmark/benchmark.h>
+#include <immintrin.h>
 
 #include <cstdlib>
 #include <filesystem>
@@ -102,9 +104,9 @@ RandomCheckpoint& checkpoint() {
   return c;
 }
 
-void BM_Decode(benchmark::State& state, const char* dtype) {
+void BM_Decode(benchmark::State& state, const char* dtype, bool map_weights) {
   if (const char* t = std::getenv("SPECSERVE_BENCH_THREADS")) ThreadPool::set_global_threads(std::atoi(t));
-  auto model = TargetModel::load(checkpoint().dir(), LoadOptions{dtype, 0});
+  auto model = TargetModel::load(checkpoint().dir(), LoadOptions{dtype, 0, map_weights});
   auto seq = model->new_sequence();
   std::vector<int32_t> prompt(128);
   for (size_t i = 0; i < prompt.size(); ++i) prompt[i] = static_cast<int32_t>((i * 7919) % 151000);
@@ -126,11 +128,43 @@ void BM_Decode(benchmark::State& state, const char* dtype) {
   state.counters["weight_GB_per_s"] =
       benchmark::Counter(bytes * static_cast<double>(state.iterations()) / 1e9, benchmark::Counter::kIsRate);
   state.counters["threads"] = ThreadPool::global().size();
-  state.SetLabel(std::string(dtype) + ", " + std::to_string(bytes / 1e9).substr(0, 4) + " GB weights/token");
+  state.SetLabel(std::string(dtype) + (map_weights ? " (weights read through the file mapping)" : "") + ", " + std::to_string(bytes / 1e9).substr(0, 4) + " GB weights/token");
 }
 
-BENCHMARK_CAPTURE(BM_Decode, bf16, "bf16")->Unit(benchmark::kMillisecond)->UseRealTime()->MinTime(3.0);
-BENCHMARK_CAPTURE(BM_Decode, f32, "f32")->Unit(benchmark::kMillisecond)->UseRealTime()->MinTime(3.0);
+// The roofline the decode numbers are compared with: all pool threads streaming a 1 GiB buffer
+// (read-only, like weights during decode).
+void BM_MemoryReadRoofline(benchmark::State& state) {
+  if (const char* t = std::getenv("SPECSERVE_BENCH_THREADS")) ThreadPool::set_global_threads(std::atoi(t));
+  const int64_t n = int64_t{1} << 28;  // floats
+  Tensor buf = Tensor::empty(DType::F32, {n});
+  ThreadPool::global().parallel_for(n, [&](int64_t b, int64_t e) {
+    for (int64_t i = b; i < e; ++i) buf.as<float>()[i] = static_cast<float>(i & 7);
+  });
+  std::vector<double> partial(static_cast<size_t>(ThreadPool::global().size()) * 8);
+  for (auto _ : state) {
+    ThreadPool::global().parallel_for(n, [&](int64_t b, int64_t e) {
+      const float* p = buf.as<float>();
+      __m256 a0 = _mm256_setzero_ps(), a1 = a0, a2 = a0, a3 = a0;
+      for (int64_t i = b; i + 32 <= e; i += 32) {
+        a0 = _mm256_add_ps(a0, _mm256_loadu_ps(p + i));
+        a1 = _mm256_add_ps(a1, _mm256_loadu_ps(p + i + 8));
+        a2 = _mm256_add_ps(a2, _mm256_loadu_ps(p + i + 16));
+        a3 = _mm256_add_ps(a3, _mm256_loadu_ps(p + i + 24));
+      }
+      alignas(32) float out[8];
+      _mm256_store_ps(out, _mm256_add_ps(_mm256_add_ps(a0, a1), _mm256_add_ps(a2, a3)));
+      partial[static_cast<size_t>(b / (n / 64 + 1)) % partial.size()] += out[0];
+    }, 1 << 20);
+    benchmark::DoNotOptimize(partial.data());
+  }
+  state.counters["read_GB_per_s"] =
+      benchmark::Counter(static_cast<double>(n) * 4 * static_cast<double>(state.iterations()) / 1e9, benchmark::Counter::kIsRate);
+}
+
+BENCHMARK(BM_MemoryReadRoofline)->Unit(benchmark::kMillisecond)->UseRealTime()->MinTime(2.0);
+BENCHMARK_CAPTURE(BM_Decode, bf16, "bf16", false)->Unit(benchmark::kMillisecond)->UseRealTime()->MinTime(3.0);
+BENCHMARK_CAPTURE(BM_Decode, f32, "f32", false)->Unit(benchmark::kMillisecond)->UseRealTime()->MinTime(3.0);
+BENCHMARK_CAPTURE(BM_Decode, bf16_mmap, "bf16", true)->Unit(benchmark::kMillisecond)->UseRealTime()->MinTime(3.0);
 
 }  // namespace
 

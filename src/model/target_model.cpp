@@ -43,7 +43,7 @@ std::unique_ptr<TargetModel> TargetModel::load(const std::string& dir, const Loa
     impl->ops = &cpu_ops();
     auto checkpoint = Checkpoint::open(dir);
     DType dt = choose_dtype(options.dtype, *checkpoint);
-    impl->weights = std::make_unique<WeightStore>(std::move(checkpoint), dt);
+    impl->weights = std::make_unique<WeightStore>(std::move(checkpoint), dt, options.map_weights);
     switch (impl->cfg.family) {
       case ModelFamily::Qwen3: impl->parts = build_qwen3(impl->cfg, *impl->weights); break;
       case ModelFamily::Qwen3_5: impl->parts = build_qwen3_5(impl->cfg, *impl->weights); break;

@@ -32,6 +32,9 @@ struct LoadOptions {
   std::string dtype = "auto";
   // > 0: resizes the global CPU thread pool (ThreadPool::set_global_threads) at load.
   int threads = 0;
+  // Use matrices straight from the mmap'd checkpoint when no conversion is needed (saves the copy
+  // and the load time; reading weights through the mapping was slower on the development VM).
+  bool map_weights = false;
 };
 
 enum class SpanMode {

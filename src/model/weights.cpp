@@ -1,13 +1,14 @@
 #include "model/weights.h"
 
+#include <cstring>
 #include <map>
 
 #include "core/error.h"
 
 namespace specserve {
 
-WeightStore::WeightStore(std::unique_ptr<Checkpoint> checkpoint, DType matrix_dtype)
-    : checkpoint_(std::move(checkpoint)), matrix_dtype_(matrix_dtype) {
+WeightStore::WeightStore(std::unique_ptr<Checkpoint> checkpoint, DType matrix_dtype, bool map_matrices)
+    : checkpoint_(std::move(checkpoint)), matrix_dtype_(matrix_dtype), map_matrices_(map_matrices) {
   prefix_ = resolve_prefix(*checkpoint_);
 }
 
@@ -31,7 +32,13 @@ TensorView WeightStore::checked(const std::string& name, const Shape& shape) con
 
 TensorView WeightStore::matrix(const std::string& name, const Shape& shape) {
   TensorView v = checked(name, shape);
-  if (v.dtype == matrix_dtype_) return v;
+  if (v.dtype == matrix_dtype_) {
+    if (map_matrices_) return v;
+    Tensor t = Tensor::empty(v.dtype, v.shape);
+    std::memcpy(t.as<void>(), v.data, t.nbytes());
+    owned_.push_back(std::move(t));
+    return owned_.back().view();
+  }
   Tensor f = to_f32(v);
   owned_.push_back(matrix_dtype_ == DType::F32 ? std::move(f) : from_f32(f, matrix_dtype_));
   return owned_.back().view();

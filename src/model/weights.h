@@ -2,8 +2,10 @@
 // Checkpoint tensors for the model: resolves the text-stack prefix (`model.` for Qwen3ForCausalLM /
 // Qwen3_5ForCausalLM, `model.language_model.` for Qwen3_5ForConditionalGeneration; `model.visual.*`
 // and `mtp.*` are simply never asked for) and converts what it hands out:
-//   - matrices (matmul weights, embedding table) to the storage dtype, zero-copy when the checkpoint
-//     already has it;
+//   - matrices (matmul weights, embedding table) to the storage dtype; when the checkpoint already has
+//     it they are copied into process memory, or left as zero-copy views of the file mapping when
+//     `map_matrices` is set (decode read them about 2x slower through the mapping on the development
+//     VM, see docs/BENCHMARKS.md);
 //   - vectors and small parameters (norms, conv, A_log, dt_bias) to owned f32 copies.
 #include <deque>
 #include <memory>
@@ -16,7 +18,7 @@ namespace specserve {
 
 class WeightStore {
  public:
-  WeightStore(std::unique_ptr<Checkpoint> checkpoint, DType matrix_dtype);
+  WeightStore(std::unique_ptr<Checkpoint> checkpoint, DType matrix_dtype, bool map_matrices = false);
 
   const std::string& prefix() const { return prefix_; }
   DType matrix_dtype() const { return matrix_dtype_; }
@@ -37,6 +39,7 @@ class WeightStore {
 
   std::unique_ptr<Checkpoint> checkpoint_;
   DType matrix_dtype_;
+  bool map_matrices_ = false;
   std::string prefix_;
   std::deque<Tensor> owned_;  // converted copies (stable addresses)
 };

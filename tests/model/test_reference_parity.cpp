@@ -117,6 +117,16 @@ TEST_P(ReferenceParity, Bf16WeightsStayClose) {
 INSTANTIATE_TEST_SUITE_P(Fixtures, ReferenceParity, ::testing::ValuesIn(all_fixtures()),
                          [](const auto& i) { return i.param; });
 
+TEST(ModelLoading, MappedWeightsGiveTheSameBits) {
+  auto copied = TargetModel::load(fixture_dir("qwen3_5_vl"));
+  auto mapped = TargetModel::load(fixture_dir("qwen3_5_vl"), {.dtype = "auto", .map_weights = true});
+  const std::vector<int32_t> prompt = {3, 1, 4, 1, 5, 9, 2, 6};
+  auto a = copied->new_sequence(), b = mapped->new_sequence();
+  auto ra = run_one(*copied, *a, prompt, SpanMode::Prefill);
+  auto rb = run_one(*mapped, *b, prompt, SpanMode::Prefill);
+  EXPECT_EQ(row(ra.logits, 0), row(rb.logits, 0));
+}
+
 TEST(ModelLoading, AutoDtypeAndLayoutDetails) {
   auto m = TargetModel::load(fixture_dir("qwen3_5_vl"));
   EXPECT_EQ(m->weight_dtype(), DType::F32);  // the checkpoint is f32
