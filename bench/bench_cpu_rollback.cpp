@@ -164,8 +164,8 @@ void BM_SnapshotCopies(benchmark::State& state) {
   state.counters["MiB_per_step"] = static_cast<double>(bytes) * gdn_layers * state.range(0) / (1 << 20);
 }
 
-BENCHMARK(BM_VerifyStep)->Args({16, 16})->Args({16, 8})->Args({16, 1})->Unit(benchmark::kMillisecond)->UseRealTime();
-BENCHMARK(BM_CommitReplay)->Args({16, 16})->Args({16, 15})->Args({16, 8})->Args({16, 1})->Unit(benchmark::kMillisecond)->UseRealTime();
+BENCHMARK(BM_VerifyStep)->Args({16, 16})->Args({16, 8})->Args({16, 1})->Iterations(4)->Unit(benchmark::kMillisecond)->UseRealTime();
+BENCHMARK(BM_CommitReplay)->Args({16, 16})->Args({16, 15})->Args({16, 8})->Args({16, 1})->Iterations(4)->Unit(benchmark::kMillisecond)->UseRealTime();
 BENCHMARK(BM_SnapshotCopies)->Arg(16)->Unit(benchmark::kMillisecond)->UseRealTime();
 
 }  // namespace
