@@ -21,6 +21,7 @@
 #include <string>
 #include <vector>
 
+#include "chat/chat_template.h"
 #include "cli/commands.h"
 #include "core/error.h"
 #include "model/target_model.h"
@@ -100,7 +101,7 @@ std::string read_file(const std::string& path) {
 int run_generate(GenerateOptions& o) {
   const int sources = !o.prompt.empty() + !o.prompt_ids.empty() + !o.prompt_file.empty();
   SS_CHECK(sources == 1, "give exactly one of --prompt, --prompt-ids or --prompt-file");
-  SS_CHECK(!o.chat, "--chat needs the chat-template library, which this build does not have yet");
+  SS_CHECK(!o.chat || o.prompt_ids.empty(), "--chat takes --prompt or --prompt-file, not --prompt-ids");
   std::optional<tokenizer::Tokenizer> tok;
   if (std::filesystem::exists(std::filesystem::path(o.model) / "tokenizer.json"))
     tok = tokenizer::Tokenizer::load(std::filesystem::path(o.model) / "tokenizer.json");
@@ -109,7 +110,15 @@ int run_generate(GenerateOptions& o) {
     prompt = parse_ids(o.prompt_ids);
   } else {
     SS_CHECK(tok.has_value(), "--prompt and --prompt-file need {}/tokenizer.json; use --prompt-ids", o.model);
-    prompt = tok->encode(o.prompt.empty() ? read_file(o.prompt_file) : o.prompt);
+    std::string text = o.prompt.empty() ? read_file(o.prompt_file) : o.prompt;
+    if (o.chat) {
+      // One user message through the checkpoint's own template, with the generation prompt.
+      nlohmann::ordered_json request;
+      request["messages"] = nlohmann::ordered_json::array({{{"role", "user"}, {"content", text}}});
+      request["add_generation_prompt"] = true;
+      text = chat::ChatTemplate::load(o.model).render(request);
+    }
+    prompt = tok->encode(text);
     SS_CHECK(!prompt.empty(), "the prompt encodes to no tokens");
   }
 
@@ -194,7 +203,7 @@ void register_generate(CLI::App& app, CommandRunner& run) {
   cmd->add_option("--prompt", opts->prompt, "Prompt text (needs a tokenizer)");
   cmd->add_option("--prompt-ids", opts->prompt_ids, "Prompt token ids, comma-separated");
   cmd->add_option("--prompt-file", opts->prompt_file, "File holding the prompt text (needs a tokenizer)");
-  cmd->add_flag("--chat", opts->chat, "Wrap the prompt in the model's chat template as a user message");
+  cmd->add_flag("--chat", opts->chat, "Render the prompt as one user message with the model's chat template");
   cmd->add_flag("--json", opts->json, "Print one JSON object");
   cmd->add_option("--threads", opts->threads, "CPU threads (default: all cores)");
   cmd->add_option("--dtype", opts->dtype, "Weight storage: auto (checkpoint's), f32 or bf16");

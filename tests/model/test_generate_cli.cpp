@@ -9,6 +9,7 @@
 #include <filesystem>
 
 #include "model_test_util.h"
+#include "chat/chat_template.h"
 #include "tokenizer/tokenizer.h"
 
 namespace specserve {
@@ -101,6 +102,29 @@ TEST(GenerateCli, PromptTextAndOutputTextWithTokenizer) {
   EXPECT_EQ(a.at("stats").at("prompt_tokens").get<size_t>(), tok.encode(text).size());
   const auto ids = a.at("token_ids").get<std::vector<int32_t>>();
   EXPECT_EQ(a.at("text").get<std::string>(), tok.decode(ids));
+}
+
+}  // namespace
+}  // namespace specserve
+
+namespace specserve {
+namespace {
+
+// --chat renders one user message with the checkpoint's template (generation prompt included).
+TEST(GenerateCli, ChatUsesTheModelsTemplate) {
+  const std::string dir = std::string(SPECSERVE_SOURCE_DIR) + "/models/demo-coder/target";
+  auto tok = tokenizer::Tokenizer::load(dir + "/tokenizer.json");
+  nlohmann::ordered_json request;
+  request["messages"] = nlohmann::ordered_json::array({{{"role", "user"}, {"content", "add two numbers"}}});
+  request["add_generation_prompt"] = true;
+  const auto ids = tok.encode(chat::ChatTemplate::load(dir).render(request));
+  CliRun chat = run("--model " + dir + " --prompt 'add two numbers' --chat --max-tokens 6 --ignore-eos --json");
+  CliRun raw = run("--model " + dir + " --prompt-ids " + join(ids) + " --max-tokens 6 --ignore-eos --json");
+  ASSERT_EQ(chat.status, 0) << chat.out;
+  ASSERT_EQ(raw.status, 0) << raw.out;
+  auto a = nlohmann::json::parse(chat.out), b = nlohmann::json::parse(raw.out);
+  EXPECT_EQ(a.at("stats").at("prompt_tokens").get<size_t>(), ids.size());
+  EXPECT_EQ(a.at("token_ids"), b.at("token_ids"));
 }
 
 }  // namespace
