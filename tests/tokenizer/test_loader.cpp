@@ -2,6 +2,7 @@
 #include <gtest/gtest.h>
 
 #include "core/error.h"
+#include "tokenizer/byte_level.h"
 #include "tokenizer_fixtures.h"
 
 namespace specserve::tokenizer::testing {
@@ -85,6 +86,24 @@ TEST(Loader, InvalidUtf8InputIsRepairedNotFatal) {
   const auto ids = tok.encode(bad);
   EXPECT_EQ(tok.decode(ids), "ok\uFFFD\uFFFD then \uFFFD");
   EXPECT_TRUE(tok.encode("").empty());
+}
+
+}  // namespace
+}  // namespace specserve::tokenizer::testing
+
+namespace specserve::tokenizer::testing {
+namespace {
+
+// Byte-level BPE is lossless only when every byte has a token (the fuzzer's round-trip check
+// relies on it for the GPT-2-style fixture).
+TEST(Loader, ByteLevelVocabCoversAllBytes) {
+  for (const std::string base : {"qwen3", "gpt2"}) {
+    const Tokenizer& tok = variant_tokenizer(base);
+    for (int b = 0; b < 256; ++b) {
+      const std::string ch = ByteLevelMap::get().encode_bytes(std::string(1, static_cast<char>(b)));
+      EXPECT_TRUE(tok.token_to_id(ch).has_value()) << base << " byte " << b;
+    }
+  }
 }
 
 }  // namespace
