@@ -33,6 +33,16 @@ auto& as_dflash(Context& c) {
 
 }  // namespace
 
+DFlashProposerOptions proposer_options(int gamma, DraftSampling sampling, engine::VerifyMode verify_mode) {
+  const bool raw = verify_mode == engine::VerifyMode::RawArgmax;
+  SS_CHECK(!(raw && sampling == DraftSampling::Sample),
+           "--verify-mode raw-argmax compares argmaxes; it cannot be combined with --draft-sampling sample");
+  DFlashProposerOptions o;
+  o.gamma = gamma;
+  o.selection = {sampling, raw};
+  return o;
+}
+
 DFlashProposer::DFlashProposer(const DFlashDrafter& drafter, DFlashProposerOptions options)
     : drafter_(drafter), options_(options) {
   const int block = drafter_.block_size();

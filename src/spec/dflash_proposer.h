@@ -16,6 +16,7 @@
 #include <span>
 #include <vector>
 
+#include "engine/acceptance.h"
 #include "engine/draft_proposer.h"
 #include "spec/dflash_drafter.h"
 #include "spec/draft_selection.h"
@@ -29,6 +30,10 @@ struct DFlashProposerOptions {
   // instead of at the next propose: bounds the K·H floats held per row during long prefills.
   int64_t max_waiting_rows = 256;
 };
+
+// The proposer options for the CLI flags --gamma, --draft-sampling and --verify-mode: raw-argmax
+// verification pairs with raw-argmax drafting (Atlas's behaviour); with sampled drafts it is refused.
+DFlashProposerOptions proposer_options(int gamma, DraftSampling sampling, engine::VerifyMode verify_mode);
 
 class DFlashProposer final : public engine::DraftProposer {
  public:

@@ -73,7 +73,9 @@ TEST_P(DrafterGolden, TeacherForcedLogitsMatchReference) {
     const double err = max_row_rel_err(logits, golden->view(fmt::format("step{}.draft_logits", step)));
     EXPECT_LE(err, tol) << name << " step " << step << " draft logits";
     RecordProperty(fmt::format("step{}_draft_rel_err", step), std::to_string(err));
-    if (trace.exact_rope) EXPECT_EQ(argmax_rows(logits), ref.drafts) << name << " step " << step;
+    if (trace.exact_rope) {
+      EXPECT_EQ(argmax_rows(logits), ref.drafts) << name << " step " << step;
+    }
 
     // Verify the REFERENCE's drafts (teacher forcing), keep its accepted rows.
     std::vector<int32_t> rows = {pending};

@@ -45,10 +45,11 @@ TEST_P(ReferenceTraces, EngineReproducesEveryStep) {
     for (size_t k = 0; k < n; ++k) {
       // Legacy fixtures (spec_test_util.h): only the drafts that decide the step — the accepted
       // ones and the first rejected one — must agree; later low-margin slots may flip.
-      if (trace.exact_rope || k <= static_cast<size_t>(accepted))
+      if (trace.exact_rope || k <= static_cast<size_t>(accepted)) {
         EXPECT_EQ(got.drafts[k], ref.drafts[k]) << name << " step " << i << " slot " << k + 1;
-      else
+      } else {
         flipped += got.drafts[k] != ref.drafts[k];
+      }
     }
     EXPECT_EQ(got.accepted, accepted) << name << " step " << i;
     EXPECT_EQ(got.emitted, std::vector<int32_t>(ref.emitted.begin(), ref.emitted.begin() + accepted + 1))
