@@ -1,0 +1,76 @@
+// The drafter is row-invariant like everything on the decode path (design.md §1): a sequence's draft
+// logits are the same bits whether its block runs alone or beside other sequences' blocks and
+// context rows, and whether its context rows were projected eagerly (during a long prefill) or
+// together with the block.
+#include "spec_test_util.h"
+
+namespace specserve::spec {
+namespace {
+
+using namespace specserve::spec::testing;
+
+class DrafterBatching : public ::testing::Test {
+ protected:
+  void SetUp() override { pair_ = std::make_unique<Pair>("hybrid-trained", "f32"); }
+
+  // Target features of `prompt` (all rows).
+  std::vector<float> features(const std::vector<int32_t>& prompt) {
+    auto state = pair_->target->new_sequence();
+    ForwardBatch b;
+    b.spans.push_back({state.get(), prompt, SpanMode::Prefill, LogitsWanted::None});
+    b.capture_layers = pair_->drafter->target_layer_ids();
+    ForwardResult r = pair_->target->forward(b);
+    return std::vector<float>(r.captured.as<float>(), r.captured.as<float>() + r.captured.numel());
+  }
+  static std::vector<float> rows_of(const Tensor& t, int64_t first, int64_t n) {
+    const int64_t w = t.shape()[1];
+    return std::vector<float>(t.as<float>() + first * w, t.as<float>() + (first + n) * w);
+  }
+  std::unique_ptr<Pair> pair_;
+};
+
+TEST_F(DrafterBatching, BlockAloneEqualsBlockAmongOthers) {
+  const DFlashDrafter& d = *pair_->drafter;
+  const std::vector<int32_t> pa = {130, 66, 172, 183, 18, 130, 66}, pb = {5, 9, 5}, pc(40, 77);
+  const auto fa = features(pa), fb = features(pb), fc = features(pc);
+  const int gamma = 15;
+
+  auto alone = d.new_sequence();
+  alone->append(0, fa);
+  DraftBlock one{alone.get(), 172, 7};
+  const Tensor solo = d.draft_logits(std::span(&one, 1), gamma);
+
+  auto a = d.new_sequence(), b = d.new_sequence(), c = d.new_sequence();
+  a->append(0, fa);
+  b->append(0, fb);
+  c->append(0, fc);
+  const DraftBlock three[] = {{b.get(), 9, 3}, {a.get(), 172, 7}, {c.get(), 77, 40}};
+  const Tensor batched = d.draft_logits(three, gamma);
+  EXPECT_EQ(rows_of(batched, gamma, gamma), rows_of(solo, 0, gamma));
+  EXPECT_EQ(a->projected(), 7);
+  EXPECT_EQ(a->waiting_rows(), 0);
+}
+
+TEST_F(DrafterBatching, EagerContextProjectionGivesTheSameDrafts) {
+  const DFlashDrafter& d = *pair_->drafter;
+  const std::vector<int32_t> prompt(50, 130);
+  const auto f = features(prompt);
+  const auto width = static_cast<size_t>(d.feature_width());
+
+  auto lazy = d.new_sequence();
+  lazy->append(0, f);  // all 50 rows projected with the block
+  auto eager = d.new_sequence();
+  for (size_t r = 0; r < prompt.size(); r += 16) {  // chunks projected as they arrive
+    const size_t n = std::min<size_t>(16, prompt.size() - r);
+    eager->append(static_cast<int64_t>(r), std::span(f).subspan(r * width, n * width));
+    DrafterSequence* s[] = {eager.get()};
+    d.project_context(s);
+  }
+  EXPECT_EQ(eager->projected(), 50);
+  DraftBlock bl{lazy.get(), 66, 50}, be{eager.get(), 66, 50};
+  const Tensor x = d.draft_logits(std::span(&bl, 1), 15), y = d.draft_logits(std::span(&be, 1), 15);
+  EXPECT_EQ(rows_of(x, 0, 15), rows_of(y, 0, 15));
+}
+
+}  // namespace
+}  // namespace specserve::spec
