@@ -5,7 +5,10 @@
 #include <cstring>
 #include <set>
 
+#include <fmt/ranges.h>
+
 #include "core/error.h"
+#include "core/log.h"
 
 namespace specserve::spec {
 
@@ -41,6 +44,11 @@ std::unique_ptr<DFlashDrafter> DFlashDrafter::load(const std::string& dir, const
   shape.embedding_rows = target.embedding_table().dim(0);
   shape.num_layers = target.config().num_layers;
   auto checkpoint = DrafterCheckpoint::load(dir, shape, dtype);
+  // A wrong pair that happens to have matching shapes still loads: say what was paired (§2.3).
+  const ModelConfig& c = checkpoint->config();
+  SS_LOG_INFO("dflash", "drafter {}: {} layers, block {}, taps [{}] of a {}-layer {} target, mask id {}, {}", dir,
+              c.num_layers, c.dflash->block_size, fmt::join(c.dflash->target_layer_ids, ","), shape.num_layers,
+              target.config().model_type, c.dflash->mask_token_id, dtype_name(checkpoint->matrix_dtype()));
   return std::unique_ptr<DFlashDrafter>(new DFlashDrafter(target, std::move(checkpoint)));
 }
 
