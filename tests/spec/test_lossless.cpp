@@ -31,7 +31,8 @@ std::vector<std::vector<int32_t>> prompts(const Trace& trace) {
 
 using RequestMaker = std::function<engine::GenerationRequest(const std::vector<int32_t>&, size_t)>;
 
-void expect_identical(const LosslessCase& c, const RequestMaker& make, const std::string& what) {
+void expect_identical(const LosslessCase& c, const RequestMaker& make, const std::string& what,
+                      DraftSelection selection = {}) {
   Pair pair(c.pair, c.dtype);
   const auto ps = prompts(load_trace(c.pair));
   std::vector<engine::GenerationRequest> plain_reqs, spec_reqs;
@@ -41,7 +42,7 @@ void expect_identical(const LosslessCase& c, const RequestMaker& make, const std
   }
   auto plain_engine = make_engine(*pair.target, nullptr);
   const auto plain = run_all(*plain_engine, std::move(plain_reqs));
-  DFlashProposer proposer(*pair.drafter, {.gamma = c.gamma});
+  DFlashProposer proposer(*pair.drafter, {.gamma = c.gamma, .selection = selection});
   auto spec_engine = make_engine(*pair.target, &proposer);
   const auto spec = run_all(*spec_engine, std::move(spec_reqs));
   int64_t accepted = 0;
@@ -78,6 +79,14 @@ TEST_P(Lossless, PenalisedSamplingIdenticalToPlainDecoding) {
                      return r;
                    },
                    "penalised");
+}
+
+// At T = 0 the sampled-draft mode's q and p are point masses, so min(1, p/q) acceptance is
+// argmax-match and the residual is the target's argmax: bit-identical to plain decoding too.
+TEST(LosslessSampledDrafts, GreedyIdenticalToPlainDecoding) {
+  for (const char* pair : {"dense-trained", "hybrid-trained"})
+    expect_identical({pair, "f32", 15}, [](const auto& p, size_t) { return greedy_request(p, 40); },
+                     std::string("sampled-drafts greedy ") + pair, {.sampling = DraftSampling::Sample});
 }
 
 std::vector<LosslessCase> cases() {
