@@ -121,5 +121,28 @@ TEST(DrafterContext, RejectsGapsAndRepeats) {
   EXPECT_EQ(seq->rows(), 2);
 }
 
+// A propose whose pending position is not the drafter's context length is refused (the proposer's
+// SS_DEBUG_CHECK in debug builds, the drafter's own check otherwise), never drafted from a context
+// with a gap or an overlap.
+TEST(DrafterContext, ProposeRefusesABrokenInvariant) {
+  Pair pair("dense-random", "f32");
+  DFlashProposer proposer(*pair.drafter, {.gamma = 3});
+  auto ctx = proposer.new_context();
+  const std::vector<int32_t> prompt = {1, 2, 3, 4, 5};
+  const std::vector<float> rows(prompt.size() * static_cast<size_t>(pair.drafter->feature_width()), 0.25f);
+  proposer.append_context(*ctx, 0, prompt, rows);
+  sampling::RequestParams params;
+  params.sampling.temperature = 0.0f;
+  const sampling::Sampler sampler(params, {pair.target->vocab_size(), 0});
+  sampling::SamplerState history = sampler.make_state(prompt);
+  history.push(9);  // the pending token, at position 5
+  std::vector<int32_t> drafts;
+  engine::ProposeItem item{ctx.get(), 9, 5, &sampler, &history, 3, &drafts};
+  proposer.propose(std::span(&item, 1));
+  EXPECT_EQ(drafts.size(), 3u);
+  item.pending_position = 6;  // one position skipped
+  EXPECT_THROW(proposer.propose(std::span(&item, 1)), Error);
+}
+
 }  // namespace
 }  // namespace specserve::spec
