@@ -1,19 +1,140 @@
-// `specserve serve`: placeholder registration until its issue lands; prints --help and refuses to run.
+// `specserve serve`: the OpenAI-compatible HTTP server.
+//
+// Order matters for operators: the port is bound first, so /health answers 503 while the weights
+// load (with a progress bar on a terminal); then one line with the URL says the server is ready.
+// SIGINT/SIGTERM drain: new requests get 503, running ones may finish for --shutdown-grace
+// seconds, then everything is cancelled and the process exits 0.
+#include <pthread.h>
+#include <signal.h>
+
 #include <cstdio>
+#include <thread>
+
+#include <fmt/format.h>
 
 #include "cli/commands.h"
+#include "core/log.h"
+#include "server/http_server.h"
+#include "server/loaded_model.h"
+#include "server/progress_bar.h"
 
 namespace specserve::cli {
 
-void register_serve(CLI::App& app, CommandRunner& run) {
-  auto* cmd = app.add_subcommand("serve", "(serve is not implemented yet in this build)");
-  cmd->allow_extras();
-  cmd->callback([&run] {
-    run = [] {
-      std::fprintf(stderr, "error: 'specserve serve' is not implemented yet in this build\n");
-      return 2;
-    };
+namespace {
+
+struct ServeArgs {
+  server::ServeSpec spec;
+  server::ServerOptions http;
+};
+
+// Blocks SIGINT/SIGTERM in this thread and every thread it creates afterwards; they are then
+// received only by sigwait() in the waiter thread, never inside httplib or model code.
+sigset_t block_shutdown_signals() {
+  sigset_t set;
+  sigemptyset(&set);
+  sigaddset(&set, SIGINT);
+  sigaddset(&set, SIGTERM);
+  pthread_sigmask(SIG_BLOCK, &set, nullptr);
+  return set;
+}
+
+int run_serve(ServeArgs args) {
+  sigset_t signals = block_shutdown_signals();
+  auto state = std::make_shared<server::ServingState>();
+  args.http.max_seqs = args.spec.engine.max_seqs;
+  args.http.max_queue = args.spec.engine.max_queue;
+  args.http.request_timeout_s = args.spec.request_timeout_s;
+  server::HttpServer http(args.http, state);
+  const int port = http.bind();
+  http.start();
+  const std::string url = fmt::format("http://{}:{}", args.http.host, port);
+  std::fprintf(stderr, "specserve: listening on %s (GET /health is 503 until the model is loaded)\n", url.c_str());
+
+  // The signal waiter: during loading a signal exits at once; afterwards it starts the drain.
+  enum Phase { kLoading, kServing, kFailed };
+  std::atomic<int> phase{kLoading};
+  std::atomic<int> received{0};
+  std::thread waiter([&] {
+    int sig = 0;
+    sigwait(&signals, &sig);
+    received = sig;
+    if (phase.load() == kLoading) {
+      std::fprintf(stderr, "\nspecserve: signal %d while loading; exiting\n", sig);
+      std::_Exit(128 + sig);
+    }
   });
+
+  std::shared_ptr<server::LoadedModel> model;
+  try {
+    server::ProgressBar bar("loading " + args.spec.model_dir);
+    model = server::LoadedModel::load(args.spec, [&](double f, const std::string& what) {
+      state->set_progress(f, what);
+      bar.update(f, what);
+    });
+    bar.finish("loaded");
+  } catch (const Error& e) {
+    state->set_failed(e.what());
+    phase = kFailed;
+    http.stop();
+    pthread_kill(waiter.native_handle(), SIGTERM);  // wakes the waiter, which just returns
+    waiter.join();
+    throw;
+  }
+  state->set_ready(model);
+  phase = kServing;
+  const auto& info = model->info();
+  std::fprintf(stdout, "specserve ready: %s  (model '%s', context %lld tokens)\n", url.c_str(), info.id.c_str(),
+               static_cast<long long>(info.context_length));
+  std::fprintf(stdout,
+               "  try: curl %s/v1/chat/completions -H 'Content-Type: application/json'%s -d '{\"model\": \"%s\", "
+               "\"messages\": [{\"role\": \"user\", \"content\": \"def fib(n):\"}], \"max_tokens\": 64}'\n",
+               url.c_str(), args.http.api_key.empty() ? "" : " -H 'Authorization: Bearer $KEY'", info.id.c_str());
+  std::fflush(stdout);
+
+  waiter.join();  // until SIGINT / SIGTERM
+  std::fprintf(stderr, "specserve: signal %d, draining (up to %ds)\n", received.load(), args.http.shutdown_grace_s);
+  state->set_draining();
+  model->engine().shutdown(std::chrono::seconds(args.http.shutdown_grace_s));
+  http.stop();
+  std::fprintf(stderr, "specserve: stopped\n");
+  return 0;
+}
+
+}  // namespace
+
+void register_serve(CLI::App& app, CommandRunner& run) {
+  auto* cmd = app.add_subcommand("serve", "Serve a model over the OpenAI HTTP API (chat, completions, SSE, metrics)");
+  auto args = std::make_shared<ServeArgs>();
+  auto& s = args->spec;
+  auto& h = args->http;
+  cmd->add_option("--model", s.model_dir, "Target model directory (Hugging Face layout)")->required();
+  cmd->add_option("--draft", s.draft_dir, "DFlash drafter directory (speculative decoding)");
+  cmd->add_option("--host", h.host, "Address to listen on")->capture_default_str();
+  cmd->add_option("--port", h.port, "Port (0 = any free port)")->capture_default_str();
+  cmd->add_option("--served-model-name", s.served_model_name, "Model id in the API (default: the directory name)");
+  cmd->add_option("--api-key", h.api_key, "Require 'Authorization: Bearer KEY' on /v1/*, /tokenize, /detokenize");
+  cmd->add_option("--max-seqs", s.engine.max_seqs, "Sequences decoded concurrently")->capture_default_str();
+  cmd->add_option("--max-queue", s.engine.max_queue, "Requests waiting for admission before 503")->capture_default_str();
+  cmd->add_option("--max-batch-rows", s.engine.max_batch_rows, "Rows of one target forward")->capture_default_str();
+  cmd->add_option("--prefill-chunk", s.engine.prefill_chunk, "Prefill chunk length (multiple of 64)")->capture_default_str();
+  cmd->add_option("--gamma", s.engine.gamma, "Draft tokens per verify (with --draft)")->capture_default_str();
+  cmd->add_option("--kv-cache-mib", s.kv_cache_mib, "KV-cache budget in MiB (0 = auto: max-seqs full contexts, <= 1/4 of RAM)")
+      ->capture_default_str();
+  cmd->add_option("--threads", s.threads, "CPU threads for the model (0 = all cores)")->capture_default_str();
+  cmd->add_option("--max-tokens-limit", h.max_tokens_limit, "Largest max_tokens accepted (0 = the context length)");
+  cmd->add_option("--default-max-tokens", h.default_max_tokens, "max_tokens when a request gives none (0 = what fits)");
+  cmd->add_option("--max-prompt-tokens", h.max_prompt_tokens, "Longest prompt accepted (0 = the context length)");
+  cmd->add_option("--max-body-mib", [&h](const std::vector<std::string>& v) {
+        h.max_body_bytes = static_cast<size_t>(std::stoll(v.at(0))) << 20;
+        return true;
+      }, "Largest request body in MiB (413 above; default 8)");
+  cmd->add_option("--request-timeout", s.request_timeout_s, "Cancel a request still running after N seconds (0 = never)");
+  cmd->add_option("--http-threads", h.http_threads, "HTTP worker threads (0 = max-seqs + max-queue + 16)");
+  cmd->add_option("--read-timeout", h.read_timeout_s, "Socket read timeout, seconds")->capture_default_str();
+  cmd->add_option("--write-timeout", h.write_timeout_s, "Socket write timeout, seconds")->capture_default_str();
+  cmd->add_option("--shutdown-grace", h.shutdown_grace_s, "Seconds running requests may finish after SIGTERM")
+      ->capture_default_str();
+  cmd->callback([&run, args] { run = [args] { return run_serve(*args); }; });
 }
 
 }  // namespace specserve::cli

@@ -1,6 +1,7 @@
 #include "server/http_server.h"
 
 #include <httplib.h>
+#include <sys/socket.h>
 
 #include <algorithm>
 
@@ -20,6 +21,17 @@ int http_pool_size(const ServerOptions& o) {
 }
 
 namespace {
+
+// httplib 0.11.4 listens with a backlog of 5: a burst of clients connecting at once (a benchmark
+// at concurrency 64, or 16 SDK streams) overflows it and some connects fail. Linux lets listen()
+// be called again on a listening socket to raise the backlog; the socket is a protected member.
+class Server : public httplib::Server {
+ public:
+  void raise_backlog() {
+    const socket_t fd = svr_sock_;
+    if (fd != INVALID_SOCKET) ::listen(fd, SOMAXCONN);
+  }
+};
 
 bool needs_auth(const std::string& path) {
   return path.rfind("/v1/", 0) == 0 || path == "/tokenize" || path == "/detokenize";
@@ -48,7 +60,7 @@ std::string status_message(int status) {
 }  // namespace
 
 HttpServer::HttpServer(ServerOptions options, std::shared_ptr<ServingState> state)
-    : options_(std::move(options)), state_(std::move(state)), svr_(std::make_unique<httplib::Server>()) {
+    : options_(std::move(options)), state_(std::move(state)), svr_(std::make_unique<Server>()) {
   configure();
 }
 
@@ -118,6 +130,7 @@ void HttpServer::configure() {
 int HttpServer::bind() {
   port_ = options_.port == 0 ? svr_->bind_to_any_port(options_.host) : (svr_->bind_to_port(options_.host, options_.port) ? options_.port : -1);
   if (port_ < 0) fail("cannot listen on {}:{} (address in use or not available)", options_.host, options_.port);
+  static_cast<Server&>(*svr_).raise_backlog();
   return port_;
 }
 

@@ -13,27 +13,23 @@ namespace {
 
 using nlohmann::json;
 
-// The sampling fields, range-checked here so a bad value is a 400 that names it; kept as JSON.
-void parse_sampling_fields(const JsonFields& f, const RequestLimits& limits, json& out) {
-  out = json::object();
-  if (auto v = f.number("temperature", 0.0, 2.0)) out["temperature"] = *v;
+// The sampling fields, range-checked here so a bad value is a 400 that names it.
+void check_sampling_fields(const JsonFields& f, const RequestLimits& limits) {
+  f.number("temperature", 0.0, 2.0);
   if (auto v = f.number("top_p", 0.0, 1.0)) {
     if (*v <= 0.0) throw_bad_param("top_p", "'top_p' must be greater than 0 and at most 1");
-    out["top_p"] = *v;
   }
   int64_t max_k = limits.vocab_size > 0 ? limits.vocab_size : INT32_MAX;
-  if (auto v = f.integer("top_k", -1, max_k)) out["top_k"] = *v;
-  if (auto v = f.number("min_p", 0.0, 1.0)) out["min_p"] = *v;
-  if (auto v = f.number("presence_penalty", -2.0, 2.0)) out["presence_penalty"] = *v;
-  if (auto v = f.number("frequency_penalty", -2.0, 2.0)) out["frequency_penalty"] = *v;
+  f.integer("top_k", -1, max_k);
+  f.number("min_p", 0.0, 1.0);
+  f.number("presence_penalty", -2.0, 2.0);
+  f.number("frequency_penalty", -2.0, 2.0);
   if (auto v = f.number("repetition_penalty", 0.0, 10.0)) {
     if (*v <= 0.0) throw_bad_param("repetition_penalty", "'repetition_penalty' must be greater than 0");
-    out["repetition_penalty"] = *v;
   }
-  if (auto v = f.integer("seed", INT64_MIN, INT64_MAX)) out["seed"] = *v;
-  if (auto v = f.integer("min_tokens", 0, limits.max_tokens_limit)) out["min_tokens"] = *v;
+  f.integer("seed", INT64_MIN, INT64_MAX);
+  f.integer("min_tokens", 0, limits.max_tokens_limit);
   if (const json* bias = f.object("logit_bias")) {
-    json clean = json::object();
     for (const auto& [key, value] : bias->items()) {
       int64_t id = -1;
       auto [ptr, ec] = std::from_chars(key.data(), key.data() + key.size(), id);
@@ -48,9 +44,7 @@ void parse_sampling_fields(const JsonFields& f, const RequestLimits& limits, jso
       if (!(b >= -100.0 && b <= 100.0)) {
         throw_bad_param("logit_bias", fmt::format("'logit_bias' value for {} must be between -100 and 100", key));
       }
-      clean[key] = b;
     }
-    out["logit_bias"] = std::move(clean);
   }
 }
 
@@ -94,7 +88,8 @@ void parse_common(const json& body, const RequestLimits& limits, CommonRequest& 
   f.string("user");  // type-checked, otherwise unused
   r.ignore_eos = f.boolean("ignore_eos").value_or(false);
   parse_stop(f, limits, r.stop);
-  parse_sampling_fields(f, limits, r.sampling);
+  check_sampling_fields(f, limits);
+  r.body = &body;
 
   if (chat) {
     r.logprobs = f.boolean("logprobs").value_or(false);

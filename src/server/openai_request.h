@@ -2,8 +2,9 @@
 // The OpenAI request schemas of /v1/chat/completions and /v1/completions, validated into plain
 // structs. Everything a client can get wrong is reported here as a 400 naming the field, before
 // the request costs any tokenizer or engine work. The sampling fields (temperature, top_p,
-// penalties, logit_bias, seed, ...) are validated here for type and range and kept as JSON so
-// the sampling layer's parser turns them into SamplingParams (see request_builder.cpp).
+// penalties, logit_bias, seed, ...) are validated here for type and range (so the 400 names the
+// field); the sampling layer's own parser (sampling/request_json.h) then builds SamplingParams
+// from the same body (loaded_model.cpp).
 #include <nlohmann/json.hpp>
 
 #include <cstdint>
@@ -35,7 +36,8 @@ struct CommonRequest {
   bool logprobs = false;
   int top_logprobs = 0;
   bool ignore_eos = false;
-  nlohmann::json sampling;  // the validated sampling fields, as given (object)
+  // The request body the fields came from (for the sampling parser); valid while the handler runs.
+  const nlohmann::json* body = nullptr;
 };
 
 struct ChatRequest : CommonRequest {

@@ -85,11 +85,4 @@ void ReasoningSplitter::step(SplitText& out, bool final) {
   }
 }
 
-bool prompt_opens_reasoning(std::string_view prompt) {
-  size_t end = prompt.size();
-  while (end > 0 && is_space(prompt[end - 1])) --end;
-  std::string_view p = prompt.substr(0, end);
-  return p.size() >= kOpen.size() && p.substr(p.size() - kOpen.size()) == kOpen;
-}
-
 }  // namespace specserve::server

@@ -7,7 +7,7 @@
 // Qwen3 (hybrid) models open the block themselves: output "<think>\n…\n</think>\n\nanswer".
 // Qwen3.5/3.6 and the 2507 thinking models get "<think>\n" from the chat template's generation
 // prompt, so their output starts inside the block and only "</think>" appears: construct with
-// starts_in_reasoning = true (see prompt_opens_reasoning).
+// starts_in_reasoning = true (chat::prompt_opens_reasoning tells from the rendered prompt).
 #include <string>
 #include <string_view>
 
@@ -34,8 +34,5 @@ class ReasoningSplitter {
   State state_;
   std::string pending_;
 };
-
-// True when a rendered prompt ends inside an open <think> block (ignoring trailing whitespace).
-bool prompt_opens_reasoning(std::string_view prompt);
 
 }  // namespace specserve::server

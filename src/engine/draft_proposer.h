@@ -1,0 +1,60 @@
+#pragma once
+// The seam where a speculative proposer (DFlash in src/spec; later MTP, n-gram) plugs into the
+// engine's step loop (design.md §2). The engine owns the loop and the target; a proposer owns
+// its drafter and per-sequence context:
+//
+//   forward (captures capture_layers() for every row)
+//     → per-row picks and sample-match acceptance (engine, through the request's Sampler)
+//     → commit: target KV/state keeps pending + accepted rows; append_context() receives exactly
+//       those rows' captured features (and every prefill row)
+//     → propose(): ONE batched call for all speculating sequences, filling each one's drafts
+//       for the next step's verify rows [pending, d1..dγ].
+//
+// Acceptance lives in the engine because it is just plain decoding's pick compared with the
+// draft (design.md §1.4); a proposer never decides what is emitted.
+#include <cstdint>
+#include <memory>
+#include <span>
+#include <vector>
+
+#include "sampling/sampler.h"
+
+namespace specserve::engine {
+
+// A proposer's per-sequence state (e.g. DFlash's drafter context rows and KV).
+class DraftContext {
+ public:
+  virtual ~DraftContext() = default;
+  // Sampled-draft mode: the processed distribution q (vocab floats) the k-th draft (0-based) of
+  // the latest propose was drawn from; empty for point-mass drafts. With q the verifier accepts
+  // with min(1, p/q) and samples the residual on rejection (engine/acceptance.h).
+  virtual std::span<const float> draft_distribution(int k) const { return {}; }
+};
+
+struct ProposeItem {
+  DraftContext* context = nullptr;
+  int32_t pending_token = 0;       // the anchor: picked, not yet in the target's KV
+  int64_t pending_position = 0;    // its absolute position
+  const sampling::Sampler* sampler = nullptr;       // for penalty-aware drafting (design.md §1.5)
+  const sampling::SamplerState* history = nullptr;  // prompt + output up to and including the pending
+                                                    // token: length() is d1's position
+  int max_drafts = 0;              // ≤ gamma(); fewer near max_tokens / the context end
+  std::vector<int32_t>* drafts = nullptr;  // out: 0..max_drafts tokens
+};
+
+class DraftProposer {
+ public:
+  virtual ~DraftProposer() = default;
+  virtual int gamma() const = 0;
+  // Target decoder layers to capture for every row of every forward (empty: none needed).
+  virtual std::vector<int> capture_layers() const = 0;
+  virtual std::unique_ptr<DraftContext> new_context() = 0;
+  // Rows of committed positions [first_position, first_position + n) of one sequence: `tokens`
+  // and their captured features (n × capture width floats; empty span when nothing is captured).
+  virtual void append_context(DraftContext& context, int64_t first_position, std::span<const int32_t> tokens,
+                              std::span<const float> features) = 0;
+  // One batched propose for every speculating sequence of the step.
+  virtual void propose(std::span<ProposeItem> items) = 0;
+};
+
+}  // namespace specserve::engine

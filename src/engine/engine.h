@@ -1,0 +1,100 @@
+#pragma once
+// The inference engine: a request queue, and one scheduler thread that runs the step loop over a
+// TargetModel with continuous batching (engine.cpp, Engine::step, is the whole loop in one place).
+//
+// HTTP threads call submit() (cheap: validation and a queue push) and read results from the
+// returned ResultStream; only the scheduler thread touches the model.
+#include <condition_variable>
+#include <cstdint>
+#include <deque>
+#include <memory>
+#include <mutex>
+#include <thread>
+#include <vector>
+
+#include "core/error.h"
+#include "engine/draft_proposer.h"
+#include "engine/engine_options.h"
+#include "engine/kv_budget.h"
+#include "engine/metrics.h"
+#include "engine/request.h"
+#include "engine/result_stream.h"
+#include "engine/sequence.h"
+#include "model/target_model.h"
+
+namespace specserve::engine {
+
+// Thrown by submit() when the queue is full (the HTTP layer answers 503).
+class QueueFull : public Error {
+ public:
+  using Error::Error;
+};
+
+class Engine {
+ public:
+  // `model` and `proposer` (may be null: plain decoding) must outlive the engine.
+  Engine(TargetModel& model, EngineOptions options, TokenText token_text, DraftProposer* proposer = nullptr);
+  ~Engine();
+  Engine(const Engine&) = delete;
+  Engine& operator=(const Engine&) = delete;
+
+  // Validates and enqueues. Throws Error for parameters the sampler rejects or a request that can
+  // never fit the KV budget; QueueFull when max_queue requests are already waiting.
+  std::shared_ptr<ResultStream> submit(GenerationRequest request);
+
+  // Stops taking requests, lets running and queued ones finish for up to `grace`, cancels the
+  // rest, and joins the scheduler thread. Idempotent.
+  void shutdown(std::chrono::milliseconds grace);
+
+  EngineMetrics& metrics() { return metrics_; }
+  const EngineOptions& options() const { return options_; }
+  // The most positions one sequence may ever hold (context length and KV budget), including the
+  // verify overhang; prompt + max_tokens must stay within max_sequence_tokens().
+  int64_t max_sequence_tokens() const;
+
+ private:
+  void run();
+  void step();
+  // Steps of the loop, in order (see step()).
+  void intake();
+  void reap_cancelled();
+  void admit();
+  void retire_finished();
+  void fail_all(const std::string& error);
+
+  TargetModel& model_;
+  EngineOptions options_;
+  TokenText token_text_;
+  DraftProposer* proposer_;
+  sampling::VocabBounds vocab_;
+  EngineMetrics metrics_;
+  KvBudget budget_;
+
+  // A request between submit() and admission (no model state yet).
+  struct Queued {
+    uint64_t id = 0;
+    GenerationRequest request;
+    std::shared_ptr<ResultStream> stream;
+    std::shared_ptr<const sampling::Sampler> sampler;
+    int64_t positions = 0;  // worst-case positions reserved at admission
+  };
+  void finish_queued(Queued& q, FinishReason reason, const std::string& error);
+
+  // Submission queue (HTTP threads → scheduler).
+  std::mutex mutex_;
+  std::condition_variable wake_;
+  std::deque<Queued> submitted_;  // not yet seen by the scheduler
+  uint64_t next_id_ = 1;
+  bool stopping_ = false;    // no new submissions
+  bool cancel_all_ = false;  // grace over: cancel everything
+  bool exit_ = false;
+
+  // Scheduler-thread state.
+  std::deque<Queued> waiting_;                      // FCFS admission queue
+  std::vector<std::unique_ptr<Sequence>> running_;  // admitted, in admission order
+  sampling::SamplerWorkspace workspace_;
+
+  std::thread thread_;
+};
+
+}  // namespace specserve::engine

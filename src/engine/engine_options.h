@@ -1,0 +1,29 @@
+#pragma once
+// Engine capacity and batching knobs (from `specserve serve` flags).
+#include <cstdint>
+
+#include "engine/acceptance.h"
+
+namespace specserve::engine {
+
+struct EngineOptions {
+  int max_seqs = 16;         // sequences admitted at once (each holds KV blocks and DeltaNet state)
+  int max_queue = 256;       // requests waiting for admission; more are refused (503)
+  int max_batch_rows = 512;  // rows of one target forward (prefill chunks + decode + verify rows)
+  // Prefill chunk length. Chunk k of a prompt is always [k·C, (k+1)·C): boundaries depend only
+  // on the sequence, never on what else is in the batch (design.md §1.2). A multiple of 64 so the
+  // DeltaNet chunked form sees the same chunks as a whole-prompt prefill.
+  int prefill_chunk = 256;
+  int64_t kv_blocks = 0;     // KV-cache budget in blocks of 16 positions (set by the loader)
+  int gamma = 0;             // drafts per verify (0: no speculation)
+  // How drafts are judged (engine/acceptance.h); raw-argmax is NOT lossless (comparison only).
+  VerifyMode verify_mode = VerifyMode::SampleMatch;
+  // Token ids at or above this are lm_head padding, never sampled (the tokenizer's size; 0 = all).
+  int64_t real_vocab = 0;
+};
+
+// Adjusts options so the scheduler can always make progress: the chunk is a multiple of 64 and a
+// full step of decode/verify rows still leaves room for one chunk.
+EngineOptions normalised(EngineOptions o);
+
+}  // namespace specserve::engine

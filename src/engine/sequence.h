@@ -1,0 +1,80 @@
+#pragma once
+// One admitted request inside the engine: the target's per-sequence state (paged KV, DeltaNet
+// state), the request's sampler and token history, its stop checker (stop strings held back
+// across token boundaries), the proposer's context, and the output channel. Owned and touched by
+// the scheduler thread only.
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <optional>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "engine/draft_proposer.h"
+#include "engine/metrics.h"
+#include "engine/request.h"
+#include "engine/result_stream.h"
+#include "model/sequence_state.h"
+#include "sampling/sampler.h"
+#include "sampling/stop_checker.h"
+
+namespace specserve::engine {
+
+// The bytes a token contributes to the output text ("" for special tokens such as <|im_end|>).
+using TokenText = std::function<std::string(int32_t)>;
+
+class Sequence {
+ public:
+  Sequence(uint64_t id, GenerationRequest request, std::shared_ptr<ResultStream> stream,
+           std::shared_ptr<const sampling::Sampler> sampler, std::unique_ptr<SequenceState> state,
+           int64_t reserved_positions);
+
+  uint64_t id() const { return id_; }
+  const GenerationRequest& request() const { return request_; }
+  ResultStream& stream() { return *stream_; }
+  SequenceState& state() { return *state_; }
+  const sampling::Sampler& sampler() const { return *sampler_; }
+  sampling::SamplerState& history() { return history_; }
+  int64_t reserved_positions() const { return reserved_positions_; }
+
+  int64_t prompt_len() const { return static_cast<int64_t>(request_.prompt.size()); }
+  int64_t prefilled() const { return prefilled_; }
+  bool prefilling() const { return prefilled_ < prompt_len(); }
+  void advance_prefill(int64_t end) { prefilled_ = end; }
+
+  // The last picked token, not yet fed to the target (the next decode row / verify anchor).
+  std::optional<int32_t> pending;
+  // Drafts proposed for the next verify (empty: plain decode).
+  std::vector<int32_t> drafts;
+  std::unique_ptr<DraftContext> draft_context;
+
+  // Generated tokens not yet in the output (remaining max_tokens budget).
+  int64_t remaining_tokens() const;
+
+  // Runs `tokens` (picked this step, in order) through the stop checker and streams what is
+  // final. Returns true when the request finished.
+  bool emit(std::span<const int32_t> tokens, const std::vector<std::optional<sampling::Logprobs>>& logprobs,
+            const TokenText& token_text, EngineMetrics& metrics);
+  // Ends the request without more output (cancellation, timeout, engine error).
+  void finish(FinishReason reason, const std::string& error, EngineMetrics& metrics);
+  bool finished() const { return finished_; }
+
+ private:
+  void record_finish(FinishReason reason, EngineMetrics& metrics);
+
+  uint64_t id_;
+  GenerationRequest request_;
+  std::shared_ptr<ResultStream> stream_;
+  std::shared_ptr<const sampling::Sampler> sampler_;
+  std::unique_ptr<SequenceState> state_;
+  sampling::SamplerState history_;
+  sampling::StopChecker stop_;
+  int64_t reserved_positions_;
+  int64_t prefilled_ = 0;
+  int64_t kept_tokens_ = 0;
+  bool finished_ = false;
+  std::optional<Clock::time_point> last_emit_;
+};
+
+}  // namespace specserve::engine

@@ -1,0 +1,159 @@
+#include "server/loaded_model.h"
+
+#include <unistd.h>
+
+#include <filesystem>
+#include <fstream>
+
+#include <nlohmann/json.hpp>
+
+#include <fmt/format.h>
+
+#include "backend/ops.h"
+#include "core/log.h"
+#include "io/model_config.h"
+#include "sampling/dry_breakers.h"
+#include "sampling/generation_config.h"
+#include "sampling/request_json.h"
+#include "server/api_error.h"
+#include "server/openai_request.h"
+#include "server/weights_prefetch.h"
+
+namespace specserve::server {
+
+namespace fs = std::filesystem;
+
+int64_t kv_budget_blocks(const ModelConfig& config, const ServeSpec& spec) {
+  // f32 K and V for every attention layer (model/kv_cache.h).
+  const int64_t block_bytes = int64_t{kKvBlockSize} * config.num_attention_layers() * 2 * config.num_kv_heads *
+                              config.head_dim * static_cast<int64_t>(sizeof(float));
+  if (block_bytes <= 0) return 1 << 20;  // no attention layers: positions cost nothing
+  if (spec.kv_cache_mib > 0) return std::max<int64_t>(1, (spec.kv_cache_mib << 20) / block_bytes);
+  const int64_t ctx = config.max_position_embeddings > 0 ? config.max_position_embeddings : 32768;
+  const int64_t wanted = spec.engine.max_seqs * ((ctx + kKvBlockSize - 1) / kKvBlockSize);
+  const int64_t ram = static_cast<int64_t>(sysconf(_SC_PHYS_PAGES)) * static_cast<int64_t>(sysconf(_SC_PAGE_SIZE));
+  const int64_t cap = ram > 0 ? ram / 4 / block_bytes : wanted;
+  return std::max<int64_t>(1, std::min(wanted, cap));
+}
+
+std::shared_ptr<LoadedModel> LoadedModel::load(const ServeSpec& spec, const Progress& progress) {
+  SS_CHECK(spec.draft_dir.empty(),
+           "--draft: DFlash speculative decoding is not available in this build yet (src/spec); serve without --draft");
+  std::shared_ptr<LoadedModel> m(new LoadedModel());
+  m->spec_ = spec;
+  progress(0.0, "reading config.json");
+  const ModelConfig config = load_model_config(spec.model_dir);
+
+  // Weights dominate load time; read them through the page cache with a byte count (0 → 85%).
+  prefetch_weights(spec.model_dir, [&](uint64_t done, uint64_t total) {
+    if (total > 0) {
+      progress(0.85 * static_cast<double>(done) / static_cast<double>(total),
+               fmt::format("reading weights {:.0f}/{:.0f} MiB", done / 1048576.0, total / 1048576.0));
+    }
+  });
+  progress(0.85, "building the target model");
+  LoadOptions load;
+  load.threads = spec.threads;
+  m->target_ = TargetModel::load(spec.model_dir, load);
+
+  progress(0.93, "loading the tokenizer");
+  m->tokenizer_ = tokenizer::Tokenizer::load(spec.model_dir);
+  try {
+    m->chat_template_ = std::make_unique<chat::ChatTemplate>(chat::ChatTemplate::load(spec.model_dir));
+  } catch (const Error& e) {
+    SS_LOG_WARN("serve", "no chat template ({}); /v1/chat/completions will answer 400", e.what());
+  }
+
+  // Generation defaults: the model's EOS ids and generation_config.json sampling values.
+  m->defaults_.stop.eos_token_ids.assign(config.eos_token_ids.begin(), config.eos_token_ids.end());
+  const fs::path gen = fs::path(spec.model_dir) / "generation_config.json";
+  if (fs::exists(gen)) {
+    std::ifstream in(gen);
+    auto j = nlohmann::json::parse(in, nullptr, /*allow_exceptions=*/false);
+    if (j.is_object()) {
+      sampling::apply_generation_config(j, m->defaults_);
+      if (j.contains("eos_token_id")) {
+        for (auto id : sampling::parse_eos_token_ids(j["eos_token_id"])) {
+          auto& eos = m->defaults_.stop.eos_token_ids;
+          if (std::find(eos.begin(), eos.end(), id) == eos.end()) eos.push_back(id);
+        }
+      }
+    }
+  }
+  if (m->defaults_.sampling.dry.sequence_breakers.empty()) {
+    m->defaults_.sampling.dry.sequence_breakers = sampling::dry_breaker_sequences(
+        m->defaults_.sampling.dry.sequence_breaker_strings, m->tokenizer_.id_limit(),
+        [tok = &m->tokenizer_](sampling::TokenId id) { return std::string(tok->token_bytes(id)); },
+        [tok = &m->tokenizer_](std::string_view s) { return tok->encode(s); });
+  }
+
+  progress(0.97, "starting the engine");
+  engine::EngineOptions eo = spec.engine;
+  eo.kv_blocks = kv_budget_blocks(config, spec);
+  eo.real_vocab = m->tokenizer_.id_limit();
+  const tokenizer::Tokenizer* tok = &m->tokenizer_;
+  m->engine_ = std::make_unique<engine::Engine>(
+      *m->target_, eo,
+      // Special tokens (<|im_end|>, <|endoftext|>) add no text, as HF decode(skip_special_tokens).
+      [tok](int32_t id) { return tok->is_special(id) ? std::string() : std::string(tok->token_bytes(id)); });
+
+  m->info_.id = !spec.served_model_name.empty() ? spec.served_model_name
+                                                 : fs::path(spec.model_dir).lexically_normal().filename().string();
+  if (m->info_.id.empty()) m->info_.id = fs::path(spec.model_dir).parent_path().filename().string();
+  m->info_.created = std::chrono::duration_cast<std::chrono::seconds>(
+                         std::chrono::system_clock::now().time_since_epoch()).count();
+  m->info_.vocab_size = m->tokenizer_.id_limit();
+  m->info_.context_length = m->engine_->max_sequence_tokens();
+  m->info_.root = spec.model_dir;
+  progress(1.0, "ready");
+  return m;
+}
+
+LoadedModel::~LoadedModel() {
+  if (engine_) engine_->shutdown(std::chrono::milliseconds(0));
+}
+
+ChatPrompt LoadedModel::render_chat(const ChatRequest& request) const {
+  if (!chat_template_) throw ApiError(400, "this model has no chat template; use /v1/completions");
+  nlohmann::json r = {{"messages", request.messages},
+                      {"add_generation_prompt", true},
+                      {"chat_template_kwargs", request.chat_template_kwargs}};
+  if (request.tools.is_array()) r["tools"] = request.tools;
+  ChatPrompt p;
+  p.text = chat_template_->render(r);
+  p.opens_reasoning = chat::prompt_opens_reasoning(p.text);
+  return p;
+}
+
+std::vector<int32_t> LoadedModel::encode(const std::string& text, bool) const {
+  // Qwen tokenizers add no BOS/EOS, so add_special_tokens changes nothing here.
+  return tokenizer_.encode(text);
+}
+
+std::string LoadedModel::decode(const std::vector<int32_t>& tokens) const { return tokenizer_.decode(tokens); }
+
+std::string LoadedModel::token_bytes(int32_t token) const { return std::string(tokenizer_.token_bytes(token)); }
+
+std::shared_ptr<engine::ResultStream> LoadedModel::submit(const CommonRequest& request, std::vector<int32_t> prompt) {
+  SS_CHECK(request.body != nullptr, "internal: request without a body");
+  engine::GenerationRequest g;
+  g.prompt = std::move(prompt);
+  g.params = sampling::parse_request_params(*request.body, defaults_);  // Error → 400 naming the field
+  g.params.stop.max_tokens = request.max_tokens;
+  auto& dry = g.params.sampling.dry;
+  if (dry.enabled() && dry.sequence_breakers.empty()) {
+    // The request named its own breakers: convert them with this tokenizer.
+    dry.sequence_breakers = sampling::dry_breaker_sequences(
+        dry.sequence_breaker_strings, tokenizer_.id_limit(),
+        [this](sampling::TokenId id) { return std::string(tokenizer_.token_bytes(id)); },
+        [this](std::string_view s) { return tokenizer_.encode(s); });
+  }
+  if (spec_.request_timeout_s > 0) g.deadline = g.arrival + std::chrono::seconds(spec_.request_timeout_s);
+  try {
+    return engine_->submit(std::move(g));
+  } catch (const engine::QueueFull& e) {
+    throw ApiError(503, e.what(), "service_unavailable", "", "server_busy");
+  }
+}
+
+}  // namespace specserve::server

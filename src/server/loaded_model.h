@@ -1,0 +1,60 @@
+#pragma once
+// A model served over HTTP: target weights, tokenizer, chat template, generation defaults and
+// the engine that runs them — the real implementation of the ModelServices seam.
+#include <functional>
+#include <memory>
+#include <string>
+
+#include "chat/chat_template.h"
+#include "engine/engine.h"
+#include "model/target_model.h"
+#include "sampling/sampling_params.h"
+#include "server/model_services.h"
+#include "tokenizer/tokenizer.h"
+
+namespace specserve::server {
+
+struct ServeSpec {
+  std::string model_dir;
+  std::string draft_dir;          // DFlash drafter ("" = plain decoding)
+  std::string served_model_name;  // "" = the model directory's name
+  int threads = 0;                // CPU threads (0 = all cores)
+  engine::EngineOptions engine;   // kv_blocks is derived from kv_cache_mib here
+  int64_t kv_cache_mib = 0;       // KV-cache budget; 0 = auto (see kv_budget_blocks)
+  int request_timeout_s = 0;      // 0 = none
+};
+
+// The KV budget in blocks for `spec`: kv_cache_mib when given, else enough for max_seqs full-
+// context sequences but at most a quarter of physical memory.
+int64_t kv_budget_blocks(const ModelConfig& config, const ServeSpec& spec);
+
+class LoadedModel : public ModelServices {
+ public:
+  using Progress = std::function<void(double fraction, const std::string& what)>;
+  static std::shared_ptr<LoadedModel> load(const ServeSpec& spec, const Progress& progress);
+  ~LoadedModel() override;
+
+  const ModelInfo& info() const override { return info_; }
+  ChatPrompt render_chat(const ChatRequest& request) const override;
+  std::vector<int32_t> encode(const std::string& text, bool add_special_tokens) const override;
+  std::string decode(const std::vector<int32_t>& tokens) const override;
+  std::string token_bytes(int32_t token) const override;
+  std::shared_ptr<engine::ResultStream> submit(const CommonRequest& request, std::vector<int32_t> prompt) override;
+  engine::EngineMetrics& metrics() override { return engine_->metrics(); }
+
+  engine::Engine& engine() { return *engine_; }
+  const tokenizer::Tokenizer& tokenizer() const { return tokenizer_; }
+
+ private:
+  LoadedModel() = default;
+
+  ModelInfo info_;
+  ServeSpec spec_;
+  std::unique_ptr<TargetModel> target_;
+  tokenizer::Tokenizer tokenizer_;
+  std::unique_ptr<chat::ChatTemplate> chat_template_;  // null when the checkpoint has none
+  sampling::RequestParams defaults_;                   // generation_config.json + EOS ids
+  std::unique_ptr<engine::Engine> engine_;
+};
+
+}  // namespace specserve::server

@@ -1,0 +1,359 @@
+// The HTTP layer end to end over real sockets, with a scripted model behind the ModelServices
+// seam (the model-backed server is tested in test_serve_e2e.cpp): loading → ready, auth, error
+// bodies for every 4xx, the malformed corpus, SSE framing, disconnect → cancellation, and many
+// concurrent streams.
+#include <gtest/gtest.h>
+#include <httplib.h>
+
+#include <atomic>
+#include <list>
+#include <mutex>
+#include <thread>
+
+#include "http_test_util.h"
+#include "malformed_corpus.h"
+#include "server/http_server.h"
+#include "server/openai_request.h"
+
+using namespace specserve;
+using namespace specserve::server;
+using nlohmann::json;
+
+namespace {
+
+// Tokens are bytes; the "model" answers with the script "Hello, world!" one byte per event, or
+// streams forever (until cancelled) when the prompt contains "forever".
+class ScriptedModel : public ModelServices {
+ public:
+  ScriptedModel() {
+    info_.id = "scripted";
+    info_.vocab_size = 256;
+    info_.context_length = 512;
+  }
+  ~ScriptedModel() override {
+    std::lock_guard lock(mutex_);
+    for (auto& t : workers_) t.join();
+  }
+  const ModelInfo& info() const override { return info_; }
+  ChatPrompt render_chat(const ChatRequest& r) const override {
+    std::string text;
+    for (const auto& m : r.messages) text += m["role"].get<std::string>() + ":" + m["content"].get<std::string>() + "\n";
+    return {text, false};
+  }
+  std::vector<int32_t> encode(const std::string& text, bool) const override {
+    return std::vector<int32_t>(text.begin(), text.end());
+  }
+  std::string decode(const std::vector<int32_t>& tokens) const override { return std::string(tokens.begin(), tokens.end()); }
+  std::string token_bytes(int32_t t) const override { return std::string(1, static_cast<char>(t)); }
+  engine::EngineMetrics& metrics() override { return metrics_; }
+
+  std::shared_ptr<engine::ResultStream> submit(const CommonRequest& r, std::vector<int32_t> prompt) override {
+    auto stream = std::make_shared<engine::ResultStream>();
+    const bool forever = std::string(prompt.begin(), prompt.end()).find("forever") != std::string::npos;
+    const int64_t max_tokens = r.max_tokens;
+    const int64_t prompt_len = static_cast<int64_t>(prompt.size());
+    metrics_.requests_running.fetch_add(1);
+    std::lock_guard lock(mutex_);
+    workers_.emplace_back([this, stream, forever, max_tokens, prompt_len] {
+      const std::string script = "Hello, world!";
+      int64_t n = 0;
+      for (;; ++n) {
+        if (stream->cancelled()) {
+          engine::StreamEvent e;
+          e.finished = true;
+          e.finish_reason = engine::FinishReason::Cancelled;
+          stream->push(e);
+          cancelled_.fetch_add(1);
+          break;
+        }
+        if (!forever && (n == static_cast<int64_t>(script.size()) || n == max_tokens)) {
+          engine::StreamEvent e;
+          e.finished = true;
+          e.finish_reason = n == max_tokens ? engine::FinishReason::Length : engine::FinishReason::Stop;
+          e.usage = {prompt_len, n};
+          stream->push(e);
+          break;
+        }
+        engine::StreamEvent e;
+        char c = script[static_cast<size_t>(n) % script.size()];
+        e.tokens = {c};
+        e.text = std::string(1, c);
+        stream->push(e);
+        std::this_thread::sleep_for(std::chrono::milliseconds(forever ? 20 : 2));
+      }
+      metrics_.requests_running.fetch_sub(1);
+    });
+    return stream;
+  }
+
+  std::atomic<int> cancelled_{0};
+
+ private:
+  ModelInfo info_;
+  engine::EngineMetrics metrics_;
+  std::mutex mutex_;
+  std::list<std::thread> workers_;
+};
+
+struct Fixture {
+  explicit Fixture(ServerOptions o = {}) {
+    o.port = 0;
+    o.heartbeat_ms = 100;
+    state = std::make_shared<ServingState>();
+    server = std::make_unique<HttpServer>(o, state);
+    port = server->bind();
+    server->start();
+  }
+  void ready() {
+    model = std::make_shared<ScriptedModel>();
+    state->set_ready(model);
+  }
+  ~Fixture() { server->stop(); }
+  httplib::Client client() const {
+    httplib::Client c("127.0.0.1", port);
+    c.set_read_timeout(20, 0);
+    return c;
+  }
+
+  std::shared_ptr<ServingState> state;
+  std::shared_ptr<ScriptedModel> model;
+  std::unique_ptr<HttpServer> server;
+  int port = 0;
+};
+
+const char* kChat = R"({"model":"scripted","messages":[{"role":"user","content":"hi"}]})";
+
+void expect_openai_error(const httplib::Result& r, int status) {
+  ASSERT_TRUE(r) << "no response";
+  EXPECT_EQ(r->status, status) << r->body;
+  EXPECT_FALSE(test::error_of(r->body).is_null()) << r->body;
+  EXPECT_EQ(r->get_header_value("Content-Type"), "application/json");
+}
+
+}  // namespace
+
+TEST(HttpServer, HealthIs503WhileLoadingThen200) {
+  Fixture f;
+  auto c = f.client();
+  auto r = c.Get("/health");
+  ASSERT_TRUE(r);
+  EXPECT_EQ(r->status, 503);
+  EXPECT_EQ(json::parse(r->body)["status"], "loading");
+  expect_openai_error(c.Post("/v1/chat/completions", kChat, "application/json"), 503);
+  expect_openai_error(c.Get("/v1/models"), 503);
+  auto m = c.Get("/metrics");
+  ASSERT_TRUE(m);
+  EXPECT_EQ(m->status, 200);
+  EXPECT_NE(m->body.find("specserve:model_ready 0"), std::string::npos);
+
+  f.ready();
+  r = c.Get("/health");
+  ASSERT_TRUE(r);
+  EXPECT_EQ(r->status, 200);
+  auto models = c.Get("/v1/models");
+  ASSERT_TRUE(models);
+  EXPECT_EQ(models->status, 200);
+  json list = json::parse(models->body);
+  EXPECT_EQ(list["object"], "list");
+  EXPECT_EQ(list["data"][0]["id"], "scripted");
+  EXPECT_EQ(c.Get("/v1/models/scripted")->status, 200);
+  expect_openai_error(c.Get("/v1/models/other"), 404);
+}
+
+TEST(HttpServer, ChatNonStream) {
+  Fixture f;
+  f.ready();
+  auto r = f.client().Post("/v1/chat/completions", kChat, "application/json");
+  ASSERT_TRUE(r);
+  ASSERT_EQ(r->status, 200) << r->body;
+  json j = json::parse(r->body);
+  EXPECT_EQ(j["object"], "chat.completion");
+  EXPECT_EQ(j["choices"][0]["message"]["content"], "Hello, world!");
+  EXPECT_EQ(j["choices"][0]["finish_reason"], "stop");
+  EXPECT_EQ(j["usage"]["completion_tokens"], 13);
+  EXPECT_EQ(j["id"].get<std::string>().rfind("chatcmpl-", 0), 0u);
+}
+
+TEST(HttpServer, ChatStreamFraming) {
+  Fixture f;
+  f.ready();
+  std::string body = R"({"messages":[{"role":"user","content":"hi"}],"stream":true,"max_tokens":5,
+                         "stream_options":{"include_usage":true}})";
+  auto r = f.client().Post("/v1/chat/completions", body, "application/json");
+  ASSERT_TRUE(r);
+  ASSERT_EQ(r->status, 200);
+  EXPECT_EQ(r->get_header_value("Content-Type"), "text/event-stream");
+  test::SseParse sse = test::parse_sse(r->body);
+  EXPECT_TRUE(sse.valid);
+  EXPECT_TRUE(sse.done);
+  std::string text;
+  for (const auto& e : sse.events) {
+    if (!e["choices"].empty() && e["choices"][0]["delta"].contains("content")) {
+      text += e["choices"][0]["delta"]["content"].get<std::string>();
+    }
+  }
+  EXPECT_EQ(text, "Hello");
+  EXPECT_EQ(sse.events.back()["usage"]["completion_tokens"], 5);
+  EXPECT_EQ(sse.events[sse.events.size() - 2]["choices"][0]["finish_reason"], "length");
+  // The body ends with the terminator.
+  EXPECT_EQ(r->body.substr(r->body.size() - 14), "data: [DONE]\n\n");
+}
+
+TEST(HttpServer, CompletionsStreamAndEcho) {
+  Fixture f;
+  f.ready();
+  auto r = f.client().Post("/v1/completions", R"({"prompt":"Q:","echo":true,"max_tokens":3})", "application/json");
+  ASSERT_TRUE(r);
+  ASSERT_EQ(r->status, 200) << r->body;
+  EXPECT_EQ(json::parse(r->body)["choices"][0]["text"], "Q:Hel");
+  r = f.client().Post("/v1/completions", R"({"prompt":[81,58],"stream":true})", "application/json");
+  ASSERT_TRUE(r);
+  test::SseParse sse = test::parse_sse(r->body);
+  EXPECT_TRUE(sse.done);
+  std::string text;
+  for (const auto& e : sse.events) text += e["choices"][0]["text"].get<std::string>();
+  EXPECT_EQ(text, "Hello, world!");
+}
+
+TEST(HttpServer, TokenizeDetokenize) {
+  Fixture f;
+  f.ready();
+  auto c = f.client();
+  auto r = c.Post("/tokenize", R"({"prompt":"AB"})", "application/json");
+  ASSERT_TRUE(r);
+  ASSERT_EQ(r->status, 200) << r->body;
+  EXPECT_EQ(json::parse(r->body)["tokens"], (json{65, 66}));
+  EXPECT_EQ(json::parse(r->body)["count"], 2);
+  r = c.Post("/detokenize", R"({"tokens":[65,66]})", "application/json");
+  ASSERT_TRUE(r);
+  EXPECT_EQ(json::parse(r->body)["prompt"], "AB");
+}
+
+TEST(HttpServer, ApiKey) {
+  ServerOptions o;
+  o.api_key = "sekrit";
+  Fixture f(o);
+  f.ready();
+  auto c = f.client();
+  expect_openai_error(c.Post("/v1/chat/completions", kChat, "application/json"), 401);
+  expect_openai_error(c.Get("/v1/models"), 401);
+  expect_openai_error(c.Post("/tokenize", R"({"prompt":"a"})", "application/json"), 401);
+  httplib::Headers wrong = {{"Authorization", "Bearer sekriT"}};
+  expect_openai_error(c.Get("/v1/models", wrong), 401);
+  httplib::Headers right = {{"Authorization", "Bearer sekrit"}};
+  EXPECT_EQ(c.Get("/v1/models", right)->status, 200);
+  EXPECT_EQ(c.Get("/health")->status, 200);  // health stays open for load balancers
+  EXPECT_EQ(json::parse(c.Post("/v1/chat/completions", right, kChat, "application/json")->body)["object"],
+            "chat.completion");
+}
+
+TEST(HttpServer, TransportErrorsAreOpenAIShaped) {
+  ServerOptions o;
+  o.max_body_bytes = 1024;
+  o.read_timeout_s = 2;  // a client that stops sending is answered after the read timeout
+  Fixture f(o);
+  f.ready();
+  auto c = f.client();
+  expect_openai_error(c.Get("/nope"), 404);
+  expect_openai_error(c.Post("/v1/nope", "{}", "application/json"), 404);
+  expect_openai_error(c.Get("/v1/chat/completions"), 404);
+  expect_openai_error(c.Post("/v1/chat/completions", std::string(4096, ' '), "application/json"), 413);
+
+  // A body shorter than its Content-Length from a client that then stalls: 400 once the read
+  // times out.
+  {
+    test::RawConnection conn(f.port);
+    ASSERT_TRUE(conn.ok());
+    conn.send_all("POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+                  "Content-Length: 200\r\n\r\n{\"messages\":");
+    std::string resp = conn.read_until("\r\n\r\n");
+    EXPECT_EQ(test::raw_status(resp), 400) << resp;
+  }
+  // The same from a client that half-closes: httplib drops the connection without an answer
+  // (nothing can be parsed), and nothing else is affected.
+  {
+    test::RawConnection conn(f.port);
+    conn.send_all("POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nContent-Length: 200\r\n\r\n{\"mess");
+    conn.shutdown_write();
+    EXPECT_EQ(conn.read_all(), "");
+  }
+  // A garbage request line.
+  test::RawConnection junk(f.port);
+  junk.send_all("THIS IS NOT HTTP\r\n\r\n");
+  std::string jr = junk.read_all();
+  EXPECT_EQ(test::raw_status(jr), 400) << jr;
+  // The server still serves.
+  EXPECT_EQ(c.Post("/v1/chat/completions", kChat, "application/json")->status, 200);
+}
+
+TEST(HttpServer, MalformedCorpusGets4xxAndServerKeepsServing) {
+  Fixture f;
+  f.ready();
+  auto c = f.client();
+  auto corpus = test::malformed_requests("scripted", 256, 512);
+  ASSERT_GE(corpus.size(), 200u);
+  size_t i = 0;
+  for (const auto& bad : corpus) {
+    auto r = c.Post(bad.path, bad.body, "application/json");
+    ASSERT_TRUE(r) << bad.what;
+    EXPECT_GE(r->status, 400) << bad.what << ": " << r->body;
+    EXPECT_LT(r->status, 500) << bad.what << ": " << r->body;
+    EXPECT_FALSE(test::error_of(r->body).is_null()) << bad.what << ": " << r->body;
+    if (++i % 25 == 0) {
+      auto ok = c.Post("/v1/chat/completions", kChat, "application/json");
+      ASSERT_TRUE(ok);
+      EXPECT_EQ(json::parse(ok->body)["choices"][0]["message"]["content"], "Hello, world!");
+    }
+  }
+}
+
+TEST(HttpServer, DisconnectCancelsTheRequest) {
+  Fixture f;
+  f.ready();
+  test::RawConnection conn(f.port);
+  std::string body = R"({"messages":[{"role":"user","content":"forever"}],"stream":true})";
+  conn.send_all("POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: " +
+                std::to_string(body.size()) + "\r\n\r\n" + body);
+  std::string got = conn.read_until("\"content\":\"l\"");
+  ASSERT_NE(got.find("200 OK"), std::string::npos) << got;
+  EXPECT_EQ(f.model->cancelled_.load(), 0);
+  conn.close();
+  EXPECT_TRUE(test::wait_for([&] { return f.model->cancelled_.load() == 1; }, std::chrono::seconds(10)));
+  EXPECT_TRUE(test::wait_for([&] { return f.model->metrics().requests_running.load() == 0; }, std::chrono::seconds(5)));
+  auto m = f.client().Get("/metrics");
+  EXPECT_NE(m->body.find("specserve:http_client_disconnects_total 1"), std::string::npos) << m->body;
+}
+
+TEST(HttpServer, ManyConcurrentStreams) {
+  ServerOptions o;
+  o.max_seqs = 8;
+  o.max_queue = 40;
+  Fixture f(o);
+  f.ready();
+  constexpr int kClients = 48;
+  std::atomic<int> ok{0};
+  std::vector<std::thread> threads;
+  for (int i = 0; i < kClients; ++i) {
+    threads.emplace_back([&] {
+      auto c = f.client();
+      auto r = c.Post("/v1/chat/completions", R"({"messages":[{"role":"user","content":"x"}],"stream":true})",
+                      "application/json");
+      if (!r || r->status != 200) {
+        ADD_FAILURE() << (r ? r->body : httplib::to_string(r.error()));
+        return;
+      }
+      auto sse = test::parse_sse(r->body);
+      std::string text;
+      for (const auto& e : sse.events) {
+        if (!e["choices"].empty() && e["choices"][0]["delta"].contains("content")) {
+          text += e["choices"][0]["delta"]["content"].get<std::string>();
+        }
+      }
+      if (sse.done && text == "Hello, world!") ok.fetch_add(1);
+      else ADD_FAILURE() << r->body;
+    });
+  }
+  for (auto& t : threads) t.join();
+  EXPECT_EQ(ok.load(), kClients);
+}
+
