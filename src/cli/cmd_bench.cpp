@@ -119,6 +119,9 @@ void register_bench(CLI::App& app, CommandRunner& run) {
   cmd->add_option("--prompt-words", a->load.prompt_words, "Approximate prompt length in words")->capture_default_str();
   cmd->add_option("--temperature", a->load.temperature, "Sampling temperature")->capture_default_str();
   cmd->add_option("--gamma", a->spec.engine.gamma, "Draft tokens per verify (with --draft)");
+  cmd->add_option_function<std::string>(
+      "--draft-sampling", [a](const std::string& v) { a->spec.draft_sampling = spec::parse_draft_sampling(v); },
+      "argmax or sample (with --draft)");
   cmd->add_option("--threads", a->spec.threads, "CPU threads for the in-process model (0 = all)");
   cmd->add_option("--max-batch-rows", a->spec.engine.max_batch_rows, "Rows per target forward (in-process)");
   cmd->callback([&run, a] { run = [a] { return run_bench(*a); }; });

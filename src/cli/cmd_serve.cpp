@@ -83,8 +83,9 @@ int run_serve(ServeArgs args) {
   state->set_ready(model);
   phase = kServing;
   const auto& info = model->info();
-  std::fprintf(stdout, "specserve ready: %s  (model '%s', context %lld tokens)\n", url.c_str(), info.id.c_str(),
-               static_cast<long long>(info.context_length));
+  const std::string spec_note = info.speculative ? fmt::format(", DFlash gamma {}", info.gamma) : "";
+  std::fprintf(stdout, "specserve ready: %s  (model '%s', context %lld tokens%s)\n", url.c_str(), info.id.c_str(),
+               static_cast<long long>(info.context_length), spec_note.c_str());
   std::fprintf(stdout,
                "  try: curl %s/v1/chat/completions -H 'Content-Type: application/json'%s -d '{\"model\": \"%s\", "
                "\"messages\": [{\"role\": \"user\", \"content\": \"def fib(n):\"}], \"max_tokens\": 64}'\n",
@@ -117,7 +118,14 @@ void register_serve(CLI::App& app, CommandRunner& run) {
   cmd->add_option("--max-queue", s.engine.max_queue, "Requests waiting for admission before 503")->capture_default_str();
   cmd->add_option("--max-batch-rows", s.engine.max_batch_rows, "Rows of one target forward")->capture_default_str();
   cmd->add_option("--prefill-chunk", s.engine.prefill_chunk, "Prefill chunk length (multiple of 64)")->capture_default_str();
-  cmd->add_option("--gamma", s.engine.gamma, "Draft tokens per verify (with --draft)")->capture_default_str();
+  cmd->add_option("--gamma", s.engine.gamma, "Draft tokens per verify (with --draft; 0 = the drafter's block size - 1)")
+      ->capture_default_str();
+  cmd->add_option_function<std::string>(
+      "--draft-sampling", [&s](const std::string& v) { s.draft_sampling = spec::parse_draft_sampling(v); },
+      "argmax (default: bit-identical to plain decoding) or sample (min(1,p/q) acceptance: distribution-exact)");
+  cmd->add_option_function<std::string>(
+      "--verify-mode", [&s](const std::string& v) { s.engine.verify_mode = engine::parse_verify_mode(v); },
+      "sample-match (default, lossless) or raw-argmax (Atlas's behaviour, NOT lossless; for comparison)");
   cmd->add_option("--kv-cache-mib", s.kv_cache_mib, "KV-cache budget in MiB (0 = auto: max-seqs full contexts, <= 1/4 of RAM)")
       ->capture_default_str();
   cmd->add_option("--threads", s.threads, "CPU threads for the model (0 = all cores)")->capture_default_str();

@@ -44,7 +44,7 @@ json usage_json(const engine::Usage& u) {
           {"total_tokens", u.prompt_tokens + u.completion_tokens}};
 }
 
-ChatOutput::ChatOutput(OutputOptions options) : opt_(std::move(options)), splitter_(opt_.starts_in_reasoning) {
+ChatOutput::ChatOutput(OutputOptions options) : opt_(std::move(options)), splitter_(opt_.reasoning) {
   if (opt_.tools) tools_.emplace(opt_.tools);
 }
 

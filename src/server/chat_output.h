@@ -23,7 +23,7 @@ struct OutputOptions {
   bool include_usage = false;  // stream_options.include_usage
   bool logprobs = false;
   int top_logprobs = 0;
-  bool starts_in_reasoning = false;    // the prompt ended inside <think>
+  ReasoningStart reasoning = ReasoningStart::Detect;  // from the rendered prompt
   const nlohmann::json* tools = nullptr;  // enables tool-call parsing (request's tools array)
   // Raw bytes of a token (for logprobs "token"/"bytes"); required when logprobs is set.
   std::function<std::string(int32_t)> token_bytes;

@@ -37,27 +37,45 @@ int64_t kv_budget_blocks(const ModelConfig& config, const ServeSpec& spec) {
 }
 
 std::shared_ptr<LoadedModel> LoadedModel::load(const ServeSpec& spec, const Progress& progress) {
-  SS_CHECK(spec.draft_dir.empty(),
-           "--draft: DFlash speculative decoding is not available in this build yet (src/spec); serve without --draft");
   std::shared_ptr<LoadedModel> m(new LoadedModel());
   m->spec_ = spec;
   progress(0.0, "reading config.json");
   const ModelConfig config = load_model_config(spec.model_dir);
 
   // Weights dominate load time; read them through the page cache with a byte count (0 → 85%).
-  prefetch_weights(spec.model_dir, [&](uint64_t done, uint64_t total) {
-    if (total > 0) {
-      progress(0.85 * static_cast<double>(done) / static_cast<double>(total),
-               fmt::format("reading weights {:.0f}/{:.0f} MiB", done / 1048576.0, total / 1048576.0));
-    }
-  });
+  const double drafter_share = spec.draft_dir.empty() ? 0.0 : 0.1;
+  auto read_progress = [&](double from, double span) {
+    return [&progress, from, span](uint64_t done, uint64_t total) {
+      if (total > 0) {
+        progress(from + span * static_cast<double>(done) / static_cast<double>(total),
+                 fmt::format("reading weights {:.0f}/{:.0f} MiB", done / 1048576.0, total / 1048576.0));
+      }
+    };
+  };
+  prefetch_weights(spec.model_dir, read_progress(0.0, 0.85 - drafter_share));
+  if (!spec.draft_dir.empty()) prefetch_weights(spec.draft_dir, read_progress(0.85 - drafter_share, drafter_share));
   progress(0.85, "building the target model");
   LoadOptions load;
   load.threads = spec.threads;
   m->target_ = TargetModel::load(spec.model_dir, load);
+  if (!spec.draft_dir.empty()) {
+    progress(0.9, "building the DFlash drafter");
+    // Checks the pairing (hidden size, vocabulary, target layer ids) against the loaded target.
+    m->drafter_ = spec::DFlashDrafter::load(spec.draft_dir, *m->target_);
+    m->proposer_ = std::make_unique<spec::DFlashProposer>(
+        *m->drafter_, spec::proposer_options(spec.engine.gamma, spec.draft_sampling, spec.engine.verify_mode));
+  }
 
   progress(0.93, "loading the tokenizer");
   m->tokenizer_ = tokenizer::Tokenizer::load(spec.model_dir);
+  // Ids a request may name or the sampler may pick: the tokenizer's, within the lm_head's rows
+  // (checkpoints pad the head above the tokenizer; a tokenizer larger than the head has ids the
+  // model cannot produce).
+  const int64_t vocab = std::min<int64_t>(m->tokenizer_.id_limit(), m->target_->vocab_size());
+  if (m->tokenizer_.id_limit() > m->target_->vocab_size()) {
+    SS_LOG_WARN("serve", "the tokenizer has {} ids but the model only {}; ids from {} on are refused",
+                m->tokenizer_.id_limit(), m->target_->vocab_size(), m->target_->vocab_size());
+  }
   try {
     m->chat_template_ = std::make_unique<chat::ChatTemplate>(chat::ChatTemplate::load(spec.model_dir));
   } catch (const Error& e) {
@@ -82,7 +100,7 @@ std::shared_ptr<LoadedModel> LoadedModel::load(const ServeSpec& spec, const Prog
   }
   if (m->defaults_.sampling.dry.sequence_breakers.empty()) {
     m->defaults_.sampling.dry.sequence_breakers = sampling::dry_breaker_sequences(
-        m->defaults_.sampling.dry.sequence_breaker_strings, m->tokenizer_.id_limit(),
+        m->defaults_.sampling.dry.sequence_breaker_strings, static_cast<sampling::TokenId>(vocab),
         [tok = &m->tokenizer_](sampling::TokenId id) { return std::string(tok->token_bytes(id)); },
         [tok = &m->tokenizer_](std::string_view s) { return tok->encode(s); });
   }
@@ -90,19 +108,22 @@ std::shared_ptr<LoadedModel> LoadedModel::load(const ServeSpec& spec, const Prog
   progress(0.97, "starting the engine");
   engine::EngineOptions eo = spec.engine;
   eo.kv_blocks = kv_budget_blocks(config, spec);
-  eo.real_vocab = m->tokenizer_.id_limit();
+  eo.real_vocab = vocab;
   const tokenizer::Tokenizer* tok = &m->tokenizer_;
   m->engine_ = std::make_unique<engine::Engine>(
       *m->target_, eo,
       // Special tokens (<|im_end|>, <|endoftext|>) add no text, as HF decode(skip_special_tokens).
-      [tok](int32_t id) { return tok->is_special(id) ? std::string() : std::string(tok->token_bytes(id)); });
+      [tok](int32_t id) { return tok->is_special(id) ? std::string() : std::string(tok->token_bytes(id)); },
+      m->proposer_.get());
+  m->info_.speculative = m->proposer_ != nullptr;
+  m->info_.gamma = m->proposer_ ? m->proposer_->gamma() : 0;
 
   m->info_.id = !spec.served_model_name.empty() ? spec.served_model_name
                                                  : fs::path(spec.model_dir).lexically_normal().filename().string();
   if (m->info_.id.empty()) m->info_.id = fs::path(spec.model_dir).parent_path().filename().string();
   m->info_.created = std::chrono::duration_cast<std::chrono::seconds>(
                          std::chrono::system_clock::now().time_since_epoch()).count();
-  m->info_.vocab_size = m->tokenizer_.id_limit();
+  m->info_.vocab_size = vocab;
   m->info_.context_length = m->engine_->max_sequence_tokens();
   m->info_.root = spec.model_dir;
   progress(1.0, "ready");
@@ -121,7 +142,7 @@ ChatPrompt LoadedModel::render_chat(const ChatRequest& request) const {
   if (request.tools.is_array()) r["tools"] = request.tools;
   ChatPrompt p;
   p.text = chat_template_->render(r);
-  p.opens_reasoning = chat::prompt_opens_reasoning(p.text);
+  p.reasoning = reasoning_start_of(p.text);
   return p;
 }
 
@@ -144,7 +165,7 @@ std::shared_ptr<engine::ResultStream> LoadedModel::submit(const CommonRequest& r
   if (dry.enabled() && dry.sequence_breakers.empty()) {
     // The request named its own breakers: convert them with this tokenizer.
     dry.sequence_breakers = sampling::dry_breaker_sequences(
-        dry.sequence_breaker_strings, tokenizer_.id_limit(),
+        dry.sequence_breaker_strings, static_cast<sampling::TokenId>(info_.vocab_size),
         [this](sampling::TokenId id) { return std::string(tokenizer_.token_bytes(id)); },
         [this](std::string_view s) { return tokenizer_.encode(s); });
   }

@@ -10,6 +10,8 @@
 #include "model/target_model.h"
 #include "sampling/sampling_params.h"
 #include "server/model_services.h"
+#include "spec/dflash_drafter.h"
+#include "spec/dflash_proposer.h"
 #include "tokenizer/tokenizer.h"
 
 namespace specserve::server {
@@ -17,6 +19,7 @@ namespace specserve::server {
 struct ServeSpec {
   std::string model_dir;
   std::string draft_dir;          // DFlash drafter ("" = plain decoding)
+  spec::DraftSampling draft_sampling = spec::DraftSampling::Argmax;  // engine.verify_mode pairs with it
   std::string served_model_name;  // "" = the model directory's name
   int threads = 0;                // CPU threads (0 = all cores)
   engine::EngineOptions engine;   // kv_blocks is derived from kv_cache_mib here
@@ -50,7 +53,11 @@ class LoadedModel : public ModelServices {
 
   ModelInfo info_;
   ServeSpec spec_;
+  // Declaration order is destruction order reversed: the engine goes first, then the proposer and
+  // drafter it uses, then the target both of them read.
   std::unique_ptr<TargetModel> target_;
+  std::unique_ptr<spec::DFlashDrafter> drafter_;
+  std::unique_ptr<spec::DFlashProposer> proposer_;
   tokenizer::Tokenizer tokenizer_;
   std::unique_ptr<chat::ChatTemplate> chat_template_;  // null when the checkpoint has none
   sampling::RequestParams defaults_;                   // generation_config.json + EOS ids

@@ -12,6 +12,7 @@
 
 #include "engine/metrics.h"
 #include "engine/result_stream.h"
+#include "server/reasoning_splitter.h"
 
 namespace specserve::server {
 
@@ -25,13 +26,14 @@ struct ModelInfo {
   int64_t context_length = 0;  // prompt + completion tokens
   std::string owned_by = "specserve";
   std::string root;  // model directory
-  bool speculative = false;
+  bool speculative = false;  // a DFlash drafter proposes drafts
+  int gamma = 0;             // drafts per verify
 };
 
 // Rendered chat prompt.
 struct ChatPrompt {
   std::string text;
-  bool opens_reasoning = false;  // the prompt ends inside <think> (Qwen3.5 style)
+  ReasoningStart reasoning = ReasoningStart::Detect;  // where the output starts (reasoning_splitter.h)
 };
 
 class ModelServices {

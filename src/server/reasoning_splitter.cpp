@@ -18,8 +18,20 @@ size_t partial_tag_suffix(std::string_view s, std::string_view tag) {
 }
 }  // namespace
 
-ReasoningSplitter::ReasoningSplitter(bool starts_in_reasoning)
-    : state_(starts_in_reasoning ? State::Reasoning : State::Start) {}
+ReasoningSplitter::ReasoningSplitter(ReasoningStart start)
+    : state_(start == ReasoningStart::Inside ? State::Reasoning
+             : start == ReasoningStart::Off  ? State::Content
+                                             : State::Start) {}
+
+ReasoningStart reasoning_start_of(std::string_view prompt) {
+  size_t end = prompt.size();
+  while (end > 0 && is_space(prompt[end - 1])) --end;
+  const std::string_view p = prompt.substr(0, end);
+  auto ends_with = [&](std::string_view tag) { return p.size() >= tag.size() && p.substr(p.size() - tag.size()) == tag; };
+  if (ends_with(kOpen)) return ReasoningStart::Inside;
+  if (ends_with(kClose)) return ReasoningStart::Off;
+  return ReasoningStart::Detect;
+}
 
 SplitText ReasoningSplitter::feed(std::string_view text) {
   pending_.append(text);

@@ -4,10 +4,13 @@
 // across chunks is held back until it is complete or ruled out, so no partial `</thi` leaks into
 // either channel.
 //
-// Qwen3 (hybrid) models open the block themselves: output "<think>\n…\n</think>\n\nanswer".
-// Qwen3.5/3.6 and the 2507 thinking models get "<think>\n" from the chat template's generation
-// prompt, so their output starts inside the block and only "</think>" appears: construct with
-// starts_in_reasoning = true (chat::prompt_opens_reasoning tells from the rendered prompt).
+// Where the output starts is decided by the rendered prompt (reasoning_start_of):
+//   Detect: Qwen3 (hybrid) models open the block themselves: "<think>\n…\n</think>\n\nanswer"; only a
+//           <think> at the very start of the output opens it.
+//   Inside: Qwen3.5/3.6 and the 2507 thinking models get "<think>\n" from the generation prompt, so
+//           their output starts inside the block and only "</think>" appears.
+//   Off:    the prompt already closed an (empty) block — thinking disabled, e.g. enable_thinking =
+//           false — so everything is content, even a stray "<think>".
 #include <string>
 #include <string_view>
 
@@ -18,9 +21,15 @@ struct SplitText {
   std::string content;
 };
 
+enum class ReasoningStart { Detect, Inside, Off };
+
+// From the rendered prompt: Inside when it ends inside an open <think> block, Off when it ends
+// right after a closed one (ignoring trailing whitespace), Detect otherwise.
+ReasoningStart reasoning_start_of(std::string_view prompt);
+
 class ReasoningSplitter {
  public:
-  explicit ReasoningSplitter(bool starts_in_reasoning = false);
+  explicit ReasoningSplitter(ReasoningStart start = ReasoningStart::Detect);
 
   // Feeds the next text chunk; returns what can be released now.
   SplitText feed(std::string_view text);

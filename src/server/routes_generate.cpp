@@ -108,7 +108,7 @@ void register_generate_routes(httplib::Server& svr, RouteContext& ctx) {
       check_budget(ctx.options, info, tokens.size(), *request);
 
       OutputOptions opt = output_options(*model, *request, "chatcmpl-");
-      opt.starts_in_reasoning = prompt.opens_reasoning;
+      opt.reasoning = prompt.reasoning;
       if (request->tools_enabled) opt.tools = &request->tools;  // request outlives the output (captured below)
       auto stream = model->submit(*request, std::move(tokens));
       CancelUnlessReleased guard(stream);

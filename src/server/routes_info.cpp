@@ -10,12 +10,14 @@ namespace specserve::server {
 
 namespace {
 nlohmann::json model_card(const ModelInfo& info) {
-  return {{"id", info.id},
-          {"object", "model"},
-          {"created", info.created},
-          {"owned_by", info.owned_by},
-          {"root", info.root},
-          {"max_model_len", info.context_length}};
+  nlohmann::json card = {{"id", info.id},
+                         {"object", "model"},
+                         {"created", info.created},
+                         {"owned_by", info.owned_by},
+                         {"root", info.root},
+                         {"max_model_len", info.context_length}};
+  if (info.speculative) card["speculative_decoding"] = {{"method", "dflash"}, {"num_speculative_tokens", info.gamma}};
+  return card;
 }
 }  // namespace
 

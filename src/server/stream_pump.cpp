@@ -43,6 +43,10 @@ void serve_sse(httplib::Response& res, std::shared_ptr<engine::ResultStream> str
             buf += sse_done();
           }
         }
+        // Events that release no text yet (a tag or stop-string prefix held back, a partial UTF-8
+        // character) produce no chunk. Never write zero bytes: httplib 0.11.4 takes an empty write as
+        // the end of the data and closes the response without its terminating chunk.
+        if (buf.empty()) return true;
         if (!sink.is_writable() || !sink.write(buf.data(), buf.size())) {
           stream->cancel();  // frees the sequence at the scheduler's next step
           counters.client_disconnects.fetch_add(1);

@@ -38,7 +38,7 @@ class ScriptedModel : public ModelServices {
   ChatPrompt render_chat(const ChatRequest& r) const override {
     std::string text;
     for (const auto& m : r.messages) text += m["role"].get<std::string>() + ":" + m["content"].get<std::string>() + "\n";
-    return {text, false};
+    return {text, ReasoningStart::Detect};
   }
   std::vector<int32_t> encode(const std::string& text, bool) const override {
     return std::vector<int32_t>(text.begin(), text.end());
@@ -49,12 +49,16 @@ class ScriptedModel : public ModelServices {
 
   std::shared_ptr<engine::ResultStream> submit(const CommonRequest& r, std::vector<int32_t> prompt) override {
     auto stream = std::make_shared<engine::ResultStream>();
-    const bool forever = std::string(prompt.begin(), prompt.end()).find("forever") != std::string::npos;
+    const std::string prompt_text(prompt.begin(), prompt.end());
+    const bool forever = prompt_text.find("forever") != std::string::npos;
+    // "gaps": every character is preceded by an event that releases no text (as when the stop
+    // checker or the reasoning splitter holds a tail back).
+    const bool gaps = prompt_text.find("gaps") != std::string::npos;
     const int64_t max_tokens = r.max_tokens;
     const int64_t prompt_len = static_cast<int64_t>(prompt.size());
     metrics_.requests_running.fetch_add(1);
     std::lock_guard lock(mutex_);
-    workers_.emplace_back([this, stream, forever, max_tokens, prompt_len] {
+    workers_.emplace_back([this, stream, forever, gaps, max_tokens, prompt_len] {
       const std::string script = "Hello, world!";
       int64_t n = 0;
       for (;; ++n) {
@@ -73,6 +77,12 @@ class ScriptedModel : public ModelServices {
           e.usage = {prompt_len, n};
           stream->push(e);
           break;
+        }
+        if (gaps) {
+          engine::StreamEvent silent;
+          silent.tokens = {0};
+          stream->push(silent);
+          std::this_thread::sleep_for(std::chrono::milliseconds(5));
         }
         engine::StreamEvent e;
         char c = script[static_cast<size_t>(n) % script.size()];
@@ -197,6 +207,25 @@ TEST(HttpServer, ChatStreamFraming) {
   EXPECT_EQ(sse.events[sse.events.size() - 2]["choices"][0]["finish_reason"], "length");
   // The body ends with the terminator.
   EXPECT_EQ(r->body.substr(r->body.size() - 14), "data: [DONE]\n\n");
+}
+
+TEST(HttpServer, StreamSurvivesEventsWithoutText) {
+  // Regression: an event that produced no chunk used to be written as zero bytes, which httplib
+  // takes as the end of the body (the response closed without its last chunk: "Premature close").
+  Fixture f;
+  f.ready();
+  auto r = f.client().Post("/v1/chat/completions",
+                           R"({"messages":[{"role":"user","content":"gaps"}],"stream":true})", "application/json");
+  ASSERT_TRUE(r);
+  test::SseParse sse = test::parse_sse(r->body);
+  EXPECT_TRUE(sse.done) << r->body;
+  std::string text;
+  for (const auto& e : sse.events) {
+    if (!e["choices"].empty() && e["choices"][0]["delta"].contains("content")) {
+      text += e["choices"][0]["delta"]["content"].get<std::string>();
+    }
+  }
+  EXPECT_EQ(text, "Hello, world!");
 }
 
 TEST(HttpServer, CompletionsStreamAndEcho) {

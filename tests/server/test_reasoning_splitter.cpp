@@ -8,7 +8,7 @@ using namespace specserve::server;
 namespace {
 // Feeds `text` in chunks of `n` bytes.
 SplitText run(const std::string& text, size_t n, bool starts_in_reasoning) {
-  ReasoningSplitter s(starts_in_reasoning);
+  ReasoningSplitter s(starts_in_reasoning ? ReasoningStart::Inside : ReasoningStart::Detect);
   SplitText all;
   for (size_t i = 0; i < text.size(); i += n) {
     SplitText part = s.feed(text.substr(i, n));
@@ -54,10 +54,24 @@ TEST(ReasoningSplitter, UnclosedBlockStaysReasoning) {
 }
 
 TEST(ReasoningSplitter, PartialCloseTagHeldBack) {
-  ReasoningSplitter s(true);
+  ReasoningSplitter s(ReasoningStart::Inside);
   SplitText a = s.feed("abc</th");
   EXPECT_EQ(a.reasoning, "abc");
   SplitText b = s.feed("ink>done");
   EXPECT_EQ(b.reasoning, "");
   EXPECT_EQ(b.content, "done");
+}
+
+TEST(ReasoningSplitter, ThinkingDisabledIsAllContent) {
+  ReasoningSplitter s(ReasoningStart::Off);
+  SplitText a = s.feed("<think>\nnot reasoning</think>");
+  SplitText b = s.finish();
+  EXPECT_EQ(a.reasoning + b.reasoning, "");
+  EXPECT_EQ(a.content + b.content, "<think>\nnot reasoning</think>");
+}
+
+TEST(ReasoningSplitter, StartFromPrompt) {
+  EXPECT_EQ(reasoning_start_of("<|im_start|>assistant\n<think>\n"), ReasoningStart::Inside);
+  EXPECT_EQ(reasoning_start_of("<|im_start|>assistant\n<think>\n\n</think>\n\n"), ReasoningStart::Off);
+  EXPECT_EQ(reasoning_start_of("<|im_start|>assistant\n"), ReasoningStart::Detect);
 }
