@@ -118,6 +118,9 @@ void register_bench(CLI::App& app, CommandRunner& run) {
   cmd->add_option("--max-tokens", a->load.max_tokens, "Tokens generated per request")->capture_default_str();
   cmd->add_option("--prompt-words", a->load.prompt_words, "Approximate prompt length in words")->capture_default_str();
   cmd->add_option("--temperature", a->load.temperature, "Sampling temperature")->capture_default_str();
+  cmd->add_option("--prompt-ids", a->load.prompt_pattern,
+                  "Send token-id prompts: this id pattern repeated to --prompt-words ids (synthetic-vocabulary models)")
+      ->delimiter(',');
   cmd->add_option("--gamma", a->spec.engine.gamma, "Draft tokens per verify (with --draft)");
   cmd->add_option_function<std::string>(
       "--draft-sampling", [a](const std::string& v) { a->spec.draft_sampling = spec::parse_draft_sampling(v); },

@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <atomic>
 #include <chrono>
+#include <cstdlib>
 #include <mutex>
 #include <numeric>
 #include <optional>
@@ -58,7 +59,12 @@ Sample one_request(const LoadOptions& o, int index) {
   httplib::Client cli(o.host, o.port);
   cli.set_read_timeout(o.timeout_s, 0);
   cli.set_write_timeout(30, 0);
-  nlohmann::json body = {{"model", o.model},           {"prompt", prompt_text(index, o.prompt_words)},
+  nlohmann::json prompt = prompt_text(index, o.prompt_words);
+  if (!o.prompt_pattern.empty()) {
+    prompt = nlohmann::json::array();
+    for (int i = 0; i < o.prompt_words; ++i) prompt.push_back(o.prompt_pattern[(i + index) % o.prompt_pattern.size()]);
+  }
+  nlohmann::json body = {{"model", o.model},           {"prompt", prompt},
                          {"max_tokens", o.max_tokens}, {"temperature", o.temperature},
                          {"stream", true},             {"stream_options", {{"include_usage", true}}},
                          {"ignore_eos", o.ignore_eos}};
@@ -117,6 +123,21 @@ Sample one_request(const LoadOptions& o, int index) {
   return s;
 }
 
+// A counter from GET /metrics (the first sample line starting with `name `), or -1.
+double scrape(const LoadOptions& o, const std::string& name) {
+  httplib::Client cli(o.host, o.port);
+  cli.set_read_timeout(10, 0);
+  auto r = cli.Get("/metrics", auth_headers(o));
+  if (!r || r->status != 200) return -1;
+  size_t pos = 0;
+  const std::string& body = r->body;
+  while ((pos = body.find(name + " ", pos)) != std::string::npos) {
+    if (pos == 0 || body[pos - 1] == '\n') return std::atof(body.c_str() + pos + name.size() + 1);
+    pos += name.size();
+  }
+  return -1;
+}
+
 double percentile(std::vector<double> v, double p) {
   if (v.empty()) return 0;
   std::sort(v.begin(), v.end());
@@ -147,6 +168,10 @@ LevelResult run_load_level(const LoadOptions& o, int concurrency) {
   r.concurrency = concurrency;
   r.requests = o.requests > 0 ? o.requests : std::max(16, 4 * concurrency);
   std::vector<Sample> samples(static_cast<size_t>(r.requests));
+  const char* kDrafts = "specserve:spec_decode_num_drafts_total";
+  const char* kDraftTokens = "specserve:spec_decode_num_draft_tokens_total";
+  const char* kAccepted = "specserve:spec_decode_num_accepted_tokens_total";
+  const double drafts0 = scrape(o, kDrafts), draft_tokens0 = scrape(o, kDraftTokens), accepted0 = scrape(o, kAccepted);
   std::atomic<int> next{0};
   const auto start = Clock::now();
   std::vector<std::thread> workers;
@@ -157,6 +182,11 @@ LevelResult run_load_level(const LoadOptions& o, int concurrency) {
   }
   for (auto& t : workers) t.join();
   r.wall_s = std::chrono::duration<double>(Clock::now() - start).count();
+  if (drafts0 >= 0) {
+    r.spec_drafts = scrape(o, kDrafts) - drafts0;
+    r.spec_draft_tokens = scrape(o, kDraftTokens) - draft_tokens0;
+    r.spec_accepted = scrape(o, kAccepted) - accepted0;
+  }
   std::vector<double> ttft, itl;
   for (const auto& s : samples) {
     if (!s.ok) {
@@ -180,13 +210,27 @@ LevelResult run_load_level(const LoadOptions& o, int concurrency) {
 }
 
 std::string format_results(const std::vector<LevelResult>& results) {
+  // Speculative servers get the acceptance columns: tokens per verify round (accepted + 1) and the
+  // fraction of draft tokens accepted.
+  bool spec = false;
+  for (const auto& r : results) spec |= r.spec_drafts > 0;
   std::string out =
-      "| concurrency | requests | errors | TTFT mean / p50 / p99 (ms) | ITL mean / p50 / p99 (ms) | output tok/s | "
-      "wall (s) |\n|---:|---:|---:|---|---|---:|---:|\n";
+      "| concurrency | requests | errors | TTFT mean / p50 / p99 (ms) | ITL mean / p50 / p99 (ms) | output tok/s | wall (s) |";
+  out += spec ? " tokens/verify | draft acceptance |\n|---:|---:|---:|---|---|---:|---:|---:|---:|\n"
+              : "\n|---:|---:|---:|---|---|---:|---:|\n";
   for (const auto& r : results) {
-    out += fmt::format("| {} | {} | {} | {:.1f} / {:.1f} / {:.1f} | {:.2f} / {:.2f} / {:.2f} | {:.1f} | {:.1f} |\n",
+    out += fmt::format("| {} | {} | {} | {:.1f} / {:.1f} / {:.1f} | {:.2f} / {:.2f} / {:.2f} | {:.1f} | {:.1f} |",
                        r.concurrency, r.requests, r.errors, r.ttft_mean * 1e3, r.ttft_p50 * 1e3, r.ttft_p99 * 1e3,
                        r.itl_mean * 1e3, r.itl_p50 * 1e3, r.itl_p99 * 1e3, r.tokens_per_s, r.wall_s);
+    if (spec) {
+      if (r.spec_drafts > 0) {
+        out += fmt::format(" {:.2f} | {:.1f}% |", 1.0 + r.spec_accepted / r.spec_drafts,
+                           100.0 * r.spec_accepted / std::max(1.0, r.spec_draft_tokens));
+      } else {
+        out += " – | – |";
+      }
+    }
+    out += "\n";
   }
   return out;
 }

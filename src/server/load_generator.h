@@ -17,6 +17,9 @@ struct LoadOptions {
   int requests = 0;   // per concurrency level; 0 = max(16, 4 × concurrency)
   int max_tokens = 128;
   int prompt_words = 64;  // prompts are synthetic text of about this many words
+  // When set, prompts are token ids instead: this pattern repeated to prompt_words ids, rotated by
+  // the request index (for models with a synthetic vocabulary, e.g. the DFlash test fixtures).
+  std::vector<int32_t> prompt_pattern;
   double temperature = 0;
   bool ignore_eos = true;  // every request generates exactly max_tokens (comparable runs)
   int timeout_s = 600;
@@ -33,6 +36,8 @@ struct LevelResult {
   double ttft_mean = 0, ttft_p50 = 0, ttft_p99 = 0;
   double itl_mean = 0, itl_p50 = 0, itl_p99 = 0;  // per request: (t_last − t_first) / (tokens − 1)
   double tokens_per_s = 0;                         // output tokens / wall time
+  // From the server's /metrics (specserve's names) over the level; -1 when not exposed.
+  double spec_drafts = -1, spec_draft_tokens = -1, spec_accepted = -1;
   std::string first_error;
 };
 

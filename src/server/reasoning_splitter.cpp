@@ -3,8 +3,8 @@
 namespace specserve::server {
 
 namespace {
-constexpr std::string_view kOpen = "<think>";
-constexpr std::string_view kClose = "</think>";
+constexpr std::string_view kThinkOpen = "<think>";
+constexpr std::string_view kThinkClose = "</think>";
 
 bool is_space(char c) { return c == ' ' || c == '\n' || c == '\r' || c == '\t'; }
 
@@ -28,8 +28,8 @@ ReasoningStart reasoning_start_of(std::string_view prompt) {
   while (end > 0 && is_space(prompt[end - 1])) --end;
   const std::string_view p = prompt.substr(0, end);
   auto ends_with = [&](std::string_view tag) { return p.size() >= tag.size() && p.substr(p.size() - tag.size()) == tag; };
-  if (ends_with(kOpen)) return ReasoningStart::Inside;
-  if (ends_with(kClose)) return ReasoningStart::Off;
+  if (ends_with(kThinkOpen)) return ReasoningStart::Inside;
+  if (ends_with(kThinkClose)) return ReasoningStart::Off;
   return ReasoningStart::Detect;
 }
 
@@ -54,28 +54,28 @@ void ReasoningSplitter::step(SplitText& out, bool final) {
         size_t i = 0;
         while (i < pending_.size() && is_space(pending_[i])) ++i;
         std::string_view rest = std::string_view(pending_).substr(i);
-        if (rest.size() >= kOpen.size()) {
-          if (rest.substr(0, kOpen.size()) == kOpen) {
-            pending_.erase(0, i + kOpen.size());
+        if (rest.size() >= kThinkOpen.size()) {
+          if (rest.substr(0, kThinkOpen.size()) == kThinkOpen) {
+            pending_.erase(0, i + kThinkOpen.size());
             state_ = State::Reasoning;
           } else {
             state_ = State::Content;
           }
           continue;
         }
-        if (!final && kOpen.substr(0, rest.size()) == rest) return;  // could still become <think>
+        if (!final && kThinkOpen.substr(0, rest.size()) == rest) return;  // could still become <think>
         state_ = State::Content;
         continue;
       }
       case State::Reasoning: {
-        size_t pos = pending_.find(kClose);
+        size_t pos = pending_.find(kThinkClose);
         if (pos != std::string::npos) {
           out.reasoning.append(pending_, 0, pos);
-          pending_.erase(0, pos + kClose.size());
+          pending_.erase(0, pos + kThinkClose.size());
           state_ = State::AfterReasoning;
           continue;
         }
-        size_t hold = final ? 0 : partial_tag_suffix(pending_, kClose);
+        size_t hold = final ? 0 : partial_tag_suffix(pending_, kThinkClose);
         out.reasoning.append(pending_, 0, pending_.size() - hold);
         pending_.erase(0, pending_.size() - hold);
         return;

@@ -8,8 +8,8 @@
 namespace specserve::server {
 
 namespace {
-constexpr std::string_view kOpen = "<tool_call>";
-constexpr std::string_view kClose = "</tool_call>";
+constexpr std::string_view kCallOpen = "<tool_call>";
+constexpr std::string_view kCallClose = "</tool_call>";
 
 std::string_view trim(std::string_view s) {
   auto sp = [](char c) { return c == ' ' || c == '\n' || c == '\r' || c == '\t'; };
@@ -121,17 +121,17 @@ ToolCallParse parse_tool_calls(std::string_view text, const nlohmann::json* tool
   ToolCallParse out;
   size_t pos = 0;
   while (pos < text.size()) {
-    size_t open = text.find(kOpen, pos);
+    size_t open = text.find(kCallOpen, pos);
     if (open == std::string_view::npos) {
       out.content.append(text.substr(pos));
       break;
     }
     out.content.append(text.substr(pos, open - pos));
-    size_t body_begin = open + kOpen.size();
-    size_t close = text.find(kClose, body_begin);
+    size_t body_begin = open + kCallOpen.size();
+    size_t close = text.find(kCallClose, body_begin);
     // An unclosed final block (the model hit max_tokens or stopped early) is still tried.
     std::string_view body = text.substr(body_begin, close == std::string_view::npos ? std::string_view::npos : close - body_begin);
-    size_t next = close == std::string_view::npos ? text.size() : close + kClose.size();
+    size_t next = close == std::string_view::npos ? text.size() : close + kCallClose.size();
     ToolCall call;
     std::string_view tb = trim(body);
     bool ok = !tb.empty() && (tb.front() == '{' ? parse_json_call(tb, call) : parse_xml_call(tb, tools, call));
@@ -150,7 +150,7 @@ ToolCallParse parse_tool_calls(std::string_view text, const nlohmann::json* tool
 std::string ToolCallStream::feed(std::string_view content) {
   pending_.append(content);
   if (holding_) return {};
-  size_t open = pending_.find(kOpen);
+  size_t open = pending_.find(kCallOpen);
   if (open != std::string::npos) {
     std::string release = pending_.substr(0, open);
     pending_.erase(0, open);
@@ -159,8 +159,8 @@ std::string ToolCallStream::feed(std::string_view content) {
   }
   // Hold a tail that may be the beginning of "<tool_call>".
   size_t hold = 0;
-  for (size_t n = std::min(pending_.size(), kOpen.size() - 1); n > 0; --n) {
-    if (std::string_view(pending_).substr(pending_.size() - n) == kOpen.substr(0, n)) {
+  for (size_t n = std::min(pending_.size(), kCallOpen.size() - 1); n > 0; --n) {
+    if (std::string_view(pending_).substr(pending_.size() - n) == kCallOpen.substr(0, n)) {
       hold = n;
       break;
     }

@@ -226,3 +226,33 @@ TEST(Engine, VerifyPathKeepsOutputsIdentical) {
   // Fewer steps than tokens: verify rounds emitted several tokens at once.
   EXPECT_LT(mt.steps.load(), 6u * 30u);
 }
+
+TEST(Engine, RequestTimeoutCancelsAndFrees) {
+  TinyModel m("qwen3");
+  EngineOptions o = small_options();
+  o.real_vocab = m.tokenizer.id_limit();
+  Engine engine(*m.model, o, m.token_text());
+  auto req = make_request(prompt_of(16, 5, m.tokenizer.id_limit()), 100000 / 16);
+  req.deadline = Clock::now() + std::chrono::milliseconds(200);
+  Output out = collect(*engine.submit(req));
+  EXPECT_EQ(out.reason, FinishReason::Cancelled);
+  EXPECT_LT(out.usage.completion_tokens, 100000 / 16);
+  EXPECT_TRUE(wait_for_idle(engine));
+  EXPECT_EQ(engine.metrics().kv_blocks_used.load(), 0);
+}
+
+TEST(Engine, ShutdownCancelsWhatIsLeftAfterTheGrace) {
+  TinyModel m("qwen3");
+  EngineOptions o = small_options();
+  o.real_vocab = m.tokenizer.id_limit();
+  Engine engine(*m.model, o, m.token_text());
+  auto quick = engine.submit(make_request(prompt_of(8, 6, m.tokenizer.id_limit()), 4));
+  auto slow = engine.submit(make_request(prompt_of(8, 7, m.tokenizer.id_limit()), 100000 / 16));
+  std::vector<StreamEvent> evs;
+  ASSERT_TRUE(slow->wait(evs, std::chrono::seconds(60)));
+  engine.shutdown(std::chrono::milliseconds(300));
+  EXPECT_EQ(collect(*quick).reason, FinishReason::Length);  // finished within the grace
+  Output rest = collect(*slow);
+  EXPECT_EQ(rest.reason, FinishReason::Cancelled);
+  EXPECT_THROW(engine.submit(make_request(prompt_of(8, 8, m.tokenizer.id_limit()), 4)), QueueFull);
+}

@@ -189,6 +189,23 @@ TEST_F(E2E, DisconnectMidStreamFreesTheSequenceWhileOthersContinue) {
   EXPECT_EQ(srv.stop(), 0);
 }
 
+TEST_F(E2E, SigtermDrainsRunningStreamsAndExitsCleanly) {
+  test::ServerProcess srv(*model_dir, {"--shutdown-grace", "1"});
+  test::RawConnection conn(srv.port());
+  const std::string body = json{{"model", srv.model()}, {"prompt", "class A:\n"}, {"max_tokens", 6000},
+                                {"stream", true}, {"ignore_eos", true}}.dump();
+  conn.send_all("POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: " +
+                std::to_string(body.size()) + "\r\n\r\n" + body);
+  ASSERT_NE(conn.read_until("\"text\"").find("200 OK"), std::string::npos);
+  std::string rest;
+  std::thread reader([&] { rest = conn.read_until("data: [DONE]"); });
+  // SIGTERM: the running stream gets the grace second, then is cancelled and closed properly.
+  EXPECT_EQ(srv.stop(), 0);
+  reader.join();
+  EXPECT_NE(rest.find("\"finish_reason\":\"abort\""), std::string::npos) << rest.substr(rest.size() > 400 ? rest.size() - 400 : 0);
+  EXPECT_NE(rest.find("data: [DONE]"), std::string::npos);
+}
+
 namespace {
 // The trained hybrid DFlash fixture pair (tests/fixtures/dflash) served over HTTP: its target
 // checkpoint plus a tokenizer (the tiny model's byte-level BPE covers the target's 384 ids).
