@@ -321,9 +321,13 @@ void Engine::retire_finished() {
   // drafter context; the budget reservation goes with it.
   auto it = std::remove_if(running_.begin(), running_.end(), [&](std::unique_ptr<Sequence>& s) {
     if (!s->finished()) return false;
-    budget_.release(s->reserved_positions());
+    const int64_t reserved = s->reserved_positions();
+    s.reset();  // frees KV blocks, state and drafter context now
+    budget_.release(reserved);
+    // Gauges are updated before the running count drops, so a reader that sees the request gone
+    // also sees its blocks released.
+    metrics_.kv_blocks_used.store(budget_.reserved_blocks());
     metrics_.requests_running.fetch_sub(1);
-    s.reset();
     return true;
   });
   running_.erase(it, running_.end());

@@ -4,6 +4,7 @@
 // proposer keeps outputs identical.
 #include <gtest/gtest.h>
 
+#include <atomic>
 #include <random>
 #include <thread>
 
@@ -155,7 +156,7 @@ class OracleProposer : public DraftProposer {
   int gamma() const override { return gamma_; }
   std::vector<int> capture_layers() const override { return {0}; }
   std::unique_ptr<DraftContext> new_context() override {
-    auto c = std::make_unique<Ctx>();
+    auto c = std::make_unique<Ctx>(live_);
     c->index = next_++;
     return c;
   }
@@ -185,9 +186,13 @@ class OracleProposer : public DraftProposer {
     }
   }
   int batches_ = 0;
+  std::shared_ptr<std::atomic<int>> live_ = std::make_shared<std::atomic<int>>(0);  // contexts alive
 
  private:
   struct Ctx : DraftContext {
+    explicit Ctx(std::shared_ptr<std::atomic<int>> l) : live(std::move(l)) { live->fetch_add(1); }
+    ~Ctx() override { live->fetch_sub(1); }
+    std::shared_ptr<std::atomic<int>> live;
     int index = 0;
     int64_t committed = 0;
   };
@@ -225,6 +230,26 @@ TEST(Engine, VerifyPathKeepsOutputsIdentical) {
   EXPECT_GT(mt.spec_accepted_per_pos[0].load(), mt.spec_accepted_per_pos[3].load());
   // Fewer steps than tokens: verify rounds emitted several tokens at once.
   EXPECT_LT(mt.steps.load(), 6u * 30u);
+  EXPECT_TRUE(wait_for_idle(engine));
+  EXPECT_EQ(proposer.live_->load(), 0);  // every drafter context was freed with its sequence
+}
+
+TEST(Engine, CancellingASpeculatingSequenceFreesItsDrafterContext) {
+  TinyModel m("qwen3_5");
+  EngineOptions o = small_options();
+  o.real_vocab = m.tokenizer.id_limit();
+  auto req = make_request(prompt_of(20, 90, m.tokenizer.id_limit()), 3000);
+  OracleProposer proposer(3, {std::vector<int32_t>(4000, 1)}, {20});
+  Engine engine(*m.model, o, m.token_text(), &proposer);
+  auto stream = engine.submit(req);
+  std::vector<StreamEvent> evs;
+  ASSERT_TRUE(stream->wait(evs, std::chrono::seconds(60)));
+  EXPECT_EQ(proposer.live_->load(), 1);
+  stream->cancel();
+  EXPECT_EQ(collect(*stream).reason, FinishReason::Cancelled);
+  EXPECT_TRUE(wait_for_idle(engine));
+  EXPECT_EQ(proposer.live_->load(), 0);
+  EXPECT_EQ(engine.metrics().kv_blocks_used.load(), 0);
 }
 
 TEST(Engine, RequestTimeoutCancelsAndFrees) {
