@@ -24,6 +24,8 @@ function startServer(modelDir, extraArgs = []) {
     const proc = spawn(BIN, ['serve', '--model', modelDir, '--port', '0', '--max-seqs', '4', ...extraArgs], {
       stdio: ['ignore', 'pipe', 'pipe'],
     });
+    // A test run that dies must not leave servers behind.
+    process.on('exit', () => { if (proc.exitCode === null) proc.kill('SIGKILL'); });
     let out = '';
     let err = '';
     const timer = setTimeout(() => reject(new Error('server did not become ready:\n' + err)), 120000);
@@ -174,7 +176,8 @@ test('errors surface as typed SDK errors', async () => {
 // of the body. Fixed in server/stream_pump.cpp; test_http_server's StreamSurvivesEventsWithoutText
 // guards it at the HTTP layer.
 test('reasoning is streamed as delta.reasoning_content; enable_thinking=false gives content', async () => {
-  const think = await startServer(thinkingModel());
+  const thinkDir = thinkingModel();
+  const think = await startServer(thinkDir);
   try {
     const c = new OpenAI({ apiKey: 'unused', baseURL: think.baseURL, maxRetries: 0 });
     const stream = await c.chat.completions.create({
@@ -214,6 +217,7 @@ test('reasoning is streamed as delta.reasoning_content; enable_thinking=false gi
     assert.equal(sawReasoning, false);
   } finally {
     await stopServer(think);
+    fs.rmSync(thinkDir, { recursive: true, force: true });
   }
 });
 

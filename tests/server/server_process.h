@@ -2,6 +2,7 @@
 // Runs `specserve serve` as a child process on a free port for end-to-end tests: waits for its
 // ready line, exposes the port, stops it with SIGTERM and reports the exit status.
 #include <signal.h>
+#include <sys/prctl.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -35,6 +36,8 @@ class ServerProcess {
     log_path_ = "/tmp/specserve-e2e-" + std::to_string(getpid()) + "-" + std::to_string(counter()++) + ".log";
     pid_ = fork();
     if (pid_ == 0) {
+      // A test process that dies (a crash, a killed run) takes its servers with it.
+      prctl(PR_SET_PDEATHSIG, SIGTERM);
       dup2(fds[1], STDOUT_FILENO);
       FILE* log = fopen(log_path_.c_str(), "w");
       if (log) dup2(fileno(log), STDERR_FILENO);
@@ -77,6 +80,7 @@ class ServerProcess {
     waitpid(pid_, &status, 0);
     pid_ = -1;
     exit_code_ = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+    if (exit_code_ == 0) unlink(log_path_.c_str());  // kept for diagnosis otherwise
     return exit_code_;
   }
 
