@@ -1,4 +1,5 @@
 #pragma once
+#include "core/utf8_encode.h"
 // Python text semantics the chat templates rely on (transformers renders them with Python
 // Jinja2): code-point indexing of UTF-8 strings, str.isspace / lower / upper, repr() of strings
 // and floats, and json.dumps with the options transformers' tojson exposes.
@@ -12,7 +13,7 @@ namespace specserve::chat::py {
 // UTF-8 <-> code points (invalid bytes decode as U+FFFD; templates only see valid text).
 std::vector<uint32_t> code_points(std::string_view s);
 std::string from_code_points(const std::vector<uint32_t>& cps, size_t begin, size_t end);
-void append_utf8(std::string& out, uint32_t cp);
+using ::specserve::append_utf8;
 size_t length(std::string_view s);  // number of code points
 
 bool isspace(uint32_t cp);  // str.isspace(): bidi WS/B/S or category Zs

@@ -1,4 +1,5 @@
 #pragma once
+#include "core/utf8_encode.h"
 // UTF-8 decoding and encoding, and lossy repair of invalid byte sequences the way Rust's
 // String::from_utf8_lossy and Python's bytes.decode("utf-8", "replace") do it (each maximal
 // subpart of an ill-formed sequence becomes one U+FFFD).
@@ -35,7 +36,7 @@ inline uint32_t decode_valid_utf8(const unsigned char* p, size_t& len) {
   return ((b0 & 0x07) << 18) | ((p[1] & 0x3F) << 12) | ((p[2] & 0x3F) << 6) | (p[3] & 0x3F);
 }
 
-void append_utf8(std::string& out, uint32_t cp);
+using ::specserve::append_utf8;
 
 // True when the bytes are well-formed UTF-8 (no surrogates, no overlongs, <= U+10FFFF).
 bool is_valid_utf8(std::string_view s);
