@@ -8,6 +8,13 @@ model.safetensors with strict=True. Runs both on the tapped features of a real t
 0..s-1) and the block [x_s, mask x 15] at positions s..s+15, in fp32, and compares the hidden states and the
 draft argmax. Exits non-zero on a mismatch; prints "skipped" when the reference file is absent.
 
+With --tau N it also runs the z-lab speculative loop (dflash_generate's algorithm, driving the z-lab drafter
+module; rollback of the hybrid target by restore-and-replay: tools/reference/dflash/make_fixtures.py
+harness_loop) at T=0, gamma = B-1, over the first N held-out prompts that eval_tau.py uses (same seed, prompt
+length and max_new), and compares its tau with the T=0 tau in --eval-json (eval_tau.py's report, our drafter
+module and loop): they must agree within --tau-tol (relative). Steps after the first emitted stop token are
+not counted, as eval_tau.py stops there.
+
 Usage: python3 tools/train/check_zlab.py --target work/target --drafter work/drafter --data work/data
 """
 import argparse
@@ -25,6 +32,9 @@ def main():
     ap.add_argument("--data", required=True)
     ap.add_argument("--ref", default=os.environ.get("DFLASH_REF", ".ref/dflash_ref") + "/model.py")
     ap.add_argument("--ctx", type=int, default=48)
+    ap.add_argument("--tau", type=int, default=0, help="prompts for the tau cross-check (0: skip)")
+    ap.add_argument("--eval-json", help="eval_tau.py report to compare tau with")
+    ap.add_argument("--tau-tol", type=float, default=0.03)
     args = ap.parse_args()
     if not os.path.exists(args.ref):
         print(f"check_zlab: skipped ({args.ref} not present)")
@@ -78,6 +88,48 @@ def main():
     print(f"check_zlab: max |hidden diff| {diff:.2e}, draft argmax identical: {same}", flush=True)
     if diff > 1e-3 or not same:
         sys.exit(1)
+    if args.tau:
+        tau_cross_check(args, ref, theirs, target)
+
+
+def tau_cross_check(args, ref, drafter, target):
+    import json
+    import torch
+    import targetlib as tl
+    from common import EOT, IM_END
+    sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "reference", "dflash"))
+    from make_fixtures import harness_loop
+
+    settings, ours = {}, None
+    if args.eval_json:
+        with open(args.eval_json) as f:
+            report = json.load(f)
+        settings, ours = report["settings"], report["results"]["T=0"]
+    n = min(args.tau, ours["prompts"]) if ours else args.tau
+    ids, _ = tl.special_ids(args.target)
+    stop = {ids[EOT], ids[IM_END]}
+    va_stream, va_docs = tl.load_split(args.data, "val")
+    prompts, _ = tl.sample_prompts(va_stream, va_docs, settings.get("num_prompts", 32),
+                                   settings.get("prompt_len", 64), settings.get("seed", 2024), distinct=True)
+    max_new = settings.get("max_new", 256)
+    accepted = []
+    with torch.no_grad():
+        for prompt in prompts.tolist()[:n]:
+            _, steps, _ = harness_loop(ref, drafter, target, prompt, max_new, hybrid=True)
+            for st in steps:
+                accepted.append(st["accepted"])
+                if any(t in stop for t in st["emitted"]):
+                    break
+    tau = sum(a + 1 for a in accepted) / max(1, len(accepted))
+    line = f"check_zlab: z-lab loop tau {tau:.4f} over {n} prompts, {len(accepted)} steps"
+    if ours:
+        rel = abs(tau - ours["tau"]) / ours["tau"]
+        print(f"{line}; eval_tau tau {ours['tau']} over {ours['prompts']} prompts, {ours['steps']} steps; "
+              f"relative difference {rel:.4f} (tolerance {args.tau_tol})", flush=True)
+        if rel > args.tau_tol:
+            sys.exit(1)
+    else:
+        print(line, flush=True)
 
 
 if __name__ == "__main__":

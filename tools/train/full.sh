@@ -44,7 +44,8 @@ case "${1:-}" in
     data
     $PY $T/eval_tau.py --target "$W/target" --drafter "$W/drafter" --data "$W/data" --out "$L/eval.json" \
       --max-minutes "${EVAL_MINUTES:-5}" 2>&1 | tee "$L/eval.out"
-    $PY $T/check_zlab.py --target "$W/target" --drafter "$W/drafter" --data "$W/data" 2>&1 | tee "$L/zlab.out" ;;
+    $PY $T/check_zlab.py --target "$W/target" --drafter "$W/drafter" --data "$W/data" \
+      --tau "${ZLAB_TAU_PROMPTS:-32}" --eval-json "$L/eval.json" 2>&1 | tee "$L/zlab.out" ;;
   *)
     echo "usage: $0 data|target|drafter|eval" >&2; exit 2 ;;
 esac

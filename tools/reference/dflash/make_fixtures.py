@@ -259,17 +259,21 @@ def reference_loop(ref, drafter, target, prompt, max_new):
 
 
 def harness_loop(ref, drafter, target, prompt, max_new, hybrid):
-    """Same algorithm as dflash_generate; rollback by restore-and-replay so it works for hybrids."""
+    """Same algorithm as dflash_generate; rollback by restore-and-replay so it works for hybrids.
+    Block size and mask id come from the drafter, the device from the target (also used by
+    tools/train/check_zlab.py --tau for the demo pair on the GPU)."""
     from transformers import DynamicCache
+    BLOCK = drafter.block_size
+    dev = next(target.parameters()).device
     n_in = len(prompt)
     max_len = n_in + max_new
-    out_ids = torch.full((1, max_len + BLOCK), MASK_ID, dtype=torch.long)
-    pos_ids = torch.arange(out_ids.shape[1]).unsqueeze(0)
+    out_ids = torch.full((1, max_len + BLOCK), drafter.mask_token_id, dtype=torch.long, device=dev)
+    pos_ids = torch.arange(out_ids.shape[1], device=dev).unsqueeze(0)
     draft_cache = DynamicCache()
-    out = target(torch.tensor([prompt]), position_ids=pos_ids[:, :n_in], use_cache=True,
+    out = target(torch.tensor([prompt], device=dev), position_ids=pos_ids[:, :n_in], use_cache=True,
                  output_hidden_states=True)
     cache = out.past_key_values
-    out_ids[0, :n_in] = torch.tensor(prompt)
+    out_ids[0, :n_in] = torch.tensor(prompt, device=dev)
     out_ids[0, n_in] = out.logits[0, -1].argmax()
     ctx = ref.extract_context_feature(out.hidden_states, drafter.target_layer_ids)
     start = n_in
