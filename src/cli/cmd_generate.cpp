@@ -1,15 +1,24 @@
-// `specserve generate`: plain (non-speculative) generation for one prompt on the CPU backend.
+// `specserve generate`: one prompt through the engine — plain decoding, or DFlash speculative
+// decoding with --draft — on the CPU backend.
 //
 //   specserve generate --model DIR (--prompt TEXT | --prompt-ids 1,2,3 | --prompt-file F) [--chat]
 //       --max-tokens N [--temperature T] [--seed S] [--ignore-eos] [--json] [--threads N] [--dtype D]
+//       [--draft DIR [--gamma G] [--draft-sampling argmax|sample] [--verify-mode sample-match|raw-argmax]
+//        [--trace]]
 //
 // --json prints one object (a stable interface: external checks read it):
 //   {"token_ids":[generated ids], "text":"...", "finish_reason":"length"|"stop",
 //    "stats":{"prompt_tokens":n,"generated_tokens":n,"prefill_ms":x,"decode_ms":x,"tokens_per_s":x}}
+// token_ids include a final EOS / stop token (it adds no text). prefill_ms runs to the first token,
+// decode_ms from there to the end, tokens_per_s = (generated_tokens − 1) / decode time.
+// With --draft, "stats" adds "steps" (verify steps), "accepted_total", "tau" (mean tokens committed
+// per step) and "accept_rate_per_position"; --trace adds "steps":[{"pos","drafts","accepted","emitted"}]
+// (spec/spec_json.h). Outputs with and without --draft are identical at T=0 and at seeded T>0
+// (--draft-sampling argmax, --verify-mode sample-match: the defaults).
 // `text` is omitted when DIR has no tokenizer.json (then only --prompt-ids works). The temperature defaults to 0 (greedy, ties to
 // the lowest id) whatever generation_config.json says, so a bare command is deterministic; the other
-// sampling defaults come from generation_config.json. Sampling and stopping go through the sampling
-// library (position-keyed randomness), exactly as the engine will.
+// sampling defaults come from generation_config.json.
+#include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
 #include <chrono>
@@ -24,11 +33,16 @@
 #include "chat/chat_template.h"
 #include "cli/commands.h"
 #include "core/error.h"
+#include "engine/engine.h"
+#include "engine/metrics.h"
+#include "model/kv_cache.h"
 #include "model/target_model.h"
 #include "sampling/cli_flags.h"
 #include "sampling/generation_config.h"
-#include "sampling/sampler.h"
-#include "sampling/stop_checker.h"
+#include "spec/dflash_drafter.h"
+#include "spec/dflash_proposer.h"
+#include "spec/run_request.h"
+#include "spec/spec_json.h"
 #include "tokenizer/tokenizer.h"
 
 namespace specserve::cli {
@@ -48,6 +62,12 @@ struct GenerateOptions {
   bool json = false;
   int threads = 0;
   sampling::SamplingFlags sampling;
+  // Speculative decoding (issue 5).
+  std::string draft;
+  int gamma = 0;  // 0: block_size − 1
+  std::string draft_sampling = "argmax";
+  std::string verify_mode = "sample-match";
+  bool trace = false;
 };
 
 std::vector<int32_t> parse_ids(const std::string& text) {
@@ -86,10 +106,6 @@ sampling::RequestParams model_defaults(const std::string& dir, const ModelConfig
   }
   d.sampling.temperature = 0.0f;  // greedy unless --temperature is given
   return d;
-}
-
-double ms_since(std::chrono::steady_clock::time_point t) {
-  return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t).count();
 }
 
 std::string read_file(const std::string& path) {
@@ -131,66 +147,84 @@ int run_generate(GenerateOptions& o) {
 
   // Rows past the tokenizer's ids are padding (models.md §2.3): never picked.
   const int64_t real_vocab = tok ? std::min<int64_t>(tok->id_limit(), model->vocab_size()) : 0;
-  const sampling::Sampler sampler(params, sampling::VocabBounds{model->vocab_size(), real_vocab});
-  sampling::SamplerState history = sampler.make_state(prompt);
-  sampling::StopChecker stop(sampler.stop_params());
-  auto seq = model->new_sequence();
 
-  // Prefill in fixed chunks; only the last chunk's last row needs logits.
-  const auto t_prefill = std::chrono::steady_clock::now();
-  ForwardResult r;
-  for (size_t b = 0; b < prompt.size(); b += kPrefillChunk) {
-    const size_t e = std::min(prompt.size(), b + kPrefillChunk);
-    ForwardBatch batch;
-    batch.spans.push_back({seq.get(), std::span(prompt).subspan(b, e - b), SpanMode::Prefill,
-                           e == prompt.size() ? LogitsWanted::Last : LogitsWanted::None});
-    r = model->forward(batch);
+  std::unique_ptr<spec::DFlashDrafter> drafter;
+  std::unique_ptr<spec::DFlashProposer> proposer;
+  const engine::VerifyMode verify_mode = engine::parse_verify_mode(o.verify_mode);
+  if (!o.draft.empty()) {
+    drafter = spec::DFlashDrafter::load(o.draft, *model);  // checks the pairing
+    proposer = std::make_unique<spec::DFlashProposer>(
+        *drafter, spec::proposer_options(o.gamma, spec::parse_draft_sampling(o.draft_sampling), verify_mode));
+  } else {
+    SS_CHECK(o.gamma == 0 && !o.trace && o.draft_sampling == "argmax" && o.verify_mode == "sample-match",
+             "--gamma, --trace, --draft-sampling and --verify-mode need --draft");
   }
-  const double prefill_ms = ms_since(t_prefill);
 
-  // Decode: pick, check stops, feed the token back as a 1-row extend and commit it.
-  const auto t_decode = std::chrono::steady_clock::now();
-  const int64_t V = model->vocab_size();
-  std::vector<int32_t> output;
-  std::vector<std::string> piece(1);
-  for (;;) {
-    const sampling::Pick pick = sampler.pick(std::span<const float>(r.logits.as<float>(), V), history);
-    history.push(pick.token);
-    piece[0] = tok ? std::string(tok->token_bytes(pick.token)) : std::string();
-    const sampling::StopStep step = stop.consume(std::span(&pick.token, 1), piece);
-    if (step.tokens_kept > 0) output.push_back(pick.token);
-    if (step.finished()) break;
-    const std::vector<int32_t> tok = {pick.token};
-    ForwardBatch batch;
-    batch.spans.push_back({seq.get(), tok, SpanMode::Extend, LogitsWanted::Last});
-    r = model->forward(batch);
-    model->commit(*seq, 1);
-  }
-  const double decode_ms = ms_since(t_decode);
-  const double tps = decode_ms > 0 ? static_cast<double>(output.size()) * 1000.0 / decode_ms : 0.0;
-  const std::string finish = sampling::finish_reason_name(stop.reason());
+  // One sequence: KV blocks for the prompt, max_tokens and one verify block beyond.
+  engine::EngineOptions eo;
+  eo.max_seqs = 1;
+  eo.max_queue = 1;
+  eo.prefill_chunk = kPrefillChunk;
+  eo.verify_mode = verify_mode;
+  eo.real_vocab = real_vocab;
+  const int64_t positions = static_cast<int64_t>(prompt.size()) + *params.stop.max_tokens +
+                            (proposer ? proposer->gamma() + 1 : 0);
+  eo.kv_blocks = (positions + kKvBlockSize - 1) / kKvBlockSize + 1;
+  // Special tokens add no text (as HF decode with skip_special_tokens); without a tokenizer, none.
+  engine::Engine eng(
+      *model, eo,
+      [t = tok ? &*tok : nullptr](int32_t id) {
+        return t && !t->is_special(id) ? std::string(t->token_bytes(id)) : std::string();
+      },
+      proposer.get());
+
+  engine::GenerationRequest request;
+  request.prompt = prompt;
+  request.params = params;
+  const spec::RequestRun run = spec::run_request(eng, std::move(request));
+  eng.shutdown(std::chrono::milliseconds(0));
+  SS_CHECK(run.finish_reason != engine::FinishReason::Error, "generation failed: {}", run.error);
+
+  const size_t n = run.tokens.size();
+  const double prefill_ms = run.first_token_ms;
+  const double decode_ms = run.total_ms - run.first_token_ms;
+  const double tps = decode_ms > 0 && n > 1 ? static_cast<double>(n - 1) * 1000.0 / decode_ms : 0.0;
+  const std::string finish(engine::finish_reason_name(run.finish_reason));
 
   if (o.json) {
     nlohmann::ordered_json j;
-    j["token_ids"] = output;
-    if (tok) j["text"] = stop.text();
+    j["token_ids"] = run.tokens;
+    if (tok) j["text"] = run.text;
     j["finish_reason"] = finish;
     j["stats"] = {{"prompt_tokens", prompt.size()},
-                  {"generated_tokens", output.size()},
+                  {"generated_tokens", n},
                   {"prefill_ms", prefill_ms},
                   {"decode_ms", decode_ms},
                   {"tokens_per_s", tps}};
+    if (proposer) {
+      j["stats"]["gamma"] = proposer->gamma();
+      spec::add_spec_json(run.steps, o.trace, j);
+    }
     // Invalid UTF-8 (a multi-byte character cut by max_tokens) becomes U+FFFD, as in HF decode.
     std::printf("%s\n", j.dump(-1, ' ', false, nlohmann::ordered_json::error_handler_t::replace).c_str());
-  } else if (tok) {
-    std::printf("%s\n", stop.text().c_str());
+    return 0;
+  }
+  if (tok) {
+    std::printf("%s\n", run.text.c_str());
   } else {
     std::string ids;
-    for (int32_t t : output) ids += (ids.empty() ? "" : " ") + std::to_string(t);
+    for (int32_t t : run.tokens) ids += (ids.empty() ? "" : " ") + std::to_string(t);
     std::printf("%s\n", ids.c_str());
-    std::fprintf(stderr, "[%s] prompt %zu tokens, generated %zu; prefill %.1f ms, decode %.1f ms (%.2f tokens/s)\n",
-                 finish.c_str(), prompt.size(), output.size(), prefill_ms, decode_ms, tps);
   }
+  std::string spec_note;
+  if (proposer) {
+    int64_t committed = 0;
+    for (const auto& st : run.steps) committed += static_cast<int64_t>(st.emitted.size());
+    spec_note = fmt::format("; DFlash gamma {}: {} verify steps, tau {:.2f}", proposer->gamma(), run.steps.size(),
+                            run.steps.empty() ? 0.0 : static_cast<double>(committed) / run.steps.size());
+  }
+  std::fprintf(stderr, "[%s] prompt %zu tokens, generated %zu; prefill %.1f ms, decode %.1f ms (%.2f tokens/s)%s\n",
+               finish.c_str(), prompt.size(), n, prefill_ms, decode_ms, tps, spec_note.c_str());
   return 0;
 }
 
@@ -198,7 +232,7 @@ int run_generate(GenerateOptions& o) {
 
 void register_generate(CLI::App& app, CommandRunner& run) {
   auto opts = std::make_shared<GenerateOptions>();
-  auto* cmd = app.add_subcommand("generate", "Generate a continuation of one prompt (no speculation)");
+  auto* cmd = app.add_subcommand("generate", "Generate a continuation of one prompt (DFlash speculation with --draft)");
   cmd->add_option("--model", opts->model, "Model directory (config.json + safetensors)")->required();
   cmd->add_option("--prompt", opts->prompt, "Prompt text (needs a tokenizer)");
   cmd->add_option("--prompt-ids", opts->prompt_ids, "Prompt token ids, comma-separated");
@@ -208,6 +242,18 @@ void register_generate(CLI::App& app, CommandRunner& run) {
   cmd->add_option("--threads", opts->threads, "CPU threads (default: all cores)");
   cmd->add_option("--dtype", opts->dtype, "Weight storage: auto (checkpoint's), f32 or bf16");
   opts->sampling.add_to(*cmd);
+  cmd->add_option("--draft", opts->draft, "DFlash drafter directory (speculative decoding; same output as without)");
+  cmd->add_option("--gamma", opts->gamma, "Drafts per verify step, 1..block_size-1 (0 = block_size - 1)")
+      ->capture_default_str();
+  cmd->add_option("--draft-sampling", opts->draft_sampling,
+                  "argmax (point-mass drafts: bit-identical to plain decoding) or sample (drafts sampled from the "
+                  "drafter, min(1,p/q) acceptance: the same distribution, not the same tokens)")
+      ->capture_default_str();
+  cmd->add_option("--verify-mode", opts->verify_mode,
+                  "sample-match (lossless) or raw-argmax (Atlas's DFlash behaviour: raw drafter argmax vs raw target "
+                  "argmax, penalties and temperature ignored for speculated tokens; NOT lossless, for comparison only)")
+      ->capture_default_str();
+  cmd->add_flag("--trace", opts->trace, "With --json: every verify step's drafts, acceptance and emitted tokens");
   cmd->callback([&run, opts] { run = [opts] { return run_generate(*opts); }; });
 }
 

@@ -14,19 +14,28 @@ RequestRun run_request(engine::Engine& engine, engine::GenerationRequest request
     steps->push_back(s);
     if (user) user(s);
   };
+  using Clock = std::chrono::steady_clock;
+  const auto t0 = Clock::now();
+  auto ms = [t0] { return std::chrono::duration<double, std::milli>(Clock::now() - t0).count(); };
   auto stream = engine.submit(std::move(request));
   RequestRun run;
+  bool first = true;
   std::vector<engine::StreamEvent> events;
   for (bool done = false; !done;) {
     events.clear();
     stream->wait(events, std::chrono::milliseconds(1000));
     for (auto& ev : events) {
+      if (first && !ev.tokens.empty()) {
+        run.first_token_ms = ms();
+        first = false;
+      }
       run.tokens.insert(run.tokens.end(), ev.tokens.begin(), ev.tokens.end());
       run.text += ev.text;
       if (ev.finished) {
         run.finish_reason = ev.finish_reason;
         run.error = ev.error;
         run.usage = ev.usage;
+        run.total_ms = ms();
         done = true;
       }
     }

@@ -17,6 +17,8 @@ struct RequestRun {
   std::string error;
   engine::Usage usage;
   std::vector<engine::SpecStep> steps;  // every decode / verify step after the first token
+  double first_token_ms = 0;  // submit → the first token's event (queueing + prefill + the first pick)
+  double total_ms = 0;        // submit → the finishing event
 };
 
 // Submits `request` (its on_step observer, if any, still runs) and blocks until it finishes.
