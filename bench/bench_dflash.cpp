@@ -1,18 +1,23 @@
 // DFlash speculative decoding on the CPU: τ (mean tokens committed per verify step) and the decode
-// speed-up over plain decoding, for the fixture pairs (tests/fixtures/dflash), through the engine.
+// speed-up over plain decoding, through the engine.
 //
-//   build/bin/bench_dflash [--max-tokens N] [--repeats R] [--dtype f32|bf16] [--fixtures DIR] [--threads N]
+//   build/bin/bench_dflash [--max-tokens N] [--repeats R] [--dtype f32|bf16|auto] [--threads N]
+//       [--gammas 15,7,3] [--temperature T] [--repetition-penalty P]
+//       [--fixtures DIR | --target DIR --draft DIR --prompts FILE]
 //   (run from the repository root; DIR defaults to tests/fixtures/dflash)
 //
-// Per pair: the trace's prompt, T = 0, EOS ignored, one request at a time. Decode time is measured
-// from the first streamed token (prefill done) to the last, so it covers the drafter and the verify
-// steps and excludes the prompt; speed-up = plain decode time / speculative decode time (the z-lab
-// definition: TPOT ratio). Each cell is the median of R runs. The outputs are checked identical to
-// plain decoding on every run (the lossless promise), so a number is never reported for a wrong run.
+// Pairs: the three fixture pairs (each with its trace's prompt), or one real pair with the prompts of
+// FILE (a JSON array of strings, encoded with the target's tokenizer, or of token-id arrays).
+// One request at a time, EOS ignored, seed 1. Decode time is measured from the first streamed token
+// (prefill done) to the last, so it covers the drafter and the verify steps and excludes the prompt;
+// speed-up = plain decode time / speculative decode time (the z-lab definition: TPOT ratio), summed
+// over the prompts; each cell is the median of R rounds. τ is over all steps of all prompts. At T = 0
+// (and at T > 0: position-keyed sampling) every run's output is checked identical to plain decoding,
+// so a number is never reported for a wrong run.
 //
-// The fixture models are tiny (hidden 128, vocab 384): a forward costs about as much in fixed per-step
-// work as in arithmetic, so these ratios say how the loop's overheads trade against τ on the CPU, not
-// what a real 4B/8B pair gains (there verify rows are nearly free next to a memory-bound decode).
+// With --repetition-penalty P (≠ 1) each gamma gets a second row, "raw": drafts are the drafter's raw
+// argmax, without the request's penalties (still verified losslessly) — against the default
+// penalty-aware drafts (spec/draft_selection.h), to show what penalty-aware drafting buys (issue 6).
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
@@ -24,6 +29,9 @@
 #include <nlohmann/json.hpp>
 
 #include <fstream>
+#include <optional>
+
+#include <fmt/format.h>
 
 #include "core/error.h"
 #include "engine/engine.h"
@@ -31,6 +39,7 @@
 #include "spec/dflash_drafter.h"
 #include "spec/dflash_proposer.h"
 #include "spec/spec_stats.h"
+#include "tokenizer/tokenizer.h"
 
 namespace {
 
@@ -43,11 +52,19 @@ struct Run {
   std::vector<engine::SpecStep> steps;
 };
 
-Run run_once(engine::Engine& e, const std::vector<int32_t>& prompt, int64_t max_tokens) {
+struct Settings {
+  int64_t max_tokens = 128;
+  float temperature = 0.0f;
+  float repetition_penalty = 1.0f;
+};
+
+Run run_once(engine::Engine& e, const std::vector<int32_t>& prompt, const Settings& st) {
   engine::GenerationRequest r;
   r.prompt = prompt;
-  r.params.sampling.temperature = 0.0f;
-  r.params.stop.max_tokens = max_tokens;
+  r.params.sampling.temperature = st.temperature;
+  r.params.sampling.repetition_penalty = st.repetition_penalty;
+  r.params.sampling.seed = 1;
+  r.params.stop.max_tokens = st.max_tokens;
   r.params.stop.ignore_eos = true;
   auto steps = std::make_shared<std::vector<engine::SpecStep>>();
   r.on_step = [steps](const engine::SpecStep& s) { steps->push_back(s); };
@@ -84,67 +101,150 @@ std::vector<int32_t> trace_prompt(const std::string& dir) {
   return nlohmann::json::parse(f).at("prompt_ids").get<std::vector<int32_t>>();
 }
 
+std::vector<std::vector<int32_t>> read_prompts(const std::string& file, const std::string& target_dir) {
+  std::ifstream f(file);
+  SS_CHECK(f.good(), "--prompts: cannot read {}", file);
+  const auto j = nlohmann::json::parse(f);
+  SS_CHECK(j.is_array() && !j.empty(), "--prompts: {} must hold a non-empty JSON array", file);
+  std::vector<std::vector<int32_t>> out;
+  std::optional<tokenizer::Tokenizer> tok;
+  for (const auto& p : j) {
+    if (p.is_array()) {
+      out.push_back(p.get<std::vector<int32_t>>());
+      continue;
+    }
+    if (!tok) tok = tokenizer::Tokenizer::load(target_dir + "/tokenizer.json");
+    out.push_back(tok->encode(p.get<std::string>()));
+  }
+  return out;
+}
+
+std::vector<int> parse_list(const std::string& s) {
+  std::vector<int> v;
+  for (size_t i = 0; i < s.size();) {
+    size_t j = s.find(',', i);
+    if (j == std::string::npos) j = s.size();
+    v.push_back(std::atoi(s.substr(i, j - i).c_str()));
+    i = j + 1;
+  }
+  return v;
+}
+
+struct Pair {
+  std::string name, target, draft;
+  std::vector<std::vector<int32_t>> prompts;
+};
+
+void bench_pair(const Pair& pair, const Settings& st, const std::string& dtype, int threads,
+                const std::vector<int>& gammas, int repeats) {
+  auto target = TargetModel::load(pair.target, {.dtype = dtype, .threads = threads});
+  auto drafter = spec::DFlashDrafter::load(pair.draft, *target, dtype);
+  engine::EngineOptions o;
+  o.kv_blocks = 4096;
+  o.max_seqs = 1;
+  o.prefill_chunk = 512;
+
+  // Engines: [0] plain, then per gamma the default (penalty-aware) drafts and, with a penalty, raw drafts.
+  struct Variant {
+    int gamma = 0;
+    bool raw = false;
+  };
+  std::vector<Variant> variants = {{}};
+  for (int g : gammas) {
+    variants.push_back({g, false});
+    if (st.repetition_penalty != 1.0f) variants.push_back({g, true});
+  }
+  std::vector<std::unique_ptr<spec::DFlashProposer>> proposers;
+  std::vector<std::unique_ptr<engine::Engine>> engines;
+  auto no_text = [](int32_t) { return std::string(); };
+  for (const auto& v : variants) {
+    if (v.gamma == 0) {
+      engines.push_back(std::make_unique<engine::Engine>(*target, o, no_text));
+      continue;
+    }
+    spec::DFlashProposerOptions po{.gamma = v.gamma};
+    po.selection.raw = v.raw;
+    proposers.push_back(std::make_unique<spec::DFlashProposer>(*drafter, po));
+    engines.push_back(std::make_unique<engine::Engine>(*target, o, no_text, proposers.back().get()));
+  }
+  // Plain and speculative runs alternate, so drift in the machine's load hits both alike.
+  std::vector<std::vector<double>> seconds(engines.size());
+  std::vector<std::vector<engine::SpecStep>> steps(engines.size());
+  std::vector<std::vector<int32_t>> reference(pair.prompts.size());
+  for (int r = 0; r <= repeats; ++r) {  // round 0 warms up
+    std::vector<double> round(engines.size(), 0.0);
+    for (size_t p = 0; p < pair.prompts.size(); ++p) {
+      for (size_t e = 0; e < engines.size(); ++e) {
+        Run run = run_once(*engines[e], pair.prompts[p], st);
+        if (e == 0 && r == 0) reference[p] = run.tokens;
+        SS_CHECK(run.tokens == reference[p], "{}: output differs from plain decoding (prompt {})", pair.name, p);
+        if (r == 1) steps[e].insert(steps[e].end(), run.steps.begin(), run.steps.end());
+        round[e] += run.decode_s;
+      }
+    }
+    if (r > 0)
+      for (size_t e = 0; e < engines.size(); ++e) seconds[e].push_back(round[e]);
+  }
+  const double tokens = static_cast<double>(pair.prompts.size()) * static_cast<double>(st.max_tokens - 1);
+  const double plain_tps = tokens / median(seconds[0]);
+  for (size_t e = 1; e < engines.size(); ++e) {
+    const double spec_tps = tokens / median(seconds[e]);
+    const auto stats = spec::spec_stats(steps[e]);
+    std::string per_pos;
+    for (size_t k = 0; k < std::min<size_t>(5, stats.accept_rate_per_position.size()); ++k)
+      per_pos += fmt::format("{}{:.2f}", k ? "," : "", stats.accept_rate_per_position[k]);
+    std::printf("%-15s %-5s %5d %-7s %6zu %7.2f %12.0f %12.0f %8.2fx  %s\n", pair.name.c_str(), dtype.c_str(),
+                variants[e].gamma, variants[e].raw ? "raw" : "aware", pair.prompts.size(), stats.tau, plain_tps,
+                spec_tps, spec_tps / plain_tps, per_pos.c_str());
+  }
+  std::fflush(stdout);
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
-  int64_t max_tokens = 128;
+  Settings st;
   int repeats = 5;
   std::string dtype = "f32";
   std::string root = "tests/fixtures/dflash/";
+  std::string target_dir, draft_dir, prompts_file;
+  std::vector<int> gammas = {15, 7, 3};
   int threads = 0;  // 0: the thread pool's default
   for (int i = 1; i + 1 < argc; i += 2) {
     const std::string a = argv[i];
-    if (a == "--max-tokens") max_tokens = std::atoll(argv[i + 1]);
+    if (a == "--max-tokens") st.max_tokens = std::atoll(argv[i + 1]);
     else if (a == "--repeats") repeats = std::atoi(argv[i + 1]);
     else if (a == "--dtype") dtype = argv[i + 1];
     else if (a == "--fixtures") root = std::string(argv[i + 1]) + "/";
     else if (a == "--threads") threads = std::atoi(argv[i + 1]);
+    else if (a == "--gammas") gammas = parse_list(argv[i + 1]);
+    else if (a == "--temperature") st.temperature = std::strtof(argv[i + 1], nullptr);
+    else if (a == "--repetition-penalty") st.repetition_penalty = std::strtof(argv[i + 1], nullptr);
+    else if (a == "--target") target_dir = argv[i + 1];
+    else if (a == "--draft") draft_dir = argv[i + 1];
+    else if (a == "--prompts") prompts_file = argv[i + 1];
     else {
-      std::fprintf(stderr, "usage: bench_dflash [--max-tokens N] [--repeats R] [--dtype f32|bf16] [--fixtures DIR] [--threads N]\n");
+      std::fprintf(stderr,
+                   "usage: bench_dflash [--max-tokens N] [--repeats R] [--dtype f32|bf16|auto] [--threads N] "
+                   "[--gammas 15,7,3] [--temperature T] [--repetition-penalty P] "
+                   "[--fixtures DIR | --target DIR --draft DIR --prompts FILE]\n");
       return 2;
     }
   }
   try {
-    std::printf("%-15s %-5s %5s %6s %7s %12s %12s %9s\n", "pair", "dtype", "gamma", "tokens", "tau", "plain tok/s",
-                "dflash tok/s", "speed-up");
-    for (const char* pair : {"dense-random", "dense-trained", "hybrid-trained"}) {
-      auto target = TargetModel::load(root + pair + "/target", {.dtype = dtype, .threads = threads});
-      auto drafter = spec::DFlashDrafter::load(root + std::string(pair) + "/draft", *target, dtype);
-      const auto prompt = trace_prompt(root + pair);
-      engine::EngineOptions o;
-      o.kv_blocks = 1024;
-      o.max_seqs = 1;
-
-      // Plain and speculative runs alternate, so drift in the machine's load hits both alike.
-      const std::vector<int> gammas = {15, 7, 3};
-      std::vector<std::unique_ptr<spec::DFlashProposer>> proposers;
-      std::vector<std::unique_ptr<engine::Engine>> engines;  // [0] plain, then one per gamma
-      auto no_text = [](int32_t) { return std::string(); };
-      engines.push_back(std::make_unique<engine::Engine>(*target, o, no_text));
-      for (int g : gammas) {
-        proposers.push_back(std::make_unique<spec::DFlashProposer>(*drafter, spec::DFlashProposerOptions{.gamma = g}));
-        engines.push_back(std::make_unique<engine::Engine>(*target, o, no_text, proposers.back().get()));
-      }
-      std::vector<std::vector<double>> seconds(engines.size());
-      std::vector<double> tau(engines.size(), 1.0);
-      std::vector<int32_t> reference;
-      for (int r = 0; r <= repeats; ++r) {  // round 0 warms up
-        for (size_t e = 0; e < engines.size(); ++e) {
-          Run run = run_once(*engines[e], prompt, max_tokens);
-          if (e == 0 && r == 0) reference = run.tokens;
-          SS_CHECK(run.tokens == reference, "{}: output differs from plain decoding", pair);
-          if (e > 0) tau[e] = spec::spec_stats(run.steps).tau;
-          if (r > 0) seconds[e].push_back(run.decode_s);
-        }
-      }
-      const double plain_tps = double(max_tokens - 1) / median(seconds[0]);
-      for (size_t e = 1; e < engines.size(); ++e) {
-        const double spec_tps = double(max_tokens - 1) / median(seconds[e]);
-        std::printf("%-15s %-5s %5d %6lld %7.2f %12.0f %12.0f %8.2fx\n", pair, dtype.c_str(), gammas[e - 1],
-                    static_cast<long long>(max_tokens), tau[e], plain_tps, spec_tps, spec_tps / plain_tps);
-      }
-      std::fflush(stdout);
+    std::vector<Pair> pairs;
+    if (!target_dir.empty()) {
+      SS_CHECK(!draft_dir.empty() && !prompts_file.empty(), "--target needs --draft and --prompts");
+      pairs.push_back({"pair", target_dir, draft_dir, read_prompts(prompts_file, target_dir)});
+    } else {
+      for (const char* name : {"dense-random", "dense-trained", "hybrid-trained"})
+        pairs.push_back({name, root + name + "/target", root + name + "/draft", {trace_prompt(root + name)}});
     }
+    std::printf("T %.2f, repetition penalty %.2f, %lld tokens per prompt\n", st.temperature, st.repetition_penalty,
+                static_cast<long long>(st.max_tokens));
+    std::printf("%-15s %-5s %5s %-7s %6s %7s %12s %12s %9s  %s\n", "pair", "dtype", "gamma", "drafts", "prompts", "tau",
+                "plain tok/s", "dflash tok/s", "speed-up", "accept@1..5");
+    for (const auto& pair : pairs) bench_pair(pair, st, dtype, threads, gammas, repeats);
   } catch (const std::exception& e) {
     std::fprintf(stderr, "bench_dflash: %s\n", e.what());
     return 1;

@@ -152,7 +152,7 @@ int run_generate(GenerateOptions& o) {
   std::unique_ptr<spec::DFlashProposer> proposer;
   const engine::VerifyMode verify_mode = engine::parse_verify_mode(o.verify_mode);
   if (!o.draft.empty()) {
-    drafter = spec::DFlashDrafter::load(o.draft, *model);  // checks the pairing
+    drafter = spec::DFlashDrafter::load(o.draft, *model, o.dtype);  // checks the pairing
     proposer = std::make_unique<spec::DFlashProposer>(
         *drafter, spec::proposer_options(o.gamma, spec::parse_draft_sampling(o.draft_sampling), verify_mode));
   } else {

@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <memory>
 
+#include <immintrin.h>
+
 namespace specserve {
 
 ThreadPool::ThreadPool(int threads) {
@@ -19,19 +21,36 @@ ThreadPool::~ThreadPool() {
   for (auto& w : workers_) w.join();
 }
 
+namespace {
+// Spin iterations before sleeping: with _mm_pause at ~40-140 cycles each, tens of microseconds —
+// longer than the gap between the kernels of one forward pass, far shorter than a scheduler tick.
+constexpr int kSpinIterations = 4000;
+}  // namespace
+
 void ThreadPool::worker_loop(int index) {
   uint64_t seen = 0;
   for (;;) {
+    uint64_t gen = generation_.load(std::memory_order_acquire);
+    for (int i = 0; gen == seen && i < kSpinIterations && !stop_.load(std::memory_order_relaxed); ++i) {
+      _mm_pause();
+      gen = generation_.load(std::memory_order_acquire);
+    }
     std::unique_lock lock(mutex_);
-    start_cv_.wait(lock, [&] { return stop_ || generation_ != seen; });
+    if (generation_.load(std::memory_order_relaxed) == seen && !stop_) {
+      sleepers_.fetch_add(1, std::memory_order_relaxed);
+      start_cv_.wait(lock, [&] { return stop_ || generation_.load(std::memory_order_relaxed) != seen; });
+      sleepers_.fetch_sub(1, std::memory_order_relaxed);
+    }
     if (stop_) return;
-    seen = generation_;
+    seen = generation_.load(std::memory_order_relaxed);
     const auto* job = job_;
     auto chunk = index < static_cast<int>(chunks_.size()) ? chunks_[index] : std::pair<int64_t, int64_t>{0, 0};
     lock.unlock();
     if (chunk.first < chunk.second) (*job)(chunk.first, chunk.second);
-    lock.lock();
-    if (--pending_ == 0) done_cv_.notify_one();
+    if (pending_.fetch_sub(1, std::memory_order_acq_rel) == 1) {
+      std::lock_guard done_lock(mutex_);  // orders the notify after the caller's predicate check
+      done_cv_.notify_one();
+    }
   }
 }
 
@@ -51,18 +70,23 @@ void ThreadPool::parallel_for(int64_t n, const std::function<void(int64_t, int64
     int64_t e = std::min(n, units * (p + 1) / parts * grain);
     chunks[p] = {b, e};
   }
+  std::pair<int64_t, int64_t> mine;
   {
     std::lock_guard lock(mutex_);
     job_ = &fn;
     chunks_ = std::move(chunks);
-    pending_ = static_cast<int>(workers_.size());
-    ++generation_;
+    mine = chunks_[0];
+    pending_.store(static_cast<int>(workers_.size()), std::memory_order_relaxed);
+    generation_.fetch_add(1, std::memory_order_release);
   }
-  start_cv_.notify_all();
-  auto mine = chunks_[0];
+  if (sleepers_.load(std::memory_order_relaxed) > 0) start_cv_.notify_all();
   fn(mine.first, mine.second);
-  std::unique_lock lock(mutex_);
-  done_cv_.wait(lock, [&] { return pending_ == 0; });
+  for (int i = 0; pending_.load(std::memory_order_acquire) != 0 && i < kSpinIterations; ++i) _mm_pause();
+  if (pending_.load(std::memory_order_acquire) != 0) {
+    std::unique_lock lock(mutex_);
+    done_cv_.wait(lock, [&] { return pending_.load(std::memory_order_acquire) == 0; });
+  }
+  std::lock_guard lock(mutex_);
   job_ = nullptr;
 }
 

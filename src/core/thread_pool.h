@@ -2,6 +2,12 @@
 // A fixed-size CPU thread pool for data-parallel kernels. parallel_for splits [0, n) into
 // contiguous chunks, one per thread (static partition: which thread computes an element never
 // changes the arithmetic, so results do not depend on the thread count).
+//
+// Hand-off: a decode step of a small model is hundreds of short parallel_for calls, where futex
+// sleeps and wake-ups cost more than the work. So workers spin (with pause) for a short while after
+// a job before they sleep on the condition variable, and the caller spins for the workers' chunks
+// before it sleeps; a worker that did sleep is woken through the condition variable as before.
+#include <atomic>
 #include <condition_variable>
 #include <cstdint>
 #include <functional>
@@ -39,9 +45,10 @@ class ThreadPool {
   std::condition_variable done_cv_;
   const std::function<void(int64_t, int64_t)>* job_ = nullptr;
   std::vector<std::pair<int64_t, int64_t>> chunks_;
-  uint64_t generation_ = 0;
-  int pending_ = 0;
-  bool stop_ = false;
+  std::atomic<uint64_t> generation_{0};  // bumped (under mutex_) to publish a job
+  std::atomic<int> pending_{0};          // worker chunks not finished yet
+  std::atomic<int> sleepers_{0};         // workers blocked on start_cv_
+  std::atomic<bool> stop_{false};
   std::mutex run_mutex_;  // serialises concurrent parallel_for callers
 };
 

@@ -1,0 +1,322 @@
+// cuda_ops(): operand checks (the CPU backend's, plus "on the device"), staging of host metadata, and
+// the kernel launches of backend/cuda/kernels.h.
+#include "backend/cuda/cuda_ops.h"
+
+#include <algorithm>
+#include <cmath>
+#include <unordered_map>
+#include <vector>
+
+#include "backend/cuda/cuda_stream.h"
+#include "backend/cuda/kernels.h"
+#include "backend/cuda/staging.h"
+#include "core/error.h"
+
+namespace specserve {
+
+namespace {
+
+namespace k = cuda::kernels;
+
+void on_device(const char* op, const TensorView& v) {
+  SS_CHECK(v.device == Device::CUDA, "{}: operand {} is not on the CUDA device", op, v.describe());
+}
+
+void check_same(const char* op, const TensorView& a, const TensorView& b) {
+  on_device(op, a);
+  on_device(op, b);
+  SS_CHECK(a.dtype == DType::F32 && b.dtype == DType::F32 && a.is_contiguous() && b.is_contiguous() &&
+               a.numel() == b.numel(),
+           "{}: contiguous f32 operands of equal size expected ({}, {})", op, a.describe(), b.describe());
+}
+
+void check_matmul(const TensorView& x, const TensorView& w, const TensorView& y) {
+  on_device("matmul", x);
+  on_device("matmul", w);
+  on_device("matmul", y);
+  SS_CHECK(x.dtype == DType::F32 && y.dtype == DType::F32, "matmul: activations must be F32 (x {}, y {})",
+           x.describe(), y.describe());
+  SS_CHECK(w.dtype == DType::F32 || w.dtype == DType::BF16, "matmul: weight dtype {} unsupported", w.describe());
+  SS_CHECK(x.ndim() == 2 && w.ndim() == 2 && y.ndim() == 2, "matmul: 2-D operands expected ({}, {}, {})",
+           x.describe(), w.describe(), y.describe());
+  SS_CHECK(x.dim(1) == w.dim(1) && y.dim(0) == x.dim(0) && y.dim(1) == w.dim(0),
+           "matmul: shapes {} x {}^T -> {} do not agree", x.describe(), w.describe(), y.describe());
+  SS_CHECK(x.strides[1] == 1 && w.strides[1] == 1 && y.strides[1] == 1, "matmul: rows must be contiguous");
+}
+
+void check_norm(const char* op, const TensorView& x, const TensorView& y, const TensorView& w) {
+  on_device(op, x);
+  on_device(op, y);
+  on_device(op, w);
+  SS_CHECK(x.dtype == DType::F32 && y.dtype == DType::F32 && w.dtype == DType::F32, "{}: f32 operands expected", op);
+  SS_CHECK(x.is_contiguous() && y.is_contiguous() && w.is_contiguous(), "{}: contiguous operands expected", op);
+  SS_CHECK(w.numel() > 0 && x.numel() % w.numel() == 0 && y.numel() == x.numel(),
+           "{}: x {} / y {} not a whole number of groups of {}", op, x.describe(), y.describe(), w.numel());
+}
+
+// The rows' block tables, deduplicated by host table (rows of one sequence share it), and the rows.
+struct StagedKv {
+  k::KvArgs args;
+};
+
+StagedKv stage_kv(cuda::Staging& staging, const KvGeometry& geo, int layer, std::span<const AttentionRow> rows) {
+  std::unordered_map<const float* const*, int64_t> blocks_needed;
+  for (const auto& row : rows) {
+    SS_CHECK(row.blocks != nullptr && row.position >= 0, "KV row without a block table or with position {}",
+             row.position);
+    int64_t& n = blocks_needed[row.blocks];
+    n = std::max<int64_t>(n, row.position / kKvBlockSize + 1);
+  }
+  std::vector<float*> ptrs;
+  std::unordered_map<const float* const*, int64_t> table_start;
+  for (const auto& row : rows) {
+    auto [it, fresh] = table_start.try_emplace(row.blocks, static_cast<int64_t>(ptrs.size()));
+    if (fresh) {
+      const int64_t n = blocks_needed[row.blocks];
+      for (int64_t b = 0; b < n; ++b) ptrs.push_back(row.blocks[b]);
+    }
+  }
+  std::vector<k::KvRow> krows(rows.size());
+  for (size_t r = 0; r < rows.size(); ++r)
+    krows[r] = {table_start[rows[r].blocks], rows[r].position, rows[r].window_start};
+  cuda::StagingBlob blob;
+  const size_t off_ptrs = blob.append(ptrs.data(), ptrs.size());
+  const size_t off_rows = blob.append(krows.data(), krows.size());
+  auto* base = static_cast<char*>(staging.stage(blob.data(), blob.size()));
+  StagedKv s;
+  s.args.ptrs = reinterpret_cast<float* const*>(base + off_ptrs);
+  s.args.rows = reinterpret_cast<const k::KvRow*>(base + off_rows);
+  s.args.R = static_cast<int64_t>(rows.size());
+  s.args.layer = layer;
+  s.args.num_kv_heads = geo.num_kv_heads;
+  s.args.head_dim = geo.head_dim;
+  return s;
+}
+
+class CudaOps final : public Ops {
+ public:
+  std::string_view name() const override { return "cuda"; }
+
+  void matmul(const TensorView& x, const TensorView& w, const TensorView& y) const override {
+    check_matmul(x, w, y);
+    k::MatmulArgs a;
+    a.x = x.as<const float>();
+    a.ldx = x.strides[0];
+    a.w = w.data;
+    a.w_bf16 = w.dtype == DType::BF16;
+    a.ldw = w.strides[0];
+    a.y = y.as<float>();
+    a.ldy = y.strides[0];
+    a.M = x.dim(0);
+    a.N = w.dim(0);
+    a.K = x.dim(1);
+    k::matmul(a, cuda::cuda_stream());
+  }
+
+  void matmul_multi(const TensorView& x, std::span<const TensorView> ws, std::span<const TensorView> ys) const override {
+    SS_CHECK(ws.size() == ys.size(), "matmul_multi: {} weights but {} outputs", ws.size(), ys.size());
+    for (size_t i = 0; i < ws.size(); ++i) check_matmul(x, ws[i], ys[i]);
+    for (size_t i = 0; i < ws.size(); ++i) matmul(x, ws[i], ys[i]);
+  }
+
+  void embedding(const TensorView& table, std::span<const int32_t> ids, const TensorView& out) const override {
+    on_device("embedding", table);
+    on_device("embedding", out);
+    SS_CHECK(table.ndim() == 2 && table.is_contiguous() && (table.dtype == DType::F32 || table.dtype == DType::BF16),
+             "embedding: table {} must be a contiguous f32/bf16 matrix", table.describe());
+    SS_CHECK(out.dtype == DType::F32 && out.ndim() == 2 && out.is_contiguous() && out.dim(1) == table.dim(1) &&
+                 out.dim(0) == static_cast<int64_t>(ids.size()),
+             "embedding: output {} for {} ids of width {}", out.describe(), ids.size(), table.dim(1));
+    for (int32_t id : ids)
+      SS_CHECK(id >= 0 && id < table.dim(0), "token id {} outside the vocabulary [0, {})", id, table.dim(0));
+    if (ids.empty()) return;
+    auto& staging = cuda::Staging::global();
+    auto lock = staging.lock();
+    const auto* d_ids = static_cast<const int32_t*>(staging.stage(ids.data(), ids.size_bytes()));
+    k::embedding(table.data, table.dtype == DType::BF16, table.dim(1), d_ids, static_cast<int64_t>(ids.size()),
+                 out.as<float>(), cuda::cuda_stream());
+  }
+
+  void rms_norm(const TensorView& x, const TensorView& w, NormKind kind, float eps, const TensorView& y) const override {
+    check_norm("rms_norm", x, y, w);
+    const int64_t d = w.numel();
+    k::rms_norm(x.as<const float>(), w.as<const float>(), y.as<float>(), x.numel() / d, d,
+                kind == NormKind::Plain ? 0 : 1, eps, cuda::cuda_stream());
+  }
+
+  void rms_norm_gated(const TensorView& x, const TensorView& z, const TensorView& w, float eps,
+                      const TensorView& y) const override {
+    check_norm("rms_norm_gated", x, y, w);
+    on_device("rms_norm_gated", z);
+    SS_CHECK(z.dtype == DType::F32 && z.is_contiguous() && z.numel() == x.numel(), "rms_norm_gated: gate {} vs x {}",
+             z.describe(), x.describe());
+    const int64_t d = w.numel();
+    k::rms_norm_gated(x.as<const float>(), z.as<const float>(), w.as<const float>(), y.as<float>(), x.numel() / d, d,
+                      eps, cuda::cuda_stream());
+  }
+
+  void rope(const TensorView& x, int heads, int head_dim, int rot_dim, double theta,
+            std::span<const int32_t> positions) const override {
+    on_device("rope", x);
+    SS_CHECK(x.dtype == DType::F32 && x.ndim() == 2 && x.strides[1] == 1, "rope: f32 rows expected, got {}",
+             x.describe());
+    SS_CHECK(x.dim(1) == int64_t{heads} * head_dim, "rope: {} is not {} heads of {}", x.describe(), heads, head_dim);
+    SS_CHECK(rot_dim > 0 && rot_dim % 2 == 0 && rot_dim <= head_dim, "rope: bad rotary dim {} (head_dim {})", rot_dim,
+             head_dim);
+    SS_CHECK(static_cast<int64_t>(positions.size()) == x.dim(0), "rope: {} positions for {} rows", positions.size(),
+             x.dim(0));
+    if (positions.empty()) return;
+    // inv_freq with the CPU's exact f32 recipe (backend/cpu/rope.cpp).
+    const int half = rot_dim / 2;
+    std::vector<float> inv_freq(half);
+    for (int i = 0; i < half; ++i) {
+      float e = static_cast<float>(2 * i) / static_cast<float>(rot_dim);
+      inv_freq[i] = 1.0f / std::pow(static_cast<float>(theta), e);
+    }
+    cuda::StagingBlob blob;
+    const size_t off_f = blob.append(inv_freq.data(), inv_freq.size());
+    const size_t off_p = blob.append(positions.data(), positions.size());
+    auto& staging = cuda::Staging::global();
+    auto lock = staging.lock();
+    auto* base = static_cast<char*>(staging.stage(blob.data(), blob.size()));
+    k::rope(x.as<float>(), x.dim(0), x.strides[0], heads, head_dim, rot_dim, reinterpret_cast<const float*>(base + off_f),
+            reinterpret_cast<const int32_t*>(base + off_p), cuda::cuda_stream());
+  }
+
+  void swiglu(const TensorView& gate, const TensorView& up, const TensorView& out) const override {
+    check_same("swiglu", gate, up);
+    check_same("swiglu", gate, out);
+    k::swiglu(gate.as<const float>(), up.as<const float>(), out.as<float>(), gate.numel(), cuda::cuda_stream());
+  }
+
+  void add(const TensorView& x, const TensorView& y) const override {
+    check_same("add", x, y);
+    k::add(x.as<float>(), y.as<const float>(), x.numel(), cuda::cuda_stream());
+  }
+
+  void mul_sigmoid(const TensorView& x, const TensorView& gate) const override {
+    check_same("mul_sigmoid", x, gate);
+    k::mul_sigmoid(x.as<float>(), gate.as<const float>(), x.numel(), cuda::cuda_stream());
+  }
+
+  void kv_store(const TensorView& kt, const TensorView& v, const KvGeometry& geo, int layer,
+                std::span<const AttentionRow> rows) const override {
+    on_device("kv_store", kt);
+    on_device("kv_store", v);
+    const int64_t width = int64_t{geo.num_kv_heads} * geo.head_dim;
+    SS_CHECK(kt.dtype == DType::F32 && v.dtype == DType::F32 && kt.ndim() == 2 && v.ndim() == 2 &&
+                 kt.dim(1) == width && v.dim(1) == width && kt.strides[1] == 1 && v.strides[1] == 1,
+             "kv_store: k {} / v {} must be f32 [rows, {}]", kt.describe(), v.describe(), width);
+    SS_CHECK(kt.dim(0) == static_cast<int64_t>(rows.size()) && v.dim(0) == kt.dim(0), "kv_store: {} rows for {} specs",
+             kt.dim(0), rows.size());
+    SS_CHECK(layer >= 0 && layer < geo.num_layers, "kv_store: layer {} outside [0, {})", layer, geo.num_layers);
+    if (rows.empty()) return;
+    auto& staging = cuda::Staging::global();
+    auto lock = staging.lock();
+    const StagedKv s = stage_kv(staging, geo, layer, rows);
+    k::kv_store(s.args, kt.as<const float>(), kt.strides[0], v.as<const float>(), v.strides[0], cuda::cuda_stream());
+  }
+
+  void attention(const TensorView& q, const KvGeometry& geo, int layer, std::span<const AttentionRow> rows,
+                 int num_heads, float scale, const TensorView& out) const override {
+    on_device("attention", q);
+    on_device("attention", out);
+    const int hd = geo.head_dim;
+    const int64_t width = int64_t{num_heads} * hd;
+    SS_CHECK(q.dtype == DType::F32 && out.dtype == DType::F32 && q.ndim() == 2 && out.ndim() == 2 &&
+                 q.dim(1) == width && out.dim(1) == width && q.strides[1] == 1 && out.strides[1] == 1,
+             "attention: q {} / out {} must be f32 [rows, {}]", q.describe(), out.describe(), width);
+    SS_CHECK(q.dim(0) == static_cast<int64_t>(rows.size()) && out.dim(0) == q.dim(0),
+             "attention: {} rows for {} specs", q.dim(0), rows.size());
+    SS_CHECK(geo.num_kv_heads > 0 && num_heads % geo.num_kv_heads == 0,
+             "attention: {} heads not a multiple of {} KV heads", num_heads, geo.num_kv_heads);
+    SS_CHECK(k::attention_supports(hd), "attention: head_dim {} unsupported on CUDA (a multiple of 32 up to 256)", hd);
+    SS_CHECK(layer >= 0 && layer < geo.num_layers, "attention: layer {} outside [0, {})", layer, geo.num_layers);
+    for (const auto& row : rows)
+      SS_CHECK(row.window_start >= 0 && row.window_start <= row.position,
+               "attention: window start {} outside [0, position {}]", row.window_start, row.position);
+    if (rows.empty()) return;
+    auto& staging = cuda::Staging::global();
+    auto lock = staging.lock();
+    const StagedKv s = stage_kv(staging, geo, layer, rows);
+    k::attention(s.args, q.as<const float>(), q.strides[0], num_heads, scale, out.as<float>(), out.strides[0],
+                 cuda::cuda_stream());
+  }
+
+  void causal_conv_silu(const TensorView& x, const TensorView& window, const TensorView& w,
+                        const TensorView& out) const override {
+    for (const TensorView* t : {&x, &window, &w, &out}) on_device("causal_conv_silu", *t);
+    SS_CHECK(x.dtype == DType::F32 && window.dtype == DType::F32 && w.dtype == DType::F32 && out.dtype == DType::F32,
+             "causal_conv_silu: f32 operands expected");
+    SS_CHECK(x.ndim() == 2 && w.ndim() == 2 && window.ndim() == 2 && out.ndim() == 2, "causal_conv_silu: 2-D operands");
+    const int64_t n = x.dim(0), C = x.dim(1), Kc = w.dim(1);
+    SS_CHECK(w.dim(0) == C && window.dim(0) == Kc - 1 && window.dim(1) == C && out.dim(0) == n && out.dim(1) == C,
+             "causal_conv_silu: x {} window {} w {} out {} disagree", x.describe(), window.describe(), w.describe(),
+             out.describe());
+    SS_CHECK(x.strides[1] == 1 && out.strides[1] == 1 && w.is_contiguous() && window.is_contiguous(),
+             "causal_conv_silu: contiguous rows expected");
+    SS_CHECK(n == 0 || x.data != out.data, "causal_conv_silu: out must not alias x on CUDA");
+    k::causal_conv_silu(x.as<const float>(), x.strides[0], window.as<const float>(), w.as<const float>(),
+                        out.as<float>(), out.strides[0], n, C, static_cast<int>(Kc), cuda::cuda_stream());
+  }
+
+  void gdn_prepare(const TensorView& qkv, const TensorView& a, const TensorView& b, const TensorView& a_log,
+                   const TensorView& dt_bias, const GdnDims& dims) const override {
+    for (const TensorView* t : {&qkv, &a, &b, &a_log, &dt_bias}) on_device("gdn_prepare", *t);
+    const int64_t R = qkv.dim(0);
+    SS_CHECK(qkv.dtype == DType::F32 && qkv.ndim() == 2 && qkv.dim(1) == dims.conv_dim() && qkv.strides[1] == 1,
+             "gdn_prepare: qkv {} must be f32 [rows, {}]", qkv.describe(), dims.conv_dim());
+    SS_CHECK(a.dtype == DType::F32 && b.dtype == DType::F32 && a.is_contiguous() && b.is_contiguous() &&
+                 a.numel() == R * dims.num_v_heads && b.numel() == a.numel(),
+             "gdn_prepare: a {} / b {} must be [rows, {}]", a.describe(), b.describe(), dims.num_v_heads);
+    SS_CHECK(a_log.dtype == DType::F32 && dt_bias.dtype == DType::F32 && a_log.numel() == dims.num_v_heads &&
+                 dt_bias.numel() == dims.num_v_heads,
+             "gdn_prepare: A_log / dt_bias must be f32 [{}]", dims.num_v_heads);
+    k::gdn_prepare(qkv.as<float>(), qkv.strides[0], a.as<float>(), b.as<float>(), a_log.as<const float>(),
+                   dt_bias.as<const float>(), R, dims.num_k_heads, dims.num_v_heads, dims.k_dim, dims.v_dim,
+                   cuda::cuda_stream());
+  }
+
+  void gated_delta_rule(const TensorView& qkv, const TensorView& g, const TensorView& beta,
+                        std::span<const GdnSpan> spans, const GdnDims& dims, const TensorView& out) const override {
+    for (const TensorView* t : {&qkv, &g, &beta, &out}) on_device("gated_delta_rule", *t);
+    const int64_t R = qkv.dim(0);
+    SS_CHECK(qkv.dtype == DType::F32 && qkv.ndim() == 2 && qkv.dim(1) == dims.conv_dim() && qkv.strides[1] == 1,
+             "gated_delta_rule: qkv {} must be f32 [rows, {}]", qkv.describe(), dims.conv_dim());
+    SS_CHECK(g.dtype == DType::F32 && beta.dtype == DType::F32 && g.is_contiguous() && beta.is_contiguous() &&
+                 g.numel() == R * dims.num_v_heads && beta.numel() == g.numel(),
+             "gated_delta_rule: g / beta must be [rows, {}]", dims.num_v_heads);
+    SS_CHECK(out.dtype == DType::F32 && out.ndim() == 2 && out.dim(0) == R && out.dim(1) == dims.value_dim() &&
+                 out.strides[1] == 1,
+             "gated_delta_rule: out {} must be [rows, {}]", out.describe(), dims.value_dim());
+    SS_CHECK(dims.num_k_heads > 0 && dims.num_v_heads % dims.num_k_heads == 0,
+             "gated_delta_rule: Hv {} not a multiple of Hk {}", dims.num_v_heads, dims.num_k_heads);
+    SS_CHECK(k::gdn_rule_supports(dims.k_dim, dims.v_dim),
+             "gated_delta_rule: dk {} / dv {} unsupported on CUDA (dk a multiple of 16, (dk/16)*dv <= 1024)",
+             dims.k_dim, dims.v_dim);
+    std::vector<k::GdnSpanDev> dev;
+    for (const auto& s : spans) {
+      SS_CHECK(s.row_begin >= 0 && s.rows >= 0 && s.row_begin + s.rows <= R, "gated_delta_rule: span out of range");
+      SS_CHECK(s.state_in == nullptr || !s.chunked, "gated_delta_rule: state_in is for stepped spans only");
+      SS_CHECK(s.rows == 0 || s.state != nullptr, "gated_delta_rule: span without a state");
+      // Chunked spans run the recurrence too (gated_deltanet.cu explains why that is within tolerance).
+      if (s.rows > 0) dev.push_back({s.state, s.state_in, s.row_begin, s.rows});
+    }
+    if (dev.empty()) return;
+    auto& staging = cuda::Staging::global();
+    auto lock = staging.lock();
+    const auto* d_spans = static_cast<const k::GdnSpanDev*>(staging.stage(dev.data(), dev.size() * sizeof(dev[0])));
+    k::gated_delta_rule(qkv.as<const float>(), qkv.strides[0], g.as<const float>(), beta.as<const float>(), d_spans,
+                        static_cast<int64_t>(dev.size()), dims.num_k_heads, dims.num_v_heads, dims.k_dim, dims.v_dim,
+                        out.as<float>(), out.strides[0], cuda::cuda_stream());
+  }
+};
+
+}  // namespace
+
+const Ops& cuda_ops() {
+  static const CudaOps ops;
+  return ops;
+}
+
+}  // namespace specserve

@@ -1,0 +1,82 @@
+#pragma once
+// Internal: the CUDA kernel launchers behind cuda_ops() (cuda_ops.cpp checks shapes and dtypes and
+// stages host metadata; these only enqueue work on `stream`). Plain C++17 so the .cu files can
+// include it; every pointer here is a device pointer. One file per op family implements them:
+// matmul.cu, norm.cu, rope.cu, elementwise.cu, attention.cu, gated_deltanet.cu.
+#include <cuda_runtime_api.h>
+
+#include <cstdint>
+
+namespace specserve::cuda::kernels {
+
+// ---- matmul (matmul.cu) ---------------------------------------------------------------------------
+struct MatmulArgs {
+  const float* x = nullptr;
+  int64_t ldx = 0;
+  const void* w = nullptr;
+  bool w_bf16 = false;
+  int64_t ldw = 0;
+  float* y = nullptr;
+  int64_t ldy = 0;
+  int64_t M = 0, N = 0, K = 0;
+};
+void matmul(const MatmulArgs& a, cudaStream_t stream);
+
+// ---- norms (norm.cu) ---------------------------------------------------------------------------------
+// kind: 0 = NormKind::Plain, 1 = NormKind::ZeroCentred. x, y contiguous [groups, d]; y may alias x.
+void rms_norm(const float* x, const float* w, float* y, int64_t groups, int64_t d, int kind, float eps,
+              cudaStream_t stream);
+void rms_norm_gated(const float* x, const float* z, const float* w, float* y, int64_t groups, int64_t d, float eps,
+                    cudaStream_t stream);
+
+// ---- rope (rope.cu) -------------------------------------------------------------------------------------
+// inv_freq [rot_dim / 2] and positions [rows] are device arrays.
+void rope(float* x, int64_t rows, int64_t ld, int heads, int head_dim, int rot_dim, const float* inv_freq,
+          const int32_t* positions, cudaStream_t stream);
+
+// ---- elementwise (elementwise.cu) -----------------------------------------------------------------
+void swiglu(const float* gate, const float* up, float* out, int64_t n, cudaStream_t stream);
+void add(float* x, const float* y, int64_t n, cudaStream_t stream);
+void mul_sigmoid(float* x, const float* gate, int64_t n, cudaStream_t stream);
+// out[r, :] = table[ids[r], :]; table f32 or bf16 [*, width] contiguous; ids a device array.
+void embedding(const void* table, bool bf16, int64_t width, const int32_t* ids, int64_t n, float* out,
+               cudaStream_t stream);
+
+// ---- paged KV cache and attention (attention.cu) ------------------------------------------------------
+// One query row: its block table starts at ptrs[table] (device array of device block pointers).
+struct KvRow {
+  int64_t table = 0;
+  int32_t position = 0;
+  int32_t window_start = 0;
+};
+struct KvArgs {
+  const KvRow* rows = nullptr;   // device [R]
+  float* const* ptrs = nullptr;  // device, all rows' block tables back to back
+  int64_t R = 0;
+  int layer = 0;
+  int num_kv_heads = 0;
+  int head_dim = 0;
+};
+void kv_store(const KvArgs& kv, const float* k, int64_t ldk, const float* v, int64_t ldv, cudaStream_t stream);
+// head_dim must be a multiple of 32 and at most 256 (checked by the caller: attention_supports).
+bool attention_supports(int head_dim);
+void attention(const KvArgs& kv, const float* q, int64_t ldq, int num_heads, float scale, float* out, int64_t ldo,
+               cudaStream_t stream);
+
+// ---- Gated DeltaNet (gated_deltanet.cu) -----------------------------------------------------------------
+void causal_conv_silu(const float* x, int64_t ldx, const float* window, const float* w, float* out, int64_t ldo,
+                      int64_t n, int64_t C, int Kc, cudaStream_t stream);
+void gdn_prepare(float* qkv, int64_t ld, float* a, float* b, const float* a_log, const float* dt_bias, int64_t R,
+                 int Hk, int Hv, int dk, int dv, cudaStream_t stream);
+struct GdnSpanDev {
+  float* state = nullptr;
+  const float* state_in = nullptr;  // null: read `state`
+  int64_t row_begin = 0;
+  int64_t rows = 0;
+};
+// dk a multiple of 16, (dk / 16) * dv <= 1024 (checked by the caller: gdn_rule_supports).
+bool gdn_rule_supports(int dk, int dv);
+void gated_delta_rule(const float* qkv, int64_t ld, const float* g, const float* beta, const GdnSpanDev* spans,
+                      int64_t num_spans, int Hk, int Hv, int dk, int dv, float* out, int64_t ldo, cudaStream_t stream);
+
+}  // namespace specserve::cuda::kernels

@@ -1,0 +1,83 @@
+// RMSNorm flavours (backend/cpu/norm.cpp). One block per group of d elements. The sum of squares has a
+// fixed order that depends only on d: thread t of the block (blockDim fixed by d alone) accumulates
+// elements t, t + blockDim, ... with fmaf, then warp_sum, then the warps' partials in warp order.
+#include <cuda_runtime.h>
+
+#include <algorithm>
+
+#include "backend/cuda/cuda_check.h"
+#include "backend/cuda/device_math.cuh"
+#include "backend/cuda/kernels.h"
+
+namespace specserve::cuda::kernels {
+
+namespace {
+
+// Block-wide sum with a fixed order; every thread gets the result. blockDim.x a multiple of 32, <= 1024.
+__device__ float block_sum(float v, float* shared) {
+  v = warp_sum(v);
+  const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, warps = blockDim.x >> 5;
+  if (lane == 0) shared[warp] = v;
+  __syncthreads();
+  float total = 0.0f;
+  for (int i = 0; i < warps; ++i) total += shared[i];
+  __syncthreads();  // shared[] may be reused by the caller
+  return total;
+}
+
+__device__ float inv_rms(const float* x, int64_t d, float eps, float* shared) {
+  float s = 0.0f;
+  for (int64_t i = threadIdx.x; i < d; i += blockDim.x) s = fmaf(x[i], x[i], s);
+  const float mean = block_sum(s, shared) / static_cast<float>(d);
+  return 1.0f / sqrtf(mean + eps);
+}
+
+__global__ void rms_norm_kernel(const float* x, const float* w, float* y, int64_t groups, int64_t d, int kind,
+                                float eps) {
+  __shared__ float shared[32];
+  for (int64_t g = blockIdx.x; g < groups; g += gridDim.x) {
+    const float* xr = x + g * d;
+    float* yr = y + g * d;
+    const float r = inv_rms(xr, d, eps, shared);
+    if (kind == 0) {
+      for (int64_t i = threadIdx.x; i < d; i += blockDim.x) yr[i] = w[i] * (xr[i] * r);
+    } else {
+      for (int64_t i = threadIdx.x; i < d; i += blockDim.x) yr[i] = (xr[i] * r) * (1.0f + w[i]);
+    }
+  }
+}
+
+__global__ void rms_norm_gated_kernel(const float* x, const float* z, const float* w, float* y, int64_t groups,
+                                      int64_t d, float eps) {
+  __shared__ float shared[32];
+  for (int64_t g = blockIdx.x; g < groups; g += gridDim.x) {
+    const float* xr = x + g * d;
+    const float* zr = z + g * d;
+    float* yr = y + g * d;
+    const float r = inv_rms(xr, d, eps, shared);
+    for (int64_t i = threadIdx.x; i < d; i += blockDim.x) yr[i] = (w[i] * (xr[i] * r)) * d_silu(zr[i]);
+  }
+}
+
+// Threads per block: a function of d only (never of the number of groups).
+int threads_for(int64_t d) { return d <= 64 ? 32 : d <= 128 ? 64 : d <= 512 ? 128 : 256; }
+
+}  // namespace
+
+void rms_norm(const float* x, const float* w, float* y, int64_t groups, int64_t d, int kind, float eps,
+              cudaStream_t stream) {
+  if (groups == 0) return;
+  rms_norm_kernel<<<static_cast<unsigned>(std::min<int64_t>(groups, 65535)), threads_for(d), 0, stream>>>(
+      x, w, y, groups, d, kind, eps);
+  CUDA_CHECK_LAUNCH();
+}
+
+void rms_norm_gated(const float* x, const float* z, const float* w, float* y, int64_t groups, int64_t d, float eps,
+                    cudaStream_t stream) {
+  if (groups == 0) return;
+  rms_norm_gated_kernel<<<static_cast<unsigned>(std::min<int64_t>(groups, 65535)), threads_for(d), 0, stream>>>(
+      x, z, w, y, groups, d, eps);
+  CUDA_CHECK_LAUNCH();
+}
+
+}  // namespace specserve::cuda::kernels
