@@ -2,7 +2,7 @@
 // speed-up over plain decoding, through the engine.
 //
 //   build/bin/bench_dflash [--max-tokens N] [--repeats R] [--dtype f32|bf16|auto] [--threads N]
-//       [--gammas 15,7,3] [--temperature T] [--repetition-penalty P]
+//       [--gammas 15,7,3] [--temperature T] [--repetition-penalty P] [--draft-block full|gamma]
 //       [--fixtures DIR | --target DIR --draft DIR --prompts FILE]
 //   (run from the repository root; DIR defaults to tests/fixtures/dflash)
 //
@@ -56,6 +56,7 @@ struct Settings {
   int64_t max_tokens = 128;
   float temperature = 0.0f;
   float repetition_penalty = 1.0f;
+  bool full_block = true;  // --draft-block full|gamma (spec/dflash_proposer.h)
 };
 
 Run run_once(engine::Engine& e, const std::vector<int32_t>& prompt, const Settings& st) {
@@ -163,6 +164,7 @@ void bench_pair(const Pair& pair, const Settings& st, const std::string& dtype, 
       continue;
     }
     spec::DFlashProposerOptions po{.gamma = v.gamma};
+    po.full_block = st.full_block;
     po.selection.raw = v.raw;
     proposers.push_back(std::make_unique<spec::DFlashProposer>(*drafter, po));
     engines.push_back(std::make_unique<engine::Engine>(*target, o, no_text, proposers.back().get()));
@@ -223,10 +225,11 @@ int main(int argc, char** argv) {
     else if (a == "--target") target_dir = argv[i + 1];
     else if (a == "--draft") draft_dir = argv[i + 1];
     else if (a == "--prompts") prompts_file = argv[i + 1];
+    else if (a == "--draft-block") st.full_block = std::string(argv[i + 1]) != "gamma";
     else {
       std::fprintf(stderr,
                    "usage: bench_dflash [--max-tokens N] [--repeats R] [--dtype f32|bf16|auto] [--threads N] "
-                   "[--gammas 15,7,3] [--temperature T] [--repetition-penalty P] "
+                   "[--gammas 15,7,3] [--temperature T] [--repetition-penalty P] [--draft-block full|gamma] "
                    "[--fixtures DIR | --target DIR --draft DIR --prompts FILE]\n");
       return 2;
     }
@@ -240,8 +243,9 @@ int main(int argc, char** argv) {
       for (const char* name : {"dense-random", "dense-trained", "hybrid-trained"})
         pairs.push_back({name, root + name + "/target", root + name + "/draft", {trace_prompt(root + name)}});
     }
-    std::printf("T %.2f, repetition penalty %.2f, %lld tokens per prompt\n", st.temperature, st.repetition_penalty,
-                static_cast<long long>(st.max_tokens));
+    std::printf("T %.2f, repetition penalty %.2f, %lld tokens per prompt, draft block: %s\n", st.temperature,
+                st.repetition_penalty, static_cast<long long>(st.max_tokens),
+                st.full_block ? "full (block_size rows)" : "gamma + 1 rows");
     std::printf("%-15s %-5s %5s %-7s %6s %7s %12s %12s %9s  %s\n", "pair", "dtype", "gamma", "drafts", "prompts", "tau",
                 "plain tok/s", "dflash tok/s", "speed-up", "accept@1..5");
     for (const auto& pair : pairs) bench_pair(pair, st, dtype, threads, gammas, repeats);

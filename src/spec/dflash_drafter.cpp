@@ -61,18 +61,20 @@ std::unique_ptr<DrafterSequence> DFlashDrafter::new_sequence() const {
 }
 
 void DFlashDrafter::project_context(std::span<DrafterSequence* const> sequences) const {
-  forward(sequences, {}, 0);
+  forward(sequences, {}, 0, 0);
 }
 
-Tensor DFlashDrafter::draft_logits(std::span<const DraftBlock> blocks, int gamma) const {
+Tensor DFlashDrafter::draft_logits(std::span<const DraftBlock> blocks, int gamma, int slots) const {
   SS_CHECK(gamma >= 1 && gamma < block_size(), "drafter: gamma {} outside [1, {}]", gamma, block_size() - 1);
+  if (slots == 0) slots = gamma;
+  SS_CHECK(slots >= 1 && slots <= gamma, "drafter: {} output slots for a block of {} drafts", slots, gamma);
   std::vector<DrafterSequence*> seqs;
   for (const auto& b : blocks) seqs.push_back(b.sequence);
-  return forward(seqs, blocks, gamma);
+  return forward(seqs, blocks, gamma, slots);
 }
 
 Tensor DFlashDrafter::forward(std::span<DrafterSequence* const> context_of, std::span<const DraftBlock> blocks,
-                              int gamma) const {
+                              int gamma, int slots) const {
   const Ops& ops = target_.ops();
   const ModelConfig& cfg = config();
   const DrafterWeights& w = checkpoint_->weights();
@@ -191,12 +193,12 @@ Tensor DFlashDrafter::forward(std::span<DrafterSequence* const> context_of, std:
   for (DrafterSequence* s : context_of) s->mark_projected();
   if (Nb == 0) return Tensor();
 
-  // Slots 1..gamma → the drafter's final norm → the target's lm_head.
-  const int64_t n_out = static_cast<int64_t>(blocks.size()) * gamma;
+  // Slots 1..slots → the drafter's final norm → the target's lm_head.
+  const int64_t n_out = static_cast<int64_t>(blocks.size()) * slots;
   Tensor out = Tensor::empty(DType::F32, {n_out, H});
   for (size_t i = 0; i < blocks.size(); ++i)
-    std::memcpy(out.as<float>() + static_cast<int64_t>(i) * gamma * H, z.as<float>() + (static_cast<int64_t>(i) * B + 1) * H,
-                static_cast<size_t>(gamma * H) * sizeof(float));
+    std::memcpy(out.as<float>() + static_cast<int64_t>(i) * slots * H, z.as<float>() + (static_cast<int64_t>(i) * B + 1) * H,
+                static_cast<size_t>(slots * H) * sizeof(float));
   ops.rms_norm(out, w.norm, NormKind::Plain, eps, out);
   Tensor logits = Tensor::empty(DType::F32, {n_out, V});
   target_.lm_head(out, logits);

@@ -56,13 +56,16 @@ class DFlashDrafter {
 
   // Runs one block of gamma + 1 rows per entry (1 <= gamma < block_size is the caller's choice;
   // the trained block is gamma = block_size - 1), first projecting the waiting context rows of
-  // those sequences. Returns the logits of slots 1..gamma: [blocks.size() * gamma, vocab], block i's
-  // slot k at row i * gamma + k - 1.
-  Tensor draft_logits(std::span<const DraftBlock> blocks, int gamma) const;
+  // those sequences. Returns the logits of slots 1..slots (slots = gamma when 0; at most gamma):
+  // [blocks.size() * slots, vocab], block i's slot k at row i * slots + k - 1. (Slot k's output
+  // depends on the whole block — attention inside it is non-causal — so the first n drafts of a
+  // full block differ from the n drafts of a block of n + 1 rows.)
+  Tensor draft_logits(std::span<const DraftBlock> blocks, int gamma, int slots = 0) const;
 
  private:
   DFlashDrafter(const TargetModel& target, std::unique_ptr<DrafterCheckpoint> checkpoint);
-  Tensor forward(std::span<DrafterSequence* const> context_of, std::span<const DraftBlock> blocks, int gamma) const;
+  Tensor forward(std::span<DrafterSequence* const> context_of, std::span<const DraftBlock> blocks, int gamma,
+                 int slots) const;
 
   const TargetModel& target_;
   std::unique_ptr<DrafterCheckpoint> checkpoint_;

@@ -94,7 +94,8 @@ void DFlashProposer::propose(std::span<engine::ProposeItem> items) {
   }
   if (blocks.empty()) return;
 
-  const Tensor logits = drafter_.draft_logits(blocks, gamma_);
+  const Tensor logits =
+      drafter_.draft_logits(blocks, options_.full_block ? drafter_.block_size() - 1 : gamma_, gamma_);
   const auto V = static_cast<size_t>(drafter_.vocab_size());
   for (size_t i = 0; i < drafting.size(); ++i) {
     engine::ProposeItem& item = *drafting[i];

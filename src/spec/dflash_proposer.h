@@ -7,10 +7,10 @@
 //     drafter context rows == the target's committed length == the pending token's position,
 // checked in debug builds (SS_DEBUG_CHECK) and by tests through context_rows().
 //
-// propose() runs ONE drafter forward for all items (blocks of gamma + 1 rows at s..s+gamma) and
-// turns each block's slots 1..max_drafts into drafts (spec/draft_selection.h). The block always has
-// gamma + 1 rows, whatever max_drafts is, so a request's drafts never depend on how close it is to
-// max_tokens, only how many of them are used.
+// propose() runs ONE drafter forward for all items (blocks of block_size rows at s..s+block_size−1,
+// or gamma + 1 rows without full_block) and turns each block's slots 1..max_drafts into drafts
+// (spec/draft_selection.h). The block never depends on max_drafts, so a request's drafts never
+// depend on how close it is to max_tokens, only how many of them are used.
 #include <cstdint>
 #include <memory>
 #include <span>
@@ -25,6 +25,12 @@ namespace specserve::spec {
 
 struct DFlashProposerOptions {
   int gamma = 0;  // drafts per step, 1..block_size−1; 0: block_size − 1 (the trained block)
+  // true: every draft block is the trained block ([pending, mask × (block_size − 1)]) and gamma only
+  // says how many of its drafts are verified; false: a block of gamma + 1 rows (dflash.md §4 read
+  // literally). The drafter was trained on full blocks only and its in-block attention is
+  // non-causal, so a shorter block is out of distribution: on the demo pair, γ = 3 accepts its first
+  // draft 29 % of the time with a 4-row block against 81 % with the full block (docs/BENCHMARKS.md).
+  bool full_block = true;
   DraftSelection selection = {};
   // Waiting context rows of one sequence beyond which append_context projects them at once
   // instead of at the next propose: bounds the K·H floats held per row during long prefills.

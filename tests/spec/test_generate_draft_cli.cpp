@@ -109,11 +109,19 @@ TEST(GenerateDraftCli, SameTokensAsPlainDecoding) {
       ASSERT_TRUE(plain.contains("token_ids"));
       EXPECT_EQ(plain.at("token_ids").size(), 40u);
       EXPECT_FALSE(plain.at("stats").contains("tau"));
-      for (int gamma : {3, 15}) {
+      std::vector<std::vector<int32_t>> first_drafts;
+      for (int gamma : {15, 3}) {
         const auto spec = generate_json(base + " --draft " + c.draft + " --gamma " + std::to_string(gamma) + " --trace");
         ASSERT_TRUE(spec.contains("token_ids"));
         EXPECT_EQ(spec.at("token_ids"), plain.at("token_ids")) << c.target << sampling << " gamma " << gamma;
         check_spec_records(spec, gamma, c.prompt.size());
+        first_drafts.push_back(spec.at("steps").at(0).at("drafts").get<std::vector<int32_t>>());
+      }
+      // Every step drafts with the trained (full) block; gamma only limits how many drafts are
+      // verified: the first step of gamma 3 sees the first 3 drafts of gamma 15's first step.
+      if (sampling.empty()) {
+        ASSERT_EQ(first_drafts[1].size(), 3u);
+        EXPECT_EQ(first_drafts[1], std::vector<int32_t>(first_drafts[0].begin(), first_drafts[0].begin() + 3));
       }
     }
   }
