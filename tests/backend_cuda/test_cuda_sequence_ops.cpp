@@ -1,0 +1,300 @@
+// cuda_ops() against cpu_ops() for the sequence ops: the paged KV cache and attention, the Gated
+// DeltaNet conv / prepare / rule; and their bit-identities on the GPU (a query row alone equals the
+// row inside a batch of other sequences' rows; a K-row stepped span equals K one-row calls).
+#include <algorithm>
+#include <numeric>
+
+#include "cuda_test_util.h"
+
+namespace specserve::cuda_test {
+namespace {
+
+// ---- paged KV + attention -----------------------------------------------------------------------------
+
+struct AttnCase {
+  int nh, nkv, hd;
+};
+
+// Sequences of given lengths with their blocks on the host (for the CPU) and in one device pool in a
+// shuffled order (for the GPU), plus each sequence's host table of device block pointers.
+struct Caches {
+  KvGeometry geo;
+  std::vector<int> lengths;
+  std::vector<std::vector<std::vector<float>>> host_blocks;  // [seq][block]
+  std::vector<std::vector<float*>> host_tables, dev_tables;
+  DeviceBuffer pool;
+
+  Caches(KvGeometry g, std::vector<int> lens) : geo(g), lengths(std::move(lens)) {
+    int total = 0;
+    for (int L : lengths) total += (L + kKvBlockSize - 1) / kKvBlockSize;
+    pool = poisoned(size_t(total) * size_t(geo.block_floats()));
+    std::vector<int> order(total);
+    std::iota(order.begin(), order.end(), 0);
+    std::shuffle(order.begin(), order.end(), std::mt19937(5));
+    int next = 0;
+    for (int L : lengths) {
+      const int nb = (L + kKvBlockSize - 1) / kKvBlockSize;
+      host_blocks.emplace_back();
+      host_tables.emplace_back();
+      dev_tables.emplace_back();
+      for (int b = 0; b < nb; ++b) {
+        host_blocks.back().emplace_back(size_t(geo.block_floats()), 0.0f);
+        host_tables.back().push_back(host_blocks.back().back().data());
+        dev_tables.back().push_back(pool.as<float>() + int64_t(order[next++]) * geo.block_floats());
+      }
+    }
+  }
+};
+
+struct RowSpec {
+  int seq, pos, window_start;
+};
+
+std::vector<AttentionRow> rows_of(const std::vector<RowSpec>& spec, std::vector<std::vector<float*>>& tables) {
+  std::vector<AttentionRow> rows;
+  for (const auto& s : spec) rows.push_back({tables[size_t(s.seq)].data(), s.pos, s.window_start});
+  return rows;
+}
+
+class Attention : public Gpu, public ::testing::WithParamInterface<AttnCase> {};
+
+TEST_P(Attention, KvStoreAndAttentionAgreeWithCpuAndRowsAreBatchInvariant) {
+  const auto [nh, nkv, hd] = GetParam();
+  const int layer = 1;
+  Caches c(KvGeometry{2, nkv, hd}, {1, 17, 100, 300, 33, 64});
+  // Every position of every sequence, round-robin across sequences (one call mixes all tables);
+  // every third row windowed (8 keys).
+  std::vector<RowSpec> spec;
+  for (int p = 0;; ++p) {
+    bool any = false;
+    for (int s = 0; s < int(c.lengths.size()); ++s)
+      if (p < c.lengths[size_t(s)]) {
+        spec.push_back({s, p, spec.size() % 3 == 2 ? std::max(0, p - 7) : 0});
+        any = true;
+      }
+    if (!any) break;
+  }
+  const int64_t R = int64_t(spec.size()), kvw = int64_t(nkv) * hd, qw = int64_t(nh) * hd;
+  auto k = randn(size_t(R * kvw), 81), v = randn(size_t(R * kvw), 82), q = randn(size_t(R * qw), 83);
+  auto host_rows = rows_of(spec, c.host_tables);
+  auto dev_rows = rows_of(spec, c.dev_tables);
+
+  cpu_ops().kv_store(host_view(k.data(), DType::F32, {R, kvw}), host_view(v.data(), DType::F32, {R, kvw}), c.geo,
+                     layer, host_rows);
+  DeviceBuffer dk = DeviceBuffer::from(k), dv = DeviceBuffer::from(v), dq = DeviceBuffer::from(q);
+  cuda_ops().kv_store(dev_view(dk, DType::F32, {R, kvw}), dev_view(dv, DType::F32, {R, kvw}), c.geo, layer, dev_rows);
+
+  // The stored keys and values are copies: bit-equal to the CPU's, slot by slot.
+  std::vector<float> pool(c.pool.bytes() / 4);
+  c.pool.download(pool.data(), c.pool.bytes());
+  for (size_t s = 0; s < c.lengths.size(); ++s)
+    for (int p = 0; p < c.lengths[s]; ++p) {
+      const float* hb = c.host_tables[s][size_t(p / kKvBlockSize)];
+      const float* db = pool.data() + (c.dev_tables[s][size_t(p / kKvBlockSize)] - c.pool.as<float>());
+      for (int which = 0; which < 2; ++which)
+        for (int h = 0; h < nkv; ++h) {
+          const int64_t off = c.geo.offset(layer, which, h, p % kKvBlockSize);
+          ASSERT_TRUE(bit_equal(hb + off, db + off, size_t(hd))) << "seq " << s << " pos " << p;
+        }
+    }
+
+  const float scale = 1.0f / std::sqrt(float(hd));
+  std::vector<float> want(size_t(R * qw));
+  cpu_ops().attention(host_view(q.data(), DType::F32, {R, qw}), c.geo, layer, host_rows, nh, scale,
+                      host_view(want.data(), DType::F32, {R, qw}));
+  DeviceBuffer dout = poisoned(size_t(R * qw));
+  const TensorView Q = dev_view(dq, DType::F32, {R, qw});
+  cuda_ops().attention(Q, c.geo, layer, dev_rows, nh, scale, dev_view(dout, DType::F32, {R, qw}));
+  auto all = download(dout, size_t(R * qw));
+  EXPECT_LT(rel_err(all, want), 1e-5);
+
+  // A row alone (a decode) gives the bits it has inside the whole batch.
+  for (int64_t r = 0; r < R; r += 7) {
+    DeviceBuffer one = poisoned(size_t(qw));
+    cuda_ops().attention(Q.rows(r, r + 1), c.geo, layer, std::span(&dev_rows[size_t(r)], 1), nh, scale,
+                         dev_view(one, DType::F32, {1, qw}));
+    ASSERT_TRUE(bit_equal(download(one, size_t(qw)).data(), all.data() + r * qw, size_t(qw))) << "row " << r;
+  }
+  // And inside a batch of 8 rows of other sequences: the target row at slot 5.
+  const int64_t target = R - 3;
+  std::vector<int64_t> picks;
+  for (int64_t r = 0; int64_t(picks.size()) < 7; r += 13)
+    if (spec[size_t(r)].seq != spec[size_t(target)].seq) picks.push_back(r);
+  picks.insert(picks.begin() + 5, target);
+  std::vector<float> q8;
+  std::vector<AttentionRow> rows8;
+  for (int64_t r : picks) {
+    q8.insert(q8.end(), q.begin() + r * qw, q.begin() + (r + 1) * qw);
+    rows8.push_back(dev_rows[size_t(r)]);
+  }
+  DeviceBuffer dq8 = DeviceBuffer::from(q8), out8 = poisoned(q8.size());
+  cuda_ops().attention(dev_view(dq8, DType::F32, {8, qw}), c.geo, layer, rows8, nh, scale,
+                       dev_view(out8, DType::F32, {8, qw}));
+  auto got8 = download(out8, q8.size());
+  for (int i = 0; i < 8; ++i)
+    EXPECT_TRUE(bit_equal(got8.data() + i * qw, all.data() + picks[size_t(i)] * qw, size_t(qw))) << "slot " << i;
+}
+
+INSTANTIATE_TEST_SUITE_P(Heads, Attention,
+                         ::testing::Values(AttnCase{4, 2, 128}, AttnCase{8, 2, 64}, AttnCase{2, 2, 256},
+                                           AttnCase{6, 3, 96}),
+                         [](const ::testing::TestParamInfo<AttnCase>& i) {
+                           return "heads" + std::to_string(i.param.nh) + "_kv" + std::to_string(i.param.nkv) + "_hd" +
+                                  std::to_string(i.param.hd);
+                         });
+
+// ---- Gated DeltaNet ------------------------------------------------------------------------------------
+
+TEST_F(Gpu, CausalConvSiluAgreesWithCpu) {
+  const GdnDims d{4, 8, 64, 64, 4};
+  const int64_t C = d.conv_dim(), n = 37, Kc = d.conv_kernel;
+  auto x = randn(size_t(n * C), 91), win = randn(size_t((Kc - 1) * C), 92), w = randn(size_t(C * Kc), 93, 0.5f);
+  std::vector<float> want(x.size());
+  cpu_ops().causal_conv_silu(host_view(x.data(), DType::F32, {n, C}), host_view(win.data(), DType::F32, {Kc - 1, C}),
+                             host_view(w.data(), DType::F32, {C, Kc}), host_view(want.data(), DType::F32, {n, C}));
+  DeviceBuffer dx = DeviceBuffer::from(x), dwin = DeviceBuffer::from(win), dw = DeviceBuffer::from(w),
+               out = poisoned(x.size());
+  cuda_ops().causal_conv_silu(dev_view(dx, DType::F32, {n, C}), dev_view(dwin, DType::F32, {Kc - 1, C}),
+                              dev_view(dw, DType::F32, {C, Kc}), dev_view(out, DType::F32, {n, C}));
+  EXPECT_LT(rel_err(download(out, x.size()), want), 1e-6);
+}
+
+TEST_F(Gpu, GdnPrepareAgreesWithCpu) {
+  const GdnDims d{4, 8, 64, 64, 4};
+  const int64_t R = 37, Hv = d.num_v_heads;
+  auto qkv = randn(size_t(R * d.conv_dim()), 101), a = randn(size_t(R * Hv), 102), b = randn(size_t(R * Hv), 103);
+  auto alog = randn(size_t(Hv), 104, 0.5f), dt = randn(size_t(Hv), 105, 0.5f);
+  DeviceBuffer dqkv = DeviceBuffer::from(qkv), da = DeviceBuffer::from(a), db = DeviceBuffer::from(b),
+               dal = DeviceBuffer::from(alog), ddt = DeviceBuffer::from(dt);
+  cpu_ops().gdn_prepare(host_view(qkv.data(), DType::F32, {R, d.conv_dim()}), host_view(a.data(), DType::F32, {R, Hv}),
+                        host_view(b.data(), DType::F32, {R, Hv}), host_view(alog.data(), DType::F32, {Hv}),
+                        host_view(dt.data(), DType::F32, {Hv}), d);
+  cuda_ops().gdn_prepare(dev_view(dqkv, DType::F32, {R, d.conv_dim()}), dev_view(da, DType::F32, {R, Hv}),
+                         dev_view(db, DType::F32, {R, Hv}), dev_view(dal, DType::F32, {Hv}),
+                         dev_view(ddt, DType::F32, {Hv}), d);
+  EXPECT_LT(rel_err(download(dqkv, qkv.size()), qkv), 1e-6);
+  EXPECT_LT(rel_err(download(da, a.size()), a), 1e-6);
+  EXPECT_LT(rel_err(download(db, b.size()), b), 1e-6);
+}
+
+// Prepared inputs for the rule (prepared on the CPU, copied to the device unchanged).
+struct Gdn {
+  GdnDims d;
+  int64_t T;
+  std::vector<float> qkv, g, beta;
+  DeviceBuffer dqkv, dg, dbeta;
+  Gdn(GdnDims dims, int64_t t) : d(dims), T(t) {
+    qkv = randn(size_t(T * d.conv_dim()), 111);
+    auto a = randn(size_t(T * d.num_v_heads), 112), b = randn(size_t(T * d.num_v_heads), 113);
+    auto alog = randn(size_t(d.num_v_heads), 114, 0.5f), dt = randn(size_t(d.num_v_heads), 115, 0.5f);
+    cpu_ops().gdn_prepare(host_view(qkv.data(), DType::F32, {T, d.conv_dim()}),
+                          host_view(a.data(), DType::F32, {T, d.num_v_heads}),
+                          host_view(b.data(), DType::F32, {T, d.num_v_heads}),
+                          host_view(alog.data(), DType::F32, {d.num_v_heads}),
+                          host_view(dt.data(), DType::F32, {d.num_v_heads}), d);
+    g = a;
+    beta = b;
+    dqkv = DeviceBuffer::from(qkv);
+    dg = DeviceBuffer::from(g);
+    dbeta = DeviceBuffer::from(beta);
+  }
+  void cpu(std::span<const GdnSpan> spans, std::vector<float>& out) {
+    out.assign(size_t(T * d.value_dim()), 0.0f);
+    cpu_ops().gated_delta_rule(host_view(qkv.data(), DType::F32, {T, d.conv_dim()}),
+                               host_view(g.data(), DType::F32, {T, d.num_v_heads}),
+                               host_view(beta.data(), DType::F32, {T, d.num_v_heads}), spans, d,
+                               host_view(out.data(), DType::F32, {T, d.value_dim()}));
+  }
+  // Output rows outside the spans stay NaN.
+  void gpu(std::span<const GdnSpan> spans, DeviceBuffer& out) {
+    cuda_ops().gated_delta_rule(dev_view(dqkv, DType::F32, {T, d.conv_dim()}),
+                                dev_view(dg, DType::F32, {T, d.num_v_heads}),
+                                dev_view(dbeta, DType::F32, {T, d.num_v_heads}), spans, d,
+                                dev_view(out, DType::F32, {T, d.value_dim()}));
+  }
+};
+
+class GatedDeltaRule : public Gpu, public ::testing::WithParamInterface<GdnDims> {};
+
+TEST_P(GatedDeltaRule, SpansAgreeWithCpu) {
+  Gdn c(GetParam(), 150);
+  const size_t SF = size_t(c.d.state_floats()), OF = size_t(c.T * c.d.value_dim());
+  // Two sequences in one call: A stepped over rows [0, 40) from a non-zero state, B chunked over rows
+  // [40, 150) starting at absolute position 37 (so its chunks are cut at 64 - 37 and then every 64).
+  auto sA = randn(SF, 116, 0.3f), sB = randn(SF, 117, 0.3f);
+  auto hA = sA, hB = sB;
+  GdnSpan host_spans[2] = {{hA.data(), 0, 40, 300, false}, {hB.data(), 40, 110, 37, true}};
+  std::vector<float> want;
+  c.cpu(host_spans, want);
+  DeviceBuffer dA = DeviceBuffer::from(sA), dB = DeviceBuffer::from(sB), out = poisoned(OF);
+  GdnSpan dev_spans[2] = {{dA.as<float>(), 0, 40, 300, false}, {dB.as<float>(), 40, 110, 37, true}};
+  c.gpu(dev_spans, out);
+  auto got = download(out, OF);
+  const size_t split = size_t(40 * c.d.value_dim());
+  EXPECT_LT(rel_err(std::vector<float>(got.begin(), got.begin() + split),
+                    std::vector<float>(want.begin(), want.begin() + split)),
+            2e-5)
+      << "stepped";
+  EXPECT_LT(rel_err(std::vector<float>(got.begin() + split, got.end()),
+                    std::vector<float>(want.begin() + split, want.end())),
+            5e-5)
+      << "chunked (run as the recurrence on CUDA)";
+  EXPECT_LT(rel_err(download(dA, SF), hA), 2e-5);
+  EXPECT_LT(rel_err(download(dB, SF), hB), 5e-5);
+}
+
+TEST_P(GatedDeltaRule, StateInLeavesSourceUntouchedAndMatchesInPlace) {
+  Gdn c(GetParam(), 12);
+  const size_t SF = size_t(c.d.state_floats()), OF = size_t(c.T * c.d.value_dim());
+  auto s0 = randn(SF, 118, 0.3f);
+  // CPU reference with state_in.
+  std::vector<float> hsrc = s0, hdst(SF, -7.0f), want;
+  GdnSpan hs{hdst.data(), 0, c.T, 0, false, hsrc.data()};
+  c.cpu(std::span(&hs, 1), want);
+  // GPU with state_in, and GPU in place.
+  DeviceBuffer src = DeviceBuffer::from(s0), dst = poisoned(SF), inplace = DeviceBuffer::from(s0);
+  DeviceBuffer o1 = poisoned(OF), o2 = poisoned(OF);
+  GdnSpan a{dst.as<float>(), 0, c.T, 0, false, src.as<const float>()};
+  GdnSpan b{inplace.as<float>(), 0, c.T, 0, false};
+  c.gpu(std::span(&a, 1), o1);
+  c.gpu(std::span(&b, 1), o2);
+  EXPECT_TRUE(bit_equal(download(src, SF).data(), s0.data(), SF));
+  EXPECT_TRUE(bit_equal(download(dst, SF).data(), download(inplace, SF).data(), SF));
+  EXPECT_TRUE(bit_equal(download(o1, OF).data(), download(o2, OF).data(), OF));
+  EXPECT_LT(rel_err(download(o1, OF), want), 2e-5);
+  EXPECT_LT(rel_err(download(dst, SF), hdst), 2e-5);
+}
+
+TEST_P(GatedDeltaRule, SteppedSpanEqualsOneRowCalls) {
+  const int64_t K = 16;
+  Gdn c(GetParam(), K);
+  const size_t SF = size_t(c.d.state_floats()), OF = size_t(c.T * c.d.value_dim());
+  auto s0 = randn(SF, 119, 0.3f);
+  DeviceBuffer whole = DeviceBuffer::from(s0), steps = DeviceBuffer::from(s0), o1 = poisoned(OF), o2 = poisoned(OF);
+  GdnSpan all{whole.as<float>(), 0, K, 100, false};
+  c.gpu(std::span(&all, 1), o1);
+  for (int64_t r = 0; r < K; ++r) {
+    GdnSpan one{steps.as<float>(), r, 1, 100 + r, false};
+    c.gpu(std::span(&one, 1), o2);
+  }
+  EXPECT_TRUE(bit_equal(download(o1, OF).data(), download(o2, OF).data(), OF));
+  EXPECT_TRUE(bit_equal(download(whole, SF).data(), download(steps, SF).data(), SF));
+  // A verify-style extend: the first row reads the committed state through state_in.
+  DeviceBuffer committed = DeviceBuffer::from(s0), scratch = poisoned(SF), o3 = poisoned(OF);
+  GdnSpan ext{scratch.as<float>(), 0, K, 100, false, committed.as<const float>()};
+  c.gpu(std::span(&ext, 1), o3);
+  EXPECT_TRUE(bit_equal(download(o3, OF).data(), download(o1, OF).data(), OF));
+  EXPECT_TRUE(bit_equal(download(scratch, SF).data(), download(whole, SF).data(), SF));
+}
+
+INSTANTIATE_TEST_SUITE_P(Dims, GatedDeltaRule,
+                         ::testing::Values(GdnDims{4, 8, 64, 64, 4}, GdnDims{2, 4, 128, 128, 4},
+                                           GdnDims{2, 2, 16, 12, 4}),
+                         [](const ::testing::TestParamInfo<GdnDims>& i) {
+                           const auto& d = i.param;
+                           return "hk" + std::to_string(d.num_k_heads) + "_hv" + std::to_string(d.num_v_heads) + "_dk" +
+                                  std::to_string(d.k_dim) + "_dv" + std::to_string(d.v_dim);
+                         });
+
+}  // namespace
+}  // namespace specserve::cuda_test
