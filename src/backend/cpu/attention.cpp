@@ -1,8 +1,14 @@
-// Causal GQA attention over the paged KV cache (models.md §1.4). One task per (row, query head);
-// a row's scores, softmax and weighted sum walk its own sequence's keys window_start..position
-// (window_start is 0 except for sliding-window layers) in increasing
-// order with no split, so the result depends only on the row and its sequence's cache: one decode
-// row and the same row inside a K-row extend give the same bits.
+// Causal GQA attention over the paged KV cache (models.md §1.4). Per (row, query head) the scores,
+// softmax and weighted sum walk its own sequence's keys window_start..position (window_start is 0
+// except for sliding-window layers) in increasing order with no split, so the result depends only
+// on the row and its sequence's cache: one decode row and the same row inside a K-row extend give
+// the same bits.
+//
+// Memory traffic: one task per (run of consecutive rows of one sequence, KV head). It reads each
+// key and value of that head once for all the run's rows and the query heads of the group (an
+// extend's K rows and GQA's group would otherwise re-read the cache K·group times). Only the loop
+// nest changes: every (row, head) still computes each score, the max, the exp-sum and the
+// weighted sum with the same expressions in the same key order as a lone row.
 #include <algorithm>
 #include <cmath>
 #include <cstring>
@@ -50,39 +56,72 @@ void attention(const TensorView& q, const KvGeometry& geo, int layer, std::span<
     SS_CHECK(row.window_start >= 0 && row.window_start <= row.position,
              "attention: window start {} outside [0, position {}]", row.window_start, row.position);
   const int group = num_heads / geo.num_kv_heads;
-  const int64_t tasks = static_cast<int64_t>(rows.size()) * num_heads;
+  const int nkv = geo.num_kv_heads;
+
+  // Runs of consecutive rows that share a sequence (the same block table).
+  std::vector<std::pair<int64_t, int64_t>> runs;
+  for (int64_t r = 0; r < static_cast<int64_t>(rows.size()); ++r) {
+    if (runs.empty() || rows[r].blocks != rows[runs.back().first].blocks) runs.push_back({r, r});
+    runs.back().second = r + 1;
+  }
+  const int64_t tasks = static_cast<int64_t>(runs.size()) * nkv;
 
   auto body = [&](int64_t t0, int64_t t1) {
     std::vector<float> scores;
     for (int64_t t = t0; t < t1; ++t) {
-      const int64_t r = t / num_heads;
-      const int h = static_cast<int>(t % num_heads);
-      const int kvh = h / group;
-      const AttentionRow& row = rows[r];
-      // Keys w..position (w = 0 unless the row is windowed); scores[i] belongs to position w + i.
-      const int64_t w = row.window_start, n = int64_t{row.position} + 1 - w;
-      const float* qv = q.as<const float>() + r * q.strides[0] + int64_t{h} * hd;
-      scores.resize(static_cast<size_t>(n));
-      float mx = -INFINITY;
-      for (int64_t i = 0; i < n; ++i) {
-        const int64_t j = w + i;
-        const float* kv = row.blocks[j / kKvBlockSize] + geo.offset(layer, 0, kvh, static_cast<int>(j % kKvBlockSize));
-        scores[i] = dot_f32(qv, kv, hd) * scale;
-        mx = std::max(mx, scores[i]);
+      const auto [r0, r1] = runs[t / nkv];
+      const int kvh = static_cast<int>(t % nkv);
+      float* const* blocks = rows[r0].blocks;
+      int64_t lo = rows[r0].window_start, hi = rows[r0].position;
+      for (int64_t r = r0; r < r1; ++r) {
+        lo = std::min<int64_t>(lo, rows[r].window_start);
+        hi = std::max<int64_t>(hi, rows[r].position);
       }
-      float sum = 0.0f;
-      for (int64_t i = 0; i < n; ++i) {
-        scores[i] = std::exp(scores[i] - mx);
-        sum += scores[i];
+      const int64_t span = hi + 1 - lo;
+      const int64_t members = (r1 - r0) * group;  // member m: row r0 + m / group, head kvh·group + m % group
+      scores.resize(static_cast<size_t>(members * span));
+      auto q_of = [&](int64_t m) {
+        return q.as<const float>() + (r0 + m / group) * q.strides[0] + int64_t{kvh * group + m % group} * hd;
+      };
+      auto out_of = [&](int64_t m) {
+        return out.as<float>() + (r0 + m / group) * out.strides[0] + int64_t{kvh * group + m % group} * hd;
+      };
+      // Scores: key j once for every member whose keys w..position contain it.
+      for (int64_t j = lo; j <= hi; ++j) {
+        const float* kv = blocks[j / kKvBlockSize] + geo.offset(layer, 0, kvh, static_cast<int>(j % kKvBlockSize));
+        for (int64_t m = 0; m < members; ++m) {
+          const AttentionRow& row = rows[r0 + m / group];
+          if (j < row.window_start || j > row.position) continue;
+          scores[m * span + (j - lo)] = dot_f32(q_of(m), kv, hd) * scale;
+        }
       }
-      const float inv = 1.0f / sum;
-      float* o = out.as<float>() + r * out.strides[0] + int64_t{h} * hd;
-      std::fill(o, o + hd, 0.0f);
-      for (int64_t i = 0; i < n; ++i) {
-        const int64_t j = w + i;
-        const float p = scores[i] * inv;
-        const float* vv = row.blocks[j / kKvBlockSize] + geo.offset(layer, 1, kvh, static_cast<int>(j % kKvBlockSize));
-        for (int d = 0; d < hd; ++d) o[d] += p * vv[d];
+      // Softmax per member over its own keys, in key order; the weights overwrite the scores.
+      for (int64_t m = 0; m < members; ++m) {
+        const AttentionRow& row = rows[r0 + m / group];
+        float* sc = scores.data() + m * span + (row.window_start - lo);
+        const int64_t n = int64_t{row.position} + 1 - row.window_start;
+        float mx = -INFINITY;
+        for (int64_t i = 0; i < n; ++i) mx = std::max(mx, sc[i]);
+        float sum = 0.0f;
+        for (int64_t i = 0; i < n; ++i) {
+          sc[i] = std::exp(sc[i] - mx);
+          sum += sc[i];
+        }
+        const float inv = 1.0f / sum;
+        for (int64_t i = 0; i < n; ++i) sc[i] *= inv;
+        float* o = out_of(m);
+        std::fill(o, o + hd, 0.0f);
+      }
+      // Weighted sum: value j once for every member, accumulated in key order per member.
+      for (int64_t j = lo; j <= hi; ++j) {
+        const float* vv = blocks[j / kKvBlockSize] + geo.offset(layer, 1, kvh, static_cast<int>(j % kKvBlockSize));
+        for (int64_t m = 0; m < members; ++m) {
+          const AttentionRow& row = rows[r0 + m / group];
+          if (j < row.window_start || j > row.position) continue;
+          const float p = scores[m * span + (j - lo)];
+          float* o = out_of(m);
+          for (int d = 0; d < hd; ++d) o[d] += p * vv[d];
+        }
       }
     }
   };
