@@ -1,8 +1,9 @@
 // `specserve generate`: one prompt through the engine — plain decoding, or DFlash speculative
-// decoding with --draft — on the CPU backend.
+// decoding with --draft — on the CPU backend, or with the target on the GPU (--backend cuda).
 //
 //   specserve generate --model DIR (--prompt TEXT | --prompt-ids 1,2,3 | --prompt-file F) [--chat]
 //       --max-tokens N [--temperature T] [--seed S] [--ignore-eos] [--json] [--threads N] [--dtype D]
+//       [--backend cpu|cuda]
 //       [--draft DIR [--gamma G] [--draft-sampling argmax|sample] [--verify-mode sample-match|raw-argmax]
 //        [--trace]]
 //
@@ -58,6 +59,7 @@ struct GenerateOptions {
   std::string prompt_ids;
   std::string prompt_file;
   std::string dtype = "auto";
+  std::string backend = "cpu";
   bool chat = false;
   bool json = false;
   int threads = 0;
@@ -138,7 +140,9 @@ int run_generate(GenerateOptions& o) {
     SS_CHECK(!prompt.empty(), "the prompt encodes to no tokens");
   }
 
-  auto model = TargetModel::load(o.model, LoadOptions{o.dtype, o.threads});
+  LoadOptions load{o.dtype, o.threads};
+  load.backend = o.backend;
+  auto model = TargetModel::load(o.model, load);
   sampling::RequestParams params = o.sampling.resolve(model_defaults(o.model, model->config()));
   SS_CHECK(params.stop.max_tokens.has_value() && *params.stop.max_tokens > 0, "--max-tokens must be given and > 0");
   SS_CHECK(params.stop.stop.empty() || tok.has_value(), "--stop strings need {}/tokenizer.json", o.model);
@@ -216,6 +220,7 @@ int run_generate(GenerateOptions& o) {
     for (int32_t t : run.tokens) ids += (ids.empty() ? "" : " ") + std::to_string(t);
     std::printf("%s\n", ids.c_str());
   }
+  std::fflush(stdout);  // the text first, then the stats line on stderr
   std::string spec_note;
   if (proposer) {
     int64_t committed = 0;
@@ -241,6 +246,8 @@ void register_generate(CLI::App& app, CommandRunner& run) {
   cmd->add_flag("--json", opts->json, "Print one JSON object");
   cmd->add_option("--threads", opts->threads, "CPU threads (default: all cores)");
   cmd->add_option("--dtype", opts->dtype, "Weight storage: auto (checkpoint's), f32 or bf16");
+  cmd->add_option("--backend", opts->backend,
+                  "Where the target model runs: cpu (default) or cuda (GPU 0; a drafter stays on the CPU)");
   opts->sampling.add_to(*cmd);
   cmd->add_option("--draft", opts->draft, "DFlash drafter directory (speculative decoding; same output as without)");
   cmd->add_option("--gamma", opts->gamma, "Drafts per verify step, 1..block_size-1 (0 = block_size - 1)")
