@@ -1,6 +1,7 @@
 #include "core/thread_pool.h"
 
 #include <algorithm>
+#include <cstdlib>
 #include <memory>
 
 #include <immintrin.h>
@@ -22,16 +23,26 @@ ThreadPool::~ThreadPool() {
 }
 
 namespace {
-// Spin iterations before sleeping: with _mm_pause at ~40-140 cycles each, tens of microseconds —
-// longer than the gap between the kernels of one forward pass, far shorter than a scheduler tick.
-constexpr int kSpinIterations = 4000;
+// Spin iterations before sleeping: with _mm_pause at ~40-140 cycles each, a few microseconds —
+// about the gap between the kernels of one forward pass. Longer spins (4000) gained a little on an
+// idle 2-core machine but were 4x slower when another process shared the cores.
+// SPECSERVE_POOL_SPIN overrides it (0: sleep at once, the right choice when the cores are shared
+// with other busy processes: a spinning thread then steals the core its partner needs).
+int spin_iterations() {
+  static const int n = [] {
+    const char* env = std::getenv("SPECSERVE_POOL_SPIN");
+    return env != nullptr ? std::max(0, std::atoi(env)) : 256;
+  }();
+  return n;
+}
 }  // namespace
 
 void ThreadPool::worker_loop(int index) {
   uint64_t seen = 0;
+  const int spins = spin_iterations();
   for (;;) {
     uint64_t gen = generation_.load(std::memory_order_acquire);
-    for (int i = 0; gen == seen && i < kSpinIterations && !stop_.load(std::memory_order_relaxed); ++i) {
+    for (int i = 0; gen == seen && i < spins && !stop_.load(std::memory_order_relaxed); ++i) {
       _mm_pause();
       gen = generation_.load(std::memory_order_acquire);
     }
@@ -81,7 +92,8 @@ void ThreadPool::parallel_for(int64_t n, const std::function<void(int64_t, int64
   }
   if (sleepers_.load(std::memory_order_relaxed) > 0) start_cv_.notify_all();
   fn(mine.first, mine.second);
-  for (int i = 0; pending_.load(std::memory_order_acquire) != 0 && i < kSpinIterations; ++i) _mm_pause();
+  for (int i = 0, spins = spin_iterations(); pending_.load(std::memory_order_acquire) != 0 && i < spins; ++i)
+    _mm_pause();
   if (pending_.load(std::memory_order_acquire) != 0) {
     std::unique_lock lock(mutex_);
     done_cv_.wait(lock, [&] { return pending_.load(std::memory_order_acquire) == 0; });
