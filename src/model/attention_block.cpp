@@ -27,24 +27,23 @@ void AttentionBlock::forward(BatchContext& ctx, const TensorView& x, const Tenso
   const ArchSpec& s = *ctx.spec;
   const int64_t R = ctx.rows, hd = s.head_dim;
   const int64_t qw = s.num_heads * hd, kvw = s.num_kv_heads * hd;
-  Tensor qfull = Tensor::empty(DType::F32, {R, q_proj.dim(0)});
-  Tensor k = Tensor::empty(DType::F32, {R, kvw});
-  Tensor v = Tensor::empty(DType::F32, {R, kvw});
+  const Memory& mem = *ctx.mem;
+  MemTensor qfull = MemTensor::empty(mem, DType::F32, {R, q_proj.dim(0)});
+  MemTensor k = MemTensor::empty(mem, DType::F32, {R, kvw});
+  MemTensor v = MemTensor::empty(mem, DType::F32, {R, kvw});
   TensorView ws[] = {q_proj, k_proj, v_proj};
   TensorView ys[] = {qfull, k, v};
   ops.matmul_multi(x, ws, ys);
 
   // Qwen3.5: each head's 2*hd outputs are [query | gate] (per head, not two flat halves).
-  Tensor q, gate;
+  // As R * num_heads rows of 2*hd floats, q takes the first hd of each and gate the rest.
+  MemTensor q, gate;
   if (s.attn_output_gate) {
-    q = Tensor::empty(DType::F32, {R, qw});
-    gate = Tensor::empty(DType::F32, {R, qw});
-    for (int64_t r = 0; r < R; ++r)
-      for (int h = 0; h < s.num_heads; ++h) {
-        const float* src = qfull.as<float>() + r * 2 * qw + h * 2 * hd;
-        std::memcpy(q.as<float>() + r * qw + h * hd, src, hd * 4);
-        std::memcpy(gate.as<float>() + r * qw + h * hd, src + hd, hd * 4);
-      }
+    q = MemTensor::empty(mem, DType::F32, {R, qw});
+    gate = MemTensor::empty(mem, DType::F32, {R, qw});
+    const auto head = static_cast<size_t>(hd) * 4, rows = static_cast<size_t>(R * s.num_heads);
+    mem.copy_2d(q.as<float>(), head, qfull.as<float>(), 2 * head, head, rows);
+    mem.copy_2d(gate.as<float>(), head, qfull.as<float>() + hd, 2 * head, head, rows);
   } else {
     q = std::move(qfull);
   }
@@ -54,7 +53,7 @@ void AttentionBlock::forward(BatchContext& ctx, const TensorView& x, const Tenso
   ops.rope(k, s.num_kv_heads, s.head_dim, s.rot_dim, s.rope_theta, ctx.positions);
   // All rows' keys go in first: a row then sees exactly positions 0..its own, as in decode.
   ops.kv_store(k, v, ctx.kv, slot, ctx.attn_rows);
-  Tensor attn = Tensor::empty(DType::F32, {R, qw});
+  MemTensor attn = MemTensor::empty(mem, DType::F32, {R, qw});
   ops.attention(q, ctx.kv, slot, ctx.attn_rows, s.num_heads, 1.0f / std::sqrt(static_cast<float>(hd)), attn);
   if (s.attn_output_gate) ops.mul_sigmoid(attn, gate);
   ops.matmul(attn, o_proj, out);

@@ -7,8 +7,8 @@ namespace specserve {
 void DecoderLayer::forward(BatchContext& ctx, const TensorView& x) const {
   const Ops& ops = *ctx.ops;
   const ArchSpec& s = *ctx.spec;
-  Tensor normed = Tensor::empty(DType::F32, x.shape);
-  Tensor mixed = Tensor::empty(DType::F32, x.shape);
+  MemTensor normed = MemTensor::empty(*ctx.mem, DType::F32, x.shape);
+  MemTensor mixed = MemTensor::empty(*ctx.mem, DType::F32, x.shape);
   ops.rms_norm(x, input_norm, s.norm, s.eps, normed);
   if (type == LayerType::LinearAttention)
     deltanet.forward(ctx, normed, mixed);

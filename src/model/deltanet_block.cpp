@@ -11,18 +11,26 @@ namespace specserve {
 
 namespace {
 
-// window <- the last Kc-1 rows of [window; rows[0..n)].
-void advance_window(std::vector<float>& window, const float* rows, int64_t n, int64_t C, int64_t keep) {
+// window <- the last Kc-1 rows of [window; rows[0..n)] (byte copies through the state's Memory; the
+// overlapping shift goes through a scratch block, as device copies must not overlap).
+void advance_window(const Memory& mem, Buffer& window, const float* rows, int64_t n, int64_t C, int64_t keep) {
   if (keep == 0 || n == 0) return;
   if (n >= keep) {
-    std::memcpy(window.data(), rows + (n - keep) * C, static_cast<size_t>(keep * C) * 4);
+    mem.copy(window.f32(), rows + (n - keep) * C, static_cast<size_t>(keep * C) * 4);
   } else {
-    std::memmove(window.data(), window.data() + n * C, static_cast<size_t>((keep - n) * C) * 4);
-    std::memcpy(window.data() + (keep - n) * C, rows, static_cast<size_t>(n * C) * 4);
+    Buffer next(mem, window.bytes());
+    mem.copy(next.f32(), window.f32() + n * C, static_cast<size_t>((keep - n) * C) * 4);
+    mem.copy(next.f32() + (keep - n) * C, rows, static_cast<size_t>(n * C) * 4);
+    window = std::move(next);
   }
 }
 
-TensorView f32_view(std::vector<float>& v, const Shape& s) { return TensorView::contiguous(v.data(), DType::F32, s); }
+// dst <- rows [n, width] floats starting at src (growing dst when needed).
+void save_rows(const Memory& mem, Buffer& dst, const float* src, int64_t n, int64_t width) {
+  const size_t bytes = static_cast<size_t>(n * width) * 4;
+  dst.reserve(mem, bytes);
+  mem.copy(dst.data(), src, bytes);
+}
 
 }  // namespace
 
@@ -47,19 +55,20 @@ void DeltaNetBlock::forward(BatchContext& ctx, const TensorView& x, const Tensor
   const Ops& ops = *ctx.ops;
   const ArchSpec& s = *ctx.spec;
   const GdnDims& d = s.gdn;
+  const Memory& mem = *ctx.mem;
   const int64_t R = ctx.rows, C = d.conv_dim(), Hv = d.num_v_heads, keep = d.conv_kernel - 1;
-  Tensor pre = Tensor::empty(DType::F32, {R, C});
-  Tensor z = Tensor::empty(DType::F32, {R, d.value_dim()});
-  Tensor beta = Tensor::empty(DType::F32, {R, Hv});
-  Tensor g = Tensor::empty(DType::F32, {R, Hv});
+  MemTensor pre = MemTensor::empty(mem, DType::F32, {R, C});
+  MemTensor z = MemTensor::empty(mem, DType::F32, {R, d.value_dim()});
+  MemTensor beta = MemTensor::empty(mem, DType::F32, {R, Hv});
+  MemTensor g = MemTensor::empty(mem, DType::F32, {R, Hv});
   TensorView ws[] = {in_qkv, in_z, in_b, in_a};
   TensorView ys[] = {pre, z, beta, g};
   ops.matmul_multi(x, ws, ys);
 
-  Tensor qkv = Tensor::empty(DType::F32, {R, C});
+  MemTensor qkv = MemTensor::empty(mem, DType::F32, {R, C});
   for (const auto& sp : ctx.spans) {
     auto& L = ModelInternals::deltanet(*sp.state, slot);
-    ops.causal_conv_silu(pre.view().rows(sp.row_begin, sp.row_begin + sp.rows), f32_view(L.window, {keep, C}), conv,
+    ops.causal_conv_silu(pre.view().rows(sp.row_begin, sp.row_begin + sp.rows), L.window.view(DType::F32, {keep, C}), conv,
                          qkv.view().rows(sp.row_begin, sp.row_begin + sp.rows));
   }
   ops.gdn_prepare(qkv, g, beta, a_log, dt_bias, d);  // g <- log-decay, beta <- sigmoid(b)
@@ -69,47 +78,44 @@ void DeltaNetBlock::forward(BatchContext& ctx, const TensorView& x, const Tensor
     auto& L = ModelInternals::deltanet(*sp.state, slot);
     const float* pre_rows = pre.as<float>() + sp.row_begin * C;
     if (sp.mode == SpanMode::Prefill) {
-      spans.push_back({L.state.data(), sp.row_begin, sp.rows, sp.position, true});
-      advance_window(L.window, pre_rows, sp.rows, C, keep);
+      spans.push_back({L.state.f32(), sp.row_begin, sp.rows, sp.position, true});
+      advance_window(mem, L.window, pre_rows, sp.rows, C, keep);
     } else {
       // The committed state stays untouched until commit(): the first step reads it, all writes go
       // to the work buffer (no copy).
-      L.work.resize(L.state.size());
-      spans.push_back({L.work.data(), sp.row_begin, sp.rows, sp.position, false, L.state.data()});
-      L.pending_pre.assign(pre_rows, pre_rows + sp.rows * C);
-      const float* q = qkv.as<float>() + sp.row_begin * C;
-      L.pending_qkv.assign(q, q + sp.rows * C);
-      L.pending_g.assign(g.as<float>() + sp.row_begin * Hv, g.as<float>() + (sp.row_begin + sp.rows) * Hv);
-      L.pending_beta.assign(beta.as<float>() + sp.row_begin * Hv, beta.as<float>() + (sp.row_begin + sp.rows) * Hv);
+      L.work.reserve(mem, L.state.bytes());
+      spans.push_back({L.work.f32(), sp.row_begin, sp.rows, sp.position, false, L.state.f32()});
+      save_rows(mem, L.pending_pre, pre_rows, sp.rows, C);
+      save_rows(mem, L.pending_qkv, qkv.as<float>() + sp.row_begin * C, sp.rows, C);
+      save_rows(mem, L.pending_g, g.as<float>() + sp.row_begin * Hv, sp.rows, Hv);
+      save_rows(mem, L.pending_beta, beta.as<float>() + sp.row_begin * Hv, sp.rows, Hv);
+      L.pending_rows = sp.rows;
     }
   }
-  Tensor core = Tensor::empty(DType::F32, {R, d.value_dim()});
+  MemTensor core = MemTensor::empty(mem, DType::F32, {R, d.value_dim()});
   ops.gated_delta_rule(qkv, g, beta, spans, d, core);
   ops.rms_norm_gated(core, z, norm, s.eps, core);
   ops.matmul(core, out_proj, out);
 }
 
-void DeltaNetBlock::commit(const Ops& ops, const ArchSpec& spec, SequenceState& seq, int64_t n) const {
+void DeltaNetBlock::commit(const Ops& ops, const Memory& mem, const ArchSpec& spec, SequenceState& seq,
+                           int64_t n) const {
   const GdnDims& d = spec.gdn;
   auto& L = ModelInternals::deltanet(seq, slot);
   const int64_t C = d.conv_dim(), Hv = d.num_v_heads;
-  const int64_t K = static_cast<int64_t>(L.pending_g.size()) / Hv;
+  const int64_t K = L.pending_rows;
   SS_CHECK(n >= 1 && n <= K, "commit: {} rows of a {}-row extend", n, K);
   if (n == K) {
     std::swap(L.state, L.work);
   } else {
     // Replay the kept rows through the same recurrence decode runs.
-    std::vector<float> scratch(static_cast<size_t>(K * d.value_dim()));
-    GdnSpan span{L.state.data(), 0, n, 0, false};
-    ops.gated_delta_rule(f32_view(L.pending_qkv, {K, C}), f32_view(L.pending_g, {K, Hv}),
-                         f32_view(L.pending_beta, {K, Hv}), std::span(&span, 1), d,
-                         f32_view(scratch, {K, d.value_dim()}));
+    MemTensor scratch = MemTensor::empty(mem, DType::F32, {K, d.value_dim()});
+    GdnSpan span{L.state.f32(), 0, n, 0, false};
+    ops.gated_delta_rule(L.pending_qkv.view(DType::F32, {K, C}), L.pending_g.view(DType::F32, {K, Hv}),
+                         L.pending_beta.view(DType::F32, {K, Hv}), std::span(&span, 1), d, scratch);
   }
-  advance_window(L.window, L.pending_pre.data(), n, C, d.conv_kernel - 1);
-  L.pending_pre.clear();
-  L.pending_qkv.clear();
-  L.pending_g.clear();
-  L.pending_beta.clear();
+  advance_window(mem, L.window, L.pending_pre.f32(), n, C, d.conv_kernel - 1);
+  L.pending_rows = 0;
 }
 
 }  // namespace specserve

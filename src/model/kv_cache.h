@@ -2,20 +2,21 @@
 // The paged KV cache's block pool. A block (backend/ops.h KvGeometry) holds 16 consecutive positions
 // of one sequence for every attention layer; sequences own lists of blocks (their block tables) and
 // give them back when they end. Blocks are recycled through a free list; memory grows in slabs so
-// block addresses never move.
+// block addresses never move. Slabs come from the pool's Memory (host for the CPU backend, device
+// for CUDA: then the block pointers are device pointers, as cuda_ops() expects).
 #include <cstdint>
 #include <memory>
 #include <mutex>
 #include <vector>
 
+#include "backend/memory.h"
 #include "backend/ops.h"
-#include "core/aligned_buffer.h"
 
 namespace specserve {
 
 class KvBlockPool {
  public:
-  explicit KvBlockPool(const KvGeometry& geo) : geo_(geo) {}
+  explicit KvBlockPool(const KvGeometry& geo, const Memory& memory = cpu_memory()) : geo_(geo), memory_(&memory) {}
   const KvGeometry& geometry() const { return geo_; }
 
   float* allocate();
@@ -25,8 +26,9 @@ class KvBlockPool {
 
  private:
   KvGeometry geo_;
+  const Memory* memory_;
   mutable std::mutex mutex_;
-  std::vector<AlignedBuffer> slabs_;
+  std::vector<Buffer> slabs_;
   std::vector<float*> free_;
   int64_t in_use_ = 0;
 };

@@ -6,6 +6,7 @@
 #include <string>
 #include <vector>
 
+#include "backend/memory.h"
 #include "backend/ops.h"
 #include "io/model_config.h"
 #include "model/sequence_state.h"
@@ -45,6 +46,7 @@ struct BatchContext {
     SpanMode mode;
   };
   const Ops* ops = nullptr;
+  const Memory* mem = nullptr;  // where activations and workspaces live (the ops' memory)
   const ArchSpec* spec = nullptr;
   KvGeometry kv;
   int64_t rows = 0;
@@ -65,7 +67,7 @@ struct DeltaNetBlock {
   int slot = 0;                                   // index among the DeltaNet layers
   void forward(BatchContext& ctx, const TensorView& x, const TensorView& out) const;
   // commit(n) of a pending extend (see sequence_state.h).
-  void commit(const Ops& ops, const ArchSpec& spec, SequenceState& s, int64_t n) const;
+  void commit(const Ops& ops, const Memory& mem, const ArchSpec& spec, SequenceState& s, int64_t n) const;
 };
 
 struct MlpBlock {

@@ -14,8 +14,8 @@ MlpBlock load_mlp(WeightStore& w, const ArchSpec& s, int i) {
 
 void MlpBlock::forward(BatchContext& ctx, const TensorView& x, const TensorView& out) const {
   const Ops& ops = *ctx.ops;
-  Tensor g = Tensor::empty(DType::F32, {ctx.rows, gate.dim(0)});
-  Tensor u = Tensor::empty(DType::F32, {ctx.rows, up.dim(0)});
+  MemTensor g = MemTensor::empty(*ctx.mem, DType::F32, {ctx.rows, gate.dim(0)});
+  MemTensor u = MemTensor::empty(*ctx.mem, DType::F32, {ctx.rows, up.dim(0)});
   TensorView ws[] = {gate, up};
   TensorView ys[] = {g, u};
   ops.matmul_multi(x, ws, ys);

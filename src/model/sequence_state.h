@@ -42,14 +42,16 @@ class SequenceState {
   friend class TargetModel;
   friend struct ModelInternals;
 
+  // In the model's Memory (host for the CPU backend, device for CUDA).
   struct DeltaNetLayer {
-    std::vector<float> state;       // committed S [Hv, dk, dv]
-    std::vector<float> work;        // S after the pending rows (extend only)
-    std::vector<float> window;      // [Kc-1, conv_dim] pre-conv rows before position length_
-    std::vector<float> pending_pre; // [K, conv_dim] pre-conv rows of the pending extend
-    std::vector<float> pending_qkv; // [K, conv_dim] post-conv, prepared q|k|v
-    std::vector<float> pending_g;   // [K, Hv]
-    std::vector<float> pending_beta;// [K, Hv]
+    Buffer state;         // committed S [Hv, dk, dv] f32
+    Buffer work;          // S after the pending rows (extend only)
+    Buffer window;        // [Kc-1, conv_dim] pre-conv rows before position length_
+    Buffer pending_pre;   // [K, conv_dim] pre-conv rows of the pending extend
+    Buffer pending_qkv;   // [K, conv_dim] post-conv, prepared q|k|v
+    Buffer pending_g;     // [K, Hv]
+    Buffer pending_beta;  // [K, Hv]
+    int64_t pending_rows = 0;  // K
   };
 
   void ensure_blocks(int64_t positions);

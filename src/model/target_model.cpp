@@ -4,8 +4,10 @@
 
 #include <algorithm>
 #include <cstring>
+#include <map>
 #include <set>
 
+#include "backend/backend.h"
 #include "core/error.h"
 #include "core/thread_pool.h"
 #include "model/layers.h"
@@ -14,9 +16,13 @@ namespace specserve {
 
 struct TargetModel::Impl {
   ModelConfig cfg;
+  Backend backend;  // the forward's ops and the memory its tensors live in
   const Ops* ops = nullptr;
-  std::unique_ptr<WeightStore> weights;
-  ModelParts parts;
+  const Memory* mem = nullptr;
+  std::unique_ptr<WeightStore> weights;  // host weights (on CUDA: what was uploaded, and the head)
+  ModelParts parts;                      // weights in the backend's memory
+  TensorView host_embed, host_final_norm, host_lm_head;
+  Buffer device_weights;  // one block holding every uploaded weight (CUDA)
   KvGeometry kv;
   std::shared_ptr<KvBlockPool> pool;
   int num_deltanet = 0;
@@ -30,6 +36,47 @@ DType choose_dtype(const std::string& option, const Checkpoint& c) {
   DType d = WeightStore::checkpoint_matrix_dtype(c);
   return d == DType::BF16 ? DType::BF16 : DType::F32;
 }
+
+// Calls f on every weight view of the parts.
+template <typename F>
+void for_each_weight(ModelParts& p, F&& f) {
+  f(p.embed);
+  f(p.final_norm);
+  f(p.lm_head);
+  for (auto& l : p.layers) {
+    for (TensorView* v : {&l.input_norm, &l.post_norm, &l.attn.q_proj, &l.attn.k_proj, &l.attn.v_proj,
+                          &l.attn.o_proj, &l.attn.q_norm, &l.attn.k_norm, &l.deltanet.in_qkv, &l.deltanet.in_z,
+                          &l.deltanet.in_b, &l.deltanet.in_a, &l.deltanet.out_proj, &l.deltanet.conv,
+                          &l.deltanet.a_log, &l.deltanet.dt_bias, &l.deltanet.norm, &l.mlp.gate, &l.mlp.up,
+                          &l.mlp.down})
+      f(*v);
+  }
+}
+
+// Copies every weight of `parts` into one block of `mem` (tensors shared by several views, e.g. a
+// tied head, once) and points the views there. Byte copies: the device holds the host's exact bits.
+Buffer upload_weights(ModelParts& parts, const Memory& mem) {
+  constexpr size_t kAlign = 256;
+  std::map<const void*, size_t> offset;
+  size_t total = 0;
+  for_each_weight(parts, [&](TensorView& v) {
+    if (v.data == nullptr || offset.count(v.data)) return;
+    SS_CHECK(v.is_contiguous(), "weight {} is not contiguous", v.describe());
+    offset[v.data] = total;
+    total += (v.nbytes() + kAlign - 1) / kAlign * kAlign;
+  });
+  Buffer block(mem, total);
+  std::set<const void*> done;
+  for_each_weight(parts, [&](TensorView& v) {
+    if (v.data == nullptr) return;
+    const void* host = v.data;
+    char* dst = static_cast<char*>(block.data()) + offset.at(host);
+    if (done.insert(host).second) mem.upload(dst, host, v.nbytes());
+    v.data = dst;
+    v.device = mem.device();
+  });
+  return block;
+}
 }  // namespace
 
 TargetModel::TargetModel(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
@@ -40,15 +87,23 @@ std::unique_ptr<TargetModel> TargetModel::load(const std::string& dir, const Loa
     if (options.threads > 0) ThreadPool::set_global_threads(options.threads);
     auto impl = std::make_unique<Impl>();
     impl->cfg = load_model_config(dir);
-    impl->ops = &cpu_ops();
+    impl->backend = backend_named(options.backend);
+    impl->ops = impl->backend.ops;
+    impl->mem = impl->backend.memory;
+    const bool on_host = impl->mem->device() == Device::CPU;
     auto checkpoint = Checkpoint::open(dir);
     DType dt = choose_dtype(options.dtype, *checkpoint);
-    impl->weights = std::make_unique<WeightStore>(std::move(checkpoint), dt, options.map_weights);
+    // On a device the host copy of a matrix is only an upload source: read it from the mapping.
+    impl->weights = std::make_unique<WeightStore>(std::move(checkpoint), dt, options.map_weights || !on_host);
     switch (impl->cfg.family) {
       case ModelFamily::Qwen3: impl->parts = build_qwen3(impl->cfg, *impl->weights); break;
       case ModelFamily::Qwen3_5: impl->parts = build_qwen3_5(impl->cfg, *impl->weights); break;
       default: fail("{} is not a target model family", family_name(impl->cfg.family));
     }
+    impl->host_embed = impl->parts.embed;
+    impl->host_final_norm = impl->parts.final_norm;
+    impl->host_lm_head = impl->parts.lm_head;
+    if (!on_host) impl->device_weights = upload_weights(impl->parts, *impl->mem);
     int attention = 0;
     for (const auto& l : impl->parts.layers) {
       if (l.type == LayerType::LinearAttention)
@@ -58,7 +113,7 @@ std::unique_ptr<TargetModel> TargetModel::load(const std::string& dir, const Loa
     }
     const ArchSpec& s = impl->parts.spec;
     impl->kv = KvGeometry{attention, s.num_kv_heads, s.head_dim};
-    if (attention > 0) impl->pool = std::make_shared<KvBlockPool>(impl->kv);
+    if (attention > 0) impl->pool = std::make_shared<KvBlockPool>(impl->kv, *impl->mem);
     return std::unique_ptr<TargetModel>(new TargetModel(std::move(impl)));
   });
 }
@@ -67,8 +122,9 @@ const ModelConfig& TargetModel::config() const { return impl_->cfg; }
 int64_t TargetModel::vocab_size() const { return impl_->parts.spec.vocab; }
 int64_t TargetModel::hidden_size() const { return impl_->parts.spec.hidden; }
 DType TargetModel::weight_dtype() const { return impl_->weights->matrix_dtype(); }
-const Ops& TargetModel::ops() const { return *impl_->ops; }
-TensorView TargetModel::embedding_table() const { return impl_->parts.embed; }
+std::string_view TargetModel::backend() const { return impl_->backend.name; }
+const Ops& TargetModel::ops() const { return cpu_ops(); }
+TensorView TargetModel::embedding_table() const { return impl_->host_embed; }
 
 std::unique_ptr<SequenceState> TargetModel::new_sequence() const {
   auto s = std::make_unique<SequenceState>();
@@ -76,32 +132,48 @@ std::unique_ptr<SequenceState> TargetModel::new_sequence() const {
   const GdnDims& d = impl_->parts.spec.gdn;
   auto& layers = ModelInternals::deltanets(*s);
   layers.resize(static_cast<size_t>(impl_->num_deltanet));
+  const Memory& mem = *impl_->mem;
   for (auto& l : layers) {
-    l.state.assign(static_cast<size_t>(d.state_floats()), 0.0f);
-    l.window.assign(static_cast<size_t>(d.conv_kernel - 1) * d.conv_dim(), 0.0f);
+    l.state = Buffer(mem, static_cast<size_t>(d.state_floats()) * 4);
+    mem.zero(l.state.data(), l.state.bytes());
+    l.window = Buffer(mem, static_cast<size_t>(d.conv_kernel - 1) * d.conv_dim() * 4);
+    mem.zero(l.window.data(), l.window.bytes());
   }
   return s;
 }
 
+// Host tensors run on the CPU with the host weights; device tensors on the backend.
 void TargetModel::embed(std::span<const int32_t> ids, const TensorView& out) const {
-  impl_->ops->embedding(impl_->parts.embed, ids, out);
+  if (out.device == Device::CPU)
+    cpu_ops().embedding(impl_->host_embed, ids, out);
+  else
+    impl_->ops->embedding(impl_->parts.embed, ids, out);
 }
 
 void TargetModel::lm_head(const TensorView& hidden, const TensorView& logits) const {
-  impl_->ops->matmul(hidden, impl_->parts.lm_head, logits);
+  if (hidden.device == Device::CPU)
+    cpu_ops().matmul(hidden, impl_->host_lm_head, logits);
+  else
+    impl_->ops->matmul(hidden, impl_->parts.lm_head, logits);
 }
 
 void TargetModel::final_norm(const TensorView& x, const TensorView& y) const {
   const ArchSpec& s = impl_->parts.spec;
-  impl_->ops->rms_norm(x, impl_->parts.final_norm, s.norm, s.eps, y);
+  if (x.device == Device::CPU)
+    cpu_ops().rms_norm(x, impl_->host_final_norm, s.norm, s.eps, y);
+  else
+    impl_->ops->rms_norm(x, impl_->parts.final_norm, s.norm, s.eps, y);
 }
 
 ForwardResult TargetModel::forward(const ForwardBatch& batch) {
   const Impl& m = *impl_;
   const ArchSpec& spec = m.parts.spec;
   const int64_t H = spec.hidden;
+  const Memory& mem = *m.mem;
+  const bool on_host = mem.device() == Device::CPU;
   BatchContext ctx;
   ctx.ops = m.ops;
+  ctx.mem = m.mem;
   ctx.spec = &spec;
   ctx.kv = m.kv;
   ForwardResult result;
@@ -133,16 +205,28 @@ ForwardResult TargetModel::forward(const ForwardBatch& batch) {
       ctx.attn_rows.push_back({ModelInternals::blocks(*sp.state).data(), pos});
     }
 
-  Tensor x = Tensor::empty(DType::F32, {ctx.rows, H});
+  // Results are host tensors; on a device they are computed there and downloaded at the end.
+  MemTensor x = MemTensor::empty(mem, DType::F32, {ctx.rows, H});
   m.ops->embedding(m.parts.embed, tokens, x);
   const int64_t C = static_cast<int64_t>(batch.capture_layers.size());
-  if (C > 0) result.captured = Tensor::empty(DType::F32, {ctx.rows, C * H});
+  MemTensor captured_dev;
+  TensorView captured;
+  if (C > 0) {
+    if (on_host) {
+      result.captured = Tensor::empty(DType::F32, {ctx.rows, C * H});
+      captured = result.captured.view();
+    } else {
+      captured_dev = MemTensor::empty(mem, DType::F32, {ctx.rows, C * H});
+      captured = captured_dev.view();
+    }
+  }
   for (size_t l = 0; l < m.parts.layers.size(); ++l) {
     m.parts.layers[l].forward(ctx, x);
     for (int64_t c = 0; c < C; ++c) {
       if (batch.capture_layers[c] != static_cast<int>(l)) continue;
-      for (int64_t r = 0; r < ctx.rows; ++r)
-        std::memcpy(result.captured.as<float>() + r * C * H + c * H, x.as<float>() + r * H, static_cast<size_t>(H) * 4);
+      const auto row = static_cast<size_t>(H) * 4;
+      mem.copy_2d(captured.as<float>() + c * H, static_cast<size_t>(C) * row, x.as<float>(), row, row,
+                  static_cast<size_t>(ctx.rows));
     }
   }
   for (size_t i = 0; i < ctx.spans.size(); ++i) {
@@ -159,12 +243,22 @@ ForwardResult TargetModel::forward(const ForwardBatch& batch) {
   }
   const auto n = static_cast<int64_t>(result.logit_rows.size());
   if (n > 0) {
-    Tensor sel = Tensor::empty(DType::F32, {n, H});
+    MemTensor sel = MemTensor::empty(mem, DType::F32, {n, H});
     for (int64_t i = 0; i < n; ++i)
-      std::memcpy(sel.as<float>() + i * H, x.as<float>() + result.logit_rows[i] * H, static_cast<size_t>(H) * 4);
-    final_norm(sel, sel);
+      mem.copy(sel.as<float>() + i * H, x.as<float>() + result.logit_rows[i] * H, static_cast<size_t>(H) * 4);
+    m.ops->rms_norm(sel, m.parts.final_norm, spec.norm, spec.eps, sel);
     result.logits = Tensor::empty(DType::F32, {n, spec.vocab});
-    lm_head(sel, result.logits);
+    if (on_host) {
+      m.ops->matmul(sel, m.parts.lm_head, result.logits);
+    } else {
+      MemTensor logits = MemTensor::empty(mem, DType::F32, {n, spec.vocab});
+      m.ops->matmul(sel, m.parts.lm_head, logits);
+      mem.download(result.logits.as<void>(), logits.as<void>(), logits.nbytes());
+    }
+  }
+  if (C > 0 && !on_host) {
+    result.captured = Tensor::empty(DType::F32, captured_dev.shape());
+    mem.download(result.captured.as<void>(), captured_dev.as<void>(), captured_dev.nbytes());
   }
   return result;
 }
@@ -174,7 +268,7 @@ void TargetModel::commit(SequenceState& state, int64_t n) const {
   SS_CHECK(k > 0, "commit: the sequence has no pending extend");
   SS_CHECK(n >= 1 && n <= k, "commit: {} rows of a {}-row extend", n, k);
   for (const auto& l : impl_->parts.layers)
-    if (l.type == LayerType::LinearAttention) l.deltanet.commit(*impl_->ops, impl_->parts.spec, state, n);
+    if (l.type == LayerType::LinearAttention) l.deltanet.commit(*impl_->ops, *impl_->mem, impl_->parts.spec, state, n);
   ModelInternals::length(state) += n;
   ModelInternals::pending(state) = 0;
 }

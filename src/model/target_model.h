@@ -1,5 +1,7 @@
 #pragma once
-// The target model: Qwen3 dense and Qwen3.5/3.6 dense hybrid (models.md), on the CPU backend.
+// The target model: Qwen3 dense and Qwen3.5/3.6 dense hybrid (models.md), on the CPU backend or, with
+// LoadOptions::backend = "cuda", on the GPU (cuda_ops(): weights, activations, the paged KV cache and
+// the DeltaNet state in device memory; logits and captured features come back as host tensors).
 //
 // One batched forward serves every mode of the engine and the DFlash verifier: a batch is a list of
 // spans, one per sequence, each a prefill chunk, one decode row or K extend (verify) rows at the
@@ -35,6 +37,11 @@ struct LoadOptions {
   // Use matrices straight from the mmap'd checkpoint when no conversion is needed (saves the copy
   // and the load time; reading weights through the mapping was slower on the development VM).
   bool map_weights = false;
+  // Where the forward runs: "cpu" (default) or "cuda" (device 0; needs a CUDA build and a device).
+  // On "cuda" the weights are uploaded once at load; the host-side helpers below (ops(), embed,
+  // lm_head, final_norm on host tensors, embedding_table) keep working on host copies, for a CPU
+  // drafter.
+  std::string backend = "cpu";
 };
 
 enum class SpanMode {
@@ -79,6 +86,9 @@ class TargetModel {
   int64_t vocab_size() const;   // rows of the lm_head
   int64_t hidden_size() const;
   DType weight_dtype() const;   // storage of the matmul weights
+  std::string_view backend() const;  // "cpu" or "cuda": where forward() runs
+  // The ops of the host-side helpers (and of a drafter running on the host): cpu_ops() on every
+  // backend.
   const Ops& ops() const;
 
   std::unique_ptr<SequenceState> new_sequence() const;
@@ -89,7 +99,9 @@ class TargetModel {
   // Keeps the first n (1 <= n <= pending) rows of the state's pending extend.
   void commit(SequenceState& state, int64_t n) const;
 
-  // The input embedding table [vocab, hidden] (f32 or bf16) and the gather into f32 rows.
+  // The input embedding table [vocab, hidden] (f32 or bf16, a host view) and the gather into f32
+  // rows. embed, lm_head and final_norm run on the CPU for host tensors and on the model's device
+  // for device tensors (CUDA backend).
   TensorView embedding_table() const;
   void embed(std::span<const int32_t> ids, const TensorView& out) const;
   // logits [R, vocab] = hidden [R, hidden] · lm_headᵀ, WITHOUT the final norm (the DFlash drafter

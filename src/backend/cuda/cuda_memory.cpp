@@ -1,0 +1,136 @@
+#include "backend/cuda/cuda_memory.h"
+
+#include <cuda_runtime_api.h>
+
+#include <bit>
+#include <map>
+#include <mutex>
+#include <vector>
+
+#include "backend/cuda/cuda_check.h"
+#include "backend/cuda/cuda_stream.h"
+
+namespace specserve {
+
+namespace {
+
+constexpr size_t kExactFrom = size_t{256} << 20;
+constexpr size_t kMinClass = 512;
+
+// The size class of `bytes`: rounded up to a multiple of 1/8 of its power of two.
+size_t size_class(size_t bytes) {
+  if (bytes <= kMinClass) return kMinClass;
+  const size_t top = std::bit_floor(bytes);
+  const size_t step = top >= 8 ? top / 8 : 1;
+  return (bytes + step - 1) / step * step;
+}
+
+class CudaMemory final : public Memory {
+ public:
+  Device device() const override { return Device::CUDA; }
+
+  void* allocate(size_t bytes) const override {
+    if (bytes >= kExactFrom) {
+      void* p = nullptr;
+      CUDA_CHECK(cudaMalloc(&p, bytes));
+      std::lock_guard lock(mutex_);
+      reserved_ += bytes;
+      return p;
+    }
+    const size_t cls = size_class(bytes);
+    {
+      std::lock_guard lock(mutex_);
+      auto& list = free_[cls];
+      if (!list.empty()) {
+        void* p = list.back();
+        list.pop_back();
+        return p;
+      }
+    }
+    void* p = nullptr;
+    cudaError_t err = cudaMalloc(&p, cls);
+    if (err == cudaErrorMemoryAllocation) {
+      // Give the cached blocks back and try once more.
+      (void)cudaGetLastError();
+      trim();
+      err = cudaMalloc(&p, cls);
+    }
+    CUDA_CHECK(err);
+    std::lock_guard lock(mutex_);
+    reserved_ += cls;
+    return p;
+  }
+
+  void release(void* p, size_t bytes) const noexcept override {
+    if (!p) return;
+    if (bytes >= kExactFrom) {
+      cudaStreamSynchronize(cuda::cuda_stream());
+      cudaFree(p);
+      std::lock_guard lock(mutex_);
+      reserved_ -= bytes;
+      return;
+    }
+    std::lock_guard lock(mutex_);
+    free_[size_class(bytes)].push_back(p);
+  }
+
+  void upload(void* dst, const void* host, size_t bytes) const override {
+    if (!bytes) return;
+    CUDA_CHECK(cudaMemcpyAsync(dst, host, bytes, cudaMemcpyHostToDevice, cuda::cuda_stream()));
+    // The source may be pageable and reused by the caller right away.
+    CUDA_CHECK(cudaStreamSynchronize(cuda::cuda_stream()));
+  }
+  void download(void* host, const void* src, size_t bytes) const override {
+    if (!bytes) return;
+    CUDA_CHECK(cudaMemcpyAsync(host, src, bytes, cudaMemcpyDeviceToHost, cuda::cuda_stream()));
+    CUDA_CHECK(cudaStreamSynchronize(cuda::cuda_stream()));
+  }
+  void copy(void* dst, const void* src, size_t bytes) const override {
+    if (!bytes) return;
+    CUDA_CHECK(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToDevice, cuda::cuda_stream()));
+  }
+  void copy_2d(void* dst, size_t dpitch, const void* src, size_t spitch, size_t width, size_t height) const override {
+    if (!width || !height) return;
+    CUDA_CHECK(cudaMemcpy2DAsync(dst, dpitch, src, spitch, width, height, cudaMemcpyDeviceToDevice,
+                                 cuda::cuda_stream()));
+  }
+  void zero(void* dst, size_t bytes) const override {
+    if (!bytes) return;
+    CUDA_CHECK(cudaMemsetAsync(dst, 0, bytes, cuda::cuda_stream()));
+  }
+
+  size_t reserved() const {
+    std::lock_guard lock(mutex_);
+    return reserved_;
+  }
+
+ private:
+  void trim() const {
+    cudaStreamSynchronize(cuda::cuda_stream());
+    std::lock_guard lock(mutex_);
+    for (auto& [cls, list] : free_) {
+      for (void* p : list) cudaFree(p);
+      reserved_ -= cls * list.size();
+      list.clear();
+    }
+  }
+
+  mutable std::mutex mutex_;
+  mutable std::map<size_t, std::vector<void*>> free_;
+  mutable size_t reserved_ = 0;
+};
+
+// Never destroyed: cached blocks outlive static destructors that may still release into it, and the
+// driver reclaims everything at exit.
+CudaMemory& instance() {
+  static CudaMemory* m = new CudaMemory();
+  return *m;
+}
+
+}  // namespace
+
+const Memory& cuda_memory() { return instance(); }
+
+size_t cuda::memory_reserved_bytes() { return instance().reserved(); }
+
+}  // namespace specserve

@@ -1,0 +1,50 @@
+// cpu_memory(): host blocks with the same allocation as Tensor (64-byte aligned, uninitialised).
+#include "backend/memory.h"
+
+#include <cstdlib>
+#include <cstring>
+#include <new>
+
+#include "core/aligned_buffer.h"
+
+namespace specserve {
+
+namespace {
+
+class CpuMemory final : public Memory {
+ public:
+  Device device() const override { return Device::CPU; }
+  void* allocate(size_t bytes) const override {
+    const size_t rounded = (bytes + kBufferAlignment - 1) / kBufferAlignment * kBufferAlignment;
+    void* p = std::aligned_alloc(kBufferAlignment, rounded);
+    if (!p) throw std::bad_alloc();
+    return p;
+  }
+  void release(void* p, size_t) const noexcept override { std::free(p); }
+  void upload(void* dst, const void* host, size_t bytes) const override {
+    if (bytes) std::memcpy(dst, host, bytes);
+  }
+  void download(void* host, const void* src, size_t bytes) const override {
+    if (bytes) std::memcpy(host, src, bytes);
+  }
+  void copy(void* dst, const void* src, size_t bytes) const override {
+    if (bytes) std::memcpy(dst, src, bytes);
+  }
+  void copy_2d(void* dst, size_t dpitch, const void* src, size_t spitch, size_t width, size_t height) const override {
+    for (size_t r = 0; r < height; ++r)
+      std::memcpy(static_cast<char*>(dst) + r * dpitch, static_cast<const char*>(src) + r * spitch, width);
+  }
+  void zero(void* dst, size_t bytes) const override {
+    if (bytes) std::memset(dst, 0, bytes);
+  }
+};
+
+}  // namespace
+
+// Never destroyed, so buffers released during static destruction still find it.
+const Memory& cpu_memory() {
+  static const CpuMemory* m = new CpuMemory();
+  return *m;
+}
+
+}  // namespace specserve

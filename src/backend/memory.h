@@ -1,0 +1,117 @@
+#pragma once
+// The memory seam next to the op interface: where a backend's tensors live and how bytes move
+// between them and the host. The model allocates its activations, workspaces, KV blocks and DeltaNet
+// state through a Memory, so the same model code runs on host memory (cpu_memory()) and on device
+// memory (cuda_memory(), backend/cuda/cuda_memory.h).
+//
+// All copies are plain byte copies (no arithmetic), so moving data through this seam never changes a
+// bit. On the device, copies are enqueued on the ops' stream, in order with the ops; download()
+// waits for everything enqueued before it.
+#include <cstddef>
+#include <cstdint>
+#include <utility>
+
+#include "core/tensor.h"
+
+namespace specserve {
+
+class Memory {
+ public:
+  virtual ~Memory() = default;
+  virtual Device device() const = 0;
+
+  // At least 64-byte aligned; contents undefined. release() takes what allocate() returned, with the
+  // same size (memory may still be in use by queued device work: the device implementation only
+  // reuses it for work enqueued later on the same stream).
+  virtual void* allocate(size_t bytes) const = 0;
+  virtual void release(void* p, size_t bytes) const noexcept = 0;
+
+  // host -> this memory (returns once `host` may be reused).
+  virtual void upload(void* dst, const void* host, size_t bytes) const = 0;
+  // this memory -> host (waits for queued work first).
+  virtual void download(void* host, const void* src, size_t bytes) const = 0;
+  // Within this memory; the ranges must not overlap.
+  virtual void copy(void* dst, const void* src, size_t bytes) const = 0;
+  // `height` rows of `width` bytes, rows `dpitch` / `spitch` bytes apart, within this memory.
+  virtual void copy_2d(void* dst, size_t dpitch, const void* src, size_t spitch, size_t width,
+                       size_t height) const = 0;
+  virtual void zero(void* dst, size_t bytes) const = 0;
+};
+
+// Host memory (64-byte aligned heap blocks, memcpy / memset).
+const Memory& cpu_memory();
+
+// An owning, move-only block of a Memory.
+class Buffer {
+ public:
+  Buffer() = default;
+  Buffer(const Memory& mem, size_t bytes) : mem_(&mem), bytes_(bytes) {
+    if (bytes) data_ = mem.allocate(bytes);
+  }
+  ~Buffer() { reset(); }
+  Buffer(Buffer&& o) noexcept
+      : mem_(o.mem_), data_(std::exchange(o.data_, nullptr)), bytes_(std::exchange(o.bytes_, 0)) {}
+  Buffer& operator=(Buffer&& o) noexcept {
+    if (this != &o) {
+      reset();
+      mem_ = o.mem_;
+      data_ = std::exchange(o.data_, nullptr);
+      bytes_ = std::exchange(o.bytes_, 0);
+    }
+    return *this;
+  }
+  Buffer(const Buffer&) = delete;
+  Buffer& operator=(const Buffer&) = delete;
+
+  void reset() noexcept {
+    if (data_) mem_->release(data_, bytes_);
+    data_ = nullptr;
+    bytes_ = 0;
+  }
+  // Makes room for `bytes` (contents undefined afterwards when it grows).
+  void reserve(const Memory& mem, size_t bytes) {
+    if (bytes <= bytes_ && mem_ == &mem) return;
+    *this = Buffer(mem, bytes);
+  }
+  void* data() const { return data_; }
+  float* f32() const { return static_cast<float*>(data_); }
+  size_t bytes() const { return bytes_; }
+  const Memory* memory() const { return mem_; }
+  TensorView view(DType dtype, const Shape& shape) const {
+    return TensorView::contiguous(data_, dtype, shape, mem_ ? mem_->device() : Device::CPU);
+  }
+
+ private:
+  const Memory* mem_ = nullptr;
+  void* data_ = nullptr;
+  size_t bytes_ = 0;
+};
+
+// An owning contiguous tensor in a Memory (host or device): the backend-neutral counterpart of Tensor.
+class MemTensor {
+ public:
+  MemTensor() = default;
+  static MemTensor empty(const Memory& mem, DType dtype, const Shape& shape) {
+    MemTensor t;
+    t.buffer_ = Buffer(mem, static_cast<size_t>(shape.numel()) * dtype_size(dtype));
+    t.view_ = t.buffer_.view(dtype, shape);
+    return t;
+  }
+  static MemTensor zeros(const Memory& mem, DType dtype, const Shape& shape) {
+    MemTensor t = empty(mem, dtype, shape);
+    if (t.nbytes()) mem.zero(t.view_.data, t.nbytes());
+    return t;
+  }
+  const TensorView& view() const { return view_; }
+  operator const TensorView&() const { return view_; }
+  template <typename T>
+  T* as() const { return view_.as<T>(); }
+  const Shape& shape() const { return view_.shape; }
+  size_t nbytes() const { return view_.nbytes(); }
+
+ private:
+  Buffer buffer_;
+  TensorView view_;
+};
+
+}  // namespace specserve

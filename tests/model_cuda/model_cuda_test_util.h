@@ -1,0 +1,32 @@
+#pragma once
+// Helpers for the CUDA model tests: the model tests' helpers (../model/model_test_util.h), fixture
+// paths that honour $SPECSERVE_SOURCE_DIR (so a copied test binary finds the fixtures), and the GPU
+// skip.
+#include <cstdlib>
+
+#include "../model/model_test_util.h"
+#include "backend/cuda/cuda_device.h"
+
+namespace specserve::testing {
+
+inline std::string source_dir() {
+  const char* env = std::getenv("SPECSERVE_SOURCE_DIR");
+  return env && *env ? std::string(env) : std::string(SPECSERVE_SOURCE_DIR);
+}
+
+inline std::string cuda_fixture_dir(const std::string& name) { return source_dir() + "/tests/fixtures/model/" + name; }
+
+inline bool have_gpu() { return cuda::device_count() > 0; }
+
+#define SKIP_WITHOUT_GPU() \
+  if (!::specserve::testing::have_gpu()) GTEST_SKIP() << "no CUDA device: " << ::specserve::cuda::unavailable_reason()
+
+inline std::unique_ptr<TargetModel> load_on(const std::string& fixture, const std::string& dtype,
+                                            const std::string& backend) {
+  LoadOptions o;
+  o.dtype = dtype;
+  o.backend = backend;
+  return TargetModel::load(cuda_fixture_dir(fixture), o);
+}
+
+}  // namespace specserve::testing

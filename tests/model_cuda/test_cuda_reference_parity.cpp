@@ -1,0 +1,135 @@
+// The CUDA backend against the transformers fixtures (same tolerance as the CPU tests in
+// tests/model/test_reference_parity.cpp) and against the CPU backend: prompt logits and captured
+// layer outputs, decode logits with the greedy continuation, a multi-token extend from the cache.
+#include <cstdio>
+
+#include "model_cuda_test_util.h"
+
+namespace specserve {
+namespace {
+
+using namespace specserve::testing;
+
+constexpr double kTol = 1e-4;
+
+class CudaReferenceParity : public ::testing::TestWithParam<std::string> {
+ protected:
+  void SetUp() override {
+    SKIP_WITHOUT_GPU();
+    gpu_ = load_on(GetParam(), "f32", "cuda");
+    cpu_ = load_on(GetParam(), "f32", "cpu");
+    ref_ = std::make_unique<Reference>(cuda_fixture_dir(GetParam()));
+  }
+  std::unique_ptr<TargetModel> gpu_, cpu_;
+  std::unique_ptr<Reference> ref_;
+};
+
+TEST_P(CudaReferenceParity, PromptLogitsAndLayerOutputs) {
+  ASSERT_EQ(gpu_->backend(), "cuda");
+  auto prompt = ref_->ids("prompt_ids");
+  auto layers = ref_->ids("hidden_layers");
+  std::vector<int> capture(layers.begin(), layers.end());
+  auto gs = gpu_->new_sequence(), cs = cpu_->new_sequence();
+  auto r = run_one(*gpu_, *gs, prompt, SpanMode::Prefill, LogitsWanted::All, capture);
+  auto c = run_one(*cpu_, *cs, prompt, SpanMode::Prefill, LogitsWanted::All, capture);
+  TensorView want = ref_->f32("prompt_logits");
+  const int64_t V = gpu_->vocab_size(), H = gpu_->hidden_size();
+  ASSERT_EQ(r.logits.shape()[0], static_cast<int64_t>(prompt.size()));
+  ASSERT_EQ(r.logits.view().device, Device::CPU);
+  double worst = 0, worst_cpu = 0;
+  for (size_t p = 0; p < prompt.size(); ++p) {
+    const double e = rel_err(r.logits.as<float>() + p * V, want.as<const float>() + p * V, V);
+    const double ec = rel_err(r.logits.as<float>() + p * V, c.logits.as<float>() + p * V, V);
+    worst = std::max(worst, e);
+    worst_cpu = std::max(worst_cpu, ec);
+    EXPECT_LE(e, kTol) << "position " << p;
+    EXPECT_LE(ec, kTol) << "position " << p << " vs CPU";
+  }
+  std::printf("  %s: prompt logits max rel err %.3g (reference), %.3g (CPU)\n", GetParam().c_str(), worst, worst_cpu);
+  TensorView hidden = ref_->f32("hidden");  // [C, P, H]
+  ASSERT_EQ(r.captured.shape()[0], static_cast<int64_t>(prompt.size()));
+  double worst_hidden = 0;
+  for (size_t l = 0; l < layers.size(); ++l)
+    for (size_t p = 0; p < prompt.size(); ++p) {
+      const float* got = r.captured.as<float>() + (p * layers.size() + l) * H;
+      const double e = rel_err(got, hidden.as<const float>() + (l * prompt.size() + p) * H, H);
+      worst_hidden = std::max(worst_hidden, e);
+      EXPECT_LE(e, kTol) << "layer " << layers[l] << " position " << p;
+    }
+  std::printf("  %s: captured layer outputs max rel err %.3g\n", GetParam().c_str(), worst_hidden);
+}
+
+TEST_P(CudaReferenceParity, GreedyContinuationAndDecodeLogits) {
+  auto prompt = ref_->ids("prompt_ids");
+  auto want_ids = ref_->ids("greedy_ids");
+  TensorView want_logits = ref_->f32("decode_logits");
+  const int64_t V = gpu_->vocab_size();
+  auto seq = gpu_->new_sequence();
+  auto r = run_one(*gpu_, *seq, prompt, SpanMode::Prefill, LogitsWanted::Last);
+  std::vector<int32_t> got;
+  double worst = 0;
+  int32_t tok = argmax(r.logits.as<float>(), V);
+  for (size_t i = 0; i < want_ids.size(); ++i) {
+    got.push_back(tok);
+    r = run_one(*gpu_, *seq, {tok}, SpanMode::Extend);
+    gpu_->commit(*seq, 1);
+    if (i < static_cast<size_t>(want_logits.dim(0))) {
+      const double e = rel_err(r.logits.as<float>(), want_logits.as<const float>() + i * V, V);
+      worst = std::max(worst, e);
+      EXPECT_LE(e, kTol) << "decode step " << i;
+    }
+    tok = argmax(r.logits.as<float>(), V);
+  }
+  EXPECT_EQ(got, want_ids);
+  std::printf("  %s: decode logits max rel err %.3g; %zu greedy tokens compared\n", GetParam().c_str(), worst,
+              want_ids.size());
+}
+
+TEST_P(CudaReferenceParity, ExtendFromCache) {
+  auto prompt = ref_->ids("prompt_ids");
+  auto ext = ref_->ids("extend_ids");
+  TensorView want = ref_->f32("extend_logits");
+  const int64_t V = gpu_->vocab_size();
+  auto seq = gpu_->new_sequence();
+  run_one(*gpu_, *seq, prompt, SpanMode::Prefill, LogitsWanted::None);
+  auto r = run_one(*gpu_, *seq, ext, SpanMode::Extend, LogitsWanted::All);
+  for (size_t i = 0; i < ext.size(); ++i)
+    EXPECT_LE(rel_err(r.logits.as<float>() + i * V, want.as<const float>() + i * V, V), kTol) << "extend row " << i;
+  gpu_->commit(*seq, static_cast<int64_t>(ext.size()));
+  EXPECT_EQ(seq->length(), static_cast<int64_t>(prompt.size() + ext.size()));
+}
+
+TEST_P(CudaReferenceParity, HostHelpersStayOnTheCpu) {
+  // A drafter on the host uses ops(), embed, final_norm and lm_head on host tensors: the CUDA model
+  // gives the CPU model's bits there.
+  EXPECT_EQ(gpu_->ops().name(), "cpu");
+  EXPECT_EQ(gpu_->embedding_table().device, Device::CPU);
+  const int64_t H = gpu_->hidden_size(), V = gpu_->vocab_size();
+  const std::vector<int32_t> ids = {1, 7, 42};
+  Tensor a = Tensor::empty(DType::F32, {3, H}), b = Tensor::empty(DType::F32, {3, H});
+  gpu_->embed(ids, a);
+  cpu_->embed(ids, b);
+  gpu_->final_norm(a, a);
+  cpu_->final_norm(b, b);
+  Tensor la = Tensor::empty(DType::F32, {3, V}), lb = Tensor::empty(DType::F32, {3, V});
+  gpu_->lm_head(a, la);
+  cpu_->lm_head(b, lb);
+  EXPECT_EQ(0, std::memcmp(la.as<float>(), lb.as<float>(), la.nbytes()));
+}
+
+INSTANTIATE_TEST_SUITE_P(Fixtures, CudaReferenceParity, ::testing::ValuesIn(all_fixtures()),
+                         [](const auto& i) { return i.param; });
+
+TEST(CudaModelLoading, BackendChoiceIsChecked) {
+  LoadOptions o;
+  o.backend = "tpu";
+  EXPECT_THROW(TargetModel::load(cuda_fixture_dir("qwen3_tied"), o), Error);
+  if (!have_gpu()) {
+    o.backend = "cuda";
+    EXPECT_THROW(TargetModel::load(cuda_fixture_dir("qwen3_tied"), o), Error);  // a one-line error, no crash
+  }
+  EXPECT_EQ(TargetModel::load(cuda_fixture_dir("qwen3_tied"))->backend(), "cpu");
+}
+
+}  // namespace
+}  // namespace specserve
