@@ -5,6 +5,7 @@
 #include <memory>
 
 #include <immintrin.h>
+#include <sched.h>
 
 namespace specserve {
 
@@ -23,17 +24,26 @@ ThreadPool::~ThreadPool() {
 }
 
 namespace {
-// Spin iterations before sleeping: with _mm_pause at ~40-140 cycles each, a few microseconds —
-// about the gap between the kernels of one forward pass. Longer spins (4000) gained a little on an
-// idle 2-core machine but were 4x slower when another process shared the cores.
-// SPECSERVE_POOL_SPIN overrides it (0: sleep at once, the right choice when the cores are shared
-// with other busy processes: a spinning thread then steals the core its partner needs).
+// Spin iterations before sleeping: with _mm_pause at ~40-140 cycles each, tens of microseconds —
+// longer than the gap between the kernels of one forward pass. Every kYieldEvery pauses the spinner
+// calls sched_yield(): on an idle machine that returns at once, but when another process shares
+// the cores it hands the core over (a pure spin there stole the core the partner thread needed and
+// made decoding 4x slower; sleeping at once made an idle 2-core decode 40 % slower).
+// SPECSERVE_POOL_SPIN overrides the count (0: sleep at once).
+constexpr int kYieldEvery = 32;
 int spin_iterations() {
   static const int n = [] {
     const char* env = std::getenv("SPECSERVE_POOL_SPIN");
-    return env != nullptr ? std::max(0, std::atoi(env)) : 256;
+    return env != nullptr ? std::max(0, std::atoi(env)) : 4000;
   }();
   return n;
+}
+
+inline void spin_pause(int i) {
+  if ((i + 1) % kYieldEvery == 0)
+    sched_yield();
+  else
+    _mm_pause();
 }
 }  // namespace
 
@@ -43,7 +53,7 @@ void ThreadPool::worker_loop(int index) {
   for (;;) {
     uint64_t gen = generation_.load(std::memory_order_acquire);
     for (int i = 0; gen == seen && i < spins && !stop_.load(std::memory_order_relaxed); ++i) {
-      _mm_pause();
+      spin_pause(i);
       gen = generation_.load(std::memory_order_acquire);
     }
     std::unique_lock lock(mutex_);
@@ -93,7 +103,7 @@ void ThreadPool::parallel_for(int64_t n, const std::function<void(int64_t, int64
   if (sleepers_.load(std::memory_order_relaxed) > 0) start_cv_.notify_all();
   fn(mine.first, mine.second);
   for (int i = 0, spins = spin_iterations(); pending_.load(std::memory_order_acquire) != 0 && i < spins; ++i)
-    _mm_pause();
+    spin_pause(i);
   if (pending_.load(std::memory_order_acquire) != 0) {
     std::unique_lock lock(mutex_);
     done_cv_.wait(lock, [&] { return pending_.load(std::memory_order_acquire) == 0; });
