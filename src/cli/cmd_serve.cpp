@@ -129,6 +129,10 @@ void register_serve(CLI::App& app, CommandRunner& run) {
   cmd->add_option("--kv-cache-mib", s.kv_cache_mib, "KV-cache budget in MiB (0 = auto: max-seqs full contexts, <= 1/4 of RAM)")
       ->capture_default_str();
   cmd->add_option("--threads", s.threads, "CPU threads for the model (0 = all cores)")->capture_default_str();
+  cmd->add_option("--backend", s.backend,
+                  "Where the target model runs: cpu or cuda (GPU 0: the target on the GPU, a drafter stays on the CPU)")
+      ->check(CLI::IsMember({"cpu", "cuda"}))
+      ->capture_default_str();
   cmd->add_option("--max-tokens-limit", h.max_tokens_limit, "Largest max_tokens accepted (0 = the context length)");
   cmd->add_option("--default-max-tokens", h.default_max_tokens, "max_tokens when a request gives none (0 = what fits)");
   cmd->add_option("--max-prompt-tokens", h.max_prompt_tokens, "Longest prompt accepted (0 = the context length)");

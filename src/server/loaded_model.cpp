@@ -57,6 +57,7 @@ std::shared_ptr<LoadedModel> LoadedModel::load(const ServeSpec& spec, const Prog
   progress(0.85, "building the target model");
   LoadOptions load;
   load.threads = spec.threads;
+  load.backend = spec.backend;
   m->target_ = TargetModel::load(spec.model_dir, load);
   if (!spec.draft_dir.empty()) {
     progress(0.9, "building the DFlash drafter");

@@ -22,6 +22,7 @@ struct ServeSpec {
   spec::DraftSampling draft_sampling = spec::DraftSampling::Argmax;  // engine.verify_mode pairs with it
   std::string served_model_name;  // "" = the model directory's name
   int threads = 0;                // CPU threads (0 = all cores)
+  std::string backend = "cpu";    // where the target runs: "cpu" or "cuda" (the drafter stays on the CPU)
   engine::EngineOptions engine;   // kv_blocks is derived from kv_cache_mib here
   int64_t kv_cache_mib = 0;       // KV-cache budget; 0 = auto (see kv_budget_blocks)
   int request_timeout_s = 0;      // 0 = none

@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
+#include <cstdlib>
 #include <fstream>
 #include <memory>
 #include <string>
@@ -17,8 +18,11 @@
 
 namespace specserve::spec::testing {
 
+// $SPECSERVE_SOURCE_DIR, when set, overrides the build's source tree (a test binary copied to the
+// GPU machine finds the fixtures there).
 inline std::string pair_dir(const std::string& pair) {
-  return std::string(SPECSERVE_SOURCE_DIR) + "/tests/fixtures/dflash/" + pair;
+  const char* env = std::getenv("SPECSERVE_SOURCE_DIR");
+  return (env && *env ? std::string(env) : std::string(SPECSERVE_SOURCE_DIR)) + "/tests/fixtures/dflash/" + pair;
 }
 
 struct TraceStep {
@@ -57,12 +61,13 @@ inline Trace load_trace(const std::string& pair) {
   return t;
 }
 
-// A target + drafter pair loaded with one dtype ("f32" for parity with the fp32 reference).
+// A target + drafter pair loaded with one dtype ("f32" for parity with the fp32 reference); the
+// target on `backend` ("cpu" or "cuda"), the drafter always on the CPU.
 struct Pair {
   std::unique_ptr<TargetModel> target;
   std::unique_ptr<DFlashDrafter> drafter;
-  Pair(const std::string& pair, const std::string& dtype)
-      : target(TargetModel::load(pair_dir(pair) + "/target", {.dtype = dtype})),
+  Pair(const std::string& pair, const std::string& dtype, const std::string& backend = "cpu")
+      : target(TargetModel::load(pair_dir(pair) + "/target", {.dtype = dtype, .backend = backend})),
         drafter(DFlashDrafter::load(pair_dir(pair) + "/draft", *target, dtype)) {}
 };
 
