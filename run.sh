@@ -19,7 +19,9 @@ if [ -z "${SPECSERVE_MODEL:-}" ] && [ -f models/demo-coder/drafter/config.json ]
 fi
 DRAFT=${SPECSERVE_DRAFT-$DEFAULT_DRAFT}
 if [ $# -eq 0 ]; then
-  exec "$BIN" serve --model "$MODEL" ${DRAFT:+--draft "$DRAFT"} --host 127.0.0.1 --port 8000
+  name=()
+  [ -n "$DEFAULT_DRAFT" ] && name=(--served-model-name demo-coder)
+  exec "$BIN" serve --model "$MODEL" ${DRAFT:+--draft "$DRAFT"} "${name[@]}" --host 127.0.0.1 --port 8000
 fi
 # Subcommands that take --model get the default one (and its drafter) unless the caller gave one.
 case "$1" in
