@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
+#include <algorithm>
 #include <cstdlib>
 #include <fstream>
 #include <memory>
@@ -100,6 +101,46 @@ inline engine::GenerationRequest sampled_request(const std::vector<int32_t>& pro
   r.params.sampling.top_p = top_p;
   r.params.sampling.seed = seed;
   return r;
+}
+
+// Checks an engine run of a trace's prompt (T = 0, gamma 15) against the z-lab reference trace
+// (dflash.md §11.3), step by step. The reference always drafts a full block and runs until its
+// pending position reaches prompt + max_new_tokens; the engine asks for no more drafts than can
+// still be emitted (max_drafts = remaining − 1, over the same full block), so in the last steps it
+// sees a prefix of the reference's drafts, accepts min(reference, that many) and commits the
+// matching prefix of the reference's tokens. Legacy fixtures (Trace::exact_rope false): only the
+// deciding drafts (the accepted ones and the first rejected one) must agree, the others are
+// counted in *flipped. Returns the accepted drafts in *accepted_total.
+inline void expect_trace_reproduced(const RequestRun& run, const Trace& trace, const std::string& name,
+                                    int* accepted_total = nullptr, int* flipped = nullptr) {
+  EXPECT_EQ(run.tokens, trace.generated) << name;
+  EXPECT_EQ(run.tokens, trace.greedy) << name;
+  const int64_t end = static_cast<int64_t>(trace.prompt.size()) + trace.max_new_tokens;
+  size_t expected_steps = 0;
+  for (const auto& s : trace.steps) expected_steps += s.pos + 1 < end ? 1 : 0;
+  ASSERT_EQ(run.steps.size(), expected_steps) << name;
+  int total = 0, flips = 0;
+  for (size_t i = 0; i < run.steps.size(); ++i) {
+    const engine::SpecStep& got = run.steps[i];
+    const TraceStep& ref = trace.steps[i];
+    const int64_t remaining = end - got.position - 1;  // tokens still to emit after the pending one
+    const size_t n = static_cast<size_t>(std::min<int64_t>(15, remaining - 1));
+    const int accepted = std::min(ref.accepted, static_cast<int>(n));
+    EXPECT_EQ(got.position, ref.pos) << name << " step " << i;
+    ASSERT_EQ(got.drafts.size(), n) << name << " step " << i;
+    for (size_t k = 0; k < n; ++k) {
+      if (trace.exact_rope || k <= static_cast<size_t>(accepted))
+        EXPECT_EQ(got.drafts[k], ref.drafts[k]) << name << " step " << i << " slot " << k + 1;
+      else
+        flips += got.drafts[k] != ref.drafts[k];
+    }
+    EXPECT_EQ(got.accepted, accepted) << name << " step " << i;
+    EXPECT_EQ(got.emitted, std::vector<int32_t>(ref.emitted.begin(), ref.emitted.begin() + accepted + 1))
+        << name << " step " << i;
+    total += got.accepted;
+  }
+  if (accepted_total) *accepted_total = total;
+  if (flipped) *flipped = flips;
 }
 
 // Submits every request at once (so they share steps) and waits for all of them.
