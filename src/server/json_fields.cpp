@@ -112,7 +112,8 @@ nlohmann::json parse_json_body(const std::string& body) {
   }
   try {
     return nlohmann::json::parse(body);
-  } catch (const nlohmann::json::parse_error& e) {
+  } catch (const nlohmann::json::exception& e) {
+    // parse_error, or out_of_range.406 for a number that overflows a double ("1e999").
     // e.what() is "[json.exception.parse_error.101] parse error at line 1, column 5: ..."; keep the tail.
     std::string msg = e.what();
     auto pos = msg.find("] ");

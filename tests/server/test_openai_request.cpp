@@ -187,7 +187,7 @@ TEST(OpenAIRequest, Completions) {
 
 TEST(OpenAIRequest, BodyParsing) {
   EXPECT_NO_THROW(parse_json_body("{}"));
-  for (const std::string& bad : std::vector<std::string>{"", "{", "{\"a\":", "nul", "{\"a\":1,}", "{\"a\":\"\xff\xfe\"}", "{\"a\":\"\xc3\"}",
+  for (const std::string& bad : std::vector<std::string>{"", "{", "{\"a\":", "nul", "{\"a\":1,}", "{\"max_tokens\":1111e1111111111111111111}", "{\"a\":\"\xff\xfe\"}", "{\"a\":\"\xc3\"}",
                                 std::string(100, '[')}) {
     try {
       parse_json_body(bad);
