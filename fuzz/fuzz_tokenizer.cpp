@@ -72,6 +72,33 @@ Setup& setup() {
   return s;
 }
 
+// The scanners classify code points with utf8proc's tables (Unicode 15), PCRE2 with its own
+// (Debian 12's 10.42: Unicode 14), so code points assigned in between (e.g. CJK Extension H,
+// U+31350..) are letters for one and not the other and split differently for that reason alone.
+// The scanner comparison is made only on text whose code points both classify alike (\p{L},
+// \p{N}, \p{M}); HF tokenizers, the reference, is tested against on the real corpora.
+bool tables_agree(const std::string& text) {
+  static const std::unique_ptr<SplitMatcher> classes[3] = {
+      make_pcre2_matcher("\\p{L}"), make_pcre2_matcher("\\p{N}"), make_pcre2_matcher("\\p{M}")};
+  static const uint8_t bits[3] = {kLetter, kNumber, kMark};
+  std::vector<Span> m;
+  for (size_t i = 0; i < text.size();) {
+    size_t len = 1;
+    bool ok = false;
+    const uint32_t cp = decode_utf8(text, i, len, ok);
+    if (cp >= 0x80) {
+      const std::string one = text.substr(i, len);
+      for (int c = 0; c < 3; ++c) {
+        m.clear();
+        classes[c]->find_matches(one, m);
+        if ((m.size() == 1) != ((char_class(cp) & bits[c]) != 0)) return false;
+      }
+    }
+    i += len;
+  }
+  return true;
+}
+
 void check(bool ok, const char* what) {
   if (!ok) {
     std::fprintf(stderr, "fuzz_tokenizer: invariant violated: %s\n", what);
@@ -90,7 +117,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     if (mode == 0 || mode == 1) {
       const std::string text = repair_utf8(input);
       // Scanners vs PCRE2 (on shorter inputs: PCRE2's backtracking is the slow part here).
-      if (text.size() <= 4096) {
+      if (text.size() <= 4096 && tables_agree(text)) {
         for (int i = 0; i < 3; ++i) {
           std::vector<Span> a, b;
           s.fast[i]->find_matches(text, a);
