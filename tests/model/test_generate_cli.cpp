@@ -2,12 +2,11 @@
 // to transformers' continuation, and clear errors (non-zero exit) for bad input.
 #include <nlohmann/json.hpp>
 
-#include <array>
 #include <cstdio>
-#include <sys/wait.h>
 
 #include <filesystem>
 
+#include "../specserve_cli.h"
 #include "model_test_util.h"
 #include "chat/chat_template.h"
 #include "tokenizer/tokenizer.h"
@@ -17,29 +16,9 @@ namespace {
 
 using namespace specserve::testing;
 
-struct CliRun {
-  int status = -1;
-  std::string out;
-};
+CliRun run(const std::string& args) { return run_specserve("generate " + args); }
 
-CliRun run(const std::string& args) {
-  const std::string cmd = std::string(SPECSERVE_BINARY_DIR) + "/bin/specserve generate " + args + " 2>/dev/null";
-  CliRun r;
-  FILE* p = popen(cmd.c_str(), "r");
-  if (!p) return r;
-  std::array<char, 4096> buf;
-  size_t n;
-  while ((n = fread(buf.data(), 1, buf.size(), p)) > 0) r.out.append(buf.data(), n);
-  const int st = pclose(p);
-  r.status = WIFEXITED(st) ? WEXITSTATUS(st) : -1;
-  return r;
-}
-
-std::string join(const std::vector<int32_t>& ids) {
-  std::string s;
-  for (int32_t id : ids) s += (s.empty() ? "" : ",") + std::to_string(id);
-  return s;
-}
+std::string join(const std::vector<int32_t>& ids) { return join_ids(ids); }
 
 TEST(GenerateCli, GreedyJsonMatchesTransformers) {
   for (const auto& name : all_fixtures()) {

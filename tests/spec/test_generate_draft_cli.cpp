@@ -4,35 +4,21 @@
 // trace of a fixture pair), and clear errors for bad flag combinations.
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
-#include <sys/wait.h>
 
 #include <algorithm>
-#include <array>
 #include <cstdio>
 #include <fstream>
 #include <string>
 #include <vector>
 
+#include "../specserve_cli.h"
+
 namespace specserve {
 namespace {
 
-struct CliRun {
-  int status = -1;
-  std::string out;
-};
+using testing::CliRun;
 
-CliRun run_cli(const std::string& args) {
-  const std::string cmd = std::string(SPECSERVE_BINARY_DIR) + "/bin/specserve " + args + " 2>/dev/null";
-  CliRun r;
-  FILE* p = popen(cmd.c_str(), "r");
-  if (!p) return r;
-  std::array<char, 4096> buf;
-  size_t n;
-  while ((n = fread(buf.data(), 1, buf.size(), p)) > 0) r.out.append(buf.data(), n);
-  const int st = pclose(p);
-  r.status = WIFEXITED(st) ? WEXITSTATUS(st) : -1;
-  return r;
-}
+CliRun run_cli(const std::string& args) { return testing::run_specserve(args); }
 
 nlohmann::json generate_json(const std::string& args) {
   CliRun r = run_cli("generate " + args + " --json --threads 2");
@@ -41,11 +27,7 @@ nlohmann::json generate_json(const std::string& args) {
   return nlohmann::json::parse(r.out);
 }
 
-std::string join(const std::vector<int32_t>& ids) {
-  std::string s;
-  for (int32_t id : ids) s += (s.empty() ? "" : ",") + std::to_string(id);
-  return s;
-}
+std::string join(const std::vector<int32_t>& ids) { return testing::join_ids(ids); }
 
 std::string fixture(const std::string& name) {
   return std::string(SPECSERVE_SOURCE_DIR) + "/tests/fixtures/dflash/" + name;

@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "backend/cpu/cpu_ops.h"
+#include "backend/op_checks.h"
 #include "backend/cpu/row_parallel.h"
 #include "backend/cpu/simd.h"
 #include "core/error.h"
@@ -17,15 +18,8 @@
 namespace specserve::cpu {
 
 void causal_conv_silu(const TensorView& x, const TensorView& window, const TensorView& w, const TensorView& out) {
-  SS_CHECK(x.dtype == DType::F32 && window.dtype == DType::F32 && w.dtype == DType::F32 && out.dtype == DType::F32,
-           "causal_conv_silu: f32 operands expected");
-  SS_CHECK(x.ndim() == 2 && w.ndim() == 2 && window.ndim() == 2 && out.ndim() == 2, "causal_conv_silu: 2-D operands");
+  check_causal_conv_operands(x, window, w, out);
   const int64_t n = x.dim(0), C = x.dim(1), Kc = w.dim(1);
-  SS_CHECK(w.dim(0) == C && window.dim(0) == Kc - 1 && window.dim(1) == C && out.dim(0) == n && out.dim(1) == C,
-           "causal_conv_silu: x {} window {} w {} out {} disagree", x.describe(), window.describe(), w.describe(),
-           out.describe());
-  SS_CHECK(x.strides[1] == 1 && out.strides[1] == 1 && w.is_contiguous() && window.is_contiguous(),
-           "causal_conv_silu: contiguous rows expected");
   const float* ws = w.as<const float>();
   for_rows(n, C * Kc * 2, [&](int64_t t0, int64_t t1) {
     for (int64_t t = t0; t < t1; ++t) {

@@ -9,6 +9,7 @@
 #include "backend/cpu/matmul_kernels.h"
 #include "backend/cpu/simd.h"
 #include "core/cpu_features.h"
+#include "backend/op_checks.h"
 #include "core/error.h"
 #include "core/thread_pool.h"
 
@@ -77,17 +78,6 @@ void cols(const MatmulArgs& a, const W* w, int64_t n0, int64_t n1) {
   }
 }
 
-void check_operands(const TensorView& x, const TensorView& w, const TensorView& y) {
-  SS_CHECK(x.dtype == DType::F32 && y.dtype == DType::F32, "matmul: activations must be F32 (x {}, y {})",
-           x.describe(), y.describe());
-  SS_CHECK(w.dtype == DType::F32 || w.dtype == DType::BF16, "matmul: weight dtype {} unsupported", w.describe());
-  SS_CHECK(x.ndim() == 2 && w.ndim() == 2 && y.ndim() == 2, "matmul: 2-D operands expected ({}, {}, {})",
-           x.describe(), w.describe(), y.describe());
-  SS_CHECK(x.dim(1) == w.dim(1) && y.dim(0) == x.dim(0) && y.dim(1) == w.dim(0),
-           "matmul: shapes {} x {}^T -> {} do not agree", x.describe(), w.describe(), y.describe());
-  SS_CHECK(x.strides[1] == 1 && w.strides[1] == 1 && y.strides[1] == 1, "matmul: rows must be contiguous");
-}
-
 MatmulArgs args_of(const TensorView& x, const TensorView& w, const TensorView& y) {
   MatmulArgs a;
   a.x = x.as<const float>();
@@ -140,7 +130,7 @@ void matmul_multi(const TensorView& x, std::span<const TensorView> ws, std::span
   std::vector<MatmulArgs> args;
   std::vector<int64_t> col_start{0};
   for (size_t i = 0; i < ws.size(); ++i) {
-    check_operands(x, ws[i], ys[i]);
+    check_matmul_operands(x, ws[i], ys[i]);
     args.push_back(args_of(x, ws[i], ys[i]));
     col_start.push_back(col_start.back() + ws[i].dim(0));
   }

@@ -4,24 +4,16 @@
 #include <vector>
 
 #include "backend/cpu/cpu_ops.h"
+#include "backend/op_checks.h"
 #include "backend/cpu/row_parallel.h"
 #include "core/error.h"
 
 namespace specserve::cpu {
 
 void rope(const TensorView& x, int heads, int head_dim, int rot_dim, double theta, std::span<const int32_t> positions) {
-  SS_CHECK(x.dtype == DType::F32 && x.ndim() == 2 && x.strides[1] == 1, "rope: f32 rows expected, got {}", x.describe());
-  SS_CHECK(x.dim(1) == int64_t{heads} * head_dim, "rope: {} is not {} heads of {}", x.describe(), heads, head_dim);
-  SS_CHECK(rot_dim > 0 && rot_dim % 2 == 0 && rot_dim <= head_dim, "rope: bad rotary dim {} (head_dim {})", rot_dim,
-           head_dim);
-  SS_CHECK(static_cast<int64_t>(positions.size()) == x.dim(0), "rope: {} positions for {} rows", positions.size(),
-           x.dim(0));
+  check_rope_operands(x, heads, head_dim, rot_dim, positions.size());
   const int half = rot_dim / 2;
-  std::vector<float> inv_freq(half);
-  for (int i = 0; i < half; ++i) {
-    float e = static_cast<float>(2 * i) / static_cast<float>(rot_dim);
-    inv_freq[i] = 1.0f / std::pow(static_cast<float>(theta), e);
-  }
+  const std::vector<float> inv_freq = rope_inv_freq(theta, rot_dim);
   float* base = x.as<float>();
   const int64_t ld = x.strides[0];
   for_rows(x.dim(0), int64_t{heads} * rot_dim * 4, [&](int64_t r0, int64_t r1) {

@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "backend/cuda/cuda_stream.h"
+#include "backend/op_checks.h"
 #include "backend/cuda/kernels.h"
 #include "backend/cuda/staging.h"
 #include "core/error.h"
@@ -34,14 +35,7 @@ void check_matmul(const TensorView& x, const TensorView& w, const TensorView& y)
   on_device("matmul", x);
   on_device("matmul", w);
   on_device("matmul", y);
-  SS_CHECK(x.dtype == DType::F32 && y.dtype == DType::F32, "matmul: activations must be F32 (x {}, y {})",
-           x.describe(), y.describe());
-  SS_CHECK(w.dtype == DType::F32 || w.dtype == DType::BF16, "matmul: weight dtype {} unsupported", w.describe());
-  SS_CHECK(x.ndim() == 2 && w.ndim() == 2 && y.ndim() == 2, "matmul: 2-D operands expected ({}, {}, {})",
-           x.describe(), w.describe(), y.describe());
-  SS_CHECK(x.dim(1) == w.dim(1) && y.dim(0) == x.dim(0) && y.dim(1) == w.dim(0),
-           "matmul: shapes {} x {}^T -> {} do not agree", x.describe(), w.describe(), y.describe());
-  SS_CHECK(x.strides[1] == 1 && w.strides[1] == 1 && y.strides[1] == 1, "matmul: rows must be contiguous");
+  check_matmul_operands(x, w, y);
 }
 
 void check_norm(const char* op, const TensorView& x, const TensorView& y, const TensorView& w) {
@@ -158,21 +152,9 @@ class CudaOps final : public Ops {
   void rope(const TensorView& x, int heads, int head_dim, int rot_dim, double theta,
             std::span<const int32_t> positions) const override {
     on_device("rope", x);
-    SS_CHECK(x.dtype == DType::F32 && x.ndim() == 2 && x.strides[1] == 1, "rope: f32 rows expected, got {}",
-             x.describe());
-    SS_CHECK(x.dim(1) == int64_t{heads} * head_dim, "rope: {} is not {} heads of {}", x.describe(), heads, head_dim);
-    SS_CHECK(rot_dim > 0 && rot_dim % 2 == 0 && rot_dim <= head_dim, "rope: bad rotary dim {} (head_dim {})", rot_dim,
-             head_dim);
-    SS_CHECK(static_cast<int64_t>(positions.size()) == x.dim(0), "rope: {} positions for {} rows", positions.size(),
-             x.dim(0));
+    check_rope_operands(x, heads, head_dim, rot_dim, positions.size());
     if (positions.empty()) return;
-    // inv_freq with the CPU's exact f32 recipe (backend/cpu/rope.cpp).
-    const int half = rot_dim / 2;
-    std::vector<float> inv_freq(half);
-    for (int i = 0; i < half; ++i) {
-      float e = static_cast<float>(2 * i) / static_cast<float>(rot_dim);
-      inv_freq[i] = 1.0f / std::pow(static_cast<float>(theta), e);
-    }
+    const std::vector<float> inv_freq = rope_inv_freq(theta, rot_dim);  // the CPU's exact f32 angles
     cuda::StagingBlob blob;
     const size_t off_f = blob.append(inv_freq.data(), inv_freq.size());
     const size_t off_p = blob.append(positions.data(), positions.size());
@@ -246,15 +228,8 @@ class CudaOps final : public Ops {
   void causal_conv_silu(const TensorView& x, const TensorView& window, const TensorView& w,
                         const TensorView& out) const override {
     for (const TensorView* t : {&x, &window, &w, &out}) on_device("causal_conv_silu", *t);
-    SS_CHECK(x.dtype == DType::F32 && window.dtype == DType::F32 && w.dtype == DType::F32 && out.dtype == DType::F32,
-             "causal_conv_silu: f32 operands expected");
-    SS_CHECK(x.ndim() == 2 && w.ndim() == 2 && window.ndim() == 2 && out.ndim() == 2, "causal_conv_silu: 2-D operands");
+    check_causal_conv_operands(x, window, w, out);
     const int64_t n = x.dim(0), C = x.dim(1), Kc = w.dim(1);
-    SS_CHECK(w.dim(0) == C && window.dim(0) == Kc - 1 && window.dim(1) == C && out.dim(0) == n && out.dim(1) == C,
-             "causal_conv_silu: x {} window {} w {} out {} disagree", x.describe(), window.describe(), w.describe(),
-             out.describe());
-    SS_CHECK(x.strides[1] == 1 && out.strides[1] == 1 && w.is_contiguous() && window.is_contiguous(),
-             "causal_conv_silu: contiguous rows expected");
     SS_CHECK(n == 0 || x.data != out.data, "causal_conv_silu: out must not alias x on CUDA");
     k::causal_conv_silu(x.as<const float>(), x.strides[0], window.as<const float>(), w.as<const float>(),
                         out.as<float>(), out.strides[0], n, C, static_cast<int>(Kc), cuda::cuda_stream());
