@@ -2,6 +2,7 @@
 
 #include <cmath>
 
+#include "chat/jinja_builtin_util.h"
 #include "chat/jinja_builtins.h"
 #include "chat/py_text.h"
 #include "core/error.h"
@@ -314,21 +315,6 @@ bool contains(const Value& container, const Value& item) {
 
 namespace {
 
-std::string escape_html(const std::string& s) {
-  std::string out;
-  for (char c : s) {
-    switch (c) {
-      case '&': out += "&amp;"; break;
-      case '<': out += "&lt;"; break;
-      case '>': out += "&gt;"; break;
-      case '"': out += "&#34;"; break;
-      case '\'': out += "&#39;"; break;
-      default: out.push_back(c);
-    }
-  }
-  return out;
-}
-
 // Python ints are unbounded; an int64 overflow is reported instead of wrapping.
 int64_t add_checked(int64_t a, int64_t b) {
   int64_t r = 0;
@@ -380,7 +366,7 @@ Value binary_op(const std::string& op, const Value& a, const Value& b, const Int
       interp.check_size(a.str().size() + b.str().size());
       // markupsafe: Markup + str escapes the str (and the other way round).
       if (a.is_safe() || b.is_safe()) {
-        return Value::string((a.is_safe() ? a.str() : escape_html(a.str())) + (b.is_safe() ? b.str() : escape_html(b.str())), true);
+        return Value::string((a.is_safe() ? a.str() : detail::escape_html(a.str())) + (b.is_safe() ? b.str() : detail::escape_html(b.str())), true);
       }
       return Value::string(a.str() + b.str());
     }
