@@ -3,9 +3,12 @@
 
 #include <cstdlib>
 #include <cstring>
+#include <map>
 #include <new>
+#include <set>
 
 #include "core/aligned_buffer.h"
+#include "core/error.h"
 
 namespace specserve {
 
@@ -45,6 +48,30 @@ class CpuMemory final : public Memory {
 const Memory& cpu_memory() {
   static const CpuMemory* m = new CpuMemory();
   return *m;
+}
+
+Buffer upload_tensors(std::span<TensorView* const> views, const Memory& mem) {
+  constexpr size_t kAlign = 256;
+  std::map<const void*, size_t> offset;
+  size_t total = 0;
+  for (const TensorView* v : views) {
+    if (v->data == nullptr || offset.count(v->data)) continue;
+    SS_CHECK(v->is_contiguous() && v->device == Device::CPU, "upload: tensor {} is not a contiguous host tensor",
+             v->describe());
+    offset[v->data] = total;
+    total += (v->nbytes() + kAlign - 1) / kAlign * kAlign;
+  }
+  Buffer block(mem, total);
+  std::set<const void*> done;
+  for (TensorView* v : views) {
+    if (v->data == nullptr) continue;
+    const void* host = v->data;
+    char* dst = static_cast<char*>(block.data()) + offset.at(host);
+    if (done.insert(host).second) mem.upload(dst, host, v->nbytes());
+    v->data = dst;
+    v->device = mem.device();
+  }
+  return block;
 }
 
 }  // namespace specserve

@@ -9,6 +9,7 @@
 // waits for everything enqueued before it.
 #include <cstddef>
 #include <cstdint>
+#include <span>
 #include <utility>
 
 #include "core/tensor.h"
@@ -113,5 +114,10 @@ class MemTensor {
   Buffer buffer_;
   TensorView view_;
 };
+
+// Copies the tensors `views` point at into one block of `mem` (a tensor shared by several views,
+// e.g. a tied head, once; null views skipped) and points the views there. Byte copies: the copies
+// hold the host's exact bits. The views must be contiguous host tensors.
+Buffer upload_tensors(std::span<TensorView* const> views, const Memory& mem);
 
 }  // namespace specserve

@@ -48,4 +48,11 @@ void check_causal_conv_operands(const TensorView& x, const TensorView& window, c
            "causal_conv_silu: contiguous rows expected");
 }
 
+void check_argmax_operands(const TensorView& x, int64_t n, size_t out) {
+  SS_CHECK(x.dtype == DType::F32 && x.ndim() == 2 && x.strides[1] == 1, "argmax: x {} must be f32 [rows, columns]",
+           x.describe());
+  SS_CHECK(n >= 1 && n <= x.dim(1), "argmax: {} columns of rows {} wide", n, x.dim(1));
+  SS_CHECK(static_cast<int64_t>(out) == x.dim(0), "argmax: {} outputs for {} rows", out, x.dim(0));
+}
+
 }  // namespace specserve

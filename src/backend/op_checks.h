@@ -22,4 +22,7 @@ std::vector<float> rope_inv_freq(double theta, int rot_dim);
 void check_causal_conv_operands(const TensorView& x, const TensorView& window, const TensorView& w,
                                 const TensorView& out);
 
+// argmax: x f32 [R, >= n] with unit column stride, 1 <= n, `out` entries == R.
+void check_argmax_operands(const TensorView& x, int64_t n, size_t out);
+
 }  // namespace specserve

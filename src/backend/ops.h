@@ -109,6 +109,10 @@ class Ops {
 
   // out = silu(gate) * up, elementwise (out may alias gate).
   virtual void swiglu(const TensorView& gate, const TensorView& up, const TensorView& out) const = 0;
+  // out[r] = the lowest index of the maximum of row r of x [R, >= n] over its first n entries, with
+  // NaN read as -inf and +inf as FLT_MAX (the sampler's sanitising, sampling/sampler.h), or -1 when no
+  // entry is finite. `out` is host memory (R entries): the ids cross to the host, the rows need not.
+  virtual void argmax(const TensorView& x, int64_t n, std::span<int32_t> out) const = 0;
   // x += y, elementwise.
   virtual void add(const TensorView& x, const TensorView& y) const = 0;
   // x *= sigmoid(gate), elementwise.

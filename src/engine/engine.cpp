@@ -10,6 +10,15 @@
 
 namespace specserve::engine {
 
+namespace {
+// A pick made on the backend (ForwardResult::argmax): -1 means the row had no finite entry, the
+// error pick() raises.
+int32_t backend_pick(int32_t id) {
+  SS_CHECK(id >= 0, "sampler: every token is masked or has a non-finite logit");
+  return id;
+}
+}  // namespace
+
 Engine::Engine(TargetModel& model, EngineOptions options, TokenText token_text, DraftProposer* proposer)
     : model_(model),
       options_(normalised(options)),
@@ -165,6 +174,7 @@ void Engine::step() {
       span.logits = LogitsWanted::All;
     }
     span.tokens = inputs[i];
+    if (picks_on_backend(s)) span.argmax_columns = s.sampler().vocab().real();
     batch.spans.push_back(span);
   }
 
@@ -201,7 +211,9 @@ void Engine::step() {
       if (!plan[i].final_chunk) continue;
       metrics_.prompt_tokens.fetch_add(static_cast<uint64_t>(s.prompt_len()), std::memory_order_relaxed);
       // 5. Per-row pick: the first token, from the prompt's last row.
-      sampling::Pick p = s.sampler().pick(logits_row(next_logits_row++), s.history(), workspace_);
+      sampling::Pick p = batch.spans[i].argmax_columns > 0
+                             ? sampling::Pick{backend_pick(out.argmax[next_logits_row++]), std::nullopt}
+                             : s.sampler().pick(logits_row(next_logits_row++), s.history(), workspace_);
       s.history().push(p.token);
       picked.push_back(p.token);
       logprobs.push_back(std::move(p.logprobs));
@@ -212,9 +224,12 @@ void Engine::step() {
       //    draft) is the next pending token.
       const int k = static_cast<int>(s.drafts.size());
       const int64_t verify_row = next_logits_row;
-      Verdict verdict = verify_drafts(s.sampler(), s.history(), s.drafts,
-                                      [&](int r) { return logits_row(verify_row + r); }, s.draft_context.get(),
-                                      options_.verify_mode, workspace_);
+      Verdict verdict =
+          batch.spans[i].argmax_columns > 0
+              ? verify_drafts_by_argmax(s.history(), s.drafts,
+                                        std::span<const int32_t>(out.argmax).subspan(verify_row, k + 1))
+              : verify_drafts(s.sampler(), s.history(), s.drafts, [&](int r) { return logits_row(verify_row + r); },
+                              s.draft_context.get(), options_.verify_mode, workspace_);
       const int accepted = verdict.accepted;
       picked = std::move(verdict.tokens);
       logprobs = std::move(verdict.logprobs);
@@ -262,6 +277,13 @@ void Engine::step() {
     }
   }
   retire_finished();
+}
+
+bool Engine::picks_on_backend(const Sequence& s) const {
+  if (!s.sampler().picks_raw_argmax()) return false;
+  if (s.drafts.empty()) return true;
+  const bool sampled_drafts = s.draft_context && !s.draft_context->draft_distribution(0).empty();
+  return options_.verify_mode == VerifyMode::SampleMatch && !sampled_drafts;
 }
 
 void Engine::intake() {

@@ -61,6 +61,10 @@ class Engine {
   void admit();
   void retire_finished();
   void fail_all(const std::string& error);
+  // True when this step's picks for `s` need only the backend's argmax of its logits rows: its
+  // sampler picks the raw argmax and its drafts (if any) are point masses judged by sample-match.
+  // The rows then need not leave the device (design.md §1: still exactly pick()'s tokens).
+  bool picks_on_backend(const Sequence& s) const;
 
   TargetModel& model_;
   EngineOptions options_;

@@ -4,7 +4,6 @@
 
 #include <algorithm>
 #include <cstring>
-#include <map>
 #include <set>
 
 #include "backend/backend.h"
@@ -37,45 +36,58 @@ DType choose_dtype(const std::string& option, const Checkpoint& c) {
   return d == DType::BF16 ? DType::BF16 : DType::F32;
 }
 
-// Calls f on every weight view of the parts.
-template <typename F>
-void for_each_weight(ModelParts& p, F&& f) {
-  f(p.embed);
-  f(p.final_norm);
-  f(p.lm_head);
-  for (auto& l : p.layers) {
-    for (TensorView* v : {&l.input_norm, &l.post_norm, &l.attn.q_proj, &l.attn.k_proj, &l.attn.v_proj,
-                          &l.attn.o_proj, &l.attn.q_norm, &l.attn.k_norm, &l.deltanet.in_qkv, &l.deltanet.in_z,
-                          &l.deltanet.in_b, &l.deltanet.in_a, &l.deltanet.out_proj, &l.deltanet.conv,
-                          &l.deltanet.a_log, &l.deltanet.dt_bias, &l.deltanet.norm, &l.mlp.gate, &l.mlp.up,
-                          &l.mlp.down})
-      f(*v);
-  }
+// Every weight view of the parts.
+std::vector<TensorView*> weight_views(ModelParts& p) {
+  std::vector<TensorView*> v{&p.embed, &p.final_norm, &p.lm_head};
+  for (auto& l : p.layers)
+    v.insert(v.end(), {&l.input_norm, &l.post_norm, &l.attn.q_proj, &l.attn.k_proj, &l.attn.v_proj, &l.attn.o_proj,
+                       &l.attn.q_norm, &l.attn.k_norm, &l.deltanet.in_qkv, &l.deltanet.in_z, &l.deltanet.in_b,
+                       &l.deltanet.in_a, &l.deltanet.out_proj, &l.deltanet.conv, &l.deltanet.a_log,
+                       &l.deltanet.dt_bias, &l.deltanet.norm, &l.mlp.gate, &l.mlp.up, &l.mlp.down});
+  return v;
 }
 
-// Copies every weight of `parts` into one block of `mem` (tensors shared by several views, e.g. a
-// tied head, once) and points the views there. Byte copies: the device holds the host's exact bits.
-Buffer upload_weights(ModelParts& parts, const Memory& mem) {
-  constexpr size_t kAlign = 256;
-  std::map<const void*, size_t> offset;
-  size_t total = 0;
-  for_each_weight(parts, [&](TensorView& v) {
-    if (v.data == nullptr || offset.count(v.data)) return;
-    SS_CHECK(v.is_contiguous(), "weight {} is not contiguous", v.describe());
-    offset[v.data] = total;
-    total += (v.nbytes() + kAlign - 1) / kAlign * kAlign;
-  });
-  Buffer block(mem, total);
-  std::set<const void*> done;
-  for_each_weight(parts, [&](TensorView& v) {
-    if (v.data == nullptr) return;
-    const void* host = v.data;
-    char* dst = static_cast<char*>(block.data()) + offset.at(host);
-    if (done.insert(host).second) mem.upload(dst, host, v.nbytes());
-    v.data = dst;
-    v.device = mem.device();
-  });
-  return block;
+// Fills result.argmax for the spans that asked (one Ops::argmax per distinct column count) and
+// brings the other spans' logits rows to the host tensor result.logits (a no-op when `logits` is it).
+void reduce_logits(const ForwardBatch& batch, ForwardResult& result, const Ops& ops, const TensorView& logits,
+                   const Memory& mem) {
+  const int64_t n = logits.dim(0), V = logits.dim(1);
+  // The logits rows of each span, in order: [first, first + count).
+  std::vector<std::pair<int64_t, int64_t>> rows_of(batch.spans.size());
+  std::vector<int64_t> columns;
+  int64_t at = 0;
+  for (size_t i = 0; i < batch.spans.size(); ++i) {
+    const SequenceSpan& sp = batch.spans[i];
+    const int64_t count = sp.logits == LogitsWanted::All    ? static_cast<int64_t>(sp.tokens.size())
+                          : sp.logits == LogitsWanted::Last ? 1
+                                                            : 0;
+    rows_of[i] = {at, count};
+    at += count;
+    if (sp.argmax_columns > 0 && count > 0) {
+      SS_CHECK(sp.argmax_columns <= V, "forward: argmax over {} columns of {}-wide logits", sp.argmax_columns, V);
+      if (std::find(columns.begin(), columns.end(), sp.argmax_columns) == columns.end())
+        columns.push_back(sp.argmax_columns);
+    }
+  }
+  if (!columns.empty()) {
+    result.argmax.assign(static_cast<size_t>(n), -2);
+    std::vector<int32_t> ids(static_cast<size_t>(n));
+    for (int64_t c : columns) {
+      ops.argmax(logits, c, ids);
+      for (size_t i = 0; i < batch.spans.size(); ++i)
+        if (batch.spans[i].argmax_columns == c)
+          for (int64_t r = rows_of[i].first; r < rows_of[i].first + rows_of[i].second; ++r)
+            result.argmax[static_cast<size_t>(r)] = ids[static_cast<size_t>(r)];
+    }
+  }
+  if (logits.data == result.logits.view().data) return;
+  const size_t row_bytes = static_cast<size_t>(V) * 4;
+  for (size_t i = 0; i < batch.spans.size(); ++i) {
+    const auto [first, count] = rows_of[i];
+    if (count == 0 || batch.spans[i].argmax_columns > 0) continue;
+    mem.download(result.logits.as<char>() + first * row_bytes, logits.as<const char>() + first * row_bytes,
+                 static_cast<size_t>(count) * row_bytes);
+  }
 }
 }  // namespace
 
@@ -103,7 +115,7 @@ std::unique_ptr<TargetModel> TargetModel::load(const std::string& dir, const Loa
     impl->host_embed = impl->parts.embed;
     impl->host_final_norm = impl->parts.final_norm;
     impl->host_lm_head = impl->parts.lm_head;
-    if (!on_host) impl->device_weights = upload_weights(impl->parts, *impl->mem);
+    if (!on_host) impl->device_weights = upload_tensors(weight_views(impl->parts), *impl->mem);
     int attention = 0;
     for (const auto& l : impl->parts.layers) {
       if (l.type == LayerType::LinearAttention)
@@ -124,6 +136,8 @@ int64_t TargetModel::hidden_size() const { return impl_->parts.spec.hidden; }
 DType TargetModel::weight_dtype() const { return impl_->weights->matrix_dtype(); }
 std::string_view TargetModel::backend() const { return impl_->backend.name; }
 const Ops& TargetModel::ops() const { return cpu_ops(); }
+const Ops& TargetModel::forward_ops() const { return *impl_->ops; }
+const Memory& TargetModel::forward_memory() const { return *impl_->mem; }
 TensorView TargetModel::embedding_table() const { return impl_->host_embed; }
 
 std::unique_ptr<SequenceState> TargetModel::new_sequence() const {
@@ -250,10 +264,11 @@ ForwardResult TargetModel::forward(const ForwardBatch& batch) {
     result.logits = Tensor::empty(DType::F32, {n, spec.vocab});
     if (on_host) {
       m.ops->matmul(sel, m.parts.lm_head, result.logits);
+      reduce_logits(batch, result, *m.ops, result.logits, mem);
     } else {
       MemTensor logits = MemTensor::empty(mem, DType::F32, {n, spec.vocab});
       m.ops->matmul(sel, m.parts.lm_head, logits);
-      mem.download(result.logits.as<void>(), logits.as<void>(), logits.nbytes());
+      reduce_logits(batch, result, *m.ops, logits, mem);
     }
   }
   if (C > 0 && !on_host) {

@@ -21,6 +21,7 @@
 #include <string>
 #include <vector>
 
+#include "backend/memory.h"
 #include "backend/ops.h"
 #include "core/tensor.h"
 #include "io/model_config.h"
@@ -56,6 +57,11 @@ struct SequenceSpan {
   std::span<const int32_t> tokens;  // at positions state->length() ... + tokens.size() - 1
   SpanMode mode = SpanMode::Extend;
   LogitsWanted logits = LogitsWanted::Last;
+  // > 0: the caller needs only the argmax of each of this span's logits rows over their first
+  // `argmax_columns` columns (Ops::argmax; e.g. a greedy request's real vocabulary). They land in
+  // ForwardResult::argmax, and on a device backend the span's full rows stay on the device (their
+  // rows of ForwardResult::logits are then unspecified).
+  int64_t argmax_columns = 0;
 };
 
 struct ForwardBatch {
@@ -70,6 +76,9 @@ struct ForwardResult {
   std::vector<int64_t> span_first_row;  // per span
   Tensor logits;                        // [logit_rows.size(), vocab] f32
   std::vector<int64_t> logit_rows;      // batch row of each logits row, in batch order
+  // Per logits row: the row's argmax for spans with argmax_columns > 0 (-1: no finite entry), -2 for
+  // other spans' rows. Empty when no span asked.
+  std::vector<int32_t> argmax;
   Tensor captured;                      // [rows, capture_layers.size() * hidden] f32 (empty if none)
 };
 
@@ -90,6 +99,11 @@ class TargetModel {
   // The ops of the host-side helpers (and of a drafter running on the host): cpu_ops() on every
   // backend.
   const Ops& ops() const;
+
+  // The ops and the memory forward() runs on (cpu_ops() and host memory, or cuda_ops() and device
+  // memory): a drafter running beside the target uses them.
+  const Ops& forward_ops() const;
+  const Memory& forward_memory() const;
 
   std::unique_ptr<SequenceState> new_sequence() const;
 

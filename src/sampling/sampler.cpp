@@ -37,6 +37,10 @@ Sampler::Sampler(RequestParams params, VocabBounds vocab) : params_(std::move(pa
   seed_ = params_.sampling.seed ? *params_.sampling.seed : random_seed();
   stop_ids_ = params_.stop.stopping_ids();
   dry_breakers_ = DryBreakers(params_.sampling.dry.sequence_breakers);
+  const SamplingParams& p = params_.sampling;
+  picks_raw_argmax_ = p.greedy() && !p.logprobs && p.logit_bias.empty() && p.repetition_penalty == 1.0f &&
+                      p.presence_penalty == 0.0f && p.frequency_penalty == 0.0f && !p.dry.enabled() &&
+                      params_.stop.min_tokens == 0;
 }
 
 SamplerState Sampler::make_state(std::span<const TokenId> prompt) const {

@@ -69,6 +69,11 @@ class Sampler {
   const StopParams& stop_params() const { return params_.stop; }
   VocabBounds vocab() const { return vocab_; }
 
+  // True when pick() is the plain argmax of the raw row whatever the history: T = 0, no history stage
+  // that changes a logit (bias, penalties, DRY, min_tokens), no logprobs. Then pick(row).token equals
+  // Ops::argmax of the row over vocab().real() columns (or the row has no finite entry), and a
+  // backend may pick on the device without sending the row to the host.
+  bool picks_raw_argmax() const { return picks_raw_argmax_; }
   // A history for this request (binds the repetition window).
   SamplerState make_state(std::span<const TokenId> prompt) const;
 
@@ -115,6 +120,7 @@ class Sampler {
   uint64_t seed_ = 0;
   std::vector<TokenId> stop_ids_;  // masked before min_tokens
   DryBreakers dry_breakers_;
+  bool picks_raw_argmax_ = false;
 };
 
 // argmax with ties to the lowest id, over a raw row (e.g. a drafter row after

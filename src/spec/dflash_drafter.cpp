@@ -29,15 +29,26 @@ struct CallRows {
 
 }  // namespace
 
-DFlashDrafter::DFlashDrafter(const TargetModel& target, std::unique_ptr<DrafterCheckpoint> checkpoint)
-    : target_(target), checkpoint_(std::move(checkpoint)) {
+DFlashDrafter::DFlashDrafter(const TargetModel& target, std::unique_ptr<DrafterCheckpoint> checkpoint, bool on_host)
+    : target_(target),
+      checkpoint_(std::move(checkpoint)),
+      ops_(on_host ? &cpu_ops() : &target.forward_ops()),
+      mem_(on_host ? &cpu_memory() : &target.forward_memory()),
+      weights_(checkpoint_->weights()) {
   const ModelConfig& c = checkpoint_->config();
   kv_ = KvGeometry{c.num_layers, c.num_kv_heads, c.head_dim};
-  pool_ = std::make_shared<KvBlockPool>(kv_);
+  pool_ = std::make_shared<KvBlockPool>(kv_, *mem_);
+  if (mem_->device() != Device::CPU) {
+    std::vector<TensorView*> views{&weights_.fc, &weights_.hidden_norm, &weights_.norm};
+    for (auto& L : weights_.layers)
+      views.insert(views.end(), {&L.input_norm, &L.post_norm, &L.q_proj, &L.k_proj, &L.v_proj, &L.o_proj, &L.q_norm,
+                                 &L.k_norm, &L.gate, &L.up, &L.down});
+    device_weights_ = upload_tensors(views, *mem_);
+  }
 }
 
 std::unique_ptr<DFlashDrafter> DFlashDrafter::load(const std::string& dir, const TargetModel& target,
-                                                   const std::string& dtype) {
+                                                   const std::string& dtype, bool on_host) {
   TargetShape shape;
   shape.hidden = target.hidden_size();
   shape.vocab = target.vocab_size();
@@ -46,10 +57,11 @@ std::unique_ptr<DFlashDrafter> DFlashDrafter::load(const std::string& dir, const
   auto checkpoint = DrafterCheckpoint::load(dir, shape, dtype);
   // A wrong pair that happens to have matching shapes still loads: say what was paired (§2.3).
   const ModelConfig& c = checkpoint->config();
-  SS_LOG_INFO("dflash", "drafter {}: {} layers, block {}, taps [{}] of a {}-layer {} target, mask id {}, {}", dir,
-              c.num_layers, c.dflash->block_size, fmt::join(c.dflash->target_layer_ids, ","), shape.num_layers,
-              target.config().model_type, c.dflash->mask_token_id, dtype_name(checkpoint->matrix_dtype()));
-  return std::unique_ptr<DFlashDrafter>(new DFlashDrafter(target, std::move(checkpoint)));
+  SS_LOG_INFO("dflash", "drafter {}: {} layers, block {}, taps [{}] of a {}-layer {} target, mask id {}, {}, on {}",
+              dir, c.num_layers, c.dflash->block_size, fmt::join(c.dflash->target_layer_ids, ","), shape.num_layers,
+              target.config().model_type, c.dflash->mask_token_id, dtype_name(checkpoint->matrix_dtype()),
+              on_host ? "cpu" : target.backend());
+  return std::unique_ptr<DFlashDrafter>(new DFlashDrafter(target, std::move(checkpoint), on_host));
 }
 
 int64_t DFlashDrafter::feature_width() const {
@@ -64,7 +76,7 @@ void DFlashDrafter::project_context(std::span<DrafterSequence* const> sequences)
   forward(sequences, {}, 0, 0);
 }
 
-Tensor DFlashDrafter::draft_logits(std::span<const DraftBlock> blocks, int gamma, int slots) const {
+MemTensor DFlashDrafter::run_blocks(std::span<const DraftBlock> blocks, int gamma, int slots) const {
   SS_CHECK(gamma >= 1 && gamma < block_size(), "drafter: gamma {} outside [1, {}]", gamma, block_size() - 1);
   if (slots == 0) slots = gamma;
   SS_CHECK(slots >= 1 && slots <= gamma, "drafter: {} output slots for a block of {} drafts", slots, gamma);
@@ -73,11 +85,29 @@ Tensor DFlashDrafter::draft_logits(std::span<const DraftBlock> blocks, int gamma
   return forward(seqs, blocks, gamma, slots);
 }
 
-Tensor DFlashDrafter::forward(std::span<DrafterSequence* const> context_of, std::span<const DraftBlock> blocks,
-                              int gamma, int slots) const {
-  const Ops& ops = target_.ops();
+Tensor DFlashDrafter::draft_logits(std::span<const DraftBlock> blocks, int gamma, int slots) const {
+  const MemTensor logits = run_blocks(blocks, gamma, slots);
+  if (logits.nbytes() == 0) return Tensor();
+  Tensor out = Tensor::empty(DType::F32, logits.shape());
+  mem_->download(out.as<void>(), logits.as<void>(), logits.nbytes());
+  return out;
+}
+
+std::vector<int32_t> DFlashDrafter::draft_argmax(std::span<const DraftBlock> blocks, int gamma, int slots,
+                                                 int64_t columns) const {
+  const MemTensor logits = run_blocks(blocks, gamma, slots);
+  if (logits.nbytes() == 0) return {};
+  std::vector<int32_t> ids(static_cast<size_t>(logits.shape()[0]));
+  ops_->argmax(logits, columns, ids);
+  return ids;
+}
+
+MemTensor DFlashDrafter::forward(std::span<DrafterSequence* const> context_of, std::span<const DraftBlock> blocks,
+                                 int gamma, int slots) const {
+  const Ops& ops = *ops_;
+  const Memory& mem = *mem_;
   const ModelConfig& cfg = config();
-  const DrafterWeights& w = checkpoint_->weights();
+  const DrafterWeights& w = weights_;
   const int64_t H = cfg.hidden_size, hd = cfg.head_dim, V = vocab_size();
   const int nh = cfg.num_heads, nkv = cfg.num_kv_heads, rot = cfg.rotary_dim();
   const auto eps = static_cast<float>(cfg.rms_norm_eps);
@@ -116,17 +146,17 @@ Tensor DFlashDrafter::forward(std::span<DrafterSequence* const> context_of, std:
   }
   rows.block = static_cast<int64_t>(blocks.size()) * B;
   const int64_t Nc = rows.context, Nb = rows.block, N = Nc + Nb;
-  if (N == 0) return Tensor();
+  if (N == 0) return MemTensor();
 
   // x = [c ; u]: rows 0..Nc are the projected context (fixed across layers), rows Nc.. each
   // layer's normalised block hidden states.
-  Tensor x = Tensor::empty(DType::F32, {N, H});
+  MemTensor x = MemTensor::empty(mem, DType::F32, {N, H});
   if (Nc > 0) {
-    Tensor feats = Tensor::empty(DType::F32, {Nc, feature_width()});
+    MemTensor feats = MemTensor::empty(mem, DType::F32, {Nc, feature_width()});
     float* dst = feats.as<float>();
     for (DrafterSequence* s : context_of) {
       const auto f = s->waiting_features();
-      std::memcpy(dst, f.data(), f.size_bytes());
+      mem.upload(dst, f.data(), f.size_bytes());
       dst += f.size();
     }
     const TensorView c = x.view().rows(0, Nc);
@@ -135,28 +165,28 @@ Tensor DFlashDrafter::forward(std::span<DrafterSequence* const> context_of, std:
   }
 
   // The block: [pending, mask × gamma], embedded with the target's table.
-  Tensor z;
+  MemTensor z;
   if (Nb > 0) {
     std::vector<int32_t> tokens;
     for (const DraftBlock& b : blocks) {
       tokens.push_back(b.pending_token);
       tokens.insert(tokens.end(), static_cast<size_t>(gamma), mask_token());
     }
-    z = Tensor::empty(DType::F32, {Nb, H});
+    z = MemTensor::empty(mem, DType::F32, {Nb, H});
     target_.embed(tokens, z);
   }
 
   const int64_t qw = nh * hd, kvw = nkv * hd;
-  Tensor k = Tensor::empty(DType::F32, {N, kvw});
-  Tensor v = Tensor::empty(DType::F32, {N, kvw});
-  Tensor q, attn, mixed, normed, gate, up;
+  MemTensor k = MemTensor::empty(mem, DType::F32, {N, kvw});
+  MemTensor v = MemTensor::empty(mem, DType::F32, {N, kvw});
+  MemTensor q, attn, mixed, normed, gate, up;
   if (Nb > 0) {
-    q = Tensor::empty(DType::F32, {Nb, qw});
-    attn = Tensor::empty(DType::F32, {Nb, qw});
-    mixed = Tensor::empty(DType::F32, {Nb, H});
-    normed = Tensor::empty(DType::F32, {Nb, H});
-    gate = Tensor::empty(DType::F32, {Nb, cfg.intermediate_size});
-    up = Tensor::empty(DType::F32, {Nb, cfg.intermediate_size});
+    q = MemTensor::empty(mem, DType::F32, {Nb, qw});
+    attn = MemTensor::empty(mem, DType::F32, {Nb, qw});
+    mixed = MemTensor::empty(mem, DType::F32, {Nb, H});
+    normed = MemTensor::empty(mem, DType::F32, {Nb, H});
+    gate = MemTensor::empty(mem, DType::F32, {Nb, cfg.intermediate_size});
+    up = MemTensor::empty(mem, DType::F32, {Nb, cfg.intermediate_size});
   }
   const float scale = 1.0f / std::sqrt(static_cast<float>(hd));
   const double theta = cfg.rope_theta;
@@ -191,16 +221,16 @@ Tensor DFlashDrafter::forward(std::span<DrafterSequence* const> context_of, std:
     ops.add(z, mixed);
   }
   for (DrafterSequence* s : context_of) s->mark_projected();
-  if (Nb == 0) return Tensor();
+  if (Nb == 0) return MemTensor();
 
   // Slots 1..slots → the drafter's final norm → the target's lm_head.
   const int64_t n_out = static_cast<int64_t>(blocks.size()) * slots;
-  Tensor out = Tensor::empty(DType::F32, {n_out, H});
+  MemTensor out = MemTensor::empty(mem, DType::F32, {n_out, H});
   for (size_t i = 0; i < blocks.size(); ++i)
-    std::memcpy(out.as<float>() + static_cast<int64_t>(i) * slots * H, z.as<float>() + (static_cast<int64_t>(i) * B + 1) * H,
-                static_cast<size_t>(slots * H) * sizeof(float));
+    mem.copy(out.as<float>() + static_cast<int64_t>(i) * slots * H, z.as<float>() + (static_cast<int64_t>(i) * B + 1) * H,
+             static_cast<size_t>(slots * H) * sizeof(float));
   ops.rms_norm(out, w.norm, NormKind::Plain, eps, out);
-  Tensor logits = Tensor::empty(DType::F32, {n_out, V});
+  MemTensor logits = MemTensor::empty(mem, DType::F32, {n_out, V});
   target_.lm_head(out, logits);
   return logits;
 }

@@ -18,8 +18,10 @@
 #include <memory>
 #include <span>
 #include <string>
+#include <string_view>
 #include <vector>
 
+#include "backend/memory.h"
 #include "core/tensor.h"
 #include "model/target_model.h"
 #include "spec/dflash_checkpoint.h"
@@ -37,8 +39,12 @@ class DFlashDrafter {
  public:
   // Loads DIR against `target` (whose embedding table and lm_head the drafter uses; it must outlive
   // the drafter). `dtype`: "auto" (the checkpoint's), "f32" or "bf16", as for the target.
+  // The drafter runs where the target's forward runs (its weights, context KV and activations in
+  // that memory, e.g. on the GPU), or on the host with `on_host` (a CPU drafter beside a GPU target,
+  // for comparisons).
   static std::unique_ptr<DFlashDrafter> load(const std::string& dir, const TargetModel& target,
-                                             const std::string& dtype = "auto");
+                                             const std::string& dtype = "auto", bool on_host = false);
+  std::string_view backend() const { return ops_->name(); }
 
   const ModelConfig& config() const { return checkpoint_->config(); }
   int block_size() const { return checkpoint_->dflash().block_size; }
@@ -61,14 +67,24 @@ class DFlashDrafter {
   // depends on the whole block — attention inside it is non-causal — so the first n drafts of a
   // full block differ from the n drafts of a block of n + 1 rows.)
   Tensor draft_logits(std::span<const DraftBlock> blocks, int gamma, int slots = 0) const;
+  // The same rows reduced to their argmax over the first `columns` columns (Ops::argmax; -1 for a row
+  // without a finite entry), in the same order: a raw-argmax request's drafts, without the rows
+  // leaving the device.
+  std::vector<int32_t> draft_argmax(std::span<const DraftBlock> blocks, int gamma, int slots, int64_t columns) const;
 
  private:
-  DFlashDrafter(const TargetModel& target, std::unique_ptr<DrafterCheckpoint> checkpoint);
-  Tensor forward(std::span<DrafterSequence* const> context_of, std::span<const DraftBlock> blocks, int gamma,
-                 int slots) const;
+  DFlashDrafter(const TargetModel& target, std::unique_ptr<DrafterCheckpoint> checkpoint, bool on_host);
+  // The output slots' logits in the drafter's memory (empty when there are no blocks).
+  MemTensor forward(std::span<DrafterSequence* const> context_of, std::span<const DraftBlock> blocks, int gamma,
+                    int slots) const;
+  MemTensor run_blocks(std::span<const DraftBlock> blocks, int gamma, int slots) const;
 
   const TargetModel& target_;
   std::unique_ptr<DrafterCheckpoint> checkpoint_;
+  const Ops* ops_;
+  const Memory* mem_;
+  DrafterWeights weights_;  // views into mem_ (the checkpoint's own on the host)
+  Buffer device_weights_;   // the uploaded weights (device drafters)
   KvGeometry kv_;
   std::shared_ptr<KvBlockPool> pool_;
 };

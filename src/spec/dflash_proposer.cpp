@@ -93,9 +93,30 @@ void DFlashProposer::propose(std::span<engine::ProposeItem> items) {
     drafting.push_back(&item);
   }
   if (blocks.empty()) return;
+  const int block_gamma = options_.full_block ? drafter_.block_size() - 1 : gamma_;
 
-  const Tensor logits =
-      drafter_.draft_logits(blocks, options_.full_block ? drafter_.block_size() - 1 : gamma_, gamma_);
+  // Requests whose pick is the raw argmax take the argmax of the drafter rows too: penalty-aware
+  // processing is then the identity, and the rows need not leave the device.
+  const int64_t columns = drafting.front()->sampler->vocab().real();
+  const bool by_argmax =
+      options_.selection.sampling == DraftSampling::Argmax && !options_.selection.raw &&
+      std::all_of(drafting.begin(), drafting.end(), [&](const engine::ProposeItem* item) {
+        return item->sampler->picks_raw_argmax() && item->sampler->vocab().real() == columns;
+      });
+  if (by_argmax) {
+    const std::vector<int32_t> ids = drafter_.draft_argmax(blocks, block_gamma, gamma_, columns);
+    for (size_t i = 0; i < drafting.size(); ++i) {
+      const int n = std::min(drafting[i]->max_drafts, gamma_);
+      for (int k = 0; k < n; ++k) {
+        const int32_t id = ids[i * static_cast<size_t>(gamma_) + static_cast<size_t>(k)];
+        SS_CHECK(id >= 0, "sampler: every token is masked or has a non-finite logit");
+        drafting[i]->drafts->push_back(id);
+      }
+    }
+    return;
+  }
+
+  const Tensor logits = drafter_.draft_logits(blocks, block_gamma, gamma_);
   const auto V = static_cast<size_t>(drafter_.vocab_size());
   for (size_t i = 0; i < drafting.size(); ++i) {
     engine::ProposeItem& item = *drafting[i];

@@ -1,5 +1,7 @@
 // cuda_ops() against cpu_ops() for the row-wise ops (matmul, norms, rope, elementwise, embedding), and
 // the matmul row-invariance bit-identities on the GPU.
+#include <cfloat>
+
 #include "cuda_test_util.h"
 
 namespace specserve::cuda_test {
@@ -240,6 +242,33 @@ TEST_F(Gpu, ElementwiseAgreeWithCpu) {
     cuda_ops().mul_sigmoid(dev_view(x, DType::F32, {n}), B);
     EXPECT_LT(rel_err(download(x, a.size()), want), 1e-6);
   }
+}
+
+}  // namespace
+}  // namespace specserve::cuda_test
+
+namespace specserve::cuda_test {
+namespace {
+
+// argmax on the device equals the CPU's on rows with ties, NaN, +-inf, all-masked rows and a column
+// limit below the row width (the padded vocabulary).
+TEST_F(Gpu, ArgmaxAgreesWithCpu) {
+  const int64_t R = 37, W = 151936, n = 151900;
+  std::vector<float> x = randn(size_t(R * W), 11);
+  for (auto& v : x) v = std::round(v * 8) / 8;  // ties
+  x[5] = NAN;
+  x[size_t(1 * W + 77)] = INFINITY;
+  x[size_t(1 * W + 78)] = FLT_MAX;
+  x[size_t(2 * W + n + 3)] = 1e30f;  // past n: ignored
+  for (int64_t i = 0; i < W; ++i) x[size_t(3 * W + i)] = i % 2 ? -INFINITY : NAN;  // nothing finite
+  x[size_t(4 * W + W - 1 - 36)] = 99.0f;  // the maximum in the last columns before n
+  std::vector<int32_t> cpu(size_t(R)), gpu(size_t(R), 12345);
+  cpu_ops().argmax(host_view(x.data(), DType::F32, {R, W}), n, cpu);
+  DeviceBuffer d = DeviceBuffer::from(x);
+  cuda_ops().argmax(dev_view(d, DType::F32, {R, W}), n, gpu);
+  EXPECT_EQ(gpu, cpu);
+  EXPECT_EQ(cpu[3], -1);
+  EXPECT_EQ(cpu[1], 77);
 }
 
 }  // namespace

@@ -63,4 +63,28 @@ inline std::vector<float> row(const Tensor& t, int64_t r) {
   return std::vector<float>(t.as<float>() + r * n, t.as<float>() + (r + 1) * n);
 }
 
+// ForwardResult::argmax: a batch mixing spans that want full logits rows and spans that want only
+// their argmax (over fewer columns than the row, as a padded vocabulary) gives each argmax span the
+// argmax of the rows the same forward returns in full (the rows are the same bits either way), -2 on
+// the other spans' rows, and the full spans' rows unchanged.
+inline void check_forward_argmax(TargetModel& m) {
+  const int64_t V = m.vocab_size(), columns = V - 3;
+  const std::vector<int32_t> prompt{1, 5, 9, 2, 7, 3}, draft{4, 8, 6};
+  auto a = m.new_sequence(), b = m.new_sequence(), a2 = m.new_sequence(), b2 = m.new_sequence();
+  for (SequenceState* s : {a.get(), b.get(), a2.get(), b2.get()}) run_one(m, *s, prompt, SpanMode::Prefill, LogitsWanted::None);
+  ForwardBatch full, mixed;
+  full.spans = {{a.get(), draft, SpanMode::Extend, LogitsWanted::All}, {b.get(), draft, SpanMode::Extend, LogitsWanted::All}};
+  mixed.spans = {{a2.get(), draft, SpanMode::Extend, LogitsWanted::All, columns},
+                 {b2.get(), draft, SpanMode::Extend, LogitsWanted::All}};
+  const ForwardResult f = m.forward(full), x = m.forward(mixed);
+  ASSERT_TRUE(f.argmax.empty());
+  ASSERT_EQ(x.argmax.size(), 2 * draft.size());
+  for (size_t r = 0; r < draft.size(); ++r) {
+    EXPECT_EQ(x.argmax[r], argmax(f.logits.as<float>() + int64_t(r) * V, columns)) << "row " << r;
+    EXPECT_EQ(x.argmax[draft.size() + r], -2);
+    const int64_t other = int64_t(draft.size() + r);
+    EXPECT_EQ(row(x.logits, other), row(f.logits, other)) << "full row " << other;
+  }
+}
+
 }  // namespace specserve::testing

@@ -162,3 +162,15 @@ INSTANTIATE_TEST_SUITE_P(Models, RowInvariance,
 
 }  // namespace
 }  // namespace specserve
+
+namespace specserve {
+namespace {
+TEST(ForwardArgmax, ArgmaxSpansGetTheArgmaxOfTheirRows) {
+  for (const auto& f : testing::all_fixtures()) {
+    SCOPED_TRACE(f);
+    auto m = TargetModel::load(testing::fixture_dir(f), {});
+    testing::check_forward_argmax(*m);
+  }
+}
+}  // namespace
+}  // namespace specserve

@@ -151,3 +151,18 @@ INSTANTIATE_TEST_SUITE_P(Models, CudaRowInvariance,
 
 }  // namespace
 }  // namespace specserve
+
+namespace specserve {
+namespace {
+// On the device the argmax spans' rows never reach the host; the argmax still equals the argmax of
+// the rows a full span returns (tests/model's check).
+TEST(CudaForwardArgmax, ArgmaxSpansGetTheArgmaxOfTheirRows) {
+  SKIP_WITHOUT_GPU();
+  for (const auto& f : testing::all_fixtures()) {
+    SCOPED_TRACE(f);
+    auto m = testing::load_on(f, "auto", "cuda");
+    testing::check_forward_argmax(*m);
+  }
+}
+}  // namespace
+}  // namespace specserve

@@ -30,6 +30,7 @@ class CpuOps final : public Ops {
   }
   void add(const TensorView& x, const TensorView& y) const override { cpu::add(x, y); }
   void mul_sigmoid(const TensorView& x, const TensorView& gate) const override { cpu::mul_sigmoid(x, gate); }
+  void argmax(const TensorView& x, int64_t n, std::span<int32_t> out) const override { cpu::argmax(x, n, out); }
   void kv_store(const TensorView& k, const TensorView& v, const KvGeometry& geo, int layer,
                 std::span<const AttentionRow> rows) const override {
     cpu::kv_store(k, v, geo, layer, rows);

@@ -1,6 +1,6 @@
 #pragma once
 // The CPU kernels behind cpu_ops() (backend/ops.h documents each op). One file per op family:
-// matmul(.cpp, _avx512.cpp), norm.cpp, rope.cpp, elementwise.cpp, attention.cpp, gated_deltanet.cpp.
+// matmul(.cpp, _avx512.cpp), norm.cpp, rope.cpp, elementwise.cpp, argmax.cpp, attention.cpp, gated_deltanet.cpp.
 // Non-matmul kernels use the AVX2 baseline only, so their bits are the same on every machine.
 #include <span>
 
@@ -17,6 +17,7 @@ void rope(const TensorView& x, int heads, int head_dim, int rot_dim, double thet
 void swiglu(const TensorView& gate, const TensorView& up, const TensorView& out);
 void add(const TensorView& x, const TensorView& y);
 void mul_sigmoid(const TensorView& x, const TensorView& gate);
+void argmax(const TensorView& x, int64_t n, std::span<int32_t> out);
 void kv_store(const TensorView& k, const TensorView& v, const KvGeometry& geo, int layer, std::span<const AttentionRow> rows);
 void attention(const TensorView& q, const KvGeometry& geo, int layer, std::span<const AttentionRow> rows, int num_heads,
                float scale, const TensorView& out);

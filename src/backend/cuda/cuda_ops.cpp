@@ -7,6 +7,7 @@
 #include <unordered_map>
 #include <vector>
 
+#include "backend/cuda/cuda_memory.h"
 #include "backend/cuda/cuda_stream.h"
 #include "backend/op_checks.h"
 #include "backend/cuda/kernels.h"
@@ -179,6 +180,16 @@ class CudaOps final : public Ops {
   void mul_sigmoid(const TensorView& x, const TensorView& gate) const override {
     check_same("mul_sigmoid", x, gate);
     k::mul_sigmoid(x.as<float>(), gate.as<const float>(), x.numel(), cuda::cuda_stream());
+  }
+
+  void argmax(const TensorView& x, int64_t n, std::span<int32_t> out) const override {
+    on_device("argmax", x);
+    check_argmax_operands(x, n, out.size());
+    if (out.empty()) return;
+    const Memory& mem = cuda_memory();
+    Buffer ids(mem, out.size_bytes());
+    k::argmax(x.as<const float>(), x.strides[0], x.dim(0), n, static_cast<int32_t*>(ids.data()), cuda::cuda_stream());
+    mem.download(out.data(), ids.data(), out.size_bytes());
   }
 
   void kv_store(const TensorView& kt, const TensorView& v, const KvGeometry& geo, int layer,

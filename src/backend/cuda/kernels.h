@@ -37,6 +37,8 @@ void rope(float* x, int64_t rows, int64_t ld, int heads, int head_dim, int rot_d
 // ---- elementwise (elementwise.cu) -----------------------------------------------------------------
 void swiglu(const float* gate, const float* up, float* out, int64_t n, cudaStream_t stream);
 void add(float* x, const float* y, int64_t n, cudaStream_t stream);
+// out[r] = the lowest index of row r's maximum over its first n entries (argmax.cu; ops.h argmax).
+void argmax(const float* x, int64_t ld, int64_t rows, int64_t n, int32_t* out, cudaStream_t stream);
 void mul_sigmoid(float* x, const float* gate, int64_t n, cudaStream_t stream);
 // out[r, :] = table[ids[r], :]; table f32 or bf16 [*, width] contiguous; ids a device array.
 void embedding(const void* table, bool bf16, int64_t width, const int32_t* ids, int64_t n, float* out,
