@@ -10,7 +10,16 @@
 
 namespace specserve {
 
+bool cuda_device_present() {
+#if SPECSERVE_HAVE_CUDA
+  return cuda::device_count() > 0;
+#else
+  return false;
+#endif
+}
+
 Backend backend_named(std::string_view name) {
+  if (name == "auto") return backend_named(cuda_device_present() ? "cuda" : "cpu");
   if (name == "cpu") return {"cpu", &cpu_ops(), &cpu_memory()};
   if (name == "cuda") {
 #if SPECSERVE_HAVE_CUDA
@@ -20,7 +29,7 @@ Backend backend_named(std::string_view name) {
     fail("--backend cuda: this build has no CUDA backend (configure with CUDA enabled)");
 #endif
   }
-  fail("--backend must be cpu or cuda (got '{}')", name);
+  fail("--backend must be auto, cpu or cuda (got '{}')", name);
 }
 
 }  // namespace specserve

@@ -13,8 +13,11 @@ struct Backend {
   const Memory* memory = nullptr;
 };
 
-// "cpu" or "cuda". Throws a one-line Error when the name is unknown, when this build has no CUDA
-// backend, or when no CUDA device is usable.
+// "cpu", "cuda", or "auto" (cuda when this build has it and a device is usable, else cpu). Throws a
+// one-line Error when the name is unknown, or for "cuda" when this build has no CUDA backend or no
+// CUDA device is usable.
 Backend backend_named(std::string_view name);
+// True when this build has the CUDA backend and a device is usable.
+bool cuda_device_present();
 
 }  // namespace specserve

@@ -1,6 +1,8 @@
 // cpu_memory(): host blocks with the same allocation as Tensor (64-byte aligned, uninitialised).
 #include "backend/memory.h"
 
+#include <unistd.h>
+
 #include <cstdlib>
 #include <cstring>
 #include <map>
@@ -24,6 +26,10 @@ class CpuMemory final : public Memory {
     return p;
   }
   void release(void* p, size_t) const noexcept override { std::free(p); }
+  size_t available_bytes() const override {
+    const long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGE_SIZE);
+    return pages > 0 && page > 0 ? static_cast<size_t>(pages) * static_cast<size_t>(page) : 0;
+  }
   void upload(void* dst, const void* host, size_t bytes) const override {
     if (bytes) std::memcpy(dst, host, bytes);
   }
@@ -61,6 +67,9 @@ Buffer upload_tensors(std::span<TensorView* const> views, const Memory& mem) {
     offset[v->data] = total;
     total += (v->nbytes() + kAlign - 1) / kAlign * kAlign;
   }
+  SS_CHECK(mem.device() == Device::CPU || total <= mem.available_bytes(),
+           "the weights need {:.2f} GiB of device memory but only {:.2f} GiB are free", gib(total),
+           gib(mem.available_bytes()));
   Buffer block(mem, total);
   std::set<const void*> done;
   for (TensorView* v : views) {

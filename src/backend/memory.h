@@ -37,6 +37,9 @@ class Memory {
   virtual void copy_2d(void* dst, size_t dpitch, const void* src, size_t spitch, size_t width,
                        size_t height) const = 0;
   virtual void zero(void* dst, size_t bytes) const = 0;
+  // What allocate() can still provide, for start-up sizing: on a device its free memory plus the
+  // allocator's cached blocks; on the host the physical RAM (policy decides what share to use).
+  virtual size_t available_bytes() const = 0;
 };
 
 // Host memory (64-byte aligned heap blocks, memcpy / memset).
@@ -115,9 +118,13 @@ class MemTensor {
   TensorView view_;
 };
 
+// GiB, for messages about memory sizes.
+inline double gib(size_t bytes) { return static_cast<double>(bytes) / double(size_t{1} << 30); }
+
 // Copies the tensors `views` point at into one block of `mem` (a tensor shared by several views,
 // e.g. a tied head, once; null views skipped) and points the views there. Byte copies: the copies
-// hold the host's exact bits. The views must be contiguous host tensors.
+// hold the host's exact bits. The views must be contiguous host tensors. Throws a one-line Error
+// naming both sizes when the tensors do not fit in the memory's available bytes.
 Buffer upload_tensors(std::span<TensorView* const> views, const Memory& mem);
 
 }  // namespace specserve

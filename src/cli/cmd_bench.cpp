@@ -127,9 +127,8 @@ void register_bench(CLI::App& app, CommandRunner& run) {
       "argmax or sample (with --draft)");
   cmd->add_option("--threads", a->spec.threads, "CPU threads for the in-process model (0 = all)");
   cmd->add_option("--backend", a->spec.backend,
-                  "Where the in-process target runs: cpu or cuda (GPU 0: the target on the GPU, a drafter stays on "
-                  "the CPU)")
-      ->check(CLI::IsMember({"cpu", "cuda"}))
+                  "Where the in-process target and drafter run: auto (cuda when a GPU is usable), cpu or cuda (GPU 0)")
+      ->check(CLI::IsMember({"auto", "cpu", "cuda"}))
       ->capture_default_str();
   cmd->add_option("--max-batch-rows", a->spec.engine.max_batch_rows, "Rows per target forward (in-process)");
   cmd->callback([&run, a] { run = [a] { return run_bench(*a); }; });

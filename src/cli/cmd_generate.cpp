@@ -1,9 +1,9 @@
 // `specserve generate`: one prompt through the engine — plain decoding, or DFlash speculative
-// decoding with --draft — on the CPU backend, or with the target on the GPU (--backend cuda).
+// decoding with --draft — on the GPU when one is usable (--backend auto, the default) or on the CPU.
 //
 //   specserve generate --model DIR (--prompt TEXT | --prompt-ids 1,2,3 | --prompt-file F) [--chat]
 //       --max-tokens N [--temperature T] [--seed S] [--ignore-eos] [--json] [--threads N] [--dtype D]
-//       [--backend cpu|cuda]
+//       [--backend auto|cpu|cuda]
 //       [--draft DIR [--gamma G] [--draft-sampling argmax|sample] [--verify-mode sample-match|raw-argmax]
 //        [--trace]]
 //
@@ -59,7 +59,7 @@ struct GenerateOptions {
   std::string prompt_ids;
   std::string prompt_file;
   std::string dtype = "auto";
-  std::string backend = "cpu";
+  std::string backend = "auto";
   bool chat = false;
   bool json = false;
   int threads = 0;
@@ -247,7 +247,7 @@ void register_generate(CLI::App& app, CommandRunner& run) {
   cmd->add_option("--threads", opts->threads, "CPU threads (default: all cores)");
   cmd->add_option("--dtype", opts->dtype, "Weight storage: auto (checkpoint's), f32 or bf16");
   cmd->add_option("--backend", opts->backend,
-                  "Where the target model runs: cpu (default) or cuda (GPU 0; a drafter stays on the CPU)");
+                  "Where the target and drafter run: auto (default: cuda when a GPU is usable), cpu or cuda (GPU 0)");
   opts->sampling.add_to(*cmd);
   cmd->add_option("--draft", opts->draft, "DFlash drafter directory (speculative decoding; same output as without)");
   cmd->add_option("--gamma", opts->gamma, "Drafts per verify step, 1..block_size-1 (0 = block_size - 1)")

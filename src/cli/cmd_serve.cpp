@@ -130,8 +130,8 @@ void register_serve(CLI::App& app, CommandRunner& run) {
       ->capture_default_str();
   cmd->add_option("--threads", s.threads, "CPU threads for the model (0 = all cores)")->capture_default_str();
   cmd->add_option("--backend", s.backend,
-                  "Where the target model runs: cpu or cuda (GPU 0: the target on the GPU, a drafter stays on the CPU)")
-      ->check(CLI::IsMember({"cpu", "cuda"}))
+                  "Where the target and drafter run: auto (cuda when a GPU is usable), cpu or cuda (GPU 0)")
+      ->check(CLI::IsMember({"auto", "cpu", "cuda"}))
       ->capture_default_str();
   cmd->add_option("--max-tokens-limit", h.max_tokens_limit, "Largest max_tokens accepted (0 = the context length)");
   cmd->add_option("--default-max-tokens", h.default_max_tokens, "max_tokens when a request gives none (0 = what fits)");

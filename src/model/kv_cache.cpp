@@ -2,7 +2,24 @@
 
 #include <algorithm>
 
+#include "core/error.h"
+
 namespace specserve {
+
+void KvBlockPool::reserve(int64_t blocks) {
+  std::lock_guard lock(mutex_);
+  const int64_t have = in_use_ + static_cast<int64_t>(free_.size());
+  if (blocks <= have || block_bytes() == 0) return;
+  const auto missing = static_cast<size_t>(blocks - have);
+  const size_t bytes = missing * block_bytes();
+  SS_CHECK(memory_->device() == Device::CPU || bytes <= memory_->available_bytes(),
+           "the KV cache of {} blocks needs {:.2f} GiB of device memory but only {:.2f} GiB are free (lower "
+           "--kv-cache-mib or --max-seqs)",
+           blocks, gib(bytes), gib(memory_->available_bytes()));
+  slabs_.emplace_back(*memory_, bytes);
+  float* base = slabs_.back().f32();
+  for (size_t i = missing; i-- > 0;) free_.push_back(base + i * geo_.block_floats());
+}
 
 float* KvBlockPool::allocate() {
   std::lock_guard lock(mutex_);

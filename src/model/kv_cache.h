@@ -19,6 +19,12 @@ class KvBlockPool {
   explicit KvBlockPool(const KvGeometry& geo, const Memory& memory = cpu_memory()) : geo_(geo), memory_(&memory) {}
   const KvGeometry& geometry() const { return geo_; }
 
+  // Allocates up front so that at least `blocks` blocks exist (one slab for the missing ones): the
+  // serving engine sizes the pool at start-up, so a running sequence never meets an allocation
+  // failure. Throws a one-line Error with the sizes when the memory cannot hold them.
+  void reserve(int64_t blocks);
+  size_t block_bytes() const { return static_cast<size_t>(geo_.block_floats()) * sizeof(float); }
+
   float* allocate();
   void release(float* block);
   int64_t blocks_in_use() const;

@@ -156,6 +156,37 @@ std::unique_ptr<SequenceState> TargetModel::new_sequence() const {
   return s;
 }
 
+size_t TargetModel::kv_block_bytes() const { return static_cast<size_t>(impl_->kv.block_floats()) * sizeof(float); }
+
+size_t TargetModel::sequence_state_bytes() const {
+  const GdnDims& d = impl_->parts.spec.gdn;
+  const size_t state = static_cast<size_t>(d.state_floats()) * 4;
+  const size_t window = static_cast<size_t>(d.conv_kernel - 1) * static_cast<size_t>(d.conv_dim()) * 4;
+  return static_cast<size_t>(impl_->num_deltanet) * (2 * state + window);
+}
+
+void TargetModel::reserve(int64_t kv_blocks, int sequences) {
+  if (impl_->pool) impl_->pool->reserve(kv_blocks);
+  const Memory& mem = *impl_->mem;
+  if (mem.device() == Device::CPU || impl_->num_deltanet == 0 || sequences <= 0) return;
+  const size_t need = static_cast<size_t>(sequences) * sequence_state_bytes();
+  SS_CHECK(need <= mem.available_bytes(),
+           "the DeltaNet state of {} sequences needs {:.2f} GiB of device memory but only {:.2f} GiB are free "
+           "(lower --max-seqs)",
+           sequences, gib(need), gib(mem.available_bytes()));
+  // Allocated and released at once: the device allocator keeps the blocks cached by size class, and
+  // every sequence's state buffers later come from them.
+  const GdnDims& d = impl_->parts.spec.gdn;
+  const size_t state = static_cast<size_t>(d.state_floats()) * 4;
+  const size_t window = static_cast<size_t>(d.conv_kernel - 1) * static_cast<size_t>(d.conv_dim()) * 4;
+  std::vector<Buffer> slots;
+  for (int64_t i = 0; i < int64_t{sequences} * impl_->num_deltanet; ++i) {
+    slots.emplace_back(mem, state);
+    slots.emplace_back(mem, state);
+    slots.emplace_back(mem, window);
+  }
+}
+
 // Host tensors run on the CPU with the host weights; device tensors on the backend.
 void TargetModel::embed(std::span<const int32_t> ids, const TensorView& out) const {
   if (out.device == Device::CPU)

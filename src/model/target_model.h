@@ -107,6 +107,16 @@ class TargetModel {
 
   std::unique_ptr<SequenceState> new_sequence() const;
 
+  // Start-up sizing for serving (design: no allocation failure mid-request). Bytes of one KV block
+  // (16 positions, every attention layer) and of one sequence's DeltaNet state (committed + work
+  // state and conv window of every DeltaNet layer), in the forward's memory.
+  size_t kv_block_bytes() const;
+  size_t sequence_state_bytes() const;
+  // Allocates `kv_blocks` KV blocks and the DeltaNet state of `sequences` sequences now (on a device:
+  // from device memory, kept by its allocator for the sequences that come). Throws a one-line Error
+  // with the sizes when they do not fit.
+  void reserve(int64_t kv_blocks, int sequences);
+
   // Runs all spans; a span's state must have no pending rows. Extend spans leave their state
   // pending until commit().
   ForwardResult forward(const ForwardBatch& batch);

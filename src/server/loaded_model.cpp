@@ -9,6 +9,7 @@
 
 #include <fmt/format.h>
 
+#include "backend/memory.h"
 #include "backend/ops.h"
 #include "core/log.h"
 #include "io/model_config.h"
@@ -23,16 +24,23 @@ namespace specserve::server {
 
 namespace fs = std::filesystem;
 
-int64_t kv_budget_blocks(const ModelConfig& config, const ServeSpec& spec) {
-  // f32 K and V for every attention layer (model/kv_cache.h).
-  const int64_t block_bytes = int64_t{kKvBlockSize} * config.num_attention_layers() * 2 * config.num_kv_heads *
-                              config.head_dim * static_cast<int64_t>(sizeof(float));
+int64_t kv_budget_blocks(const ModelConfig& config, const ServeSpec& spec, const KvSizing& sizing) {
+  const auto block_bytes = static_cast<int64_t>(sizing.block_bytes);
   if (block_bytes <= 0) return 1 << 20;  // no attention layers: positions cost nothing
   if (spec.kv_cache_mib > 0) return std::max<int64_t>(1, (spec.kv_cache_mib << 20) / block_bytes);
   const int64_t ctx = config.max_position_embeddings > 0 ? config.max_position_embeddings : 32768;
   const int64_t wanted = spec.engine.max_seqs * ((ctx + kKvBlockSize - 1) / kKvBlockSize);
-  const int64_t ram = static_cast<int64_t>(sysconf(_SC_PHYS_PAGES)) * static_cast<int64_t>(sysconf(_SC_PAGE_SIZE));
-  const int64_t cap = ram > 0 ? ram / 4 / block_bytes : wanted;
+  const auto avail = static_cast<int64_t>(sizing.available_bytes);
+  int64_t usable = avail / 4;
+  if (sizing.on_device) {
+    const int64_t states = static_cast<int64_t>(sizing.sequence_bytes) * spec.engine.max_seqs;
+    usable = avail - states - (int64_t{1} << 30) - avail / 20;
+    SS_CHECK(spec.kv_cache_mib > 0 || usable >= block_bytes,
+             "only {:.2f} GiB of device memory are free after the weights: no room for the DeltaNet state of {} "
+             "sequences, a KV cache and activations (lower --max-seqs or use a smaller model)",
+             gib(sizing.available_bytes), spec.engine.max_seqs);
+  }
+  const int64_t cap = avail > 0 ? usable / block_bytes : wanted;
   return std::max<int64_t>(1, std::min(wanted, cap));
 }
 
@@ -63,6 +71,23 @@ std::shared_ptr<LoadedModel> LoadedModel::load(const ServeSpec& spec, const Prog
     progress(0.9, "building the DFlash drafter");
     // Checks the pairing (hidden size, vocabulary, target layer ids) against the loaded target.
     m->drafter_ = spec::DFlashDrafter::load(spec.draft_dir, *m->target_);
+  }
+  // The KV budget from what is left after the weights, reserved now (pools sized at start-up).
+  const Memory& mem = m->target_->forward_memory();
+  KvSizing sizing;
+  sizing.block_bytes = m->target_->kv_block_bytes() + (m->drafter_ ? m->drafter_->kv_block_bytes() : 0);
+  sizing.sequence_bytes = m->target_->sequence_state_bytes();
+  sizing.on_device = mem.device() != Device::CPU;
+  sizing.available_bytes = mem.available_bytes();
+  const int64_t kv_blocks = kv_budget_blocks(config, spec, sizing);
+  if (sizing.on_device) {
+    progress(0.91, fmt::format("reserving {} KV blocks ({:.2f} GiB) on the device", kv_blocks,
+                               gib(static_cast<size_t>(kv_blocks) * sizing.block_bytes)));
+    m->target_->reserve(kv_blocks, spec.engine.max_seqs);
+    // A drafter sequence may hold one block past the target's (its block scratch positions).
+    if (m->drafter_) m->drafter_->reserve_kv_blocks(kv_blocks + spec.engine.max_seqs);
+  }
+  if (m->drafter_) {
     m->proposer_ = std::make_unique<spec::DFlashProposer>(
         *m->drafter_, spec::proposer_options(spec.engine.gamma, spec.draft_sampling, spec.engine.verify_mode));
   }
@@ -108,7 +133,7 @@ std::shared_ptr<LoadedModel> LoadedModel::load(const ServeSpec& spec, const Prog
 
   progress(0.97, "starting the engine");
   engine::EngineOptions eo = spec.engine;
-  eo.kv_blocks = kv_budget_blocks(config, spec);
+  eo.kv_blocks = kv_blocks;
   eo.real_vocab = vocab;
   const tokenizer::Tokenizer* tok = &m->tokenizer_;
   m->engine_ = std::make_unique<engine::Engine>(

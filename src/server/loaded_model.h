@@ -22,7 +22,7 @@ struct ServeSpec {
   spec::DraftSampling draft_sampling = spec::DraftSampling::Argmax;  // engine.verify_mode pairs with it
   std::string served_model_name;  // "" = the model directory's name
   int threads = 0;                // CPU threads (0 = all cores)
-  std::string backend = "cpu";    // where the target runs: "cpu" or "cuda" (the drafter stays on the CPU)
+  std::string backend = "auto";   // where the target and drafter run: "auto" (cuda when present), "cpu" or "cuda"
   engine::EngineOptions engine;   // kv_blocks is derived from kv_cache_mib here
   int64_t kv_cache_mib = 0;       // KV-cache budget; 0 = auto (see kv_budget_blocks)
   int request_timeout_s = 0;      // 0 = none
@@ -30,7 +30,17 @@ struct ServeSpec {
 
 // The KV budget in blocks for `spec`: kv_cache_mib when given, else enough for max_seqs full-
 // context sequences but at most a quarter of physical memory.
-int64_t kv_budget_blocks(const ModelConfig& config, const ServeSpec& spec);
+// What one KV block and one sequence cost, and the memory they come from.
+struct KvSizing {
+  size_t block_bytes = 0;      // target + drafter KV per 16 positions
+  size_t sequence_bytes = 0;   // DeltaNet state per sequence
+  bool on_device = false;
+  size_t available_bytes = 0;  // device: free after the weights; host: physical RAM
+};
+// The KV budget in blocks: --kv-cache-mib when given; else enough for max_seqs full contexts, capped
+// at a quarter of the RAM on the host, and on a device at what is free after the weights, the
+// DeltaNet state of max_seqs sequences and a headroom for activations (1 GiB + 5 %).
+int64_t kv_budget_blocks(const ModelConfig& config, const ServeSpec& spec, const KvSizing& sizing);
 
 class LoadedModel : public ModelServices {
  public:

@@ -55,6 +55,9 @@ class DFlashDrafter {
   int64_t vocab_size() const { return target_.vocab_size(); }
 
   std::unique_ptr<DrafterSequence> new_sequence() const;
+  // Start-up sizing of the context KV pool (as TargetModel::reserve).
+  size_t kv_block_bytes() const { return pool_->block_bytes(); }
+  void reserve_kv_blocks(int64_t blocks) const { pool_->reserve(blocks); }
 
   // Projects the waiting context rows of `sequences` into their caches (no drafting): bounds the
   // memory of waiting rows during long prefills. Bit-identical to projecting them later.

@@ -262,7 +262,7 @@ TEST_F(Gpu, ArgmaxAgreesWithCpu) {
   x[size_t(2 * W + n + 3)] = 1e30f;  // past n: ignored
   for (int64_t i = 0; i < W; ++i) x[size_t(3 * W + i)] = i % 2 ? -INFINITY : NAN;  // nothing finite
   x[size_t(4 * W + W - 1 - 36)] = 99.0f;  // the maximum in the last columns before n
-  std::vector<int32_t> cpu(size_t(R)), gpu(size_t(R), 12345);
+  std::vector<int32_t> cpu(static_cast<size_t>(R)), gpu(static_cast<size_t>(R), 12345);
   cpu_ops().argmax(host_view(x.data(), DType::F32, {R, W}), n, cpu);
   DeviceBuffer d = DeviceBuffer::from(x);
   cuda_ops().argmax(dev_view(d, DType::F32, {R, W}), n, gpu);

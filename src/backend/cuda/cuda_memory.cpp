@@ -99,6 +99,14 @@ class CudaMemory final : public Memory {
     CUDA_CHECK(cudaMemsetAsync(dst, 0, bytes, cuda::cuda_stream()));
   }
 
+  size_t available_bytes() const override {
+    size_t free = 0, total = 0;
+    CUDA_CHECK(cudaMemGetInfo(&free, &total));
+    std::lock_guard lock(mutex_);
+    for (const auto& [cls, list] : free_) free += cls * list.size();
+    return free;
+  }
+
   size_t reserved() const {
     std::lock_guard lock(mutex_);
     return reserved_;

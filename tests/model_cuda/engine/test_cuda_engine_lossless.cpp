@@ -1,6 +1,6 @@
-// The promise end to end with the target on the GPU (design.md §1): the engine with a DFlash drafter
-// (on the CPU, fed the target's captured features as host tensors) produces exactly the tokens of
-// plain decoding on the same GPU target, at T = 0 and for seeded T > 0, with several requests batched.
+// The promise end to end on the GPU (design.md §1): the engine with a DFlash drafter (on the GPU beside
+// the target, or on the CPU fed the target's captured features) produces exactly the tokens of plain
+// decoding on the same GPU target, at T = 0 and for seeded T > 0, with several requests batched.
 #include <random>
 
 #include "../../spec/spec_test_util.h"
@@ -15,6 +15,7 @@ using specserve::testing::source_dir;
 struct Case {
   std::string pair, dtype;
   int gamma;
+  bool host_drafter = false;
 };
 
 std::string dflash_dir(const std::string& pair) { return source_dir() + "/tests/fixtures/dflash/" + pair; }
@@ -40,7 +41,8 @@ class CudaLossless : public ::testing::TestWithParam<Case> {
     o.dtype = c.dtype;
     o.backend = "cuda";
     auto target = TargetModel::load(dflash_dir(c.pair) + "/target", o);
-    auto drafter = spec::DFlashDrafter::load(dflash_dir(c.pair) + "/draft", *target, c.dtype);
+    auto drafter = spec::DFlashDrafter::load(dflash_dir(c.pair) + "/draft", *target, c.dtype, c.host_drafter);
+    ASSERT_EQ(drafter->backend(), c.host_drafter ? "cpu" : "cuda");
     const auto ps = prompts();
     std::vector<engine::GenerationRequest> plain_reqs, spec_reqs;
     for (size_t i = 0; i < ps.size(); ++i) {
@@ -70,9 +72,11 @@ TEST_P(CudaLossless, SeededSamplingIdenticalToPlainDecoding) { expect_identical(
 
 INSTANTIATE_TEST_SUITE_P(Cases, CudaLossless,
                          ::testing::Values(Case{"dense-trained", "f32", 4}, Case{"hybrid-trained", "f32", 15},
-                                           Case{"hybrid-trained", "bf16", 4}, Case{"dense-trained", "bf16", 15}),
+                                           Case{"hybrid-trained", "bf16", 4}, Case{"dense-trained", "bf16", 15},
+                                           Case{"hybrid-trained", "f32", 3, true}, Case{"dense-trained", "bf16", 3, true}),
                          [](const auto& i) {
-                           std::string n = i.param.pair + "_" + i.param.dtype + "_gamma" + std::to_string(i.param.gamma);
+                           std::string n = i.param.pair + "_" + i.param.dtype + "_gamma" + std::to_string(i.param.gamma) +
+                                           (i.param.host_drafter ? "_cpu_drafter" : "");
                            for (auto& ch : n)
                              if (ch == '-') ch = '_';
                            return n;

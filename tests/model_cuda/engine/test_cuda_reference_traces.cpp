@@ -1,5 +1,5 @@
 // The z-lab reference traces (tests/fixtures/dflash, dflash.md §11.3) with the TARGET on the GPU in
-// f32 and the DFlash drafter on the CPU: the engine reproduces every step's drafts, accepted count
+// f32 and the DFlash drafter on the GPU beside it: the engine reproduces every step's drafts, accepted count
 // and emitted tokens, and the generated ids — the GPU counterpart of tests/spec/test_reference_traces.cpp,
 // with the same end-of-generation rule (max_drafts = remaining − 1 over the full block, so the last
 // steps see a prefix of the reference's drafts and commit a prefix of its tokens).
@@ -22,6 +22,7 @@ TEST_P(CudaReferenceTraces, EngineReproducesEveryStep) {
   const std::string name = GetParam();
   Pair pair(name, "f32", "cuda");
   ASSERT_EQ(pair.target->backend(), "cuda");
+  ASSERT_EQ(pair.drafter->backend(), "cuda");
   const Trace trace = load_trace(name);
   spec::DFlashProposer proposer(*pair.drafter);
   ASSERT_EQ(proposer.gamma(), 15);
