@@ -10,6 +10,7 @@
 #include <set>
 
 #include "core/aligned_buffer.h"
+#include "backend/synthetic_fill.h"
 #include "core/error.h"
 
 namespace specserve {
@@ -26,6 +27,16 @@ class CpuMemory final : public Memory {
     return p;
   }
   void release(void* p, size_t) const noexcept override { std::free(p); }
+  void fill_uniform(void* dst, DType dtype, size_t n, uint64_t seed, float lo, float hi) const override {
+    SS_CHECK(dtype == DType::F32 || dtype == DType::BF16, "fill_uniform: f32 or bf16 only");
+    for (size_t i = 0; i < n; ++i) {
+      const float v = synthetic::uniform_at(seed, i, lo, hi);
+      if (dtype == DType::F32)
+        static_cast<float*>(dst)[i] = v;
+      else
+        static_cast<uint16_t*>(dst)[i] = synthetic::to_bf16_bits(v);
+    }
+  }
   size_t available_bytes() const override {
     const long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGE_SIZE);
     return pages > 0 && page > 0 ? static_cast<size_t>(pages) * static_cast<size_t>(page) : 0;
@@ -60,8 +71,10 @@ Buffer upload_tensors(std::span<TensorView* const> views, const Memory& mem) {
   constexpr size_t kAlign = 256;
   std::map<const void*, size_t> offset;
   size_t total = 0;
+  const bool device = mem.device() != Device::CPU;
+  auto skip = [&](const TensorView* v) { return v->data == nullptr || (device && v->device == mem.device()); };
   for (const TensorView* v : views) {
-    if (v->data == nullptr || offset.count(v->data)) continue;
+    if (skip(v) || offset.count(v->data)) continue;
     SS_CHECK(v->is_contiguous() && v->device == Device::CPU, "upload: tensor {} is not a contiguous host tensor",
              v->describe());
     offset[v->data] = total;
@@ -73,7 +86,7 @@ Buffer upload_tensors(std::span<TensorView* const> views, const Memory& mem) {
   Buffer block(mem, total);
   std::set<const void*> done;
   for (TensorView* v : views) {
-    if (v->data == nullptr) continue;
+    if (skip(v)) continue;
     const void* host = v->data;
     char* dst = static_cast<char*>(block.data()) + offset.at(host);
     if (done.insert(host).second) mem.upload(dst, host, v->nbytes());

@@ -40,6 +40,9 @@ class Memory {
   // What allocate() can still provide, for start-up sizing: on a device its free memory plus the
   // allocator's cached blocks; on the host the physical RAM (policy decides what share to use).
   virtual size_t available_bytes() const = 0;
+  // n elements of `dtype` (F32 or BF16) at dst set to the seeded uniform values of
+  // backend/synthetic_fill.h in [lo, hi): synthetic weights made where they live (no host copy).
+  virtual void fill_uniform(void* dst, DType dtype, size_t n, uint64_t seed, float lo, float hi) const = 0;
 };
 
 // Host memory (64-byte aligned heap blocks, memcpy / memset).
@@ -122,7 +125,8 @@ class MemTensor {
 inline double gib(size_t bytes) { return static_cast<double>(bytes) / double(size_t{1} << 30); }
 
 // Copies the tensors `views` point at into one block of `mem` (a tensor shared by several views,
-// e.g. a tied head, once; null views skipped) and points the views there. Byte copies: the copies
+// e.g. a tied head, once; null views and views already in mem's device memory skipped) and points
+// the views there. Byte copies: the copies
 // hold the host's exact bits. The views must be contiguous host tensors. Throws a one-line Error
 // naming both sizes when the tensors do not fit in the memory's available bytes.
 Buffer upload_tensors(std::span<TensorView* const> views, const Memory& mem);

@@ -2,6 +2,8 @@
 // concurrency levels and reports TTFT, inter-token latency and aggregate output tokens/s.
 //   specserve bench --model DIR [--draft DIR]   starts an in-process server on a free port
 //   specserve bench --url http://HOST:PORT      measures a running server (specserve or a peer)
+//   specserve bench --synthetic SHAPE           step times on a real shape with random weights
+//   specserve bench --model DIR [--draft DIR] --steps   the same on a checkpoint (cli/step_bench.h)
 #include <algorithm>
 #include <cstdio>
 #include <sstream>
@@ -9,7 +11,11 @@
 #include <fmt/format.h>
 
 #include "cli/commands.h"
+#include "cli/step_bench.h"
 #include "core/error.h"
+#include "model/synthetic_shapes.h"
+#include "model/target_model.h"
+#include "spec/dflash_drafter.h"
 #include "server/http_server.h"
 #include "server/load_generator.h"
 #include "server/loaded_model.h"
@@ -23,7 +29,40 @@ struct BenchArgs {
   server::ServeSpec spec;
   server::LoadOptions load;
   std::string levels = "1,4,16,64";
+  // Step benchmark (cli/step_bench.h).
+  std::string synthetic;
+  bool steps = false;
+  bool json = false;
+  std::string dtype = "auto";
+  StepBenchOptions step;
 };
+
+// `bench --synthetic SHAPE` or `bench --model DIR --steps`: step times, bytes and roofline.
+int run_step_bench_command(const BenchArgs& a) {
+  LoadOptions lo;
+  lo.dtype = a.dtype;
+  lo.threads = a.spec.threads;
+  lo.backend = a.spec.backend;
+  std::unique_ptr<TargetModel> target;
+  std::unique_ptr<spec::DFlashDrafter> drafter;
+  std::string label;
+  if (!a.synthetic.empty()) {
+    SS_CHECK(a.spec.model_dir.empty() && a.url.empty(), "--synthetic replaces --model and --url");
+    const SyntheticShape shape = synthetic_shape(a.synthetic);
+    std::fprintf(stderr, "bench: making synthetic %s weights\n", shape.name.c_str());
+    target = TargetModel::synthetic(shape.target, lo);
+    drafter = spec::DFlashDrafter::synthetic(shape.drafter, *target);
+    label = "synthetic " + shape.name;
+  } else {
+    SS_CHECK(!a.spec.model_dir.empty(), "--steps needs --model DIR");
+    target = TargetModel::load(a.spec.model_dir, lo);
+    if (!a.spec.draft_dir.empty()) drafter = spec::DFlashDrafter::load(a.spec.draft_dir, *target, a.dtype);
+    label = a.spec.model_dir;
+  }
+  const nlohmann::json r = run_step_bench(*target, drafter.get(), label, a.step);
+  std::fputs(a.json ? (r.dump(2) + "\n").c_str() : format_step_bench(r).c_str(), stdout);
+  return 0;
+}
 
 std::vector<int> parse_levels(const std::string& s) {
   std::vector<int> out;
@@ -56,6 +95,7 @@ void parse_url(const std::string& url, server::LoadOptions& o) {
 }
 
 int run_bench(BenchArgs a) {
+  if (!a.synthetic.empty() || a.steps) return run_step_bench_command(a);
   const std::vector<int> levels = parse_levels(a.levels);
   SS_CHECK(a.url.empty() != a.spec.model_dir.empty(), "give exactly one of --model DIR or --url URL");
   std::shared_ptr<server::ServingState> state;
@@ -131,6 +171,23 @@ void register_bench(CLI::App& app, CommandRunner& run) {
       ->check(CLI::IsMember({"auto", "cpu", "cuda"}))
       ->capture_default_str();
   cmd->add_option("--max-batch-rows", a->spec.engine.max_batch_rows, "Rows per target forward (in-process)");
+  // Step benchmark.
+  cmd->add_option("--synthetic", a->synthetic,
+                  "Step benchmark on a real model shape with random weights made on the device: qwen3-8b, "
+                  "qwen3.6-27b (= qwen3.5-27b) or tiny, with its z-lab drafter shape");
+  cmd->add_flag("--steps", a->steps, "Step benchmark of --model DIR [--draft DIR] instead of the serving benchmark");
+  cmd->add_option("--context", a->step.context, "Step benchmark: positions per sequence")->capture_default_str();
+  cmd->add_option("--prefill", a->step.prefill, "Step benchmark: prefill length")->capture_default_str();
+  cmd->add_option("--iterations", a->step.iterations, "Step benchmark: timed calls per measurement (median)")
+      ->capture_default_str();
+  cmd->add_option("--tau", a->step.tau, "Step benchmark: acceptance length for the projected tokens/s")
+      ->capture_default_str();
+  cmd->add_option("--decode-batches", a->step.decode_batches, "Step benchmark: decode batch sizes")->delimiter(',');
+  cmd->add_option("--verify-batches", a->step.verify_batches, "Step benchmark: verify/propose batch sizes")
+      ->delimiter(',');
+  cmd->add_option("--verify-k", a->step.verify_ks, "Step benchmark: verify rows per sequence")->delimiter(',');
+  cmd->add_option("--dtype", a->dtype, "Step benchmark: weight storage (auto, f32, bf16)")->capture_default_str();
+  cmd->add_flag("--json", a->json, "Step benchmark: print JSON instead of tables");
   cmd->callback([&run, a] { run = [a] { return run_bench(*a); }; });
 }
 

@@ -94,6 +94,32 @@ void reduce_logits(const ForwardBatch& batch, ForwardResult& result, const Ops& 
 TargetModel::TargetModel(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
 TargetModel::~TargetModel() = default;
 
+namespace {
+// The rest of a load once the weights are at hand: the family's parts, the upload to the backend's
+// memory (tensors already there stay), the KV geometry and pool.
+void build_parts(TargetModel::Impl& impl, bool upload) {
+  switch (impl.cfg.family) {
+    case ModelFamily::Qwen3: impl.parts = build_qwen3(impl.cfg, *impl.weights); break;
+    case ModelFamily::Qwen3_5: impl.parts = build_qwen3_5(impl.cfg, *impl.weights); break;
+    default: fail("{} is not a target model family", family_name(impl.cfg.family));
+  }
+  impl.host_embed = impl.parts.embed;
+  impl.host_final_norm = impl.parts.final_norm;
+  impl.host_lm_head = impl.parts.lm_head;
+  if (upload) impl.device_weights = upload_tensors(weight_views(impl.parts), *impl.mem);
+  int attention = 0;
+  for (const auto& l : impl.parts.layers) {
+    if (l.type == LayerType::LinearAttention)
+      ++impl.num_deltanet;
+    else
+      ++attention;
+  }
+  const ArchSpec& s = impl.parts.spec;
+  impl.kv = KvGeometry{attention, s.num_kv_heads, s.head_dim};
+  if (attention > 0) impl.pool = std::make_shared<KvBlockPool>(impl.kv, *impl.mem);
+}
+}  // namespace
+
 std::unique_ptr<TargetModel> TargetModel::load(const std::string& dir, const LoadOptions& options) {
   return with_context("loading model " + dir, [&] {
     if (options.threads > 0) ThreadPool::set_global_threads(options.threads);
@@ -107,27 +133,30 @@ std::unique_ptr<TargetModel> TargetModel::load(const std::string& dir, const Loa
     DType dt = choose_dtype(options.dtype, *checkpoint);
     // On a device the host copy of a matrix is only an upload source: read it from the mapping.
     impl->weights = std::make_unique<WeightStore>(std::move(checkpoint), dt, options.map_weights || !on_host);
-    switch (impl->cfg.family) {
-      case ModelFamily::Qwen3: impl->parts = build_qwen3(impl->cfg, *impl->weights); break;
-      case ModelFamily::Qwen3_5: impl->parts = build_qwen3_5(impl->cfg, *impl->weights); break;
-      default: fail("{} is not a target model family", family_name(impl->cfg.family));
-    }
-    impl->host_embed = impl->parts.embed;
-    impl->host_final_norm = impl->parts.final_norm;
-    impl->host_lm_head = impl->parts.lm_head;
-    if (!on_host) impl->device_weights = upload_tensors(weight_views(impl->parts), *impl->mem);
-    int attention = 0;
-    for (const auto& l : impl->parts.layers) {
-      if (l.type == LayerType::LinearAttention)
-        ++impl->num_deltanet;
-      else
-        ++attention;
-    }
-    const ArchSpec& s = impl->parts.spec;
-    impl->kv = KvGeometry{attention, s.num_kv_heads, s.head_dim};
-    if (attention > 0) impl->pool = std::make_shared<KvBlockPool>(impl->kv, *impl->mem);
+    build_parts(*impl, !on_host);
     return std::unique_ptr<TargetModel>(new TargetModel(std::move(impl)));
   });
+}
+
+std::unique_ptr<TargetModel> TargetModel::synthetic(const ModelConfig& config, const LoadOptions& options,
+                                                    uint64_t seed) {
+  if (options.threads > 0) ThreadPool::set_global_threads(options.threads);
+  auto impl = std::make_unique<Impl>();
+  impl->cfg = config;
+  impl->backend = backend_named(options.backend);
+  impl->ops = impl->backend.ops;
+  impl->mem = impl->backend.memory;
+  SS_CHECK(options.dtype == "bf16" || options.dtype == "f32" || options.dtype == "auto",
+           "--dtype must be auto, f32 or bf16 (got '{}')", options.dtype);
+  const DType dt = options.dtype == "f32" ? DType::F32 : DType::BF16;
+  auto tensors = std::make_shared<SyntheticTensors>(*impl->mem, seed, config.family == ModelFamily::Qwen3_5);
+  impl->weights = std::make_unique<WeightStore>(tensors, dt);
+  build_parts(*impl, false);
+  if (impl->mem->device() != Device::CPU) {
+    // The weights exist only on the device: there are no host copies for host-side helpers.
+    impl->host_embed = impl->host_final_norm = impl->host_lm_head = TensorView();
+  }
+  return std::unique_ptr<TargetModel>(new TargetModel(std::move(impl)));
 }
 
 const ModelConfig& TargetModel::config() const { return impl_->cfg; }
@@ -154,6 +183,23 @@ std::unique_ptr<SequenceState> TargetModel::new_sequence() const {
     mem.zero(l.window.data(), l.window.bytes());
   }
   return s;
+}
+
+namespace {
+const TensorView& host_weight(const TensorView& v) {
+  SS_CHECK(v.data != nullptr, "this synthetic model has its weights only on the device (no host-side helpers)");
+  return v;
+}
+}  // namespace
+
+size_t TargetModel::step_weight_bytes() const {
+  ModelParts parts = impl_->parts;  // views only
+  parts.embed = TensorView();
+  std::set<const void*> seen;
+  size_t total = 0;
+  for (const TensorView* v : weight_views(parts))
+    if (v->data && seen.insert(v->data).second) total += v->nbytes();
+  return total;
 }
 
 size_t TargetModel::kv_block_bytes() const { return static_cast<size_t>(impl_->kv.block_floats()) * sizeof(float); }
@@ -190,14 +236,14 @@ void TargetModel::reserve(int64_t kv_blocks, int sequences) {
 // Host tensors run on the CPU with the host weights; device tensors on the backend.
 void TargetModel::embed(std::span<const int32_t> ids, const TensorView& out) const {
   if (out.device == Device::CPU)
-    cpu_ops().embedding(impl_->host_embed, ids, out);
+    cpu_ops().embedding(host_weight(impl_->host_embed), ids, out);
   else
     impl_->ops->embedding(impl_->parts.embed, ids, out);
 }
 
 void TargetModel::lm_head(const TensorView& hidden, const TensorView& logits) const {
   if (hidden.device == Device::CPU)
-    cpu_ops().matmul(hidden, impl_->host_lm_head, logits);
+    cpu_ops().matmul(hidden, host_weight(impl_->host_lm_head), logits);
   else
     impl_->ops->matmul(hidden, impl_->parts.lm_head, logits);
 }
@@ -205,7 +251,7 @@ void TargetModel::lm_head(const TensorView& hidden, const TensorView& logits) co
 void TargetModel::final_norm(const TensorView& x, const TensorView& y) const {
   const ArchSpec& s = impl_->parts.spec;
   if (x.device == Device::CPU)
-    cpu_ops().rms_norm(x, impl_->host_final_norm, s.norm, s.eps, y);
+    cpu_ops().rms_norm(x, host_weight(impl_->host_final_norm), s.norm, s.eps, y);
   else
     impl_->ops->rms_norm(x, impl_->parts.final_norm, s.norm, s.eps, y);
 }

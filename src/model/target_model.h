@@ -89,6 +89,12 @@ struct ForwardResult {
 class TargetModel {
  public:
   static std::unique_ptr<TargetModel> load(const std::string& dir, const LoadOptions& options = {});
+  // A model of `config`'s shapes with seeded random weights made in the backend's memory
+  // (model/synthetic_tensors.h), for benchmarks on real shapes without a checkpoint. dtype "auto"
+  // means bf16. On a device there are no host copies: embedding_table() is empty and the host-side
+  // helpers throw.
+  static std::unique_ptr<TargetModel> synthetic(const ModelConfig& config, const LoadOptions& options,
+                                                uint64_t seed = 1);
   ~TargetModel();
 
   const ModelConfig& config() const;
@@ -111,6 +117,9 @@ class TargetModel {
   // (16 positions, every attention layer) and of one sequence's DeltaNet state (committed + work
   // state and conv window of every DeltaNet layer), in the forward's memory.
   size_t kv_block_bytes() const;
+  // Bytes of the weights every forward step reads in full: every layer's tensors and the final norm
+  // and lm_head (not the embedding table, of which a step reads only its tokens' rows).
+  size_t step_weight_bytes() const;
   size_t sequence_state_bytes() const;
   // Allocates `kv_blocks` KV blocks and the DeltaNet state of `sequences` sequences now (on a device:
   // from device memory, kept by its allocator for the sequences that come). Throws a one-line Error

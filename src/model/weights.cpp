@@ -12,6 +12,9 @@ WeightStore::WeightStore(std::unique_ptr<Checkpoint> checkpoint, DType matrix_dt
   prefix_ = resolve_prefix(*checkpoint_);
 }
 
+WeightStore::WeightStore(std::shared_ptr<SyntheticTensors> synthetic, DType matrix_dtype)
+    : synthetic_(std::move(synthetic)), matrix_dtype_(matrix_dtype), prefix_("model.") {}
+
 std::string WeightStore::resolve_prefix(const Checkpoint& c) {
   if (c.contains("model.language_model.embed_tokens.weight")) return "model.language_model.";
   if (c.contains("model.embed_tokens.weight")) return "model.";
@@ -31,6 +34,7 @@ TensorView WeightStore::checked(const std::string& name, const Shape& shape) con
 }
 
 TensorView WeightStore::matrix(const std::string& name, const Shape& shape) {
+  if (synthetic_) return synthetic_->make(name, shape, matrix_dtype_);
   TensorView v = checked(name, shape);
   if (v.dtype == matrix_dtype_) {
     if (map_matrices_) return v;
@@ -45,6 +49,7 @@ TensorView WeightStore::matrix(const std::string& name, const Shape& shape) {
 }
 
 TensorView WeightStore::vector_f32(const std::string& name, const Shape& shape) {
+  if (synthetic_) return synthetic_->make(name, shape, DType::F32);
   TensorView v = checked(name, shape);
   owned_.push_back(to_f32(v));
   return owned_.back().view();

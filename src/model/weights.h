@@ -13,12 +13,17 @@
 
 #include "core/tensor.h"
 #include "io/safetensors.h"
+#include "model/synthetic_tensors.h"
 
 namespace specserve {
 
 class WeightStore {
  public:
   WeightStore(std::unique_ptr<Checkpoint> checkpoint, DType matrix_dtype, bool map_matrices = false);
+  // No checkpoint: every tensor is made by `synthetic` (model/synthetic_tensors.h) in its memory,
+  // with the text-stack prefix "model.".
+  WeightStore(std::shared_ptr<SyntheticTensors> synthetic, DType matrix_dtype);
+  bool is_synthetic() const { return synthetic_ != nullptr; }
 
   const std::string& prefix() const { return prefix_; }
   DType matrix_dtype() const { return matrix_dtype_; }
@@ -26,7 +31,7 @@ class WeightStore {
   static DType checkpoint_matrix_dtype(const Checkpoint& c);
   static std::string resolve_prefix(const Checkpoint& c);
 
-  bool has(const std::string& name) const { return checkpoint_->contains(name); }
+  bool has(const std::string& name) const { return synthetic_ || checkpoint_->contains(name); }
   // `name` is the full tensor name; `shape` the expected shape (checked).
   TensorView matrix(const std::string& name, const Shape& shape);
   TensorView vector_f32(const std::string& name, const Shape& shape);
@@ -38,6 +43,7 @@ class WeightStore {
   TensorView checked(const std::string& name, const Shape& shape) const;
 
   std::unique_ptr<Checkpoint> checkpoint_;
+  std::shared_ptr<SyntheticTensors> synthetic_;
   DType matrix_dtype_;
   bool map_matrices_ = false;
   std::string prefix_;

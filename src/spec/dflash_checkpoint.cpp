@@ -56,6 +56,7 @@ void check_pair(const ModelConfig& d, const TargetShape& t) {
 
 TensorView DrafterCheckpoint::tensor(const std::string& name, const Shape& shape, bool matrix) {
   const std::string full = prefix_ + name;
+  if (synthetic_) return synthetic_->make(full, shape, matrix ? matrix_dtype_ : DType::F32);
   SS_CHECK(file_->contains(full), "drafter checkpoint lacks tensor '{}'", full);
   TensorView v = file_->get(full);
   SS_CHECK(v.shape == shape, "drafter tensor '{}' has shape {}, expected {}", full, v.shape.to_string(),
@@ -91,36 +92,56 @@ std::unique_ptr<DrafterCheckpoint> DrafterCheckpoint::load(const std::string& di
     d->matrix_dtype_ = choose_dtype(dtype, *d->file_, d->prefix_ + "fc.weight");
     check_pair(c, target);
 
-    const int64_t H = c.hidden_size, I = c.intermediate_size, hd = c.head_dim;
+    const int64_t H = c.hidden_size;
     const int64_t K = static_cast<int64_t>(c.dflash->target_layer_ids.size());
     const TensorView fc = d->file_->get(d->prefix_ + "fc.weight");
     SS_CHECK(fc.ndim() == 2 && fc.dim(0) == H && fc.dim(1) == K * H,
              "drafter fc.weight is {} but {} target layers of hidden size {} need [{}, {}]: wrong target for this drafter",
              fc.shape.to_string(), K, H, H, K * H);
-    DrafterWeights& w = d->weights_;
-    w.fc = d->tensor("fc.weight", {H, K * H}, true);
-    w.hidden_norm = d->tensor("hidden_norm.weight", {H}, false);
-    w.norm = d->tensor("norm.weight", {H}, false);
-    for (int i = 0; i < c.num_layers; ++i) {
-      const std::string p = "layers." + std::to_string(i) + ".";
-      DrafterLayerWeights l;
-      l.type = c.layer_types.at(static_cast<size_t>(i));
-      SS_CHECK(l.type != LayerType::LinearAttention, "drafter layer {} is linear_attention, which drafters do not have", i);
-      l.input_norm = d->tensor(p + "input_layernorm.weight", {H}, false);
-      l.post_norm = d->tensor(p + "post_attention_layernorm.weight", {H}, false);
-      l.q_proj = d->tensor(p + "self_attn.q_proj.weight", {c.num_heads * hd, H}, true);
-      l.k_proj = d->tensor(p + "self_attn.k_proj.weight", {c.num_kv_heads * hd, H}, true);
-      l.v_proj = d->tensor(p + "self_attn.v_proj.weight", {c.num_kv_heads * hd, H}, true);
-      l.o_proj = d->tensor(p + "self_attn.o_proj.weight", {H, c.num_heads * hd}, true);
-      l.q_norm = d->tensor(p + "self_attn.q_norm.weight", {hd}, false);
-      l.k_norm = d->tensor(p + "self_attn.k_norm.weight", {hd}, false);
-      l.gate = d->tensor(p + "mlp.gate_proj.weight", {I, H}, true);
-      l.up = d->tensor(p + "mlp.up_proj.weight", {I, H}, true);
-      l.down = d->tensor(p + "mlp.down_proj.weight", {H, I}, true);
-      w.layers.push_back(l);
-    }
+    d->read_weights();
     return d;
   });
+}
+
+std::unique_ptr<DrafterCheckpoint> DrafterCheckpoint::synthetic(const ModelConfig& config, const TargetShape& target,
+                                                                DType matrix_dtype,
+                                                                std::shared_ptr<SyntheticTensors> tensors) {
+  SS_CHECK(config.family == ModelFamily::DFlashDrafter && config.dflash, "a synthetic drafter needs a drafter config");
+  std::unique_ptr<DrafterCheckpoint> d(new DrafterCheckpoint());
+  d->config_ = config;
+  d->matrix_dtype_ = matrix_dtype;
+  d->synthetic_ = std::move(tensors);
+  check_pair(config, target);
+  d->read_weights();
+  return d;
+}
+
+void DrafterCheckpoint::read_weights() {
+  const ModelConfig& c = config_;
+  const int64_t H = c.hidden_size, I = c.intermediate_size, hd = c.head_dim;
+  const int64_t K = static_cast<int64_t>(c.dflash->target_layer_ids.size());
+  DrafterWeights& w = weights_;
+  w.fc = tensor("fc.weight", {H, K * H}, true);
+  w.hidden_norm = tensor("hidden_norm.weight", {H}, false);
+  w.norm = tensor("norm.weight", {H}, false);
+  for (int i = 0; i < c.num_layers; ++i) {
+    const std::string p = "layers." + std::to_string(i) + ".";
+    DrafterLayerWeights l;
+    l.type = c.layer_types.at(static_cast<size_t>(i));
+    SS_CHECK(l.type != LayerType::LinearAttention, "drafter layer {} is linear_attention, which drafters do not have", i);
+    l.input_norm = tensor(p + "input_layernorm.weight", {H}, false);
+    l.post_norm = tensor(p + "post_attention_layernorm.weight", {H}, false);
+    l.q_proj = tensor(p + "self_attn.q_proj.weight", {c.num_heads * hd, H}, true);
+    l.k_proj = tensor(p + "self_attn.k_proj.weight", {c.num_kv_heads * hd, H}, true);
+    l.v_proj = tensor(p + "self_attn.v_proj.weight", {c.num_kv_heads * hd, H}, true);
+    l.o_proj = tensor(p + "self_attn.o_proj.weight", {H, c.num_heads * hd}, true);
+    l.q_norm = tensor(p + "self_attn.q_norm.weight", {hd}, false);
+    l.k_norm = tensor(p + "self_attn.k_norm.weight", {hd}, false);
+    l.gate = tensor(p + "mlp.gate_proj.weight", {I, H}, true);
+    l.up = tensor(p + "mlp.up_proj.weight", {I, H}, true);
+    l.down = tensor(p + "mlp.down_proj.weight", {H, I}, true);
+    w.layers.push_back(l);
+  }
 }
 
 }  // namespace specserve::spec

@@ -12,6 +12,7 @@
 #include "core/tensor.h"
 #include "io/model_config.h"
 #include "io/safetensors.h"
+#include "model/synthetic_tensors.h"
 
 namespace specserve::spec {
 
@@ -47,6 +48,11 @@ class DrafterCheckpoint {
   static std::unique_ptr<DrafterCheckpoint> load(const std::string& dir, const TargetShape& target,
                                                  const std::string& dtype);
 
+  // A drafter of `config`'s shapes with seeded random weights made by `tensors` (in its memory, e.g.
+  // on the device), for benchmarks on real shapes (model/synthetic_tensors.h).
+  static std::unique_ptr<DrafterCheckpoint> synthetic(const ModelConfig& config, const TargetShape& target,
+                                                      DType matrix_dtype, std::shared_ptr<SyntheticTensors> tensors);
+
   const ModelConfig& config() const { return config_; }
   const DFlashConfig& dflash() const { return *config_.dflash; }
   const DrafterWeights& weights() const { return weights_; }
@@ -55,9 +61,11 @@ class DrafterCheckpoint {
  private:
   DrafterCheckpoint() = default;
   TensorView tensor(const std::string& name, const Shape& shape, bool matrix);
+  void read_weights();  // every tensor of config_, through tensor()
 
   ModelConfig config_;
   std::unique_ptr<Checkpoint> file_;
+  std::shared_ptr<SyntheticTensors> synthetic_;  // instead of file_
   std::string prefix_;  // "" or "model."
   DType matrix_dtype_ = DType::F32;
   DrafterWeights weights_;

@@ -64,6 +64,27 @@ std::unique_ptr<DFlashDrafter> DFlashDrafter::load(const std::string& dir, const
   return std::unique_ptr<DFlashDrafter>(new DFlashDrafter(target, std::move(checkpoint), on_host));
 }
 
+std::unique_ptr<DFlashDrafter> DFlashDrafter::synthetic(const ModelConfig& config, const TargetModel& target,
+                                                        uint64_t seed) {
+  TargetShape shape;
+  shape.hidden = target.hidden_size();
+  shape.vocab = target.vocab_size();
+  shape.embedding_rows = target.config().vocab_size;
+  shape.num_layers = target.config().num_layers;
+  auto tensors = std::make_shared<SyntheticTensors>(target.forward_memory(), seed);
+  auto checkpoint = DrafterCheckpoint::synthetic(config, shape, target.weight_dtype(), tensors);
+  return std::unique_ptr<DFlashDrafter>(new DFlashDrafter(target, std::move(checkpoint), false));
+}
+
+size_t DFlashDrafter::weight_bytes() const {
+  size_t total = weights_.fc.nbytes() + weights_.hidden_norm.nbytes() + weights_.norm.nbytes();
+  for (const auto& L : weights_.layers)
+    for (const TensorView* v : {&L.input_norm, &L.post_norm, &L.q_proj, &L.k_proj, &L.v_proj, &L.o_proj, &L.q_norm,
+                                &L.k_norm, &L.gate, &L.up, &L.down})
+      total += v->nbytes();
+  return total;
+}
+
 int64_t DFlashDrafter::feature_width() const {
   return static_cast<int64_t>(target_layer_ids().size()) * config().hidden_size;
 }

@@ -45,6 +45,10 @@ class DFlashDrafter {
   static std::unique_ptr<DFlashDrafter> load(const std::string& dir, const TargetModel& target,
                                              const std::string& dtype = "auto", bool on_host = false);
   std::string_view backend() const { return ops_->name(); }
+  // A drafter of `config`'s shapes with seeded random weights, beside `target` (in its memory), for
+  // benchmarks on real shapes (bench --synthetic).
+  static std::unique_ptr<DFlashDrafter> synthetic(const ModelConfig& config, const TargetModel& target,
+                                                  uint64_t seed = 2);
 
   const ModelConfig& config() const { return checkpoint_->config(); }
   int block_size() const { return checkpoint_->dflash().block_size; }
@@ -57,6 +61,8 @@ class DFlashDrafter {
   std::unique_ptr<DrafterSequence> new_sequence() const;
   // Start-up sizing of the context KV pool (as TargetModel::reserve).
   size_t kv_block_bytes() const { return pool_->block_bytes(); }
+  // Bytes of the drafter's own weights (a propose reads them all, plus the target's lm_head).
+  size_t weight_bytes() const;
   void reserve_kv_blocks(int64_t blocks) const { pool_->reserve(blocks); }
 
   // Projects the waiting context rows of `sequences` into their caches (no drafting): bounds the

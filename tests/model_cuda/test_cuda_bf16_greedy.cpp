@@ -27,10 +27,8 @@ class CudaBf16Greedy : public ::testing::TestWithParam<std::string> {
   void SetUp() override { SKIP_WITHOUT_GPU(); }
 };
 
-// The CPU's AVX512-BF16 kernels round the activations to bf16 before the dot product
-// (VDPBF16PS); the GPU keeps them in f32, as the CPU's other kernel sets do. Compare like with
-// like: this binary's CPU side uses the f32-activation kernels (read once, at the first matmul).
-[[maybe_unused]] const bool kCpuF32Activations = [] { return setenv("SPECSERVE_ISA", "avx512", /*overwrite=*/0) == 0; }();
+// With bf16 weights both sides round the activations to bf16 before the dot product: the GPU's
+// tensor-core matmul and the CPU's AVX512-BF16 kernel (VDPBF16PS, on the GPU machine's CPU).
 
 TEST_P(CudaBf16Greedy, FirstTokensEqualTheCpu) {
   auto gpu = load_on(GetParam(), "bf16", "cuda");

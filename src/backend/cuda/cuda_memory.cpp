@@ -9,6 +9,8 @@
 
 #include "backend/cuda/cuda_check.h"
 #include "backend/cuda/cuda_stream.h"
+#include "backend/cuda/kernels.h"
+#include "core/error.h"
 
 namespace specserve {
 
@@ -99,6 +101,10 @@ class CudaMemory final : public Memory {
     CUDA_CHECK(cudaMemsetAsync(dst, 0, bytes, cuda::cuda_stream()));
   }
 
+  void fill_uniform(void* dst, DType dtype, size_t n, uint64_t seed, float lo, float hi) const override {
+    SS_CHECK(dtype == DType::F32 || dtype == DType::BF16, "fill_uniform: f32 or bf16 only");
+    cuda::kernels::fill_uniform(dst, dtype == DType::BF16, static_cast<int64_t>(n), seed, lo, hi, cuda::cuda_stream());
+  }
   size_t available_bytes() const override {
     size_t free = 0, total = 0;
     CUDA_CHECK(cudaMemGetInfo(&free, &total));

@@ -280,21 +280,39 @@ class CudaOps final : public Ops {
     SS_CHECK(k::gdn_rule_supports(dims.k_dim, dims.v_dim),
              "gated_delta_rule: dk {} / dv {} unsupported on CUDA (dk a multiple of 16, (dk/16)*dv <= 1024)",
              dims.k_dim, dims.v_dim);
-    std::vector<k::GdnSpanDev> dev;
+    static_assert(k::kGdnChunkRows == kGdnChunk, "the chunked kernel's chunk is kGdnChunk");
+    // Stepped spans run the token-by-token kernel, chunked spans the chunked one (each span's bits
+    // depend only on its own rows and state, whichever spans share the call).
+    std::vector<k::GdnSpanDev> stepped;
+    std::vector<k::GdnChunkSpanDev> chunked;
     for (const auto& s : spans) {
       SS_CHECK(s.row_begin >= 0 && s.rows >= 0 && s.row_begin + s.rows <= R, "gated_delta_rule: span out of range");
       SS_CHECK(s.state_in == nullptr || !s.chunked, "gated_delta_rule: state_in is for stepped spans only");
       SS_CHECK(s.rows == 0 || s.state != nullptr, "gated_delta_rule: span without a state");
-      // Chunked spans run the recurrence too (gated_deltanet.cu explains why that is within tolerance).
-      if (s.rows > 0) dev.push_back({s.state, s.state_in, s.row_begin, s.rows});
+      SS_CHECK(!s.chunked || s.position >= 0, "gated_delta_rule: chunked span at position {}", s.position);
+      if (s.rows == 0) continue;
+      if (s.chunked)
+        chunked.push_back({s.state, s.row_begin, s.rows, s.position});
+      else
+        stepped.push_back({s.state, s.state_in, s.row_begin, s.rows});
     }
-    if (dev.empty()) return;
+    if (stepped.empty() && chunked.empty()) return;
+    cuda::StagingBlob blob;
+    const size_t off_stepped = blob.append(stepped.data(), stepped.size());
+    const size_t off_chunked = blob.append(chunked.data(), chunked.size());
     auto& staging = cuda::Staging::global();
     auto lock = staging.lock();
-    const auto* d_spans = static_cast<const k::GdnSpanDev*>(staging.stage(dev.data(), dev.size() * sizeof(dev[0])));
-    k::gated_delta_rule(qkv.as<const float>(), qkv.strides[0], g.as<const float>(), beta.as<const float>(), d_spans,
-                        static_cast<int64_t>(dev.size()), dims.num_k_heads, dims.num_v_heads, dims.k_dim, dims.v_dim,
-                        out.as<float>(), out.strides[0], cuda::cuda_stream());
+    auto* base = static_cast<char*>(staging.stage(blob.data(), blob.size()));
+    if (!stepped.empty())
+      k::gated_delta_rule(qkv.as<const float>(), qkv.strides[0], g.as<const float>(), beta.as<const float>(),
+                          reinterpret_cast<const k::GdnSpanDev*>(base + off_stepped),
+                          static_cast<int64_t>(stepped.size()), dims.num_k_heads, dims.num_v_heads, dims.k_dim,
+                          dims.v_dim, out.as<float>(), out.strides[0], cuda::cuda_stream());
+    if (!chunked.empty())
+      k::gated_delta_rule_chunked(qkv.as<const float>(), qkv.strides[0], g.as<const float>(), beta.as<const float>(),
+                                  reinterpret_cast<const k::GdnChunkSpanDev*>(base + off_chunked),
+                                  static_cast<int64_t>(chunked.size()), dims.num_k_heads, dims.num_v_heads,
+                                  dims.k_dim, dims.v_dim, out.as<float>(), out.strides[0], cuda::cuda_stream());
   }
 };
 

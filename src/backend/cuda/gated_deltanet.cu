@@ -1,12 +1,10 @@
 // Gated DeltaNet kernels (backend/cpu/gated_deltanet.cpp): causal depthwise conv + SiLU, the f32 gates
 // and L2 norms, and the gated delta rule.
 //
-// The rule runs token by token (the recurrent form) for every span, stepped AND chunked: the chunked
-// form is the same recurrence rewritten for parallelism, and the CPU tests check that the CPU's chunked
-// form agrees with its recurrence within 1e-5 (tests/backend/test_sequence_ops.cpp,
-// ChunkedAgreesWithRecurrence), so a chunked span here matches the CPU's chunked span within that
-// tolerance. Chunk boundaries therefore cannot matter on this backend. (A chunked kernel for prefill
-// speed is future work.)
+// The rule kernel here runs the STEPPED spans (decode, verify, extends) token by token, the recurrent
+// form. CHUNKED spans (prefill) run the chunked form of gated_deltanet_chunked.cu instead, with the
+// CPU's chunk boundaries (multiples of kGdnChunk in absolute position); cuda_ops.cpp sends each span of
+// a call to its kernel, and tests/backend_cuda/test_cuda_gdn_chunked.cpp checks it against the CPU's.
 //
 // Recurrent kernel: one block per (span, value head), dv * (dk / 16) threads. Thread (j, p) keeps the
 // state entries S[i][j] for i in [16 p, 16 p + 16) in registers for the whole span. Per row: q, k, v

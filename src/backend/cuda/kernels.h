@@ -9,7 +9,7 @@
 
 namespace specserve::cuda::kernels {
 
-// ---- matmul (matmul.cu) ---------------------------------------------------------------------------
+// ---- matmul (matmul.cu; bf16 weights: matmul_tensor_core.cu) ------------------------------------------
 struct MatmulArgs {
   const float* x = nullptr;
   int64_t ldx = 0;
@@ -20,7 +20,12 @@ struct MatmulArgs {
   int64_t ldy = 0;
   int64_t M = 0, N = 0, K = 0;
 };
+// f32 weights: CUDA cores, exact f32 products; bf16 weights: matmul_bf16_tensor_core.
 void matmul(const MatmulArgs& a, cudaStream_t stream);
+// bf16 weights on the tensor cores, x rounded to bf16 (the numerics contract heads
+// matmul_tensor_core.cu). `tile` < 0 picks the CTA tile shape from M and N; tests pass a
+// tc::TileKind (matmul_tensor_core.cuh) to run one shape, which never changes the result's bits.
+void matmul_bf16_tensor_core(const MatmulArgs& a, cudaStream_t stream, int tile = -1);
 
 // ---- norms (norm.cu) ---------------------------------------------------------------------------------
 // kind: 0 = NormKind::Plain, 1 = NormKind::ZeroCentred. x, y contiguous [groups, d]; y may alias x.
@@ -37,6 +42,8 @@ void rope(float* x, int64_t rows, int64_t ld, int heads, int head_dim, int rot_d
 // ---- elementwise (elementwise.cu) -----------------------------------------------------------------
 void swiglu(const float* gate, const float* up, float* out, int64_t n, cudaStream_t stream);
 void add(float* x, const float* y, int64_t n, cudaStream_t stream);
+// Memory::fill_uniform (synthetic_fill.cu): f32 or bf16 elements from backend/synthetic_fill.h.
+void fill_uniform(void* dst, bool bf16, int64_t n, uint64_t seed, float lo, float hi, cudaStream_t stream);
 // out[r] = the lowest index of row r's maximum over its first n entries (argmax.cu; ops.h argmax).
 void argmax(const float* x, int64_t ld, int64_t rows, int64_t n, int32_t* out, cudaStream_t stream);
 void mul_sigmoid(float* x, const float* gate, int64_t n, cudaStream_t stream);
@@ -65,7 +72,7 @@ bool attention_supports(int head_dim);
 void attention(const KvArgs& kv, const float* q, int64_t ldq, int num_heads, float scale, float* out, int64_t ldo,
                cudaStream_t stream);
 
-// ---- Gated DeltaNet (gated_deltanet.cu) -----------------------------------------------------------------
+// ---- Gated DeltaNet (gated_deltanet.cu, gated_deltanet_chunked.cu) ---------------------------------------
 void causal_conv_silu(const float* x, int64_t ldx, const float* window, const float* w, float* out, int64_t ldo,
                       int64_t n, int64_t C, int Kc, cudaStream_t stream);
 void gdn_prepare(float* qkv, int64_t ld, float* a, float* b, const float* a_log, const float* dt_bias, int64_t R,
@@ -80,5 +87,17 @@ struct GdnSpanDev {
 bool gdn_rule_supports(int dk, int dv);
 void gated_delta_rule(const float* qkv, int64_t ld, const float* g, const float* beta, const GdnSpanDev* spans,
                       int64_t num_spans, int Hk, int Hv, int dk, int dv, float* out, int64_t ldo, cudaStream_t stream);
+// The chunked form for prefill spans (GdnSpan::chunked): chunks end at the absolute positions that are
+// multiples of kGdnChunkRows (= kGdnChunk of backend/ops.h; cuda_ops.cpp checks). Any dk, dv; no state_in.
+inline constexpr int kGdnChunkRows = 64;
+struct GdnChunkSpanDev {
+  float* state = nullptr;
+  int64_t row_begin = 0;
+  int64_t rows = 0;      // > 0
+  int64_t position = 0;  // absolute position of the first row, >= 0
+};
+void gated_delta_rule_chunked(const float* qkv, int64_t ld, const float* g, const float* beta,
+                              const GdnChunkSpanDev* spans, int64_t num_spans, int Hk, int Hv, int dk, int dv,
+                              float* out, int64_t ldo, cudaStream_t stream);
 
 }  // namespace specserve::cuda::kernels

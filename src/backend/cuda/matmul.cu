@@ -1,4 +1,7 @@
-// y[M, N] = x[M, K] · w[N, K]ᵀ with f32 or bf16 weights, f32 accumulation, on CUDA cores.
+// y[M, N] = x[M, K] · w[N, K]ᵀ with f32 weights, f32 accumulation, on CUDA cores (the parity path:
+// exact f32 products). bf16 weights go to the tensor cores (matmul_tensor_core.cu, with its own
+// numerics contract: x rounded to bf16); the kernel below still accepts them (BF16 = true) but
+// matmul() no longer launches it for them.
 //
 // Reduction order (row invariance, ops.h): every output element y[m, n] is computed by one warp the
 // same way whatever M, the tile shape or the grid:
@@ -140,14 +143,14 @@ void matmul(const MatmulArgs& a, cudaStream_t stream) {
                                  static_cast<size_t>(a.M), stream));
     return;
   }
+  if (a.w_bf16) {
+    matmul_bf16_tensor_core(a, stream);
+    return;
+  }
   // 16-byte loads need every chunk start aligned: K a multiple of 8, aligned bases and row strides.
   const bool x_ok = a.K % kChunk == 0 && aligned16(a.x) && (a.M == 1 || a.ldx % 4 == 0);
   const bool w_ok = a.K % kChunk == 0 && aligned16(a.w) && (a.N == 1 || a.ldw % (a.w_bf16 ? 8 : 4) == 0);
-  const bool vec = x_ok && w_ok;
-  if (a.w_bf16)
-    dispatch_tm<true>(a, vec, stream);
-  else
-    dispatch_tm<false>(a, vec, stream);
+  dispatch_tm<false>(a, x_ok && w_ok, stream);
 }
 
 }  // namespace specserve::cuda::kernels

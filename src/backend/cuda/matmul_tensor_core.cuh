@@ -1,0 +1,249 @@
+#pragma once
+// The tensor-core matmul for bf16 weights (matmul_tensor_core.cu, whose header states the numerics
+// contract): the CTA tile shapes, the shared-memory layout of one pipeline stage, and the per-thread
+// index code (stage loads, A fragments, ldmatrix addresses, the output store, the tile order).
+//
+// Everything here is plain C++ that also compiles on the host (nvcc: device functions; a host
+// compiler: inline functions), so the CPU emulation of the kernel in
+// tests/backend_cuda/test_cuda_matmul_tensor_core.cpp runs the very same index code the kernel runs,
+// with its own transcription of the PTX ISA's ldmatrix and mma.m16n8k16 fragment tables.
+#include <cstdint>
+
+#if defined(__CUDACC__)
+#define SS_TC_DEV __device__ __forceinline__
+#define SS_TC_UNROLL _Pragma("unroll")
+#else
+#define SS_TC_DEV inline
+#define SS_TC_UNROLL
+#endif
+
+namespace specserve::cuda::tc {
+
+inline constexpr int kMmaK = 16;  // k per mma.m16n8k16 step ("chunk")
+
+// A CTA of WarpsM x WarpsN warps; each warp computes WarpM16 x WarpN8 mma tiles (16 x 8 outputs each),
+// so the CTA tile is BM = 16 * WarpM16 * WarpsM rows by BN = 8 * WarpN8 * WarpsN columns. Each
+// pipeline stage holds KT consecutive k of the A tile (f32, as in memory) and of the B tile (bf16).
+template <int WarpsM, int WarpsN, int WarpM16, int WarpN8, int KT, int Stages>
+struct Tile {
+  static constexpr int kWarpsM = WarpsM, kWarpsN = WarpsN;
+  static constexpr int kWarpM16 = WarpM16, kWarpN8 = WarpN8;
+  static constexpr int kKT = KT, kStages = Stages;
+  static constexpr int kThreads = 32 * WarpsM * WarpsN;
+  static constexpr int kBM = 16 * WarpM16 * WarpsM;
+  static constexpr int kBN = 8 * WarpN8 * WarpsN;
+  // Row pitches in shared memory. A: KT + 8 floats, so the 8-byte fragment loads of a half warp
+  // (4 rows x 4 column pairs) fall in 32 different banks; B: KT + 8 bf16 (16 bytes of pad), so the
+  // 8 row addresses of one ldmatrix phase fall in 8 different 16-byte bank groups.
+  static constexpr int kSA = KT + 8;
+  static constexpr int kSB = KT + 8;
+  static_assert(KT % 32 == 0, "KT must be a multiple of 32 (bank-conflict-free pitches, whole chunks)");
+  static_assert(Stages >= 2, "at least double buffering");
+};
+
+// The tile shapes the launcher picks from (by M and by how many CTAs a shape gives: tiles never
+// change an element's arithmetic, so the choice is free).
+using TileM16 = Tile<1, 4, 1, 1, 128, 8>;     // M <= 16: decode / short verify; 32 columns per CTA
+using TileM16N8 = Tile<1, 1, 1, 1, 256, 8>;   // M <= 16 with few columns (k/v projections): 8 per CTA
+using TileM32 = Tile<1, 4, 2, 1, 128, 6>;     // M <= 32
+using TileM64N32 = Tile<2, 2, 2, 2, 64, 6>;   // 64 x 32
+using TileM64N64 = Tile<2, 2, 2, 4, 64, 4>;   // 64 x 64
+using TileM128N64 = Tile<2, 2, 4, 4, 32, 4>;  // 128 x 64
+using TileM128 = Tile<2, 2, 4, 8, 32, 3>;     // 128 x 128: prefill
+
+enum class TileKind { M16, M16N8, M32, M64N32, M64N64, M128N64, M128 };
+inline constexpr int kTileKinds = 7;
+
+constexpr int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
+
+// Which tile shape the launcher uses for an M x N output on a device with `sms` multiprocessors: the
+// largest shape (most weight-tile reuse) that still gives about 3/4 of a CTA per multiprocessor.
+constexpr TileKind choose_tile(int64_t M, int64_t N, int sms) {
+  const int64_t want = (int64_t{sms} * 3 + 3) / 4;
+  auto enough = [&](int bm, int bn) { return ceil_div(M, bm) * ceil_div(N, bn) >= want; };
+  if (M <= 16) return enough(TileM16::kBM, TileM16::kBN) ? TileKind::M16 : TileKind::M16N8;
+  if (M <= 32) return TileKind::M32;
+  if (M > 64) {
+    if (enough(TileM128::kBM, TileM128::kBN)) return TileKind::M128;
+    if (enough(TileM128N64::kBM, TileM128N64::kBN)) return TileKind::M128N64;
+  }
+  if (enough(TileM64N64::kBM, TileM64N64::kBN)) return TileKind::M64N64;
+  return TileKind::M64N32;
+}
+
+// What one launch computes (device pointers; strides in elements).
+struct Params {
+  const float* x = nullptr;
+  int64_t ldx = 0;
+  const uint16_t* w = nullptr;  // bf16 bits
+  int64_t ldw = 0;
+  float* y = nullptr;
+  int64_t ldy = 0;
+  int64_t M = 0, N = 0, K = 0;
+  int64_t chunks = 0;  // ceil(K / 16): the k16 chunks of every output's mma chain
+  int64_t ktiles = 0;  // ceil(K / KT): pipeline stages to run
+  int a_rows = 0;      // A rows held per stage: min(BM, M)
+  bool vec_x = false;  // 16-byte cp.async of x (x 16-byte aligned, ldx % 4 == 0)
+  bool vec_w = false;  // 16-byte cp.async of w (w 16-byte aligned, ldw % 8 == 0)
+  int64_t nbm = 0, nbn = 0;  // CTA tiles along M and N
+  int64_t group = 1;         // M tiles per raster group (tile_of)
+};
+
+// The Params of one launch with tile shape T (host code; the launcher and the emulation share it).
+template <class T>
+inline Params make_params(const float* x, int64_t ldx, const uint16_t* w, int64_t ldw, float* y, int64_t ldy,
+                          int64_t M, int64_t N, int64_t K) {
+  auto aligned16 = [](const void* q) { return (reinterpret_cast<uintptr_t>(q) & 15u) == 0; };
+  Params p;
+  p.x = x;
+  p.ldx = ldx;
+  p.w = w;
+  p.ldw = ldw;
+  p.y = y;
+  p.ldy = ldy;
+  p.M = M;
+  p.N = N;
+  p.K = K;
+  p.chunks = ceil_div(K, kMmaK);
+  p.ktiles = ceil_div(K, T::kKT);
+  p.a_rows = M < T::kBM ? static_cast<int>(M) : T::kBM;
+  p.vec_x = aligned16(x) && (M == 1 || ldx % 4 == 0);
+  p.vec_w = aligned16(w) && (N == 1 || ldw % 8 == 0);
+  p.nbm = ceil_div(M, T::kBM);
+  p.nbn = ceil_div(N, T::kBN);
+  p.group = 16;
+  return p;
+}
+
+// Byte offsets inside the dynamic shared memory: kStages stages of [A: a_rows x kSA f32][B: kBN x kSB bf16].
+template <class T>
+struct Layout {
+  int a_rows = 0;
+  constexpr int a_bytes() const { return a_rows * T::kSA * 4; }
+  constexpr int stage_bytes() const { return a_bytes() + T::kBN * T::kSB * 2; }
+  constexpr int smem_bytes() const { return stage_bytes() * T::kStages; }
+  constexpr int a_off(int stage, int row, int k) const { return stage * stage_bytes() + (row * T::kSA + k) * 4; }
+  constexpr int b_off(int stage, int n, int k) const {
+    return stage * stage_bytes() + a_bytes() + (n * T::kSB + k) * 2;
+  }
+};
+
+// CTA `pid` -> its (M tile, N tile): groups of `group` M tiles are walked M-fastest, so CTAs running
+// together share weight tiles (read from DRAM once, then from L2) and a bounded set of x rows.
+struct TileId {
+  int64_t mb = 0, nb = 0;
+};
+constexpr TileId tile_of(int64_t pid, int64_t nbm, int64_t nbn, int64_t group) {
+  const int64_t per_group = group * nbn;
+  const int64_t first = pid / per_group * group;
+  const int64_t size = nbm - first < group ? nbm - first : group;
+  const int64_t r = pid % per_group;
+  return TileId{first + r % size, r / size};
+}
+
+// ---- per-lane fragment maps (PTX ISA, mma.m16n8k16 with .bf16; groupID = lane / 4, tig = lane % 4) --
+struct RowCol {
+  int row = 0, col = 0;
+};
+// A fragment register `reg` (0..3) holds the pair (row, col), (row, col + 1) of the 16 x 16 A tile.
+constexpr RowCol a_frag(int lane, int reg) { return {(lane >> 2) + 8 * (reg & 1), 2 * (lane & 3) + 8 * (reg >> 1)}; }
+// C fragment pair `half` (0: c0 c1, 1: c2 c3) holds (row, col), (row, col + 1) of the 16 x 8 C tile.
+constexpr RowCol c_frag(int lane, int half) { return {(lane >> 2) + 8 * half, 2 * (lane & 3)}; }
+// The row (n) and k of the 16-byte row this lane addresses in ldmatrix: x4 loads the B fragments of two
+// n8 tiles (matrices: n 0-7 k 0-7, n 0-7 k 8-15, n 8-15 k 0-7, n 8-15 k 8-15 -> b[j][0], b[j][1],
+// b[j+1][0], b[j+1][1]); x2 those of one (lanes 16-31 repeat lanes 0-15; their addresses are unused).
+constexpr RowCol b_ldsm(int lane, bool x4) { return {(lane & 7) + (x4 ? (lane >> 4) << 3 : 0), ((lane >> 3) & 1) * 8}; }
+
+// ---- per-thread code shared by the kernel and its host emulation -------------------------------------
+
+// Loads K tile `kt` (k from kt * KT) of the CTA tile at (m0, n0) into stage `stage`: the rows of x the
+// tile has (min(BM, M - m0)) and BN rows of w; k past K and rows past N are zero. Threads take
+// 16-byte pieces (or single elements on the scalar path) round robin.
+//   cp16_x / cp16_w(smem_off, src, bytes): copy `bytes` (0..16) from src, zero the rest of the 16
+//   st_f32(smem_off, float) / st_b16(smem_off, uint16_t): scalar stores (unaligned operands)
+template <class T, class Cp16X, class Cp16W, class StF32, class StB16>
+SS_TC_DEV void load_stage(const Params& p, const Layout<T>& lay, int stage, int64_t m0, int64_t n0, int64_t kt,
+                          int tid, Cp16X cp16_x, Cp16W cp16_w, StF32 st_f32, StB16 st_b16) {
+  const int64_t k0 = kt * T::kKT;
+  const int rows = p.M - m0 < T::kBM ? static_cast<int>(p.M - m0) : T::kBM;
+  if (p.vec_x) {
+    constexpr int kPer = T::kKT / 4;
+    for (int i = tid; i < rows * kPer; i += T::kThreads) {
+      const int r = i / kPer, c = (i % kPer) * 4;
+      const int64_t k = k0 + c;
+      const int bytes = k >= p.K ? 0 : p.K - k >= 4 ? 16 : static_cast<int>(p.K - k) * 4;
+      cp16_x(lay.a_off(stage, r, c), bytes ? p.x + (m0 + r) * p.ldx + k : p.x, bytes);
+    }
+  } else {
+    for (int i = tid; i < rows * T::kKT; i += T::kThreads) {
+      const int r = i / T::kKT, c = i % T::kKT;
+      const int64_t k = k0 + c;
+      st_f32(lay.a_off(stage, r, c), k < p.K ? p.x[(m0 + r) * p.ldx + k] : 0.0f);
+    }
+  }
+  if (p.vec_w) {
+    constexpr int kPer = T::kKT / 8;
+    for (int i = tid; i < T::kBN * kPer; i += T::kThreads) {
+      const int r = i / kPer, c = (i % kPer) * 8;
+      const int64_t k = k0 + c, n = n0 + r;
+      const int bytes = n >= p.N || k >= p.K ? 0 : p.K - k >= 8 ? 16 : static_cast<int>(p.K - k) * 2;
+      cp16_w(lay.b_off(stage, r, c), bytes ? p.w + n * p.ldw + k : p.w, bytes);
+    }
+  } else {
+    for (int i = tid; i < T::kBN * T::kKT; i += T::kThreads) {
+      const int r = i / T::kKT, c = i % T::kKT;
+      const int64_t k = k0 + c, n = n0 + r;
+      st_b16(lay.b_off(stage, r, c), n < p.N && k < p.K ? p.w[n * p.ldw + k] : uint16_t{0});
+    }
+  }
+}
+
+// Whether m16 tile `i` of warp row `wm` has any of the tile's `valid_rows` rows (else the warp skips
+// its mma: those outputs are never stored).
+template <class T>
+constexpr bool m16_active(int wm, int i, int valid_rows) {
+  return (wm * T::kWarpM16 + i) * 16 < valid_rows;
+}
+
+// The A fragment of m16 tile `i` of warp row `wm` for chunk `kk` of stage `stage`: rows at or past
+// `valid_rows` are zero (never read); the others are read as f32 pairs and rounded to bf16 pairs by
+// cvt2(smem_off) (round to nearest even, element by element).
+template <class T, class Cvt2>
+SS_TC_DEV void gather_a(const Layout<T>& lay, int stage, int lane, int wm, int i, int kk, int valid_rows,
+                        uint32_t (&a)[4], Cvt2 cvt2) {
+SS_TC_UNROLL
+  for (int reg = 0; reg < 4; ++reg) {
+    const RowCol rc = a_frag(lane, reg);
+    const int row = (wm * T::kWarpM16 + i) * 16 + rc.row;
+    a[reg] = row < valid_rows ? cvt2(lay.a_off(stage, row, kk * kMmaK + rc.col)) : 0u;
+  }
+}
+
+// Shared-memory offset this lane passes to ldmatrix for n8 tile j (x4: tiles j and j + 1) of warp
+// column `wn`, chunk `kk` of stage `stage`.
+template <class T>
+constexpr int b_ldsm_off(const Layout<T>& lay, int stage, int lane, int wn, int j, int kk, bool x4) {
+  const RowCol rc = b_ldsm(lane, x4);
+  return lay.b_off(stage, (wn * T::kWarpN8 + j) * 8 + rc.row, kk * kMmaK + rc.col);
+}
+
+// Stores this lane's accumulators of the warp's tiles (bounds-checked).
+template <class T, class Acc>
+SS_TC_DEV void store_tile(const Params& p, int64_t m0, int64_t n0, int lane, int wm, int wn, const Acc& acc) {
+SS_TC_UNROLL
+  for (int i = 0; i < T::kWarpM16; ++i)
+SS_TC_UNROLL
+    for (int j = 0; j < T::kWarpN8; ++j)
+SS_TC_UNROLL
+      for (int half = 0; half < 2; ++half) {
+        const RowCol rc = c_frag(lane, half);
+        const int64_t m = m0 + (wm * T::kWarpM16 + i) * 16 + rc.row;
+        const int64_t n = n0 + (wn * T::kWarpN8 + j) * 8 + rc.col;
+        if (m >= p.M || n >= p.N) continue;
+        float* dst = p.y + m * p.ldy + n;
+        dst[0] = acc[i][j][2 * half];
+        if (n + 1 < p.N) dst[1] = acc[i][j][2 * half + 1];
+      }
+}
+
+}  // namespace specserve::cuda::tc

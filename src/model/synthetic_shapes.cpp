@@ -1,0 +1,97 @@
+#include "model/synthetic_shapes.h"
+
+#include <fmt/ranges.h>
+#include <nlohmann/json.hpp>
+
+#include "core/error.h"
+
+namespace specserve {
+
+namespace {
+
+using nlohmann::json;
+
+struct Dense {
+  int hidden, layers, heads, kv_heads, head_dim, intermediate;
+  int64_t vocab;
+  double theta;
+};
+
+json qwen3_target(const Dense& d) {
+  return {{"architectures", {"Qwen3ForCausalLM"}}, {"model_type", "qwen3"}, {"hidden_size", d.hidden},
+          {"num_hidden_layers", d.layers}, {"num_attention_heads", d.heads}, {"num_key_value_heads", d.kv_heads},
+          {"head_dim", d.head_dim}, {"intermediate_size", d.intermediate}, {"vocab_size", d.vocab},
+          {"rms_norm_eps", 1e-6}, {"rope_theta", d.theta}, {"max_position_embeddings", 40960},
+          {"tie_word_embeddings", false}, {"eos_token_id", 151645}};
+}
+
+struct Hybrid {
+  int hidden, groups;  // `groups` × (3 DeltaNet layers + 1 attention layer)
+  int heads, kv_heads, head_dim, intermediate;
+  int lin_k_heads, lin_v_heads, lin_dim;
+  int64_t vocab;
+};
+
+json qwen3_5_target(const Hybrid& h) {
+  json types = json::array();
+  for (int g = 0; g < h.groups; ++g)
+    for (const char* t : {"linear_attention", "linear_attention", "linear_attention", "full_attention"})
+      types.push_back(t);
+  return {{"architectures", {"Qwen3_5ForCausalLM"}}, {"model_type", "qwen3_5_text"}, {"hidden_size", h.hidden},
+          {"num_hidden_layers", 4 * h.groups}, {"layer_types", types}, {"num_attention_heads", h.heads},
+          {"num_key_value_heads", h.kv_heads}, {"head_dim", h.head_dim}, {"intermediate_size", h.intermediate},
+          {"linear_conv_kernel_dim", 4}, {"linear_key_head_dim", h.lin_dim}, {"linear_value_head_dim", h.lin_dim},
+          {"linear_num_key_heads", h.lin_k_heads}, {"linear_num_value_heads", h.lin_v_heads}, {"vocab_size", h.vocab},
+          {"rms_norm_eps", 1e-6}, {"partial_rotary_factor", 0.25}, {"max_position_embeddings", 262144},
+          {"rope_parameters", {{"rope_type", "default"}, {"rope_theta", 1e7}, {"partial_rotary_factor", 0.25}}},
+          {"tie_word_embeddings", false}, {"eos_token_id", 248044}};
+}
+
+struct Drafter {
+  int hidden, layers, heads, kv_heads, head_dim, intermediate;
+  std::vector<int> taps;
+  int num_target_layers;
+  int64_t vocab, mask_token;
+  double theta;
+  int sliding_layers = 0;  // the first ones; the rest full (dflash.md §1.7)
+};
+
+json drafter(const Drafter& d) {
+  json types = json::array();
+  for (int i = 0; i < d.layers; ++i) types.push_back(i < d.sliding_layers ? "sliding_attention" : "full_attention");
+  json j = {{"architectures", {"DFlashDraftModel"}}, {"model_type", "qwen3"}, {"hidden_size", d.hidden},
+            {"num_hidden_layers", d.layers}, {"num_attention_heads", d.heads}, {"num_key_value_heads", d.kv_heads},
+            {"head_dim", d.head_dim}, {"intermediate_size", d.intermediate}, {"vocab_size", d.vocab},
+            {"rms_norm_eps", 1e-6}, {"rope_theta", d.theta}, {"max_position_embeddings", 262144},
+            {"block_size", 16}, {"num_target_layers", d.num_target_layers}, {"layer_types", types},
+            {"dflash_config", {{"mask_token_id", d.mask_token}, {"target_layer_ids", d.taps}}},
+            {"tie_word_embeddings", false}};
+  if (d.sliding_layers > 0) {
+    j["sliding_window"] = 2048;
+    j["use_sliding_window"] = true;
+  }
+  return j;
+}
+
+SyntheticShape make(const std::string& name, const json& target, const json& draft) {
+  return {name, parse_model_config(target.dump()), parse_model_config(draft.dump())};
+}
+
+}  // namespace
+
+std::vector<std::string> synthetic_shape_names() { return {"qwen3-8b", "qwen3.6-27b", "qwen3.5-27b", "tiny"}; }
+
+SyntheticShape synthetic_shape(std::string_view name) {
+  if (name == "qwen3-8b")
+    return make("qwen3-8b", qwen3_target({4096, 36, 32, 8, 128, 12288, 151936, 1e6}),
+                drafter({4096, 5, 32, 8, 128, 12288, {1, 9, 17, 25, 33}, 36, 151936, 151669, 1e6}));
+  if (name == "qwen3.6-27b" || name == "qwen3.5-27b")
+    return make(std::string(name), qwen3_5_target({5120, 16, 24, 4, 256, 17408, 16, 48, 128, 248320}),
+                drafter({5120, 5, 32, 8, 128, 17408, {1, 16, 31, 46, 61}, 64, 248320, 248070, 1e7, 4}));
+  if (name == "tiny")
+    return make("tiny", qwen3_5_target({256, 2, 4, 2, 64, 512, 2, 4, 32, 1024}),
+                drafter({256, 2, 4, 2, 64, 512, {1, 5}, 8, 1024, 1000, 1e7, 1}));
+  fail("unknown synthetic shape '{}' (known: {})", name, fmt::join(synthetic_shape_names(), ", "));
+}
+
+}  // namespace specserve

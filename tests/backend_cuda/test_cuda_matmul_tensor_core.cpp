@@ -1,0 +1,415 @@
+// The bf16 tensor-core matmul (backend/cuda/matmul_tensor_core.cu):
+//  - TcEmulation (no GPU needed): the kernel's index code (matmul_tensor_core.cuh: stage loads, A
+//    fragments, ldmatrix addresses, stores, tile order) run on the host for every tile shape, with
+//    ldmatrix and mma.m16n8k16 emulated from the PTX ISA's fragment tables, against a reference;
+//  - on the GPU: agreement with cpu_ops() and with the contract's reference (x rounded to bf16),
+//    row invariance in the last bit (a row alone equals the row in batches, in every tile shape, from
+//    strided and misaligned views), and matmul_multi equal to separate matmuls.
+#include <array>
+#include <bit>
+#include <cstring>
+
+#include "backend/cuda/kernels.h"
+#include "backend/cuda/matmul_tensor_core.cuh"
+#include "cuda_test_util.h"
+
+namespace specserve::cuda_test {
+namespace {
+
+namespace tc = cuda::tc;
+
+// y = bf16(x) · wᵀ in double: the contract's operands (x rounded to nearest even), exact products.
+std::vector<float> reference(const float* x, int64_t ldx, const uint16_t* w, int64_t ldw, int64_t M, int64_t N,
+                             int64_t K) {
+  std::vector<float> y(size_t(M * N));
+  std::vector<double> xr(static_cast<size_t>(K));
+  for (int64_t m = 0; m < M; ++m) {
+    for (int64_t k = 0; k < K; ++k) xr[size_t(k)] = bf16_to_f32(f32_to_bf16(x[m * ldx + k]));
+    for (int64_t n = 0; n < N; ++n) {
+      double s = 0;
+      for (int64_t k = 0; k < K; ++k) s += xr[size_t(k)] * double(bf16_to_f32(w[n * ldw + k]));
+      y[size_t(m * N + n)] = float(s);
+    }
+  }
+  return y;
+}
+
+// ---- the host emulation ----------------------------------------------------------------------------
+
+struct Fault {
+  int count = 0;
+  std::string first;
+  void check(bool ok, const char* what) {
+    if (!ok && count++ == 0) first = what;
+  }
+};
+
+using Regs32 = std::array<std::array<uint32_t, 4>, 32>;
+
+// ldmatrix.m8n8.x{1,2,4}.b16: lanes 8q..8q+7 address the rows of matrix q; lane l receives, in
+// register q, elements 2 (l % 4) and 2 (l % 4) + 1 of row l / 4 of matrix q (low half first).
+void emu_ldmatrix(const std::vector<uint8_t>& smem, const std::array<int, 32>& off, int nmat, Regs32& out, Fault& f) {
+  for (int q = 0; q < nmat; ++q)
+    for (int lane = 0; lane < 32; ++lane) {
+      const int a = off[size_t(8 * q + lane / 4)] + 4 * (lane % 4);
+      f.check(off[size_t(8 * q + lane / 4)] % 16 == 0 && a >= 0 && a + 4 <= int(smem.size()), "ldmatrix address");
+      if (a >= 0 && a + 4 <= int(smem.size())) std::memcpy(&out[size_t(lane)][size_t(q)], &smem[size_t(a)], 4);
+    }
+}
+
+// mma.m16n8k16.row.col.f32.bf16.bf16.f32, from the PTX ISA's tables (groupID g = lane / 4, t = lane % 4):
+// A a_i: row g for i in {0,1,4,5} else g + 8, col 2t + (i & 1) (+ 8 for i >= 4); B b_i: row (k)
+// 2t + (i & 1) (+ 8 for i >= 2), col g; C c_i: row g (+ 8 for i >= 2), col 2t + (i & 1). Register r
+// holds elements 2r (low half) and 2r + 1. Products exact, sums in double.
+void emu_mma(std::array<float*, 32> c, const Regs32& a, const Regs32& b) {
+  float A[16][16], B[16][8];
+  for (auto& r : A) std::fill(std::begin(r), std::end(r), NAN);
+  for (auto& r : B) std::fill(std::begin(r), std::end(r), NAN);
+  auto half = [](uint32_t reg, int i) { return bf16_to_f32(uint16_t(reg >> (16 * (i & 1)))); };
+  for (int lane = 0; lane < 32; ++lane) {
+    const int g = lane / 4, t = lane % 4;
+    for (int i = 0; i < 8; ++i) {
+      const int row = (i < 2 || (i >= 4 && i < 6)) ? g : g + 8, col = 2 * t + (i & 1) + (i >= 4 ? 8 : 0);
+      A[row][col] = half(a[size_t(lane)][size_t(i / 2)], i);
+    }
+    for (int i = 0; i < 4; ++i) B[2 * t + (i & 1) + (i >= 2 ? 8 : 0)][g] = half(b[size_t(lane)][size_t(i / 2)], i);
+  }
+  for (int lane = 0; lane < 32; ++lane) {
+    const int g = lane / 4, t = lane % 4;
+    for (int i = 0; i < 4; ++i) {
+      const int row = i < 2 ? g : g + 8, col = 2 * t + (i & 1);
+      double s = c[size_t(lane)][i];
+      for (int k = 0; k < 16; ++k) s += double(A[row][k]) * double(B[k][col]);
+      c[size_t(lane)][i] = float(s);
+    }
+  }
+}
+
+// Runs the kernel of tile shape T on the host, CTA after CTA, phase after phase, as the device code
+// of matmul_tc_kernel does. x_end / w_end bound the operands' memory (reads past them are faults).
+template <class T>
+void emulate(const tc::Params& p, const float* x_end, const uint16_t* w_end, Fault& f) {
+  constexpr int kWarps = T::kWarpsM * T::kWarpsN;
+  const tc::Layout<T> lay{p.a_rows};
+  std::vector<uint8_t> smem(size_t(lay.smem_bytes()));
+  auto in_smem = [&](int off, int bytes) { return off >= 0 && off + bytes <= int(smem.size()); };
+  // cp.async 16 (src-size `bytes`) from [lo, hi) operand memory; a plain store of one element.
+  auto cp16 = [&](int off, const auto* src, int bytes, const auto* lo, const auto* hi) {
+    const int esize = int(sizeof(*src));
+    f.check(off % 16 == 0 && in_smem(off, 16) && bytes >= 0 && bytes <= 16 && bytes % esize == 0, "cp16 dst/bytes");
+    f.check(reinterpret_cast<uintptr_t>(src) % 16 == 0 && src >= lo && src + bytes / esize <= hi, "cp16 src");
+    if (!in_smem(off, 16)) return;
+    std::memset(&smem[size_t(off)], 0, 16);
+    if (bytes) std::memcpy(&smem[size_t(off)], src, size_t(bytes));
+  };
+  auto cp16_x = [&](int off, const float* src, int bytes) { cp16(off, src, bytes, p.x, x_end); };
+  auto cp16_w = [&](int off, const uint16_t* src, int bytes) { cp16(off, src, bytes, p.w, w_end); };
+  auto st = [&](int off, auto v) {
+    f.check(off % int(sizeof v) == 0 && in_smem(off, int(sizeof v)), "scalar smem store");
+    if (in_smem(off, int(sizeof v))) std::memcpy(&smem[size_t(off)], &v, sizeof v);
+  };
+  auto cvt2 = [&](int off) -> uint32_t {
+    f.check(off % 8 == 0 && in_smem(off, 8), "A fragment read");
+    float v[2] = {NAN, NAN};
+    if (in_smem(off, 8)) std::memcpy(v, &smem[size_t(off)], 8);
+    return uint32_t(f32_to_bf16(v[0])) | uint32_t(f32_to_bf16(v[1])) << 16;
+  };
+  struct LaneAcc {
+    float v[T::kWarpM16][T::kWarpN8][4];
+  };
+  for (int64_t pid = 0; pid < p.nbm * p.nbn; ++pid) {
+    std::fill(smem.begin(), smem.end(), uint8_t{0xff});  // NaN: a read of bytes never loaded shows
+    const tc::TileId t = tc::tile_of(pid, p.nbm, p.nbn, p.group);
+    const int64_t m0 = t.mb * T::kBM, n0 = t.nb * T::kBN;
+    const int valid_rows = int(std::min<int64_t>(T::kBM, p.M - m0));
+    std::vector<LaneAcc> acc(size_t(kWarps * 32));
+    for (auto& a : acc) std::memset(a.v, 0, sizeof a.v);
+    auto load = [&](int stage, int64_t kt) {
+      for (int tid = 0; tid < T::kThreads; ++tid)
+        tc::load_stage<T>(p, lay, stage, m0, n0, kt, tid, cp16_x, cp16_w, st, st);
+    };
+    for (int s = 0; s < T::kStages - 1; ++s)
+      if (s < p.ktiles) load(s, s);
+    for (int64_t kt = 0; kt < p.ktiles; ++kt) {
+      if (kt + T::kStages - 1 < p.ktiles) load(int((kt + T::kStages - 1) % T::kStages), kt + T::kStages - 1);
+      const int stage = int(kt % T::kStages);
+      for (int warp = 0; warp < kWarps; ++warp) {
+        const int wm = warp / T::kWarpsN, wn = warp % T::kWarpsN;
+        if (!tc::m16_active<T>(wm, 0, valid_rows)) continue;
+        for (int kk = 0; kk < T::kKT / tc::kMmaK; ++kk) {
+          if (kt * (T::kKT / tc::kMmaK) + kk >= p.chunks) break;
+          std::vector<Regs32> b(T::kWarpN8);
+          for (int j = 0; j < T::kWarpN8; j += 2) {
+            const bool x4 = j + 1 < T::kWarpN8;
+            std::array<int, 32> off;
+            for (int lane = 0; lane < 32; ++lane)
+              off[size_t(lane)] = tc::b_ldsm_off<T>(lay, stage, lane, wn, j, kk, x4);
+            Regs32 r{};
+            emu_ldmatrix(smem, off, x4 ? 4 : 2, r, f);
+            for (int lane = 0; lane < 32; ++lane) {
+              b[size_t(j)][size_t(lane)] = {r[size_t(lane)][0], r[size_t(lane)][1], 0, 0};
+              if (x4) b[size_t(j + 1)][size_t(lane)] = {r[size_t(lane)][2], r[size_t(lane)][3], 0, 0};
+            }
+          }
+          for (int i = 0; i < T::kWarpM16; ++i) {
+            if (!tc::m16_active<T>(wm, i, valid_rows)) continue;
+            Regs32 a{};
+            for (int lane = 0; lane < 32; ++lane) {
+              uint32_t regs[4];
+              tc::gather_a<T>(lay, stage, lane, wm, i, kk, valid_rows, regs, cvt2);
+              a[size_t(lane)] = {regs[0], regs[1], regs[2], regs[3]};
+            }
+            for (int j = 0; j < T::kWarpN8; ++j) {
+              std::array<float*, 32> c;
+              for (int lane = 0; lane < 32; ++lane) c[size_t(lane)] = acc[size_t(warp * 32 + lane)].v[i][j];
+              emu_mma(c, a, b[size_t(j)]);
+            }
+          }
+        }
+      }
+    }
+    for (int warp = 0; warp < kWarps; ++warp)
+      for (int lane = 0; lane < 32; ++lane)
+        tc::store_tile<T>(p, m0, n0, lane, warp / T::kWarpsN, warp % T::kWarpsN, acc[size_t(warp * 32 + lane)].v);
+  }
+}
+
+template <class T>
+void emulate_case(int64_t M, int64_t N, int64_t K, int64_t pad_x, int64_t pad_w, int64_t pad_y, int x_off, int w_off,
+                  bool force_scalar) {
+  const int64_t ldx = K + pad_x, ldw = K + pad_w, ldy = N + pad_y;
+  std::string what;
+  for (int64_t v : {M, N, K, ldx, ldw, ldy, int64_t{x_off}, int64_t{w_off}, int64_t{T::kBM}, int64_t{T::kBN}})
+    what += std::to_string(v) + " ";
+  what = "M N K ldx ldw ldy x_off w_off BM BN = " + what + (force_scalar ? "scalar" : "");
+  auto xs = randn(size_t((M - 1) * ldx + K + x_off), uint32_t(M * 31 + K));
+  auto ws = to_bf16(randn(size_t((N - 1) * ldw + K + w_off), uint32_t(N * 17 + K), 0.05f));
+  const float sentinel = std::bit_cast<float>(0x7fc0beefu);
+  std::vector<float> y(size_t((M - 1) * ldy + N + 3), sentinel);
+  const float* x = xs.data() + x_off;
+  const uint16_t* w = ws.data() + w_off;
+  tc::Params p = tc::make_params<T>(x, ldx, w, ldw, y.data(), ldy, M, N, K);
+  if (force_scalar) p.vec_x = p.vec_w = false;
+  Fault f;
+  emulate<T>(p, xs.data() + xs.size(), ws.data() + ws.size(), f);
+  ASSERT_EQ(f.count, 0) << f.first << " (" << what << ")";
+  const auto ref = reference(x, ldx, w, ldw, M, N, K);
+  double diff = 0, scale = 1e-30;
+  for (int64_t m = 0; m < M; ++m)
+    for (int64_t n = 0; n < ldy && m * ldy + n < int64_t(y.size()); ++n) {
+      const float v = y[size_t(m * ldy + n)];
+      if (n >= N) {
+        ASSERT_EQ(std::bit_cast<uint32_t>(v), 0x7fc0beefu) << "wrote padding at " << m << ", " << n << " " << what;
+        continue;
+      }
+      ASSERT_TRUE(std::isfinite(v)) << "y[" << m << ", " << n << "] = " << v << " (" << what << ")";
+      diff = std::max(diff, std::fabs(double(v) - ref[size_t(m * N + n)]));
+      scale = std::max(scale, std::fabs(double(ref[size_t(m * N + n)])));
+    }
+  EXPECT_LT(diff / scale, 1e-5) << what;
+}
+
+template <class T>
+void emulate_shapes() {
+  const int64_t BM = T::kBM, BN = T::kBN, KT = T::kKT;
+  const std::array<std::array<int64_t, 3>, 8> shapes = {{{1, 8, 16},
+                                                          {1, 37, 1},
+                                                          {3, 41, 300},
+                                                          {BM, BN, KT},
+                                                          {BM - 1, BN + 1, KT + 1},
+                                                          {BM + 1, 2 * BN + 5, 2 * KT + 17},
+                                                          {2 * BM + 3, 3, 5},
+                                                          {5, 2 * BN + 3, T::kStages * KT + 40}}};
+  for (const auto& s : shapes) {
+    emulate_case<T>(s[0], s[1], s[2], 0, 0, 0, 0, 0, false);      // contiguous (vector loads iff K allows)
+    emulate_case<T>(s[0], s[1], s[2], 4 - s[2] % 4, 8 - s[2] % 8, 3, 0, 0, false);  // padded rows: vector loads
+    emulate_case<T>(s[0], s[1], s[2], 4 - s[2] % 4, 8 - s[2] % 8, 3, 0, 0, true);   // the same on the scalar path
+    emulate_case<T>(s[0], s[1], s[2], 1, 3, 0, 1, 1, false);      // misaligned: scalar loads
+    if (::testing::Test::HasFatalFailure()) return;
+  }
+}
+
+TEST(TcEmulation, TileM16) { emulate_shapes<tc::TileM16>(); }
+TEST(TcEmulation, TileM16N8) { emulate_shapes<tc::TileM16N8>(); }
+TEST(TcEmulation, TileM32) { emulate_shapes<tc::TileM32>(); }
+TEST(TcEmulation, TileM64N32) { emulate_shapes<tc::TileM64N32>(); }
+TEST(TcEmulation, TileM64N64) { emulate_shapes<tc::TileM64N64>(); }
+TEST(TcEmulation, TileM128N64) { emulate_shapes<tc::TileM128N64>(); }
+TEST(TcEmulation, TileM128) { emulate_shapes<tc::TileM128>(); }
+
+TEST(TcEmulation, TileOrderVisitsEveryTileOnce) {
+  for (int64_t nbm : {1, 2, 7, 16, 33})
+    for (int64_t nbn : {1, 3, 64})
+      for (int64_t group : {1, 4, 16}) {
+        std::vector<int> seen(size_t(nbm * nbn));
+        for (int64_t pid = 0; pid < nbm * nbn; ++pid) {
+          const tc::TileId t = tc::tile_of(pid, nbm, nbn, group);
+          ASSERT_TRUE(t.mb >= 0 && t.mb < nbm && t.nb >= 0 && t.nb < nbn) << nbm << " " << nbn << " " << group;
+          ++seen[size_t(t.mb * nbn + t.nb)];
+        }
+        for (int s : seen) ASSERT_EQ(s, 1) << nbm << " " << nbn << " " << group;
+      }
+}
+
+// ---- on the GPU ------------------------------------------------------------------------------------
+
+// A [rows, cols] view with row pitch ld, `offset` elements past the buffer's (aligned) start.
+TensorView strided(void* base, DType t, int64_t offset, int64_t rows, int64_t cols, int64_t ld, Device d) {
+  TensorView v = TensorView::contiguous(static_cast<char*>(base) + offset * int64_t(dtype_size(t)), t, {rows, cols}, d);
+  v.strides[0] = ld;
+  return v;
+}
+
+struct TcCase {
+  int64_t M, N, K;
+  int64_t pad_x = 0, pad_w = 0, pad_y = 0;  // row pitch = width + pad
+  int64_t x_off = 0;                        // x starts this many floats past an aligned address
+};
+
+class TcMatmul : public Gpu, public ::testing::WithParamInterface<TcCase> {};
+
+// Against cpu_ops() (which on AVX512-BF16 machines rounds x to bf16 once, as the contract does, and
+// elsewhere multiplies the f32 x: both within 1e-2) and against the contract's own reference (x
+// rounded to bf16, exact products; only the f32 accumulation differs). Outputs start as NaN; the
+// padding between rows must stay NaN.
+TEST_P(TcMatmul, AgreesWithCpuAndContract) {
+  const TcCase c = GetParam();
+  const int64_t M = c.M, N = c.N, K = c.K, ldx = K + c.pad_x, ldw = K + c.pad_w, ldy = N + c.pad_y;
+  auto x = randn(size_t((M - 1) * ldx + K + c.x_off), uint32_t(3 + K + M));
+  auto w = to_bf16(randn(size_t((N - 1) * ldw + K), uint32_t(5 + N), 0.05f));
+  std::vector<float> y_cpu(size_t(M * N));
+  cpu_ops().matmul(strided(x.data(), DType::F32, c.x_off, M, K, ldx, Device::CPU),
+                   strided(w.data(), DType::BF16, 0, N, K, ldw, Device::CPU),
+                   host_view(y_cpu.data(), DType::F32, {M, N}));
+  DeviceBuffer dx = DeviceBuffer::from(x), dw = DeviceBuffer::from(w);
+  const size_t ny = size_t((M - 1) * ldy + N);
+  DeviceBuffer dy = poisoned(ny);
+  cuda_ops().matmul(strided(dx.data(), DType::F32, c.x_off, M, K, ldx, Device::CUDA),
+                    strided(dw.data(), DType::BF16, 0, N, K, ldw, Device::CUDA),
+                    strided(dy.data(), DType::F32, 0, M, N, ldy, Device::CUDA));
+  const auto got = download(dy, ny);
+  std::vector<float> y(size_t(M * N));
+  for (int64_t m = 0; m < M; ++m)
+    for (int64_t n = 0; n < ldy && size_t(m * ldy + n) < ny; ++n) {
+      if (n < N)
+        y[size_t(m * N + n)] = got[size_t(m * ldy + n)];
+      else
+        ASSERT_TRUE(std::isnan(got[size_t(m * ldy + n)])) << "wrote the padding at row " << m << ", column " << n;
+    }
+  EXPECT_LT(rel_err(y, y_cpu), 1e-2);
+  EXPECT_LT(rel_err(y, reference(x.data() + c.x_off, ldx, w.data(), ldw, M, N, K)), 2e-4);
+}
+
+std::vector<TcCase> tc_cases() {
+  std::vector<TcCase> v;
+  for (int64_t M : {1, 2, 3, 8, 16, 17, 64, 255, 256, 257, 1024})
+    for (auto [N, K] : {std::pair<int64_t, int64_t>{512, 1024}, {257, 1001}, {1001, 3}}) v.push_back({M, N, K});
+  v.push_back({5, 300, 77, 3, 5, 7, 1});        // strided and misaligned: scalar loads
+  v.push_back({64, 1000, 512, 4, 8, 8, 0});     // strided, aligned: 16-byte loads
+  v.push_back({300, 129, 4096, 0, 0, 3, 0});    // long K, odd N
+  v.push_back({1, 4096, 4096, 0, 0, 0, 0});     // a decode shape
+  v.push_back({33, 77, 2056, 12, 8, 1, 0});     // K % 16 == 8
+  v.push_back({1024, 2048, 512, 0, 0, 0, 0});   // enough 128 x 128 tiles for the prefill shape
+  return v;
+}
+
+INSTANTIATE_TEST_SUITE_P(Shapes, TcMatmul, ::testing::ValuesIn(tc_cases()),
+                         [](const ::testing::TestParamInfo<TcCase>& i) {
+                           const TcCase& c = i.param;
+                           const bool strided = c.pad_x || c.pad_w || c.pad_y || c.x_off;
+                           return "M" + std::to_string(c.M) + "_N" + std::to_string(c.N) + "_K" + std::to_string(c.K) +
+                                  (strided ? "_strided" + std::to_string(i.index) : "");
+                         });
+
+// Row invariance in the last bit: every row computed alone (M = 1) equals the same row inside batches
+// of unrelated rows of M = 2 .. 1024 (batches starting at different rows, so a row sits at different
+// fragment positions), in every tile shape, and from a misaligned, oddly pitched copy of x or of w
+// (the scalar load paths).
+void check_row_invariance(int64_t N, int64_t K) {
+  const int64_t kRows = 1024 + 16;
+  auto x = randn(size_t(kRows * K), 7 + uint32_t(K)), wf = randn(size_t(N * K), 8 + uint32_t(N), 0.05f);
+  const auto w = to_bf16(wf);
+  DeviceBuffer dx = DeviceBuffer::from(x), dw = DeviceBuffer::from(w);
+  // The same x with pitch K + 5, one float past an aligned start; the same w with pitch K + 3, one
+  // element past an aligned start.
+  std::vector<float> x2(size_t(kRows * (K + 5) + 1));
+  for (int64_t m = 0; m < kRows; ++m) std::copy_n(x.data() + m * K, K, x2.data() + 1 + m * (K + 5));
+  std::vector<uint16_t> w2(size_t(N * (K + 3) + 1));
+  for (int64_t n = 0; n < N; ++n) std::copy_n(w.data() + n * K, K, w2.data() + 1 + n * (K + 3));
+  DeviceBuffer dx2 = DeviceBuffer::from(x2), dw2 = DeviceBuffer::from(w2);
+  const TensorView X = dev_view(dx, DType::F32, {kRows, K}), W = dev_view(dw, DType::BF16, {N, K});
+  const TensorView X2 = strided(dx2.data(), DType::F32, 1, kRows, K, K + 5, Device::CUDA);
+  const TensorView W2 = strided(dw2.data(), DType::BF16, 1, N, K, K + 3, Device::CUDA);
+  const std::string where = " (N " + std::to_string(N) + ", K " + std::to_string(K) + ")";
+
+  std::vector<float> alone(size_t(kRows * N));
+  for (int64_t m = 0; m < kRows; ++m) {
+    DeviceBuffer y1 = poisoned(size_t(N));
+    cuda_ops().matmul(m % 37 == 0 ? X2.rows(m, m + 1) : X.rows(m, m + 1), m % 41 == 0 ? W2 : W,
+                      dev_view(y1, DType::F32, {1, N}));
+    y1.download(alone.data() + m * N, size_t(N) * 4);
+  }
+  for (float v : alone) ASSERT_TRUE(std::isfinite(v)) << where;
+  auto expect_rows = [&](const DeviceBuffer& y, int64_t first, int64_t M, const std::string& what) {
+    const auto got = download(y, size_t(M * N));
+    for (int64_t m = 0; m < M; ++m)
+      ASSERT_TRUE(bit_equal(got.data() + m * N, alone.data() + (first + m) * N, size_t(N)))
+          << "row " << first + m << " at " << m << " of " << what << where;
+  };
+  for (int64_t M : {2, 8, 16, 24, 64, 100, 256, 300, 1024}) {
+    for (int64_t first : {int64_t{0}, M % 13 + 1}) {
+      DeviceBuffer y = poisoned(size_t(M * N));
+      cuda_ops().matmul(X.rows(first, first + M), W, dev_view(y, DType::F32, {M, N}));
+      expect_rows(y, first, M, "M=" + std::to_string(M));
+    }
+  }
+  for (int64_t M : {16, 300}) {
+    DeviceBuffer y = poisoned(size_t(M * N));
+    cuda_ops().matmul(X2.rows(3, 3 + M), W2, dev_view(y, DType::F32, {M, N}));
+    expect_rows(y, 3, M, "the misaligned copies, M=" + std::to_string(M));
+  }
+  // Every tile shape, whichever the launcher would pick.
+  for (int tile = 0; tile < tc::kTileKinds; ++tile)
+    for (int64_t M : {1, 5, 300}) {
+      DeviceBuffer y = poisoned(size_t(M * N));
+      const cuda::kernels::MatmulArgs a{.x = dx.as<const float>() + 7 * K, .ldx = K, .w = dw.data(), .w_bf16 = true,
+                                        .ldw = K, .y = y.as<float>(), .ldy = N, .M = M, .N = N, .K = K};
+      cuda::kernels::matmul_bf16_tensor_core(a, cuda::cuda_stream(), tile);
+      expect_rows(y, 7, M, "tile " + std::to_string(tile) + ", M=" + std::to_string(M));
+    }
+}
+
+TEST_F(Gpu, TcRowInvarianceN3072K2048) { check_row_invariance(3072, 2048); }
+TEST_F(Gpu, TcRowInvarianceOddK) { check_row_invariance(257, 1001); }
+TEST_F(Gpu, TcRowInvarianceN1000K4104) { check_row_invariance(1000, 4104); }
+TEST_F(Gpu, TcRowInvarianceTinyK) { check_row_invariance(130, 3); }
+
+TEST_F(Gpu, TcMatmulMultiEqualsSeparateMatmuls) {
+  const int64_t K = 1024;
+  const int64_t widths[3] = {512, 256, 264};
+  for (int64_t M : {1, 16, 300}) {
+    auto x = randn(size_t(M * K), 21 + uint32_t(M));
+    DeviceBuffer dx = DeviceBuffer::from(x);
+    std::vector<DeviceBuffer> dws, multi, single;
+    std::vector<TensorView> ws, ys;
+    for (int i = 0; i < 3; ++i) {
+      dws.push_back(DeviceBuffer::from(to_bf16(randn(size_t(widths[i] * K), 22 + uint32_t(i), 0.05f))));
+      multi.push_back(poisoned(size_t(M * widths[i])));
+      single.push_back(poisoned(size_t(M * widths[i])));
+      ws.push_back(dev_view(dws.back(), DType::BF16, {widths[i], K}));
+      ys.push_back(dev_view(multi.back(), DType::F32, {M, widths[i]}));
+    }
+    const TensorView X = dev_view(dx, DType::F32, {M, K});
+    cuda_ops().matmul_multi(X, ws, ys);
+    for (int i = 0; i < 3; ++i) {
+      cuda_ops().matmul(X, ws[size_t(i)], dev_view(single[size_t(i)], DType::F32, {M, widths[i]}));
+      const auto a = download(multi[size_t(i)], size_t(M * widths[i]));
+      const auto b = download(single[size_t(i)], size_t(M * widths[i]));
+      for (float v : a) ASSERT_TRUE(std::isfinite(v));
+      EXPECT_TRUE(bit_equal(a.data(), b.data(), a.size())) << "weight " << i << ", M " << M;
+    }
+  }
+}
+
+}  // namespace
+}  // namespace specserve::cuda_test

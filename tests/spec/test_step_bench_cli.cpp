@@ -1,0 +1,47 @@
+// `specserve bench --synthetic SHAPE`: the step benchmark runs end to end on the tiny synthetic pair
+// (CPU here; the real shapes on the GPU machine) and reports every measurement the JSON promises,
+// with positive times, byte counts that grow with the batch and a projection per verify batch.
+#include <gtest/gtest.h>
+
+#include <nlohmann/json.hpp>
+
+#include "../specserve_cli.h"
+
+namespace specserve::testing {
+namespace {
+
+TEST(StepBenchCli, SyntheticTinyReportsEveryMeasurement) {
+  const CliRun r = run_specserve(
+      "bench --synthetic tiny --backend cpu --threads 2 --iterations 1 --context 40 --prefill 70 "
+      "--decode-batches 1,3 --verify-batches 1,3 --verify-k 2,16 --tau 4.5 --json");
+  ASSERT_EQ(r.status, 0) << r.out;
+  const auto j = nlohmann::json::parse(r.out);
+  EXPECT_EQ(j["model"], "synthetic tiny");
+  EXPECT_EQ(j["backend"], "cpu");
+  EXPECT_GT(j["copy_bandwidth_gb_s"].get<double>(), 0);
+  EXPECT_GT(j["step_weight_bytes"].get<double>(), 1e5);
+  EXPECT_GT(j["drafter_weight_bytes"].get<double>(), 1e5);
+  EXPECT_EQ(j["prefill"]["tokens"], 70);
+  EXPECT_GT(j["prefill"]["tokens_per_s"].get<double>(), 0);
+  ASSERT_EQ(j["decode"].size(), 2u);
+  EXPECT_GT(j["decode"][1]["bytes"].get<double>(), j["decode"][0]["bytes"].get<double>());
+  for (const auto& d : j["decode"]) {
+    EXPECT_GT(d["ms"].get<double>(), 0);
+    EXPECT_GT(d["roofline_fraction"].get<double>(), 0);
+  }
+  ASSERT_EQ(j["verify"].size(), 4u);  // 2 batches x 2 K
+  for (const auto& v : j["verify"]) EXPECT_GT(v["ratio_to_decode"].get<double>(), 0);
+  ASSERT_EQ(j["propose"].size(), 2u);
+  EXPECT_EQ(j["propose"][0]["appended_rows"], 5);  // ceil(tau)
+  ASSERT_EQ(j["projection"].size(), 2u);
+  EXPECT_EQ(j["projection"][0]["k"], 16);
+  EXPECT_GT(j["projection"][0]["dflash_tokens_per_s"].get<double>(), 0);
+}
+
+TEST(StepBenchCli, UnknownShapeNamesTheKnownOnes) {
+  const CliRun r = run_specserve("bench --synthetic qwen9-1t --backend cpu 2>&1");
+  EXPECT_NE(r.status, 0);
+}
+
+}  // namespace
+}  // namespace specserve::testing
