@@ -1,7 +1,8 @@
-// DFlash speculative decoding on the CPU: τ (mean tokens committed per verify step) and the decode
-// speed-up over plain decoding, through the engine.
+// DFlash speculative decoding: τ (mean tokens committed per verify step) and the decode speed-up over
+// plain decoding, through the engine, on the CPU (default) or with --backend cuda on the GPU (target and
+// drafter).
 //
-//   build/bin/bench_dflash [--max-tokens N] [--repeats R] [--dtype f32|bf16|auto] [--threads N]
+//   build/bin/bench_dflash [--max-tokens N] [--repeats R] [--dtype f32|bf16|auto] [--threads N] [--backend B]
 //       [--gammas 15,7,3] [--temperature T] [--repetition-penalty P] [--draft-block full|gamma]
 //       [--fixtures DIR | --target DIR --draft DIR --prompts FILE]
 //   (run from the repository root; DIR defaults to tests/fixtures/dflash)
@@ -136,9 +137,9 @@ struct Pair {
   std::vector<std::vector<int32_t>> prompts;
 };
 
-void bench_pair(const Pair& pair, const Settings& st, const std::string& dtype, int threads,
+void bench_pair(const Pair& pair, const Settings& st, const std::string& dtype, int threads, const std::string& backend,
                 const std::vector<int>& gammas, int repeats) {
-  auto target = TargetModel::load(pair.target, {.dtype = dtype, .threads = threads});
+  auto target = TargetModel::load(pair.target, {.dtype = dtype, .threads = threads, .backend = backend});
   auto drafter = spec::DFlashDrafter::load(pair.draft, *target, dtype);
   engine::EngineOptions o;
   o.kv_blocks = 4096;
@@ -212,6 +213,7 @@ int main(int argc, char** argv) {
   std::string target_dir, draft_dir, prompts_file;
   std::vector<int> gammas = {15, 7, 3};
   int threads = 0;  // 0: the thread pool's default
+  std::string backend = "cpu";
   for (int i = 1; i + 1 < argc; i += 2) {
     const std::string a = argv[i];
     if (a == "--max-tokens") st.max_tokens = std::atoll(argv[i + 1]);
@@ -219,6 +221,7 @@ int main(int argc, char** argv) {
     else if (a == "--dtype") dtype = argv[i + 1];
     else if (a == "--fixtures") root = std::string(argv[i + 1]) + "/";
     else if (a == "--threads") threads = std::atoi(argv[i + 1]);
+    else if (a == "--backend") backend = argv[i + 1];
     else if (a == "--gammas") gammas = parse_list(argv[i + 1]);
     else if (a == "--temperature") st.temperature = std::strtof(argv[i + 1], nullptr);
     else if (a == "--repetition-penalty") st.repetition_penalty = std::strtof(argv[i + 1], nullptr);
@@ -228,7 +231,7 @@ int main(int argc, char** argv) {
     else if (a == "--draft-block") st.full_block = std::string(argv[i + 1]) != "gamma";
     else {
       std::fprintf(stderr,
-                   "usage: bench_dflash [--max-tokens N] [--repeats R] [--dtype f32|bf16|auto] [--threads N] "
+                   "usage: bench_dflash [--max-tokens N] [--repeats R] [--dtype f32|bf16|auto] [--threads N] [--backend B] "
                    "[--gammas 15,7,3] [--temperature T] [--repetition-penalty P] [--draft-block full|gamma] "
                    "[--fixtures DIR | --target DIR --draft DIR --prompts FILE]\n");
       return 2;
@@ -248,7 +251,7 @@ int main(int argc, char** argv) {
                 st.full_block ? "full (block_size rows)" : "gamma + 1 rows");
     std::printf("%-15s %-5s %5s %-7s %6s %7s %12s %12s %9s  %s\n", "pair", "dtype", "gamma", "drafts", "prompts", "tau",
                 "plain tok/s", "dflash tok/s", "speed-up", "accept@1..5");
-    for (const auto& pair : pairs) bench_pair(pair, st, dtype, threads, gammas, repeats);
+    for (const auto& pair : pairs) bench_pair(pair, st, dtype, threads, backend, gammas, repeats);
   } catch (const std::exception& e) {
     std::fprintf(stderr, "bench_dflash: %s\n", e.what());
     return 1;

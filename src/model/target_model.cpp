@@ -169,6 +169,24 @@ const Ops& TargetModel::forward_ops() const { return *impl_->ops; }
 const Memory& TargetModel::forward_memory() const { return *impl_->mem; }
 TensorView TargetModel::embedding_table() const { return impl_->host_embed; }
 
+namespace {
+// On a device a sequence's DeltaNet buffers are sized at creation for extends of up to this many
+// rows (a γ = 15 verify), so steady-state steps allocate nothing; longer extends grow them.
+constexpr int64_t kPresizedExtendRows = 16;
+
+// Bytes of one DeltaNet layer's per-sequence buffers: committed and work state, conv window, and the
+// pending rows of an extend of kPresizedExtendRows (pre-conv and prepared rows, g, beta).
+struct DeltaNetBytes {
+  size_t state, window, rows, gates;
+  explicit DeltaNetBytes(const GdnDims& d)
+      : state(static_cast<size_t>(d.state_floats()) * 4),
+        window(static_cast<size_t>(d.conv_kernel - 1) * static_cast<size_t>(d.conv_dim()) * 4),
+        rows(static_cast<size_t>(kPresizedExtendRows * d.conv_dim()) * 4),
+        gates(static_cast<size_t>(kPresizedExtendRows * d.num_v_heads) * 4) {}
+  size_t total() const { return 2 * state + window + 2 * rows + 2 * gates; }
+};
+}  // namespace
+
 std::unique_ptr<SequenceState> TargetModel::new_sequence() const {
   auto s = std::make_unique<SequenceState>();
   ModelInternals::set_pool(*s, impl_->pool);
@@ -176,11 +194,19 @@ std::unique_ptr<SequenceState> TargetModel::new_sequence() const {
   auto& layers = ModelInternals::deltanets(*s);
   layers.resize(static_cast<size_t>(impl_->num_deltanet));
   const Memory& mem = *impl_->mem;
+  const DeltaNetBytes b(d);
   for (auto& l : layers) {
-    l.state = Buffer(mem, static_cast<size_t>(d.state_floats()) * 4);
+    l.state = Buffer(mem, b.state);
     mem.zero(l.state.data(), l.state.bytes());
-    l.window = Buffer(mem, static_cast<size_t>(d.conv_kernel - 1) * d.conv_dim() * 4);
+    l.window = Buffer(mem, b.window);
     mem.zero(l.window.data(), l.window.bytes());
+    if (mem.device() != Device::CPU) {
+      l.work = Buffer(mem, b.state);
+      l.pending_pre = Buffer(mem, b.rows);
+      l.pending_qkv = Buffer(mem, b.rows);
+      l.pending_g = Buffer(mem, b.gates);
+      l.pending_beta = Buffer(mem, b.gates);
+    }
   }
   return s;
 }
@@ -204,11 +230,9 @@ size_t TargetModel::step_weight_bytes() const {
 
 size_t TargetModel::kv_block_bytes() const { return static_cast<size_t>(impl_->kv.block_floats()) * sizeof(float); }
 
+
 size_t TargetModel::sequence_state_bytes() const {
-  const GdnDims& d = impl_->parts.spec.gdn;
-  const size_t state = static_cast<size_t>(d.state_floats()) * 4;
-  const size_t window = static_cast<size_t>(d.conv_kernel - 1) * static_cast<size_t>(d.conv_dim()) * 4;
-  return static_cast<size_t>(impl_->num_deltanet) * (2 * state + window);
+  return static_cast<size_t>(impl_->num_deltanet) * DeltaNetBytes(impl_->parts.spec.gdn).total();
 }
 
 void TargetModel::reserve(int64_t kv_blocks, int sequences) {
@@ -222,15 +246,10 @@ void TargetModel::reserve(int64_t kv_blocks, int sequences) {
            sequences, gib(need), gib(mem.available_bytes()));
   // Allocated and released at once: the device allocator keeps the blocks cached by size class, and
   // every sequence's state buffers later come from them.
-  const GdnDims& d = impl_->parts.spec.gdn;
-  const size_t state = static_cast<size_t>(d.state_floats()) * 4;
-  const size_t window = static_cast<size_t>(d.conv_kernel - 1) * static_cast<size_t>(d.conv_dim()) * 4;
+  const DeltaNetBytes b(impl_->parts.spec.gdn);
   std::vector<Buffer> slots;
-  for (int64_t i = 0; i < int64_t{sequences} * impl_->num_deltanet; ++i) {
-    slots.emplace_back(mem, state);
-    slots.emplace_back(mem, state);
-    slots.emplace_back(mem, window);
-  }
+  for (int64_t i = 0; i < int64_t{sequences} * impl_->num_deltanet; ++i)
+    for (size_t bytes : {b.state, b.state, b.window, b.rows, b.rows, b.gates, b.gates}) slots.emplace_back(mem, bytes);
 }
 
 // Host tensors run on the CPU with the host weights; device tensors on the backend.

@@ -38,10 +38,10 @@ struct LoadOptions {
   // Use matrices straight from the mmap'd checkpoint when no conversion is needed (saves the copy
   // and the load time; reading weights through the mapping was slower on the development VM).
   bool map_weights = false;
-  // Where the forward runs: "cpu" (default) or "cuda" (device 0; needs a CUDA build and a device).
-  // On "cuda" the weights are uploaded once at load; the host-side helpers below (ops(), embed,
-  // lm_head, final_norm on host tensors, embedding_table) keep working on host copies, for a CPU
-  // drafter.
+  // Where the forward runs: "cpu" (default), "cuda" (device 0; needs a CUDA build and a device) or
+  // "auto" (cuda when usable). On "cuda" the weights are uploaded once at load; the host-side helpers
+  // below (ops(), embed, lm_head, final_norm on host tensors, embedding_table) keep working on host
+  // copies, for a drafter kept on the host.
   std::string backend = "cpu";
 };
 

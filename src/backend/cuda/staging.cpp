@@ -11,14 +11,14 @@
 namespace specserve::cuda {
 
 namespace {
-constexpr size_t kSlots = 4;
+constexpr size_t kSegments = 64;
+constexpr size_t kSegmentBytes = size_t{128} << 10;  // 8 MiB of ring in all
+constexpr size_t kAlign = 256;
 std::mutex& as_mutex(void* p) { return *static_cast<std::mutex*>(p); }
 }  // namespace
 
 struct Staging::Slot {
-  void* host = nullptr;  // pinned
-  size_t bytes = 0;
-  cudaEvent_t done = nullptr;  // recorded after the last copy out of `host`
+  cudaEvent_t done = nullptr;  // recorded after the last copy out of the segment
   bool pending = false;
 };
 
@@ -28,16 +28,18 @@ Staging& Staging::global() {
 }
 
 Staging::Staging() : mutex_(new std::mutex) {
-  for (size_t i = 0; i < kSlots; ++i) slots_.push_back(new Slot);
+  for (size_t i = 0; i < kSegments; ++i) segments_.push_back(new Slot);
 }
 
 Staging::~Staging() {
-  for (Slot* s : slots_) {
+  for (Slot* s : segments_) {
     if (s->done) cudaEventDestroy(s->done);
-    if (s->host) cudaFreeHost(s->host);
     delete s;
   }
-  if (device_) cudaFree(device_);
+  if (host_ring_) cudaFreeHost(host_ring_);
+  if (device_ring_) cudaFree(device_ring_);
+  if (big_host_) cudaFreeHost(big_host_);
+  if (big_device_) cudaFree(big_device_);
   delete static_cast<std::mutex*>(mutex_);
 }
 
@@ -49,38 +51,48 @@ Staging::Lock::~Lock() { as_mutex(mutex_).unlock(); }
 void* Staging::stage(const void* host, size_t bytes) {
   if (bytes == 0) return nullptr;
   cudaStream_t stream = cuda_stream();
-  if (bytes > device_bytes_) {
-    // Kernels already queued may still read the old scratch.
+  if (bytes > kSegmentBytes) {
+    // Kernels already queued may still read the big buffer, and its DMA may be pending.
     CUDA_CHECK(cudaStreamSynchronize(stream));
-    if (device_) CUDA_CHECK(cudaFree(device_));
-    device_ = nullptr;
-    device_bytes_ = 0;
-    size_t cap = 4096;
-    while (cap < bytes) cap *= 2;
-    CUDA_CHECK(cudaMalloc(&device_, cap));
-    device_bytes_ = cap;
+    if (bytes > big_bytes_) {
+      if (big_host_) CUDA_CHECK(cudaFreeHost(big_host_));
+      if (big_device_) CUDA_CHECK(cudaFree(big_device_));
+      big_host_ = big_device_ = nullptr;
+      big_bytes_ = 0;
+      size_t cap = kSegmentBytes;
+      while (cap < bytes) cap *= 2;
+      CUDA_CHECK(cudaMallocHost(&big_host_, cap));
+      CUDA_CHECK(cudaMalloc(&big_device_, cap));
+      big_bytes_ = cap;
+    }
+    std::memcpy(big_host_, host, bytes);
+    CUDA_CHECK(cudaMemcpyAsync(big_device_, big_host_, bytes, cudaMemcpyHostToDevice, stream));
+    return big_device_;
   }
-  Slot& slot = *slots_[next_];
-  next_ = (next_ + 1) % slots_.size();
-  if (slot.done == nullptr) CUDA_CHECK(cudaEventCreateWithFlags(&slot.done, cudaEventDisableTiming));
-  if (slot.pending) {
-    CUDA_CHECK(cudaEventSynchronize(slot.done));
-    slot.pending = false;
+  if (host_ring_ == nullptr) {
+    CUDA_CHECK(cudaMallocHost(reinterpret_cast<void**>(&host_ring_), kSegments * kSegmentBytes));
+    CUDA_CHECK(cudaMalloc(reinterpret_cast<void**>(&device_ring_), kSegments * kSegmentBytes));
+    for (Slot* s : segments_) CUDA_CHECK(cudaEventCreateWithFlags(&s->done, cudaEventDisableTiming));
   }
-  if (bytes > slot.bytes) {
-    if (slot.host) CUDA_CHECK(cudaFreeHost(slot.host));
-    slot.host = nullptr;
-    slot.bytes = 0;
-    size_t cap = 4096;
-    while (cap < bytes) cap *= 2;
-    CUDA_CHECK(cudaMallocHost(&slot.host, cap));
-    slot.bytes = cap;
+  const size_t need = (bytes + kAlign - 1) / kAlign * kAlign;
+  if (head_ + need > (segment_ + 1) * kSegmentBytes) {
+    // Leave the segment: its copies are done when this event is.
+    Slot& left = *segments_[segment_];
+    CUDA_CHECK(cudaEventRecord(left.done, stream));
+    left.pending = true;
+    segment_ = (segment_ + 1) % kSegments;
+    head_ = segment_ * kSegmentBytes;
+    Slot& next = *segments_[segment_];
+    if (next.pending) {
+      CUDA_CHECK(cudaEventSynchronize(next.done));
+      next.pending = false;
+    }
   }
-  std::memcpy(slot.host, host, bytes);
-  CUDA_CHECK(cudaMemcpyAsync(device_, slot.host, bytes, cudaMemcpyHostToDevice, stream));
-  CUDA_CHECK(cudaEventRecord(slot.done, stream));
-  slot.pending = true;
-  return device_;
+  std::memcpy(host_ring_ + head_, host, bytes);
+  void* dst = device_ring_ + head_;
+  CUDA_CHECK(cudaMemcpyAsync(dst, host_ring_ + head_, bytes, cudaMemcpyHostToDevice, stream));
+  head_ += need;
+  return dst;
 }
 
 }  // namespace specserve::cuda

@@ -1,13 +1,17 @@
 #pragma once
 // Per-op host -> device staging of small metadata (token ids, positions, block tables, span lists)
 // that the op interface passes as host arrays. An op packs what its kernel needs into one host
-// byte array, stage() copies it to a device scratch buffer on cuda_stream() and returns the device
-// address. The kernel enqueued next on the same stream reads it; the next stage() call overwrites
-// the scratch only after that kernel (stream order).
+// byte array, stage() copies it to device scratch on cuda_stream() and returns the device address;
+// the kernel enqueued next on the same stream reads it.
 //
-// Host side: a small ring of pinned buffers, each guarded by an event recorded after its copy, so
-// the host never overwrites bytes the DMA has not read yet, yet may run a few ops ahead of the GPU.
-// Thread-safe (one mutex); the returned pointer is valid until the next stage() call.
+// The scratch is a ring (pinned host memory mirrored by device memory) cut into segments: each
+// stage() takes the next bytes of the current segment, so the host can run many ops ahead of the
+// GPU (a forward's hundreds of small ops queue without waiting). Leaving a segment records an event;
+// the host waits on it only when it comes back to that segment a whole ring later, before
+// overwriting host bytes the DMA may not have read yet. Device bytes need no guard: the next copy
+// into them is stream-ordered after every kernel enqueued before it. A stage larger than a segment
+// takes a separate buffer after draining the stream (rare: huge block tables).
+// Thread-safe (one mutex); the returned pointer is valid for the kernel enqueued next.
 #include <cstddef>
 #include <cstdint>
 #include <vector>
@@ -29,10 +33,14 @@ class Staging {
  private:
   Staging();
   struct Slot;
-  std::vector<Slot*> slots_;
-  size_t next_ = 0;
-  void* device_ = nullptr;
-  size_t device_bytes_ = 0;
+  std::vector<Slot*> segments_;
+  size_t segment_ = 0;  // current segment
+  size_t head_ = 0;     // next free byte offset within the ring
+  char* host_ring_ = nullptr;
+  char* device_ring_ = nullptr;
+  void* big_host_ = nullptr;  // for stages larger than a segment
+  void* big_device_ = nullptr;
+  size_t big_bytes_ = 0;
   void* mutex_;
 };
 
