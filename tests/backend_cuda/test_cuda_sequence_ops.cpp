@@ -4,7 +4,7 @@
 #include <algorithm>
 #include <numeric>
 
-#include "cuda_test_util.h"
+#include "gdn_test_util.h"
 
 namespace specserve::cuda_test {
 namespace {
@@ -177,41 +177,11 @@ TEST_F(Gpu, GdnPrepareAgreesWithCpu) {
   EXPECT_LT(rel_err(download(db, b.size()), b), 1e-6);
 }
 
-// Prepared inputs for the rule (prepared on the CPU, copied to the device unchanged).
-struct Gdn {
-  GdnDims d;
-  int64_t T;
-  std::vector<float> qkv, g, beta;
-  DeviceBuffer dqkv, dg, dbeta;
-  Gdn(GdnDims dims, int64_t t) : d(dims), T(t) {
-    qkv = randn(size_t(T * d.conv_dim()), 111);
-    auto a = randn(size_t(T * d.num_v_heads), 112), b = randn(size_t(T * d.num_v_heads), 113);
-    auto alog = randn(size_t(d.num_v_heads), 114, 0.5f), dt = randn(size_t(d.num_v_heads), 115, 0.5f);
-    cpu_ops().gdn_prepare(host_view(qkv.data(), DType::F32, {T, d.conv_dim()}),
-                          host_view(a.data(), DType::F32, {T, d.num_v_heads}),
-                          host_view(b.data(), DType::F32, {T, d.num_v_heads}),
-                          host_view(alog.data(), DType::F32, {d.num_v_heads}),
-                          host_view(dt.data(), DType::F32, {d.num_v_heads}), d);
-    g = a;
-    beta = b;
-    dqkv = DeviceBuffer::from(qkv);
-    dg = DeviceBuffer::from(g);
-    dbeta = DeviceBuffer::from(beta);
-  }
-  void cpu(std::span<const GdnSpan> spans, std::vector<float>& out) {
-    out.assign(size_t(T * d.value_dim()), 0.0f);
-    cpu_ops().gated_delta_rule(host_view(qkv.data(), DType::F32, {T, d.conv_dim()}),
-                               host_view(g.data(), DType::F32, {T, d.num_v_heads}),
-                               host_view(beta.data(), DType::F32, {T, d.num_v_heads}), spans, d,
-                               host_view(out.data(), DType::F32, {T, d.value_dim()}));
-  }
-  // Output rows outside the spans stay NaN.
-  void gpu(std::span<const GdnSpan> spans, DeviceBuffer& out) {
-    cuda_ops().gated_delta_rule(dev_view(dqkv, DType::F32, {T, d.conv_dim()}),
-                                dev_view(dg, DType::F32, {T, d.num_v_heads}),
-                                dev_view(dbeta, DType::F32, {T, d.num_v_heads}), spans, d,
-                                dev_view(out, DType::F32, {T, d.value_dim()}));
-  }
+// Prepared inputs for the rule (prepared on the CPU, copied to the device unchanged); the CPU output
+// starts at 0 outside the spans.
+struct Gdn : GdnInputs {
+  Gdn(GdnDims dims, int64_t t) : GdnInputs(dims, t, 111) {}
+  void cpu(std::span<const GdnSpan> spans, std::vector<float>& out) { GdnInputs::cpu(spans, out, 0.0f); }
 };
 
 class GatedDeltaRule : public Gpu, public ::testing::WithParamInterface<GdnDims> {};
