@@ -1,7 +1,7 @@
 // CUDA matmul with bf16 weights (the tensor-core kernel, backend/cuda/matmul_tensor_core.cu) at decode,
 // verify and prefill row counts, for the weight shapes of an 8B model (hidden 4096, MLP 12288, vocab
 // 151,936) and a 27B-class one (hidden 5120, MLP 17408). Per (shape, M) it reports the time per call
-// and
+// and (the label: the shape and the K split S of matmul_tensor_core.cuh's k_split)
 //   GB/s        weight bytes per second (N * K * 2 bytes per call: one call reads the weights once),
 //   of_copy     that as a fraction of the device-to-device copy bandwidth (BM_CopyRoofline: bytes read
 //               + written per second by cudaMemcpyAsync), the memory roofline for M <= 16,
@@ -20,12 +20,14 @@
 #include <iterator>
 #include <random>
 #include <stdexcept>
+#include <string>
 #include <vector>
 
 #include "backend/cuda/cuda_device.h"
 #include "backend/cuda/cuda_ops.h"
 #include "backend/cuda/cuda_stream.h"
 #include "backend/cuda/device_buffer.h"
+#include "backend/cuda/matmul_tensor_core.cuh"
 #include "core/dtype.h"
 
 namespace {
@@ -153,7 +155,7 @@ void BM_MatmulBf16(benchmark::State& st) {
     seconds += t;
   }
   const double t = seconds / double(st.iterations());
-  st.SetLabel(s.name);
+  st.SetLabel(std::string(s.name) + " S=" + std::to_string(cuda::tc::k_split(N, K).S));
   st.counters["GB/s"] = double(w_bytes) / t / 1e9;
   st.counters["of_copy"] = double(w_bytes) / t / roofline;
   st.counters["TFLOP/s"] = 2.0 * double(M) * double(N) * double(K) / t / 1e12;

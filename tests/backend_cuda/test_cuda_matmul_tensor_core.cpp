@@ -1,16 +1,20 @@
-// The bf16 tensor-core matmul (backend/cuda/matmul_tensor_core.cu):
-//  - TcEmulation (no GPU needed): the kernel's index code (matmul_tensor_core.cuh: stage loads, A
-//    fragments, ldmatrix addresses, stores, tile order) run on the host for every tile shape, with
-//    ldmatrix and mma.m16n8k16 emulated from the PTX ISA's fragment tables, against a reference;
+// The bf16 tensor-core matmul (backend/cuda/matmul_tensor_core.cu, matmul_tensor_core_stream.cu):
+//  - TcEmulation (no GPU needed): the kernels' index code (matmul_tensor_core.cuh: stage loads, A
+//    fragments, ldmatrix addresses, stores, tile order, K slices and their fixed-order sum;
+//    matmul_tensor_core_stream.cuh: the streaming kernel's) run on the host for every tile shape, with
+//    ldmatrix and mma.m16n8k16 emulated from the PTX ISA's fragment tables, against a reference, and
+//    the tiled and streaming emulations bit-identical to each other;
 //  - on the GPU: agreement with cpu_ops() and with the contract's reference (x rounded to bf16),
 //    row invariance in the last bit (a row alone equals the row in batches, in every tile shape, from
 //    strided and misaligned views), and matmul_multi equal to separate matmuls.
 #include <array>
 #include <bit>
 #include <cstring>
+#include <type_traits>
 
 #include "backend/cuda/kernels.h"
 #include "backend/cuda/matmul_tensor_core.cuh"
+#include "backend/cuda/matmul_tensor_core_stream.cuh"
 #include "cuda_test_util.h"
 
 namespace specserve::cuda_test {
@@ -85,8 +89,19 @@ void emu_mma(std::array<float*, 32> c, const Regs32& a, const Regs32& b) {
   }
 }
 
-// Runs the kernel of tile shape T on the host, CTA after CTA, phase after phase, as the device code
-// of matmul_tc_kernel does. x_end / w_end bound the operands' memory (reads past them are faults).
+// Sums the S partial tiles (bm x bn, row-major) of the output tile at (m0, n0) into p.y as the CTAs of
+// its cluster do (reduce_tile: every rank, every thread).
+void emu_reduce(const tc::Params& p, int64_t m0, int64_t n0, int bm, int bn, int threads,
+                const std::vector<std::vector<float>>& parts) {
+  for (int rank = 0; rank < p.S; ++rank)
+    for (int tid = 0; tid < threads; ++tid)
+      tc::reduce_tile(p, m0, n0, bm, bn, rank, tid, threads,
+                      [&](int s, int e) { return parts[size_t(s)][size_t(e)]; });
+}
+
+// Runs the kernel of tile shape T on the host, CTA after CTA (each one slice of one tile), phase after
+// phase, as the device code of matmul_tc_kernel does. x_end / w_end bound the operands' memory (reads
+// past them are faults).
 template <class T>
 void emulate(const tc::Params& p, const float* x_end, const uint16_t* w_end, Fault& f) {
   constexpr int kWarps = T::kWarpsM * T::kWarpsN;
@@ -118,59 +133,177 @@ void emulate(const tc::Params& p, const float* x_end, const uint16_t* w_end, Fau
     float v[T::kWarpM16][T::kWarpN8][4];
   };
   for (int64_t pid = 0; pid < p.nbm * p.nbn; ++pid) {
-    std::fill(smem.begin(), smem.end(), uint8_t{0xff});  // NaN: a read of bytes never loaded shows
     const tc::TileId t = tc::tile_of(pid, p.nbm, p.nbn, p.group);
     const int64_t m0 = t.mb * T::kBM, n0 = t.nb * T::kBN;
     const int valid_rows = int(std::min<int64_t>(T::kBM, p.M - m0));
-    std::vector<LaneAcc> acc(size_t(kWarps * 32));
-    for (auto& a : acc) std::memset(a.v, 0, sizeof a.v);
-    auto load = [&](int stage, int64_t kt) {
-      for (int tid = 0; tid < T::kThreads; ++tid)
-        tc::load_stage<T>(p, lay, stage, m0, n0, kt, tid, cp16_x, cp16_w, st, st);
-    };
-    for (int s = 0; s < T::kStages - 1; ++s)
-      if (s < p.ktiles) load(s, s);
-    for (int64_t kt = 0; kt < p.ktiles; ++kt) {
-      if (kt + T::kStages - 1 < p.ktiles) load(int((kt + T::kStages - 1) % T::kStages), kt + T::kStages - 1);
-      const int stage = int(kt % T::kStages);
-      for (int warp = 0; warp < kWarps; ++warp) {
-        const int wm = warp / T::kWarpsN, wn = warp % T::kWarpsN;
-        if (!tc::m16_active<T>(wm, 0, valid_rows)) continue;
-        for (int kk = 0; kk < T::kKT / tc::kMmaK; ++kk) {
-          if (kt * (T::kKT / tc::kMmaK) + kk >= p.chunks) break;
-          std::vector<Regs32> b(T::kWarpN8);
-          for (int j = 0; j < T::kWarpN8; j += 2) {
-            const bool x4 = j + 1 < T::kWarpN8;
-            std::array<int, 32> off;
-            for (int lane = 0; lane < 32; ++lane)
-              off[size_t(lane)] = tc::b_ldsm_off<T>(lay, stage, lane, wn, j, kk, x4);
-            Regs32 r{};
-            emu_ldmatrix(smem, off, x4 ? 4 : 2, r, f);
-            for (int lane = 0; lane < 32; ++lane) {
-              b[size_t(j)][size_t(lane)] = {r[size_t(lane)][0], r[size_t(lane)][1], 0, 0};
-              if (x4) b[size_t(j + 1)][size_t(lane)] = {r[size_t(lane)][2], r[size_t(lane)][3], 0, 0};
+    std::vector<std::vector<float>> parts(size_t(p.S), std::vector<float>(size_t(T::kBM * T::kBN), NAN));
+    for (int s = 0; s < p.S; ++s) {
+      std::fill(smem.begin(), smem.end(), uint8_t{0xff});  // NaN: a read of bytes never loaded shows
+      const tc::Slice sl = tc::slice_of(p, s);
+      f.check(sl.begin < sl.end, "empty slice");
+      const int64_t ktiles = sl.tiles(T::kKT);
+      std::vector<LaneAcc> acc(size_t(kWarps * 32));
+      for (auto& a : acc) std::memset(a.v, 0, sizeof a.v);
+      auto load = [&](int stage, int64_t kt) {
+        for (int tid = 0; tid < T::kThreads; ++tid)
+          tc::load_stage<T>(p, lay, stage, m0, n0, sl.k0() + kt * T::kKT, tid, cp16_x, cp16_w, st, st);
+      };
+      for (int st = 0; st < T::kStages - 1; ++st)
+        if (st < ktiles) load(st, st);
+      for (int64_t kt = 0; kt < ktiles; ++kt) {
+        if (kt + T::kStages - 1 < ktiles) load(int((kt + T::kStages - 1) % T::kStages), kt + T::kStages - 1);
+        const int stage = int(kt % T::kStages);
+        for (int warp = 0; warp < kWarps; ++warp) {
+          const int wm = warp / T::kWarpsN, wn = warp % T::kWarpsN;
+          if (!tc::m16_active<T>(wm, 0, valid_rows)) continue;
+          for (int kk = 0; kk < T::kKT / tc::kMmaK; ++kk) {
+            if (sl.begin + kt * (T::kKT / tc::kMmaK) + kk >= sl.end) break;
+            std::vector<Regs32> b(T::kWarpN8);
+            for (int j = 0; j < T::kWarpN8; j += 2) {
+              const bool x4 = j + 1 < T::kWarpN8;
+              std::array<int, 32> off;
+              for (int lane = 0; lane < 32; ++lane)
+                off[size_t(lane)] = tc::b_ldsm_off<T>(lay, stage, lane, wn, j, kk, x4);
+              Regs32 r{};
+              emu_ldmatrix(smem, off, x4 ? 4 : 2, r, f);
+              for (int lane = 0; lane < 32; ++lane) {
+                b[size_t(j)][size_t(lane)] = {r[size_t(lane)][0], r[size_t(lane)][1], 0, 0};
+                if (x4) b[size_t(j + 1)][size_t(lane)] = {r[size_t(lane)][2], r[size_t(lane)][3], 0, 0};
+              }
             }
-          }
-          for (int i = 0; i < T::kWarpM16; ++i) {
-            if (!tc::m16_active<T>(wm, i, valid_rows)) continue;
-            Regs32 a{};
-            for (int lane = 0; lane < 32; ++lane) {
-              uint32_t regs[4];
-              tc::gather_a<T>(lay, stage, lane, wm, i, kk, valid_rows, regs, cvt2);
-              a[size_t(lane)] = {regs[0], regs[1], regs[2], regs[3]};
-            }
-            for (int j = 0; j < T::kWarpN8; ++j) {
-              std::array<float*, 32> c;
-              for (int lane = 0; lane < 32; ++lane) c[size_t(lane)] = acc[size_t(warp * 32 + lane)].v[i][j];
-              emu_mma(c, a, b[size_t(j)]);
+            for (int i = 0; i < T::kWarpM16; ++i) {
+              if (!tc::m16_active<T>(wm, i, valid_rows)) continue;
+              Regs32 a{};
+              for (int lane = 0; lane < 32; ++lane) {
+                uint32_t regs[4];
+                tc::gather_a<T>(lay, stage, lane, wm, i, kk, valid_rows, regs, cvt2);
+                a[size_t(lane)] = {regs[0], regs[1], regs[2], regs[3]};
+              }
+              for (int j = 0; j < T::kWarpN8; ++j) {
+                std::array<float*, 32> c;
+                for (int lane = 0; lane < 32; ++lane) c[size_t(lane)] = acc[size_t(warp * 32 + lane)].v[i][j];
+                emu_mma(c, a, b[size_t(j)]);
+              }
             }
           }
         }
       }
+      for (int warp = 0; warp < kWarps; ++warp)
+        for (int lane = 0; lane < 32; ++lane) {
+          const auto& v = acc[size_t(warp * 32 + lane)].v;
+          if (p.S == 1)
+            tc::store_tile<T>(p, m0, n0, lane, warp / T::kWarpsN, warp % T::kWarpsN, v);
+          else
+            tc::for_each_acc<T>(lane, warp / T::kWarpsN, warp % T::kWarpsN, v,
+                                [&](int r, int c, float x) { parts[size_t(s)][size_t(r * T::kBN + c)] = x; });
+        }
     }
-    for (int warp = 0; warp < kWarps; ++warp)
-      for (int lane = 0; lane < 32; ++lane)
-        tc::store_tile<T>(p, m0, n0, lane, warp / T::kWarpsN, warp % T::kWarpsN, acc[size_t(warp * 32 + lane)].v);
+    if (p.S > 1) emu_reduce(p, m0, n0, T::kBM, T::kBN, T::kThreads, parts);
+  }
+}
+
+// The streaming kernel (matmul_tc_stream_kernel) on the host, CTA after CTA, in its issue order: the
+// weight ring and x windows loaded as the device issues them (a load overwriting a stage or window
+// still to be read would show as a wrong result).
+void emulate_stream(const tc::Params& p, const float* x_end, const uint16_t* w_end, Fault& f) {
+  using S = tc::Stream;
+  const tc::StreamLayout lay{p.a_rows};
+  std::vector<uint8_t> smem(size_t(lay.smem_bytes(p.S)));
+  auto in_smem = [&](int off, int bytes) { return off >= 0 && off + bytes <= lay.part_off(); };
+  auto cp16 = [&](int off, const auto* src, int bytes, const auto* lo, const auto* hi) {
+    const int esize = int(sizeof(*src));
+    f.check(off % 16 == 0 && in_smem(off, 16) && bytes >= 0 && bytes <= 16 && bytes % esize == 0, "cp16 dst/bytes");
+    f.check(reinterpret_cast<uintptr_t>(src) % 16 == 0 && src >= lo && src + bytes / esize <= hi, "cp16 src");
+    if (!in_smem(off, 16)) return;
+    std::memset(&smem[size_t(off)], 0, 16);
+    if (bytes) std::memcpy(&smem[size_t(off)], src, size_t(bytes));
+  };
+  auto cp16_x = [&](int off, const float* src, int bytes) { cp16(off, src, bytes, p.x, x_end); };
+  auto cp16_w = [&](int off, const uint16_t* src, int bytes) { cp16(off, src, bytes, p.w, w_end); };
+  auto st = [&](int off, auto v) {
+    f.check(off % int(sizeof v) == 0 && in_smem(off, int(sizeof v)), "scalar smem store");
+    if (in_smem(off, int(sizeof v))) std::memcpy(&smem[size_t(off)], &v, sizeof v);
+  };
+  auto cvt2 = [&](int off) -> uint32_t {
+    f.check(off % 8 == 0 && in_smem(off, 8), "A fragment read");
+    float v[2] = {NAN, NAN};
+    if (in_smem(off, 8)) std::memcpy(v, &smem[size_t(off)], 8);
+    return uint32_t(f32_to_bf16(v[0])) | uint32_t(f32_to_bf16(v[1])) << 16;
+  };
+  for (int64_t mb = 0; mb < p.nbm; ++mb)
+    for (int64_t nb = 0; nb < p.nbn; ++nb) {
+      const int64_t m0 = mb * S::kBM, n0 = nb * S::kBN;
+      const int valid_rows = int(std::min<int64_t>(S::kBM, p.M - m0));
+      std::vector<std::vector<float>> parts(size_t(p.S), std::vector<float>(size_t(S::kBM * S::kBN), NAN));
+      for (int s = 0; s < p.S; ++s) {
+        std::fill(smem.begin(), smem.end(), uint8_t{0xff});
+        const tc::Slice sl = tc::slice_of(p, s);
+        const int64_t tiles = sl.tiles(S::kKT);
+        float acc[S::kWarps][32][2][4] = {};
+        auto issue = [&](int64_t t) {
+          const int64_t k0 = sl.k0() + t * S::kKT;
+          if (t % S::kXTiles == 0)
+            for (int tid = 0; tid < S::kThreads; ++tid)
+              tc::stream_load_x(p, lay, int(t / S::kXTiles % 2), m0, k0, tid, cp16_x, st);
+          for (int warp = 0; warp < S::kWarps; ++warp)
+            for (int lane = 0; lane < 32; ++lane)
+              tc::stream_load_w(p, lay, warp, int(t % S::kStages), n0 + warp * S::kWarpN, k0, lane, cp16_w, st);
+        };
+        for (int t = 0; t < S::kStages - 1; ++t)
+          if (t < tiles) issue(t);
+        for (int64_t kt = 0; kt < tiles; ++kt) {
+          if (kt + S::kStages - 1 < tiles) issue(kt + S::kStages - 1);
+          const int stage = int(kt % S::kStages), buf = int(kt / S::kXTiles % 2);
+          const int kw = int(kt % S::kXTiles) * S::kKT;
+          for (int kk = 0; kk < S::kKT / tc::kMmaK; ++kk) {
+            if (sl.begin + kt * (S::kKT / tc::kMmaK) + kk >= sl.end) break;
+            for (int warp = 0; warp < S::kWarps; ++warp) {
+              std::array<int, 32> off;
+              for (int lane = 0; lane < 32; ++lane) off[size_t(lane)] = tc::stream_b_off(lay, warp, stage, lane, kk);
+              Regs32 r{}, a{}, b0{}, b1{};
+              emu_ldmatrix(smem, off, 4, r, f);
+              for (int lane = 0; lane < 32; ++lane) {
+                uint32_t regs[4];
+                tc::stream_gather_a(lay, buf, lane, kw + kk * tc::kMmaK, valid_rows, regs, cvt2);
+                a[size_t(lane)] = {regs[0], regs[1], regs[2], regs[3]};
+                b0[size_t(lane)] = {r[size_t(lane)][0], r[size_t(lane)][1], 0, 0};
+                b1[size_t(lane)] = {r[size_t(lane)][2], r[size_t(lane)][3], 0, 0};
+              }
+              std::array<float*, 32> c0, c1;
+              for (int lane = 0; lane < 32; ++lane) {
+                c0[size_t(lane)] = acc[warp][lane][0];
+                c1[size_t(lane)] = acc[warp][lane][1];
+              }
+              emu_mma(c0, a, b0);
+              emu_mma(c1, a, b1);
+            }
+          }
+        }
+        for (int warp = 0; warp < S::kWarps; ++warp)
+          for (int lane = 0; lane < 32; ++lane)
+            tc::stream_for_each_acc(lane, warp, acc[warp][lane], [&](int r, int c, float v) {
+              if (p.S > 1)
+                parts[size_t(s)][size_t(r * S::kBN + c)] = v;
+              else if (r < valid_rows && n0 + c < p.N)
+                p.y[(m0 + r) * p.ldy + n0 + c] = v;
+            });
+      }
+      if (p.S > 1) emu_reduce(p, m0, n0, S::kBM, S::kBN, S::kThreads, parts);
+    }
+}
+
+// Runs the emulation of kernel T (a tc::Tile, or tc::Stream for the streaming kernel) into y.
+template <class T>
+void emulate_into(const float* x, int64_t ldx, const uint16_t* w, int64_t ldw, float* y, int64_t ldy, int64_t M,
+                  int64_t N, int64_t K, bool force_scalar, const float* x_end, const uint16_t* w_end, Fault& f) {
+  if constexpr (std::is_same_v<T, tc::Stream>) {
+    tc::Params p = tc::make_stream_params(x, ldx, w, ldw, y, ldy, M, N, K);
+    if (force_scalar) p.vec_x = p.vec_w = false;
+    emulate_stream(p, x_end, w_end, f);
+  } else {
+    tc::Params p = tc::make_params<T>(x, ldx, w, ldw, y, ldy, M, N, K);
+    if (force_scalar) p.vec_x = p.vec_w = false;
+    emulate<T>(p, x_end, w_end, f);
   }
 }
 
@@ -179,19 +312,19 @@ void emulate_case(int64_t M, int64_t N, int64_t K, int64_t pad_x, int64_t pad_w,
                   bool force_scalar) {
   const int64_t ldx = K + pad_x, ldw = K + pad_w, ldy = N + pad_y;
   std::string what;
-  for (int64_t v : {M, N, K, ldx, ldw, ldy, int64_t{x_off}, int64_t{w_off}, int64_t{T::kBM}, int64_t{T::kBN}})
+  for (int64_t v : {M, N, K, ldx, ldw, ldy, int64_t{x_off}, int64_t{w_off}, int64_t{T::kBM}, int64_t{T::kBN},
+                    int64_t{tc::k_split(N, K).S}})
     what += std::to_string(v) + " ";
-  what = "M N K ldx ldw ldy x_off w_off BM BN = " + what + (force_scalar ? "scalar" : "");
+  what = "M N K ldx ldw ldy x_off w_off BM BN S = " + what + (force_scalar ? "scalar" : "");
   auto xs = randn(size_t((M - 1) * ldx + K + x_off), uint32_t(M * 31 + K));
   auto ws = to_bf16(randn(size_t((N - 1) * ldw + K + w_off), uint32_t(N * 17 + K), 0.05f));
   const float sentinel = std::bit_cast<float>(0x7fc0beefu);
   std::vector<float> y(size_t((M - 1) * ldy + N + 3), sentinel);
   const float* x = xs.data() + x_off;
   const uint16_t* w = ws.data() + w_off;
-  tc::Params p = tc::make_params<T>(x, ldx, w, ldw, y.data(), ldy, M, N, K);
-  if (force_scalar) p.vec_x = p.vec_w = false;
   Fault f;
-  emulate<T>(p, xs.data() + xs.size(), ws.data() + ws.size(), f);
+  emulate_into<T>(x, ldx, w, ldw, y.data(), ldy, M, N, K, force_scalar, xs.data() + xs.size(), ws.data() + ws.size(),
+                  f);
   ASSERT_EQ(f.count, 0) << f.first << " (" << what << ")";
   const auto ref = reference(x, ldx, w, ldw, M, N, K);
   double diff = 0, scale = 1e-30;
@@ -212,14 +345,16 @@ void emulate_case(int64_t M, int64_t N, int64_t K, int64_t pad_x, int64_t pad_w,
 template <class T>
 void emulate_shapes() {
   const int64_t BM = T::kBM, BN = T::kBN, KT = T::kKT;
-  const std::array<std::array<int64_t, 3>, 8> shapes = {{{1, 8, 16},
-                                                          {1, 37, 1},
-                                                          {3, 41, 300},
-                                                          {BM, BN, KT},
-                                                          {BM - 1, BN + 1, KT + 1},
-                                                          {BM + 1, 2 * BN + 5, 2 * KT + 17},
-                                                          {2 * BM + 3, 3, 5},
-                                                          {5, 2 * BN + 3, T::kStages * KT + 40}}};
+  const std::array<std::array<int64_t, 3>, 10> shapes = {{{1, 8, 16},
+                                                           {1, 37, 1},
+                                                           {3, 41, 300},
+                                                           {BM, BN, KT},
+                                                           {BM - 1, BN + 1, KT + 1},
+                                                           {BM + 1, 2 * BN + 5, 2 * KT + 17},
+                                                           {2 * BM + 3, 3, 5},
+                                                           {5, 2 * BN + 3, T::kStages * KT + 40},
+                                                           {2, 70, 1032},     // S = 4, a short last slice
+                                                           {1, 9, 4104}}};    // S = 8, K % 16 == 8
   for (const auto& s : shapes) {
     emulate_case<T>(s[0], s[1], s[2], 0, 0, 0, 0, 0, false);      // contiguous (vector loads iff K allows)
     emulate_case<T>(s[0], s[1], s[2], 4 - s[2] % 4, 8 - s[2] % 8, 3, 0, 0, false);  // padded rows: vector loads
@@ -236,6 +371,74 @@ TEST(TcEmulation, TileM64N32) { emulate_shapes<tc::TileM64N32>(); }
 TEST(TcEmulation, TileM64N64) { emulate_shapes<tc::TileM64N64>(); }
 TEST(TcEmulation, TileM128N64) { emulate_shapes<tc::TileM128N64>(); }
 TEST(TcEmulation, TileM128) { emulate_shapes<tc::TileM128>(); }
+TEST(TcEmulation, Stream) { emulate_shapes<tc::Stream>(); }
+
+// The K split: a function of (N, K) alone, S in {1, 2, 4, 8}, slices of whole chunks that cover
+// every chunk once, none empty; and the values the decode shapes get.
+TEST(TcEmulation, KSplitCoversEveryChunkOnce) {
+  for (int64_t N : {1, 8, 257, 1000, 1024, 3072, 4096, 5120, 17408, 24576, 151936})
+    for (int64_t K : {1, 3, 16, 17, 300, 511, 512, 1001, 1032, 2048, 4096, 4104, 5120, 12288, 17408}) {
+      const tc::KSplit ks = tc::k_split(N, K);
+      ASSERT_TRUE(ks.S == 1 || ks.S == 2 || ks.S == 4 || ks.S == 8) << N << " " << K;
+      tc::Params p;
+      p.chunks = tc::ceil_div(K, tc::kMmaK);
+      p.S = ks.S;
+      p.cps = ks.cps;
+      int64_t next = 0;
+      for (int s = 0; s < ks.S; ++s) {
+        const tc::Slice sl = tc::slice_of(p, s);
+        ASSERT_EQ(sl.begin, next) << N << " " << K << " slice " << s;
+        ASSERT_LT(sl.begin, sl.end) << N << " " << K << " slice " << s;
+        next = sl.end;
+      }
+      ASSERT_EQ(next, p.chunks) << N << " " << K;
+    }
+  EXPECT_EQ(tc::k_split(4096, 4096).S, 8);
+  EXPECT_EQ(tc::k_split(4096, 12288).S, 8);
+  EXPECT_EQ(tc::k_split(24576, 4096).S, 2);
+  EXPECT_EQ(tc::k_split(151936, 4096).S, 1);
+  EXPECT_EQ(tc::k_split(5120, 5120).S, 8);
+  EXPECT_EQ(tc::k_split(17408, 5120).S, 2);
+  EXPECT_EQ(tc::k_split(257, 1001).S, 2);   // 63 chunks: slices of 32 and 31
+  EXPECT_EQ(tc::k_split(1000, 4104).S, 8);  // 257 chunks: 7 slices of 33 and one of 26
+}
+
+// On the host the emulated mma gives an element's bits from its own row and column alone, so any
+// difference between kernels, tile shapes, batch sizes or fragment rows is in the index code: the
+// slices, their order, or the sum. Every row of a batch equals the row alone, in every kernel.
+template <class T>
+std::vector<float> emulated(const std::vector<float>& x, const std::vector<uint16_t>& w, int64_t first, int64_t M,
+                            int64_t N, int64_t K, Fault& f) {
+  std::vector<float> y(size_t(M * N), NAN);
+  emulate_into<T>(x.data() + first * K, K, w.data(), K, y.data(), N, M, N, K, false, x.data() + x.size(),
+                  w.data() + w.size(), f);
+  return y;
+}
+
+TEST(TcEmulation, RowsAloneEqualRowsInBatchesAcrossKernels) {
+  for (auto [N, K] : {std::pair<int64_t, int64_t>{70, 1032}, {40, 4104}, {33, 1001}}) {
+    const int64_t rows = 40;
+    const auto x = randn(size_t(rows * K), 3 + uint32_t(K));
+    const auto w = to_bf16(randn(size_t(N * K), 4 + uint32_t(N), 0.05f));
+    Fault f;
+    std::vector<std::vector<float>> alone;
+    for (int64_t m = 0; m < rows; ++m) alone.push_back(emulated<tc::Stream>(x, w, m, 1, N, K, f));
+    auto expect_rows = [&](const std::vector<float>& y, int64_t first, int64_t M, const char* what) {
+      for (int64_t m = 0; m < M; ++m)
+        ASSERT_TRUE(bit_equal(y.data() + m * N, alone[size_t(first + m)].data(), size_t(N)))
+            << what << ": row " << first + m << " of M = " << M << " (N " << N << ", K " << K << ")";
+    };
+    for (int64_t M : {2, 16, 17, 37}) {
+      const int64_t first = rows - M;
+      expect_rows(emulated<tc::Stream>(x, w, first, M, N, K, f), first, M, "stream");
+      expect_rows(emulated<tc::TileM16>(x, w, first, M, N, K, f), first, M, "TileM16");
+      expect_rows(emulated<tc::TileM64N32>(x, w, first, M, N, K, f), first, M, "TileM64N32");
+      if (::testing::Test::HasFatalFailure()) return;
+    }
+    expect_rows(emulated<tc::TileM128>(x, w, 0, rows, N, K, f), 0, rows, "TileM128");
+    ASSERT_EQ(f.count, 0) << f.first;
+  }
+}
 
 TEST(TcEmulation, TileOrderVisitsEveryTileOnce) {
   for (int64_t nbm : {1, 2, 7, 16, 33})
@@ -310,6 +513,10 @@ std::vector<TcCase> tc_cases() {
   v.push_back({1, 4096, 4096, 0, 0, 0, 0});     // a decode shape
   v.push_back({33, 77, 2056, 12, 8, 1, 0});     // K % 16 == 8
   v.push_back({1024, 2048, 512, 0, 0, 0, 0});   // enough 128 x 128 tiles for the prefill shape
+  v.push_back({1, 4096, 12288, 0, 0, 0, 0});    // S = 8, long slices (many x windows)
+  v.push_back({16, 5120, 5120, 0, 0, 0, 0});    // S = 8, 40 chunks per slice
+  v.push_back({7, 24576, 1000, 0, 0, 0, 0});    // S = 1 (wide), K % 16 == 8
+  v.push_back({200, 512, 4104, 0, 0, 0, 0});    // tiled, S = 8 with a short last slice
   return v;
 }
 
@@ -321,10 +528,12 @@ INSTANTIATE_TEST_SUITE_P(Shapes, TcMatmul, ::testing::ValuesIn(tc_cases()),
                                   (strided ? "_strided" + std::to_string(i.index) : "");
                          });
 
-// Row invariance in the last bit: every row computed alone (M = 1) equals the same row inside batches
-// of unrelated rows of M = 2 .. 1024 (batches starting at different rows, so a row sits at different
-// fragment positions), in every tile shape, and from a misaligned, oddly pitched copy of x or of w
-// (the scalar load paths).
+// Row invariance in the last bit: every row computed alone (M = 1, the streaming kernel) equals the
+// same row inside batches of unrelated rows of M = 2 .. 1024 (batches starting at different rows, so
+// a row sits at different fragment positions), in every tile shape and the streaming kernel forced,
+// and from a misaligned, oddly pitched copy of x or of w (the scalar load paths). Most shapes here
+// split K (k_split: S = 2 or 8, K not a multiple of 16 * S), so the slices' fixed-order sum is checked
+// too.
 void check_row_invariance(int64_t N, int64_t K) {
   const int64_t kRows = 1024 + 16;
   auto x = randn(size_t(kRows * K), 7 + uint32_t(K)), wf = randn(size_t(N * K), 8 + uint32_t(N), 0.05f);
@@ -383,6 +592,8 @@ TEST_F(Gpu, TcRowInvarianceN3072K2048) { check_row_invariance(3072, 2048); }
 TEST_F(Gpu, TcRowInvarianceOddK) { check_row_invariance(257, 1001); }
 TEST_F(Gpu, TcRowInvarianceN1000K4104) { check_row_invariance(1000, 4104); }
 TEST_F(Gpu, TcRowInvarianceTinyK) { check_row_invariance(130, 3); }
+TEST_F(Gpu, TcRowInvarianceN64K12288) { check_row_invariance(64, 12288); }  // S = 8, 48 windows a slice
+TEST_F(Gpu, TcRowInvarianceN3000K496) { check_row_invariance(3000, 496); }  // S = 1: no cluster
 
 TEST_F(Gpu, TcMatmulMultiEqualsSeparateMatmuls) {
   const int64_t K = 1024;

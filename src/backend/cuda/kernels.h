@@ -23,9 +23,12 @@ struct MatmulArgs {
 // f32 weights: CUDA cores, exact f32 products; bf16 weights: matmul_bf16_tensor_core.
 void matmul(const MatmulArgs& a, cudaStream_t stream);
 // bf16 weights on the tensor cores, x rounded to bf16 (the numerics contract heads
-// matmul_tensor_core.cu). `tile` < 0 picks the CTA tile shape from M and N; tests pass a
-// tc::TileKind (matmul_tensor_core.cuh) to run one shape, which never changes the result's bits.
+// matmul_tensor_core.cu; K is split into slices by N and K only). `tile` < 0 picks the kernel and CTA
+// tile shape from M and N (the streaming kernel for M <= 16); tests pass a tc::TileKind
+// (matmul_tensor_core.cuh) to run one shape, which never changes the result's bits.
 void matmul_bf16_tensor_core(const MatmulArgs& a, cudaStream_t stream, int tile = -1);
+// The streaming kernel (matmul_tensor_core_stream.cu): 16 rows of x per CTA row, any M.
+void matmul_bf16_stream(const MatmulArgs& a, cudaStream_t stream);
 
 // ---- norms (norm.cu) ---------------------------------------------------------------------------------
 // kind: 0 = NormKind::Plain, 1 = NormKind::ZeroCentred. x, y contiguous [groups, d]; y may alias x.

@@ -42,7 +42,8 @@ struct Tile {
 };
 
 // The tile shapes the launcher picks from (by M and by how many CTAs a shape gives: tiles never
-// change an element's arithmetic, so the choice is free).
+// change an element's arithmetic, so the choice is free). M <= 16 normally runs the streaming kernel
+// (matmul_tensor_core_stream.cuh, TileKind::Stream); the tiled shapes below serve larger M.
 using TileM16 = Tile<1, 4, 1, 1, 128, 8>;     // M <= 16: decode / short verify; 32 columns per CTA
 using TileM16N8 = Tile<1, 1, 1, 1, 256, 8>;   // M <= 16 with few columns (k/v projections): 8 per CTA
 using TileM32 = Tile<1, 4, 2, 1, 128, 6>;     // M <= 32
@@ -51,17 +52,47 @@ using TileM64N64 = Tile<2, 2, 2, 4, 64, 4>;   // 64 x 64
 using TileM128N64 = Tile<2, 2, 4, 4, 32, 4>;  // 128 x 64
 using TileM128 = Tile<2, 2, 4, 8, 32, 3>;     // 128 x 128: prefill
 
-enum class TileKind { M16, M16N8, M32, M64N32, M64N64, M128N64, M128 };
-inline constexpr int kTileKinds = 7;
+enum class TileKind { M16, M16N8, M32, M64N32, M64N64, M128N64, M128, Stream };
+inline constexpr int kTileKinds = 8;
 
 constexpr int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
 
-// Which tile shape the launcher uses for an M x N output on a device with `sms` multiprocessors: the
-// largest shape (most weight-tile reuse) that still gives about 3/4 of a CTA per multiprocessor.
-constexpr TileKind choose_tile(int64_t M, int64_t N, int sms) {
+// ---- the split of K (a function of N and K only: never of M, the tile or the device) ----------------
+// The ceil(K / 16) chunks are cut into S slices of `cps` consecutive chunks (the last may be shorter),
+// slice s = chunks [s * cps, min((s + 1) * cps, chunks)). Each slice is one mma chain per output
+// element; the S partials are summed in f32 in the fixed order ((p0 + p1) + p2) + ... (sum_slices).
+// S grows (1, 2, 4, 8) while the streaming kernel would have fewer than 512 CTAs of 64 columns and
+// every slice keeps at least 16 chunks (256 k): small-N matrices get enough CTAs and short chains;
+// large ones (lm_head) keep S = 1. S <= 8: the slices of one output tile are one thread-block cluster.
+inline constexpr int kMaxSlices = 8;
+inline constexpr int kSplitColumns = 64;  // columns per streaming CTA, for the CTA count above
+struct KSplit {
+  int S = 1;
+  int64_t cps = 0;  // chunks per slice
+};
+constexpr KSplit k_split(int64_t N, int64_t K) {
+  const int64_t chunks = ceil_div(K, kMmaK), blocks = ceil_div(N, kSplitColumns);
+  int S = 1;
+  while (S < kMaxSlices && blocks * S < 512 && chunks >= int64_t{32} * S) S *= 2;
+  const int64_t cps = ceil_div(chunks, S);
+  return KSplit{static_cast<int>(ceil_div(chunks, cps)), cps};
+}
+
+// The fixed-order sum of the S partials of one element: part(0) + part(1) + ... left to right in f32.
+template <class Part>
+SS_TC_DEV float sum_slices(int S, Part part) {
+  float v = part(0);
+  for (int s = 1; s < S; ++s) v = v + part(s);
+  return v;
+}
+
+// Which tile shape the launcher uses for an M x N output on a device with `sms` multiprocessors (S
+// CTAs per output tile): the largest shape (most weight-tile reuse) that still gives about 3/4 of a
+// CTA per multiprocessor; M <= 16 streams.
+constexpr TileKind choose_tile(int64_t M, int64_t N, int sms, int S) {
   const int64_t want = (int64_t{sms} * 3 + 3) / 4;
-  auto enough = [&](int bm, int bn) { return ceil_div(M, bm) * ceil_div(N, bn) >= want; };
-  if (M <= 16) return enough(TileM16::kBM, TileM16::kBN) ? TileKind::M16 : TileKind::M16N8;
+  auto enough = [&](int bm, int bn) { return ceil_div(M, bm) * ceil_div(N, bn) * S >= want; };
+  if (M <= 16) return TileKind::Stream;
   if (M <= 32) return TileKind::M32;
   if (M > 64) {
     if (enough(TileM128::kBM, TileM128::kBN)) return TileKind::M128;
@@ -80,8 +111,9 @@ struct Params {
   float* y = nullptr;
   int64_t ldy = 0;
   int64_t M = 0, N = 0, K = 0;
-  int64_t chunks = 0;  // ceil(K / 16): the k16 chunks of every output's mma chain
-  int64_t ktiles = 0;  // ceil(K / KT): pipeline stages to run
+  int64_t chunks = 0;  // ceil(K / 16): the k16 chunks of every output (all slices)
+  int S = 1;           // K slices (k_split); CTA blockIdx.x = tile * S + slice
+  int64_t cps = 0;     // chunks per slice
   int a_rows = 0;      // A rows held per stage: min(BM, M)
   bool vec_x = false;  // 16-byte cp.async of x (x 16-byte aligned, ldx % 4 == 0)
   bool vec_w = false;  // 16-byte cp.async of w (w 16-byte aligned, ldw % 8 == 0)
@@ -105,7 +137,9 @@ inline Params make_params(const float* x, int64_t ldx, const uint16_t* w, int64_
   p.N = N;
   p.K = K;
   p.chunks = ceil_div(K, kMmaK);
-  p.ktiles = ceil_div(K, T::kKT);
+  const KSplit split = k_split(N, K);
+  p.S = split.S;
+  p.cps = split.cps;
   p.a_rows = M < T::kBM ? static_cast<int>(M) : T::kBM;
   p.vec_x = aligned16(x) && (M == 1 || ldx % 4 == 0);
   p.vec_w = aligned16(w) && (N == 1 || ldw % 8 == 0);
@@ -115,6 +149,17 @@ inline Params make_params(const float* x, int64_t ldx, const uint16_t* w, int64_
   return p;
 }
 
+// The chunks [begin, end) of slice s, and the K tiles of KT that cover them (from k = 16 * begin).
+struct Slice {
+  int64_t begin = 0, end = 0;
+  constexpr int64_t k0() const { return begin * kMmaK; }
+  constexpr int64_t tiles(int kt) const { return ceil_div((end - begin) * kMmaK, kt); }
+};
+constexpr Slice slice_of(const Params& p, int64_t s) {
+  const int64_t b = s * p.cps;
+  return Slice{b, b + p.cps < p.chunks ? b + p.cps : p.chunks};
+}
+
 // Byte offsets inside the dynamic shared memory: kStages stages of [A: a_rows x kSA f32][B: kBN x kSB bf16].
 template <class T>
 struct Layout {
@@ -122,6 +167,10 @@ struct Layout {
   constexpr int a_bytes() const { return a_rows * T::kSA * 4; }
   constexpr int stage_bytes() const { return a_bytes() + T::kBN * T::kSB * 2; }
   constexpr int smem_bytes() const { return stage_bytes() * T::kStages; }
+  // With S > 1 the CTA's partial tile (BM x BN f32, row-major) reuses the stages after the main loop.
+  constexpr int smem_bytes(int S) const {
+    return S > 1 && T::kBM * T::kBN * 4 > smem_bytes() ? T::kBM * T::kBN * 4 : smem_bytes();
+  }
   constexpr int a_off(int stage, int row, int k) const { return stage * stage_bytes() + (row * T::kSA + k) * 4; }
   constexpr int b_off(int stage, int n, int k) const {
     return stage * stage_bytes() + a_bytes() + (n * T::kSB + k) * 2;
@@ -156,15 +205,15 @@ constexpr RowCol b_ldsm(int lane, bool x4) { return {(lane & 7) + (x4 ? (lane >>
 
 // ---- per-thread code shared by the kernel and its host emulation -------------------------------------
 
-// Loads K tile `kt` (k from kt * KT) of the CTA tile at (m0, n0) into stage `stage`: the rows of x the
-// tile has (min(BM, M - m0)) and BN rows of w; k past K and rows past N are zero. Threads take
-// 16-byte pieces (or single elements on the scalar path) round robin.
+// Loads the K tile from k0 (a multiple of 16) of the CTA tile at (m0, n0) into stage `stage`: the rows
+// of x the tile has (min(BM, M - m0)) and BN rows of w; k past K and rows past N are zero (k past the
+// slice's end is loaded but never used). Threads take 16-byte pieces (or single elements on the
+// scalar path) round robin.
 //   cp16_x / cp16_w(smem_off, src, bytes): copy `bytes` (0..16) from src, zero the rest of the 16
 //   st_f32(smem_off, float) / st_b16(smem_off, uint16_t): scalar stores (unaligned operands)
 template <class T, class Cp16X, class Cp16W, class StF32, class StB16>
-SS_TC_DEV void load_stage(const Params& p, const Layout<T>& lay, int stage, int64_t m0, int64_t n0, int64_t kt,
+SS_TC_DEV void load_stage(const Params& p, const Layout<T>& lay, int stage, int64_t m0, int64_t n0, int64_t k0,
                           int tid, Cp16X cp16_x, Cp16W cp16_w, StF32 st_f32, StB16 st_b16) {
-  const int64_t k0 = kt * T::kKT;
   const int rows = p.M - m0 < T::kBM ? static_cast<int>(p.M - m0) : T::kBM;
   if (p.vec_x) {
     constexpr int kPer = T::kKT / 4;
@@ -227,23 +276,40 @@ constexpr int b_ldsm_off(const Layout<T>& lay, int stage, int lane, int wn, int 
   return lay.b_off(stage, (wn * T::kWarpN8 + j) * 8 + rc.row, kk * kMmaK + rc.col);
 }
 
-// Stores this lane's accumulators of the warp's tiles (bounds-checked).
-template <class T, class Acc>
-SS_TC_DEV void store_tile(const Params& p, int64_t m0, int64_t n0, int lane, int wm, int wn, const Acc& acc) {
+// Calls put(row, col, value) for each of this lane's accumulators (row, col within the CTA tile).
+template <class T, class Acc, class Put>
+SS_TC_DEV void for_each_acc(int lane, int wm, int wn, const Acc& acc, Put put) {
 SS_TC_UNROLL
   for (int i = 0; i < T::kWarpM16; ++i)
 SS_TC_UNROLL
     for (int j = 0; j < T::kWarpN8; ++j)
 SS_TC_UNROLL
-      for (int half = 0; half < 2; ++half) {
-        const RowCol rc = c_frag(lane, half);
-        const int64_t m = m0 + (wm * T::kWarpM16 + i) * 16 + rc.row;
-        const int64_t n = n0 + (wn * T::kWarpN8 + j) * 8 + rc.col;
-        if (m >= p.M || n >= p.N) continue;
-        float* dst = p.y + m * p.ldy + n;
-        dst[0] = acc[i][j][2 * half];
-        if (n + 1 < p.N) dst[1] = acc[i][j][2 * half + 1];
+      for (int e = 0; e < 4; ++e) {
+        const RowCol rc = c_frag(lane, e >> 1);
+        put((wm * T::kWarpM16 + i) * 16 + rc.row, (wn * T::kWarpN8 + j) * 8 + rc.col + (e & 1), acc[i][j][e]);
       }
+}
+
+// Stores this lane's accumulators of the warp's tiles (bounds-checked): the result when S == 1.
+template <class T, class Acc>
+SS_TC_DEV void store_tile(const Params& p, int64_t m0, int64_t n0, int lane, int wm, int wn, const Acc& acc) {
+  for_each_acc<T>(lane, wm, wn, acc, [&](int r, int c, float v) {
+    if (m0 + r < p.M && n0 + c < p.N) p.y[(m0 + r) * p.ldy + n0 + c] = v;
+  });
+}
+
+// The share of a BM x BN output tile that the CTA of cluster rank `rank` (of S) reduces: elements
+// e = r * BN + c of the row-major partial tiles, taken by thread tid of `threads` round robin; each
+// y[m0 + r, n0 + c] in bounds becomes sum_slices(S, part(s, e)).
+template <class Part>
+SS_TC_DEV void reduce_tile(const Params& p, int64_t m0, int64_t n0, int bm, int bn, int rank, int tid, int threads,
+                           Part part) {
+  const int rows = p.M - m0 < bm ? static_cast<int>(p.M - m0) : bm;
+  for (int e = rank * threads + tid; e < rows * bn; e += p.S * threads) {
+    const int r = e / bn, c = e % bn;
+    if (n0 + c >= p.N) continue;
+    p.y[(m0 + r) * p.ldy + n0 + c] = sum_slices(p.S, [&](int s) { return part(s, e); });
+  }
 }
 
 }  // namespace specserve::cuda::tc
