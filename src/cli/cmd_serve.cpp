@@ -126,7 +126,7 @@ void register_serve(CLI::App& app, CommandRunner& run) {
   cmd->add_option_function<std::string>(
       "--verify-mode", [&s](const std::string& v) { s.engine.verify_mode = engine::parse_verify_mode(v); },
       "sample-match (default, lossless) or raw-argmax (Atlas's behaviour, NOT lossless; for comparison)");
-  cmd->add_option("--kv-cache-mib", s.kv_cache_mib, "KV-cache budget in MiB (0 = auto: max-seqs full contexts, <= 1/4 of RAM)")
+  cmd->add_option("--kv-cache-mib", s.kv_cache_mib, "KV-cache budget in MiB (0 = auto: max-seqs full contexts, <= 1/4 of RAM; on a GPU what is free after weights and state)")
       ->capture_default_str();
   cmd->add_option("--threads", s.threads, "CPU threads for the model (0 = all cores)")->capture_default_str();
   cmd->add_option("--backend", s.backend,
