@@ -44,7 +44,7 @@ constexpr WeightShape kShapes[] = {
     {151936, 4096, "8B lm_head"}, {5120, 5120, "27B o_proj"},  {17408, 5120, "27B up_proj"},
     {5120, 17408, "27B down_proj"},
 };
-constexpr int64_t kRows[] = {1, 4, 16, 64, 256, 2048};
+constexpr int64_t kRows[] = {1, 4, 16, 32, 64, 128, 256, 2048};
 
 void check(cudaError_t e) {
   if (e != cudaSuccess) throw std::runtime_error(cudaGetErrorString(e));

@@ -1,6 +1,7 @@
 // The bf16 tensor-core matmul (backend/cuda/matmul_tensor_core.cu, matmul_tensor_core_stream.cu):
-//  - TcEmulation (no GPU needed): the kernels' index code (matmul_tensor_core.cuh: stage loads, A
-//    fragments, ldmatrix addresses, stores, tile order, K slices and their fixed-order sum;
+//  - TcEmulation (no GPU needed): the kernels' index code (matmul_tensor_core_xb.cuh: the bf16 copy of
+//    x; matmul_tensor_core.cuh: stage loads, ldmatrix addresses, stores, tile order, K slices and
+//    their fixed-order sum;
 //    matmul_tensor_core_stream.cuh: the streaming kernel's) run on the host for every tile shape, with
 //    ldmatrix and mma.m16n8k16 emulated from the PTX ISA's fragment tables, against a reference, and
 //    the tiled and streaming emulations bit-identical to each other;
@@ -15,6 +16,7 @@
 #include "backend/cuda/kernels.h"
 #include "backend/cuda/matmul_tensor_core.cuh"
 #include "backend/cuda/matmul_tensor_core_stream.cuh"
+#include "backend/cuda/matmul_tensor_core_xb.cuh"
 #include "cuda_test_util.h"
 
 namespace specserve::cuda_test {
@@ -99,11 +101,33 @@ void emu_reduce(const tc::Params& p, int64_t m0, int64_t n0, int bm, int bn, int
                       [&](int s, int e) { return parts[size_t(s)][size_t(e)]; });
 }
 
+// A fragment register holding a half that is all ones (0xffff, the fill of shared memory never loaded;
+// no operand here has that NaN): the kernel would read bytes it never loaded.
+bool unloaded(const Regs32& r, int regs) {
+  for (const auto& lane : r)
+    for (int q = 0; q < regs; ++q)
+      if ((lane[size_t(q)] & 0xffffu) == 0xffffu || (lane[size_t(q)] >> 16) == 0xffffu) return true;
+  return false;
+}
+
+// The tiled kernel's pre-pass (matmul_x_to_bf16) on the host: x's bf16 copy, by xb_pair.
+std::vector<uint16_t> emulate_xb(const float* x, int64_t ldx, int64_t M, int64_t K, int64_t pitch) {
+  std::vector<uint16_t> xb(size_t(tc::xb_rows(M) * pitch), uint16_t{0xffff});
+  for (int64_t i = 0; i < tc::xb_rows(M) * pitch / 2; ++i) {
+    const uint32_t v = tc::xb_pair(x, ldx, M, K, pitch, i, [](float lo, float hi) {
+      return uint32_t(f32_to_bf16(lo)) | uint32_t(f32_to_bf16(hi)) << 16;
+    });
+    xb[size_t(2 * i)] = uint16_t(v);
+    xb[size_t(2 * i + 1)] = uint16_t(v >> 16);
+  }
+  return xb;
+}
+
 // Runs the kernel of tile shape T on the host, CTA after CTA (each one slice of one tile), phase after
-// phase, as the device code of matmul_tc_kernel does. x_end / w_end bound the operands' memory (reads
+// phase, as the device code of matmul_tc_kernel does. xb_end / w_end bound the operands' memory (reads
 // past them are faults).
 template <class T>
-void emulate(const tc::Params& p, const float* x_end, const uint16_t* w_end, Fault& f) {
+void emulate(const tc::Params& p, const uint16_t* xb_end, const uint16_t* w_end, Fault& f) {
   constexpr int kWarps = T::kWarpsM * T::kWarpsN;
   const tc::Layout<T> lay{p.a_rows};
   std::vector<uint8_t> smem(size_t(lay.smem_bytes()));
@@ -117,17 +141,14 @@ void emulate(const tc::Params& p, const float* x_end, const uint16_t* w_end, Fau
     std::memset(&smem[size_t(off)], 0, 16);
     if (bytes) std::memcpy(&smem[size_t(off)], src, size_t(bytes));
   };
-  auto cp16_x = [&](int off, const float* src, int bytes) { cp16(off, src, bytes, p.x, x_end); };
+  auto cp16_x = [&](int off, const uint16_t* src, int bytes) {
+    f.check(bytes == 16, "cp16 of x: a whole piece");
+    cp16(off, src, bytes, p.xb, xb_end);
+  };
   auto cp16_w = [&](int off, const uint16_t* src, int bytes) { cp16(off, src, bytes, p.w, w_end); };
   auto st = [&](int off, auto v) {
     f.check(off % int(sizeof v) == 0 && in_smem(off, int(sizeof v)), "scalar smem store");
     if (in_smem(off, int(sizeof v))) std::memcpy(&smem[size_t(off)], &v, sizeof v);
-  };
-  auto cvt2 = [&](int off) -> uint32_t {
-    f.check(off % 8 == 0 && in_smem(off, 8), "A fragment read");
-    float v[2] = {NAN, NAN};
-    if (in_smem(off, 8)) std::memcpy(v, &smem[size_t(off)], 8);
-    return uint32_t(f32_to_bf16(v[0])) | uint32_t(f32_to_bf16(v[1])) << 16;
   };
   struct LaneAcc {
     float v[T::kWarpM16][T::kWarpN8][4];
@@ -146,7 +167,7 @@ void emulate(const tc::Params& p, const float* x_end, const uint16_t* w_end, Fau
       for (auto& a : acc) std::memset(a.v, 0, sizeof a.v);
       auto load = [&](int stage, int64_t kt) {
         for (int tid = 0; tid < T::kThreads; ++tid)
-          tc::load_stage<T>(p, lay, stage, m0, n0, sl.k0() + kt * T::kKT, tid, cp16_x, cp16_w, st, st);
+          tc::load_stage<T>(p, lay, stage, m0, n0, sl.k0() + kt * T::kKT, tid, cp16_x, cp16_w, st);
       };
       for (int st = 0; st < T::kStages - 1; ++st)
         if (st < ktiles) load(st, st);
@@ -166,6 +187,7 @@ void emulate(const tc::Params& p, const float* x_end, const uint16_t* w_end, Fau
                 off[size_t(lane)] = tc::b_ldsm_off<T>(lay, stage, lane, wn, j, kk, x4);
               Regs32 r{};
               emu_ldmatrix(smem, off, x4 ? 4 : 2, r, f);
+              f.check(!unloaded(r, x4 ? 4 : 2), "B fragment of shared memory never loaded");
               for (int lane = 0; lane < 32; ++lane) {
                 b[size_t(j)][size_t(lane)] = {r[size_t(lane)][0], r[size_t(lane)][1], 0, 0};
                 if (x4) b[size_t(j + 1)][size_t(lane)] = {r[size_t(lane)][2], r[size_t(lane)][3], 0, 0};
@@ -173,12 +195,12 @@ void emulate(const tc::Params& p, const float* x_end, const uint16_t* w_end, Fau
             }
             for (int i = 0; i < T::kWarpM16; ++i) {
               if (!tc::m16_active<T>(wm, i, valid_rows)) continue;
+              std::array<int, 32> aoff;
+              for (int lane = 0; lane < 32; ++lane)
+                aoff[size_t(lane)] = tc::a_ldsm_off<T>(lay, stage, lane, wm, i, kk);
               Regs32 a{};
-              for (int lane = 0; lane < 32; ++lane) {
-                uint32_t regs[4];
-                tc::gather_a<T>(lay, stage, lane, wm, i, kk, valid_rows, regs, cvt2);
-                a[size_t(lane)] = {regs[0], regs[1], regs[2], regs[3]};
-              }
+              emu_ldmatrix(smem, aoff, 4, a, f);
+              f.check(!unloaded(a, 4), "A fragment of shared memory never loaded");
               for (int j = 0; j < T::kWarpN8; ++j) {
                 std::array<float*, 32> c;
                 for (int lane = 0; lane < 32; ++lane) c[size_t(lane)] = acc[size_t(warp * 32 + lane)].v[i][j];
@@ -301,9 +323,12 @@ void emulate_into(const float* x, int64_t ldx, const uint16_t* w, int64_t ldw, f
     if (force_scalar) p.vec_x = p.vec_w = false;
     emulate_stream(p, x_end, w_end, f);
   } else {
-    tc::Params p = tc::make_params<T>(x, ldx, w, ldw, y, ldy, M, N, K);
+    (void)x_end;  // the kernel reads x only through its copy
+    const int64_t pitch = tc::xb_pitch(K, T::kKT);
+    const std::vector<uint16_t> xb = emulate_xb(x, ldx, M, K, pitch);
+    tc::Params p = tc::make_tiled_params<T>(x, ldx, xb.data(), pitch, w, ldw, y, ldy, M, N, K);
     if (force_scalar) p.vec_x = p.vec_w = false;
-    emulate<T>(p, x_end, w_end, f);
+    emulate<T>(p, xb.data() + xb.size(), w_end, f);
   }
 }
 
@@ -366,9 +391,11 @@ void emulate_shapes() {
 
 TEST(TcEmulation, TileM16) { emulate_shapes<tc::TileM16>(); }
 TEST(TcEmulation, TileM16N8) { emulate_shapes<tc::TileM16N8>(); }
+TEST(TcEmulation, TileM32N32) { emulate_shapes<tc::TileM32N32>(); }
 TEST(TcEmulation, TileM32) { emulate_shapes<tc::TileM32>(); }
 TEST(TcEmulation, TileM64N32) { emulate_shapes<tc::TileM64N32>(); }
 TEST(TcEmulation, TileM64N64) { emulate_shapes<tc::TileM64N64>(); }
+TEST(TcEmulation, TileM64) { emulate_shapes<tc::TileM64>(); }
 TEST(TcEmulation, TileM128N64) { emulate_shapes<tc::TileM128N64>(); }
 TEST(TcEmulation, TileM128) { emulate_shapes<tc::TileM128>(); }
 TEST(TcEmulation, Stream) { emulate_shapes<tc::Stream>(); }
@@ -415,9 +442,11 @@ std::vector<float> emulated(const std::vector<float>& x, const std::vector<uint1
   return y;
 }
 
+// Shapes: S = 2 (70 x 1032), S = 8 with K % 16 == 8 (40 x 4104), S = 1 with odd K (33 x 1001). Batches
+// of 17 .. 256 rows (the verify sizes) in the shapes the launcher picks for them, and forced others.
 TEST(TcEmulation, RowsAloneEqualRowsInBatchesAcrossKernels) {
   for (auto [N, K] : {std::pair<int64_t, int64_t>{70, 1032}, {40, 4104}, {33, 1001}}) {
-    const int64_t rows = 40;
+    const int64_t rows = 256 + 13;
     const auto x = randn(size_t(rows * K), 3 + uint32_t(K));
     const auto w = to_bf16(randn(size_t(N * K), 4 + uint32_t(N), 0.05f));
     Fault f;
@@ -435,9 +464,35 @@ TEST(TcEmulation, RowsAloneEqualRowsInBatchesAcrossKernels) {
       expect_rows(emulated<tc::TileM64N32>(x, w, first, M, N, K, f), first, M, "TileM64N32");
       if (::testing::Test::HasFatalFailure()) return;
     }
+    for (int64_t M : {17, 32}) {
+      expect_rows(emulated<tc::TileM32>(x, w, 5, M, N, K, f), 5, M, "TileM32");
+      expect_rows(emulated<tc::TileM32N32>(x, w, 3, M, N, K, f), 3, M, "TileM32N32");
+    }
+    for (int64_t M : {33, 48, 64, 100}) expect_rows(emulated<tc::TileM64>(x, w, 7, M, N, K, f), 7, M, "TileM64");
+    for (int64_t M : {65, 128, 256}) {
+      expect_rows(emulated<tc::TileM128>(x, w, rows - M, M, N, K, f), rows - M, M, "TileM128");
+      expect_rows(emulated<tc::TileM128N64>(x, w, 1, M, N, K, f), 1, M, "TileM128N64");
+    }
     expect_rows(emulated<tc::TileM128>(x, w, 0, rows, N, K, f), 0, rows, "TileM128");
     ASSERT_EQ(f.count, 0) << f.first;
   }
+}
+
+// The verify sizes get the tall, 128-column shapes on an H200 (132 multiprocessors) for the 8B / 27B
+// weights, narrower ones where those would leave multiprocessors idle; M <= 16 streams.
+TEST(TcEmulation, ChooseTile) {
+  auto pick = [](int64_t M, int64_t N, int64_t K) { return tc::choose_tile(M, N, 132, tc::k_split(N, K).S); };
+  EXPECT_EQ(pick(16, 4096, 4096), tc::TileKind::Stream);
+  EXPECT_EQ(pick(17, 4096, 4096), tc::TileKind::M32);
+  EXPECT_EQ(pick(32, 151936, 4096), tc::TileKind::M32);
+  EXPECT_EQ(pick(32, 1024, 4096), tc::TileKind::M32N32);
+  EXPECT_EQ(pick(64, 4096, 4096), tc::TileKind::M64);
+  EXPECT_EQ(pick(48, 24576, 4096), tc::TileKind::M64);
+  EXPECT_EQ(pick(128, 4096, 4096), tc::TileKind::M128);
+  EXPECT_EQ(pick(256, 4096, 12288), tc::TileKind::M128);
+  EXPECT_EQ(pick(256, 151936, 4096), tc::TileKind::M128);
+  EXPECT_EQ(pick(256, 5120, 17408), tc::TileKind::M128);
+  EXPECT_EQ(pick(2048, 4096, 4096), tc::TileKind::M128);
 }
 
 TEST(TcEmulation, TileOrderVisitsEveryTileOnce) {
@@ -505,7 +560,7 @@ TEST_P(TcMatmul, AgreesWithCpuAndContract) {
 
 std::vector<TcCase> tc_cases() {
   std::vector<TcCase> v;
-  for (int64_t M : {1, 2, 3, 8, 16, 17, 64, 255, 256, 257, 1024})
+  for (int64_t M : {1, 2, 3, 8, 16, 17, 32, 48, 64, 128, 255, 256, 257, 1024})
     for (auto [N, K] : {std::pair<int64_t, int64_t>{512, 1024}, {257, 1001}, {1001, 3}}) v.push_back({M, N, K});
   v.push_back({5, 300, 77, 3, 5, 7, 1});        // strided and misaligned: scalar loads
   v.push_back({64, 1000, 512, 4, 8, 8, 0});     // strided, aligned: 16-byte loads
@@ -517,6 +572,10 @@ std::vector<TcCase> tc_cases() {
   v.push_back({16, 5120, 5120, 0, 0, 0, 0});    // S = 8, 40 chunks per slice
   v.push_back({7, 24576, 1000, 0, 0, 0, 0});    // S = 1 (wide), K % 16 == 8
   v.push_back({200, 512, 4104, 0, 0, 0, 0});    // tiled, S = 8 with a short last slice
+  v.push_back({64, 4096, 4096, 0, 0, 0, 0});    // verify shapes: 64 x 128 tiles, S = 8
+  v.push_back({256, 4096, 4096, 0, 0, 0, 0});   // 128 x 128 tiles, S = 8
+  v.push_back({32, 24576, 1001, 0, 0, 0, 0});   // 32 x 128 tiles, S = 2, odd K
+  v.push_back({130, 33000, 1001, 5, 3, 1, 0});  // S = 1, odd K, padded rows
   return v;
 }
 
@@ -565,21 +624,21 @@ void check_row_invariance(int64_t N, int64_t K) {
       ASSERT_TRUE(bit_equal(got.data() + m * N, alone.data() + (first + m) * N, size_t(N)))
           << "row " << first + m << " at " << m << " of " << what << where;
   };
-  for (int64_t M : {2, 8, 16, 24, 64, 100, 256, 300, 1024}) {
+  for (int64_t M : {2, 8, 16, 17, 24, 32, 48, 64, 100, 128, 256, 300, 1024}) {
     for (int64_t first : {int64_t{0}, M % 13 + 1}) {
       DeviceBuffer y = poisoned(size_t(M * N));
       cuda_ops().matmul(X.rows(first, first + M), W, dev_view(y, DType::F32, {M, N}));
       expect_rows(y, first, M, "M=" + std::to_string(M));
     }
   }
-  for (int64_t M : {16, 300}) {
+  for (int64_t M : {16, 17, 64, 300}) {
     DeviceBuffer y = poisoned(size_t(M * N));
     cuda_ops().matmul(X2.rows(3, 3 + M), W2, dev_view(y, DType::F32, {M, N}));
     expect_rows(y, 3, M, "the misaligned copies, M=" + std::to_string(M));
   }
   // Every tile shape, whichever the launcher would pick.
   for (int tile = 0; tile < tc::kTileKinds; ++tile)
-    for (int64_t M : {1, 5, 300}) {
+    for (int64_t M : {1, 5, 40, 300}) {
       DeviceBuffer y = poisoned(size_t(M * N));
       const cuda::kernels::MatmulArgs a{.x = dx.as<const float>() + 7 * K, .ldx = K, .w = dw.data(), .w_bf16 = true,
                                         .ldw = K, .y = y.as<float>(), .ldy = N, .M = M, .N = N, .K = K};
@@ -594,6 +653,9 @@ TEST_F(Gpu, TcRowInvarianceN1000K4104) { check_row_invariance(1000, 4104); }
 TEST_F(Gpu, TcRowInvarianceTinyK) { check_row_invariance(130, 3); }
 TEST_F(Gpu, TcRowInvarianceN64K12288) { check_row_invariance(64, 12288); }  // S = 8, 48 windows a slice
 TEST_F(Gpu, TcRowInvarianceN3000K496) { check_row_invariance(3000, 496); }  // S = 1: no cluster
+TEST_F(Gpu, TcRowInvarianceN33000K1001) { check_row_invariance(33000, 1001); }  // S = 1, odd K, wide
+TEST_F(Gpu, TcRowInvarianceN24576K1001) { check_row_invariance(24576, 1001); }  // S = 2, odd K, wide
+TEST_F(Gpu, TcRowInvarianceN4096K4096) { check_row_invariance(4096, 4096); }    // S = 8: q/o_proj
 
 TEST_F(Gpu, TcMatmulMultiEqualsSeparateMatmuls) {
   const int64_t K = 1024;

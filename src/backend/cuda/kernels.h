@@ -29,6 +29,11 @@ void matmul(const MatmulArgs& a, cudaStream_t stream);
 void matmul_bf16_tensor_core(const MatmulArgs& a, cudaStream_t stream, int tile = -1);
 // The streaming kernel (matmul_tensor_core_stream.cu): 16 rows of x per CTA row, any M.
 void matmul_bf16_stream(const MatmulArgs& a, cudaStream_t stream);
+// The tiled kernel's pre-pass (matmul_tensor_core_xb.cu): x [M, K] (pitch ldx) rounded to bf16 into the
+// process's scratch block as tc::xb_pair lays it out (tc::xb_rows(M) rows of `pitch` elements, zero
+// past M and K); returns the copy, valid for work enqueued on `stream` before the next call.
+const uint16_t* matmul_x_to_bf16(const float* x, int64_t ldx, int64_t M, int64_t K, int64_t pitch,
+                                 cudaStream_t stream);
 
 // ---- norms (norm.cu) ---------------------------------------------------------------------------------
 // kind: 0 = NormKind::Plain, 1 = NormKind::ZeroCentred. x, y contiguous [groups, d]; y may alias x.

@@ -4,9 +4,11 @@
 //
 // NUMERICS CONTRACT (row invariance, design.md §1, ops.h: a row's bits never depend on M):
 //   - x is rounded to bf16 element by element, round to nearest even (cvt.rn.bf16x2.f32), as the CPU
-//     AVX512-BF16 kernel rounds activations once per call. The kernel rounds while it builds the A
-//     fragments from the f32 copy of x in shared memory, so an element's rounding is the same in every
-//     tile shape. (A NaN stays a NaN; the bf16 weights are used as they are.)
+//     AVX512-BF16 kernel rounds activations once per call. The streaming kernel rounds while it builds
+//     the A fragments from its f32 copy of x in shared memory; the tiled kernel reads a bf16 copy of x
+//     made by a pre-pass with the same conversion (matmul_tensor_core_xb.cuh), so an element's
+//     rounding is the same in every kernel and tile shape. (A NaN stays a NaN; the bf16 weights are
+//     used as they are.)
 //   - K is split into S slices by k_split(N, K) (matmul_tensor_core.cuh), a function of N and K ONLY
 //     (never of M, the tile shape or the device): the C = ceil(K/16) k16 chunks are cut into slices of
 //     cps = ceil(C / S) consecutive chunks, slice s = chunks [s * cps, min((s + 1) * cps, C)), so
@@ -23,14 +25,15 @@
 //   - What may depend on M (and N): the kernel (streaming for M <= 16, matmul_tensor_core_stream.cu;
 //     tiled otherwise), the CTA tile (rows x columns per CTA and per warp), the pipeline depth, the
 //     raster order, the 16-byte vs scalar load paths (bit copies into the same shared-memory image),
+//     whether x reaches the fragments as f32 (rounded there) or as its bf16 copy (rounded before),
 //     which CTA thread adds up an element's partials, and which fragment row (0..15) a row of x occupies. The last one relies on the tensor core
 //     computing each output element from its own A row, B column and C element alone, the same way in
 //     every fragment position; tests/backend_cuda/test_cuda_matmul_tensor_core.cpp checks the bits.
 //
-// The tiled pipeline: CTA b owns slice b % S of the BM x BN output tile b / S (tile_of order) and streams
-// the slice's k through kStages shared-memory stages with cp.async (16-byte pieces, zero-filled past
-// K / N; the weights bypass L1). Each k16 chunk, a warp builds its A fragments (two f32 -> one bf16
-// pair per register), ldmatrix's its B fragments and issues WarpM16 x WarpN8 mma.
+// The tiled pipeline: the pre-pass writes x's bf16 copy; CTA b owns slice b % S of the BM x BN output
+// tile b / S (tile_of order) and streams the slice's k through kStages shared-memory stages with
+// cp.async (16-byte pieces; the weights zero-filled past K / N and bypassing L1). Each k16 chunk, a
+// warp ldmatrix's its B fragments and, per m16 tile, its A fragment, and issues WarpM16 x WarpN8 mma.
 #include <cuda_bf16.h>
 #include <cuda_runtime.h>
 
@@ -40,6 +43,7 @@
 #include "backend/cuda/kernels.h"
 #include "backend/cuda/matmul_tensor_core.cuh"
 #include "backend/cuda/matmul_tensor_core_ptx.cuh"
+#include "backend/cuda/matmul_tensor_core_xb.cuh"
 
 namespace specserve::cuda::kernels {
 
@@ -48,7 +52,7 @@ namespace {
 using namespace specserve::cuda::tc;
 
 template <class T>
-__global__ void __launch_bounds__(T::kThreads) matmul_tc_kernel(const Params p) {
+__global__ void __launch_bounds__(T::kThreads, T::kMinBlocks) matmul_tc_kernel(const Params p) {
   extern __shared__ __align__(128) unsigned char smem[];
   const Layout<T> lay{p.a_rows};
   const int tid = static_cast<int>(threadIdx.x), lane = tid & 31, warp = tid >> 5;
@@ -56,28 +60,18 @@ __global__ void __launch_bounds__(T::kThreads) matmul_tc_kernel(const Params p) 
   const uint32_t sbase = smem_addr(smem);
   constexpr int kChunks = T::kKT / kMmaK;
 
-  auto st_f32 = [&](int off, float v) { *reinterpret_cast<float*>(smem + off) = v; };
   auto st_b16 = [&](int off, uint16_t v) { *reinterpret_cast<uint16_t*>(smem + off) = v; };
+  // x's bf16 copy covers every piece a tile loads (matmul_tensor_core_xb.cuh): always whole pieces.
+  auto cp16_x = [&](int off, const uint16_t* src, int) { cp_async_ca(sbase + off, src, 16); };
   // Whole 16-byte pieces go through cp.async; a piece cut by K or N (bytes < 16) is written element by
   // element with zeros after the cut, so no instruction touches global memory past the operand (a
   // cp.async with a short source size is still a 16-byte access to compute-sanitizer). Same bytes.
-  auto cp16_x = [&](int off, const float* src, int bytes) {
-    if (bytes == 16) {
-      cp_async_ca(sbase + off, src, 16);
-    } else {
-      for (int e = 0; e < 4; ++e) st_f32(off + 4 * e, 4 * e < bytes ? src[e] : 0.0f);
-    }
-  };
   auto cp16_w = [&](int off, const uint16_t* src, int bytes) {
     if (bytes == 16) {
       cp_async_cg(sbase + off, src, 16);
     } else {
       for (int e = 0; e < 8; ++e) st_b16(off + 2 * e, 2 * e < bytes ? src[e] : uint16_t{0});
     }
-  };
-  auto cvt2 = [&](int off) {
-    const float2 v = *reinterpret_cast<const float2*>(smem + off);
-    return pack_bf16x2(v.x, v.y);
   };
 
   const int64_t pid = blockIdx.x / p.S;
@@ -97,7 +91,7 @@ __global__ void __launch_bounds__(T::kThreads) matmul_tc_kernel(const Params p) 
 
 #pragma unroll 1
   for (int s = 0; s < T::kStages - 1; ++s) {
-    if (s < ktiles) load_stage<T>(p, lay, s, m0, n0, sl.k0() + s * T::kKT, tid, cp16_x, cp16_w, st_f32, st_b16);
+    if (s < ktiles) load_stage<T>(p, lay, s, m0, n0, sl.k0() + s * T::kKT, tid, cp16_x, cp16_w, st_b16);
     cp_async_commit();
   }
   for (int64_t kt = 0; kt < ktiles; ++kt) {
@@ -106,7 +100,7 @@ __global__ void __launch_bounds__(T::kThreads) matmul_tc_kernel(const Params p) 
     const int64_t next = kt + T::kStages - 1;
     if (next < ktiles)
       load_stage<T>(p, lay, static_cast<int>(next % T::kStages), m0, n0, sl.k0() + next * T::kKT, tid, cp16_x, cp16_w,
-                    st_f32, st_b16);
+                    st_b16);
     cp_async_commit();
 
     const int stage = static_cast<int>(kt % T::kStages);
@@ -128,7 +122,7 @@ __global__ void __launch_bounds__(T::kThreads) matmul_tc_kernel(const Params p) 
       for (int i = 0; i < T::kWarpM16; ++i) {
         if (!m16_active<T>(wm, i, valid_rows)) continue;
         uint32_t a[4];
-        gather_a<T>(lay, stage, lane, wm, i, kk, valid_rows, a, cvt2);
+        ldmatrix_x4(sbase + a_ldsm_off<T>(lay, stage, lane, wm, i, kk), a[0], a[1], a[2], a[3]);
 #pragma unroll
         for (int j = 0; j < T::kWarpN8; ++j) mma_bf16(acc[i][j], a, b[j][0], b[j][1]);
       }
@@ -168,7 +162,10 @@ void launch(const MatmulArgs& a, cudaStream_t stream) {
     return true;
   }();
   (void)configured;
-  const Params p = make_params<T>(a.x, a.ldx, static_cast<const uint16_t*>(a.w), a.ldw, a.y, a.ldy, a.M, a.N, a.K);
+  const int64_t ldxb = xb_pitch(a.K, T::kKT);
+  const uint16_t* xb = matmul_x_to_bf16(a.x, a.ldx, a.M, a.K, ldxb, stream);
+  const Params p = make_tiled_params<T>(a.x, a.ldx, xb, ldxb, static_cast<const uint16_t*>(a.w), a.ldw, a.y, a.ldy,
+                                        a.M, a.N, a.K);
   const int64_t ctas = p.nbm * p.nbn * p.S;
   if (ctas > INT_MAX) cuda_fail(cudaErrorInvalidConfiguration, "matmul: more CTAs than a grid holds", __FILE__, __LINE__);
   launch_clusters(matmul_tc_kernel<T>, dim3(static_cast<unsigned>(ctas)), T::kThreads,
@@ -185,9 +182,11 @@ void matmul_bf16_tensor_core(const MatmulArgs& a, cudaStream_t stream, int tile)
   switch (kind) {
     case TileKind::M16: return launch<TileM16>(a, stream);
     case TileKind::M16N8: return launch<TileM16N8>(a, stream);
+    case TileKind::M32N32: return launch<TileM32N32>(a, stream);
     case TileKind::M32: return launch<TileM32>(a, stream);
     case TileKind::M64N32: return launch<TileM64N32>(a, stream);
     case TileKind::M64N64: return launch<TileM64N64>(a, stream);
+    case TileKind::M64: return launch<TileM64>(a, stream);
     case TileKind::M128N64: return launch<TileM128N64>(a, stream);
     case TileKind::M128: return launch<TileM128>(a, stream);
     case TileKind::Stream: return matmul_bf16_stream(a, stream);

@@ -23,18 +23,20 @@ inline constexpr int kMmaK = 16;  // k per mma.m16n8k16 step ("chunk")
 
 // A CTA of WarpsM x WarpsN warps; each warp computes WarpM16 x WarpN8 mma tiles (16 x 8 outputs each),
 // so the CTA tile is BM = 16 * WarpM16 * WarpsM rows by BN = 8 * WarpN8 * WarpsN columns. Each
-// pipeline stage holds KT consecutive k of the A tile (f32, as in memory) and of the B tile (bf16).
-template <int WarpsM, int WarpsN, int WarpM16, int WarpN8, int KT, int Stages>
+// pipeline stage holds KT consecutive k of the A tile and of the B tile, both bf16: the tiled kernel
+// reads x from its bf16 copy (matmul_tensor_core_xb.cuh, rounded once per call exactly as the A
+// fragments of the streaming kernel round it) and loads both operands' fragments with ldmatrix.
+// MinBlocks: CTAs per multiprocessor the register budget is sized for (__launch_bounds__).
+template <int WarpsM, int WarpsN, int WarpM16, int WarpN8, int KT, int Stages, int MinBlocks = 1>
 struct Tile {
   static constexpr int kWarpsM = WarpsM, kWarpsN = WarpsN;
   static constexpr int kWarpM16 = WarpM16, kWarpN8 = WarpN8;
-  static constexpr int kKT = KT, kStages = Stages;
+  static constexpr int kKT = KT, kStages = Stages, kMinBlocks = MinBlocks;
   static constexpr int kThreads = 32 * WarpsM * WarpsN;
   static constexpr int kBM = 16 * WarpM16 * WarpsM;
   static constexpr int kBN = 8 * WarpN8 * WarpsN;
-  // Row pitches in shared memory. A: KT + 8 floats, so the 8-byte fragment loads of a half warp
-  // (4 rows x 4 column pairs) fall in 32 different banks; B: KT + 8 bf16 (16 bytes of pad), so the
-  // 8 row addresses of one ldmatrix phase fall in 8 different 16-byte bank groups.
+  // Row pitches in shared memory: KT + 8 bf16 (16 bytes of pad; KT / 8 + 1 is odd), so the 8 row
+  // addresses of one ldmatrix phase fall in 8 different 16-byte bank groups.
   static constexpr int kSA = KT + 8;
   static constexpr int kSB = KT + 8;
   static_assert(KT % 32 == 0, "KT must be a multiple of 32 (bank-conflict-free pitches, whole chunks)");
@@ -44,16 +46,21 @@ struct Tile {
 // The tile shapes the launcher picks from (by M and by how many CTAs a shape gives: tiles never
 // change an element's arithmetic, so the choice is free). M <= 16 normally runs the streaming kernel
 // (matmul_tensor_core_stream.cuh, TileKind::Stream); the tiled shapes below serve larger M.
-using TileM16 = Tile<1, 4, 1, 1, 128, 8>;     // M <= 16: decode / short verify; 32 columns per CTA
-using TileM16N8 = Tile<1, 1, 1, 1, 256, 8>;   // M <= 16 with few columns (k/v projections): 8 per CTA
-using TileM32 = Tile<1, 4, 2, 1, 128, 6>;     // M <= 32
-using TileM64N32 = Tile<2, 2, 2, 2, 64, 6>;   // 64 x 32
-using TileM64N64 = Tile<2, 2, 2, 4, 64, 4>;   // 64 x 64
-using TileM128N64 = Tile<2, 2, 4, 4, 32, 4>;  // 128 x 64
-using TileM128 = Tile<2, 2, 4, 8, 32, 3>;     // 128 x 128: prefill
+// The shapes of 128 columns keep two CTAs (110 KB of stages each) per multiprocessor: 6-8 weight
+// tiles of 18 KB in flight per SM for the memory-bound verify shapes, and two CTAs to overlap one's
+// pipeline fill and epilogue with the other's mma for the compute-bound ones.
+using TileM16 = Tile<1, 4, 1, 1, 128, 8>;        // M <= 16 (forced only; decode streams): 16 x 32
+using TileM16N8 = Tile<1, 1, 1, 1, 256, 8>;      // M <= 16 with few columns (forced only): 16 x 8
+using TileM32N32 = Tile<1, 4, 2, 1, 128, 6>;     // 32 x 32: M <= 32 with few columns
+using TileM32 = Tile<1, 4, 2, 4, 64, 4, 2>;      // 32 x 128: verify, M <= 32; warps of 32 x 32
+using TileM64N32 = Tile<2, 2, 2, 2, 64, 6>;      // 64 x 32
+using TileM64N64 = Tile<2, 2, 2, 4, 64, 4>;      // 64 x 64
+using TileM64 = Tile<2, 4, 2, 4, 64, 4, 2>;      // 64 x 128: verify, M <= 64; 8 warps of 32 x 32
+using TileM128N64 = Tile<2, 2, 4, 4, 32, 4>;     // 128 x 64
+using TileM128 = Tile<2, 4, 4, 4, 64, 3, 2>;     // 128 x 128: verify M > 64, prefill; 8 warps of 64 x 32
 
-enum class TileKind { M16, M16N8, M32, M64N32, M64N64, M128N64, M128, Stream };
-inline constexpr int kTileKinds = 8;
+enum class TileKind { M16, M16N8, M32N32, M32, M64N32, M64N64, M64, M128N64, M128, Stream };
+inline constexpr int kTileKinds = 10;
 
 constexpr int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
 
@@ -87,17 +94,19 @@ SS_TC_DEV float sum_slices(int S, Part part) {
 }
 
 // Which tile shape the launcher uses for an M x N output on a device with `sms` multiprocessors (S
-// CTAs per output tile): the largest shape (most weight-tile reuse) that still gives about 3/4 of a
-// CTA per multiprocessor; M <= 16 streams.
+// CTAs per output tile): the tallest shape M needs (32, 64 or 128 rows: x is read once per column
+// tile, the weights once per row tile), 128 columns wide when that still gives about 3/4 of a CTA per
+// multiprocessor, narrower otherwise; M <= 16 streams.
 constexpr TileKind choose_tile(int64_t M, int64_t N, int sms, int S) {
   const int64_t want = (int64_t{sms} * 3 + 3) / 4;
   auto enough = [&](int bm, int bn) { return ceil_div(M, bm) * ceil_div(N, bn) * S >= want; };
   if (M <= 16) return TileKind::Stream;
-  if (M <= 32) return TileKind::M32;
+  if (M <= 32) return enough(TileM32::kBM, TileM32::kBN) ? TileKind::M32 : TileKind::M32N32;
   if (M > 64) {
     if (enough(TileM128::kBM, TileM128::kBN)) return TileKind::M128;
     if (enough(TileM128N64::kBM, TileM128N64::kBN)) return TileKind::M128N64;
   }
+  if (enough(TileM64::kBM, TileM64::kBN)) return TileKind::M64;
   if (enough(TileM64N64::kBM, TileM64N64::kBN)) return TileKind::M64N64;
   return TileKind::M64N32;
 }
@@ -114,8 +123,10 @@ struct Params {
   int64_t chunks = 0;  // ceil(K / 16): the k16 chunks of every output (all slices)
   int S = 1;           // K slices (k_split); CTA blockIdx.x = tile * S + slice
   int64_t cps = 0;     // chunks per slice
-  int a_rows = 0;      // A rows held per stage: min(BM, M)
-  bool vec_x = false;  // 16-byte cp.async of x (x 16-byte aligned, ldx % 4 == 0)
+  int a_rows = 0;      // A rows held per stage: min(BM, M) (tiled kernel: min(BM, M rounded up to 16))
+  bool vec_x = false;  // 16-byte cp.async of x (x 16-byte aligned, ldx % 4 == 0; streaming kernel)
+  const uint16_t* xb = nullptr;  // tiled kernel: the bf16 copy of x (matmul_tensor_core_xb.cuh)
+  int64_t ldxb = 0;              // its row pitch in elements (xb_pitch)
   bool vec_w = false;  // 16-byte cp.async of w (w 16-byte aligned, ldw % 8 == 0)
   int64_t nbm = 0, nbn = 0;  // CTA tiles along M and N
   int64_t group = 1;         // M tiles per raster group (tile_of)
@@ -149,6 +160,20 @@ inline Params make_params(const float* x, int64_t ldx, const uint16_t* w, int64_
   return p;
 }
 
+// The Params of a tiled launch with tile shape T (host code; the launcher and the emulation share it):
+// x is read from its bf16 copy xb (pitch ldxb = xb_pitch(K, T::kKT), xb_rows(M) rows, zero past M
+// and K: matmul_tensor_core_xb.cuh), and each stage holds the A rows of whole m16 tiles.
+template <class T>
+inline Params make_tiled_params(const float* x, int64_t ldx, const uint16_t* xb, int64_t ldxb, const uint16_t* w,
+                                int64_t ldw, float* y, int64_t ldy, int64_t M, int64_t N, int64_t K) {
+  Params p = make_params<T>(x, ldx, w, ldw, y, ldy, M, N, K);
+  const int64_t m16 = ceil_div(M, kMmaK) * kMmaK;
+  p.a_rows = m16 < T::kBM ? static_cast<int>(m16) : T::kBM;
+  p.xb = xb;
+  p.ldxb = ldxb;
+  return p;
+}
+
 // The chunks [begin, end) of slice s, and the K tiles of KT that cover them (from k = 16 * begin).
 struct Slice {
   int64_t begin = 0, end = 0;
@@ -160,18 +185,18 @@ constexpr Slice slice_of(const Params& p, int64_t s) {
   return Slice{b, b + p.cps < p.chunks ? b + p.cps : p.chunks};
 }
 
-// Byte offsets inside the dynamic shared memory: kStages stages of [A: a_rows x kSA f32][B: kBN x kSB bf16].
+// Byte offsets inside the dynamic shared memory: kStages stages of [A: a_rows x kSA bf16][B: kBN x kSB bf16].
 template <class T>
 struct Layout {
   int a_rows = 0;
-  constexpr int a_bytes() const { return a_rows * T::kSA * 4; }
+  constexpr int a_bytes() const { return a_rows * T::kSA * 2; }
   constexpr int stage_bytes() const { return a_bytes() + T::kBN * T::kSB * 2; }
   constexpr int smem_bytes() const { return stage_bytes() * T::kStages; }
   // With S > 1 the CTA's partial tile (BM x BN f32, row-major) reuses the stages after the main loop.
   constexpr int smem_bytes(int S) const {
     return S > 1 && T::kBM * T::kBN * 4 > smem_bytes() ? T::kBM * T::kBN * 4 : smem_bytes();
   }
-  constexpr int a_off(int stage, int row, int k) const { return stage * stage_bytes() + (row * T::kSA + k) * 4; }
+  constexpr int a_off(int stage, int row, int k) const { return stage * stage_bytes() + (row * T::kSA + k) * 2; }
   constexpr int b_off(int stage, int n, int k) const {
     return stage * stage_bytes() + a_bytes() + (n * T::kSB + k) * 2;
   }
@@ -201,33 +226,29 @@ constexpr RowCol c_frag(int lane, int half) { return {(lane >> 2) + 8 * half, 2 
 // The row (n) and k of the 16-byte row this lane addresses in ldmatrix: x4 loads the B fragments of two
 // n8 tiles (matrices: n 0-7 k 0-7, n 0-7 k 8-15, n 8-15 k 0-7, n 8-15 k 8-15 -> b[j][0], b[j][1],
 // b[j+1][0], b[j+1][1]); x2 those of one (lanes 16-31 repeat lanes 0-15; their addresses are unused).
+// The row (m) and k of the 16-byte row this lane addresses in ldmatrix.x4 of a 16 x 16 A tile.
+constexpr RowCol a_ldsm(int lane) { return {lane & 15, (lane >> 4) * 8}; }
 constexpr RowCol b_ldsm(int lane, bool x4) { return {(lane & 7) + (x4 ? (lane >> 4) << 3 : 0), ((lane >> 3) & 1) * 8}; }
 
 // ---- per-thread code shared by the kernel and its host emulation -------------------------------------
 
 // Loads the K tile from k0 (a multiple of 16) of the CTA tile at (m0, n0) into stage `stage`: the rows
-// of x the tile has (min(BM, M - m0)) and BN rows of w; k past K and rows past N are zero (k past the
-// slice's end is loaded but never used). Threads take 16-byte pieces (or single elements on the
+// of xb the tile's m16 tiles cover (min(a_rows, M - m0 rounded up to 16); xb is zero past M and K and
+// long enough for every tile: whole 16-byte pieces) and BN rows of w, zero past N and K (k past the
+// slice's end is loaded but never used). Threads take 16-byte pieces (or single weights on the
 // scalar path) round robin.
 //   cp16_x / cp16_w(smem_off, src, bytes): copy `bytes` (0..16) from src, zero the rest of the 16
-//   st_f32(smem_off, float) / st_b16(smem_off, uint16_t): scalar stores (unaligned operands)
-template <class T, class Cp16X, class Cp16W, class StF32, class StB16>
+//   st_b16(smem_off, uint16_t): a scalar store (unaligned weights)
+template <class T, class Cp16X, class Cp16W, class StB16>
 SS_TC_DEV void load_stage(const Params& p, const Layout<T>& lay, int stage, int64_t m0, int64_t n0, int64_t k0,
-                          int tid, Cp16X cp16_x, Cp16W cp16_w, StF32 st_f32, StB16 st_b16) {
-  const int rows = p.M - m0 < T::kBM ? static_cast<int>(p.M - m0) : T::kBM;
-  if (p.vec_x) {
-    constexpr int kPer = T::kKT / 4;
+                          int tid, Cp16X cp16_x, Cp16W cp16_w, StB16 st_b16) {
+  const int64_t left = (p.M - m0 + kMmaK - 1) / kMmaK * kMmaK;
+  const int rows = left < p.a_rows ? static_cast<int>(left) : p.a_rows;
+  {
+    constexpr int kPer = T::kKT / 8;
     for (int i = tid; i < rows * kPer; i += T::kThreads) {
-      const int r = i / kPer, c = (i % kPer) * 4;
-      const int64_t k = k0 + c;
-      const int bytes = k >= p.K ? 0 : p.K - k >= 4 ? 16 : static_cast<int>(p.K - k) * 4;
-      cp16_x(lay.a_off(stage, r, c), bytes ? p.x + (m0 + r) * p.ldx + k : p.x, bytes);
-    }
-  } else {
-    for (int i = tid; i < rows * T::kKT; i += T::kThreads) {
-      const int r = i / T::kKT, c = i % T::kKT;
-      const int64_t k = k0 + c;
-      st_f32(lay.a_off(stage, r, c), k < p.K ? p.x[(m0 + r) * p.ldx + k] : 0.0f);
+      const int r = i / kPer, c = (i % kPer) * 8;
+      cp16_x(lay.a_off(stage, r, c), p.xb + (m0 + r) * p.ldxb + k0 + c, 16);
     }
   }
   if (p.vec_w) {
@@ -254,18 +275,13 @@ constexpr bool m16_active(int wm, int i, int valid_rows) {
   return (wm * T::kWarpM16 + i) * 16 < valid_rows;
 }
 
-// The A fragment of m16 tile `i` of warp row `wm` for chunk `kk` of stage `stage`: rows at or past
-// `valid_rows` are zero (never read); the others are read as f32 pairs and rounded to bf16 pairs by
-// cvt2(smem_off) (round to nearest even, element by element).
-template <class T, class Cvt2>
-SS_TC_DEV void gather_a(const Layout<T>& lay, int stage, int lane, int wm, int i, int kk, int valid_rows,
-                        uint32_t (&a)[4], Cvt2 cvt2) {
-SS_TC_UNROLL
-  for (int reg = 0; reg < 4; ++reg) {
-    const RowCol rc = a_frag(lane, reg);
-    const int row = (wm * T::kWarpM16 + i) * 16 + rc.row;
-    a[reg] = row < valid_rows ? cvt2(lay.a_off(stage, row, kk * kMmaK + rc.col)) : 0u;
-  }
+// Shared-memory offset this lane passes to ldmatrix.x4 for the A fragment of m16 tile `i` of warp row
+// `wm`, chunk `kk` of stage `stage` (a_ldsm: matrices rows 0-7 k 0-7, rows 8-15 k 0-7, rows 0-7
+// k 8-15, rows 8-15 k 8-15 -> a[0], a[1], a[2], a[3], the register order of mma's A fragment).
+template <class T>
+constexpr int a_ldsm_off(const Layout<T>& lay, int stage, int lane, int wm, int i, int kk) {
+  const RowCol rc = a_ldsm(lane);
+  return lay.a_off(stage, (wm * T::kWarpM16 + i) * 16 + rc.row, kk * kMmaK + rc.col);
 }
 
 // Shared-memory offset this lane passes to ldmatrix for n8 tile j (x4: tiles j and j + 1) of warp

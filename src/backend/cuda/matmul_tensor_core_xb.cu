@@ -1,0 +1,63 @@
+// The pre-pass of the tiled tensor-core matmul: x (f32, any pitch) -> its bf16 copy in a device
+// scratch buffer (layout and rounding: matmul_tensor_core_xb.cuh). One thread per register (two
+// elements): coalesced f32 reads and 4-byte writes; the pass moves M * K * 6 bytes, a few percent of
+// what the matmul itself moves.
+//
+// The scratch is one growable device block for the process, reused by every call: all matmuls are
+// enqueued on the one stream (cuda_stream(), as cuda_memory()'s allocator assumes too), so a call's
+// pre-pass runs after the previous call's kernel has finished reading the block. When a call needs a
+// larger block, the stream is drained first (rare: it grows to the largest prefill's x once).
+#include <cuda_runtime.h>
+
+#include <climits>
+#include <mutex>
+
+#include "backend/cuda/cuda_check.h"
+#include "backend/cuda/kernels.h"
+#include "backend/cuda/matmul_tensor_core_ptx.cuh"
+#include "backend/cuda/matmul_tensor_core_xb.cuh"
+
+namespace specserve::cuda::kernels {
+
+namespace {
+
+using namespace specserve::cuda::tc;
+
+__global__ void __launch_bounds__(256) x_to_bf16_kernel(const float* x, int64_t ldx, int64_t M, int64_t K,
+                                                        int64_t pitch, int64_t regs, uint32_t* out) {
+  const int64_t stride = int64_t{gridDim.x} * blockDim.x;
+  for (int64_t i = int64_t{blockIdx.x} * blockDim.x + threadIdx.x; i < regs; i += stride)
+    out[i] = xb_pair(x, ldx, M, K, pitch, i, [](float lo, float hi) { return pack_bf16x2(lo, hi); });
+}
+
+// The process's scratch block, at least `bytes` long (contents undefined).
+void* scratch(size_t bytes, cudaStream_t stream) {
+  static std::mutex mutex;
+  static void* block = nullptr;
+  static size_t capacity = 0;
+  std::lock_guard lock(mutex);
+  if (bytes > capacity) {
+    CUDA_CHECK(cudaStreamSynchronize(stream));  // queued kernels may still read the old block
+    if (block) CUDA_CHECK(cudaFree(block));
+    block = nullptr;
+    capacity = 0;
+    const size_t grown = bytes + bytes / 4, rounded = (grown + (size_t{1} << 20) - 1) & ~((size_t{1} << 20) - 1);
+    CUDA_CHECK(cudaMalloc(&block, rounded));
+    capacity = rounded;
+  }
+  return block;
+}
+
+}  // namespace
+
+const uint16_t* matmul_x_to_bf16(const float* x, int64_t ldx, int64_t M, int64_t K, int64_t pitch,
+                                 cudaStream_t stream) {
+  const int64_t regs = xb_rows(M) * pitch / 2;
+  auto* out = static_cast<uint32_t*>(scratch(static_cast<size_t>(regs) * 4, stream));
+  const int64_t blocks = ceil_div(regs, 256) < int64_t{1} << 20 ? ceil_div(regs, 256) : int64_t{1} << 20;
+  x_to_bf16_kernel<<<static_cast<unsigned>(blocks), 256, 0, stream>>>(x, ldx, M, K, pitch, regs, out);
+  CUDA_CHECK_LAUNCH();
+  return reinterpret_cast<const uint16_t*>(out);
+}
+
+}  // namespace specserve::cuda::kernels
