@@ -103,6 +103,19 @@ std::vector<uint16_t> emulate_xb(const float* x, int64_t ldx, int64_t M, int64_t
   return xb;
 }
 
+// cp.async 16 (src-size `bytes`) from [lo, hi) operand memory into the emulated shared memory: checks the
+// destination, the alignment and the source range, then copies `bytes` and zero-fills the rest.
+template <class InSmem, class E>
+void emu_cp16(std::vector<uint8_t>& smem, Fault& f, InSmem in_smem, int off, const E* src, int bytes, const E* lo,
+              const E* hi) {
+  const int esize = int(sizeof(E));
+  f.check(off % 16 == 0 && in_smem(off, 16) && bytes >= 0 && bytes <= 16 && bytes % esize == 0, "cp16 dst/bytes");
+  f.check(reinterpret_cast<uintptr_t>(src) % 16 == 0 && src >= lo && src + bytes / esize <= hi, "cp16 src");
+  if (!in_smem(off, 16)) return;
+  std::memset(&smem[size_t(off)], 0, 16);
+  if (bytes) std::memcpy(&smem[size_t(off)], src, size_t(bytes));
+}
+
 // Runs the kernel of tile shape T on the host, CTA after CTA (each one slice of one tile), phase after
 // phase, as the device code of matmul_tc_kernel does. xb_end / w_end bound the operands' memory (reads
 // past them are faults).
@@ -112,14 +125,8 @@ void emulate(const tc::Params& p, const uint16_t* xb_end, const uint16_t* w_end,
   const tc::Layout<T> lay{p.a_rows};
   std::vector<uint8_t> smem(size_t(lay.smem_bytes()));
   auto in_smem = [&](int off, int bytes) { return off >= 0 && off + bytes <= int(smem.size()); };
-  // cp.async 16 (src-size `bytes`) from [lo, hi) operand memory; a plain store of one element.
   auto cp16 = [&](int off, const auto* src, int bytes, const auto* lo, const auto* hi) {
-    const int esize = int(sizeof(*src));
-    f.check(off % 16 == 0 && in_smem(off, 16) && bytes >= 0 && bytes <= 16 && bytes % esize == 0, "cp16 dst/bytes");
-    f.check(reinterpret_cast<uintptr_t>(src) % 16 == 0 && src >= lo && src + bytes / esize <= hi, "cp16 src");
-    if (!in_smem(off, 16)) return;
-    std::memset(&smem[size_t(off)], 0, 16);
-    if (bytes) std::memcpy(&smem[size_t(off)], src, size_t(bytes));
+    emu_cp16(smem, f, in_smem, off, src, bytes, lo, hi);
   };
   auto cp16_x = [&](int off, const uint16_t* src, int bytes) {
     f.check(bytes == 16, "cp16 of x: a whole piece");
@@ -213,12 +220,7 @@ void emulate_stream(const tc::Params& p, const float* x_end, const uint16_t* w_e
   std::vector<uint8_t> smem(size_t(lay.smem_bytes(p.S)));
   auto in_smem = [&](int off, int bytes) { return off >= 0 && off + bytes <= lay.part_off(); };
   auto cp16 = [&](int off, const auto* src, int bytes, const auto* lo, const auto* hi) {
-    const int esize = int(sizeof(*src));
-    f.check(off % 16 == 0 && in_smem(off, 16) && bytes >= 0 && bytes <= 16 && bytes % esize == 0, "cp16 dst/bytes");
-    f.check(reinterpret_cast<uintptr_t>(src) % 16 == 0 && src >= lo && src + bytes / esize <= hi, "cp16 src");
-    if (!in_smem(off, 16)) return;
-    std::memset(&smem[size_t(off)], 0, 16);
-    if (bytes) std::memcpy(&smem[size_t(off)], src, size_t(bytes));
+    emu_cp16(smem, f, in_smem, off, src, bytes, lo, hi);
   };
   auto cp16_x = [&](int off, const float* src, int bytes) { cp16(off, src, bytes, p.x, x_end); };
   auto cp16_w = [&](int off, const uint16_t* src, int bytes) { cp16(off, src, bytes, p.w, w_end); };
