@@ -1,5 +1,8 @@
 #include "server/http_server.h"
 
+#include <chrono>
+#include <thread>
+
 #include <httplib.h>
 #include <sys/socket.h>
 
@@ -140,6 +143,12 @@ void HttpServer::start() {
 }
 
 void HttpServer::stop() {
+  // The engine has finished or cancelled every request by now; give the streaming responses a moment
+  // to write their final events and [DONE] before the sockets close (a stop right away can cut a
+  // stream's last chunks off).
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(2);
+  while (counters_.open_streams.load() > 0 && std::chrono::steady_clock::now() < deadline)
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
   if (svr_) svr_->stop();
   if (thread_.joinable()) thread_.join();
 }
