@@ -38,6 +38,22 @@ TEST(StepBenchCli, SyntheticTinyReportsEveryMeasurement) {
   EXPECT_GT(j["projection"][0]["dflash_tokens_per_s"].get<double>(), 0);
 }
 
+TEST(StepBenchCli, StepsOnACheckpointPair) {
+  const std::string pair = std::string(SPECSERVE_SOURCE_DIR) + "/tests/fixtures/dflash/hybrid-trained";
+  const CliRun r = run_specserve("bench --steps --model " + pair + "/target --draft " + pair +
+                                 "/draft --backend cpu --threads 2 --iterations 1 --context 20 --prefill 30 "
+                                 "--decode-batches 1 --verify-batches 1 --verify-k 16 --json");
+  ASSERT_EQ(r.status, 0) << r.out;
+  const auto j = nlohmann::json::parse(r.out);
+  EXPECT_EQ(j["model"], pair + "/target");
+  EXPECT_EQ(j["dtype"], "BF16");
+  ASSERT_EQ(j["propose"].size(), 1u);
+  ASSERT_EQ(j["projection"].size(), 1u);
+  EXPECT_GT(j["projection"][0]["plain_tokens_per_s"].get<double>(), 0);
+}
+
+TEST(StepBenchCli, StepsNeedsAModel) { EXPECT_NE(run_specserve("bench --steps --backend cpu").status, 0); }
+
 TEST(StepBenchCli, UnknownShapeNamesTheKnownOnes) {
   const CliRun r = run_specserve("bench --synthetic qwen9-1t --backend cpu 2>&1");
   EXPECT_NE(r.status, 0);
