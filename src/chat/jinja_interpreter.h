@@ -73,7 +73,7 @@ class Interpreter {
   std::vector<std::shared_ptr<Namespace>> namespaces_;
 };
 
-// Helpers shared with the builtins.
+// Helpers shared with the builtins (jinja_value_ops.cpp, and template_error in jinja_interpreter.cpp).
 [[noreturn]] void template_error(const std::string& message);
 Value get_attr(const Value& obj, const std::string& name);
 Value get_item(const Value& obj, const Value& key);
@@ -81,5 +81,7 @@ Value get_item(const Value& obj, const Value& key);
 std::vector<Value> iterate(const Value& v);
 Value binary_op(const std::string& op, const Value& a, const Value& b, const Interpreter& interp);
 bool contains(const Value& container, const Value& item);
+// The message an Undefined value carries into an error ("'x' is undefined").
+std::string undefined_message(const Value& v);
 
 }  // namespace specserve::chat::jinja
