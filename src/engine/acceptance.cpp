@@ -105,8 +105,7 @@ Verdict verify_drafts_by_argmax(SamplerState& history, std::span<const int32_t> 
   const int k = static_cast<int>(drafts.size());
   SS_CHECK(ids.size() == drafts.size() + 1, "verify: {} argmax rows for {} drafts", ids.size(), drafts.size());
   for (int r = 0; r <= k; ++r) {
-    SS_CHECK(ids[r] >= 0, "sampler: every token is masked or has a non-finite logit");
-    take(v, history, ids[r], std::nullopt);
+    take(v, history, sampling::backend_argmax_pick(ids[r]), std::nullopt);
     if (r == k || drafts[r] != ids[r]) break;
     ++v.accepted;
   }

@@ -10,15 +10,6 @@
 
 namespace specserve::engine {
 
-namespace {
-// A pick made on the backend (ForwardResult::argmax): -1 means the row had no finite entry, the
-// error pick() raises.
-int32_t backend_pick(int32_t id) {
-  SS_CHECK(id >= 0, "sampler: every token is masked or has a non-finite logit");
-  return id;
-}
-}  // namespace
-
 Engine::Engine(TargetModel& model, EngineOptions options, TokenText token_text, DraftProposer* proposer)
     : model_(model),
       options_(normalised(options)),
@@ -212,7 +203,7 @@ void Engine::step() {
       metrics_.prompt_tokens.fetch_add(static_cast<uint64_t>(s.prompt_len()), std::memory_order_relaxed);
       // 5. Per-row pick: the first token, from the prompt's last row.
       sampling::Pick p = batch.spans[i].argmax_columns > 0
-                             ? sampling::Pick{backend_pick(out.argmax[next_logits_row++]), std::nullopt}
+                             ? sampling::Pick{sampling::backend_argmax_pick(out.argmax[next_logits_row++]), std::nullopt}
                              : s.sampler().pick(logits_row(next_logits_row++), s.history(), workspace_);
       s.history().push(p.token);
       picked.push_back(p.token);

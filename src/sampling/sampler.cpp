@@ -194,6 +194,11 @@ Logprobs Sampler::logprobs(std::span<const float> logits, const SamplerState& st
   return make_logprobs(ws, token, total);
 }
 
+TokenId backend_argmax_pick(int32_t id) {
+  SS_CHECK(id >= 0, "sampler: every token is masked or has a non-finite logit");
+  return id;
+}
+
 TokenId argmax_lowest_id(std::span<const float> logits) {
   // Two vectorised passes: the max, then its first occurrence (so ties go to the lowest id).
   // NaN entries are skipped by row_max and never equal the max.

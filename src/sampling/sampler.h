@@ -123,6 +123,11 @@ class Sampler {
   bool picks_raw_argmax_ = false;
 };
 
+// A pick computed by the backend (Ops::argmax over the real vocabulary, for a sampler whose
+// picks_raw_argmax() holds): the id itself, or for -1 (the row had no finite entry) the Error pick()
+// throws.
+TokenId backend_argmax_pick(int32_t id);
+
 // argmax with ties to the lowest id, over a raw row (e.g. a drafter row after
 // apply_history_processors). Throws if no entry is finite.
 TokenId argmax_lowest_id(std::span<const float> logits);

@@ -14,6 +14,15 @@ namespace specserve::spec {
 
 namespace {
 
+// Every weight view of the drafter.
+std::vector<TensorView*> weight_views(DrafterWeights& w) {
+  std::vector<TensorView*> v{&w.fc, &w.hidden_norm, &w.norm};
+  for (auto& L : w.layers)
+    v.insert(v.end(), {&L.input_norm, &L.post_norm, &L.q_proj, &L.k_proj, &L.v_proj, &L.o_proj, &L.q_norm, &L.k_norm,
+                       &L.gate, &L.up, &L.down});
+  return v;
+}
+
 // The rows of one drafter call, laid out [context rows of every sequence ; block rows of every
 // block]. Context and block rows share the k/v projections (one matmul per weight); only block
 // rows have queries.
@@ -39,11 +48,7 @@ DFlashDrafter::DFlashDrafter(const TargetModel& target, std::unique_ptr<DrafterC
   kv_ = KvGeometry{c.num_layers, c.num_kv_heads, c.head_dim};
   pool_ = std::make_shared<KvBlockPool>(kv_, *mem_);
   if (mem_->device() != Device::CPU) {
-    std::vector<TensorView*> views{&weights_.fc, &weights_.hidden_norm, &weights_.norm};
-    for (auto& L : weights_.layers)
-      views.insert(views.end(), {&L.input_norm, &L.post_norm, &L.q_proj, &L.k_proj, &L.v_proj, &L.o_proj, &L.q_norm,
-                                 &L.k_norm, &L.gate, &L.up, &L.down});
-    device_weights_ = upload_tensors(views, *mem_);
+    device_weights_ = upload_tensors(weight_views(weights_), *mem_);
   }
 }
 
@@ -77,11 +82,9 @@ std::unique_ptr<DFlashDrafter> DFlashDrafter::synthetic(const ModelConfig& confi
 }
 
 size_t DFlashDrafter::weight_bytes() const {
-  size_t total = weights_.fc.nbytes() + weights_.hidden_norm.nbytes() + weights_.norm.nbytes();
-  for (const auto& L : weights_.layers)
-    for (const TensorView* v : {&L.input_norm, &L.post_norm, &L.q_proj, &L.k_proj, &L.v_proj, &L.o_proj, &L.q_norm,
-                                &L.k_norm, &L.gate, &L.up, &L.down})
-      total += v->nbytes();
+  DrafterWeights views = weights_;  // views only
+  size_t total = 0;
+  for (const TensorView* v : weight_views(views)) total += v->nbytes();
   return total;
 }
 

@@ -108,9 +108,8 @@ void DFlashProposer::propose(std::span<engine::ProposeItem> items) {
     for (size_t i = 0; i < drafting.size(); ++i) {
       const int n = std::min(drafting[i]->max_drafts, gamma_);
       for (int k = 0; k < n; ++k) {
-        const int32_t id = ids[i * static_cast<size_t>(gamma_) + static_cast<size_t>(k)];
-        SS_CHECK(id >= 0, "sampler: every token is masked or has a non-finite logit");
-        drafting[i]->drafts->push_back(id);
+        drafting[i]->drafts->push_back(
+            sampling::backend_argmax_pick(ids[i * static_cast<size_t>(gamma_) + static_cast<size_t>(k)]));
       }
     }
     return;
