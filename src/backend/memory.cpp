@@ -67,6 +67,13 @@ const Memory& cpu_memory() {
   return *m;
 }
 
+void require_room(const Memory& mem, size_t bytes, const std::string& what, const std::string& hint) {
+  if (mem.device() == Device::CPU) return;
+  const size_t free = mem.available_bytes();
+  SS_CHECK(bytes <= free, "{} needs {:.2f} GiB of device memory but only {:.2f} GiB are free{}", what, gib(bytes),
+           gib(free), hint);
+}
+
 Buffer upload_tensors(std::span<TensorView* const> views, const Memory& mem) {
   constexpr size_t kAlign = 256;
   std::map<const void*, size_t> offset;
@@ -80,9 +87,7 @@ Buffer upload_tensors(std::span<TensorView* const> views, const Memory& mem) {
     offset[v->data] = total;
     total += (v->nbytes() + kAlign - 1) / kAlign * kAlign;
   }
-  SS_CHECK(mem.device() == Device::CPU || total <= mem.available_bytes(),
-           "the weights need {:.2f} GiB of device memory but only {:.2f} GiB are free", gib(total),
-           gib(mem.available_bytes()));
+  require_room(mem, total, "the model's weights");
   Buffer block(mem, total);
   std::set<const void*> done;
   for (TensorView* v : views) {

@@ -10,6 +10,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <span>
+#include <string>
 #include <utility>
 
 #include "core/tensor.h"
@@ -123,6 +124,11 @@ class MemTensor {
 
 // GiB, for messages about memory sizes.
 inline double gib(size_t bytes) { return static_cast<double>(bytes) / double(size_t{1} << 30); }
+
+// On a device memory: throws a one-line Error naming both sizes when `bytes` exceed what the memory
+// can still provide ("{what} needs X GiB of device memory but only Y GiB are free{hint}"). Host
+// memory is not checked (the policy there is the caller's).
+void require_room(const Memory& mem, size_t bytes, const std::string& what, const std::string& hint = "");
 
 // Copies the tensors `views` point at into one block of `mem` (a tensor shared by several views,
 // e.g. a tied head, once; null views and views already in mem's device memory skipped) and points

@@ -12,10 +12,8 @@ void KvBlockPool::reserve(int64_t blocks) {
   if (blocks <= have || block_bytes() == 0) return;
   const auto missing = static_cast<size_t>(blocks - have);
   const size_t bytes = missing * block_bytes();
-  SS_CHECK(memory_->device() == Device::CPU || bytes <= memory_->available_bytes(),
-           "the KV cache of {} blocks needs {:.2f} GiB of device memory but only {:.2f} GiB are free (lower "
-           "--kv-cache-mib or --max-seqs)",
-           blocks, gib(bytes), gib(memory_->available_bytes()));
+  require_room(*memory_, bytes, fmt::format("the KV cache of {} blocks", blocks),
+               " (lower --kv-cache-mib or --max-seqs)");
   slabs_.emplace_back(*memory_, bytes);
   float* base = slabs_.back().f32();
   for (size_t i = missing; i-- > 0;) free_.push_back(base + i * geo_.block_floats());

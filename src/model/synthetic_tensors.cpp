@@ -15,9 +15,7 @@ TensorView SyntheticTensors::make(const std::string& name, const Shape& shape, D
   SS_CHECK(dtype == DType::F32 || dtype == DType::BF16, "synthetic tensor '{}': f32 or bf16 only", name);
   const auto n = static_cast<size_t>(shape.numel());
   const size_t bytes = n * dtype_size(dtype);
-  SS_CHECK(memory_.device() == Device::CPU || bytes <= memory_.available_bytes(),
-           "synthetic weights: '{}' needs {:.2f} GiB but only {:.2f} GiB are free", name, gib(bytes),
-           gib(memory_.available_bytes()));
+  require_room(memory_, bytes, "synthetic weight '" + name + "'");
   buffers_.emplace_back(memory_, bytes);
   bytes_ += bytes;
   float lo = -1.0f, hi = 1.0f;

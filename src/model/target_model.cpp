@@ -240,10 +240,7 @@ void TargetModel::reserve(int64_t kv_blocks, int sequences) {
   const Memory& mem = *impl_->mem;
   if (mem.device() == Device::CPU || impl_->num_deltanet == 0 || sequences <= 0) return;
   const size_t need = static_cast<size_t>(sequences) * sequence_state_bytes();
-  SS_CHECK(need <= mem.available_bytes(),
-           "the DeltaNet state of {} sequences needs {:.2f} GiB of device memory but only {:.2f} GiB are free "
-           "(lower --max-seqs)",
-           sequences, gib(need), gib(mem.available_bytes()));
+  require_room(mem, need, fmt::format("the DeltaNet state of {} sequences", sequences), " (lower --max-seqs)");
   // Allocated and released at once: the device allocator keeps the blocks cached by size class, and
   // every sequence's state buffers later come from them.
   const DeltaNetBytes b(impl_->parts.spec.gdn);

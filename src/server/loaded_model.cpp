@@ -35,7 +35,7 @@ int64_t kv_budget_blocks(const ModelConfig& config, const ServeSpec& spec, const
   if (sizing.on_device) {
     const int64_t states = static_cast<int64_t>(sizing.sequence_bytes) * spec.engine.max_seqs;
     usable = avail - states - (int64_t{1} << 30) - avail / 20;
-    SS_CHECK(spec.kv_cache_mib > 0 || usable >= block_bytes,
+    SS_CHECK(usable >= block_bytes,
              "only {:.2f} GiB of device memory are free after the weights: no room for the DeltaNet state of {} "
              "sequences, a KV cache and activations (lower --max-seqs or use a smaller model)",
              gib(sizing.available_bytes), spec.engine.max_seqs);
