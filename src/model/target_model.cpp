@@ -81,13 +81,26 @@ void reduce_logits(const ForwardBatch& batch, ForwardResult& result, const Ops& 
     }
   }
   if (logits.data == result.logits.view().data) return;
+  // One download per run of consecutive spans that want their rows (each download waits for the stream).
   const size_t row_bytes = static_cast<size_t>(V) * 4;
+  int64_t run_first = 0, run_rows = 0;
+  auto flush = [&] {
+    if (run_rows > 0)
+      mem.download(result.logits.as<char>() + run_first * row_bytes, logits.as<const char>() + run_first * row_bytes,
+                   static_cast<size_t>(run_rows) * row_bytes);
+    run_rows = 0;
+  };
   for (size_t i = 0; i < batch.spans.size(); ++i) {
     const auto [first, count] = rows_of[i];
-    if (count == 0 || batch.spans[i].argmax_columns > 0) continue;
-    mem.download(result.logits.as<char>() + first * row_bytes, logits.as<const char>() + first * row_bytes,
-                 static_cast<size_t>(count) * row_bytes);
+    if (count == 0) continue;
+    if (batch.spans[i].argmax_columns > 0) {
+      flush();
+      continue;
+    }
+    if (run_rows == 0) run_first = first;
+    run_rows += count;
   }
+  flush();
 }
 }  // namespace
 
