@@ -17,6 +17,13 @@
 
 namespace specserve {
 
+// One copy of Memory::copy_many.
+struct CopyRegion {
+  void* dst = nullptr;
+  const void* src = nullptr;
+  size_t bytes = 0;
+};
+
 class Memory {
  public:
   virtual ~Memory() = default;
@@ -37,6 +44,11 @@ class Memory {
   // `height` rows of `width` bytes, rows `dpitch` / `spitch` bytes apart, within this memory.
   virtual void copy_2d(void* dst, size_t dpitch, const void* src, size_t spitch, size_t width,
                        size_t height) const = 0;
+  // Several copies within this memory, as copy() each (no range overlaps another); a device does
+  // them in one launch (e.g. a batch's per-sequence rows).
+  virtual void copy_many(std::span<const CopyRegion> regions) const {
+    for (const auto& r : regions) copy(r.dst, r.src, r.bytes);
+  }
   virtual void zero(void* dst, size_t bytes) const = 0;
   // What allocate() can still provide, for start-up sizing: on a device its free memory plus the
   // allocator's cached blocks; on the host the physical RAM (policy decides what share to use).

@@ -81,6 +81,13 @@ struct GdnSpan {
 
 inline constexpr int kGdnChunk = 64;
 
+// One sequence's rows in Ops::causal_conv_silu_spans, with that sequence's conv window [Kc-1, C].
+struct ConvSpan {
+  TensorView window;
+  int64_t row_begin = 0;
+  int64_t rows = 0;
+};
+
 class Ops {
  public:
   virtual ~Ops() = default;
@@ -131,6 +138,11 @@ class Ops {
   // before x (oldest first), w [C, Kc] (w[c, Kc-1] multiplies the current row). out [n, C].
   virtual void causal_conv_silu(const TensorView& x, const TensorView& window, const TensorView& w,
                                 const TensorView& out) const = 0;
+  // causal_conv_silu over several spans of x's rows (one per sequence), each with its own window; a
+  // span's bits are those of causal_conv_silu over it alone. The default calls it per span; a device
+  // does all spans in one launch.
+  virtual void causal_conv_silu_spans(const TensorView& x, std::span<const ConvSpan> spans, const TensorView& w,
+                                      const TensorView& out) const;
   // In place on rows [R, conv_dim] (post-conv q|k|v): L2-normalises q and k per head (eps 1e-6 on the
   // sum of squares) and scales q by dk^-0.5. From a, b [R, Hv]: beta = sigmoid(b) written to b,
   // g = -exp(A_log) * softplus(a + dt_bias) written to a. All f32.

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cstdlib>
 #include <cmath>
 #include <functional>
 #include <map>
@@ -51,6 +52,12 @@ double copy_bandwidth(const Memory& mem) {
     mem.download(&sink, b.data(), sizeof(sink));  // waits for the copy
   });
   return 2.0 * static_cast<double>(bytes) / s;
+}
+
+// SPECSERVE_PROFILE_STEP: which step to repeat inside a profiler range ("decode", "verify"), or "".
+std::string profile_step() {
+  const char* v = std::getenv("SPECSERVE_PROFILE_STEP");
+  return v ? v : "";
 }
 
 std::vector<int32_t> random_tokens(size_t n, std::mt19937& rng, int64_t vocab) {
@@ -134,14 +141,46 @@ json run_step_bench(TargetModel& target, const spec::DFlashDrafter* drafter, con
   // DeltaNet state read and written.
   auto step_bytes = [&](int batch) { return weights + batch * (o.context * kv_per_position + state_bytes); };
 
+  // The host's share of a decode step: the time forward() takes to enqueue a step that wants no
+  // logits (so it never waits for the device). Close to the whole step time means launch-bound.
+  Buffer sync_word(mem, sizeof(float));
+  auto enqueue_seconds = [&](int batch) {
+    std::vector<double> t;
+    for (int i = 0; i < o.iterations + 2; ++i) {
+      ForwardBatch b;
+      for (int j = 0; j < batch; ++j)
+        b.spans.push_back({seqs[static_cast<size_t>(j)].get(), std::span<const int32_t>(tokens).subspan(j % 32, 1),
+                           SpanMode::Extend, LogitsWanted::None});
+      const auto t0 = Clock::now();
+      target.forward(b);
+      t.push_back(seconds_since(t0));
+      float sink = 0;
+      mem.download(&sink, sync_word.data(), sizeof(sink));
+      for (int j = 0; j < batch; ++j) target.commit(*seqs[static_cast<size_t>(j)], 1);
+    }
+    std::sort(t.begin(), t.end());
+    return t[t.size() / 2];
+  };
+
   json decode = json::array();
   std::map<int, double> decode_s;
   for (int b : o.decode_batches) {
     const double s = median_seconds(o.iterations, [&] { step(b, 1); });
     decode_s[b] = s;
     const double bytes = step_bytes(b);
+    const double enqueue = enqueue_seconds(b);
     decode.push_back({{"batch", b}, {"ms", s * 1e3}, {"bytes", bytes}, {"gb_s", bytes / s / 1e9},
-                      {"roofline_fraction", bytes / s / bw}, {"tokens_per_s", b / s}});
+                      {"roofline_fraction", bytes / s / bw}, {"tokens_per_s", b / s},
+                      {"host_enqueue_ms", enqueue * 1e3}});
+#if SPECSERVE_HAVE_CUDA
+    // One more step inside a profiler range (`ncu --profile-from-start off` sees only it):
+    // SPECSERVE_PROFILE_STEP=decode profiles a decode step, =verify a verify step (below).
+    if (profile_step() == "decode" && target.backend() == "cuda") {
+      cuda::profiler_start();
+      step(b, 1);
+      cuda::profiler_stop();
+    }
+#endif
     SS_LOG_INFO("bench", "decode B={}: {:.3f} ms", b, s * 1e3);
   }
   r["decode"] = decode;
@@ -152,6 +191,13 @@ json run_step_bench(TargetModel& target, const spec::DFlashDrafter* drafter, con
     for (int k : o.verify_ks) {
       const double s = median_seconds(o.iterations, [&] { step(b, k); });
       verify_s[{b, k}] = s;
+#if SPECSERVE_HAVE_CUDA
+      if (profile_step() == "verify" && target.backend() == "cuda") {
+        cuda::profiler_start();
+        step(b, k);
+        cuda::profiler_stop();
+      }
+#endif
       json e = {{"batch", b}, {"k", k}, {"ms", s * 1e3}, {"bytes", step_bytes(b)}};
       if (decode_s.count(b)) e["ratio_to_decode"] = s / decode_s[b];
       verify.push_back(e);
@@ -211,12 +257,13 @@ std::string format_step_bench(const json& r) {
   const auto& p = r["prefill"];
   out += fmt::format("prefill: {} tokens in {:.3f} s = {:.0f} tokens/s\n", p["tokens"].get<int>(),
                      p["seconds"].get<double>(), p["tokens_per_s"].get<double>());
-  out += fmt::format("{:>8} {:>10} {:>10} {:>9} {:>9} {:>10}\n", "decode B", "ms", "GB moved", "GB/s", "roofline",
-                     "tokens/s");
+  out += fmt::format("{:>8} {:>10} {:>10} {:>9} {:>9} {:>10} {:>12}\n", "decode B", "ms", "GB moved", "GB/s",
+                     "roofline", "tokens/s", "host enqueue");
   for (const auto& d : r["decode"])
-    out += fmt::format("{:>8} {:>10.3f} {:>10.2f} {:>9.0f} {:>8.0f}% {:>10.0f}\n", d["batch"].get<int>(),
+    out += fmt::format("{:>8} {:>10.3f} {:>10.2f} {:>9.0f} {:>8.0f}% {:>10.0f} {:>9.3f} ms\n", d["batch"].get<int>(),
                        d["ms"].get<double>(), d["bytes"].get<double>() / 1e9, d["gb_s"].get<double>(),
-                       100 * d["roofline_fraction"].get<double>(), d["tokens_per_s"].get<double>());
+                       100 * d["roofline_fraction"].get<double>(), d["tokens_per_s"].get<double>(),
+                       d["host_enqueue_ms"].get<double>());
   out += fmt::format("{:>8} {:>4} {:>10} {:>12}\n", "verify B", "K", "ms", "/ decode(B)");
   for (const auto& v : r["verify"])
     out += fmt::format("{:>8} {:>4} {:>10.3f} {:>12}\n", v["batch"].get<int>(), v["k"].get<int>(), v["ms"].get<double>(),

@@ -25,11 +25,11 @@ void advance_window(const Memory& mem, Buffer& window, const float* rows, int64_
   }
 }
 
-// dst <- rows [n, width] floats starting at src (growing dst when needed).
-void save_rows(const Memory& mem, Buffer& dst, const float* src, int64_t n, int64_t width) {
+// The copy dst <- rows [n, width] floats starting at src (dst grown first when needed).
+CopyRegion save_region(const Memory& mem, Buffer& dst, const float* src, int64_t n, int64_t width) {
   const size_t bytes = static_cast<size_t>(n * width) * 4;
   dst.reserve(mem, bytes);
-  mem.copy(dst.data(), src, bytes);
+  return {dst.data(), src, bytes};
 }
 
 }  // namespace
@@ -66,13 +66,15 @@ void DeltaNetBlock::forward(BatchContext& ctx, const TensorView& x, const Tensor
   ops.matmul_multi(x, ws, ys);
 
   MemTensor qkv = MemTensor::empty(mem, DType::F32, {R, C});
-  for (const auto& sp : ctx.spans) {
-    auto& L = ModelInternals::deltanet(*sp.state, slot);
-    ops.causal_conv_silu(pre.view().rows(sp.row_begin, sp.row_begin + sp.rows), L.window.view(DType::F32, {keep, C}), conv,
-                         qkv.view().rows(sp.row_begin, sp.row_begin + sp.rows));
-  }
+  std::vector<ConvSpan> conv_spans;
+  for (const auto& sp : ctx.spans)
+    conv_spans.push_back({ModelInternals::deltanet(*sp.state, slot).window.view(DType::F32, {keep, C}), sp.row_begin,
+                          sp.rows});
+  ops.causal_conv_silu_spans(pre, conv_spans, conv, qkv);
   ops.gdn_prepare(qkv, g, beta, a_log, dt_bias, d);  // g <- log-decay, beta <- sigmoid(b)
 
+  // The extend spans' pending rows are saved in one copy_many (one launch on a device).
+  std::vector<CopyRegion> saves;
   std::vector<GdnSpan> spans;
   for (const auto& sp : ctx.spans) {
     auto& L = ModelInternals::deltanet(*sp.state, slot);
@@ -85,13 +87,14 @@ void DeltaNetBlock::forward(BatchContext& ctx, const TensorView& x, const Tensor
       // to the work buffer (no copy).
       L.work.reserve(mem, L.state.bytes());
       spans.push_back({L.work.f32(), sp.row_begin, sp.rows, sp.position, false, L.state.f32()});
-      save_rows(mem, L.pending_pre, pre_rows, sp.rows, C);
-      save_rows(mem, L.pending_qkv, qkv.as<float>() + sp.row_begin * C, sp.rows, C);
-      save_rows(mem, L.pending_g, g.as<float>() + sp.row_begin * Hv, sp.rows, Hv);
-      save_rows(mem, L.pending_beta, beta.as<float>() + sp.row_begin * Hv, sp.rows, Hv);
+      saves.push_back(save_region(mem, L.pending_pre, pre_rows, sp.rows, C));
+      saves.push_back(save_region(mem, L.pending_qkv, qkv.as<float>() + sp.row_begin * C, sp.rows, C));
+      saves.push_back(save_region(mem, L.pending_g, g.as<float>() + sp.row_begin * Hv, sp.rows, Hv));
+      saves.push_back(save_region(mem, L.pending_beta, beta.as<float>() + sp.row_begin * Hv, sp.rows, Hv));
       L.pending_rows = sp.rows;
     }
   }
+  mem.copy_many(saves);
   MemTensor core = MemTensor::empty(mem, DType::F32, {R, d.value_dim()});
   ops.gated_delta_rule(qkv, g, beta, spans, d, core);
   ops.rms_norm_gated(core, z, norm, s.eps, core);

@@ -168,15 +168,19 @@ TEST_F(Gpu, TcRowInvarianceN33000K1001) { check_row_invariance(33000, 1001); }  
 TEST_F(Gpu, TcRowInvarianceN24576K1001) { check_row_invariance(24576, 1001); }  // S = 2, odd K, wide
 TEST_F(Gpu, TcRowInvarianceN4096K4096) { check_row_invariance(4096, 4096); }    // S = 8: q/o_proj
 
+// matmul_multi launches the weights that share a K split together (up to 4 per launch, for M <= 16):
+// here 0, 1, 2 and 4 share S = 2 and 3 (512 column blocks) has S = 1, so M = 1 and 16 make one
+// 4-segment launch and one single launch; M = 300 runs each alone. Bits equal the lone matmul's.
 TEST_F(Gpu, TcMatmulMultiEqualsSeparateMatmuls) {
   const int64_t K = 1024;
-  const int64_t widths[3] = {512, 256, 264};
+  constexpr int kWeights = 5;
+  const int64_t widths[kWeights] = {512, 256, 264, 32768, 72};
   for (int64_t M : {1, 16, 300}) {
     auto x = randn(size_t(M * K), 21 + uint32_t(M));
     DeviceBuffer dx = DeviceBuffer::from(x);
     std::vector<DeviceBuffer> dws, multi, single;
     std::vector<TensorView> ws, ys;
-    for (int i = 0; i < 3; ++i) {
+    for (int i = 0; i < kWeights; ++i) {
       dws.push_back(DeviceBuffer::from(to_bf16(randn(size_t(widths[i] * K), 22 + uint32_t(i), 0.05f))));
       multi.push_back(poisoned(size_t(M * widths[i])));
       single.push_back(poisoned(size_t(M * widths[i])));
@@ -185,7 +189,7 @@ TEST_F(Gpu, TcMatmulMultiEqualsSeparateMatmuls) {
     }
     const TensorView X = dev_view(dx, DType::F32, {M, K});
     cuda_ops().matmul_multi(X, ws, ys);
-    for (int i = 0; i < 3; ++i) {
+    for (int i = 0; i < kWeights; ++i) {
       cuda_ops().matmul(X, ws[size_t(i)], dev_view(single[size_t(i)], DType::F32, {M, widths[i]}));
       const auto a = download(multi[size_t(i)], size_t(M * widths[i]));
       const auto b = download(single[size_t(i)], size_t(M * widths[i]));

@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <numeric>
 
+#include "backend/cuda/cuda_memory.h"
 #include "gdn_test_util.h"
 
 namespace specserve::cuda_test {
@@ -61,7 +62,8 @@ class Attention : public Gpu, public ::testing::WithParamInterface<AttnCase> {};
 TEST_P(Attention, KvStoreAndAttentionAgreeWithCpuAndRowsAreBatchInvariant) {
   const auto [nh, nkv, hd] = GetParam();
   const int layer = 1;
-  Caches c(KvGeometry{2, nkv, hd}, {1, 17, 100, 300, 33, 64});
+  // 1500 keys: chunks of two tiles (128 keys), the longest window split in 12.
+  Caches c(KvGeometry{2, nkv, hd}, {1, 17, 100, 300, 33, 64, 1500});
   // Every position of every sequence, round-robin across sequences (one call mixes all tables);
   // every third row windowed (8 keys).
   std::vector<RowSpec> spec;
@@ -137,7 +139,7 @@ TEST_P(Attention, KvStoreAndAttentionAgreeWithCpuAndRowsAreBatchInvariant) {
 
 INSTANTIATE_TEST_SUITE_P(Heads, Attention,
                          ::testing::Values(AttnCase{4, 2, 128}, AttnCase{8, 2, 64}, AttnCase{2, 2, 256},
-                                           AttnCase{6, 3, 96}),
+                                           AttnCase{6, 3, 96}, AttnCase{12, 2, 256}, AttnCase{16, 1, 32}),
                          [](const ::testing::TestParamInfo<AttnCase>& i) {
                            return "heads" + std::to_string(i.param.nh) + "_kv" + std::to_string(i.param.nkv) + "_hd" +
                                   std::to_string(i.param.hd);
@@ -157,6 +159,61 @@ TEST_F(Gpu, CausalConvSiluAgreesWithCpu) {
   cuda_ops().causal_conv_silu(dev_view(dx, DType::F32, {n, C}), dev_view(dwin, DType::F32, {Kc - 1, C}),
                               dev_view(dw, DType::F32, {C, Kc}), dev_view(out, DType::F32, {n, C}));
   EXPECT_LT(rel_err(download(out, x.size()), want), 1e-6);
+}
+
+// Several sequences' spans in one call: each span gives the bits of the one-span call, and the CPU's
+// per-span default agrees.
+TEST_F(Gpu, CausalConvSiluSpansEqualOneSpanCalls) {
+  const GdnDims d{2, 4, 32, 32, 4};
+  const int64_t C = d.conv_dim(), Kc = d.conv_kernel;
+  const int64_t lens[] = {1, 16, 5, 0, 3};
+  int64_t R = 0;
+  for (int64_t l : lens) R += l;
+  auto x = randn(size_t(R * C), 94), w = randn(size_t(C * Kc), 95, 0.5f);
+  DeviceBuffer dx = DeviceBuffer::from(x), dw = DeviceBuffer::from(w), out = poisoned(size_t(R * C)),
+               one = poisoned(size_t(R * C));
+  std::vector<std::vector<float>> wins;
+  std::vector<DeviceBuffer> dwins;
+  std::vector<ConvSpan> dev_spans, host_spans;
+  int64_t row = 0;
+  for (size_t i = 0; i < std::size(lens); ++i) {
+    wins.push_back(randn(size_t((Kc - 1) * C), 96 + uint32_t(i)));
+    dwins.push_back(DeviceBuffer::from(wins.back()));
+    dev_spans.push_back({dev_view(dwins.back(), DType::F32, {Kc - 1, C}), row, lens[i]});
+    host_spans.push_back({host_view(wins.back().data(), DType::F32, {Kc - 1, C}), row, lens[i]});
+    row += lens[i];
+  }
+  const TensorView X = dev_view(dx, DType::F32, {R, C}), W = dev_view(dw, DType::F32, {C, Kc});
+  cuda_ops().causal_conv_silu_spans(X, dev_spans, W, dev_view(out, DType::F32, {R, C}));
+  for (const auto& s : dev_spans)
+    cuda_ops().causal_conv_silu(X.rows(s.row_begin, s.row_begin + s.rows), s.window, W,
+                                dev_view(one, DType::F32, {R, C}).rows(s.row_begin, s.row_begin + s.rows));
+  const auto got = download(out, size_t(R * C)), each = download(one, size_t(R * C));
+  EXPECT_TRUE(bit_equal(got.data(), each.data(), got.size()));
+  std::vector<float> want(size_t(R * C));
+  cpu_ops().causal_conv_silu_spans(host_view(x.data(), DType::F32, {R, C}), host_spans,
+                                   host_view(w.data(), DType::F32, {C, Kc}), host_view(want.data(), DType::F32, {R, C}));
+  EXPECT_LT(rel_err(got, want), 1e-6);
+  // A span past the rows is a clear error, not a launch.
+  std::vector<ConvSpan> bad{{dev_spans[0].window, R - 1, 2}};
+  EXPECT_THROW(cuda_ops().causal_conv_silu_spans(X, bad, W, dev_view(out, DType::F32, {R, C})), Error);
+}
+
+// Memory::copy_many: word-aligned and odd-sized regions in one launch land like separate copies.
+TEST_F(Gpu, CopyManyCopiesEveryRegion) {
+  const Memory& mem = cuda_memory();
+  std::vector<unsigned char> src(100000);
+  for (size_t i = 0; i < src.size(); ++i) src[i] = static_cast<unsigned char>(i * 7 + 3);
+  DeviceBuffer dsrc = DeviceBuffer::from(src), ddst = DeviceBuffer::from(std::vector<unsigned char>(src.size(), 0));
+  auto* s = static_cast<const unsigned char*>(dsrc.data());
+  auto* d = static_cast<unsigned char*>(ddst.data());
+  const std::vector<CopyRegion> regions{{d, s + 4000, 4096}, {d + 5000, s, 13}, {d + 6001, s + 77, 60001}, {d + 9, s, 0}};
+  mem.copy_many(regions);
+  std::vector<unsigned char> want(src.size(), 0);
+  for (const auto& r : regions)
+    std::memcpy(want.data() + (static_cast<unsigned char*>(r.dst) - d), src.data() + (static_cast<const unsigned char*>(r.src) - s),
+                r.bytes);
+  EXPECT_EQ(ddst.to_vector<unsigned char>(src.size()), want);
 }
 
 TEST_F(Gpu, GdnPrepareAgreesWithCpu) {

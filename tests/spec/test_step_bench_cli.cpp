@@ -28,6 +28,7 @@ TEST(StepBenchCli, SyntheticTinyReportsEveryMeasurement) {
   for (const auto& d : j["decode"]) {
     EXPECT_GT(d["ms"].get<double>(), 0);
     EXPECT_GT(d["roofline_fraction"].get<double>(), 0);
+    EXPECT_GT(d["host_enqueue_ms"].get<double>(), 0);
   }
   ASSERT_EQ(j["verify"].size(), 4u);  // 2 batches x 2 K
   for (const auto& v : j["verify"]) EXPECT_GT(v["ratio_to_decode"].get<double>(), 0);

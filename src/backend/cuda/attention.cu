@@ -3,13 +3,20 @@
 // Layout: KvGeometry's [layer][K|V][kv_head][slot][head_dim] f32 blocks of kKvBlockSize (16)
 // positions; a row's block table is a device array of device block pointers (staged by cuda_ops).
 //
-// Attention: one block of kWarps warps per (query row, query head), independent of every other row.
-// Warp w walks keys i = w, w + kWarps, w + 2 kWarps, ... of the row's window (i counted from
-// window_start) in increasing order with an online softmax (running max m, running sum l, running
-// weighted V sum acc); lane l holds head dims l, l + 32, ... A score is the q·k dot of the lane's dims
-// (fmaf, increasing dim) reduced by warp_sum, times scale. The kWarps partial states are then merged
-// in warp order. Every choice here depends only on the row's own window length, so a row gives the
-// same bits alone (a decode) or inside any batch (an extend, other sequences' rows).
+// Attention, split over the keys (flash-decoding), in two kernels:
+//   1. attention_partial_kernel: one block of kWarps warps per (query row, KV head, chunk of keys). It
+//      serves the G = num_heads / num_kv_heads query heads of that KV head, so each key and value is
+//      read once per block. A row's window (keys window_start..position, n of them) is cut into
+//      chunks of chunk_keys(n) keys from the window's start (attention_chunking below: a function of
+//      n alone), and a chunk is walked in tiles of kTileKeys keys. Per tile: the scores (the q·k dot
+//      of each lane's dims l, l + 32, ... with fmaf in increasing dim, warp_sum, times scale), the
+//      tile max, the running max m and the rescale factor, p = exp(s - m), the tile's sum of p (two
+//      keys per lane, then warp_sum) added to the running sum l, and the weighted V sum in increasing
+//      key order with fmaf. The chunk's (m, l, acc) go to a scratch row.
+//   2. attention_combine_kernel: one block per (row, query head) merges the row's chunks in chunk
+//      order: M = max m_c, L = sum l_c e^(m_c - M), out = (sum acc_c e^(m_c - M)) / L.
+// Every choice depends only on the row's own window, so a row gives the same bits alone (a decode)
+// or inside any batch (an extend, other sequences' rows).
 #include <cuda_runtime.h>
 
 #include <cmath>
@@ -17,10 +24,16 @@
 #include "backend/cuda/cuda_check.h"
 #include "backend/cuda/device_math.cuh"
 #include "backend/cuda/kernels.h"
+#include "backend/cuda/matmul_tensor_core_ptx.cuh"  // cp.async
 
 namespace specserve::cuda::kernels {
 
 namespace {
+
+using tc::cp_async_ca;
+using tc::cp_async_commit;
+using tc::cp_async_wait_all;
+using tc::smem_addr;
 
 constexpr int kBlockSize = 16;  // == kKvBlockSize (backend/ops.h)
 constexpr int kWarps = 4;
@@ -58,77 +71,208 @@ __global__ void kv_store_kernel(const KvRow* rows, float* const* ptrs, Geo geo, 
   }
 }
 
+struct Chunking {
+  int64_t keys;    // keys per chunk (a multiple of kTileKeys)
+  int64_t chunks;  // chunks of the window
+};
+constexpr int kTileKeys = 64;
+constexpr int kMaxChunks = 16;
+constexpr int kMaxGroup = 16;  // query heads per KV head
+// The chunks of a window of n keys: at most kMaxChunks, each a whole number of tiles.
+__host__ __device__ inline Chunking attention_chunking(int64_t n) {
+  const int64_t tiles = (n + kTileKeys - 1) / kTileKeys;
+  const int64_t keys = kTileKeys * ((tiles + kMaxChunks - 1) / kMaxChunks);
+  return {keys, (n + keys - 1) / keys};
+}
+
+// Dynamic shared memory of the partial kernel (floats): q [G][HD], p [G][kTileKeys], m, l and the
+// rescale factor [G], then (with_tile) the tile's keys and values [2][kTileKeys][HD].
+// The tile starts on a 16-byte boundary (cp.async destinations).
+__host__ __device__ inline int attention_smem_floats(int G, int HD, bool with_tile) {
+  const int head = (G * HD + G * kTileKeys + 3 * G + 3) / 4 * 4;
+  return head + (with_tile ? 2 * kTileKeys * HD : 0);
+}
+
+// Scratch record of one (row, query head, chunk): acc[HD], then m, then l.
+__host__ __device__ inline int64_t partial_floats(int head_dim) { return int64_t{head_dim} + 2; }
+
 template <int DPL>  // head dims per lane: head_dim = 32 * DPL
 __global__ void __launch_bounds__(kWarps * 32)
-    attention_kernel(const KvRow* rows, float* const* ptrs, Geo geo, const float* q, int64_t ldq, int num_heads,
-                     float scale, float* out, int64_t ldo) {
+    attention_partial_kernel(const KvRow* rows, float* const* ptrs, Geo geo, const float* q, int64_t ldq,
+                             int num_heads, float scale, float* part, int max_chunks) {
   constexpr int HD = 32 * DPL;
-  __shared__ float s_m[kWarps], s_l[kWarps];
-  __shared__ float s_acc[kWarps][HD];
+  constexpr int kThreads = kWarps * 32;
+  extern __shared__ __align__(16) float smem[];
+  const int G = num_heads / geo.num_kv_heads;
+  float* s_q = smem;                       // [G][HD]
+  float* s_p = s_q + G * HD;               // [G][kTileKeys] scores, then p
+  float* s_m = s_p + G * kTileKeys;        // [G] running max
+  float* s_l = s_m + G;                    // [G] running sum
+  float* s_corr = s_l + G;                 // [G] this tile's rescale factor
+  float* s_k = s_q + attention_smem_floats(G, HD, false);  // [kTileKeys][HD] the tile's keys
+  float* s_v = s_k + kTileKeys * HD;                       // [kTileKeys][HD] and values
+
+  const int64_t r = blockIdx.x / geo.num_kv_heads;
+  const int kvh = static_cast<int>(blockIdx.x % geo.num_kv_heads);
+  const int c = static_cast<int>(blockIdx.y);
+  const KvRow row = rows[r];
+  const int64_t w0 = row.window_start, n = int64_t{row.position} + 1 - w0;
+  const Chunking ch = attention_chunking(n);
+  if (c >= ch.chunks) return;
+  const int64_t i_begin = c * ch.keys, i_end = i_begin + ch.keys < n ? i_begin + ch.keys : n;
+  float* const* table = ptrs + row.table;
+  const int tid = static_cast<int>(threadIdx.x), warp = tid >> 5, lane = tid & 31;
+
+  for (int e = tid; e < G * HD; e += kThreads) s_q[e] = q[r * ldq + int64_t{kvh} * G * HD + e];
+  for (int g = tid; g < G; g += kThreads) {
+    s_m[g] = -INFINITY;
+    s_l[g] = 0.0f;
+  }
+  // This thread's outputs in the value sum: dims tid and tid + kThreads (below HD) of every query head.
+  constexpr int kDims = (HD + kThreads - 1) / kThreads;
+  float acc[kMaxGroup][kDims];
+#pragma unroll
+  for (int g = 0; g < kMaxGroup; ++g)
+#pragma unroll
+    for (int j = 0; j < kDims; ++j) acc[g][j] = 0.0f;
+  __syncthreads();
+
+  __shared__ float* s_blk[kTileKeys / kBlockSize + 1];  // the tile's KV blocks
+  int64_t blk0 = 0;
+  auto key_ptr = [&](int64_t i, int which) {
+    const int64_t j = w0 + i;
+    return s_blk[j / kBlockSize - blk0] + geo.offset(which, kvh, static_cast<int>(j % kBlockSize));
+  };
+
+  for (int64_t t0 = i_begin; t0 < i_end; t0 += kTileKeys) {
+    const int nk = i_end - t0 < kTileKeys ? static_cast<int>(i_end - t0) : kTileKeys;
+    blk0 = (w0 + t0) / kBlockSize;
+    const int64_t blk_last = (w0 + t0 + nk - 1) / kBlockSize;
+    if (tid <= blk_last - blk0) s_blk[tid] = table[blk0 + tid];
+    __syncthreads();
+    // The tile's keys and values into shared memory, all 16-byte pieces in flight at once.
+    constexpr int kPieces = HD / 4;
+    for (int e = tid; e < 2 * nk * kPieces; e += kThreads) {
+      const int which = e / (nk * kPieces), kk = e % (nk * kPieces) / kPieces, piece = e % kPieces;
+      float* dst = (which ? s_v : s_k) + kk * HD + 4 * piece;
+      cp_async_ca(smem_addr(dst), key_ptr(t0 + kk, which) + 4 * piece, 16);
+    }
+    cp_async_commit();
+    cp_async_wait_all();
+    __syncthreads();
+    // Scores: warp w takes keys w, w + kWarps, ... of the tile.
+    for (int kk = warp; kk < nk; kk += kWarps) {
+      float kv[DPL];
+#pragma unroll
+      for (int t = 0; t < DPL; ++t) kv[t] = s_k[kk * HD + lane + 32 * t];
+      for (int g = 0; g < G; ++g) {
+        float p = 0.0f;
+#pragma unroll
+        for (int t = 0; t < DPL; ++t) p = fmaf(s_q[g * HD + lane + 32 * t], kv[t], p);
+        p = warp_sum(p) * scale;
+        if (lane == 0) s_p[g * kTileKeys + kk] = p;
+      }
+    }
+    __syncthreads();
+    // Softmax bookkeeping: warp w takes query heads w, w + kWarps, ...; lane holds keys lane, lane + 32.
+    for (int g = warp; g < G; g += kWarps) {
+      float* sp = s_p + g * kTileKeys;
+      const float a = lane < nk ? sp[lane] : -INFINITY;
+      const float b = lane + 32 < nk ? sp[lane + 32] : -INFINITY;
+      const float m_old = s_m[g];
+      const float m_new = fmaxf(m_old, warp_max(fmaxf(a, b)));
+      const float pa = lane < nk ? expf(a - m_new) : 0.0f;
+      const float pb = lane + 32 < nk ? expf(b - m_new) : 0.0f;
+      const float sum = warp_sum(pa + pb);
+      const float corr = expf(m_old - m_new);  // 0 on the first tile (m_old = -inf)
+      __syncwarp();
+      if (lane < nk) sp[lane] = pa;
+      if (lane + 32 < nk) sp[lane + 32] = pb;
+      if (lane == 0) {
+        s_l[g] = s_l[g] * corr + sum;
+        s_m[g] = m_new;
+        s_corr[g] = corr;
+      }
+    }
+    __syncthreads();
+    // Weighted values, keys in increasing order.
+#pragma unroll
+    for (int g = 0; g < kMaxGroup; ++g)
+#pragma unroll
+      for (int j = 0; j < kDims; ++j)
+        if (g < G) acc[g][j] = acc[g][j] * s_corr[g];
+    if (tid < HD) {
+#pragma unroll 4
+      for (int kk = 0; kk < nk; ++kk) {
+        const float* vp = s_v + kk * HD;
+        float v[kDims];
+#pragma unroll
+        for (int j = 0; j < kDims; ++j) v[j] = tid + kThreads * j < HD ? vp[tid + kThreads * j] : 0.0f;
+#pragma unroll
+        for (int g = 0; g < kMaxGroup; ++g)
+          if (g < G) {
+            const float pg = s_p[g * kTileKeys + kk];
+#pragma unroll
+            for (int j = 0; j < kDims; ++j) acc[g][j] = fmaf(pg, v[j], acc[g][j]);
+          }
+      }
+    }
+    __syncthreads();  // s_p is rewritten by the next tile
+  }
+  const int64_t rec = partial_floats(HD);
+  auto record = [&](int g) {
+    return part + ((r * num_heads + int64_t{kvh} * G + g) * max_chunks + c) * rec;
+  };
+#pragma unroll
+  for (int g = 0; g < kMaxGroup; ++g)
+#pragma unroll
+    for (int j = 0; j < kDims; ++j)
+      if (g < G && tid + kThreads * j < HD) record(g)[tid + kThreads * j] = acc[g][j];
+  for (int g = tid; g < G; g += kThreads) {
+    record(g)[HD] = s_m[g];
+    record(g)[HD + 1] = s_l[g];
+  }
+}
+
+__global__ void attention_combine_kernel(const KvRow* rows, int num_heads, int head_dim, const float* part,
+                                         int max_chunks, float* out, int64_t ldo) {
   const int64_t r = blockIdx.x / num_heads;
   const int h = static_cast<int>(blockIdx.x % num_heads);
-  const int kvh = h / (num_heads / geo.num_kv_heads);
-  const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
   const KvRow row = rows[r];
-  float* const* table = ptrs + row.table;
-  const int64_t w0 = row.window_start, n = int64_t{row.position} + 1 - w0;
-
-  float qv[DPL];
-#pragma unroll
-  for (int t = 0; t < DPL; ++t) qv[t] = q[r * ldq + int64_t{h} * HD + lane + 32 * t];
-
-  float m = -INFINITY, l = 0.0f, acc[DPL];
-#pragma unroll
-  for (int t = 0; t < DPL; ++t) acc[t] = 0.0f;
-  for (int64_t i = warp; i < n; i += kWarps) {
-    const int64_t j = w0 + i;
-    const float* block = table[j / kBlockSize];
-    const int slot = static_cast<int>(j % kBlockSize);
-    const float* kp = block + geo.offset(0, kvh, slot);
-    const float* vp = block + geo.offset(1, kvh, slot);
-    float p = 0.0f;
-#pragma unroll
-    for (int t = 0; t < DPL; ++t) p = fmaf(qv[t], kp[lane + 32 * t], p);
-    const float s = warp_sum(p) * scale;
-    const float m_new = fmaxf(m, s);
-    const float corr = expf(m - m_new);  // 0 on the first key (m = -inf)
-    const float e = expf(s - m_new);
-    l = l * corr + e;
-#pragma unroll
-    for (int t = 0; t < DPL; ++t) acc[t] = acc[t] * corr + e * vp[lane + 32 * t];
-    m = m_new;
-  }
-  if (lane == 0) {
-    s_m[warp] = m;
-    s_l[warp] = l;
-  }
-#pragma unroll
-  for (int t = 0; t < DPL; ++t) s_acc[warp][lane + 32 * t] = acc[t];
-  __syncthreads();
-  // Merge the warps' states in warp order (a warp with no keys has m = -inf, l = 0: factor 0).
-  float mx = s_m[0];
-  for (int w = 1; w < kWarps; ++w) mx = fmaxf(mx, s_m[w]);
-  float f[kWarps], L = 0.0f;
-#pragma unroll
-  for (int w = 0; w < kWarps; ++w) {
-    f[w] = expf(s_m[w] - mx);
-    L = L + s_l[w] * f[w];
-  }
-  const float inv = 1.0f / L;
-  for (int d = threadIdx.x; d < HD; d += blockDim.x) {
-    float o = 0.0f;
-#pragma unroll
-    for (int w = 0; w < kWarps; ++w) o = o + s_acc[w][d] * f[w];
-    out[r * ldo + int64_t{h} * HD + d] = o * inv;
+  const int64_t chunks = attention_chunking(int64_t{row.position} + 1 - row.window_start).chunks;
+  const int64_t rec = partial_floats(head_dim);
+  const float* base = part + (r * num_heads + h) * max_chunks * rec;
+  float mx = -INFINITY;
+  for (int64_t c = 0; c < chunks; ++c) mx = fmaxf(mx, base[c * rec + head_dim]);
+  for (int d = static_cast<int>(threadIdx.x); d < head_dim; d += blockDim.x) {
+    float L = 0.0f, o = 0.0f;
+    for (int64_t c = 0; c < chunks; ++c) {
+      const float f = expf(base[c * rec + head_dim] - mx);
+      L = L + base[c * rec + head_dim + 1] * f;
+      o = o + base[c * rec + d] * f;
+    }
+    out[r * ldo + int64_t{h} * head_dim + d] = o * (1.0f / L);
   }
 }
 
 template <int DPL>
 void launch_attention(const KvArgs& kv, const float* q, int64_t ldq, int num_heads, float scale, float* out,
-                      int64_t ldo, cudaStream_t stream) {
-  const int64_t blocks = kv.R * num_heads;
-  attention_kernel<DPL><<<static_cast<unsigned>(blocks), kWarps * 32, 0, stream>>>(kv.rows, kv.ptrs, geo_of(kv), q,
-                                                                                    ldq, num_heads, scale, out, ldo);
+                      int64_t ldo, float* part, int max_chunks, cudaStream_t stream) {
+  constexpr int HD = 32 * DPL;
+  const int G = num_heads / kv.num_kv_heads;
+  const size_t smem = sizeof(float) * static_cast<size_t>(attention_smem_floats(G, HD, true));
+  static const bool configured = [] {
+    CUDA_CHECK(cudaFuncSetAttribute(attention_partial_kernel<DPL>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                    static_cast<int>(sizeof(float) * attention_smem_floats(kMaxGroup, HD, true))));
+    return true;
+  }();
+  (void)configured;
+  attention_partial_kernel<DPL>
+      <<<dim3(static_cast<unsigned>(kv.R * kv.num_kv_heads), static_cast<unsigned>(max_chunks)), kWarps * 32, smem,
+         stream>>>(kv.rows, kv.ptrs, geo_of(kv), q, ldq, num_heads, scale, part, max_chunks);
+  CUDA_CHECK_LAUNCH();
+  attention_combine_kernel<<<static_cast<unsigned>(kv.R * num_heads), HD < 128 ? HD : 128, 0, stream>>>(
+      kv.rows, num_heads, HD, part, max_chunks, out, ldo);
   CUDA_CHECK_LAUNCH();
 }
 
@@ -141,19 +285,26 @@ void kv_store(const KvArgs& kv, const float* k, int64_t ldk, const float* v, int
 }
 
 bool attention_supports(int head_dim) { return head_dim % 32 == 0 && head_dim >= 32 && head_dim <= 256; }
+bool attention_group_supported(int num_heads, int num_kv_heads) { return num_heads / num_kv_heads <= kMaxGroup; }
+
+int64_t attention_chunks(int64_t window) { return attention_chunking(window).chunks; }
+int64_t attention_scratch_floats(int64_t rows, int num_heads, int head_dim, int64_t max_chunks) {
+  return rows * num_heads * max_chunks * partial_floats(head_dim);
+}
 
 void attention(const KvArgs& kv, const float* q, int64_t ldq, int num_heads, float scale, float* out, int64_t ldo,
-               cudaStream_t stream) {
+               float* scratch, int64_t max_chunks, cudaStream_t stream) {
   if (kv.R == 0 || num_heads == 0) return;
+  const int mc = static_cast<int>(max_chunks);
   switch (kv.head_dim / 32) {
-    case 1: launch_attention<1>(kv, q, ldq, num_heads, scale, out, ldo, stream); break;
-    case 2: launch_attention<2>(kv, q, ldq, num_heads, scale, out, ldo, stream); break;
-    case 3: launch_attention<3>(kv, q, ldq, num_heads, scale, out, ldo, stream); break;
-    case 4: launch_attention<4>(kv, q, ldq, num_heads, scale, out, ldo, stream); break;
-    case 5: launch_attention<5>(kv, q, ldq, num_heads, scale, out, ldo, stream); break;
-    case 6: launch_attention<6>(kv, q, ldq, num_heads, scale, out, ldo, stream); break;
-    case 7: launch_attention<7>(kv, q, ldq, num_heads, scale, out, ldo, stream); break;
-    case 8: launch_attention<8>(kv, q, ldq, num_heads, scale, out, ldo, stream); break;
+    case 1: launch_attention<1>(kv, q, ldq, num_heads, scale, out, ldo, scratch, mc, stream); break;
+    case 2: launch_attention<2>(kv, q, ldq, num_heads, scale, out, ldo, scratch, mc, stream); break;
+    case 3: launch_attention<3>(kv, q, ldq, num_heads, scale, out, ldo, scratch, mc, stream); break;
+    case 4: launch_attention<4>(kv, q, ldq, num_heads, scale, out, ldo, scratch, mc, stream); break;
+    case 5: launch_attention<5>(kv, q, ldq, num_heads, scale, out, ldo, scratch, mc, stream); break;
+    case 6: launch_attention<6>(kv, q, ldq, num_heads, scale, out, ldo, scratch, mc, stream); break;
+    case 7: launch_attention<7>(kv, q, ldq, num_heads, scale, out, ldo, scratch, mc, stream); break;
+    case 8: launch_attention<8>(kv, q, ldq, num_heads, scale, out, ldo, scratch, mc, stream); break;
     default: break;  // excluded by attention_supports()
   }
 }

@@ -1,5 +1,6 @@
 #include "backend/cuda/cuda_device.h"
 
+#include <cuda_profiler_api.h>
 #include <cuda_runtime.h>
 
 namespace specserve::cuda {
@@ -24,6 +25,9 @@ DeviceInfo device_info(int index) {
   info.total_memory = prop.totalGlobalMem;
   return info;
 }
+
+void profiler_start() { cudaProfilerStart(); }
+void profiler_stop() { cudaProfilerStop(); }
 
 std::string unavailable_reason() {
   int n = 0;

@@ -16,6 +16,10 @@ struct DeviceInfo {
 int device_count();
 // Information about device `index`; requires 0 <= index < device_count().
 DeviceInfo device_info(int index);
+
+// Brackets a region for a profiler started with `ncu --profile-from-start off` (no-ops otherwise).
+void profiler_start();
+void profiler_stop();
 // A one-line explanation when device_count() is 0 (e.g. the driver error string).
 std::string unavailable_reason();
 

@@ -2,6 +2,7 @@
 
 #include <cuda_runtime_api.h>
 
+#include <algorithm>
 #include <bit>
 #include <map>
 #include <mutex>
@@ -10,6 +11,7 @@
 #include "backend/cuda/cuda_check.h"
 #include "backend/cuda/cuda_stream.h"
 #include "backend/cuda/kernels.h"
+#include "backend/cuda/staging.h"
 #include "core/error.h"
 
 namespace specserve {
@@ -90,6 +92,22 @@ class CudaMemory final : public Memory {
   void copy(void* dst, const void* src, size_t bytes) const override {
     if (!bytes) return;
     CUDA_CHECK(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToDevice, cuda::cuda_stream()));
+  }
+  void copy_many(std::span<const CopyRegion> regions) const override {
+    std::vector<cuda::kernels::CopyRegionDev> dev;
+    int64_t max_bytes = 0;
+    for (const auto& r : regions) {
+      if (r.bytes == 0) continue;
+      dev.push_back({r.dst, r.src, static_cast<int64_t>(r.bytes)});
+      max_bytes = std::max(max_bytes, static_cast<int64_t>(r.bytes));
+    }
+    if (dev.empty()) return;
+    if (dev.size() == 1) return copy(dev[0].dst, dev[0].src, static_cast<size_t>(dev[0].bytes));
+    auto& staging = cuda::Staging::global();
+    auto lock = staging.lock();
+    const auto* d = static_cast<const cuda::kernels::CopyRegionDev*>(
+        staging.stage(dev.data(), dev.size() * sizeof(dev[0])));
+    cuda::kernels::copy_many(d, static_cast<int64_t>(dev.size()), max_bytes, cuda::cuda_stream());
   }
   void copy_2d(void* dst, size_t dpitch, const void* src, size_t spitch, size_t width, size_t height) const override {
     if (!width || !height) return;

@@ -94,6 +94,10 @@ class CudaOps final : public Ops {
 
   void matmul(const TensorView& x, const TensorView& w, const TensorView& y) const override {
     check_matmul(x, w, y);
+    k::matmul(matmul_args(x, w, y), cuda::cuda_stream());
+  }
+
+  static k::MatmulArgs matmul_args(const TensorView& x, const TensorView& w, const TensorView& y) {
     k::MatmulArgs a;
     a.x = x.as<const float>();
     a.ldx = x.strides[0];
@@ -105,13 +109,33 @@ class CudaOps final : public Ops {
     a.M = x.dim(0);
     a.N = w.dim(0);
     a.K = x.dim(1);
-    k::matmul(a, cuda::cuda_stream());
+    return a;
   }
 
+  // One streaming launch for the weights that share a K split (decode and short verify), else one
+  // launch each; the bits are the same either way.
   void matmul_multi(const TensorView& x, std::span<const TensorView> ws, std::span<const TensorView> ys) const override {
     SS_CHECK(ws.size() == ys.size(), "matmul_multi: {} weights but {} outputs", ws.size(), ys.size());
     for (size_t i = 0; i < ws.size(); ++i) check_matmul(x, ws[i], ys[i]);
-    for (size_t i = 0; i < ws.size(); ++i) matmul(x, ws[i], ys[i]);
+    std::vector<k::MatmulArgs> args;
+    for (size_t i = 0; i < ws.size(); ++i) args.push_back(matmul_args(x, ws[i], ys[i]));
+    std::vector<bool> done(args.size(), false);
+    for (size_t i = 0; i < args.size(); ++i) {
+      if (done[i]) continue;
+      std::vector<k::MatmulArgs> group{args[i]};
+      for (size_t j = i + 1; j < args.size() && group.size() < k::kMatmulMultiMax; ++j) {
+        if (done[j]) continue;
+        group.push_back(args[j]);
+        if (k::matmul_bf16_stream_compatible(group.data(), static_cast<int>(group.size())))
+          done[j] = true;
+        else
+          group.pop_back();
+      }
+      if (group.size() > 1)
+        k::matmul_bf16_stream_multi(group.data(), static_cast<int>(group.size()), cuda::cuda_stream());
+      else
+        k::matmul(group[0], cuda::cuda_stream());
+    }
   }
 
   void embedding(const TensorView& table, std::span<const int32_t> ids, const TensorView& out) const override {
@@ -228,12 +252,28 @@ class CudaOps final : public Ops {
     for (const auto& row : rows)
       SS_CHECK(row.window_start >= 0 && row.window_start <= row.position,
                "attention: window start {} outside [0, position {}]", row.window_start, row.position);
+    SS_CHECK(k::attention_group_supported(num_heads, geo.num_kv_heads),
+             "attention: {} query heads per KV head unsupported on CUDA (at most 16)", num_heads / geo.num_kv_heads);
     if (rows.empty()) return;
+    int64_t chunks = 1;
+    for (const auto& row : rows)
+      chunks = std::max(chunks, k::attention_chunks(int64_t{row.position} + 1 - row.window_start));
+    // The per-chunk partial results of at most ~64 MB of rows at a time.
+    const int64_t per_row = k::attention_scratch_floats(1, num_heads, hd, chunks);
+    const int64_t group = std::clamp<int64_t>((int64_t{16} << 20) / per_row, 1, static_cast<int64_t>(rows.size()));
+    Buffer scratch(cuda_memory(), static_cast<size_t>(group * per_row) * sizeof(float));
     auto& staging = cuda::Staging::global();
     auto lock = staging.lock();
-    const StagedKv s = stage_kv(staging, geo, layer, rows);
-    k::attention(s.args, q.as<const float>(), q.strides[0], num_heads, scale, out.as<float>(), out.strides[0],
-                 cuda::cuda_stream());
+    StagedKv s = stage_kv(staging, geo, layer, rows);
+    const k::KvRow* all_rows = s.args.rows;
+    const int64_t R = s.args.R;
+    for (int64_t r0 = 0; r0 < R; r0 += group) {
+      s.args.rows = all_rows + r0;
+      s.args.R = std::min(group, R - r0);
+      k::attention(s.args, q.as<const float>() + r0 * q.strides[0], q.strides[0], num_heads, scale,
+                   out.as<float>() + r0 * out.strides[0], out.strides[0], static_cast<float*>(scratch.data()), chunks,
+                   cuda::cuda_stream());
+    }
   }
 
   void causal_conv_silu(const TensorView& x, const TensorView& window, const TensorView& w,
@@ -244,6 +284,30 @@ class CudaOps final : public Ops {
     SS_CHECK(n == 0 || x.data != out.data, "causal_conv_silu: out must not alias x on CUDA");
     k::causal_conv_silu(x.as<const float>(), x.strides[0], window.as<const float>(), w.as<const float>(),
                         out.as<float>(), out.strides[0], n, C, static_cast<int>(Kc), cuda::cuda_stream());
+  }
+
+  void causal_conv_silu_spans(const TensorView& x, std::span<const ConvSpan> spans, const TensorView& w,
+                              const TensorView& out) const override {
+    std::vector<k::ConvSpanDev> dev;
+    int64_t max_rows = 0;
+    for (const auto& s : spans) {
+      SS_CHECK(s.row_begin >= 0 && s.rows >= 0 && s.row_begin + s.rows <= x.dim(0) && x.dim(0) == out.dim(0),
+               "causal_conv_silu: span [{}, {}) outside {} rows", s.row_begin, s.row_begin + s.rows, x.dim(0));
+      const TensorView xs = x.rows(s.row_begin, s.row_begin + s.rows), os = out.rows(s.row_begin, s.row_begin + s.rows);
+      for (const TensorView* t : {&xs, &s.window, &w, &os}) on_device("causal_conv_silu", *t);
+      check_causal_conv_operands(xs, s.window, w, os);
+      SS_CHECK(s.rows == 0 || x.data != out.data, "causal_conv_silu: out must not alias x on CUDA");
+      if (s.rows == 0) continue;
+      dev.push_back({s.window.as<const float>(), s.row_begin, s.rows});
+      max_rows = std::max(max_rows, s.rows);
+    }
+    if (dev.empty()) return;
+    auto& staging = cuda::Staging::global();
+    auto lock = staging.lock();
+    const auto* d = static_cast<const k::ConvSpanDev*>(staging.stage(dev.data(), dev.size() * sizeof(dev[0])));
+    k::causal_conv_silu_spans(x.as<const float>(), x.strides[0], d, static_cast<int64_t>(dev.size()), max_rows,
+                              w.as<const float>(), out.as<float>(), out.strides[0], x.dim(1),
+                              static_cast<int>(w.dim(1)), cuda::cuda_stream());
   }
 
   void gdn_prepare(const TensorView& qkv, const TensorView& a, const TensorView& b, const TensorView& a_log,

@@ -26,17 +26,36 @@ namespace {
 
 constexpr int kRowsPerThread = 16;  // state rows (along dk) per thread
 
+// Output (t, c) of one span: rows before the span come from its window.
+__device__ __forceinline__ float conv_one(const float* x, int64_t ldx, const float* window, const float* w, int64_t t,
+                                          int64_t c, int64_t C, int Kc) {
+  float acc = 0.0f;
+  for (int j = 0; j < Kc; ++j) {
+    const int64_t src = t - (Kc - 1) + j;  // negative: a window row
+    const float v = src >= 0 ? x[src * ldx + c] : window[(Kc - 1 + src) * C + c];
+    acc += w[c * Kc + j] * v;  // two roundings, as the CPU (no contraction)
+  }
+  return d_silu(acc);
+}
+
 __global__ void conv_kernel(const float* x, int64_t ldx, const float* window, const float* w, float* out, int64_t ldo,
                             int64_t n, int64_t C, int Kc) {
   for (int64_t e = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; e < n * C; e += int64_t{gridDim.x} * blockDim.x) {
     const int64_t t = e / C, c = e % C;
-    float acc = 0.0f;
-    for (int j = 0; j < Kc; ++j) {
-      const int64_t src = t - (Kc - 1) + j;  // negative: a window row
-      const float v = src >= 0 ? x[src * ldx + c] : window[(Kc - 1 + src) * C + c];
-      acc += w[c * Kc + j] * v;  // two roundings, as the CPU (no contraction)
-    }
-    out[t * ldo + c] = d_silu(acc);
+    out[t * ldo + c] = conv_one(x, ldx, window, w, t, c, C, Kc);
+  }
+}
+
+// blockIdx.y: the span.
+__global__ void conv_spans_kernel(const float* x, int64_t ldx, const ConvSpanDev* spans, const float* w, float* out,
+                                  int64_t ldo, int64_t C, int Kc) {
+  const ConvSpanDev sp = spans[blockIdx.y];
+  const float* xs = x + sp.row_begin * ldx;
+  float* os = out + sp.row_begin * ldo;
+  for (int64_t e = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; e < sp.rows * C;
+       e += int64_t{gridDim.x} * blockDim.x) {
+    const int64_t t = e / C, c = e % C;
+    os[t * ldo + c] = conv_one(xs, ldx, sp.window, w, t, c, C, Kc);
   }
 }
 
@@ -136,6 +155,18 @@ void causal_conv_silu(const float* x, int64_t ldx, const float* window, const fl
   if (n == 0 || C == 0) return;
   conv_kernel<<<grid_for(n * C, 256), 256, 0, stream>>>(x, ldx, window, w, out, ldo, n, C, Kc);
   CUDA_CHECK_LAUNCH();
+}
+
+void causal_conv_silu_spans(const float* x, int64_t ldx, const ConvSpanDev* spans, int64_t num_spans,
+                            int64_t max_rows, const float* w, float* out, int64_t ldo, int64_t C, int Kc,
+                            cudaStream_t stream) {
+  if (num_spans == 0 || max_rows == 0 || C == 0) return;
+  for (int64_t first = 0; first < num_spans; first += 65535) {
+    const auto n = static_cast<unsigned>(num_spans - first < 65535 ? num_spans - first : 65535);
+    conv_spans_kernel<<<dim3(grid_for(max_rows * C, 256), n), 256, 0, stream>>>(x, ldx, spans + first, w, out, ldo, C,
+                                                                                 Kc);
+    CUDA_CHECK_LAUNCH();
+  }
 }
 
 void gdn_prepare(float* qkv, int64_t ld, float* a, float* b, const float* a_log, const float* dt_bias, int64_t R,

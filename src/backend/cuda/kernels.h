@@ -29,6 +29,12 @@ void matmul(const MatmulArgs& a, cudaStream_t stream);
 void matmul_bf16_tensor_core(const MatmulArgs& a, cudaStream_t stream, int tile = -1);
 // The streaming kernel (matmul_tensor_core_stream.cu): 16 rows of x per CTA row, any M.
 void matmul_bf16_stream(const MatmulArgs& a, cudaStream_t stream);
+// 2-4 bf16 matmuls sharing x (q/k/v, gate/up) in one streaming launch: each output gets the bits
+// matmul_bf16_tensor_core gives it alone (same K slices, same order). Only for parts that are
+// matmul_bf16_stream_compatible: M <= 16, bf16 weights, the same x, M, K and K split.
+inline constexpr size_t kMatmulMultiMax = 4;
+bool matmul_bf16_stream_compatible(const MatmulArgs* parts, int count);
+void matmul_bf16_stream_multi(const MatmulArgs* parts, int count, cudaStream_t stream);
 // The tiled kernel's pre-pass (matmul_tensor_core_xb.cu): x [M, K] (pitch ldx) rounded to bf16 into the
 // process's scratch block as tc::xb_pair lays it out (tc::xb_rows(M) rows of `pitch` elements, zero
 // past M and K); returns the copy, valid for work enqueued on `stream` before the next call.
@@ -59,6 +65,15 @@ void mul_sigmoid(float* x, const float* gate, int64_t n, cudaStream_t stream);
 void embedding(const void* table, bool bf16, int64_t width, const int32_t* ids, int64_t n, float* out,
                cudaStream_t stream);
 
+// ---- Memory::copy_many (copy_many.cu) -------------------------------------------------------------------
+struct CopyRegionDev {
+  void* dst = nullptr;
+  const void* src = nullptr;
+  int64_t bytes = 0;
+};
+// regions: a device array of `count` regions, the largest max_bytes long.
+void copy_many(const CopyRegionDev* regions, int64_t count, int64_t max_bytes, cudaStream_t stream);
+
 // ---- paged KV cache and attention (attention.cu) ------------------------------------------------------
 // One query row: its block table starts at ptrs[table] (device array of device block pointers).
 struct KvRow {
@@ -77,12 +92,29 @@ struct KvArgs {
 void kv_store(const KvArgs& kv, const float* k, int64_t ldk, const float* v, int64_t ldv, cudaStream_t stream);
 // head_dim must be a multiple of 32 and at most 256 (checked by the caller: attention_supports).
 bool attention_supports(int head_dim);
+// At most 16 query heads per KV head (attention_group_supported).
+bool attention_group_supported(int num_heads, int num_kv_heads);
+// The chunks a row's window of `window` keys is split into (at most 16; not monotonic in the window),
+// and the f32 scratch a call needs for `rows` rows with at most max_chunks chunks each (per row, head
+// and chunk: the chunk's weighted V sum, max and sum).
+int64_t attention_chunks(int64_t window);
+int64_t attention_scratch_floats(int64_t rows, int num_heads, int head_dim, int64_t max_chunks);
 void attention(const KvArgs& kv, const float* q, int64_t ldq, int num_heads, float scale, float* out, int64_t ldo,
-               cudaStream_t stream);
+               float* scratch, int64_t max_chunks, cudaStream_t stream);
 
 // ---- Gated DeltaNet (gated_deltanet.cu, gated_deltanet_chunked.cu) ---------------------------------------
 void causal_conv_silu(const float* x, int64_t ldx, const float* window, const float* w, float* out, int64_t ldo,
                       int64_t n, int64_t C, int Kc, cudaStream_t stream);
+// The same for several spans of x's rows in one launch, each with its own window; a span's bits are
+// those of causal_conv_silu over it alone.
+struct ConvSpanDev {
+  const float* window = nullptr;  // [Kc-1, C]
+  int64_t row_begin = 0;
+  int64_t rows = 0;
+};
+void causal_conv_silu_spans(const float* x, int64_t ldx, const ConvSpanDev* spans, int64_t num_spans,
+                            int64_t max_rows, const float* w, float* out, int64_t ldo, int64_t C, int Kc,
+                            cudaStream_t stream);
 void gdn_prepare(float* qkv, int64_t ld, float* a, float* b, const float* a_log, const float* dt_bias, int64_t R,
                  int Hk, int Hv, int dk, int dv, cudaStream_t stream);
 struct GdnSpanDev {

@@ -130,6 +130,21 @@ struct Params {
   bool vec_w = false;  // 16-byte cp.async of w (w 16-byte aligned, ldw % 8 == 0)
   int64_t nbm = 0, nbn = 0;  // CTA tiles along M and N
   int64_t group = 1;         // M tiles per raster group (tile_of)
+  // Streaming kernel only: several weight matrices sharing x, K and S in one launch (q/k/v, gate/up).
+  // When segments > 0, column block b (blockIdx.x / S) belongs to the first segment with b < nbn_end,
+  // which supplies w, ldw, vec_w, y, ldy and N; its column blocks count from that segment's start.
+  struct Segment {
+    const uint16_t* w = nullptr;
+    int64_t ldw = 0;
+    float* y = nullptr;
+    int64_t ldy = 0;
+    int64_t N = 0;
+    int64_t nbn_end = 0;
+    bool vec_w = false;
+  };
+  static constexpr int kMaxSegments = 4;
+  int segments = 0;
+  Segment seg[kMaxSegments];
 };
 
 // The Params of one launch with tile shape T (host code; the launcher and the emulation share it).

@@ -20,7 +20,28 @@ namespace {
 
 using namespace specserve::cuda::tc;
 
-__global__ void __launch_bounds__(Stream::kThreads) matmul_tc_stream_kernel(const Params p) {
+// The Params of this CTA's segment (the launch's own when it has none) and its column block in it.
+__device__ __forceinline__ Params segment_of(const Params& launch, int64_t& block) {
+  Params p = launch;
+  if (launch.segments == 0) return p;
+  int i = 0;
+#pragma unroll
+  for (int s = 0; s < Params::kMaxSegments - 1; ++s)
+    if (i == s && s + 1 < launch.segments && block >= launch.seg[s].nbn_end) i = s + 1;
+  const Params::Segment& g = launch.seg[i];
+  block -= i == 0 ? 0 : launch.seg[i - 1].nbn_end;
+  p.w = g.w;
+  p.ldw = g.ldw;
+  p.vec_w = g.vec_w;
+  p.y = g.y;
+  p.ldy = g.ldy;
+  p.N = g.N;
+  return p;
+}
+
+__global__ void __launch_bounds__(Stream::kThreads, 8) matmul_tc_stream_kernel(const Params launch) {
+  int64_t block = blockIdx.x / launch.S;
+  const Params p = segment_of(launch, block);
   extern __shared__ __align__(128) unsigned char smem[];
   const StreamLayout lay{p.a_rows};
   const int tid = static_cast<int>(threadIdx.x), lane = tid & 31, warp = tid >> 5;
@@ -51,7 +72,7 @@ __global__ void __launch_bounds__(Stream::kThreads) matmul_tc_stream_kernel(cons
     return pack_bf16x2(v.x, v.y);
   };
 
-  const int64_t n0 = int64_t{blockIdx.x / p.S} * Stream::kBN, n0w = n0 + warp * Stream::kWarpN;
+  const int64_t n0 = block * Stream::kBN, n0w = n0 + warp * Stream::kWarpN;
   const int64_t m0 = int64_t{blockIdx.y} * Stream::kBM;
   const Slice sl = slice_of(p, blockIdx.x % p.S);
   const int64_t tiles = sl.tiles(Stream::kKT);
@@ -106,10 +127,7 @@ __global__ void __launch_bounds__(Stream::kThreads) matmul_tc_stream_kernel(cons
   cluster_reduce(p, m0, n0, Stream::kBM, Stream::kBN, part);
 }
 
-}  // namespace
-
-void matmul_bf16_stream(const MatmulArgs& a, cudaStream_t stream) {
-  if (a.M <= 0 || a.N <= 0 || a.K <= 0) return;
+void configure_stream_kernel() {
   constexpr int kMaxSmem = StreamLayout{Stream::kBM}.smem_bytes(2);
   static_assert(kMaxSmem <= 227 * 1024, "more shared memory than an sm_90 block may have");
   static const bool configured = [] {
@@ -119,11 +137,57 @@ void matmul_bf16_stream(const MatmulArgs& a, cudaStream_t stream) {
     return true;
   }();
   (void)configured;
+}
+
+}  // namespace
+
+void matmul_bf16_stream(const MatmulArgs& a, cudaStream_t stream) {
+  if (a.M <= 0 || a.N <= 0 || a.K <= 0) return;
+  configure_stream_kernel();
   const Params p =
       make_stream_params(a.x, a.ldx, static_cast<const uint16_t*>(a.w), a.ldw, a.y, a.ldy, a.M, a.N, a.K);
   const int64_t gx = p.nbn * p.S;
   if (gx > INT_MAX || p.nbm > 65535)
     cuda_fail(cudaErrorInvalidConfiguration, "matmul: more CTAs than a grid holds", __FILE__, __LINE__);
+  launch_clusters(matmul_tc_stream_kernel, dim3(static_cast<unsigned>(gx), static_cast<unsigned>(p.nbm)),
+                  Stream::kThreads, StreamLayout{p.a_rows}.smem_bytes(p.S), stream, p);
+}
+
+bool matmul_bf16_stream_compatible(const MatmulArgs* parts, int count) {
+  if (count < 1 || count > Params::kMaxSegments) return false;
+  const MatmulArgs& a0 = parts[0];
+  if (a0.M <= 0 || a0.M > Stream::kBM || a0.K <= 0) return false;
+  const KSplit split = k_split(a0.N, a0.K);
+  for (int i = 0; i < count; ++i) {
+    const MatmulArgs& a = parts[i];
+    const KSplit si = k_split(a.N, a.K);
+    if (!a.w_bf16 || a.x != a0.x || a.ldx != a0.ldx || a.M != a0.M || a.K != a0.K || a.N <= 0 || si.S != split.S ||
+        si.cps != split.cps)
+      return false;
+  }
+  return true;
+}
+
+void matmul_bf16_stream_multi(const MatmulArgs* parts, int count, cudaStream_t stream) {
+  if (!matmul_bf16_stream_compatible(parts, count))
+    cuda_fail(cudaErrorInvalidValue, "matmul_bf16_stream_multi: parts do not share one streaming launch", __FILE__,
+              __LINE__);
+  const MatmulArgs& a0 = parts[0];
+  Params p = make_stream_params(a0.x, a0.ldx, static_cast<const uint16_t*>(a0.w), a0.ldw, a0.y, a0.ldy, a0.M, a0.N,
+                                a0.K);
+  p.segments = count;
+  int64_t blocks = 0;
+  for (int i = 0; i < count; ++i) {
+    const MatmulArgs& a = parts[i];
+    const Params pi = make_stream_params(a.x, a.ldx, static_cast<const uint16_t*>(a.w), a.ldw, a.y, a.ldy, a.M, a.N,
+                                         a.K);
+    blocks += pi.nbn;
+    p.seg[i] = {pi.w, pi.ldw, pi.y, pi.ldy, pi.N, blocks, pi.vec_w};
+  }
+  p.nbn = blocks;
+  const int64_t gx = p.nbn * p.S;
+  if (gx > INT_MAX) cuda_fail(cudaErrorInvalidConfiguration, "matmul: more CTAs than a grid holds", __FILE__, __LINE__);
+  configure_stream_kernel();
   launch_clusters(matmul_tc_stream_kernel, dim3(static_cast<unsigned>(gx), static_cast<unsigned>(p.nbm)),
                   Stream::kThreads, StreamLayout{p.a_rows}.smem_bytes(p.S), stream, p);
 }

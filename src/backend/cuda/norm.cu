@@ -60,7 +60,10 @@ __global__ void rms_norm_gated_kernel(const float* x, const float* z, const floa
 }
 
 // Threads per block: a function of d only (never of the number of groups).
-int threads_for(int64_t d) { return d <= 64 ? 32 : d <= 128 ? 64 : d <= 512 ? 128 : 256; }
+// (A one-row norm of a 4096-wide hidden state is one block: 1024 threads keep its loads few per thread.)
+int threads_for(int64_t d) {
+  return d <= 64 ? 32 : d <= 128 ? 64 : d <= 512 ? 128 : d <= 1024 ? 256 : d <= 2048 ? 512 : 1024;
+}
 
 }  // namespace
 
