@@ -11,16 +11,20 @@ namespace specserve {
 
 namespace {
 
-// window <- the last Kc-1 rows of [window; rows[0..n)] (byte copies through the state's Memory; the
-// overlapping shift goes through a scratch block, as device copies must not overlap).
-void advance_window(const Memory& mem, Buffer& window, const float* rows, int64_t n, int64_t C, int64_t keep) {
+// window <- the last Kc-1 rows of [window; rows[0..n)], as copies appended to `copies` (done later in
+// one Memory::copy_many). A shift within the window goes to a fresh buffer (device copies must not
+// overlap); the replaced buffer moves to `retired`, which the caller keeps until the copies are
+// enqueued (freed earlier, the allocator could hand it out as another copy's destination).
+void advance_window(const Memory& mem, Buffer& window, const float* rows, int64_t n, int64_t C, int64_t keep,
+                    std::vector<CopyRegion>& copies, std::vector<Buffer>& retired) {
   if (keep == 0 || n == 0) return;
   if (n >= keep) {
-    mem.copy(window.f32(), rows + (n - keep) * C, static_cast<size_t>(keep * C) * 4);
+    copies.push_back({window.f32(), rows + (n - keep) * C, static_cast<size_t>(keep * C) * 4});
   } else {
     Buffer next(mem, window.bytes());
-    mem.copy(next.f32(), window.f32() + n * C, static_cast<size_t>((keep - n) * C) * 4);
-    mem.copy(next.f32() + (keep - n) * C, rows, static_cast<size_t>(n * C) * 4);
+    copies.push_back({next.f32(), window.f32() + n * C, static_cast<size_t>((keep - n) * C) * 4});
+    copies.push_back({next.f32() + (keep - n) * C, rows, static_cast<size_t>(n * C) * 4});
+    retired.push_back(std::move(window));
     window = std::move(next);
   }
 }
@@ -73,15 +77,17 @@ void DeltaNetBlock::forward(BatchContext& ctx, const TensorView& x, const Tensor
   ops.causal_conv_silu_spans(pre, conv_spans, conv, qkv);
   ops.gdn_prepare(qkv, g, beta, a_log, dt_bias, d);  // g <- log-decay, beta <- sigmoid(b)
 
-  // The extend spans' pending rows are saved in one copy_many (one launch on a device).
+  // The prefill spans' window advances and the extend spans' pending rows: one copy_many (one launch
+  // on a device).
   std::vector<CopyRegion> saves;
+  std::vector<Buffer> retired;
   std::vector<GdnSpan> spans;
   for (const auto& sp : ctx.spans) {
     auto& L = ModelInternals::deltanet(*sp.state, slot);
     const float* pre_rows = pre.as<float>() + sp.row_begin * C;
     if (sp.mode == SpanMode::Prefill) {
       spans.push_back({L.state.f32(), sp.row_begin, sp.rows, sp.position, true});
-      advance_window(mem, L.window, pre_rows, sp.rows, C, keep);
+      advance_window(mem, L.window, pre_rows, sp.rows, C, keep, saves, retired);
     } else {
       // The committed state stays untouched until commit(): the first step reads it, all writes go
       // to the work buffer (no copy).
@@ -101,8 +107,8 @@ void DeltaNetBlock::forward(BatchContext& ctx, const TensorView& x, const Tensor
   ops.matmul(core, out_proj, out);
 }
 
-void DeltaNetBlock::commit(const Ops& ops, const Memory& mem, const ArchSpec& spec, SequenceState& seq,
-                           int64_t n) const {
+void DeltaNetBlock::commit(const Ops& ops, const Memory& mem, const ArchSpec& spec, SequenceState& seq, int64_t n,
+                           std::vector<CopyRegion>& copies, std::vector<Buffer>& retired) const {
   const GdnDims& d = spec.gdn;
   auto& L = ModelInternals::deltanet(seq, slot);
   const int64_t C = d.conv_dim(), Hv = d.num_v_heads;
@@ -117,7 +123,7 @@ void DeltaNetBlock::commit(const Ops& ops, const Memory& mem, const ArchSpec& sp
     ops.gated_delta_rule(L.pending_qkv.view(DType::F32, {K, C}), L.pending_g.view(DType::F32, {K, Hv}),
                          L.pending_beta.view(DType::F32, {K, Hv}), std::span(&span, 1), d, scratch);
   }
-  advance_window(mem, L.window, L.pending_pre.f32(), n, C, d.conv_kernel - 1);
+  advance_window(mem, L.window, L.pending_pre.f32(), n, C, d.conv_kernel - 1, copies, retired);
   L.pending_rows = 0;
 }
 

@@ -66,8 +66,10 @@ struct DeltaNetBlock {
   TensorView conv, a_log, dt_bias, norm;          // f32: conv [conv_dim, Kc]
   int slot = 0;                                   // index among the DeltaNet layers
   void forward(BatchContext& ctx, const TensorView& x, const TensorView& out) const;
-  // commit(n) of a pending extend (see sequence_state.h).
-  void commit(const Ops& ops, const Memory& mem, const ArchSpec& spec, SequenceState& s, int64_t n) const;
+  // commit(n) of a pending extend (see sequence_state.h). The window copies are appended to `copies`
+  // for the caller's one Memory::copy_many; replaced buffers go to `retired` until then.
+  void commit(const Ops& ops, const Memory& mem, const ArchSpec& spec, SequenceState& s, int64_t n,
+              std::vector<CopyRegion>& copies, std::vector<Buffer>& retired) const;
 };
 
 struct MlpBlock {

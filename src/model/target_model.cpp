@@ -388,8 +388,13 @@ void TargetModel::commit(SequenceState& state, int64_t n) const {
   const int64_t k = state.pending();
   SS_CHECK(k > 0, "commit: the sequence has no pending extend");
   SS_CHECK(n >= 1 && n <= k, "commit: {} rows of a {}-row extend", n, k);
+  // Every DeltaNet layer's window copies in one copy_many.
+  std::vector<CopyRegion> copies;
+  std::vector<Buffer> retired;
   for (const auto& l : impl_->parts.layers)
-    if (l.type == LayerType::LinearAttention) l.deltanet.commit(*impl_->ops, *impl_->mem, impl_->parts.spec, state, n);
+    if (l.type == LayerType::LinearAttention)
+      l.deltanet.commit(*impl_->ops, *impl_->mem, impl_->parts.spec, state, n, copies, retired);
+  impl_->mem->copy_many(copies);
   ModelInternals::length(state) += n;
   ModelInternals::pending(state) = 0;
 }
