@@ -155,7 +155,7 @@ void BM_MatmulBf16(benchmark::State& st) {
     seconds += t;
   }
   const double t = seconds / double(st.iterations());
-  st.SetLabel(std::string(s.name) + " S=" + std::to_string(cuda::tc::k_split(N, K).S));
+  st.SetLabel(std::string(s.name) + " S=" + std::to_string(cuda::tc::k_split(N, K, cuda::tc::split_target_ctas()).S));
   st.counters["GB/s"] = double(w_bytes) / t / 1e9;
   st.counters["of_copy"] = double(w_bytes) / t / roofline;
   st.counters["TFLOP/s"] = 2.0 * double(M) * double(N) * double(K) / t / 1e12;

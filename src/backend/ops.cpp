@@ -15,4 +15,10 @@ void Ops::causal_conv_silu_spans(const TensorView& x, std::span<const ConvSpan> 
   }
 }
 
+void Ops::add_rms_norm(const TensorView& x, const TensorView& y, const TensorView& w, NormKind kind, float eps,
+                       const TensorView& out) const {
+  add(x, y);
+  rms_norm(x, w, kind, eps, out);
+}
+
 }  // namespace specserve

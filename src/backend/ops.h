@@ -122,6 +122,10 @@ class Ops {
   virtual void argmax(const TensorView& x, int64_t n, std::span<int32_t> out) const = 0;
   // x += y, elementwise.
   virtual void add(const TensorView& x, const TensorView& y) const = 0;
+  // x += y, then out = rms_norm(x) (the residual add and the next norm of a decoder layer): the bits of
+  // add() then rms_norm(); the default calls them, a device fuses them into one launch.
+  virtual void add_rms_norm(const TensorView& x, const TensorView& y, const TensorView& w, NormKind kind, float eps,
+                            const TensorView& out) const;
   // x *= sigmoid(gate), elementwise.
   virtual void mul_sigmoid(const TensorView& x, const TensorView& gate) const = 0;
 

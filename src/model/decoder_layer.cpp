@@ -14,8 +14,7 @@ void DecoderLayer::forward(BatchContext& ctx, const TensorView& x) const {
     deltanet.forward(ctx, normed, mixed);
   else
     attn.forward(ctx, normed, mixed);
-  ops.add(x, mixed);
-  ops.rms_norm(x, post_norm, s.norm, s.eps, normed);
+  ops.add_rms_norm(x, mixed, post_norm, s.norm, s.eps, normed);
   mlp.forward(ctx, normed, mixed);
   ops.add(x, mixed);
 }

@@ -196,6 +196,25 @@ TEST_F(Gpu, NormRowAloneEqualsRowInBatch) {
   EXPECT_TRUE(bit_equal(download(all, x.size()).data() + 17 * d, download(one, size_t(d)).data(), size_t(d)));
 }
 
+// The fused residual add + norm gives the bits of add() then rms_norm(), for both flavours, one row
+// (the decode shape: 1024 threads) and many.
+TEST_F(Gpu, AddRmsNormEqualsAddThenNorm) {
+  for (const auto& [n, d] : {std::pair<int64_t, int64_t>{1, 4096}, {9, 5120}, {33, 96}}) {
+    for (NormKind kind : {NormKind::Plain, NormKind::ZeroCentred}) {
+      auto x = randn(size_t(n * d), 53), y = randn(size_t(n * d), 54), w = randn(size_t(d), 55, 0.3f);
+      DeviceBuffer x1 = DeviceBuffer::from(x), x2 = DeviceBuffer::from(x), dy = DeviceBuffer::from(y),
+                   dw = DeviceBuffer::from(w), fused = poisoned(x.size()), apart = poisoned(x.size());
+      const TensorView W = dev_view(dw, DType::F32, {d}), Y = dev_view(dy, DType::F32, {n, d});
+      cuda_ops().add_rms_norm(dev_view(x1, DType::F32, {n, d}), Y, W, kind, 1e-6f, dev_view(fused, DType::F32, {n, d}));
+      cuda_ops().add(dev_view(x2, DType::F32, {n, d}), Y);
+      cuda_ops().rms_norm(dev_view(x2, DType::F32, {n, d}), W, kind, 1e-6f, dev_view(apart, DType::F32, {n, d}));
+      EXPECT_TRUE(bit_equal(download(x1, x.size()).data(), download(x2, x.size()).data(), x.size())) << n << "x" << d;
+      EXPECT_TRUE(bit_equal(download(fused, x.size()).data(), download(apart, x.size()).data(), x.size()))
+          << n << "x" << d;
+    }
+  }
+}
+
 TEST_F(Gpu, RopeAgreesWithCpu) {
   const int heads = 4, hd = 128;
   const int64_t R = 29;

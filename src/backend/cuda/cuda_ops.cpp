@@ -201,6 +201,16 @@ class CudaOps final : public Ops {
     k::add(x.as<float>(), y.as<const float>(), x.numel(), cuda::cuda_stream());
   }
 
+  void add_rms_norm(const TensorView& x, const TensorView& y, const TensorView& w, NormKind kind, float eps,
+                    const TensorView& out) const override {
+    check_same("add_rms_norm", x, y);
+    check_norm("add_rms_norm", x, out, w);
+    SS_CHECK(out.data != x.data && out.data != y.data, "add_rms_norm: out must not alias x or y");
+    const int64_t d = w.numel();
+    k::add_rms_norm(x.as<float>(), y.as<const float>(), w.as<const float>(), out.as<float>(), x.numel() / d, d,
+                    kind == NormKind::Plain ? 0 : 1, eps, cuda::cuda_stream());
+  }
+
   void mul_sigmoid(const TensorView& x, const TensorView& gate) const override {
     check_same("mul_sigmoid", x, gate);
     k::mul_sigmoid(x.as<float>(), gate.as<const float>(), x.numel(), cuda::cuda_stream());

@@ -45,6 +45,9 @@ const uint16_t* matmul_x_to_bf16(const float* x, int64_t ldx, int64_t M, int64_t
 // kind: 0 = NormKind::Plain, 1 = NormKind::ZeroCentred. x, y contiguous [groups, d]; y may alias x.
 void rms_norm(const float* x, const float* w, float* y, int64_t groups, int64_t d, int kind, float eps,
               cudaStream_t stream);
+// x += y, then out = rms_norm(x): the bits of add then rms_norm (x, y, out [groups, d]; out != x, y).
+void add_rms_norm(float* x, const float* y, const float* w, float* out, int64_t groups, int64_t d, int kind, float eps,
+                  cudaStream_t stream);
 void rms_norm_gated(const float* x, const float* z, const float* w, float* y, int64_t groups, int64_t d, float eps,
                     cudaStream_t stream);
 

@@ -178,7 +178,7 @@ void matmul_bf16_tensor_core(const MatmulArgs& a, cudaStream_t stream, int tile)
   if (a.M <= 0 || a.N <= 0 || a.K <= 0) return;  // matmul() handles K == 0 (y = 0)
   const TileKind kind = tile >= 0 && tile < kTileKinds
                             ? static_cast<TileKind>(tile)
-                            : choose_tile(a.M, a.N, sm_count(), k_split(a.N, a.K).S);
+                            : choose_tile(a.M, a.N, sm_count(), k_split(a.N, a.K, split_target_ctas()).S);
   switch (kind) {
     case TileKind::M16: return launch<TileM16>(a, stream);
     case TileKind::M16N8: return launch<TileM16N8>(a, stream);

@@ -8,6 +8,7 @@
 // tests/backend_cuda/test_cuda_matmul_tensor_core.cpp runs the very same index code the kernel runs,
 // with its own transcription of the PTX ISA's ldmatrix and mma.m16n8k16 fragment tables.
 #include <cstdint>
+#include <cstdlib>
 
 #if defined(__CUDACC__)
 #define SS_TC_DEV __device__ __forceinline__
@@ -77,10 +78,11 @@ struct KSplit {
   int S = 1;
   int64_t cps = 0;  // chunks per slice
 };
-constexpr KSplit k_split(int64_t N, int64_t K) {
+// `target` (512) is the CTA count; the launchers pass split_target_ctas().
+constexpr KSplit k_split(int64_t N, int64_t K, int64_t target = 512) {
   const int64_t chunks = ceil_div(K, kMmaK), blocks = ceil_div(N, kSplitColumns);
   int S = 1;
-  while (S < kMaxSlices && blocks * S < 512 && chunks >= int64_t{32} * S) S *= 2;
+  while (S < kMaxSlices && blocks * S < target && chunks >= int64_t{32} * S) S *= 2;
   const int64_t cps = ceil_div(chunks, S);
   return KSplit{static_cast<int>(ceil_div(chunks, cps)), cps};
 }
@@ -91,6 +93,17 @@ SS_TC_DEV float sum_slices(int S, Part part) {
   float v = part(0);
   for (int s = 1; s < S; ++s) v = v + part(s);
   return v;
+}
+
+// The CTA count k_split aims at in this process: 512, or SPECSERVE_TC_SPLIT_CTAS (a tuning knob for
+// benchmarks; fixed for the process's life, so S stays a function of N and K only).
+inline int64_t split_target_ctas() {
+  static const int64_t target = [] {
+    const char* v = std::getenv("SPECSERVE_TC_SPLIT_CTAS");
+    const long long t = v ? std::atoll(v) : 0;
+    return t > 0 ? static_cast<int64_t>(t) : int64_t{512};
+  }();
+  return target;
 }
 
 // Which tile shape the launcher uses for an M x N output on a device with `sms` multiprocessors (S
@@ -163,7 +176,7 @@ inline Params make_params(const float* x, int64_t ldx, const uint16_t* w, int64_
   p.N = N;
   p.K = K;
   p.chunks = ceil_div(K, kMmaK);
-  const KSplit split = k_split(N, K);
+  const KSplit split = k_split(N, K, split_target_ctas());
   p.S = split.S;
   p.cps = split.cps;
   p.a_rows = M < T::kBM ? static_cast<int>(M) : T::kBM;

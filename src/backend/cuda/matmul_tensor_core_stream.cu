@@ -157,10 +157,10 @@ bool matmul_bf16_stream_compatible(const MatmulArgs* parts, int count) {
   if (count < 1 || count > Params::kMaxSegments) return false;
   const MatmulArgs& a0 = parts[0];
   if (a0.M <= 0 || a0.M > Stream::kBM || a0.K <= 0) return false;
-  const KSplit split = k_split(a0.N, a0.K);
+  const KSplit split = k_split(a0.N, a0.K, split_target_ctas());
   for (int i = 0; i < count; ++i) {
     const MatmulArgs& a = parts[i];
-    const KSplit si = k_split(a.N, a.K);
+    const KSplit si = k_split(a.N, a.K, split_target_ctas());
     if (!a.w_bf16 || a.x != a0.x || a.ldx != a0.ldx || a.M != a0.M || a.K != a0.K || a.N <= 0 || si.S != split.S ||
         si.cps != split.cps)
       return false;

@@ -47,6 +47,31 @@ __global__ void rms_norm_kernel(const float* x, const float* w, float* y, int64_
   }
 }
 
+// x += y (the add kernel's x[i] + y[i]), then y_out = rms_norm(x) exactly as rms_norm_kernel: the
+// thread that adds an element is the one that squares it, in the same order.
+__global__ void add_rms_norm_kernel(float* x, const float* y, const float* w, float* out, int64_t groups, int64_t d,
+                                    int kind, float eps) {
+  __shared__ float shared[32];
+  for (int64_t g = blockIdx.x; g < groups; g += gridDim.x) {
+    float* xr = x + g * d;
+    const float* yr = y + g * d;
+    float* orow = out + g * d;
+    float s = 0.0f;
+    for (int64_t i = threadIdx.x; i < d; i += blockDim.x) {
+      const float v = xr[i] + yr[i];
+      xr[i] = v;
+      s = fmaf(v, v, s);
+    }
+    const float mean = block_sum(s, shared) / static_cast<float>(d);
+    const float r = 1.0f / sqrtf(mean + eps);
+    if (kind == 0) {
+      for (int64_t i = threadIdx.x; i < d; i += blockDim.x) orow[i] = w[i] * (xr[i] * r);
+    } else {
+      for (int64_t i = threadIdx.x; i < d; i += blockDim.x) orow[i] = (xr[i] * r) * (1.0f + w[i]);
+    }
+  }
+}
+
 __global__ void rms_norm_gated_kernel(const float* x, const float* z, const float* w, float* y, int64_t groups,
                                       int64_t d, float eps) {
   __shared__ float shared[32];
@@ -72,6 +97,14 @@ void rms_norm(const float* x, const float* w, float* y, int64_t groups, int64_t 
   if (groups == 0) return;
   rms_norm_kernel<<<static_cast<unsigned>(std::min<int64_t>(groups, 65535)), threads_for(d), 0, stream>>>(
       x, w, y, groups, d, kind, eps);
+  CUDA_CHECK_LAUNCH();
+}
+
+void add_rms_norm(float* x, const float* y, const float* w, float* out, int64_t groups, int64_t d, int kind, float eps,
+                  cudaStream_t stream) {
+  if (groups == 0) return;
+  add_rms_norm_kernel<<<static_cast<unsigned>(std::min<int64_t>(groups, 65535)), threads_for(d), 0, stream>>>(
+      x, y, w, out, groups, d, kind, eps);
   CUDA_CHECK_LAUNCH();
 }
 

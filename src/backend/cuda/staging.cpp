@@ -29,6 +29,8 @@ Staging& Staging::global() {
 
 Staging::Staging() : mutex_(new std::mutex) {
   for (size_t i = 0; i < kSegments; ++i) segments_.push_back(new Slot);
+  generation_.assign(kSegments, 0);
+  recent_.assign(kRecentStages, Recent{0, 0, ~uint64_t{0}});
 }
 
 Staging::~Staging() {
@@ -82,13 +84,22 @@ void* Staging::stage(const void* host, size_t bytes) {
     left.pending = true;
     segment_ = (segment_ + 1) % kSegments;
     head_ = segment_ * kSegmentBytes;
+    ++generation_[segment_];  // its earlier bytes are about to be overwritten
     Slot& next = *segments_[segment_];
     if (next.pending) {
       CUDA_CHECK(cudaEventSynchronize(next.done));
       next.pending = false;
     }
   }
+  // The same bytes staged recently (a forward's layers stage identical positions and block tables)
+  // are still on the device while their segment has not been re-entered: no second copy.
+  for (const Recent& r : recent_)
+    if (r.bytes == bytes && generation_[r.offset / kSegmentBytes] == r.generation &&
+        std::memcmp(host_ring_ + r.offset, host, bytes) == 0)
+      return device_ring_ + r.offset;
   std::memcpy(host_ring_ + head_, host, bytes);
+  recent_[recent_next_] = {head_, bytes, generation_[segment_]};
+  recent_next_ = (recent_next_ + 1) % recent_.size();
   void* dst = device_ring_ + head_;
   CUDA_CHECK(cudaMemcpyAsync(dst, host_ring_ + head_, bytes, cudaMemcpyHostToDevice, stream));
   head_ += need;

@@ -11,6 +11,10 @@
 // overwriting host bytes the DMA may not have read yet. Device bytes need no guard: the next copy
 // into them is stream-ordered after every kernel enqueued before it. A stage larger than a segment
 // takes a separate buffer after draining the stream (rare: huge block tables).
+//
+// A stage whose bytes equal one of the last few stages still in the ring (its segment not re-entered
+// since) returns that device copy instead of copying again: a forward's layers stage the same
+// positions and block tables, so one step copies each once.
 // Thread-safe (one mutex); the returned pointer is valid for the kernel enqueued next.
 #include <cstddef>
 #include <cstdint>
@@ -34,6 +38,15 @@ class Staging {
   Staging();
   struct Slot;
   std::vector<Slot*> segments_;
+  struct Recent {
+    size_t offset;        // in the ring
+    size_t bytes;
+    uint64_t generation;  // of its segment when staged
+  };
+  static constexpr size_t kRecentStages = 16;
+  std::vector<Recent> recent_;
+  size_t recent_next_ = 0;
+  std::vector<uint64_t> generation_;  // per segment: times the ring entered it
   size_t segment_ = 0;  // current segment
   size_t head_ = 0;     // next free byte offset within the ring
   char* host_ring_ = nullptr;
