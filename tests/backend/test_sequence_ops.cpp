@@ -11,6 +11,7 @@
 
 #include "backend/cpu/cpu_ops.h"
 #include "backend/ops.h"
+#include "core/error.h"
 
 namespace specserve {
 namespace {
@@ -162,6 +163,48 @@ TEST(Conv, MatchesDefinitionWithWindow) {
       }
       ASSERT_NEAR(out[t * C + c], acc / (1 + std::exp(-acc)), 1e-5);
     }
+}
+
+// The per-sequence form: each span reads its own window; bits equal the one-span calls; a span past
+// the rows is a clear error.
+TEST(Conv, SpansUseTheirOwnWindowsAndEqualOneSpanCalls) {
+  const int C = 5, Kc = 4;
+  const int64_t lens[] = {2, 0, 5, 1};
+  const int64_t R = 8;
+  auto x = randn(R * C, 24), w = randn(C * Kc, 25);
+  std::vector<std::vector<float>> wins;
+  for (int i = 0; i < 4; ++i) wins.push_back(randn((Kc - 1) * C, 26 + uint32_t(i)));
+  std::vector<ConvSpan> spans;
+  int64_t row = 0;
+  for (int i = 0; i < 4; ++i) {
+    spans.push_back({view(wins[size_t(i)], {Kc - 1, C}), row, lens[i]});
+    row += lens[i];
+  }
+  std::vector<float> all(R * C, 0.0f), each(R * C, 0.0f);
+  cpu_ops().causal_conv_silu_spans(view(x, {R, C}), spans, view(w, {C, Kc}), view(all, {R, C}));
+  for (const auto& sp : spans)
+    cpu_ops().causal_conv_silu(view(x, {R, C}).rows(sp.row_begin, sp.row_begin + sp.rows), sp.window, view(w, {C, Kc}),
+                               view(each, {R, C}).rows(sp.row_begin, sp.row_begin + sp.rows));
+  EXPECT_EQ(0, std::memcmp(all.data(), each.data(), all.size() * 4));
+  // Span 2's first row sees its own window's last row, not span 0's rows.
+  cpu_ops().causal_conv_silu_spans(view(x, {R, C}), std::span(&spans[2], 1), view(w, {C, Kc}), view(each, {R, C}));
+  EXPECT_EQ(0, std::memcmp(all.data() + 2 * C, each.data() + 2 * C, size_t(5 * C) * 4));
+  std::vector<ConvSpan> bad{{spans[0].window, R - 1, 2}};
+  EXPECT_THROW(cpu_ops().causal_conv_silu_spans(view(x, {R, C}), bad, view(w, {C, Kc}), view(all, {R, C})), Error);
+}
+
+// The fused residual add + norm is add then rms_norm, bit for bit, on the CPU too.
+TEST(Norms, AddRmsNormEqualsAddThenNorm) {
+  const int d = 37, n = 3;
+  auto x = randn(n * d, 34), y = randn(n * d, 35), w = randn(d, 36);
+  auto x2 = x;
+  std::vector<float> fused(n * d), apart(n * d);
+  cpu_ops().add_rms_norm(view(x, {n, d}), view(y, {n, d}), view(w, {d}), NormKind::ZeroCentred, 1e-6f,
+                         view(fused, {n, d}));
+  cpu_ops().add(view(x2, {n, d}), view(y, {n, d}));
+  cpu_ops().rms_norm(view(x2, {n, d}), view(w, {d}), NormKind::ZeroCentred, 1e-6f, view(apart, {n, d}));
+  EXPECT_EQ(x, x2);
+  EXPECT_EQ(fused, apart);
 }
 
 TEST(Norms, FlavoursMatchDefinitions) {

@@ -7,8 +7,8 @@
 //   1. attention_partial_kernel: one block of kWarps warps per (query row, KV head, chunk of keys). It
 //      serves the G = num_heads / num_kv_heads query heads of that KV head, so each key and value is
 //      read once per block. A row's window (keys window_start..position, n of them) is cut into
-//      chunks of chunk_keys(n) keys from the window's start (attention_chunking below: a function of
-//      n alone), and a chunk is walked in tiles of kTileKeys keys. Per tile: the scores (the q·k dot
+//      chunks from the window's start by attn::chunking (attention_chunking.cuh: a function of n
+//      alone), and a chunk is walked in tiles of kTileKeys keys. Per tile: the scores (the q·k dot
 //      of each lane's dims l, l + 32, ... with fmaf in increasing dim, warp_sum, times scale), the
 //      tile max, the running max m and the rescale factor, p = exp(s - m), the tile's sum of p (two
 //      keys per lane, then warp_sum) added to the running sum l, and the weighted V sum in increasing
@@ -21,6 +21,7 @@
 
 #include <cmath>
 
+#include "backend/cuda/attention_chunking.cuh"
 #include "backend/cuda/cuda_check.h"
 #include "backend/cuda/device_math.cuh"
 #include "backend/cuda/kernels.h"
@@ -71,19 +72,8 @@ __global__ void kv_store_kernel(const KvRow* rows, float* const* ptrs, Geo geo, 
   }
 }
 
-struct Chunking {
-  int64_t keys;    // keys per chunk (a multiple of kTileKeys)
-  int64_t chunks;  // chunks of the window
-};
-constexpr int kTileKeys = 64;
-constexpr int kMaxChunks = 16;
+using attn::kTileKeys;
 constexpr int kMaxGroup = 16;  // query heads per KV head
-// The chunks of a window of n keys: at most kMaxChunks, each a whole number of tiles.
-__host__ __device__ inline Chunking attention_chunking(int64_t n) {
-  const int64_t tiles = (n + kTileKeys - 1) / kTileKeys;
-  const int64_t keys = kTileKeys * ((tiles + kMaxChunks - 1) / kMaxChunks);
-  return {keys, (n + keys - 1) / keys};
-}
 
 // Dynamic shared memory of the partial kernel (floats): q [G][HD], p [G][kTileKeys], m, l and the
 // rescale factor [G], then (with_tile) the tile's keys and values [2][kTileKeys][HD].
@@ -117,7 +107,7 @@ __global__ void __launch_bounds__(kWarps * 32)
   const int c = static_cast<int>(blockIdx.y);
   const KvRow row = rows[r];
   const int64_t w0 = row.window_start, n = int64_t{row.position} + 1 - w0;
-  const Chunking ch = attention_chunking(n);
+  const attn::Chunking ch = attn::chunking(n);
   if (c >= ch.chunks) return;
   const int64_t i_begin = c * ch.keys, i_end = i_begin + ch.keys < n ? i_begin + ch.keys : n;
   float* const* table = ptrs + row.table;
@@ -239,7 +229,7 @@ __global__ void attention_combine_kernel(const KvRow* rows, int num_heads, int h
   const int64_t r = blockIdx.x / num_heads;
   const int h = static_cast<int>(blockIdx.x % num_heads);
   const KvRow row = rows[r];
-  const int64_t chunks = attention_chunking(int64_t{row.position} + 1 - row.window_start).chunks;
+  const int64_t chunks = attn::chunking(int64_t{row.position} + 1 - row.window_start).chunks;
   const int64_t rec = partial_floats(head_dim);
   const float* base = part + (r * num_heads + h) * max_chunks * rec;
   float mx = -INFINITY;
@@ -287,7 +277,7 @@ void kv_store(const KvArgs& kv, const float* k, int64_t ldk, const float* v, int
 bool attention_supports(int head_dim) { return head_dim % 32 == 0 && head_dim >= 32 && head_dim <= 256; }
 bool attention_group_supported(int num_heads, int num_kv_heads) { return num_heads / num_kv_heads <= kMaxGroup; }
 
-int64_t attention_chunks(int64_t window) { return attention_chunking(window).chunks; }
+int64_t attention_chunks(int64_t window) { return attn::chunking(window).chunks; }
 int64_t attention_scratch_floats(int64_t rows, int num_heads, int head_dim, int64_t max_chunks) {
   return rows * num_heads * max_chunks * partial_floats(head_dim);
 }
