@@ -28,12 +28,17 @@
 #include "backend/cuda/cuda_stream.h"
 #include "backend/cuda/device_buffer.h"
 #include "backend/cuda/matmul_tensor_core.cuh"
+#include "cuda_bench_util.h"
 #include "core/dtype.h"
 
 namespace {
 
 using namespace specserve;
 using cuda::DeviceBuffer;
+using bench::BM_CopyRoofline;
+using bench::check;
+using bench::copy_bandwidth;
+using bench::time_calls;
 
 struct WeightShape {
   int64_t N, K;
@@ -45,10 +50,6 @@ constexpr WeightShape kShapes[] = {
     {5120, 17408, "27B down_proj"},
 };
 constexpr int64_t kRows[] = {1, 4, 16, 32, 64, 128, 256, 2048};
-
-void check(cudaError_t e) {
-  if (e != cudaSuccess) throw std::runtime_error(cudaGetErrorString(e));
-}
 
 // A device buffer of `bytes` filled with copies of one random 16 MB block of T (values from `draw`).
 template <class T, class Draw>
@@ -86,46 +87,6 @@ const std::vector<DeviceBuffer>& weights(int shape, int copies) {
   return ws;
 }
 
-// Times `calls` back-to-back calls of fn(i) between two events; seconds per call.
-template <class Fn>
-double time_calls(int calls, Fn fn) {
-  cudaEvent_t e0, e1;
-  check(cudaEventCreate(&e0));
-  check(cudaEventCreate(&e1));
-  check(cudaEventRecord(e0, cuda::cuda_stream()));
-  for (int i = 0; i < calls; ++i) fn(i);
-  check(cudaEventRecord(e1, cuda::cuda_stream()));
-  check(cudaEventSynchronize(e1));
-  float ms = 0;
-  check(cudaEventElapsedTime(&ms, e0, e1));
-  check(cudaEventDestroy(e0));
-  check(cudaEventDestroy(e1));
-  return ms / 1e3 / calls;
-}
-
-// Bytes per second a device-to-device copy moves (read + write), measured once on 1 GB.
-double copy_bandwidth() {
-  static const double bw = [] {
-    const size_t bytes = size_t{1} << 30;
-    DeviceBuffer a(bytes), b(bytes);
-    auto copy = [&](int) {
-      check(cudaMemcpyAsync(b.data(), a.data(), bytes, cudaMemcpyDeviceToDevice, cuda::cuda_stream()));
-    };
-    time_calls(2, copy);
-    return 2.0 * double(bytes) / time_calls(10, copy);
-  }();
-  return bw;
-}
-
-void BM_CopyRoofline(benchmark::State& st) {
-  if (cuda::device_count() == 0) {
-    st.SkipWithError("no CUDA device");
-    return;
-  }
-  const double bw = copy_bandwidth();
-  for (auto _ : st) st.SetIterationTime(2.0 * double(size_t{1} << 30) / bw);
-  st.counters["GB/s"] = bw / 1e9;
-}
 BENCHMARK(BM_CopyRoofline)->UseManualTime()->Iterations(1);
 
 void BM_MatmulBf16(benchmark::State& st) {

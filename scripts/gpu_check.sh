@@ -3,7 +3,7 @@
 # machine (a bare GPU machine has CUDA but not the Debian -dev packages the project builds with).
 #
 #   here:   scripts/gpu_check.sh prepare [BUILD]
-#             builds the gpu-labelled test binaries, specserve and bench_cuda_matmul in BUILD (default
+#             builds the gpu-labelled test binaries, specserve and the bench_cuda_* binaries in BUILD (default
 #             build/, configured with CUDA) and copies the shared libraries a bare machine lacks (fmt,
 #             utf8proc, cpp-httplib, pcre2) into .gpu-bin/. Prints the paths to carry.
 #   carry:  .gpu-bin and BUILD/tests/backend_cuda BUILD/tests/model_cuda (the device tool's `carry`;
@@ -32,14 +32,14 @@ TARGETS=(test_backend_cuda test_model_cuda test_model_cuda_engine)
 case "$MODE" in
   prepare)
     cmake --build "$BUILD" --target "${TARGETS[@]}" specserve -j "${GPU_CHECK_JOBS:-2}" || { say "build failed"; exit 1; }
-    cmake --build "$BUILD" --target bench_cuda_matmul -j "${GPU_CHECK_JOBS:-2}" 2>/dev/null || true
+    cmake --build "$BUILD" --target bench_cuda_matmul bench_cuda_attention -j "${GPU_CHECK_JOBS:-2}" 2>/dev/null || true
     mkdir -p .gpu-bin
     for lib in libfmt.so.9 libutf8proc.so.2 libcpp-httplib.so.0.11 libpcre2-8.so.0 libbenchmark.so.1debian; do
       src=$(ldconfig -p | awk -v l="$lib" '$1 == l { print $NF; exit }')
       [ -n "$src" ] && cp -L "$src" .gpu-bin/ || say "note: $lib not found here"
     done
     cp "$BUILD/bin/specserve" .gpu-bin/ 2>/dev/null || true
-    cp "$BUILD/bin/bench_cuda_matmul" .gpu-bin/ 2>/dev/null || true
+    for b in bench_cuda_matmul bench_cuda_attention; do cp "$BUILD/bin/$b" .gpu-bin/ 2>/dev/null || true; done
     say "carry: .gpu-bin ${TEST_DIRS[*]}"
     du -sh .gpu-bin "${TEST_DIRS[@]}" >&2
     ;;

@@ -1,0 +1,111 @@
+// CUDA attention (backend/cuda/attention.cu: kv_store excluded, the split-KV partial and combine
+// kernels included, with the op's staging) at the engine's row shapes, for the attention layers of an
+// 8B model (32 query heads, 8 KV heads, head_dim 128) and of qwen3.6-27b (24, 4, 256). Per (shape,
+// sequences B, rows per sequence K, context C) it reports the time per call and
+//   KV_GB/s   the KV bytes the call must read (each sequence's C + K positions, K and V, f32) per second,
+//   of_copy   that over the device-to-device copy bandwidth (BM_CopyRoofline).
+// Rows are K consecutive positions C .. C + K - 1 of each sequence, as a verify (K > 1) or a decode
+// (K = 1); K = 512 with C = 1536 is a prefill chunk. Blocks of each sequence sit at shuffled places of
+// one pool, as in serving.
+//
+//   build/bin/bench_cuda_attention [--benchmark_filter='shape:0/']
+#include <benchmark/benchmark.h>
+
+#include <algorithm>
+#include <numeric>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "backend/cuda/cuda_device.h"
+#include "backend/cuda/cuda_ops.h"
+#include "backend/cuda/device_buffer.h"
+#include "backend/ops.h"
+#include "cuda_bench_util.h"
+
+namespace {
+
+using namespace specserve;
+using bench::BM_CopyRoofline;
+using bench::copy_bandwidth;
+using bench::time_calls;
+using cuda::DeviceBuffer;
+
+struct HeadShape {
+  int heads, kv_heads, head_dim;
+  const char* name;
+};
+constexpr HeadShape kShapes[] = {{32, 8, 128, "8B"}, {24, 4, 256, "27B"}};
+
+// B sequences x K rows at context C.
+struct RowShape {
+  int64_t B, K, C;
+};
+constexpr RowShape kRows[] = {{1, 1, 512},  {1, 1, 4096}, {1, 1, 32768}, {16, 1, 512}, {64, 1, 512},
+                              {1, 16, 512}, {4, 16, 512}, {16, 16, 512}, {1, 512, 1536}};
+
+DeviceBuffer random_floats(size_t n, uint32_t seed) {
+  std::mt19937 rng(seed);
+  std::normal_distribution<float> d(0.0f, 1.0f);
+  std::vector<float> v(n);
+  for (auto& e : v) e = d(rng);
+  return DeviceBuffer::from(v);
+}
+
+void BM_Attention(benchmark::State& st) {
+  if (cuda::device_count() == 0) {
+    st.SkipWithError("no CUDA device");
+    return;
+  }
+  const HeadShape& h = kShapes[st.range(0)];
+  const RowShape& rs = kRows[st.range(1)];
+  const KvGeometry geo{1, h.kv_heads, h.head_dim};
+  const int64_t positions = rs.C + rs.K, blocks_per_seq = (positions + kKvBlockSize - 1) / kKvBlockSize;
+  const int64_t blocks = rs.B * blocks_per_seq;
+  DeviceBuffer pool = random_floats(static_cast<size_t>(blocks * geo.block_floats()), 1);
+  std::vector<int64_t> order(static_cast<size_t>(blocks));
+  std::iota(order.begin(), order.end(), 0);
+  std::shuffle(order.begin(), order.end(), std::mt19937(2));
+  std::vector<std::vector<float*>> tables(static_cast<size_t>(rs.B));
+  for (int64_t s = 0; s < rs.B; ++s)
+    for (int64_t b = 0; b < blocks_per_seq; ++b)
+      tables[size_t(s)].push_back(pool.as<float>() + order[size_t(s * blocks_per_seq + b)] * geo.block_floats());
+  std::vector<AttentionRow> rows;
+  for (int64_t s = 0; s < rs.B; ++s)
+    for (int64_t j = 0; j < rs.K; ++j) rows.push_back({tables[size_t(s)].data(), static_cast<int32_t>(rs.C + j), 0});
+  const auto R = static_cast<int64_t>(rows.size());
+  const int64_t width = int64_t{h.heads} * h.head_dim;
+  DeviceBuffer q = random_floats(static_cast<size_t>(R * width), 3), out(static_cast<size_t>(R * width) * 4);
+  const TensorView Q = TensorView::contiguous(q.data(), DType::F32, {R, width}, Device::CUDA);
+  const TensorView O = TensorView::contiguous(out.data(), DType::F32, {R, width}, Device::CUDA);
+  const float scale = 1.0f / 11.3f;
+  auto call = [&](int) { cuda_ops().attention(Q, geo, 0, rows, h.heads, scale, O); };
+  const double roofline = copy_bandwidth();
+  time_calls(3, call);  // warm up (attribute setup, scratch, staging)
+  double seconds = 0;
+  for (auto _ : st) {
+    const double t = time_calls(10, call);
+    st.SetIterationTime(t);
+    seconds += t;
+  }
+  const double t = seconds / double(st.iterations());
+  const double kv_bytes = double(rs.B) * double(positions) * 2.0 * h.kv_heads * h.head_dim * 4.0;
+  st.SetLabel(std::string(h.name) + " B=" + std::to_string(rs.B) + " K=" + std::to_string(rs.K) +
+              " C=" + std::to_string(rs.C));
+  st.counters["KV_GB/s"] = kv_bytes / t / 1e9;
+  st.counters["of_copy"] = kv_bytes / t / roofline;
+}
+
+BENCHMARK(BM_CopyRoofline)->UseManualTime()->Iterations(1);
+BENCHMARK(BM_Attention)
+    ->ArgNames({"shape", "rows"})
+    ->Apply([](benchmark::internal::Benchmark* b) {
+      for (int64_t i = 0; i < int64_t(std::size(kShapes)); ++i)
+        for (int64_t r = 0; r < int64_t(std::size(kRows)); ++r) b->Args({i, r});
+    })
+    ->UseManualTime()
+    ->Unit(benchmark::kMicrosecond);
+
+}  // namespace
+
+BENCHMARK_MAIN();
