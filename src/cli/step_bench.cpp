@@ -129,13 +129,33 @@ json run_step_bench(TargetModel& target, const spec::DFlashDrafter* drafter, con
   }
   // One engine step over the first `batch` sequences with `k` rows each, then commit(1).
   const auto tokens = random_tokens(64, rng, V);
-  auto step = [&](int batch, int k) {
+  auto extend_batch = [&](int batch, int k, LogitsWanted logits, int64_t argmax_columns) {
     ForwardBatch b;
     for (int i = 0; i < batch; ++i)
       b.spans.push_back({seqs[static_cast<size_t>(i)].get(), std::span<const int32_t>(tokens).subspan(i % 32, k),
-                         SpanMode::Extend, LogitsWanted::All, V});
-    target.forward(b);
+                         SpanMode::Extend, logits, argmax_columns});
+    return b;
+  };
+  auto commit_one = [&](int batch) {
     for (int i = 0; i < batch; ++i) target.commit(*seqs[static_cast<size_t>(i)], 1);
+  };
+  auto step = [&](int batch, int k) {
+    target.forward(extend_batch(batch, k, LogitsWanted::All, V));
+    commit_one(batch);
+  };
+  // One more step of `kind` inside a profiler range (`ncu --profile-from-start off` sees only it) when
+  // SPECSERVE_PROFILE_STEP names it.
+  const std::string profile = profile_step();
+  auto maybe_profile = [&](const char* kind, int batch, int k) {
+#if SPECSERVE_HAVE_CUDA
+    if (profile == kind && target.backend() == "cuda") {
+      cuda::profiler_start();
+      step(batch, k);
+      cuda::profiler_stop();
+    }
+#else
+    (void)kind, (void)batch, (void)k;
+#endif
   };
   // Bytes a step over `batch` sequences must move: the weights once, each sequence's KV, and its
   // DeltaNet state read and written.
@@ -147,16 +167,13 @@ json run_step_bench(TargetModel& target, const spec::DFlashDrafter* drafter, con
   auto enqueue_seconds = [&](int batch) {
     std::vector<double> t;
     for (int i = 0; i < o.iterations + 2; ++i) {
-      ForwardBatch b;
-      for (int j = 0; j < batch; ++j)
-        b.spans.push_back({seqs[static_cast<size_t>(j)].get(), std::span<const int32_t>(tokens).subspan(j % 32, 1),
-                           SpanMode::Extend, LogitsWanted::None});
+      const ForwardBatch b = extend_batch(batch, 1, LogitsWanted::None, 0);
       const auto t0 = Clock::now();
       target.forward(b);
       t.push_back(seconds_since(t0));
       float sink = 0;
       mem.download(&sink, sync_word.data(), sizeof(sink));
-      for (int j = 0; j < batch; ++j) target.commit(*seqs[static_cast<size_t>(j)], 1);
+      commit_one(batch);
     }
     std::sort(t.begin(), t.end());
     return t[t.size() / 2];
@@ -172,15 +189,7 @@ json run_step_bench(TargetModel& target, const spec::DFlashDrafter* drafter, con
     decode.push_back({{"batch", b}, {"ms", s * 1e3}, {"bytes", bytes}, {"gb_s", bytes / s / 1e9},
                       {"roofline_fraction", bytes / s / bw}, {"tokens_per_s", b / s},
                       {"host_enqueue_ms", enqueue * 1e3}});
-#if SPECSERVE_HAVE_CUDA
-    // One more step inside a profiler range (`ncu --profile-from-start off` sees only it):
-    // SPECSERVE_PROFILE_STEP=decode profiles a decode step, =verify a verify step (below).
-    if (profile_step() == "decode" && target.backend() == "cuda") {
-      cuda::profiler_start();
-      step(b, 1);
-      cuda::profiler_stop();
-    }
-#endif
+    maybe_profile("decode", b, 1);
     SS_LOG_INFO("bench", "decode B={}: {:.3f} ms", b, s * 1e3);
   }
   r["decode"] = decode;
@@ -191,13 +200,7 @@ json run_step_bench(TargetModel& target, const spec::DFlashDrafter* drafter, con
     for (int k : o.verify_ks) {
       const double s = median_seconds(o.iterations, [&] { step(b, k); });
       verify_s[{b, k}] = s;
-#if SPECSERVE_HAVE_CUDA
-      if (profile_step() == "verify" && target.backend() == "cuda") {
-        cuda::profiler_start();
-        step(b, k);
-        cuda::profiler_stop();
-      }
-#endif
+      maybe_profile("verify", b, k);
       json e = {{"batch", b}, {"k", k}, {"ms", s * 1e3}, {"bytes", step_bytes(b)}};
       if (decode_s.count(b)) e["ratio_to_decode"] = s / decode_s[b];
       verify.push_back(e);

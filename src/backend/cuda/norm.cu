@@ -25,26 +25,32 @@ __device__ float block_sum(float v, float* shared) {
   return total;
 }
 
+// 1 / rms from this thread's partial sum of squares (the block's partials summed in fixed order).
+__device__ float inv_rms_of(float partial, int64_t d, float eps, float* shared) {
+  const float mean = block_sum(partial, shared) / static_cast<float>(d);
+  return 1.0f / sqrtf(mean + eps);
+}
+
 __device__ float inv_rms(const float* x, int64_t d, float eps, float* shared) {
   float s = 0.0f;
   for (int64_t i = threadIdx.x; i < d; i += blockDim.x) s = fmaf(x[i], x[i], s);
-  const float mean = block_sum(s, shared) / static_cast<float>(d);
-  return 1.0f / sqrtf(mean + eps);
+  return inv_rms_of(s, d, eps, shared);
+}
+
+// y = the norm of x given r = 1 / rms (kind 0: Plain, 1: ZeroCentred).
+__device__ void write_normed(const float* x, const float* w, float* y, int64_t d, int kind, float r) {
+  if (kind == 0) {
+    for (int64_t i = threadIdx.x; i < d; i += blockDim.x) y[i] = w[i] * (x[i] * r);
+  } else {
+    for (int64_t i = threadIdx.x; i < d; i += blockDim.x) y[i] = (x[i] * r) * (1.0f + w[i]);
+  }
 }
 
 __global__ void rms_norm_kernel(const float* x, const float* w, float* y, int64_t groups, int64_t d, int kind,
                                 float eps) {
   __shared__ float shared[32];
-  for (int64_t g = blockIdx.x; g < groups; g += gridDim.x) {
-    const float* xr = x + g * d;
-    float* yr = y + g * d;
-    const float r = inv_rms(xr, d, eps, shared);
-    if (kind == 0) {
-      for (int64_t i = threadIdx.x; i < d; i += blockDim.x) yr[i] = w[i] * (xr[i] * r);
-    } else {
-      for (int64_t i = threadIdx.x; i < d; i += blockDim.x) yr[i] = (xr[i] * r) * (1.0f + w[i]);
-    }
-  }
+  for (int64_t g = blockIdx.x; g < groups; g += gridDim.x)
+    write_normed(x + g * d, w, y + g * d, d, kind, inv_rms(x + g * d, d, eps, shared));
 }
 
 // x += y (the add kernel's x[i] + y[i]), then y_out = rms_norm(x) exactly as rms_norm_kernel: the
@@ -62,13 +68,7 @@ __global__ void add_rms_norm_kernel(float* x, const float* y, const float* w, fl
       xr[i] = v;
       s = fmaf(v, v, s);
     }
-    const float mean = block_sum(s, shared) / static_cast<float>(d);
-    const float r = 1.0f / sqrtf(mean + eps);
-    if (kind == 0) {
-      for (int64_t i = threadIdx.x; i < d; i += blockDim.x) orow[i] = w[i] * (xr[i] * r);
-    } else {
-      for (int64_t i = threadIdx.x; i < d; i += blockDim.x) orow[i] = (xr[i] * r) * (1.0f + w[i]);
-    }
+    write_normed(xr, w, orow, d, kind, inv_rms_of(s, d, eps, shared));
   }
 }
 
