@@ -1,318 +1,13 @@
-// The bf16 tensor-core matmul's index code on the host (no GPU needed): matmul_tensor_core_xb.cuh (the
-// bf16 copy of x), matmul_tensor_core.cuh (stage loads, ldmatrix addresses, stores, tile order, K slices
-// and their fixed-order sum) and matmul_tensor_core_stream.cuh (the streaming kernel) run for every tile
-// shape, with ldmatrix and mma.m16n8k16 emulated from the PTX ISA's fragment tables, against the
+// The bf16 tensor-core matmul's index code on the host (no GPU needed; tc_emulation.h runs it):
+// matmul_tensor_core_xb.cuh (the bf16 copy of x), matmul_tensor_core.cuh (stage loads, ldmatrix
+// addresses, stores, tile order, K slices and their fixed-order sum), matmul_tensor_core_stream.cuh and
+// matmul_tensor_core_gemv.cuh (the two streaming kernels) run for every tile shape against the
 // contract's reference, and the tiled and streaming emulations bit-identical to each other.
-#include <array>
-#include <bit>
-#include <cstring>
-#include <type_traits>
-
-#include "backend/cuda/kernels.h"
-#include "backend/cuda/matmul_tensor_core.cuh"
-#include "backend/cuda/matmul_tensor_core_stream.cuh"
-#include "backend/cuda/matmul_tensor_core_xb.cuh"
-#include "cuda_test_util.h"
+#include "tc_emulation.h"
 #include "tc_reference.h"
 
 namespace specserve::cuda_test {
 namespace {
-
-namespace tc = cuda::tc;
-
-// ---- the host emulation ----------------------------------------------------------------------------
-
-struct Fault {
-  int count = 0;
-  std::string first;
-  void check(bool ok, const char* what) {
-    if (!ok && count++ == 0) first = what;
-  }
-};
-
-using Regs32 = std::array<std::array<uint32_t, 4>, 32>;
-
-// ldmatrix.m8n8.x{1,2,4}.b16: lanes 8q..8q+7 address the rows of matrix q; lane l receives, in
-// register q, elements 2 (l % 4) and 2 (l % 4) + 1 of row l / 4 of matrix q (low half first).
-void emu_ldmatrix(const std::vector<uint8_t>& smem, const std::array<int, 32>& off, int nmat, Regs32& out, Fault& f) {
-  for (int q = 0; q < nmat; ++q)
-    for (int lane = 0; lane < 32; ++lane) {
-      const int a = off[size_t(8 * q + lane / 4)] + 4 * (lane % 4);
-      f.check(off[size_t(8 * q + lane / 4)] % 16 == 0 && a >= 0 && a + 4 <= int(smem.size()), "ldmatrix address");
-      if (a >= 0 && a + 4 <= int(smem.size())) std::memcpy(&out[size_t(lane)][size_t(q)], &smem[size_t(a)], 4);
-    }
-}
-
-// mma.m16n8k16.row.col.f32.bf16.bf16.f32, from the PTX ISA's tables (groupID g = lane / 4, t = lane % 4):
-// A a_i: row g for i in {0,1,4,5} else g + 8, col 2t + (i & 1) (+ 8 for i >= 4); B b_i: row (k)
-// 2t + (i & 1) (+ 8 for i >= 2), col g; C c_i: row g (+ 8 for i >= 2), col 2t + (i & 1). Register r
-// holds elements 2r (low half) and 2r + 1. Products exact, sums in double.
-void emu_mma(std::array<float*, 32> c, const Regs32& a, const Regs32& b) {
-  float A[16][16], B[16][8];
-  for (auto& r : A) std::fill(std::begin(r), std::end(r), NAN);
-  for (auto& r : B) std::fill(std::begin(r), std::end(r), NAN);
-  auto half = [](uint32_t reg, int i) { return bf16_to_f32(uint16_t(reg >> (16 * (i & 1)))); };
-  for (int lane = 0; lane < 32; ++lane) {
-    const int g = lane / 4, t = lane % 4;
-    for (int i = 0; i < 8; ++i) {
-      const int row = (i < 2 || (i >= 4 && i < 6)) ? g : g + 8, col = 2 * t + (i & 1) + (i >= 4 ? 8 : 0);
-      A[row][col] = half(a[size_t(lane)][size_t(i / 2)], i);
-    }
-    for (int i = 0; i < 4; ++i) B[2 * t + (i & 1) + (i >= 2 ? 8 : 0)][g] = half(b[size_t(lane)][size_t(i / 2)], i);
-  }
-  for (int lane = 0; lane < 32; ++lane) {
-    const int g = lane / 4, t = lane % 4;
-    for (int i = 0; i < 4; ++i) {
-      const int row = i < 2 ? g : g + 8, col = 2 * t + (i & 1);
-      double s = c[size_t(lane)][i];
-      for (int k = 0; k < 16; ++k) s += double(A[row][k]) * double(B[k][col]);
-      c[size_t(lane)][i] = float(s);
-    }
-  }
-}
-
-// Sums the S partial tiles (bm x bn, row-major) of the output tile at (m0, n0) into p.y as the CTAs of
-// its cluster do (reduce_tile: every rank, every thread).
-void emu_reduce(const tc::Params& p, int64_t m0, int64_t n0, int bm, int bn, int threads,
-                const std::vector<std::vector<float>>& parts) {
-  for (int rank = 0; rank < p.S; ++rank)
-    for (int tid = 0; tid < threads; ++tid)
-      tc::reduce_tile(p, m0, n0, bm, bn, rank, tid, threads,
-                      [&](int s, int e) { return parts[size_t(s)][size_t(e)]; });
-}
-
-// A fragment register holding a half that is all ones (0xffff, the fill of shared memory never loaded;
-// no operand here has that NaN): the kernel would read bytes it never loaded.
-bool unloaded(const Regs32& r, int regs) {
-  for (const auto& lane : r)
-    for (int q = 0; q < regs; ++q)
-      if ((lane[size_t(q)] & 0xffffu) == 0xffffu || (lane[size_t(q)] >> 16) == 0xffffu) return true;
-  return false;
-}
-
-// The tiled kernel's pre-pass (matmul_x_to_bf16) on the host: x's bf16 copy, by xb_pair.
-std::vector<uint16_t> emulate_xb(const float* x, int64_t ldx, int64_t M, int64_t K, int64_t pitch) {
-  std::vector<uint16_t> xb(size_t(tc::xb_rows(M) * pitch), uint16_t{0xffff});
-  for (int64_t i = 0; i < tc::xb_rows(M) * pitch / 2; ++i) {
-    const uint32_t v = tc::xb_pair(x, ldx, M, K, pitch, i, [](float lo, float hi) {
-      return uint32_t(f32_to_bf16(lo)) | uint32_t(f32_to_bf16(hi)) << 16;
-    });
-    xb[size_t(2 * i)] = uint16_t(v);
-    xb[size_t(2 * i + 1)] = uint16_t(v >> 16);
-  }
-  return xb;
-}
-
-// cp.async 16 (src-size `bytes`) from [lo, hi) operand memory into the emulated shared memory: checks the
-// destination, the alignment and the source range, then copies `bytes` and zero-fills the rest.
-template <class InSmem, class E>
-void emu_cp16(std::vector<uint8_t>& smem, Fault& f, InSmem in_smem, int off, const E* src, int bytes, const E* lo,
-              const E* hi) {
-  const int esize = int(sizeof(E));
-  f.check(off % 16 == 0 && in_smem(off, 16) && bytes >= 0 && bytes <= 16 && bytes % esize == 0, "cp16 dst/bytes");
-  f.check(reinterpret_cast<uintptr_t>(src) % 16 == 0 && src >= lo && src + bytes / esize <= hi, "cp16 src");
-  if (!in_smem(off, 16)) return;
-  std::memset(&smem[size_t(off)], 0, 16);
-  if (bytes) std::memcpy(&smem[size_t(off)], src, size_t(bytes));
-}
-
-// Runs the kernel of tile shape T on the host, CTA after CTA (each one slice of one tile), phase after
-// phase, as the device code of matmul_tc_kernel does. xb_end / w_end bound the operands' memory (reads
-// past them are faults).
-template <class T>
-void emulate(const tc::Params& p, const uint16_t* xb_end, const uint16_t* w_end, Fault& f) {
-  constexpr int kWarps = T::kWarpsM * T::kWarpsN;
-  const tc::Layout<T> lay{p.a_rows};
-  std::vector<uint8_t> smem(size_t(lay.smem_bytes()));
-  auto in_smem = [&](int off, int bytes) { return off >= 0 && off + bytes <= int(smem.size()); };
-  auto cp16 = [&](int off, const auto* src, int bytes, const auto* lo, const auto* hi) {
-    emu_cp16(smem, f, in_smem, off, src, bytes, lo, hi);
-  };
-  auto cp16_x = [&](int off, const uint16_t* src, int bytes) {
-    f.check(bytes == 16, "cp16 of x: a whole piece");
-    cp16(off, src, bytes, p.xb, xb_end);
-  };
-  auto cp16_w = [&](int off, const uint16_t* src, int bytes) { cp16(off, src, bytes, p.w, w_end); };
-  auto st = [&](int off, auto v) {
-    f.check(off % int(sizeof v) == 0 && in_smem(off, int(sizeof v)), "scalar smem store");
-    if (in_smem(off, int(sizeof v))) std::memcpy(&smem[size_t(off)], &v, sizeof v);
-  };
-  struct LaneAcc {
-    float v[T::kWarpM16][T::kWarpN8][4];
-  };
-  for (int64_t pid = 0; pid < p.nbm * p.nbn; ++pid) {
-    const tc::TileId t = tc::tile_of(pid, p.nbm, p.nbn, p.group);
-    const int64_t m0 = t.mb * T::kBM, n0 = t.nb * T::kBN;
-    const int valid_rows = int(std::min<int64_t>(T::kBM, p.M - m0));
-    std::vector<std::vector<float>> parts(size_t(p.S), std::vector<float>(size_t(T::kBM * T::kBN), NAN));
-    for (int s = 0; s < p.S; ++s) {
-      std::fill(smem.begin(), smem.end(), uint8_t{0xff});  // NaN: a read of bytes never loaded shows
-      const tc::Slice sl = tc::slice_of(p, s);
-      f.check(sl.begin < sl.end, "empty slice");
-      const int64_t ktiles = sl.tiles(T::kKT);
-      std::vector<LaneAcc> acc(size_t(kWarps * 32));
-      for (auto& a : acc) std::memset(a.v, 0, sizeof a.v);
-      auto load = [&](int stage, int64_t kt) {
-        for (int tid = 0; tid < T::kThreads; ++tid)
-          tc::load_stage<T>(p, lay, stage, m0, n0, sl.k0() + kt * T::kKT, tid, cp16_x, cp16_w, st);
-      };
-      for (int st = 0; st < T::kStages - 1; ++st)
-        if (st < ktiles) load(st, st);
-      for (int64_t kt = 0; kt < ktiles; ++kt) {
-        if (kt + T::kStages - 1 < ktiles) load(int((kt + T::kStages - 1) % T::kStages), kt + T::kStages - 1);
-        const int stage = int(kt % T::kStages);
-        for (int warp = 0; warp < kWarps; ++warp) {
-          const int wm = warp / T::kWarpsN, wn = warp % T::kWarpsN;
-          if (!tc::m16_active<T>(wm, 0, valid_rows)) continue;
-          for (int kk = 0; kk < T::kKT / tc::kMmaK; ++kk) {
-            if (sl.begin + kt * (T::kKT / tc::kMmaK) + kk >= sl.end) break;
-            std::vector<Regs32> b(T::kWarpN8);
-            for (int j = 0; j < T::kWarpN8; j += 2) {
-              const bool x4 = j + 1 < T::kWarpN8;
-              std::array<int, 32> off;
-              for (int lane = 0; lane < 32; ++lane)
-                off[size_t(lane)] = tc::b_ldsm_off<T>(lay, stage, lane, wn, j, kk, x4);
-              Regs32 r{};
-              emu_ldmatrix(smem, off, x4 ? 4 : 2, r, f);
-              f.check(!unloaded(r, x4 ? 4 : 2), "B fragment of shared memory never loaded");
-              for (int lane = 0; lane < 32; ++lane) {
-                b[size_t(j)][size_t(lane)] = {r[size_t(lane)][0], r[size_t(lane)][1], 0, 0};
-                if (x4) b[size_t(j + 1)][size_t(lane)] = {r[size_t(lane)][2], r[size_t(lane)][3], 0, 0};
-              }
-            }
-            for (int i = 0; i < T::kWarpM16; ++i) {
-              if (!tc::m16_active<T>(wm, i, valid_rows)) continue;
-              std::array<int, 32> aoff;
-              for (int lane = 0; lane < 32; ++lane)
-                aoff[size_t(lane)] = tc::a_ldsm_off<T>(lay, stage, lane, wm, i, kk);
-              Regs32 a{};
-              emu_ldmatrix(smem, aoff, 4, a, f);
-              f.check(!unloaded(a, 4), "A fragment of shared memory never loaded");
-              for (int j = 0; j < T::kWarpN8; ++j) {
-                std::array<float*, 32> c;
-                for (int lane = 0; lane < 32; ++lane) c[size_t(lane)] = acc[size_t(warp * 32 + lane)].v[i][j];
-                emu_mma(c, a, b[size_t(j)]);
-              }
-            }
-          }
-        }
-      }
-      for (int warp = 0; warp < kWarps; ++warp)
-        for (int lane = 0; lane < 32; ++lane) {
-          const auto& v = acc[size_t(warp * 32 + lane)].v;
-          if (p.S == 1)
-            tc::store_tile<T>(p, m0, n0, lane, warp / T::kWarpsN, warp % T::kWarpsN, v);
-          else
-            tc::for_each_acc<T>(lane, warp / T::kWarpsN, warp % T::kWarpsN, v,
-                                [&](int r, int c, float x) { parts[size_t(s)][size_t(r * T::kBN + c)] = x; });
-        }
-    }
-    if (p.S > 1) emu_reduce(p, m0, n0, T::kBM, T::kBN, T::kThreads, parts);
-  }
-}
-
-// The streaming kernel (matmul_tc_stream_kernel) on the host, CTA after CTA, in its issue order: the
-// weight ring and x windows loaded as the device issues them (a load overwriting a stage or window
-// still to be read would show as a wrong result).
-void emulate_stream(const tc::Params& p, const float* x_end, const uint16_t* w_end, Fault& f) {
-  using S = tc::Stream;
-  const tc::StreamLayout lay{p.a_rows};
-  std::vector<uint8_t> smem(size_t(lay.smem_bytes(p.S)));
-  auto in_smem = [&](int off, int bytes) { return off >= 0 && off + bytes <= lay.part_off(); };
-  auto cp16 = [&](int off, const auto* src, int bytes, const auto* lo, const auto* hi) {
-    emu_cp16(smem, f, in_smem, off, src, bytes, lo, hi);
-  };
-  auto cp16_x = [&](int off, const float* src, int bytes) { cp16(off, src, bytes, p.x, x_end); };
-  auto cp16_w = [&](int off, const uint16_t* src, int bytes) { cp16(off, src, bytes, p.w, w_end); };
-  auto st = [&](int off, auto v) {
-    f.check(off % int(sizeof v) == 0 && in_smem(off, int(sizeof v)), "scalar smem store");
-    if (in_smem(off, int(sizeof v))) std::memcpy(&smem[size_t(off)], &v, sizeof v);
-  };
-  auto cvt2 = [&](int off) -> uint32_t {
-    f.check(off % 8 == 0 && in_smem(off, 8), "A fragment read");
-    float v[2] = {NAN, NAN};
-    if (in_smem(off, 8)) std::memcpy(v, &smem[size_t(off)], 8);
-    return uint32_t(f32_to_bf16(v[0])) | uint32_t(f32_to_bf16(v[1])) << 16;
-  };
-  for (int64_t mb = 0; mb < p.nbm; ++mb)
-    for (int64_t nb = 0; nb < p.nbn; ++nb) {
-      const int64_t m0 = mb * S::kBM, n0 = nb * S::kBN;
-      const int valid_rows = int(std::min<int64_t>(S::kBM, p.M - m0));
-      std::vector<std::vector<float>> parts(size_t(p.S), std::vector<float>(size_t(S::kBM * S::kBN), NAN));
-      for (int s = 0; s < p.S; ++s) {
-        std::fill(smem.begin(), smem.end(), uint8_t{0xff});
-        const tc::Slice sl = tc::slice_of(p, s);
-        const int64_t tiles = sl.tiles(S::kKT);
-        float acc[S::kWarps][32][2][4] = {};
-        auto issue = [&](int64_t t) {
-          const int64_t k0 = sl.k0() + t * S::kKT;
-          if (t % S::kXTiles == 0)
-            for (int tid = 0; tid < S::kThreads; ++tid)
-              tc::stream_load_x(p, lay, int(t / S::kXTiles % 2), m0, k0, tid, cp16_x, st);
-          for (int warp = 0; warp < S::kWarps; ++warp)
-            for (int lane = 0; lane < 32; ++lane)
-              tc::stream_load_w(p, lay, warp, int(t % S::kStages), n0 + warp * S::kWarpN, k0, lane, cp16_w, st);
-        };
-        for (int t = 0; t < S::kStages - 1; ++t)
-          if (t < tiles) issue(t);
-        for (int64_t kt = 0; kt < tiles; ++kt) {
-          if (kt + S::kStages - 1 < tiles) issue(kt + S::kStages - 1);
-          const int stage = int(kt % S::kStages), buf = int(kt / S::kXTiles % 2);
-          const int kw = int(kt % S::kXTiles) * S::kKT;
-          for (int kk = 0; kk < S::kKT / tc::kMmaK; ++kk) {
-            if (sl.begin + kt * (S::kKT / tc::kMmaK) + kk >= sl.end) break;
-            for (int warp = 0; warp < S::kWarps; ++warp) {
-              std::array<int, 32> off;
-              for (int lane = 0; lane < 32; ++lane) off[size_t(lane)] = tc::stream_b_off(lay, warp, stage, lane, kk);
-              Regs32 r{}, a{}, b0{}, b1{};
-              emu_ldmatrix(smem, off, 4, r, f);
-              for (int lane = 0; lane < 32; ++lane) {
-                uint32_t regs[4];
-                tc::stream_gather_a(lay, buf, lane, kw + kk * tc::kMmaK, valid_rows, regs, cvt2);
-                a[size_t(lane)] = {regs[0], regs[1], regs[2], regs[3]};
-                b0[size_t(lane)] = {r[size_t(lane)][0], r[size_t(lane)][1], 0, 0};
-                b1[size_t(lane)] = {r[size_t(lane)][2], r[size_t(lane)][3], 0, 0};
-              }
-              std::array<float*, 32> c0, c1;
-              for (int lane = 0; lane < 32; ++lane) {
-                c0[size_t(lane)] = acc[warp][lane][0];
-                c1[size_t(lane)] = acc[warp][lane][1];
-              }
-              emu_mma(c0, a, b0);
-              emu_mma(c1, a, b1);
-            }
-          }
-        }
-        for (int warp = 0; warp < S::kWarps; ++warp)
-          for (int lane = 0; lane < 32; ++lane)
-            tc::stream_for_each_acc(lane, warp, acc[warp][lane], [&](int r, int c, float v) {
-              if (p.S > 1)
-                parts[size_t(s)][size_t(r * S::kBN + c)] = v;
-              else if (r < valid_rows && n0 + c < p.N)
-                p.y[(m0 + r) * p.ldy + n0 + c] = v;
-            });
-      }
-      if (p.S > 1) emu_reduce(p, m0, n0, S::kBM, S::kBN, S::kThreads, parts);
-    }
-}
-
-// Runs the emulation of kernel T (a tc::Tile, or tc::Stream for the streaming kernel) into y.
-template <class T>
-void emulate_into(const float* x, int64_t ldx, const uint16_t* w, int64_t ldw, float* y, int64_t ldy, int64_t M,
-                  int64_t N, int64_t K, bool force_scalar, const float* x_end, const uint16_t* w_end, Fault& f) {
-  if constexpr (std::is_same_v<T, tc::Stream>) {
-    tc::Params p = tc::make_stream_params(x, ldx, w, ldw, y, ldy, M, N, K);
-    if (force_scalar) p.vec_x = p.vec_w = false;
-    emulate_stream(p, x_end, w_end, f);
-  } else {
-    (void)x_end;  // the kernel reads x only through its copy
-    const int64_t pitch = tc::xb_pitch(K, T::kKT);
-    const std::vector<uint16_t> xb = emulate_xb(x, ldx, M, K, pitch);
-    tc::Params p = tc::make_tiled_params<T>(x, ldx, xb.data(), pitch, w, ldw, y, ldy, M, N, K);
-    if (force_scalar) p.vec_x = p.vec_w = false;
-    emulate<T>(p, xb.data() + xb.size(), w_end, f);
-  }
-}
 
 template <class T>
 void emulate_case(int64_t M, int64_t N, int64_t K, int64_t pad_x, int64_t pad_w, int64_t pad_y, int x_off, int w_off,
@@ -381,6 +76,38 @@ TEST(TcEmulation, TileM64) { emulate_shapes<tc::TileM64>(); }
 TEST(TcEmulation, TileM128N64) { emulate_shapes<tc::TileM128N64>(); }
 TEST(TcEmulation, TileM128) { emulate_shapes<tc::TileM128>(); }
 TEST(TcEmulation, Stream) { emulate_shapes<tc::Stream>(); }
+TEST(TcEmulation, Gemv) { emulate_shapes<tc::Gemv<4>>(); }
+TEST(TcEmulation, Gemv3Stages) { emulate_shapes<tc::Gemv<3>>(); }
+
+// How the warp-split kernel shares out the slices: every chunk of every slice streamed by exactly one
+// warp of the CTA, each warp's run one or two whole slices, and the CTA widths of the decode shapes.
+TEST(TcEmulation, GemvWorkCoversEverySliceOnce) {
+  for (int64_t N : {1, 1024, 4096, 24576, 151936})
+    for (int64_t K : {3, 300, 1001, 1032, 4096, 4104, 5120, 12288, 17408}) {
+      tc::Params p = tc::make_gemv_params<tc::Gemv<4>>(nullptr, K, nullptr, K, nullptr, N, 1, N, K);
+      const tc::GemvShape g = tc::gemv_shape(p.S);
+      for (int group = 0; group < g.groups; ++group) {
+        int64_t next = 0;
+        int next_slice = 0;
+        for (int warp = 0; warp < 4; ++warp) {
+          const tc::GemvWork w = tc::gemv_work(p, warp);
+          if (w.group != group || w.slices == 0) continue;
+          ASSERT_EQ(w.first_slice, next_slice) << N << " " << K << " warp " << warp;
+          ASSERT_EQ(w.begin, next) << N << " " << K << " warp " << warp;
+          ASSERT_EQ(w.begin, tc::slice_of(p, w.first_slice).begin);
+          ASSERT_EQ(w.split, tc::slice_of(p, w.first_slice).end);
+          ASSERT_EQ(w.end, tc::slice_of(p, w.first_slice + w.slices - 1).end);
+          next = w.end;
+          next_slice += w.slices;
+        }
+        ASSERT_EQ(next, p.chunks) << N << " " << K << " group " << group;
+        ASSERT_EQ(next_slice, p.S);
+      }
+    }
+  EXPECT_EQ(tc::gemv_shape(tc::k_split(4096, 4096).S).columns(), 16);     // S = 8: 2 slices per warp
+  EXPECT_EQ(tc::gemv_shape(tc::k_split(24576, 4096).S).columns(), 32);    // S = 2
+  EXPECT_EQ(tc::gemv_shape(tc::k_split(151936, 4096).S).columns(), 64);   // S = 1
+}
 
 // The K split: a function of (N, K) alone, S in {1, 2, 4, 8}, slices of whole chunks that cover
 // every chunk once, none empty; and the values the decode shapes get.
@@ -433,7 +160,8 @@ TEST(TcEmulation, RowsAloneEqualRowsInBatchesAcrossKernels) {
     const auto w = to_bf16(randn(size_t(N * K), 4 + uint32_t(N), 0.05f));
     Fault f;
     std::vector<std::vector<float>> alone;
-    for (int64_t m = 0; m < rows; ++m) alone.push_back(emulated<tc::Stream>(x, w, m, 1, N, K, f));
+    for (int64_t m = 0; m < rows; ++m)
+      alone.push_back(m % 2 ? emulated<tc::Stream>(x, w, m, 1, N, K, f) : emulated<tc::Gemv<3>>(x, w, m, 1, N, K, f));
     auto expect_rows = [&](const std::vector<float>& y, int64_t first, int64_t M, const char* what) {
       for (int64_t m = 0; m < M; ++m)
         ASSERT_TRUE(bit_equal(y.data() + m * N, alone[size_t(first + m)].data(), size_t(N)))
@@ -442,6 +170,7 @@ TEST(TcEmulation, RowsAloneEqualRowsInBatchesAcrossKernels) {
     for (int64_t M : {2, 16, 17, 37}) {
       const int64_t first = rows - M;
       expect_rows(emulated<tc::Stream>(x, w, first, M, N, K, f), first, M, "stream");
+      expect_rows(emulated<tc::Gemv<4>>(x, w, first, M, N, K, f), first, M, "gemv");
       expect_rows(emulated<tc::TileM16>(x, w, first, M, N, K, f), first, M, "TileM16");
       expect_rows(emulated<tc::TileM64N32>(x, w, first, M, N, K, f), first, M, "TileM64N32");
       if (::testing::Test::HasFatalFailure()) return;

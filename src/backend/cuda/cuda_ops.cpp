@@ -132,7 +132,7 @@ class CudaOps final : public Ops {
           group.pop_back();
       }
       if (group.size() > 1)
-        k::matmul_bf16_stream_multi(group.data(), static_cast<int>(group.size()), cuda::cuda_stream());
+        k::matmul_bf16_multi(group.data(), static_cast<int>(group.size()), cuda::cuda_stream());
       else
         k::matmul(group[0], cuda::cuda_stream());
     }

@@ -189,8 +189,16 @@ void matmul_bf16_tensor_core(const MatmulArgs& a, cudaStream_t stream, int tile)
     case TileKind::M64: return launch<TileM64>(a, stream);
     case TileKind::M128N64: return launch<TileM128N64>(a, stream);
     case TileKind::M128: return launch<TileM128>(a, stream);
-    case TileKind::Stream: return matmul_bf16_stream(a, stream);
+    case TileKind::Stream:
+      if (tile < 0 && a.M <= gemv_max_rows()) return matmul_bf16_gemv(a, stream);
+      return matmul_bf16_stream(a, stream);
+    case TileKind::Gemv: return matmul_bf16_gemv(a, stream);
   }
+}
+
+void matmul_bf16_multi(const MatmulArgs* parts, int count, cudaStream_t stream) {
+  if (count >= 1 && parts[0].M <= gemv_max_rows()) return matmul_bf16_gemv_multi(parts, count, stream);
+  matmul_bf16_stream_multi(parts, count, stream);
 }
 
 }  // namespace specserve::cuda::kernels

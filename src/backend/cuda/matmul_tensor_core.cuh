@@ -60,8 +60,8 @@ using TileM64 = Tile<2, 4, 2, 4, 64, 4, 2>;      // 64 x 128: verify, M <= 64; 8
 using TileM128N64 = Tile<2, 2, 4, 4, 32, 4>;     // 128 x 64
 using TileM128 = Tile<2, 4, 4, 4, 64, 3, 2>;     // 128 x 128: verify M > 64, prefill; 8 warps of 64 x 32
 
-enum class TileKind { M16, M16N8, M32N32, M32, M64N32, M64N64, M64, M128N64, M128, Stream };
-inline constexpr int kTileKinds = 10;
+enum class TileKind { M16, M16N8, M32N32, M32, M64N32, M64N64, M64, M128N64, M128, Stream, Gemv };
+inline constexpr int kTileKinds = 11;
 
 constexpr int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
 
@@ -159,6 +159,26 @@ struct Params {
   int segments = 0;
   Segment seg[kMaxSegments];
 };
+
+// The Params of the segment that column block `block` (of a streaming launch; CTA columns) belongs
+// to (the launch's own when it has none); `block` becomes its index inside that segment.
+SS_TC_DEV Params segment_of(const Params& launch, int64_t& block) {
+  Params p = launch;
+  if (launch.segments == 0) return p;
+  int i = 0;
+SS_TC_UNROLL
+  for (int s = 0; s < Params::kMaxSegments - 1; ++s)
+    if (i == s && s + 1 < launch.segments && block >= launch.seg[s].nbn_end) i = s + 1;
+  const Params::Segment& g = launch.seg[i];
+  block -= i == 0 ? 0 : launch.seg[i - 1].nbn_end;
+  p.w = g.w;
+  p.ldw = g.ldw;
+  p.vec_w = g.vec_w;
+  p.y = g.y;
+  p.ldy = g.ldy;
+  p.N = g.N;
+  return p;
+}
 
 // The Params of one launch with tile shape T (host code; the launcher and the emulation share it).
 template <class T>

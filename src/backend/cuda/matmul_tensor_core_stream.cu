@@ -20,25 +20,6 @@ namespace {
 
 using namespace specserve::cuda::tc;
 
-// The Params of this CTA's segment (the launch's own when it has none) and its column block in it.
-__device__ __forceinline__ Params segment_of(const Params& launch, int64_t& block) {
-  Params p = launch;
-  if (launch.segments == 0) return p;
-  int i = 0;
-#pragma unroll
-  for (int s = 0; s < Params::kMaxSegments - 1; ++s)
-    if (i == s && s + 1 < launch.segments && block >= launch.seg[s].nbn_end) i = s + 1;
-  const Params::Segment& g = launch.seg[i];
-  block -= i == 0 ? 0 : launch.seg[i - 1].nbn_end;
-  p.w = g.w;
-  p.ldw = g.ldw;
-  p.vec_w = g.vec_w;
-  p.y = g.y;
-  p.ldy = g.ldy;
-  p.N = g.N;
-  return p;
-}
-
 __global__ void __launch_bounds__(Stream::kThreads, 8) matmul_tc_stream_kernel(const Params launch) {
   int64_t block = blockIdx.x / launch.S;
   const Params p = segment_of(launch, block);

@@ -12,6 +12,7 @@
 // two weight tiles. Numerics: the contract of matmul_tensor_core.cu (same chunks, same slices, same
 // mma, same sum_slices order), so a row's bits are those of the tiled kernel.
 #include "backend/cuda/matmul_tensor_core.cuh"
+#include "backend/cuda/matmul_tensor_core_rows.cuh"
 
 namespace specserve::cuda::tc {
 
@@ -56,62 +57,28 @@ inline Params make_stream_params(const float* x, int64_t ldx, const uint16_t* w,
   return p;
 }
 
-// The weight tile from k0 of the warp's 16 rows (from n0w) into its stage `stage`; rows past N and k
-// past K are zero. The warp's lanes take 16-byte pieces (or elements) round robin.
+// The weight tile from k0 of the warp's 16 rows (from n0w) into its stage `stage` (load_w_rows16).
 template <class Cp16W, class StB16>
 SS_TC_DEV void stream_load_w(const Params& p, const StreamLayout& lay, int warp, int stage, int64_t n0w, int64_t k0,
                              int lane, Cp16W cp16_w, StB16 st_b16) {
-  if (p.vec_w) {
-    constexpr int kPer = Stream::kKT / 8;
-SS_TC_UNROLL
-    for (int i = lane; i < Stream::kWarpN * kPer; i += 32) {
-      const int r = i / kPer, c = (i % kPer) * 8;
-      const int64_t k = k0 + c, n = n0w + r;
-      const int bytes = n >= p.N || k >= p.K ? 0 : p.K - k >= 8 ? 16 : static_cast<int>(p.K - k) * 2;
-      cp16_w(lay.w_off(warp, stage, r, c), bytes ? p.w + n * p.ldw + k : p.w, bytes);
-    }
-  } else {
-    for (int i = lane; i < Stream::kWarpN * Stream::kKT; i += 32) {
-      const int r = i / Stream::kKT, c = i % Stream::kKT;
-      const int64_t k = k0 + c, n = n0w + r;
-      st_b16(lay.w_off(warp, stage, r, c), n < p.N && k < p.K ? p.w[n * p.ldw + k] : uint16_t{0});
-    }
-  }
+  load_w_rows16<Stream::kKT>(p, n0w, k0, lane, [&](int r, int c) { return lay.w_off(warp, stage, r, c); }, cp16_w,
+                             st_b16);
 }
 
-// The x window from k0 of the CTA's rows m0 .. m0 + min(16, M - m0) - 1 into buffer `buf`; k past K is
-// zero. All threads of the CTA take pieces round robin.
+// The x window from k0 of the CTA's rows m0 .. m0 + min(16, M - m0) - 1 into buffer `buf`; all threads
+// of the CTA take pieces round robin (load_x_rows).
 template <class Cp16X, class StF32>
 SS_TC_DEV void stream_load_x(const Params& p, const StreamLayout& lay, int buf, int64_t m0, int64_t k0, int tid,
                              Cp16X cp16_x, StF32 st_f32) {
-  const int rows = p.M - m0 < Stream::kBM ? static_cast<int>(p.M - m0) : Stream::kBM;
-  if (p.vec_x) {
-    constexpr int kPer = Stream::kXW / 4;
-    for (int i = tid; i < rows * kPer; i += Stream::kThreads) {
-      const int r = i / kPer, c = (i % kPer) * 4;
-      const int64_t k = k0 + c;
-      const int bytes = k >= p.K ? 0 : p.K - k >= 4 ? 16 : static_cast<int>(p.K - k) * 4;
-      cp16_x(lay.x_off(buf, r, c), bytes ? p.x + (m0 + r) * p.ldx + k : p.x, bytes);
-    }
-  } else {
-    for (int i = tid; i < rows * Stream::kXW; i += Stream::kThreads) {
-      const int r = i / Stream::kXW, c = i % Stream::kXW;
-      const int64_t k = k0 + c;
-      st_f32(lay.x_off(buf, r, c), k < p.K ? p.x[(m0 + r) * p.ldx + k] : 0.0f);
-    }
-  }
+  load_x_rows(p, m0, k0, Stream::kXW, tid, Stream::kThreads, [&](int r, int c) { return lay.x_off(buf, r, c); },
+              cp16_x, st_f32);
 }
 
-// The A fragment of the chunk at k offset `kw` of window buffer `buf`: rows at or past `valid_rows`
-// are zero (never read); the others are read as f32 pairs and rounded by cvt2 (as gather_a).
+// The A fragment of the chunk at k offset `kw` of window buffer `buf` (gather_a_f32).
 template <class Cvt2>
 SS_TC_DEV void stream_gather_a(const StreamLayout& lay, int buf, int lane, int kw, int valid_rows, uint32_t (&a)[4],
                                Cvt2 cvt2) {
-SS_TC_UNROLL
-  for (int reg = 0; reg < 4; ++reg) {
-    const RowCol rc = a_frag(lane, reg);
-    a[reg] = rc.row < valid_rows ? cvt2(lay.x_off(buf, rc.row, kw + rc.col)) : 0u;
-  }
+  gather_a_f32(lane, valid_rows, [&](int r, int c) { return lay.x_off(buf, r, kw + c); }, a, cvt2);
 }
 
 // This lane's ldmatrix.x4 address for chunk kk of the warp's stage: the B fragments of its two n8 tiles.

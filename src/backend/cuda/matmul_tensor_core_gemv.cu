@@ -1,0 +1,195 @@
+// The warp-split streaming bf16 tensor-core matmul (matmul_tensor_core_gemv.cuh has the shape, the
+// layout and the reasons): y[M, N] = x[M, K] · w[N, K]ᵀ for M <= 16 per CTA row, the weights read once.
+// The numerics contract is the one heading matmul_tensor_core.cu.
+//
+// Bytes in flight: each warp keeps kStages - 1 weight tiles of 4 KB in flight; at M = 1 a CTA with
+// 4 stages takes 78 KB of shared memory (2 CTAs, 24 KB x 4 in flight per SM), with 3 stages 59 KB
+// (3 CTAs). A 4096 x 4096 matrix (S = 8) runs as 256 CTAs of 16 columns, each warp streaming 32 KB.
+#include <cuda_runtime.h>
+
+#include <climits>
+#include <cstdlib>
+
+#include "backend/cuda/kernels.h"
+#include "backend/cuda/matmul_tensor_core_gemv.cuh"
+#include "backend/cuda/matmul_tensor_core_ptx.cuh"
+
+namespace specserve::cuda::kernels {
+
+namespace {
+
+using namespace specserve::cuda::tc;
+
+template <class G>
+__global__ void __launch_bounds__(G::kThreads, 2) matmul_tc_gemv_kernel(const Params launch) {
+  int64_t block = blockIdx.x;
+  const Params p = segment_of(launch, block);
+  extern __shared__ __align__(128) unsigned char smem[];
+  const GemvLayout<G> lay{p.a_rows};
+  const int tid = static_cast<int>(threadIdx.x), lane = tid & 31, warp = tid >> 5;
+  const uint32_t sbase = smem_addr(smem);
+  constexpr int kChunks = G::kKT / kMmaK;
+
+  auto st_f32 = [&](int off, float v) { *reinterpret_cast<float*>(smem + off) = v; };
+  auto st_b16 = [&](int off, uint16_t v) { *reinterpret_cast<uint16_t*>(smem + off) = v; };
+  // Whole 16-byte pieces go through cp.async; a piece cut by K or N is written element by element with
+  // zeros after the cut (no access past the operand; the same bytes), as in the other kernels.
+  auto cp16_x = [&](int off, const float* src, int bytes) {
+    if (bytes == 16) {
+      cp_async_ca(sbase + off, src, 16);
+    } else {
+      for (int e = 0; e < 4; ++e) st_f32(off + 4 * e, 4 * e < bytes ? src[e] : 0.0f);
+    }
+  };
+  auto cp16_w = [&](int off, const uint16_t* src, int bytes) {
+    if (bytes == 16) {
+      cp_async_cg(sbase + off, src, 16);
+    } else {
+      for (int e = 0; e < 8; ++e) st_b16(off + 2 * e, 2 * e < bytes ? src[e] : uint16_t{0});
+    }
+  };
+  auto cvt2 = [&](int off) {
+    const float2 v = *reinterpret_cast<const float2*>(smem + off);
+    return pack_bf16x2(v.x, v.y);
+  };
+
+  const GemvShape shape = gemv_shape(p.S);
+  const GemvWork work = gemv_work(p, warp);
+  const int64_t n0 = block * shape.columns(), n0w = n0 + work.group * G::kWarpN;
+  const int64_t m0 = int64_t{blockIdx.y} * G::kBM;
+  const int valid_rows = p.M - m0 < G::kBM ? static_cast<int>(p.M - m0) : G::kBM;
+  const int64_t tiles = work.tiles(G::kKT);
+  auto issue = [&](int64_t t) {
+    gemv_load_stage<G>(p, lay, work, warp, n0w, m0, t, lane, cp16_x, cp16_w, st_f32, st_b16);
+  };
+
+  float acc[G::kMaxSlicesPerWarp][2][4] = {};
+#pragma unroll
+  for (int t = 0; t < G::kStages - 1; ++t) {
+    if (t < tiles) issue(t);
+    cp_async_commit();
+  }
+  for (int64_t kt = 0; kt < tiles; ++kt) {
+    cp_async_wait<G::kStages - 2>();  // this lane's copies of tile kt landed
+    __syncwarp();                     // the warp's have, and every lane is done with tile kt - 1's stage
+    if (kt + G::kStages - 1 < tiles) issue(kt + G::kStages - 1);
+    cp_async_commit();
+
+    const int stage = static_cast<int>(kt % G::kStages);
+    const int64_t chunk0 = work.begin + kt * kChunks;
+#pragma unroll
+    for (int kk = 0; kk < kChunks; ++kk) {
+      const int64_t c = chunk0 + kk;
+      if (c >= work.end) break;  // never an mma past the last chunk of the warp's last slice
+      uint32_t b0, b1, b2, b3, a[4];
+      ldmatrix_x4(sbase + gemv_b_off(lay, warp, stage, lane, kk), b0, b1, b2, b3);
+      gather_a_f32(lane, valid_rows, [&](int r, int col) { return lay.x_off(warp, stage, r, kk * kMmaK + col); }, a,
+                   cvt2);
+      if (c < work.split) {  // the chunk's slice picks its chain
+        mma_bf16(acc[0][0], a, b0, b1);
+        mma_bf16(acc[0][1], a, b2, b3);
+      } else {
+        mma_bf16(acc[1][0], a, b0, b1);
+        mma_bf16(acc[1][1], a, b2, b3);
+      }
+    }
+  }
+  if (p.S == 1) {
+    gemv_for_each_acc(lane, acc[0], [&](int r, int c, float v) {
+      if (r < valid_rows && n0w + c < p.N) p.y[(m0 + r) * p.ldy + n0w + c] = v;
+    });
+    return;
+  }
+  // The slices' partials meet in the (now idle) stages and are summed in slice order (sum_slices).
+  cp_async_wait_all();
+  __syncthreads();
+#pragma unroll
+  for (int j = 0; j < G::kMaxSlicesPerWarp; ++j) {
+    if (j >= work.slices) break;
+    gemv_for_each_acc(lane, acc[j], [&](int r, int c, float v) {
+      *reinterpret_cast<float*>(smem + GemvLayout<G>::part_off(p.S, work.group, work.first_slice + j, r, c)) = v;
+    });
+  }
+  __syncthreads();
+  gemv_reduce<G>(p, m0, n0, valid_rows, tid, [&](int off) { return *reinterpret_cast<const float*>(smem + off); });
+}
+
+template <class G>
+void launch_gemv(const Params& p, cudaStream_t stream) {
+  constexpr int kMaxSmem = GemvLayout<G>{G::kBM}.smem_bytes(kMaxSlices);
+  static_assert(kMaxSmem <= 227 * 1024, "more shared memory than an sm_90 block may have");
+  static const bool configured = [] {
+    CUDA_CHECK(cudaFuncSetAttribute(matmul_tc_gemv_kernel<G>, cudaFuncAttributeMaxDynamicSharedMemorySize, kMaxSmem));
+    CUDA_CHECK(cudaFuncSetAttribute(matmul_tc_gemv_kernel<G>, cudaFuncAttributePreferredSharedMemoryCarveout,
+                                    cudaSharedmemCarveoutMaxShared));
+    return true;
+  }();
+  (void)configured;
+  if (p.nbn > INT_MAX || p.nbm > 65535)
+    cuda_fail(cudaErrorInvalidConfiguration, "matmul: more CTAs than a grid holds", __FILE__, __LINE__);
+  matmul_tc_gemv_kernel<G><<<dim3(static_cast<unsigned>(p.nbn), static_cast<unsigned>(p.nbm)), G::kThreads,
+                             GemvLayout<G>{p.a_rows}.smem_bytes(p.S), stream>>>(p);
+  CUDA_CHECK(cudaGetLastError());
+}
+
+// Params of one launch (one weight, or up to 4 sharing x, M, K and the split as segments).
+template <class G>
+Params gemv_params(const MatmulArgs* parts, int count) {
+  const MatmulArgs& a0 = parts[0];
+  Params p = make_gemv_params<G>(a0.x, a0.ldx, static_cast<const uint16_t*>(a0.w), a0.ldw, a0.y, a0.ldy, a0.M, a0.N,
+                                 a0.K);
+  if (count == 1) return p;
+  p.segments = count;
+  int64_t blocks = 0;
+  for (int i = 0; i < count; ++i) {
+    const MatmulArgs& a = parts[i];
+    const Params pi =
+        make_gemv_params<G>(a.x, a.ldx, static_cast<const uint16_t*>(a.w), a.ldw, a.y, a.ldy, a.M, a.N, a.K);
+    blocks += pi.nbn;
+    p.seg[i] = {pi.w, pi.ldw, pi.y, pi.ldy, pi.N, blocks, pi.vec_w};
+  }
+  p.nbn = blocks;
+  return p;
+}
+
+// Stages per warp: 4, or SPECSERVE_TC_GEMV_STAGES=3 (a tuning knob for benchmarks; either has the
+// same bits).
+int gemv_stages() {
+  static const int stages = [] {
+    const char* v = std::getenv("SPECSERVE_TC_GEMV_STAGES");
+    return v && std::atoi(v) == 3 ? 3 : 4;
+  }();
+  return stages;
+}
+
+}  // namespace
+
+int gemv_max_rows() {
+  static const int rows = [] {
+    const char* v = std::getenv("SPECSERVE_TC_GEMV_ROWS");
+    return v ? std::atoi(v) : 16;
+  }();
+  return rows;
+}
+
+namespace {
+
+void run_gemv(const MatmulArgs* parts, int count, cudaStream_t stream) {
+  if (gemv_stages() == 3) return launch_gemv<Gemv<3>>(gemv_params<Gemv<3>>(parts, count), stream);
+  launch_gemv<Gemv<4>>(gemv_params<Gemv<4>>(parts, count), stream);
+}
+
+}  // namespace
+
+void matmul_bf16_gemv(const MatmulArgs& a, cudaStream_t stream) {
+  if (a.M <= 0 || a.N <= 0 || a.K <= 0) return;
+  run_gemv(&a, 1, stream);
+}
+
+void matmul_bf16_gemv_multi(const MatmulArgs* parts, int count, cudaStream_t stream) {
+  if (!matmul_bf16_stream_compatible(parts, count))
+    cuda_fail(cudaErrorInvalidValue, "matmul_bf16_gemv_multi: parts do not share one launch", __FILE__, __LINE__);
+  run_gemv(parts, count, stream);
+}
+
+}  // namespace specserve::cuda::kernels

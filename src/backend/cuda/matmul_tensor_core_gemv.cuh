@@ -1,0 +1,155 @@
+#pragma once
+// The warp-split streaming tensor-core matmul for few rows (decode, M <= 16 per CTA row;
+// matmul_tensor_core_gemv.cu): its shape, shared-memory layout and per-thread index code, plain C++
+// that also compiles on the host so tests/backend_cuda/test_cuda_matmul_tc_emulation.cpp emulates it.
+//
+// Why another streaming kernel: the one in matmul_tensor_core_stream.cuh gives every K slice its own
+// CTA and sums the slices through a thread-block cluster, so a 4096 x 4096 matrix runs as 512 short
+// CTAs of 64 KB each (pipeline fill, cluster barrier and wave tail are a large share of ~20 µs). Here
+// the 4 warps of a CTA split the slices of the SAME columns among themselves, each warp streaming its
+// slices' weights back to back through a private ring (no CTA barrier in the main loop), and the CTA
+// sums the slices from shared memory at the end: no cluster, a quarter of the CTAs, each 4x longer.
+//
+// With S slices (k_split): wpc = min(S, 4) warps per 16-column group, 4 / wpc groups per CTA
+// (CTA = 16 * 4 / wpc columns), and warp w takes group w / wpc and the spw = ceil(S / wpc) consecutive
+// slices from (w % wpc) * spw, i.e. one contiguous run of chunks, with one accumulator chain per
+// slice (at most 2). Each warp loads its own x rows with its weight tile (f32, rounded while the A
+// fragments are built). Numerics: the contract of matmul_tensor_core.cu (same chunks, slices, mma,
+// sum_slices order), so a row's bits are those of the other kernels.
+#include "backend/cuda/matmul_tensor_core.cuh"
+#include "backend/cuda/matmul_tensor_core_rows.cuh"
+
+namespace specserve::cuda::tc {
+
+template <int Stages>
+struct Gemv {
+  static constexpr int kWarps = 4, kThreads = 32 * kWarps;
+  static constexpr int kBM = 16;     // x rows per CTA row (blockIdx.y)
+  static constexpr int kWarpN = 16;  // columns per warp (two n8 tiles)
+  static constexpr int kBN = 64;     // the widest CTA (S = 1); make_gemv_params counts CTAs by gemv_shape
+  static constexpr int kKT = 128;    // k per stage
+  static constexpr int kStages = Stages;
+  static constexpr int kSB = kKT + 8;  // bf16 pitch: ldmatrix rows in 8 distinct bank groups
+  static constexpr int kSA = kKT + 8;  // f32 pitch: conflict-free 8-byte A reads (as Stream::kSA)
+  static constexpr int kMaxSlicesPerWarp = 2;
+  static_assert(Stages >= 2, "at least double buffering");
+  static_assert((kMaxSlices + kWarps - 1) / kWarps <= kMaxSlicesPerWarp, "a warp holds at most 2 chains");
+};
+
+// How a CTA's warps share out S slices (see the header comment).
+struct GemvShape {
+  int wpc = 1;     // warps per 16-column group
+  int groups = 4;  // column groups per CTA
+  int spw = 1;     // slices per warp
+  constexpr int columns() const { return 16 * groups; }
+};
+constexpr GemvShape gemv_shape(int S) {
+  const int wpc = S < 4 ? S : 4;
+  return GemvShape{wpc, 4 / wpc, (S + wpc - 1) / wpc};
+}
+
+// The chunks [begin, end) a warp streams (all inside its slices) and `split`, the first chunk of its
+// second slice (end when it has one slice): chunks below split feed chain 0, the others chain 1.
+struct GemvWork {
+  int group = 0, first_slice = 0, slices = 0;
+  int64_t begin = 0, split = 0, end = 0;
+  constexpr int64_t tiles(int kt) const { return ceil_div((end - begin) * kMmaK, kt); }
+};
+constexpr GemvWork gemv_work(const Params& p, int warp) {
+  const GemvShape g = gemv_shape(p.S);
+  GemvWork w;
+  w.group = warp / g.wpc;
+  w.first_slice = (warp % g.wpc) * g.spw;
+  const int last = w.first_slice + g.spw < p.S ? w.first_slice + g.spw : p.S;
+  w.slices = last > w.first_slice && w.group < g.groups ? last - w.first_slice : 0;
+  if (w.slices == 0) return w;
+  const auto clamp = [&](int64_t c) { return c < p.chunks ? c : p.chunks; };
+  w.begin = clamp(w.first_slice * p.cps);
+  w.split = clamp((w.first_slice + 1) * p.cps);
+  w.end = clamp(int64_t{last} * p.cps);
+  return w;
+}
+
+// Byte offsets in the dynamic shared memory: per warp, kStages stages of [w: 16 rows x kSB bf16]
+// [x: x_rows x kSA f32]. After the main loop the same bytes hold the partial tiles for S > 1:
+// part(group, slice, row, col) f32.
+template <class G>
+struct GemvLayout {
+  int x_rows = 0;  // min(16, M)
+  static constexpr int w_bytes() { return G::kWarpN * G::kSB * 2; }
+  constexpr int stage_bytes() const { return w_bytes() + x_rows * G::kSA * 4; }
+  constexpr int w_off(int warp, int stage, int n, int k) const {
+    return (warp * G::kStages + stage) * stage_bytes() + (n * G::kSB + k) * 2;
+  }
+  constexpr int x_off(int warp, int stage, int row, int k) const {
+    return (warp * G::kStages + stage) * stage_bytes() + w_bytes() + (row * G::kSA + k) * 4;
+  }
+  static constexpr int part_off(int S, int group, int slice, int row, int col) {
+    return (((group * S + slice) * G::kBM + row) * G::kWarpN + col) * 4;
+  }
+  constexpr int smem_bytes(int S) const {
+    const int stages = G::kWarps * G::kStages * stage_bytes();
+    const int parts = S > 1 ? part_off(S, gemv_shape(S).groups, 0, 0, 0) : 0;
+    return stages > parts ? stages : parts;
+  }
+};
+
+// The Params of a launch (host code; the launcher and the emulation share it): nbn counts CTAs of
+// gemv_shape(S).columns() columns, nbm blocks of 16 rows, a_rows = min(16, M).
+template <class G>
+inline Params make_gemv_params(const float* x, int64_t ldx, const uint16_t* w, int64_t ldw, float* y, int64_t ldy,
+                               int64_t M, int64_t N, int64_t K) {
+  Params p = make_params<G>(x, ldx, w, ldw, y, ldy, M, N, K);
+  p.nbn = ceil_div(N, gemv_shape(p.S).columns());
+  p.group = 1;
+  return p;
+}
+
+// Weight tile t of a warp's run (from k = 16 * work.begin) and its x rows into stage t % kStages.
+template <class G, class Cp16X, class Cp16W, class StF32, class StB16>
+SS_TC_DEV void gemv_load_stage(const Params& p, const GemvLayout<G>& lay, const GemvWork& work, int warp, int64_t n0w,
+                               int64_t m0, int64_t t, int lane, Cp16X cp16_x, Cp16W cp16_w, StF32 st_f32,
+                               StB16 st_b16) {
+  const int stage = static_cast<int>(t % G::kStages);
+  const int64_t k0 = work.begin * kMmaK + t * G::kKT;
+  load_x_rows(p, m0, k0, G::kKT, lane, 32, [&](int r, int c) { return lay.x_off(warp, stage, r, c); }, cp16_x,
+              st_f32);
+  load_w_rows16<G::kKT>(p, n0w, k0, lane, [&](int r, int c) { return lay.w_off(warp, stage, r, c); }, cp16_w, st_b16);
+}
+
+// This lane's ldmatrix.x4 address for chunk kk of the warp's stage: the B fragments of its two n8 tiles.
+template <class G>
+constexpr int gemv_b_off(const GemvLayout<G>& lay, int warp, int stage, int lane, int kk) {
+  const RowCol rc = b_ldsm(lane, true);
+  return lay.w_off(warp, stage, rc.row, kk * kMmaK + rc.col);
+}
+
+// Calls put(row, col, value) for this lane's accumulators of one chain (row, col within the warp's
+// 16 x 16 tile).
+template <class Acc, class Put>
+SS_TC_DEV void gemv_for_each_acc(int lane, const Acc& acc, Put put) {
+SS_TC_UNROLL
+  for (int j = 0; j < 2; ++j)
+SS_TC_UNROLL
+    for (int e = 0; e < 4; ++e) {
+      const RowCol rc = c_frag(lane, e >> 1);
+      put(rc.row, j * 8 + rc.col + (e & 1), acc[j][e]);
+    }
+}
+
+// The sum of the S partials of each output of the CTA (columns n0 .. n0 + columns - 1, rows m0 ..
+// m0 + valid_rows - 1) in slice order, read through part(byte offset); thread tid of kThreads takes
+// elements round robin, one thread per element.
+template <class G, class Part>
+SS_TC_DEV void gemv_reduce(const Params& p, int64_t m0, int64_t n0, int valid_rows, int tid, Part part) {
+  const GemvShape g = gemv_shape(p.S);
+  for (int e = tid; e < g.groups * valid_rows * G::kWarpN; e += G::kThreads) {
+    const int group = e / (valid_rows * G::kWarpN), r = e / G::kWarpN % valid_rows, c = e % G::kWarpN;
+    const int64_t n = n0 + group * G::kWarpN + c;
+    if (n >= p.N) continue;
+    p.y[(m0 + r) * p.ldy + n] =
+        sum_slices(p.S, [&](int s) { return part(GemvLayout<G>::part_off(p.S, group, s, r, c)); });
+  }
+}
+
+}  // namespace specserve::cuda::tc
