@@ -329,9 +329,20 @@ void emulate_gemv(const tc::Params& p, const float* x_end, const uint16_t* w_end
       for (int warp = 0; warp < G::kWarps; ++warp) {
         const tc::GemvWork work = tc::gemv_work(p, warp);
         const int64_t n0w = n0 + work.group * G::kWarpN, tiles = work.tiles(G::kKT);
+        std::array<tc::GemvLane, 32> lanes;
+        for (int lane = 0; lane < 32; ++lane)
+          lanes[size_t(lane)] = tc::gemv_lane(p, lay, work, warp, lane, n0w, m0, valid_rows);
         auto issue = [&](int64_t t) {
-          for (int lane = 0; lane < 32; ++lane)
-            tc::gemv_load_stage<G>(p, lay, work, warp, n0w, m0, t, lane, cp16_x, cp16_w, st, st);
+          const bool whole = tc::gemv_tile_whole<G>(p, work, n0w, t);
+          for (int lane = 0; lane < 32; ++lane) {
+            if (whole)
+              tc::gemv_load_whole<G>(
+                  p, lay, lanes[size_t(lane)], valid_rows, t,
+                  [&](int off, const float* src) { cp16_x(off, src, 16); },
+                  [&](int off, const uint16_t* src) { cp16_w(off, src, 16); });
+            else
+              tc::gemv_load_stage<G>(p, lay, work, warp, n0w, m0, t, lane, cp16_x, cp16_w, st, st);
+          }
         };
         for (int t = 0; t < G::kStages - 1; ++t)
           if (t < tiles) issue(t);
@@ -342,14 +353,12 @@ void emulate_gemv(const tc::Params& p, const float* x_end, const uint16_t* w_end
             const int64_t c = work.begin + kt * (G::kKT / tc::kMmaK) + kk;
             if (c >= work.end) break;
             std::array<int, 32> off;
-            for (int lane = 0; lane < 32; ++lane) off[size_t(lane)] = tc::gemv_b_off(lay, warp, stage, lane, kk);
+            for (int lane = 0; lane < 32; ++lane) off[size_t(lane)] = tc::gemv_b_off(lay, lanes[size_t(lane)], stage, kk);
             Regs32 r{}, a{}, b0{}, b1{};
             emu_ldmatrix(smem, off, 4, r, f);
             for (int lane = 0; lane < 32; ++lane) {
               uint32_t regs[4];
-              tc::gather_a_f32(lane, valid_rows,
-                               [&](int row, int col) { return lay.x_off(warp, stage, row, kk * tc::kMmaK + col); },
-                               regs, cvt2);
+              tc::gemv_gather_a(lay, lanes[size_t(lane)], stage, kk, regs, cvt2);
               a[size_t(lane)] = {regs[0], regs[1], regs[2], regs[3]};
               b0[size_t(lane)] = {r[size_t(lane)][0], r[size_t(lane)][1], 0, 0};
               b1[size_t(lane)] = {r[size_t(lane)][2], r[size_t(lane)][3], 0, 0};

@@ -3,8 +3,9 @@
 // The numerics contract is the one heading matmul_tensor_core.cu.
 //
 // Bytes in flight: each warp keeps kStages - 1 weight tiles of 4 KB in flight; at M = 1 a CTA with
-// 4 stages takes 78 KB of shared memory (2 CTAs, 24 KB x 4 in flight per SM), with 3 stages 59 KB
-// (3 CTAs). A 4096 x 4096 matrix (S = 8) runs as 256 CTAs of 16 columns, each warp streaming 32 KB.
+// 3 stages takes 59 KB of shared memory (3 CTAs, 96 KB in flight per SM). A 4096 x 4096 matrix
+// (S = 8) runs as 256 CTAs of 16 columns, each warp streaming 32 KB. The main loop only adds offsets
+// precomputed per lane (GemvLane): it was bound by instruction issue before.
 #include <cuda_runtime.h>
 
 #include <climits>
@@ -58,9 +59,15 @@ __global__ void __launch_bounds__(G::kThreads, 2) matmul_tc_gemv_kernel(const Pa
   const int64_t n0 = block * shape.columns(), n0w = n0 + work.group * G::kWarpN;
   const int64_t m0 = int64_t{blockIdx.y} * G::kBM;
   const int valid_rows = p.M - m0 < G::kBM ? static_cast<int>(p.M - m0) : G::kBM;
-  const int64_t tiles = work.tiles(G::kKT);
-  auto issue = [&](int64_t t) {
-    gemv_load_stage<G>(p, lay, work, warp, n0w, m0, t, lane, cp16_x, cp16_w, st_f32, st_b16);
+  const int tiles = static_cast<int>(work.tiles(G::kKT));
+  const GemvLane l = gemv_lane(p, lay, work, warp, lane, n0w, m0, valid_rows);
+  auto issue = [&](int t) {
+    if (gemv_tile_whole<G>(p, work, n0w, t))
+      gemv_load_whole<G>(
+          p, lay, l, valid_rows, t, [&](int off, const float* src) { cp_async_ca(sbase + off, src, 16); },
+          [&](int off, const uint16_t* src) { cp_async_cg(sbase + off, src, 16); });
+    else
+      gemv_load_stage<G>(p, lay, work, warp, n0w, m0, t, lane, cp16_x, cp16_w, st_f32, st_b16);
   };
 
   float acc[G::kMaxSlicesPerWarp][2][4] = {};
@@ -69,22 +76,21 @@ __global__ void __launch_bounds__(G::kThreads, 2) matmul_tc_gemv_kernel(const Pa
     if (t < tiles) issue(t);
     cp_async_commit();
   }
-  for (int64_t kt = 0; kt < tiles; ++kt) {
+  for (int kt = 0; kt < tiles; ++kt) {
     cp_async_wait<G::kStages - 2>();  // this lane's copies of tile kt landed
     __syncwarp();                     // the warp's have, and every lane is done with tile kt - 1's stage
     if (kt + G::kStages - 1 < tiles) issue(kt + G::kStages - 1);
     cp_async_commit();
 
-    const int stage = static_cast<int>(kt % G::kStages);
-    const int64_t chunk0 = work.begin + kt * kChunks;
+    const int stage = kt % G::kStages;
+    const int64_t chunk0 = work.begin + int64_t{kt} * kChunks;
 #pragma unroll
     for (int kk = 0; kk < kChunks; ++kk) {
       const int64_t c = chunk0 + kk;
       if (c >= work.end) break;  // never an mma past the last chunk of the warp's last slice
       uint32_t b0, b1, b2, b3, a[4];
-      ldmatrix_x4(sbase + gemv_b_off(lay, warp, stage, lane, kk), b0, b1, b2, b3);
-      gather_a_f32(lane, valid_rows, [&](int r, int col) { return lay.x_off(warp, stage, r, kk * kMmaK + col); }, a,
-                   cvt2);
+      ldmatrix_x4(sbase + gemv_b_off(lay, l, stage, kk), b0, b1, b2, b3);
+      gemv_gather_a(lay, l, stage, kk, a, cvt2);
       if (c < work.split) {  // the chunk's slice picks its chain
         mma_bf16(acc[0][0], a, b0, b1);
         mma_bf16(acc[0][1], a, b2, b3);
@@ -152,12 +158,13 @@ Params gemv_params(const MatmulArgs* parts, int count) {
   return p;
 }
 
-// Stages per warp: 4, or SPECSERVE_TC_GEMV_STAGES=3 (a tuning knob for benchmarks; either has the
-// same bits).
+// Stages per warp: 3, or SPECSERVE_TC_GEMV_STAGES=4 (a tuning knob for benchmarks; either has the
+// same bits). 3 stages (59 KB at M = 1, 3 CTAs per SM) measured as fast as or faster than 4 (78 KB,
+// 2 CTAs) on every decode shape (docs/GPU_PERF_NOTES.md).
 int gemv_stages() {
   static const int stages = [] {
     const char* v = std::getenv("SPECSERVE_TC_GEMV_STAGES");
-    return v && std::atoi(v) == 3 ? 3 : 4;
+    return v && std::atoi(v) == 4 ? 4 : 3;
   }();
   return stages;
 }
@@ -175,8 +182,8 @@ int gemv_max_rows() {
 namespace {
 
 void run_gemv(const MatmulArgs* parts, int count, cudaStream_t stream) {
-  if (gemv_stages() == 3) return launch_gemv<Gemv<3>>(gemv_params<Gemv<3>>(parts, count), stream);
-  launch_gemv<Gemv<4>>(gemv_params<Gemv<4>>(parts, count), stream);
+  if (gemv_stages() == 4) return launch_gemv<Gemv<4>>(gemv_params<Gemv<4>>(parts, count), stream);
+  launch_gemv<Gemv<3>>(gemv_params<Gemv<3>>(parts, count), stream);
 }
 
 }  // namespace

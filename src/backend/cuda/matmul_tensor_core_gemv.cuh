@@ -117,11 +117,68 @@ SS_TC_DEV void gemv_load_stage(const Params& p, const GemvLayout<G>& lay, const 
   load_w_rows16<G::kKT>(p, n0w, k0, lane, [&](int r, int c) { return lay.w_off(warp, stage, r, c); }, cp16_w, st_b16);
 }
 
-// This lane's ldmatrix.x4 address for chunk kk of the warp's stage: the B fragments of its two n8 tiles.
+// A lane's offsets, computed once per warp so that the main loop only adds the stage, tile and chunk:
+// the loop is issue-bound otherwise (ncu: ~700 instructions per 4 KB weight tile with the offsets
+// recomputed per piece and per fragment register, 58 % issue-active at 65 % of the DRAM bandwidth).
+struct GemvLane {
+  int b_off = 0;         // ldmatrix.x4 address (B fragments of the two n8 tiles) of chunk 0, stage 0
+  int a_off[4] = {};     // A fragment register r: the f32 pair of chunk 0, stage 0
+  uint32_t a_rows = 0;   // bit r: register r's row is below valid_rows (else the register is zero)
+  int w_dst = 0;         // whole tiles: this lane's first weight piece (row lane / 16, k (lane % 16) * 8), stage 0
+  int64_t w_src = 0;     // ... and its element offset in w at the warp's first tile
+  int x_dst = 0;         // whole tiles: this lane's x piece of row 0 (k 4 * lane), stage 0
+  int64_t x_src = 0;     // ... and its element offset in x at the warp's first tile
+};
 template <class G>
-constexpr int gemv_b_off(const GemvLayout<G>& lay, int warp, int stage, int lane, int kk) {
-  const RowCol rc = b_ldsm(lane, true);
-  return lay.w_off(warp, stage, rc.row, kk * kMmaK + rc.col);
+constexpr GemvLane gemv_lane(const Params& p, const GemvLayout<G>& lay, const GemvWork& work, int warp, int lane,
+                             int64_t n0w, int64_t m0, int valid_rows) {
+  static_assert(G::kKT == 128, "whole tiles: 8 weight pieces and one x piece per lane and row");
+  GemvLane l;
+  const RowCol b = b_ldsm(lane, true);
+  l.b_off = lay.w_off(warp, 0, b.row, b.col);
+  for (int r = 0; r < 4; ++r) {
+    const RowCol a = a_frag(lane, r);
+    l.a_off[r] = lay.x_off(warp, 0, a.row, a.col);
+    if (a.row < valid_rows) l.a_rows |= 1u << r;
+  }
+  l.w_dst = lay.w_off(warp, 0, lane / 16, (lane % 16) * 8);
+  l.w_src = (n0w + lane / 16) * p.ldw + work.begin * kMmaK + (lane % 16) * 8;
+  l.x_dst = lay.x_off(warp, 0, 0, 4 * lane);
+  l.x_src = m0 * p.ldx + work.begin * kMmaK + 4 * lane;
+  return l;
+}
+
+// Whether tile t of the warp is whole: 16-byte loads, all 16 weight rows below N and all 128 k below
+// K. Whole tiles take gemv_load_whole (no per-piece bounds), the others gemv_load_stage; same bytes.
+template <class G>
+constexpr bool gemv_tile_whole(const Params& p, const GemvWork& work, int64_t n0w, int64_t t) {
+  return p.vec_w && p.vec_x && n0w + G::kWarpN <= p.N && work.begin * kMmaK + (t + 1) * G::kKT <= p.K;
+}
+
+// A whole tile t: 8 weight pieces per lane (rows lane / 16 + 2i) and one x piece per lane per row.
+//   cp_w / cp_x(smem_off, src): a 16-byte cp.async
+template <class G, class CpX, class CpW>
+SS_TC_DEV void gemv_load_whole(const Params& p, const GemvLayout<G>& lay, const GemvLane& l, int valid_rows,
+                               int64_t t, CpX cp_x, CpW cp_w) {
+  const int sb = static_cast<int>(t % G::kStages) * lay.stage_bytes();
+  const uint16_t* w = p.w + l.w_src + t * G::kKT;
+SS_TC_UNROLL
+  for (int i = 0; i < 8; ++i) cp_w(l.w_dst + sb + 2 * i * G::kSB * 2, w + 2 * i * p.ldw);
+  const float* x = p.x + l.x_src + t * G::kKT;
+  for (int r = 0; r < valid_rows; ++r) cp_x(l.x_dst + sb + r * G::kSA * 4, x + r * p.ldx);
+}
+
+// Chunk kk of stage `stage`: the B fragments' ldmatrix address and the A fragment (rounded by cvt2).
+template <class G>
+constexpr int gemv_b_off(const GemvLayout<G>& lay, const GemvLane& l, int stage, int kk) {
+  return l.b_off + stage * lay.stage_bytes() + kk * kMmaK * 2;
+}
+template <class G, class Cvt2>
+SS_TC_DEV void gemv_gather_a(const GemvLayout<G>& lay, const GemvLane& l, int stage, int kk, uint32_t (&a)[4],
+                             Cvt2 cvt2) {
+  const int base = stage * lay.stage_bytes() + kk * kMmaK * 4;
+SS_TC_UNROLL
+  for (int r = 0; r < 4; ++r) a[r] = (l.a_rows >> r) & 1u ? cvt2(l.a_off[r] + base) : 0u;
 }
 
 // Calls put(row, col, value) for this lane's accumulators of one chain (row, col within the warp's
