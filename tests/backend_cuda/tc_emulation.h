@@ -300,21 +300,26 @@ inline void emulate_stream(const tc::Params& p, const float* x_end, const uint16
 // ring loaded as the device issues it (a warp's load overwriting a stage it still has to read would
 // show as a wrong result), then the partials written over the stages and summed (gemv_reduce).
 template <class G>
-void emulate_gemv(const tc::Params& p, const float* x_end, const uint16_t* w_end, Fault& f) {
+void emulate_gemv(const tc::Params& p, const float* x_end, const uint16_t* xb_end, const uint16_t* w_end, Fault& f) {
   const tc::GemvLayout<G> lay{p.a_rows};
   std::vector<uint8_t> smem(size_t(lay.smem_bytes(p.S)));
   auto in_smem = [&](int off, int bytes) { return off >= 0 && off + bytes <= int(smem.size()); };
   auto cp16 = [&](int off, const auto* src, int bytes, const auto* lo, const auto* hi) {
     emu_cp16(smem, f, in_smem, off, src, bytes, lo, hi);
   };
-  auto cp16_x = [&](int off, const float* src, int bytes) { cp16(off, src, bytes, p.x, x_end); };
+  auto cp16_x = [&](int off, const auto* src, int bytes) {
+    if constexpr (std::is_same_v<decltype(src), const float*>)
+      cp16(off, src, bytes, p.x, x_end);
+    else
+      cp16(off, src, bytes, p.xb, xb_end);
+  };
   auto cp16_w = [&](int off, const uint16_t* src, int bytes) { cp16(off, src, bytes, p.w, w_end); };
   auto st = [&](int off, auto v) {
     f.check(off % int(sizeof v) == 0 && in_smem(off, int(sizeof v)), "scalar smem store");
     if (in_smem(off, int(sizeof v))) std::memcpy(&smem[size_t(off)], &v, sizeof v);
   };
   auto cvt2 = [&](int off) -> uint32_t {
-    f.check(off % 8 == 0 && in_smem(off, 8), "A fragment read");
+    f.check(!G::kXb && off % 8 == 0 && in_smem(off, 8), "A fragment read");
     float v[2] = {NAN, NAN};
     if (in_smem(off, 8)) std::memcpy(v, &smem[size_t(off)], 8);
     return uint32_t(f32_to_bf16(v[0])) | uint32_t(f32_to_bf16(v[1])) << 16;
@@ -338,7 +343,7 @@ void emulate_gemv(const tc::Params& p, const float* x_end, const uint16_t* w_end
             if (whole)
               tc::gemv_load_whole<G>(
                   p, lay, lanes[size_t(lane)], valid_rows, t,
-                  [&](int off, const float* src) { cp16_x(off, src, 16); },
+                  [&](int off, const auto* src) { cp16_x(off, src, 16); },
                   [&](int off, const uint16_t* src) { cp16_w(off, src, 16); });
             else
               tc::gemv_load_stage<G>(p, lay, work, warp, n0w, m0, t, lane, cp16_x, cp16_w, st, st);
@@ -354,11 +359,22 @@ void emulate_gemv(const tc::Params& p, const float* x_end, const uint16_t* w_end
             if (c >= work.end) break;
             std::array<int, 32> off;
             for (int lane = 0; lane < 32; ++lane) off[size_t(lane)] = tc::gemv_b_off(lay, lanes[size_t(lane)], stage, kk);
-            Regs32 r{}, a{}, b0{}, b1{};
+            Regs32 r{}, a{}, b0{}, b1{}, ra{};
             emu_ldmatrix(smem, off, 4, r, f);
+            if constexpr (G::kXb) {  // the A ldmatrix.x4 of the whole warp, at the lanes' addresses
+              std::array<int, 32> aoff;
+              for (int lane = 0; lane < 32; ++lane) {
+                uint32_t unused[4];
+                tc::gemv_gather_a(lay, lanes[size_t(lane)], stage, kk, unused, cvt2,
+                                  [&](int o, uint32_t(&)[4]) { aoff[size_t(lane)] = o; });
+              }
+              emu_ldmatrix(smem, aoff, 4, ra, f);
+            }
             for (int lane = 0; lane < 32; ++lane) {
               uint32_t regs[4];
-              tc::gemv_gather_a(lay, lanes[size_t(lane)], stage, kk, regs, cvt2);
+              tc::gemv_gather_a(lay, lanes[size_t(lane)], stage, kk, regs, cvt2, [&](int, uint32_t(&v)[4]) {
+                for (int q = 0; q < 4; ++q) v[q] = ra[size_t(lane)][size_t(q)];
+              });
               a[size_t(lane)] = {regs[0], regs[1], regs[2], regs[3]};
               b0[size_t(lane)] = {r[size_t(lane)][0], r[size_t(lane)][1], 0, 0};
               b1[size_t(lane)] = {r[size_t(lane)][2], r[size_t(lane)][3], 0, 0};
@@ -400,8 +416,8 @@ void emulate_gemv(const tc::Params& p, const float* x_end, const uint16_t* w_end
 
 template <class T>
 inline constexpr bool kIsGemv = false;
-template <int St>
-inline constexpr bool kIsGemv<tc::Gemv<St>> = true;
+template <int St, bool Xb>
+inline constexpr bool kIsGemv<tc::Gemv<St, Xb>> = true;
 
 // Runs the emulation of kernel T (a tc::Tile, tc::Stream or a tc::Gemv) into y.
 template <class T>
@@ -409,8 +425,14 @@ inline void emulate_into(const float* x, int64_t ldx, const uint16_t* w, int64_t
                   int64_t N, int64_t K, bool force_scalar, const float* x_end, const uint16_t* w_end, Fault& f) {
   if constexpr (kIsGemv<T>) {
     tc::Params p = tc::make_gemv_params<T>(x, ldx, w, ldw, y, ldy, M, N, K);
+    std::vector<uint16_t> xb;
+    if constexpr (T::kXb) {
+      p.ldxb = tc::xb_pitch(K, T::kKT);
+      xb = emulate_xb(x, ldx, M, K, p.ldxb);
+      p.xb = xb.data();
+    }
     if (force_scalar) p.vec_x = p.vec_w = false;
-    emulate_gemv<T>(p, x_end, w_end, f);
+    emulate_gemv<T>(p, x_end, xb.data() + xb.size(), w_end, f);
   } else if constexpr (std::is_same_v<T, tc::Stream>) {
     tc::Params p = tc::make_stream_params(x, ldx, w, ldw, y, ldy, M, N, K);
     if (force_scalar) p.vec_x = p.vec_w = false;

@@ -78,6 +78,7 @@ TEST(TcEmulation, TileM128) { emulate_shapes<tc::TileM128>(); }
 TEST(TcEmulation, Stream) { emulate_shapes<tc::Stream>(); }
 TEST(TcEmulation, Gemv) { emulate_shapes<tc::Gemv<4>>(); }
 TEST(TcEmulation, Gemv3Stages) { emulate_shapes<tc::Gemv<3>>(); }
+TEST(TcEmulation, GemvBf16X) { emulate_shapes<tc::Gemv<3, true>>(); }
 
 // How the warp-split kernel shares out the slices: every chunk of every slice streamed by exactly one
 // warp of the CTA, each warp's run one or two whole slices, and the CTA widths of the decode shapes.
@@ -171,6 +172,7 @@ TEST(TcEmulation, RowsAloneEqualRowsInBatchesAcrossKernels) {
       const int64_t first = rows - M;
       expect_rows(emulated<tc::Stream>(x, w, first, M, N, K, f), first, M, "stream");
       expect_rows(emulated<tc::Gemv<4>>(x, w, first, M, N, K, f), first, M, "gemv");
+      expect_rows(emulated<tc::Gemv<3, true>>(x, w, first, M, N, K, f), first, M, "gemv, bf16 x");
       expect_rows(emulated<tc::TileM16>(x, w, first, M, N, K, f), first, M, "TileM16");
       expect_rows(emulated<tc::TileM64N32>(x, w, first, M, N, K, f), first, M, "TileM64N32");
       if (::testing::Test::HasFatalFailure()) return;

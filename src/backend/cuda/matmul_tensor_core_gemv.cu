@@ -10,10 +10,12 @@
 
 #include <climits>
 #include <cstdlib>
+#include <type_traits>
 
 #include "backend/cuda/kernels.h"
 #include "backend/cuda/matmul_tensor_core_gemv.cuh"
 #include "backend/cuda/matmul_tensor_core_ptx.cuh"
+#include "backend/cuda/matmul_tensor_core_xb.cuh"
 
 namespace specserve::cuda::kernels {
 
@@ -35,12 +37,15 @@ __global__ void __launch_bounds__(G::kThreads, 2) matmul_tc_gemv_kernel(const Pa
   auto st_b16 = [&](int off, uint16_t v) { *reinterpret_cast<uint16_t*>(smem + off) = v; };
   // Whole 16-byte pieces go through cp.async; a piece cut by K or N is written element by element with
   // zeros after the cut (no access past the operand; the same bytes), as in the other kernels.
-  auto cp16_x = [&](int off, const float* src, int bytes) {
-    if (bytes == 16) {
-      cp_async_ca(sbase + off, src, 16);
-    } else {
-      for (int e = 0; e < 4; ++e) st_f32(off + 4 * e, 4 * e < bytes ? src[e] : 0.0f);
+  // (x's bf16 copy is always loaded in whole pieces.)
+  auto cp16_x = [&](int off, const auto* src, int bytes) {
+    if constexpr (std::is_same_v<decltype(src), const float*>) {
+      if (bytes != 16) {
+        for (int e = 0; e < 4; ++e) st_f32(off + 4 * e, 4 * e < bytes ? src[e] : 0.0f);
+        return;
+      }
     }
+    cp_async_ca(sbase + off, src, 16);
   };
   auto cp16_w = [&](int off, const uint16_t* src, int bytes) {
     if (bytes == 16) {
@@ -64,7 +69,7 @@ __global__ void __launch_bounds__(G::kThreads, 2) matmul_tc_gemv_kernel(const Pa
   auto issue = [&](int t) {
     if (gemv_tile_whole<G>(p, work, n0w, t))
       gemv_load_whole<G>(
-          p, lay, l, valid_rows, t, [&](int off, const float* src) { cp_async_ca(sbase + off, src, 16); },
+          p, lay, l, valid_rows, t, [&](int off, const auto* src) { cp_async_ca(sbase + off, src, 16); },
           [&](int off, const uint16_t* src) { cp_async_cg(sbase + off, src, 16); });
     else
       gemv_load_stage<G>(p, lay, work, warp, n0w, m0, t, lane, cp16_x, cp16_w, st_f32, st_b16);
@@ -90,7 +95,8 @@ __global__ void __launch_bounds__(G::kThreads, 2) matmul_tc_gemv_kernel(const Pa
       if (c >= work.end) break;  // never an mma past the last chunk of the warp's last slice
       uint32_t b0, b1, b2, b3, a[4];
       ldmatrix_x4(sbase + gemv_b_off(lay, l, stage, kk), b0, b1, b2, b3);
-      gemv_gather_a(lay, l, stage, kk, a, cvt2);
+      gemv_gather_a(lay, l, stage, kk, a, cvt2,
+                    [&](int off, uint32_t(&r)[4]) { ldmatrix_x4(sbase + off, r[0], r[1], r[2], r[3]); });
       if (c < work.split) {  // the chunk's slice picks its chain
         mma_bf16(acc[0][0], a, b0, b1);
         mma_bf16(acc[0][1], a, b2, b3);
@@ -138,12 +144,17 @@ void launch_gemv(const Params& p, cudaStream_t stream) {
   CUDA_CHECK(cudaGetLastError());
 }
 
-// Params of one launch (one weight, or up to 4 sharing x, M, K and the split as segments).
+// Params of one launch (one weight, or up to 4 sharing x, M, K and the split as segments); with Xb
+// this enqueues x's bf16 copy first.
 template <class G>
-Params gemv_params(const MatmulArgs* parts, int count) {
+Params gemv_params(const MatmulArgs* parts, int count, cudaStream_t stream) {
   const MatmulArgs& a0 = parts[0];
   Params p = make_gemv_params<G>(a0.x, a0.ldx, static_cast<const uint16_t*>(a0.w), a0.ldw, a0.y, a0.ldy, a0.M, a0.N,
                                  a0.K);
+  if constexpr (G::kXb) {
+    p.ldxb = xb_pitch(a0.K, G::kKT);
+    p.xb = matmul_x_to_bf16(a0.x, a0.ldx, a0.M, a0.K, p.ldxb, stream);
+  }
   if (count == 1) return p;
   p.segments = count;
   int64_t blocks = 0;
@@ -181,9 +192,24 @@ int gemv_max_rows() {
 
 namespace {
 
+// Rows from which x goes through its bf16 copy: 5, or SPECSERVE_TC_GEMV_XB_ROWS (a benchmark knob).
+int gemv_xb_rows() {
+  static const int rows = [] {
+    const char* v = std::getenv("SPECSERVE_TC_GEMV_XB_ROWS");
+    return v ? std::atoi(v) : 5;
+  }();
+  return rows;
+}
+
+template <class G>
+void run(const MatmulArgs* parts, int count, cudaStream_t stream) {
+  launch_gemv<G>(gemv_params<G>(parts, count, stream), stream);
+}
+
 void run_gemv(const MatmulArgs* parts, int count, cudaStream_t stream) {
-  if (gemv_stages() == 4) return launch_gemv<Gemv<4>>(gemv_params<Gemv<4>>(parts, count), stream);
-  launch_gemv<Gemv<3>>(gemv_params<Gemv<3>>(parts, count), stream);
+  const bool xb = parts[0].M >= gemv_xb_rows();
+  if (gemv_stages() == 4) return xb ? run<Gemv<4, true>>(parts, count, stream) : run<Gemv<4>>(parts, count, stream);
+  xb ? run<Gemv<3, true>>(parts, count, stream) : run<Gemv<3>>(parts, count, stream);
 }
 
 }  // namespace

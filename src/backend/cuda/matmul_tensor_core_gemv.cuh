@@ -21,8 +21,11 @@
 
 namespace specserve::cuda::tc {
 
-template <int Stages>
+// Xb: x comes from its bf16 copy (matmul_tensor_core_xb.cuh: 16 rows per CTA row, whole pieces) and
+// the A fragments by ldmatrix, as for verify's 5-16 rows; else from f32 x, rounded per fragment.
+template <int Stages, bool Xb = false>
 struct Gemv {
+  static constexpr bool kXb = Xb;
   static constexpr int kWarps = 4, kThreads = 32 * kWarps;
   static constexpr int kBM = 16;     // x rows per CTA row (blockIdx.y)
   static constexpr int kWarpN = 16;  // columns per warp (two n8 tiles)
@@ -71,18 +74,18 @@ constexpr GemvWork gemv_work(const Params& p, int warp) {
 }
 
 // Byte offsets in the dynamic shared memory: per warp, kStages stages of [w: 16 rows x kSB bf16]
-// [x: x_rows x kSA f32]. After the main loop the same bytes hold the partial tiles for S > 1:
+// [x: x_rows x kSA f32, or with Xb 16 rows x kSB bf16]. After the main loop the same bytes hold the partial tiles for S > 1:
 // part(group, slice, row, col) f32.
 template <class G>
 struct GemvLayout {
   int x_rows = 0;  // min(16, M)
   static constexpr int w_bytes() { return G::kWarpN * G::kSB * 2; }
-  constexpr int stage_bytes() const { return w_bytes() + x_rows * G::kSA * 4; }
+  constexpr int stage_bytes() const { return w_bytes() + (G::kXb ? w_bytes() : x_rows * G::kSA * 4); }
   constexpr int w_off(int warp, int stage, int n, int k) const {
     return (warp * G::kStages + stage) * stage_bytes() + (n * G::kSB + k) * 2;
   }
   constexpr int x_off(int warp, int stage, int row, int k) const {
-    return (warp * G::kStages + stage) * stage_bytes() + w_bytes() + (row * G::kSA + k) * 4;
+    return (warp * G::kStages + stage) * stage_bytes() + w_bytes() + (G::kXb ? (row * G::kSB + k) * 2 : (row * G::kSA + k) * 4);
   }
   static constexpr int part_off(int S, int group, int slice, int row, int col) {
     return (((group * S + slice) * G::kBM + row) * G::kWarpN + col) * 4;
@@ -112,8 +115,17 @@ SS_TC_DEV void gemv_load_stage(const Params& p, const GemvLayout<G>& lay, const 
                                StB16 st_b16) {
   const int stage = static_cast<int>(t % G::kStages);
   const int64_t k0 = work.begin * kMmaK + t * G::kKT;
-  load_x_rows(p, m0, k0, G::kKT, lane, 32, [&](int r, int c) { return lay.x_off(warp, stage, r, c); }, cp16_x,
-              st_f32);
+  if constexpr (G::kXb) {
+    // The copy covers every tile a slice loads, zero past M and K: whole pieces, 16 rows.
+SS_TC_UNROLL
+    for (int i = 0; i < 8; ++i) {
+      const int r = lane / 16 + 2 * i, c = (lane % 16) * 8;
+      cp16_x(lay.x_off(warp, stage, r, c), p.xb + (m0 + r) * p.ldxb + k0 + c, 16);
+    }
+  } else {
+    load_x_rows(p, m0, k0, G::kKT, lane, 32, [&](int r, int c) { return lay.x_off(warp, stage, r, c); }, cp16_x,
+                st_f32);
+  }
   load_w_rows16<G::kKT>(p, n0w, k0, lane, [&](int r, int c) { return lay.w_off(warp, stage, r, c); }, cp16_w, st_b16);
 }
 
@@ -126,8 +138,8 @@ struct GemvLane {
   uint32_t a_rows = 0;   // bit r: register r's row is below valid_rows (else the register is zero)
   int w_dst = 0;         // whole tiles: this lane's first weight piece (row lane / 16, k (lane % 16) * 8), stage 0
   int64_t w_src = 0;     // ... and its element offset in w at the warp's first tile
-  int x_dst = 0;         // whole tiles: this lane's x piece of row 0 (k 4 * lane), stage 0
-  int64_t x_src = 0;     // ... and its element offset in x at the warp's first tile
+  int x_dst = 0;         // whole tiles: this lane's x piece of row 0 (k 4 * lane), stage 0 (Xb: as w_dst)
+  int64_t x_src = 0;     // ... and its element offset in x (Xb: in the copy) at the warp's first tile
 };
 template <class G>
 constexpr GemvLane gemv_lane(const Params& p, const GemvLayout<G>& lay, const GemvWork& work, int warp, int lane,
@@ -136,15 +148,25 @@ constexpr GemvLane gemv_lane(const Params& p, const GemvLayout<G>& lay, const Ge
   GemvLane l;
   const RowCol b = b_ldsm(lane, true);
   l.b_off = lay.w_off(warp, 0, b.row, b.col);
-  for (int r = 0; r < 4; ++r) {
-    const RowCol a = a_frag(lane, r);
-    l.a_off[r] = lay.x_off(warp, 0, a.row, a.col);
-    if (a.row < valid_rows) l.a_rows |= 1u << r;
+  if constexpr (G::kXb) {
+    const RowCol a = a_ldsm(lane);  // one ldmatrix.x4: a[0..3]
+    l.a_off[0] = lay.x_off(warp, 0, a.row, a.col);
+  } else {
+    for (int r = 0; r < 4; ++r) {
+      const RowCol a = a_frag(lane, r);
+      l.a_off[r] = lay.x_off(warp, 0, a.row, a.col);
+      if (a.row < valid_rows) l.a_rows |= 1u << r;
+    }
   }
   l.w_dst = lay.w_off(warp, 0, lane / 16, (lane % 16) * 8);
   l.w_src = (n0w + lane / 16) * p.ldw + work.begin * kMmaK + (lane % 16) * 8;
-  l.x_dst = lay.x_off(warp, 0, 0, 4 * lane);
-  l.x_src = m0 * p.ldx + work.begin * kMmaK + 4 * lane;
+  if constexpr (G::kXb) {
+    l.x_dst = lay.x_off(warp, 0, lane / 16, (lane % 16) * 8);
+    l.x_src = (m0 + lane / 16) * p.ldxb + work.begin * kMmaK + (lane % 16) * 8;
+  } else {
+    l.x_dst = lay.x_off(warp, 0, 0, 4 * lane);
+    l.x_src = m0 * p.ldx + work.begin * kMmaK + 4 * lane;
+  }
   return l;
 }
 
@@ -152,10 +174,11 @@ constexpr GemvLane gemv_lane(const Params& p, const GemvLayout<G>& lay, const Ge
 // K. Whole tiles take gemv_load_whole (no per-piece bounds), the others gemv_load_stage; same bytes.
 template <class G>
 constexpr bool gemv_tile_whole(const Params& p, const GemvWork& work, int64_t n0w, int64_t t) {
-  return p.vec_w && p.vec_x && n0w + G::kWarpN <= p.N && work.begin * kMmaK + (t + 1) * G::kKT <= p.K;
+  return p.vec_w && (G::kXb || p.vec_x) && n0w + G::kWarpN <= p.N && work.begin * kMmaK + (t + 1) * G::kKT <= p.K;
 }
 
-// A whole tile t: 8 weight pieces per lane (rows lane / 16 + 2i) and one x piece per lane per row.
+// A whole tile t: 8 weight pieces per lane (rows lane / 16 + 2i) and one x piece per lane per row
+// (Xb: 8 pieces per lane, as the weights).
 //   cp_w / cp_x(smem_off, src): a 16-byte cp.async
 template <class G, class CpX, class CpW>
 SS_TC_DEV void gemv_load_whole(const Params& p, const GemvLayout<G>& lay, const GemvLane& l, int valid_rows,
@@ -164,8 +187,14 @@ SS_TC_DEV void gemv_load_whole(const Params& p, const GemvLayout<G>& lay, const 
   const uint16_t* w = p.w + l.w_src + t * G::kKT;
 SS_TC_UNROLL
   for (int i = 0; i < 8; ++i) cp_w(l.w_dst + sb + 2 * i * G::kSB * 2, w + 2 * i * p.ldw);
-  const float* x = p.x + l.x_src + t * G::kKT;
-  for (int r = 0; r < valid_rows; ++r) cp_x(l.x_dst + sb + r * G::kSA * 4, x + r * p.ldx);
+  if constexpr (G::kXb) {
+    const uint16_t* x = p.xb + l.x_src + t * G::kKT;
+SS_TC_UNROLL
+    for (int i = 0; i < 8; ++i) cp_x(l.x_dst + sb + 2 * i * G::kSB * 2, x + 2 * i * p.ldxb);
+  } else {
+    const float* x = p.x + l.x_src + t * G::kKT;
+    for (int r = 0; r < valid_rows; ++r) cp_x(l.x_dst + sb + r * G::kSA * 4, x + r * p.ldx);
+  }
 }
 
 // Chunk kk of stage `stage`: the B fragments' ldmatrix address and the A fragment (rounded by cvt2).
@@ -173,9 +202,14 @@ template <class G>
 constexpr int gemv_b_off(const GemvLayout<G>& lay, const GemvLane& l, int stage, int kk) {
   return l.b_off + stage * lay.stage_bytes() + kk * kMmaK * 2;
 }
-template <class G, class Cvt2>
+//   Xb: ldsm(off, a) loads the four registers by ldmatrix.x4; else cvt2(off) rounds an f32 pair.
+template <class G, class Cvt2, class Ldsm>
 SS_TC_DEV void gemv_gather_a(const GemvLayout<G>& lay, const GemvLane& l, int stage, int kk, uint32_t (&a)[4],
-                             Cvt2 cvt2) {
+                             Cvt2 cvt2, Ldsm ldsm) {
+  if constexpr (G::kXb) {
+    ldsm(l.a_off[0] + stage * lay.stage_bytes() + kk * kMmaK * 2, a);
+    return;
+  }
   const int base = stage * lay.stage_bytes() + kk * kMmaK * 4;
 SS_TC_UNROLL
   for (int r = 0; r < 4; ++r) a[r] = (l.a_rows >> r) & 1u ? cvt2(l.a_off[r] + base) : 0u;
