@@ -139,7 +139,8 @@ TEST_P(Attention, KvStoreAndAttentionAgreeWithCpuAndRowsAreBatchInvariant) {
 
 INSTANTIATE_TEST_SUITE_P(Heads, Attention,
                          ::testing::Values(AttnCase{4, 2, 128}, AttnCase{8, 2, 64}, AttnCase{2, 2, 256},
-                                           AttnCase{6, 3, 96}, AttnCase{12, 2, 256}, AttnCase{16, 1, 32}),
+                                           AttnCase{6, 3, 96}, AttnCase{12, 2, 256}, AttnCase{16, 1, 32},
+                                           AttnCase{8, 2, 128}, AttnCase{16, 2, 128}),
                          [](const ::testing::TestParamInfo<AttnCase>& i) {
                            return "heads" + std::to_string(i.param.nh) + "_kv" + std::to_string(i.param.nkv) + "_hd" +
                                   std::to_string(i.param.hd);

@@ -8,11 +8,14 @@
 //      serves the G = num_heads / num_kv_heads query heads of that KV head, so each key and value is
 //      read once per block. A row's window (keys window_start..position, n of them) is cut into
 //      chunks from the window's start by attn::chunking (attention_chunking.cuh: a function of n
-//      alone), and a chunk is walked in tiles of kTileKeys keys. Per tile: the scores (the q·k dot
-//      of each lane's dims l, l + 32, ... with fmaf in increasing dim, warp_sum, times scale), the
-//      tile max, the running max m and the rescale factor, p = exp(s - m), the tile's sum of p (two
-//      keys per lane, then warp_sum) added to the running sum l, and the weighted V sum in increasing
-//      key order with fmaf. The chunk's (m, l, acc) go to a scratch row.
+//      alone), and a chunk is walked in tiles of kTileKeys keys. Per tile: the scores (one thread per
+//      (key, query head): the whole q·k dot with fmaf over the dims in the order d = (i + kk % 32)
+//      mod HD, i = 0, 1, ..., where kk is the key's place in its tile, so the lanes of a warp read
+//      distinct banks; times scale), the tile max, the running max m and the rescale factor,
+//      p = exp(s - m), the tile's sum of p (two keys per lane, then warp_sum) added to the running sum
+//      l, and the weighted V sum in increasing key order with fmaf. The keys are copied first and the
+//      values after them (two cp.async groups), so the values land while the scores are computed.
+//      The chunk's (m, l, acc) go to a scratch row.
 //   2. attention_combine_kernel: one block per (row, query head) merges the row's chunks in chunk
 //      order: M = max m_c, L = sum l_c e^(m_c - M), out = (sum acc_c e^(m_c - M)) / L.
 // Every choice depends only on the row's own window, so a row gives the same bits alone (a decode)
@@ -33,6 +36,7 @@ namespace {
 
 using tc::cp_async_ca;
 using tc::cp_async_commit;
+using tc::cp_async_wait;
 using tc::cp_async_wait_all;
 using tc::smem_addr;
 
@@ -86,14 +90,19 @@ __host__ __device__ inline int attention_smem_floats(int G, int HD, bool with_ti
 // Scratch record of one (row, query head, chunk): acc[HD], then m, then l.
 __host__ __device__ inline int64_t partial_floats(int head_dim) { return int64_t{head_dim} + 2; }
 
-template <int DPL>  // head dims per lane: head_dim = 32 * DPL
+// DPL: head dims per lane (head_dim = 32 * DPL). GT: the query heads per KV head when known at
+// compile time (4: Qwen3, 6: the 27B shapes, 8), else 0 and the loops run to kMaxGroup under a
+// g < G guard: the same arithmetic in the same order, but each guarded iteration still costs its
+// instructions, and the kernel is issue-bound (ncu: 11k instructions per warp at G = 4 before).
+template <int DPL, int GT>
 __global__ void __launch_bounds__(kWarps * 32)
     attention_partial_kernel(const KvRow* rows, float* const* ptrs, Geo geo, const float* q, int64_t ldq,
                              int num_heads, float scale, float* part, int max_chunks) {
   constexpr int HD = 32 * DPL;
   constexpr int kThreads = kWarps * 32;
   extern __shared__ __align__(16) float smem[];
-  const int G = num_heads / geo.num_kv_heads;
+  constexpr int kG = GT > 0 ? GT : kMaxGroup;  // the loops' bound
+  const int G = GT > 0 ? GT : num_heads / geo.num_kv_heads;
   float* s_q = smem;                       // [G][HD]
   float* s_p = s_q + G * HD;               // [G][kTileKeys] scores, then p
   float* s_m = s_p + G * kTileKeys;        // [G] running max
@@ -120,9 +129,9 @@ __global__ void __launch_bounds__(kWarps * 32)
   }
   // This thread's outputs in the value sum: dims tid and tid + kThreads (below HD) of every query head.
   constexpr int kDims = (HD + kThreads - 1) / kThreads;
-  float acc[kMaxGroup][kDims];
+  float acc[kG][kDims];
 #pragma unroll
-  for (int g = 0; g < kMaxGroup; ++g)
+  for (int g = 0; g < kG; ++g)
 #pragma unroll
     for (int j = 0; j < kDims; ++j) acc[g][j] = 0.0f;
   __syncthreads();
@@ -140,27 +149,41 @@ __global__ void __launch_bounds__(kWarps * 32)
     const int64_t blk_last = (w0 + t0 + nk - 1) / kBlockSize;
     if (tid <= blk_last - blk0) s_blk[tid] = table[blk0 + tid];
     __syncthreads();
-    // The tile's keys and values into shared memory, all 16-byte pieces in flight at once.
+    // The tile's keys, then its values, into shared memory (two groups: the values land meanwhile).
     constexpr int kPieces = HD / 4;
-    for (int e = tid; e < 2 * nk * kPieces; e += kThreads) {
-      const int which = e / (nk * kPieces), kk = e % (nk * kPieces) / kPieces, piece = e % kPieces;
-      float* dst = (which ? s_v : s_k) + kk * HD + 4 * piece;
-      cp_async_ca(smem_addr(dst), key_ptr(t0 + kk, which) + 4 * piece, 16);
+    for (int which = 0; which < 2; ++which) {
+      for (int e = tid; e < nk * kPieces; e += kThreads) {
+        const int kk = e / kPieces, piece = e % kPieces;
+        float* dst = (which ? s_v : s_k) + kk * HD + 4 * piece;
+        cp_async_ca(smem_addr(dst), key_ptr(t0 + kk, which) + 4 * piece, 16);
+      }
+      cp_async_commit();
     }
-    cp_async_commit();
-    cp_async_wait_all();
+    cp_async_wait<1>();  // this thread's key pieces
     __syncthreads();
-    // Scores: warp w takes keys w, w + kWarps, ... of the tile.
-    for (int kk = warp; kk < nk; kk += kWarps) {
-      float kv[DPL];
+    // Scores: thread t takes key t % kTileKeys and query heads t / kTileKeys, + kThreads / kTileKeys, ...
+    {
+      constexpr int kHeadStep = kThreads / kTileKeys;
+      const int kk = tid % kTileKeys, rot = kk % 32;
+      if (kk < nk) {
+        float p[(kG + kHeadStep - 1) / kHeadStep];
 #pragma unroll
-      for (int t = 0; t < DPL; ++t) kv[t] = s_k[kk * HD + lane + 32 * t];
-      for (int g = 0; g < G; ++g) {
-        float p = 0.0f;
+        for (int j = 0; j < (kG + kHeadStep - 1) / kHeadStep; ++j) p[j] = 0.0f;
+        const float* kp = s_k + kk * HD;
+        for (int i = 0; i < HD; ++i) {
+          const int d = i + rot < HD ? i + rot : i + rot - HD;
+          const float kd = kp[d];
 #pragma unroll
-        for (int t = 0; t < DPL; ++t) p = fmaf(s_q[g * HD + lane + 32 * t], kv[t], p);
-        p = warp_sum(p) * scale;
-        if (lane == 0) s_p[g * kTileKeys + kk] = p;
+          for (int j = 0; j < (kG + kHeadStep - 1) / kHeadStep; ++j) {
+            const int g = tid / kTileKeys + kHeadStep * j;
+            if (g < G) p[j] = fmaf(s_q[g * HD + d], kd, p[j]);
+          }
+        }
+#pragma unroll
+        for (int j = 0; j < (kG + kHeadStep - 1) / kHeadStep; ++j) {
+          const int g = tid / kTileKeys + kHeadStep * j;
+          if (g < G) s_p[g * kTileKeys + kk] = p[j] * scale;
+        }
       }
     }
     __syncthreads();
@@ -184,10 +207,11 @@ __global__ void __launch_bounds__(kWarps * 32)
         s_corr[g] = corr;
       }
     }
+    cp_async_wait_all();  // this thread's value pieces
     __syncthreads();
     // Weighted values, keys in increasing order.
 #pragma unroll
-    for (int g = 0; g < kMaxGroup; ++g)
+    for (int g = 0; g < kG; ++g)
 #pragma unroll
       for (int j = 0; j < kDims; ++j)
         if (g < G) acc[g][j] = acc[g][j] * s_corr[g];
@@ -199,7 +223,7 @@ __global__ void __launch_bounds__(kWarps * 32)
 #pragma unroll
         for (int j = 0; j < kDims; ++j) v[j] = tid + kThreads * j < HD ? vp[tid + kThreads * j] : 0.0f;
 #pragma unroll
-        for (int g = 0; g < kMaxGroup; ++g)
+        for (int g = 0; g < kG; ++g)
           if (g < G) {
             const float pg = s_p[g * kTileKeys + kk];
 #pragma unroll
@@ -214,7 +238,7 @@ __global__ void __launch_bounds__(kWarps * 32)
     return part + ((r * num_heads + int64_t{kvh} * G + g) * max_chunks + c) * rec;
   };
 #pragma unroll
-  for (int g = 0; g < kMaxGroup; ++g)
+  for (int g = 0; g < kG; ++g)
 #pragma unroll
     for (int j = 0; j < kDims; ++j)
       if (g < G && tid + kThreads * j < HD) record(g)[tid + kThreads * j] = acc[g][j];
@@ -245,22 +269,42 @@ __global__ void attention_combine_kernel(const KvRow* rows, int num_heads, int h
   }
 }
 
-template <int DPL>
-void launch_attention(const KvArgs& kv, const float* q, int64_t ldq, int num_heads, float scale, float* out,
-                      int64_t ldo, float* part, int max_chunks, cudaStream_t stream) {
+template <int DPL, int GT>
+void launch_partial(const KvArgs& kv, const float* q, int64_t ldq, int num_heads, float scale, float* part,
+                    int max_chunks, cudaStream_t stream) {
   constexpr int HD = 32 * DPL;
   const int G = num_heads / kv.num_kv_heads;
   const size_t smem = sizeof(float) * static_cast<size_t>(attention_smem_floats(G, HD, true));
   static const bool configured = [] {
-    CUDA_CHECK(cudaFuncSetAttribute(attention_partial_kernel<DPL>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+    CUDA_CHECK(cudaFuncSetAttribute(attention_partial_kernel<DPL, GT>, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                     static_cast<int>(sizeof(float) * attention_smem_floats(kMaxGroup, HD, true))));
     return true;
   }();
   (void)configured;
-  attention_partial_kernel<DPL>
+  attention_partial_kernel<DPL, GT>
       <<<dim3(static_cast<unsigned>(kv.R * kv.num_kv_heads), static_cast<unsigned>(max_chunks)), kWarps * 32, smem,
          stream>>>(kv.rows, kv.ptrs, geo_of(kv), q, ldq, num_heads, scale, part, max_chunks);
   CUDA_CHECK_LAUNCH();
+}
+
+template <int DPL>
+void launch_attention(const KvArgs& kv, const float* q, int64_t ldq, int num_heads, float scale, float* out,
+                      int64_t ldo, float* part, int max_chunks, cudaStream_t stream) {
+  constexpr int HD = 32 * DPL;
+  // The group sizes of the supported models get their own kernels (head_dim 128 and 256 only, to
+  // bound the instantiations); any other runs the generic one. Same bits either way.
+  const int G = num_heads / kv.num_kv_heads;
+  bool specialised = false;
+  if constexpr (DPL == 4 || DPL == 8) {
+    specialised = true;
+    switch (G) {
+      case 4: launch_partial<DPL, 4>(kv, q, ldq, num_heads, scale, part, max_chunks, stream); break;
+      case 6: launch_partial<DPL, 6>(kv, q, ldq, num_heads, scale, part, max_chunks, stream); break;
+      case 8: launch_partial<DPL, 8>(kv, q, ldq, num_heads, scale, part, max_chunks, stream); break;
+      default: specialised = false;
+    }
+  }
+  if (!specialised) launch_partial<DPL, 0>(kv, q, ldq, num_heads, scale, part, max_chunks, stream);
   attention_combine_kernel<<<static_cast<unsigned>(kv.R * num_heads), HD < 128 ? HD : 128, 0, stream>>>(
       kv.rows, num_heads, HD, part, max_chunks, out, ldo);
   CUDA_CHECK_LAUNCH();
