@@ -24,7 +24,7 @@ struct MatmulArgs {
 void matmul(const MatmulArgs& a, cudaStream_t stream);
 // bf16 weights on the tensor cores, x rounded to bf16 (the numerics contract heads
 // matmul_tensor_core.cu; K is split into slices by N and K only). `tile` < 0 picks the kernel and CTA
-// tile shape from M and N (a streaming kernel for M <= 16); tests pass a tc::TileKind
+// tile shape from M and N (the gemv kernel for M <= gemv_max_rows()); tests pass a tc::TileKind
 // (matmul_tensor_core.cuh) to run one shape, which never changes the result's bits.
 void matmul_bf16_tensor_core(const MatmulArgs& a, cudaStream_t stream, int tile = -1);
 // The streaming kernel (matmul_tensor_core_stream.cu): 16 rows of x per CTA row, any M.
@@ -36,8 +36,9 @@ inline constexpr size_t kMatmulMultiMax = 4;
 bool matmul_bf16_stream_compatible(const MatmulArgs* parts, int count);
 void matmul_bf16_stream_multi(const MatmulArgs* parts, int count, cudaStream_t stream);
 // The warp-split streaming kernel (matmul_tensor_core_gemv.cu): the same contract and bits, faster at
-// decode sizes. matmul_bf16_tensor_core and matmul_bf16_multi use it for M <= gemv_max_rows() (16, or
-// SPECSERVE_TC_GEMV_ROWS: a benchmark knob, fixed for the process; 0 turns it off).
+// decode and short-verify sizes. matmul_bf16_tensor_core and matmul_bf16_multi use it for
+// M <= gemv_max_rows() (32, or SPECSERVE_TC_GEMV_ROWS: a benchmark knob, fixed for the process; 0 turns
+// it off).
 void matmul_bf16_gemv(const MatmulArgs& a, cudaStream_t stream);
 void matmul_bf16_gemv_multi(const MatmulArgs* parts, int count, cudaStream_t stream);
 int gemv_max_rows();

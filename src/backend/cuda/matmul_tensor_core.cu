@@ -22,8 +22,8 @@
 //     even) in slice order (sum_slices), performed once per element by one thread; the S CTAs of a
 //     tile form a thread-block cluster and read each other's partial tiles from shared memory. No
 //     atomics, no order that depends on timing. This holds for every M (decode, verify, prefill).
-//   - What may depend on M (and N): the kernel (streaming for M <= 16, matmul_tensor_core_stream.cu;
-//     tiled otherwise), the CTA tile (rows x columns per CTA and per warp), the pipeline depth, the
+//   - What may depend on M (and N): the kernel (the warp-split streaming kernel for M <= 32,
+//     matmul_tensor_core_gemv.cu; the streaming kernel, matmul_tensor_core_stream.cu; tiled otherwise), the CTA tile (rows x columns per CTA and per warp), the pipeline depth, the
 //     raster order, the 16-byte vs scalar load paths (bit copies into the same shared-memory image),
 //     whether x reaches the fragments as f32 (rounded there) or as its bf16 copy (rounded before),
 //     which CTA thread adds up an element's partials, and which fragment row (0..15) a row of x occupies. The last one relies on the tensor core
@@ -176,6 +176,7 @@ void launch(const MatmulArgs& a, cudaStream_t stream) {
 
 void matmul_bf16_tensor_core(const MatmulArgs& a, cudaStream_t stream, int tile) {
   if (a.M <= 0 || a.N <= 0 || a.K <= 0) return;  // matmul() handles K == 0 (y = 0)
+  if (tile < 0 && a.M <= gemv_max_rows()) return matmul_bf16_gemv(a, stream);
   const TileKind kind = tile >= 0 && tile < kTileKinds
                             ? static_cast<TileKind>(tile)
                             : choose_tile(a.M, a.N, sm_count(), k_split(a.N, a.K, split_target_ctas()).S);
@@ -189,9 +190,7 @@ void matmul_bf16_tensor_core(const MatmulArgs& a, cudaStream_t stream, int tile)
     case TileKind::M64: return launch<TileM64>(a, stream);
     case TileKind::M128N64: return launch<TileM128N64>(a, stream);
     case TileKind::M128: return launch<TileM128>(a, stream);
-    case TileKind::Stream:
-      if (tile < 0 && a.M <= gemv_max_rows()) return matmul_bf16_gemv(a, stream);
-      return matmul_bf16_stream(a, stream);
+    case TileKind::Stream: return matmul_bf16_stream(a, stream);
     case TileKind::Gemv: return matmul_bf16_gemv(a, stream);
   }
 }

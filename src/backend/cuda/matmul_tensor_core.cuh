@@ -45,8 +45,10 @@ struct Tile {
 };
 
 // The tile shapes the launcher picks from (by M and by how many CTAs a shape gives: tiles never
-// change an element's arithmetic, so the choice is free). M <= 16 normally runs the streaming kernel
-// (matmul_tensor_core_stream.cuh, TileKind::Stream); the tiled shapes below serve larger M.
+// change an element's arithmetic, so the choice is free). M <= 32 normally runs the warp-split
+// streaming kernel (matmul_tensor_core_gemv.cuh, TileKind::Gemv; the launcher decides that before
+// choose_tile), and the older streaming kernel (matmul_tensor_core_stream.cuh, TileKind::Stream) is
+// choose_tile's answer for M <= 16 when that is turned off; the tiled shapes below serve larger M.
 // The shapes of 128 columns keep two CTAs (110 KB of stages each) per multiprocessor: 6-8 weight
 // tiles of 18 KB in flight per SM for the memory-bound verify shapes, and two CTAs to overlap one's
 // pipeline fill and epilogue with the other's mma for the compute-bound ones.
@@ -109,7 +111,7 @@ inline int64_t split_target_ctas() {
 // Which tile shape the launcher uses for an M x N output on a device with `sms` multiprocessors (S
 // CTAs per output tile): the tallest shape M needs (32, 64 or 128 rows: x is read once per column
 // tile, the weights once per row tile), 128 columns wide when that still gives about 3/4 of a CTA per
-// multiprocessor, narrower otherwise; M <= 16 streams.
+// multiprocessor, narrower otherwise; M <= 16 streams (see above for the gemv kernel).
 constexpr TileKind choose_tile(int64_t M, int64_t N, int sms, int S) {
   const int64_t want = (int64_t{sms} * 3 + 3) / 4;
   auto enough = [&](int bm, int bn) { return ceil_div(M, bm) * ceil_div(N, bn) * S >= want; };

@@ -25,7 +25,9 @@ using namespace specserve::cuda::tc;
 
 template <class G>
 __global__ void __launch_bounds__(G::kThreads, 2) matmul_tc_gemv_kernel(const Params launch) {
-  int64_t block = blockIdx.x;
+  // The CTAs of one column block's 16-row blocks are adjacent (x = column block * nbm + row block), so
+  // they run together and the later ones read the weights from L2, not DRAM.
+  int64_t block = blockIdx.x / launch.nbm;
   const Params p = segment_of(launch, block);
   extern __shared__ __align__(128) unsigned char smem[];
   const GemvLayout<G> lay{p.a_rows};
@@ -62,7 +64,7 @@ __global__ void __launch_bounds__(G::kThreads, 2) matmul_tc_gemv_kernel(const Pa
   const GemvShape shape = gemv_shape(p.S);
   const GemvWork work = gemv_work(p, warp);
   const int64_t n0 = block * shape.columns(), n0w = n0 + work.group * G::kWarpN;
-  const int64_t m0 = int64_t{blockIdx.y} * G::kBM;
+  const int64_t m0 = int64_t{blockIdx.x % launch.nbm} * G::kBM;
   const int valid_rows = p.M - m0 < G::kBM ? static_cast<int>(p.M - m0) : G::kBM;
   const int tiles = static_cast<int>(work.tiles(G::kKT));
   const GemvLane l = gemv_lane(p, lay, work, warp, lane, n0w, m0, valid_rows);
@@ -137,9 +139,9 @@ void launch_gemv(const Params& p, cudaStream_t stream) {
     return true;
   }();
   (void)configured;
-  if (p.nbn > INT_MAX || p.nbm > 65535)
+  if (p.nbn * p.nbm > INT_MAX)
     cuda_fail(cudaErrorInvalidConfiguration, "matmul: more CTAs than a grid holds", __FILE__, __LINE__);
-  matmul_tc_gemv_kernel<G><<<dim3(static_cast<unsigned>(p.nbn), static_cast<unsigned>(p.nbm)), G::kThreads,
+  matmul_tc_gemv_kernel<G><<<static_cast<unsigned>(p.nbn * p.nbm), G::kThreads,
                              GemvLayout<G>{p.a_rows}.smem_bytes(p.S), stream>>>(p);
   CUDA_CHECK(cudaGetLastError());
 }
@@ -182,10 +184,13 @@ int gemv_stages() {
 
 }  // namespace
 
+// Up to 32 rows: at 17-32 rows (verify of 4 sequences x 8 drafts) two row blocks per column block
+// beat the tiled kernel by 1.3-2x (the second block reads the weights from L2); at 64 rows the four
+// blocks stream them from DRAM again and the tiled kernel wins (docs/GPU_PERF_NOTES.md, session 5).
 int gemv_max_rows() {
   static const int rows = [] {
     const char* v = std::getenv("SPECSERVE_TC_GEMV_ROWS");
-    return v ? std::atoi(v) : 16;
+    return v ? std::atoi(v) : 32;
   }();
   return rows;
 }

@@ -1,5 +1,5 @@
 #pragma once
-// The warp-split streaming tensor-core matmul for few rows (decode, M <= 16 per CTA row;
+// The warp-split streaming tensor-core matmul for few rows (decode and short verify, 16 rows per CTA;
 // matmul_tensor_core_gemv.cu): its shape, shared-memory layout and per-thread index code, plain C++
 // that also compiles on the host so tests/backend_cuda/test_cuda_matmul_tc_emulation.cpp emulates it.
 //
