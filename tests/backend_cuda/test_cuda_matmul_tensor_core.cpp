@@ -1,4 +1,5 @@
-// The bf16 tensor-core matmul (backend/cuda/matmul_tensor_core.cu, matmul_tensor_core_stream.cu) on the
+// The bf16 tensor-core matmul (backend/cuda/matmul_tensor_core.cu, matmul_tensor_core_stream.cu,
+// matmul_tensor_core_gemv.cu: the launcher's default for up to 32 rows, and every kernel forced) on the
 // GPU: agreement with cpu_ops() and with the contract's reference (x rounded to bf16), row invariance in
 // the last bit (a row alone equals the row in batches, in every tile shape, from strided and misaligned
 // views), and matmul_multi equal to separate matmuls. The index code is also emulated on the host
@@ -98,7 +99,7 @@ INSTANTIATE_TEST_SUITE_P(Shapes, TcMatmul, ::testing::ValuesIn(tc_cases()),
                                   (strided ? "_strided" + std::to_string(i.index) : "");
                          });
 
-// Row invariance in the last bit: every row computed alone (M = 1, the streaming kernel) equals the
+// Row invariance in the last bit: every row computed alone (M = 1, the gemv kernel) equals the
 // same row inside batches of unrelated rows of M = 2 .. 1024 (batches starting at different rows, so
 // a row sits at different fragment positions), in every tile shape and the streaming kernel forced,
 // and from a misaligned, oddly pitched copy of x or of w (the scalar load paths). Most shapes here

@@ -1,5 +1,6 @@
 // The warp-split streaming bf16 tensor-core matmul (matmul_tensor_core_gemv.cuh has the shape, the
-// layout and the reasons): y[M, N] = x[M, K] · w[N, K]ᵀ for M <= 16 per CTA row, the weights read once.
+// layout and the reasons): y[M, N] = x[M, K] · w[N, K]ᵀ for few rows (16 per CTA, up to gemv_max_rows()
+// in all), the weights read once.
 // The numerics contract is the one heading matmul_tensor_core.cu.
 //
 // Bytes in flight: each warp keeps kStages - 1 weight tiles of 4 KB in flight; at M = 1 a CTA with
