@@ -101,7 +101,7 @@ INSTANTIATE_TEST_SUITE_P(Shapes, TcMatmul, ::testing::ValuesIn(tc_cases()),
 
 // Row invariance in the last bit: every row computed alone (M = 1, the gemv kernel) equals the
 // same row inside batches of unrelated rows of M = 2 .. 1024 (batches starting at different rows, so
-// a row sits at different fragment positions), in every tile shape and the streaming kernel forced,
+// a row sits at different fragment positions), in every tile shape and both streaming kernels forced,
 // and from a misaligned, oddly pitched copy of x or of w (the scalar load paths). Most shapes here
 // split K (k_split: S = 2 or 8, K not a multiple of 16 * S), so the slices' fixed-order sum is checked
 // too.
