@@ -298,11 +298,15 @@ inline void emulate_stream(const tc::Params& p, const float* x_end, const uint16
 
 // The warp-split streaming kernel (matmul_tc_gemv_kernel) on the host, CTA after CTA: each warp's
 // ring loaded as the device issues it (a warp's load overwriting a stage it still has to read would
-// show as a wrong result), then the partials written over the stages and summed (gemv_reduce).
+// show as a wrong result), then the partials written over the stages and summed (gemv_reduce). CTA x
+// is column block x / nbm (of the launch's segments, segment_of) and row block x % nbm, as on the
+// device. Weight reads are checked against [the segment's w, w_end).
 template <class G>
-void emulate_gemv(const tc::Params& p, const float* x_end, const uint16_t* xb_end, const uint16_t* w_end, Fault& f) {
-  const tc::GemvLayout<G> lay{p.a_rows};
-  std::vector<uint8_t> smem(size_t(lay.smem_bytes(p.S)));
+void emulate_gemv(const tc::Params& launch, const float* x_end, const uint16_t* xb_end, const uint16_t* w_end,
+                  Fault& f) {
+  const tc::GemvLayout<G> lay{launch.a_rows};
+  std::vector<uint8_t> smem(size_t(lay.smem_bytes(launch.S)));
+  tc::Params p = launch;  // the current CTA's segment
   auto in_smem = [&](int off, int bytes) { return off >= 0 && off + bytes <= int(smem.size()); };
   auto cp16 = [&](int off, const auto* src, int bytes, const auto* lo, const auto* hi) {
     emu_cp16(smem, f, in_smem, off, src, bytes, lo, hi);
@@ -324,94 +328,95 @@ void emulate_gemv(const tc::Params& p, const float* x_end, const uint16_t* xb_en
     if (in_smem(off, 8)) std::memcpy(v, &smem[size_t(off)], 8);
     return uint32_t(f32_to_bf16(v[0])) | uint32_t(f32_to_bf16(v[1])) << 16;
   };
-  const tc::GemvShape shape = tc::gemv_shape(p.S);
-  for (int64_t mb = 0; mb < p.nbm; ++mb)
-    for (int64_t block = 0; block < p.nbn; ++block) {
-      const int64_t m0 = mb * G::kBM, n0 = block * shape.columns();
-      const int valid_rows = int(std::min<int64_t>(G::kBM, p.M - m0));
-      std::fill(smem.begin(), smem.end(), uint8_t{0xff});
-      float acc[G::kWarps][32][G::kMaxSlicesPerWarp][2][4] = {};
-      for (int warp = 0; warp < G::kWarps; ++warp) {
-        const tc::GemvWork work = tc::gemv_work(p, warp);
-        const int64_t n0w = n0 + work.group * G::kWarpN, tiles = work.tiles(G::kKT);
-        std::array<tc::GemvLane, 32> lanes;
-        for (int lane = 0; lane < 32; ++lane)
-          lanes[size_t(lane)] = tc::gemv_lane(p, lay, work, warp, lane, n0w, m0, valid_rows);
-        auto issue = [&](int64_t t) {
-          const bool whole = tc::gemv_tile_whole<G>(p, work, n0w, t);
+  const tc::GemvShape shape = tc::gemv_shape(launch.S);
+  for (int64_t cta = 0; cta < launch.nbn * launch.nbm; ++cta) {
+    int64_t block = cta / launch.nbm;
+    p = tc::segment_of(launch, block);
+    const int64_t m0 = cta % launch.nbm * G::kBM, n0 = block * shape.columns();
+    const int valid_rows = int(std::min<int64_t>(G::kBM, p.M - m0));
+    std::fill(smem.begin(), smem.end(), uint8_t{0xff});
+    float acc[G::kWarps][32][G::kMaxSlicesPerWarp][2][4] = {};
+    for (int warp = 0; warp < G::kWarps; ++warp) {
+      const tc::GemvWork work = tc::gemv_work(p, warp);
+      const int64_t n0w = n0 + work.group * G::kWarpN, tiles = work.tiles(G::kKT);
+      std::array<tc::GemvLane, 32> lanes;
+      for (int lane = 0; lane < 32; ++lane)
+        lanes[size_t(lane)] = tc::gemv_lane(p, lay, work, warp, lane, n0w, m0, valid_rows);
+      auto issue = [&](int64_t t) {
+        const bool whole = tc::gemv_tile_whole<G>(p, work, n0w, t);
+        for (int lane = 0; lane < 32; ++lane) {
+          if (whole)
+            tc::gemv_load_whole<G>(
+                p, lay, lanes[size_t(lane)], valid_rows, t,
+                [&](int off, const auto* src) { cp16_x(off, src, 16); },
+                [&](int off, const uint16_t* src) { cp16_w(off, src, 16); });
+          else
+            tc::gemv_load_stage<G>(p, lay, work, warp, n0w, m0, t, lane, cp16_x, cp16_w, st, st);
+        }
+      };
+      for (int t = 0; t < G::kStages - 1; ++t)
+        if (t < tiles) issue(t);
+      for (int64_t kt = 0; kt < tiles; ++kt) {
+        if (kt + G::kStages - 1 < tiles) issue(kt + G::kStages - 1);
+        const int stage = int(kt % G::kStages);
+        for (int kk = 0; kk < G::kKT / tc::kMmaK; ++kk) {
+          const int64_t c = work.begin + kt * (G::kKT / tc::kMmaK) + kk;
+          if (c >= work.end) break;
+          std::array<int, 32> off;
+          for (int lane = 0; lane < 32; ++lane) off[size_t(lane)] = tc::gemv_b_off(lay, lanes[size_t(lane)], stage, kk);
+          Regs32 r{}, a{}, b0{}, b1{}, ra{};
+          emu_ldmatrix(smem, off, 4, r, f);
+          if constexpr (G::kXb) {  // the A ldmatrix.x4 of the whole warp, at the lanes' addresses
+            std::array<int, 32> aoff;
+            for (int lane = 0; lane < 32; ++lane) {
+              uint32_t unused[4];
+              tc::gemv_gather_a(lay, lanes[size_t(lane)], stage, kk, unused, cvt2,
+                                [&](int o, uint32_t(&)[4]) { aoff[size_t(lane)] = o; });
+            }
+            emu_ldmatrix(smem, aoff, 4, ra, f);
+          }
           for (int lane = 0; lane < 32; ++lane) {
-            if (whole)
-              tc::gemv_load_whole<G>(
-                  p, lay, lanes[size_t(lane)], valid_rows, t,
-                  [&](int off, const auto* src) { cp16_x(off, src, 16); },
-                  [&](int off, const uint16_t* src) { cp16_w(off, src, 16); });
-            else
-              tc::gemv_load_stage<G>(p, lay, work, warp, n0w, m0, t, lane, cp16_x, cp16_w, st, st);
+            uint32_t regs[4];
+            tc::gemv_gather_a(lay, lanes[size_t(lane)], stage, kk, regs, cvt2, [&](int, uint32_t(&v)[4]) {
+              for (int q = 0; q < 4; ++q) v[q] = ra[size_t(lane)][size_t(q)];
+            });
+            a[size_t(lane)] = {regs[0], regs[1], regs[2], regs[3]};
+            b0[size_t(lane)] = {r[size_t(lane)][0], r[size_t(lane)][1], 0, 0};
+            b1[size_t(lane)] = {r[size_t(lane)][2], r[size_t(lane)][3], 0, 0};
           }
-        };
-        for (int t = 0; t < G::kStages - 1; ++t)
-          if (t < tiles) issue(t);
-        for (int64_t kt = 0; kt < tiles; ++kt) {
-          if (kt + G::kStages - 1 < tiles) issue(kt + G::kStages - 1);
-          const int stage = int(kt % G::kStages);
-          for (int kk = 0; kk < G::kKT / tc::kMmaK; ++kk) {
-            const int64_t c = work.begin + kt * (G::kKT / tc::kMmaK) + kk;
-            if (c >= work.end) break;
-            std::array<int, 32> off;
-            for (int lane = 0; lane < 32; ++lane) off[size_t(lane)] = tc::gemv_b_off(lay, lanes[size_t(lane)], stage, kk);
-            Regs32 r{}, a{}, b0{}, b1{}, ra{};
-            emu_ldmatrix(smem, off, 4, r, f);
-            if constexpr (G::kXb) {  // the A ldmatrix.x4 of the whole warp, at the lanes' addresses
-              std::array<int, 32> aoff;
-              for (int lane = 0; lane < 32; ++lane) {
-                uint32_t unused[4];
-                tc::gemv_gather_a(lay, lanes[size_t(lane)], stage, kk, unused, cvt2,
-                                  [&](int o, uint32_t(&)[4]) { aoff[size_t(lane)] = o; });
-              }
-              emu_ldmatrix(smem, aoff, 4, ra, f);
-            }
-            for (int lane = 0; lane < 32; ++lane) {
-              uint32_t regs[4];
-              tc::gemv_gather_a(lay, lanes[size_t(lane)], stage, kk, regs, cvt2, [&](int, uint32_t(&v)[4]) {
-                for (int q = 0; q < 4; ++q) v[q] = ra[size_t(lane)][size_t(q)];
-              });
-              a[size_t(lane)] = {regs[0], regs[1], regs[2], regs[3]};
-              b0[size_t(lane)] = {r[size_t(lane)][0], r[size_t(lane)][1], 0, 0};
-              b1[size_t(lane)] = {r[size_t(lane)][2], r[size_t(lane)][3], 0, 0};
-            }
-            const int chain = c < work.split ? 0 : 1;
-            std::array<float*, 32> c0, c1;
-            for (int lane = 0; lane < 32; ++lane) {
-              c0[size_t(lane)] = acc[warp][lane][chain][0];
-              c1[size_t(lane)] = acc[warp][lane][chain][1];
-            }
-            emu_mma(c0, a, b0);
-            emu_mma(c1, a, b1);
+          const int chain = c < work.split ? 0 : 1;
+          std::array<float*, 32> c0, c1;
+          for (int lane = 0; lane < 32; ++lane) {
+            c0[size_t(lane)] = acc[warp][lane][chain][0];
+            c1[size_t(lane)] = acc[warp][lane][chain][1];
           }
+          emu_mma(c0, a, b0);
+          emu_mma(c1, a, b1);
         }
       }
-      for (int warp = 0; warp < G::kWarps; ++warp) {
-        const tc::GemvWork work = tc::gemv_work(p, warp);
-        const int64_t n0w = n0 + work.group * G::kWarpN;
-        for (int lane = 0; lane < 32; ++lane)
-          for (int j = 0; j < work.slices; ++j)
-            tc::gemv_for_each_acc(lane, acc[warp][lane][j], [&](int r, int c, float v) {
-              if (p.S == 1) {
-                if (r < valid_rows && n0w + c < p.N) p.y[(m0 + r) * p.ldy + n0w + c] = v;
-              } else {
-                st(tc::GemvLayout<G>::part_off(p.S, work.group, work.first_slice + j, r, c), v);
-              }
-            });
-      }
-      if (p.S == 1) continue;
-      for (int tid = 0; tid < G::kThreads; ++tid)
-        tc::gemv_reduce<G>(p, m0, n0, valid_rows, tid, [&](int off) {
-          f.check(off % 4 == 0 && in_smem(off, 4), "partial read");
-          float v = NAN;
-          if (in_smem(off, 4)) std::memcpy(&v, &smem[size_t(off)], 4);
-          return v;
-        });
     }
+    for (int warp = 0; warp < G::kWarps; ++warp) {
+      const tc::GemvWork work = tc::gemv_work(p, warp);
+      const int64_t n0w = n0 + work.group * G::kWarpN;
+      for (int lane = 0; lane < 32; ++lane)
+        for (int j = 0; j < work.slices; ++j)
+          tc::gemv_for_each_acc(lane, acc[warp][lane][j], [&](int r, int c, float v) {
+            if (p.S == 1) {
+              if (r < valid_rows && n0w + c < p.N) p.y[(m0 + r) * p.ldy + n0w + c] = v;
+            } else {
+              st(tc::GemvLayout<G>::part_off(p.S, work.group, work.first_slice + j, r, c), v);
+            }
+          });
+    }
+    if (p.S == 1) continue;
+    for (int tid = 0; tid < G::kThreads; ++tid)
+      tc::gemv_reduce<G>(p, m0, n0, valid_rows, tid, [&](int off) {
+        f.check(off % 4 == 0 && in_smem(off, 4), "partial read");
+        float v = NAN;
+        if (in_smem(off, 4)) std::memcpy(&v, &smem[size_t(off)], 4);
+        return v;
+      });
+  }
 }
 
 template <class T>

@@ -110,6 +110,50 @@ TEST(TcEmulation, GemvWorkCoversEverySliceOnce) {
   EXPECT_EQ(tc::gemv_shape(tc::k_split(151936, 4096).S).columns(), 64);   // S = 1
 }
 
+// A launch over several weights (matmul_multi: q/k/v, gate/up) as segments, at 1-32 rows (one and two
+// 16-row blocks per column block, f32 and bf16 x): every output's bits equal its lone launch's.
+template <class G>
+void gemv_segments_equal_lone_launches() {
+  const int64_t K = 1032;
+  const std::array<int64_t, 3> widths = {70, 40, 130};  // all S = 2 at this K
+  std::vector<int64_t> offsets;
+  int64_t total = 0;
+  for (int64_t n : widths) {
+    ASSERT_EQ(tc::k_split(n, K).S, tc::k_split(widths[0], K).S);
+    offsets.push_back(total);
+    total += n * K;
+  }
+  const auto w = to_bf16(randn(size_t(total), 41, 0.05f));  // the three weights, one after another
+  for (int64_t M : {1, 5, 16, 24, 32}) {
+    const auto x = randn(size_t(M * K), 42 + uint32_t(M));
+    std::vector<std::vector<float>> multi, lone;
+    std::array<tc::GemvPart, 3> parts;
+    for (size_t i = 0; i < widths.size(); ++i) {
+      multi.emplace_back(size_t(M * widths[i]), NAN);
+      lone.emplace_back(size_t(M * widths[i]), NAN);
+      parts[i] = {w.data() + offsets[i], K, multi.back().data(), widths[i], widths[i]};
+    }
+    tc::Params p = tc::make_gemv_multi_params<G>(x.data(), K, M, K, parts.data(), int(parts.size()));
+    ASSERT_EQ(p.segments, 3);
+    std::vector<uint16_t> xb;
+    if constexpr (G::kXb) {
+      p.ldxb = tc::xb_pitch(K, G::kKT);
+      xb = emulate_xb(x.data(), K, M, K, p.ldxb);
+      p.xb = xb.data();
+    }
+    Fault f;
+    emulate_gemv<G>(p, x.data() + x.size(), xb.data() + xb.size(), w.data() + w.size(), f);
+    for (size_t i = 0; i < widths.size(); ++i) {
+      emulate_into<G>(x.data(), K, w.data() + offsets[i], K, lone[i].data(), widths[i], M, widths[i], K, false,
+                      x.data() + x.size(), w.data() + w.size(), f);
+      ASSERT_TRUE(bit_equal(multi[i].data(), lone[i].data(), multi[i].size())) << "weight " << i << ", M " << M;
+    }
+    ASSERT_EQ(f.count, 0) << f.first;
+  }
+}
+TEST(TcEmulation, GemvSegmentsEqualLoneLaunches) { gemv_segments_equal_lone_launches<tc::Gemv<3>>(); }
+TEST(TcEmulation, GemvSegmentsEqualLoneLaunchesBf16X) { gemv_segments_equal_lone_launches<tc::Gemv<3, true>>(); }
+
 // The K split: a function of (N, K) alone, S in {1, 2, 4, 8}, slices of whole chunks that cover
 // every chunk once, none empty; and the values the decode shapes get.
 TEST(TcEmulation, KSplitCoversEveryChunkOnce) {

@@ -151,24 +151,15 @@ void launch_gemv(const Params& p, cudaStream_t stream) {
 // this enqueues x's bf16 copy first.
 template <class G>
 Params gemv_params(const MatmulArgs* parts, int count, cudaStream_t stream) {
+  GemvPart gp[Params::kMaxSegments];
+  for (int i = 0; i < count; ++i)
+    gp[i] = {static_cast<const uint16_t*>(parts[i].w), parts[i].ldw, parts[i].y, parts[i].ldy, parts[i].N};
   const MatmulArgs& a0 = parts[0];
-  Params p = make_gemv_params<G>(a0.x, a0.ldx, static_cast<const uint16_t*>(a0.w), a0.ldw, a0.y, a0.ldy, a0.M, a0.N,
-                                 a0.K);
+  Params p = make_gemv_multi_params<G>(a0.x, a0.ldx, a0.M, a0.K, gp, count);
   if constexpr (G::kXb) {
     p.ldxb = xb_pitch(a0.K, G::kKT);
     p.xb = matmul_x_to_bf16(a0.x, a0.ldx, a0.M, a0.K, p.ldxb, stream);
   }
-  if (count == 1) return p;
-  p.segments = count;
-  int64_t blocks = 0;
-  for (int i = 0; i < count; ++i) {
-    const MatmulArgs& a = parts[i];
-    const Params pi =
-        make_gemv_params<G>(a.x, a.ldx, static_cast<const uint16_t*>(a.w), a.ldw, a.y, a.ldy, a.M, a.N, a.K);
-    blocks += pi.nbn;
-    p.seg[i] = {pi.w, pi.ldw, pi.y, pi.ldy, pi.N, blocks, pi.vec_w};
-  }
-  p.nbn = blocks;
   return p;
 }
 

@@ -108,6 +108,33 @@ inline Params make_gemv_params(const float* x, int64_t ldx, const uint16_t* w, i
   return p;
 }
 
+// One weight of a launch over several that share x, M and K, and their K split (q/k/v, gate/up).
+struct GemvPart {
+  const uint16_t* w = nullptr;
+  int64_t ldw = 0;
+  float* y = nullptr;
+  int64_t ldy = 0;
+  int64_t N = 0;
+};
+// The Params of a launch over `count` (1 .. Params::kMaxSegments) such weights: with count > 1 each is
+// a segment and the column blocks count over all of them in order (segment_of). Host code; the
+// launcher and the emulation share it.
+template <class G>
+inline Params make_gemv_multi_params(const float* x, int64_t ldx, int64_t M, int64_t K, const GemvPart* parts,
+                                     int count) {
+  Params p = make_gemv_params<G>(x, ldx, parts[0].w, parts[0].ldw, parts[0].y, parts[0].ldy, M, parts[0].N, K);
+  if (count == 1) return p;
+  p.segments = count;
+  int64_t blocks = 0;
+  for (int i = 0; i < count; ++i) {
+    const Params pi = make_gemv_params<G>(x, ldx, parts[i].w, parts[i].ldw, parts[i].y, parts[i].ldy, M, parts[i].N, K);
+    blocks += pi.nbn;
+    p.seg[i] = {pi.w, pi.ldw, pi.y, pi.ldy, pi.N, blocks, pi.vec_w};
+  }
+  p.nbn = blocks;
+  return p;
+}
+
 // Weight tile t of a warp's run (from k = 16 * work.begin) and its x rows into stage t % kStages.
 template <class G, class Cp16X, class Cp16W, class StF32, class StB16>
 SS_TC_DEV void gemv_load_stage(const Params& p, const GemvLayout<G>& lay, const GemvWork& work, int warp, int64_t n0w,
