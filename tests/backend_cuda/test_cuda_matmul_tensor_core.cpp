@@ -170,13 +170,14 @@ TEST_F(Gpu, TcRowInvarianceN24576K1001) { check_row_invariance(24576, 1001); }  
 TEST_F(Gpu, TcRowInvarianceN4096K4096) { check_row_invariance(4096, 4096); }    // S = 8: q/o_proj
 
 // matmul_multi launches the weights that share a K split together (up to 4 per launch, for M <= 16):
-// here 0, 1, 2 and 4 share S = 2 and 3 (512 column blocks) has S = 1, so M = 1 and 16 make one
-// 4-segment launch and one single launch; M = 300 runs each alone. Bits equal the lone matmul's.
+// here 0, 1, 2 and 4 share S = 2 and 3 (512 column blocks) has S = 1, so M = 1, 16, 24 and 32 make
+// one 4-segment launch and one single launch (24 and 32: two 16-row blocks per column block); M = 300
+// runs each alone. Bits equal the lone matmul's.
 TEST_F(Gpu, TcMatmulMultiEqualsSeparateMatmuls) {
   const int64_t K = 1024;
   constexpr int kWeights = 5;
   const int64_t widths[kWeights] = {512, 256, 264, 32768, 72};
-  for (int64_t M : {1, 16, 300}) {
+  for (int64_t M : {1, 16, 24, 32, 300}) {
     auto x = randn(size_t(M * K), 21 + uint32_t(M));
     DeviceBuffer dx = DeviceBuffer::from(x);
     std::vector<DeviceBuffer> dws, multi, single;

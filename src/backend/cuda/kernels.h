@@ -31,7 +31,8 @@ void matmul_bf16_tensor_core(const MatmulArgs& a, cudaStream_t stream, int tile 
 void matmul_bf16_stream(const MatmulArgs& a, cudaStream_t stream);
 // 2-4 bf16 matmuls sharing x (q/k/v, gate/up) in one streaming launch: each output gets the bits
 // matmul_bf16_tensor_core gives it alone (same K slices, same order). Only for parts that are
-// matmul_bf16_stream_compatible: M <= 16, bf16 weights, the same x, M, K and K split.
+// matmul_bf16_stream_compatible: M <= 16 (or <= gemv_max_rows(): the gemv kernel runs them), bf16
+// weights, the same x, M, K and K split.
 inline constexpr size_t kMatmulMultiMax = 4;
 bool matmul_bf16_stream_compatible(const MatmulArgs* parts, int count);
 void matmul_bf16_stream_multi(const MatmulArgs* parts, int count, cudaStream_t stream);

@@ -139,7 +139,9 @@ bool matmul_bf16_stream_compatible(const MatmulArgs* parts, int count) {
   const MatmulArgs& a0 = parts[0];
   // (17-32 rows run each part alone: the gemv kernel's fused launch over several 16-row blocks has not
   // been through the GPU bit-identity test yet.)
-  if (a0.M <= 0 || a0.M > Stream::kBM || a0.K <= 0) return false;
+  // The gemv kernel runs the parts up to gemv_max_rows() rows (several 16-row blocks), the stream
+  // kernel up to 16.
+  if (a0.M <= 0 || a0.M > (gemv_max_rows() > Stream::kBM ? gemv_max_rows() : Stream::kBM) || a0.K <= 0) return false;
   const KSplit split = k_split(a0.N, a0.K, split_target_ctas());
   for (int i = 0; i < count; ++i) {
     const MatmulArgs& a = parts[i];
