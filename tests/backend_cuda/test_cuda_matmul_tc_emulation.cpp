@@ -127,7 +127,7 @@ void gemv_segments_equal_lone_launches() {
   for (int64_t M : {1, 5, 16, 24, 32}) {
     const auto x = randn(size_t(M * K), 42 + uint32_t(M));
     std::vector<std::vector<float>> multi, lone;
-    std::array<tc::GemvPart, 3> parts;
+    std::array<tc::WeightPart, 3> parts;
     for (size_t i = 0; i < widths.size(); ++i) {
       multi.emplace_back(size_t(M * widths[i]), NAN);
       lone.emplace_back(size_t(M * widths[i]), NAN);

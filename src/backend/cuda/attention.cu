@@ -164,23 +164,24 @@ __global__ void __launch_bounds__(kWarps * 32)
     // Scores: thread t takes key t % kTileKeys and query heads t / kTileKeys, + kThreads / kTileKeys, ...
     {
       constexpr int kHeadStep = kThreads / kTileKeys;
+      constexpr int kHeadsPerThread = (kG + kHeadStep - 1) / kHeadStep;
       const int kk = tid % kTileKeys, rot = kk % 32;
       if (kk < nk) {
-        float p[(kG + kHeadStep - 1) / kHeadStep];
+        float p[kHeadsPerThread];
 #pragma unroll
-        for (int j = 0; j < (kG + kHeadStep - 1) / kHeadStep; ++j) p[j] = 0.0f;
+        for (int j = 0; j < kHeadsPerThread; ++j) p[j] = 0.0f;
         const float* kp = s_k + kk * HD;
         for (int i = 0; i < HD; ++i) {
           const int d = i + rot < HD ? i + rot : i + rot - HD;
           const float kd = kp[d];
 #pragma unroll
-          for (int j = 0; j < (kG + kHeadStep - 1) / kHeadStep; ++j) {
+          for (int j = 0; j < kHeadsPerThread; ++j) {
             const int g = tid / kTileKeys + kHeadStep * j;
             if (g < G) p[j] = fmaf(s_q[g * HD + d], kd, p[j]);
           }
         }
 #pragma unroll
-        for (int j = 0; j < (kG + kHeadStep - 1) / kHeadStep; ++j) {
+        for (int j = 0; j < kHeadsPerThread; ++j) {
           const int g = tid / kTileKeys + kHeadStep * j;
           if (g < G) s_p[g * kTileKeys + kk] = p[j] * scale;
         }

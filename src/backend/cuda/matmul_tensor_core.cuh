@@ -97,13 +97,19 @@ SS_TC_DEV float sum_slices(int S, Part part) {
   return v;
 }
 
-// The CTA count k_split aims at in this process: 512, or SPECSERVE_TC_SPLIT_CTAS (a tuning knob for
-// benchmarks; fixed for the process's life, so S stays a function of N and K only).
+// A benchmark tuning knob: the integer value of environment variable `name`, or `fallback` when it is
+// not set. Callers read it once into a static, so a knob is fixed for the process's life.
+inline int64_t tuning_knob(const char* name, int64_t fallback) {
+  const char* v = std::getenv(name);
+  return v ? static_cast<int64_t>(std::atoll(v)) : fallback;
+}
+
+// The CTA count k_split aims at in this process: 512, or SPECSERVE_TC_SPLIT_CTAS when positive (fixed
+// for the process's life, so S stays a function of N and K only).
 inline int64_t split_target_ctas() {
   static const int64_t target = [] {
-    const char* v = std::getenv("SPECSERVE_TC_SPLIT_CTAS");
-    const long long t = v ? std::atoll(v) : 0;
-    return t > 0 ? static_cast<int64_t>(t) : int64_t{512};
+    const int64_t t = tuning_knob("SPECSERVE_TC_SPLIT_CTAS", 512);
+    return t > 0 ? t : int64_t{512};
   }();
   return target;
 }
@@ -179,6 +185,32 @@ SS_TC_UNROLL
   p.y = g.y;
   p.ldy = g.ldy;
   p.N = g.N;
+  return p;
+}
+
+// One weight of a streaming launch over several that share x, M, K and their K split (q/k/v, gate/up).
+struct WeightPart {
+  const uint16_t* w = nullptr;
+  int64_t ldw = 0;
+  float* y = nullptr;
+  int64_t ldy = 0;
+  int64_t N = 0;
+};
+// The Params of a launch over `count` (1 .. Params::kMaxSegments) such weights, one(part) giving a
+// lone launch's Params: with count > 1 each weight is a segment and the column blocks count over all
+// of them in order (segment_of). Host code; the launchers and the emulation share it.
+template <class One>
+inline Params make_multi_params(const WeightPart* parts, int count, One one) {
+  Params p = one(parts[0]);
+  if (count == 1) return p;
+  p.segments = count;
+  int64_t blocks = 0;
+  for (int i = 0; i < count; ++i) {
+    const Params pi = one(parts[i]);
+    blocks += pi.nbn;
+    p.seg[i] = {pi.w, pi.ldw, pi.y, pi.ldy, pi.N, blocks, pi.vec_w};
+  }
+  p.nbn = blocks;
   return p;
 }
 

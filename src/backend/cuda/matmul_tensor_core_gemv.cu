@@ -151,9 +151,8 @@ void launch_gemv(const Params& p, cudaStream_t stream) {
 // this enqueues x's bf16 copy first.
 template <class G>
 Params gemv_params(const MatmulArgs* parts, int count, cudaStream_t stream) {
-  GemvPart gp[Params::kMaxSegments];
-  for (int i = 0; i < count; ++i)
-    gp[i] = {static_cast<const uint16_t*>(parts[i].w), parts[i].ldw, parts[i].y, parts[i].ldy, parts[i].N};
+  WeightPart gp[Params::kMaxSegments];
+  weight_parts(parts, count, gp);
   const MatmulArgs& a0 = parts[0];
   Params p = make_gemv_multi_params<G>(a0.x, a0.ldx, a0.M, a0.K, gp, count);
   if constexpr (G::kXb) {
@@ -167,10 +166,7 @@ Params gemv_params(const MatmulArgs* parts, int count, cudaStream_t stream) {
 // same bits). 3 stages (59 KB at M = 1, 3 CTAs per SM) measured as fast as or faster than 4 (78 KB,
 // 2 CTAs) on every decode shape (docs/GPU_PERF_NOTES.md).
 int gemv_stages() {
-  static const int stages = [] {
-    const char* v = std::getenv("SPECSERVE_TC_GEMV_STAGES");
-    return v && std::atoi(v) == 4 ? 4 : 3;
-  }();
+  static const int stages = tuning_knob("SPECSERVE_TC_GEMV_STAGES", 3) == 4 ? 4 : 3;
   return stages;
 }
 
@@ -180,10 +176,7 @@ int gemv_stages() {
 // beat the tiled kernel by 1.3-2x (the second block reads the weights from L2); at 64 rows the four
 // blocks stream them from DRAM again and the tiled kernel wins (docs/GPU_PERF_NOTES.md, session 5).
 int gemv_max_rows() {
-  static const int rows = [] {
-    const char* v = std::getenv("SPECSERVE_TC_GEMV_ROWS");
-    return v ? std::atoi(v) : 32;
-  }();
+  static const int rows = static_cast<int>(tuning_knob("SPECSERVE_TC_GEMV_ROWS", 32));
   return rows;
 }
 
@@ -191,10 +184,7 @@ namespace {
 
 // Rows from which x goes through its bf16 copy: 5, or SPECSERVE_TC_GEMV_XB_ROWS (a benchmark knob).
 int gemv_xb_rows() {
-  static const int rows = [] {
-    const char* v = std::getenv("SPECSERVE_TC_GEMV_XB_ROWS");
-    return v ? std::atoi(v) : 5;
-  }();
+  static const int rows = static_cast<int>(tuning_knob("SPECSERVE_TC_GEMV_XB_ROWS", 5));
   return rows;
 }
 

@@ -108,31 +108,13 @@ inline Params make_gemv_params(const float* x, int64_t ldx, const uint16_t* w, i
   return p;
 }
 
-// One weight of a launch over several that share x, M and K, and their K split (q/k/v, gate/up).
-struct GemvPart {
-  const uint16_t* w = nullptr;
-  int64_t ldw = 0;
-  float* y = nullptr;
-  int64_t ldy = 0;
-  int64_t N = 0;
-};
-// The Params of a launch over `count` (1 .. Params::kMaxSegments) such weights: with count > 1 each is
-// a segment and the column blocks count over all of them in order (segment_of). Host code; the
-// launcher and the emulation share it.
+// The Params of a gemv launch over `count` weights sharing x, M, K and the split (make_multi_params).
 template <class G>
-inline Params make_gemv_multi_params(const float* x, int64_t ldx, int64_t M, int64_t K, const GemvPart* parts,
+inline Params make_gemv_multi_params(const float* x, int64_t ldx, int64_t M, int64_t K, const WeightPart* parts,
                                      int count) {
-  Params p = make_gemv_params<G>(x, ldx, parts[0].w, parts[0].ldw, parts[0].y, parts[0].ldy, M, parts[0].N, K);
-  if (count == 1) return p;
-  p.segments = count;
-  int64_t blocks = 0;
-  for (int i = 0; i < count; ++i) {
-    const Params pi = make_gemv_params<G>(x, ldx, parts[i].w, parts[i].ldw, parts[i].y, parts[i].ldy, M, parts[i].N, K);
-    blocks += pi.nbn;
-    p.seg[i] = {pi.w, pi.ldw, pi.y, pi.ldy, pi.N, blocks, pi.vec_w};
-  }
-  p.nbn = blocks;
-  return p;
+  return make_multi_params(parts, count, [&](const WeightPart& w) {
+    return make_gemv_params<G>(x, ldx, w.w, w.ldw, w.y, w.ldy, M, w.N, K);
+  });
 }
 
 // Weight tile t of a warp's run (from k = 16 * work.begin) and its x rows into stage t % kStages.

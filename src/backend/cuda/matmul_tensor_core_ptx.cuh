@@ -8,6 +8,7 @@
 #include <cuda_runtime.h>
 
 #include "backend/cuda/cuda_check.h"
+#include "backend/cuda/kernels.h"
 #include "backend/cuda/matmul_tensor_core.cuh"
 
 namespace specserve::cuda::tc {
@@ -81,6 +82,13 @@ __device__ __forceinline__ void cluster_reduce(const Params& p, int64_t m0, int6
                 return q[e];
               });
   cluster.sync();
+}
+
+// The weights of a multi-weight launch (matmul_multi's parts; bf16 weights) as make_multi_params takes
+// them.
+inline void weight_parts(const kernels::MatmulArgs* parts, int count, WeightPart* out) {
+  for (int i = 0; i < count; ++i)
+    out[i] = {static_cast<const uint16_t*>(parts[i].w), parts[i].ldw, parts[i].y, parts[i].ldy, parts[i].N};
 }
 
 // Launches kernel<<<grid, threads, smem, stream>>>(p) as clusters of p.S consecutive CTAs (none when

@@ -158,18 +158,11 @@ void matmul_bf16_stream_multi(const MatmulArgs* parts, int count, cudaStream_t s
     cuda_fail(cudaErrorInvalidValue, "matmul_bf16_stream_multi: parts do not share one streaming launch", __FILE__,
               __LINE__);
   const MatmulArgs& a0 = parts[0];
-  Params p = make_stream_params(a0.x, a0.ldx, static_cast<const uint16_t*>(a0.w), a0.ldw, a0.y, a0.ldy, a0.M, a0.N,
-                                a0.K);
-  p.segments = count;
-  int64_t blocks = 0;
-  for (int i = 0; i < count; ++i) {
-    const MatmulArgs& a = parts[i];
-    const Params pi = make_stream_params(a.x, a.ldx, static_cast<const uint16_t*>(a.w), a.ldw, a.y, a.ldy, a.M, a.N,
-                                         a.K);
-    blocks += pi.nbn;
-    p.seg[i] = {pi.w, pi.ldw, pi.y, pi.ldy, pi.N, blocks, pi.vec_w};
-  }
-  p.nbn = blocks;
+  WeightPart wp[Params::kMaxSegments];
+  weight_parts(parts, count, wp);
+  const Params p = make_multi_params(wp, count, [&](const WeightPart& w) {
+    return make_stream_params(a0.x, a0.ldx, w.w, w.ldw, w.y, w.ldy, a0.M, w.N, a0.K);
+  });
   const int64_t gx = p.nbn * p.S;
   if (gx > INT_MAX) cuda_fail(cudaErrorInvalidConfiguration, "matmul: more CTAs than a grid holds", __FILE__, __LINE__);
   configure_stream_kernel();
