@@ -63,16 +63,7 @@ __global__ void __launch_bounds__(T::kThreads, T::kMinBlocks) matmul_tc_kernel(c
   auto st_b16 = [&](int off, uint16_t v) { *reinterpret_cast<uint16_t*>(smem + off) = v; };
   // x's bf16 copy covers every piece a tile loads (matmul_tensor_core_xb.cuh): always whole pieces.
   auto cp16_x = [&](int off, const uint16_t* src, int) { cp_async_ca(sbase + off, src, 16); };
-  // Whole 16-byte pieces go through cp.async; a piece cut by K or N (bytes < 16) is written element by
-  // element with zeros after the cut, so no instruction touches global memory past the operand (a
-  // cp.async with a short source size is still a 16-byte access to compute-sanitizer). Same bytes.
-  auto cp16_w = [&](int off, const uint16_t* src, int bytes) {
-    if (bytes == 16) {
-      cp_async_cg(sbase + off, src, 16);
-    } else {
-      for (int e = 0; e < 8; ++e) st_b16(off + 2 * e, 2 * e < bytes ? src[e] : uint16_t{0});
-    }
-  };
+  auto cp16_w = [&](int off, const uint16_t* src, int bytes) { copy_piece<false>(sbase, smem, off, src, bytes); };
 
   const int64_t pid = blockIdx.x / p.S;
   const Slice sl = slice_of(p, blockIdx.x % p.S);

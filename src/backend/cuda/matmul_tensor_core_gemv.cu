@@ -11,7 +11,6 @@
 
 #include <climits>
 #include <cstdlib>
-#include <type_traits>
 
 #include "backend/cuda/kernels.h"
 #include "backend/cuda/matmul_tensor_core_gemv.cuh"
@@ -38,25 +37,9 @@ __global__ void __launch_bounds__(G::kThreads, 2) matmul_tc_gemv_kernel(const Pa
 
   auto st_f32 = [&](int off, float v) { *reinterpret_cast<float*>(smem + off) = v; };
   auto st_b16 = [&](int off, uint16_t v) { *reinterpret_cast<uint16_t*>(smem + off) = v; };
-  // Whole 16-byte pieces go through cp.async; a piece cut by K or N is written element by element with
-  // zeros after the cut (no access past the operand; the same bytes), as in the other kernels.
   // (x's bf16 copy is always loaded in whole pieces.)
-  auto cp16_x = [&](int off, const auto* src, int bytes) {
-    if constexpr (std::is_same_v<decltype(src), const float*>) {
-      if (bytes != 16) {
-        for (int e = 0; e < 4; ++e) st_f32(off + 4 * e, 4 * e < bytes ? src[e] : 0.0f);
-        return;
-      }
-    }
-    cp_async_ca(sbase + off, src, 16);
-  };
-  auto cp16_w = [&](int off, const uint16_t* src, int bytes) {
-    if (bytes == 16) {
-      cp_async_cg(sbase + off, src, 16);
-    } else {
-      for (int e = 0; e < 8; ++e) st_b16(off + 2 * e, 2 * e < bytes ? src[e] : uint16_t{0});
-    }
-  };
+  auto cp16_x = [&](int off, const auto* src, int bytes) { copy_piece<true>(sbase, smem, off, src, bytes); };
+  auto cp16_w = [&](int off, const uint16_t* src, int bytes) { copy_piece<false>(sbase, smem, off, src, bytes); };
   auto cvt2 = [&](int off) {
     const float2 v = *reinterpret_cast<const float2*>(smem + off);
     return pack_bf16x2(v.x, v.y);

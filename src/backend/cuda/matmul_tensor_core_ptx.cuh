@@ -25,6 +25,15 @@ __device__ __forceinline__ void cp_async_ca(uint32_t dst, const void* src, int b
 __device__ __forceinline__ void cp_async_cg(uint32_t dst, const void* src, int bytes) {
   asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(dst), "l"(src), "r"(bytes) : "memory");
 }
+// One 16-byte piece of an operand (elements E) into shared memory at byte offset `off` (sbase: the
+// shared-memory address of smem), `bytes` of it from src and zeros after: a whole piece goes through
+// cp.async (.ca when kKeep: x, read again by the warps and CTAs beside; .cg: weights, streamed once);
+// a piece cut by K or N is written element by element, so no instruction touches global memory past
+// the operand (a cp.async with a short source size is still a 16-byte access to compute-sanitizer).
+// The same bytes either way.
+template <bool kKeep, class E>
+__device__ __forceinline__ void copy_piece(uint32_t sbase, unsigned char* smem, int off, const E* src, int bytes);
+
 __device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;\n" ::: "memory"); }
 template <int N>
 __device__ __forceinline__ void cp_async_wait() {
@@ -58,6 +67,20 @@ __device__ __forceinline__ void mma_bf16(float (&d)[4], const uint32_t (&a)[4], 
 __device__ __forceinline__ uint32_t pack_bf16x2(float lo, float hi) {
   const __nv_bfloat162 v = __floats2bfloat162_rn(lo, hi);
   return *reinterpret_cast<const uint32_t*>(&v);
+}
+
+template <bool kKeep, class E>
+__device__ __forceinline__ void copy_piece(uint32_t sbase, unsigned char* smem, int off, const E* src, int bytes) {
+  if (bytes == 16) {
+    if constexpr (kKeep)
+      cp_async_ca(sbase + off, src, 16);
+    else
+      cp_async_cg(sbase + off, src, 16);
+  } else {
+    constexpr int kSize = static_cast<int>(sizeof(E));
+    for (int e = 0; e < 16 / kSize; ++e)
+      *reinterpret_cast<E*>(smem + off + kSize * e) = kSize * e < bytes ? src[e] : E{0};
+  }
 }
 
 // The split-K epilogue (S > 1): the S CTAs of one output tile form a cluster, CTA rank s having

@@ -31,23 +31,8 @@ __global__ void __launch_bounds__(Stream::kThreads, 8) matmul_tc_stream_kernel(c
 
   auto st_f32 = [&](int off, float v) { *reinterpret_cast<float*>(smem + off) = v; };
   auto st_b16 = [&](int off, uint16_t v) { *reinterpret_cast<uint16_t*>(smem + off) = v; };
-  // Whole 16-byte pieces go through cp.async; a piece cut by K or N (bytes < 16) is written element by
-  // element with zeros after the cut, so no instruction touches global memory past the operand (a
-  // cp.async with a short source size is still a 16-byte access to compute-sanitizer). Same bytes.
-  auto cp16_x = [&](int off, const float* src, int bytes) {
-    if (bytes == 16) {
-      cp_async_ca(sbase + off, src, 16);
-    } else {
-      for (int e = 0; e < 4; ++e) st_f32(off + 4 * e, 4 * e < bytes ? src[e] : 0.0f);
-    }
-  };
-  auto cp16_w = [&](int off, const uint16_t* src, int bytes) {
-    if (bytes == 16) {
-      cp_async_cg(sbase + off, src, 16);
-    } else {
-      for (int e = 0; e < 8; ++e) st_b16(off + 2 * e, 2 * e < bytes ? src[e] : uint16_t{0});
-    }
-  };
+  auto cp16_x = [&](int off, const float* src, int bytes) { copy_piece<true>(sbase, smem, off, src, bytes); };
+  auto cp16_w = [&](int off, const uint16_t* src, int bytes) { copy_piece<false>(sbase, smem, off, src, bytes); };
   auto cvt2 = [&](int off) {
     const float2 v = *reinterpret_cast<const float2*>(smem + off);
     return pack_bf16x2(v.x, v.y);
