@@ -1,6 +1,8 @@
 // Default implementations of the Ops that a backend may do in fewer launches.
 #include "backend/ops.h"
 
+#include <vector>
+
 #include "core/error.h"
 
 namespace specserve {
@@ -19,6 +21,20 @@ void Ops::add_rms_norm(const TensorView& x, const TensorView& y, const TensorVie
                        const TensorView& out) const {
   add(x, y);
   rms_norm(x, w, kind, eps, out);
+}
+
+void Ops::qk_norm_rope_kv_store(const TensorView& q, const TensorView& k, const TensorView& v, const QkPrep& prep,
+                                const KvGeometry& geo, int layer, std::span<const AttentionRow> rows) const {
+  SS_CHECK(geo.head_dim > 0 && q.ndim() == 2 && q.dim(1) % geo.head_dim == 0,
+           "qk_norm_rope_kv_store: q {} is not whole heads of {}", q.describe(), geo.head_dim);
+  std::vector<int32_t> positions;
+  positions.reserve(rows.size());
+  for (const auto& row : rows) positions.push_back(row.position);
+  rms_norm(q, prep.q_norm, prep.norm, prep.eps, q);
+  rms_norm(k, prep.k_norm, prep.norm, prep.eps, k);
+  rope(q, static_cast<int>(q.dim(1) / geo.head_dim), geo.head_dim, prep.rot_dim, prep.theta, positions);
+  rope(k, geo.num_kv_heads, geo.head_dim, prep.rot_dim, prep.theta, positions);
+  kv_store(k, v, geo, layer, rows);
 }
 
 }  // namespace specserve

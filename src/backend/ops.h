@@ -53,6 +53,15 @@ struct AttentionRow {
   int32_t window_start = 0;
 };
 
+// The per-head preparation of q and k before attention (Ops::qk_norm_rope_kv_store).
+struct QkPrep {
+  TensorView q_norm, k_norm;  // [head_dim] each
+  NormKind norm = NormKind::Plain;
+  float eps = 1e-6f;
+  int rot_dim = 0;  // RoPE on the first rot_dim dims of each head
+  double theta = 0;
+};
+
 // ---- Gated DeltaNet -------------------------------------------------------------------------------
 
 struct GdnDims {
@@ -132,6 +141,13 @@ class Ops {
   // Writes k, v [R, nkv * hd] into the cache at each row's position.
   virtual void kv_store(const TensorView& k, const TensorView& v, const KvGeometry& geo, int layer,
                         std::span<const AttentionRow> rows) const = 0;
+  // The attention block's per-head preparation of q [R, num_heads * hd] and k, v [R, nkv * hd]
+  // (hd = geo.head_dim, nkv = geo.num_kv_heads): RMSNorm of every head of q and of k (weights
+  // prep.q_norm / prep.k_norm, hd long), RoPE on both at each row's position (rows[r].position), then
+  // kv_store(k, v). q and k are updated in place. The bits of rms_norm(q); rms_norm(k); rope(q);
+  // rope(k); kv_store(k, v, ...): the default calls them, a device does it in one launch.
+  virtual void qk_norm_rope_kv_store(const TensorView& q, const TensorView& k, const TensorView& v, const QkPrep& prep,
+                                     const KvGeometry& geo, int layer, std::span<const AttentionRow> rows) const;
   // Causal GQA attention: out[r] = softmax(q[r] · K[w..pos]ᵀ * scale) V[w..pos] with w = the row's
   // window_start (0 unless windowed), per query head h using KV head h / (num_heads / nkv).
   // q, out: [R, num_heads * hd]. Softmax in f32.

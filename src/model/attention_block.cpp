@@ -47,12 +47,10 @@ void AttentionBlock::forward(BatchContext& ctx, const TensorView& x, const Tenso
   } else {
     q = std::move(qfull);
   }
-  ops.rms_norm(q, q_norm, s.norm, s.eps, q);
-  ops.rms_norm(k, k_norm, s.norm, s.eps, k);
-  ops.rope(q, s.num_heads, s.head_dim, s.rot_dim, s.rope_theta, ctx.positions);
-  ops.rope(k, s.num_kv_heads, s.head_dim, s.rot_dim, s.rope_theta, ctx.positions);
-  // All rows' keys go in first: a row then sees exactly positions 0..its own, as in decode.
-  ops.kv_store(k, v, ctx.kv, slot, ctx.attn_rows);
+  // Norms, RoPE (at the rows' positions) and the KV store in one call. All rows' keys go
+  // in first: a row then sees exactly positions 0..its own, as in decode.
+  const QkPrep prep{q_norm, k_norm, s.norm, s.eps, s.rot_dim, s.rope_theta};
+  ops.qk_norm_rope_kv_store(q, k, v, prep, ctx.kv, slot, ctx.attn_rows);
   MemTensor attn = MemTensor::empty(mem, DType::F32, {R, qw});
   ops.attention(q, ctx.kv, slot, ctx.attn_rows, s.num_heads, 1.0f / std::sqrt(static_cast<float>(hd)), attn);
   if (s.attn_output_gate) ops.mul_sigmoid(attn, gate);

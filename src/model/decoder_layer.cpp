@@ -4,19 +4,21 @@
 
 namespace specserve {
 
-void DecoderLayer::forward(BatchContext& ctx, const TensorView& x) const {
+void DecoderLayer::forward(BatchContext& ctx, const TensorView& x, const TensorView& normed,
+                           const TensorView* next_norm) const {
   const Ops& ops = *ctx.ops;
   const ArchSpec& s = *ctx.spec;
-  MemTensor normed = MemTensor::empty(*ctx.mem, DType::F32, x.shape);
   MemTensor mixed = MemTensor::empty(*ctx.mem, DType::F32, x.shape);
-  ops.rms_norm(x, input_norm, s.norm, s.eps, normed);
   if (type == LayerType::LinearAttention)
     deltanet.forward(ctx, normed, mixed);
   else
     attn.forward(ctx, normed, mixed);
   ops.add_rms_norm(x, mixed, post_norm, s.norm, s.eps, normed);
   mlp.forward(ctx, normed, mixed);
-  ops.add(x, mixed);
+  if (next_norm != nullptr)
+    ops.add_rms_norm(x, mixed, *next_norm, s.norm, s.eps, normed);
+  else
+    ops.add(x, mixed);
 }
 
 void load_head(WeightStore& w, const ModelConfig& cfg, ModelParts& parts) {

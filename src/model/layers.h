@@ -51,7 +51,6 @@ struct BatchContext {
   KvGeometry kv;
   int64_t rows = 0;
   std::vector<Span> spans;
-  std::vector<int32_t> positions;       // per row
   std::vector<AttentionRow> attn_rows;  // per row
 };
 
@@ -83,8 +82,10 @@ struct DecoderLayer {
   AttentionBlock attn;
   DeltaNetBlock deltanet;
   MlpBlock mlp;
-  // x [rows, hidden] is updated in place: x += mixer(norm(x)); x += mlp(norm(x)).
-  void forward(BatchContext& ctx, const TensorView& x) const;
+  // x [rows, hidden] is updated in place: x += mixer(norm(x)); x += mlp(norm(x)). `normed` holds
+  // input_norm(x) on entry; with `next_norm` (the next layer's input norm) it holds next_norm(x) on
+  // return: the last residual add and the next layer's norm are one add_rms_norm call.
+  void forward(BatchContext& ctx, const TensorView& x, const TensorView& normed, const TensorView* next_norm) const;
 };
 
 // Everything a family builder produces.

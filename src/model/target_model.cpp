@@ -321,7 +321,6 @@ ForwardResult TargetModel::forward(const ForwardBatch& batch) {
   for (auto& sp : ctx.spans)
     for (int64_t i = 0; i < sp.rows; ++i) {
       const auto pos = static_cast<int32_t>(sp.position + i);
-      ctx.positions.push_back(pos);
       ctx.attn_rows.push_back({ModelInternals::blocks(*sp.state).data(), pos});
     }
 
@@ -340,8 +339,11 @@ ForwardResult TargetModel::forward(const ForwardBatch& batch) {
       captured = captured_dev.view();
     }
   }
-  for (size_t l = 0; l < m.parts.layers.size(); ++l) {
-    m.parts.layers[l].forward(ctx, x);
+  const auto& layers = m.parts.layers;
+  MemTensor normed = MemTensor::empty(mem, DType::F32, {ctx.rows, H});
+  if (!layers.empty()) m.ops->rms_norm(x, layers[0].input_norm, spec.norm, spec.eps, normed);
+  for (size_t l = 0; l < layers.size(); ++l) {
+    layers[l].forward(ctx, x, normed, l + 1 < layers.size() ? &layers[l + 1].input_norm : nullptr);
     for (int64_t c = 0; c < C; ++c) {
       if (batch.capture_layers[c] != static_cast<int>(l)) continue;
       const auto row = static_cast<size_t>(H) * 4;

@@ -146,6 +146,71 @@ INSTANTIATE_TEST_SUITE_P(Heads, Attention,
                                   std::to_string(i.param.hd);
                          });
 
+// The fused per-head preparation gives the bits of rms_norm, rope and kv_store called one by one: q
+// and k in place, and every byte of the cache (the two pools start with the same poison).
+struct HeadPrepCase {
+  int nh, nkv, hd, rot;
+  NormKind norm;
+};
+
+class HeadPrep : public Gpu, public ::testing::WithParamInterface<HeadPrepCase> {};
+
+TEST_P(HeadPrep, FusedEqualsNormRopeStore) {
+  const auto [nh, nkv, hd, rot, norm] = GetParam();
+  const int layer = 1;
+  const KvGeometry geo{3, nkv, hd};
+  Caches fused(geo, {1, 40, 300, 17}), apart(geo, {1, 40, 300, 17});
+  // A decode row, an extend of 16 rows crossing a block boundary, a prefill-like run, one row.
+  std::vector<RowSpec> spec{{0, 0, 0}};
+  for (int p = 24; p < 40; ++p) spec.push_back({1, p, 0});
+  for (int p = 250; p < 300; ++p) spec.push_back({2, p, std::max(0, p - 7)});
+  spec.push_back({3, 16, 0});
+  const int64_t R = int64_t(spec.size()), qw = int64_t(nh) * hd, kvw = int64_t(nkv) * hd;
+  auto q = randn(size_t(R * qw), 301), k = randn(size_t(R * kvw), 302, 3.0f), v = randn(size_t(R * kvw), 303);
+  auto qn = randn(size_t(hd), 304, 0.3f), kn = randn(size_t(hd), 305, 0.3f);
+  DeviceBuffer q1 = DeviceBuffer::from(q), q2 = DeviceBuffer::from(q), k1 = DeviceBuffer::from(k),
+               k2 = DeviceBuffer::from(k), dv = DeviceBuffer::from(v), dqn = DeviceBuffer::from(qn),
+               dkn = DeviceBuffer::from(kn);
+  const QkPrep prep{dev_view(dqn, DType::F32, {hd}), dev_view(dkn, DType::F32, {hd}), norm, 1e-6f, rot, 1e6};
+  const TensorView V = dev_view(dv, DType::F32, {R, kvw});
+
+  auto rows1 = rows_of(spec, fused.dev_tables);
+  cuda_ops().qk_norm_rope_kv_store(dev_view(q1, DType::F32, {R, qw}), dev_view(k1, DType::F32, {R, kvw}), V, prep,
+                                   geo, layer, rows1);
+
+  auto rows2 = rows_of(spec, apart.dev_tables);
+  std::vector<int32_t> positions;
+  for (const auto& s : spec) positions.push_back(s.pos);
+  const TensorView Q2 = dev_view(q2, DType::F32, {R, qw}), K2 = dev_view(k2, DType::F32, {R, kvw});
+  cuda_ops().rms_norm(Q2, prep.q_norm, norm, prep.eps, Q2);
+  cuda_ops().rms_norm(K2, prep.k_norm, norm, prep.eps, K2);
+  cuda_ops().rope(Q2, nh, hd, rot, prep.theta, positions);
+  cuda_ops().rope(K2, nkv, hd, rot, prep.theta, positions);
+  cuda_ops().kv_store(K2, V, geo, layer, rows2);
+
+  EXPECT_TRUE(bit_equal(download(q1, q.size()).data(), download(q2, q.size()).data(), q.size()));
+  EXPECT_TRUE(bit_equal(download(k1, k.size()).data(), download(k2, k.size()).data(), k.size()));
+  const size_t pool = fused.pool.bytes() / 4;
+  EXPECT_TRUE(bit_equal(download(fused.pool, pool).data(), download(apart.pool, pool).data(), pool));
+
+  // And the result is the CPU's composition within the rope's sincosf tolerance.
+  std::vector<float> qc = q;
+  cpu_ops().rms_norm(host_view(qc.data(), DType::F32, {R, qw}), host_view(qn.data(), DType::F32, {hd}), norm,
+                     prep.eps, host_view(qc.data(), DType::F32, {R, qw}));
+  cpu_ops().rope(host_view(qc.data(), DType::F32, {R, qw}), nh, hd, rot, prep.theta, positions);
+  EXPECT_LT(rel_err(download(q1, q.size()), qc), 1e-5);
+}
+
+INSTANTIATE_TEST_SUITE_P(Shapes, HeadPrep,
+                         ::testing::Values(HeadPrepCase{32, 8, 128, 128, NormKind::Plain},
+                                           HeadPrepCase{24, 4, 256, 64, NormKind::ZeroCentred},
+                                           HeadPrepCase{4, 2, 64, 32, NormKind::Plain},
+                                           HeadPrepCase{6, 3, 96, 96, NormKind::ZeroCentred}),
+                         [](const ::testing::TestParamInfo<HeadPrepCase>& i) {
+                           return "heads" + std::to_string(i.param.nh) + "_kv" + std::to_string(i.param.nkv) + "_hd" +
+                                  std::to_string(i.param.hd) + "_rot" + std::to_string(i.param.rot);
+                         });
+
 // ---- Gated DeltaNet ------------------------------------------------------------------------------------
 
 TEST_F(Gpu, CausalConvSiluAgreesWithCpu) {

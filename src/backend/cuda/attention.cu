@@ -28,6 +28,7 @@
 #include "backend/cuda/cuda_check.h"
 #include "backend/cuda/device_math.cuh"
 #include "backend/cuda/kernels.h"
+#include "backend/cuda/kv_layout.cuh"
 #include "backend/cuda/matmul_tensor_core_ptx.cuh"  // cp.async
 
 namespace specserve::cuda::kernels {
@@ -40,33 +41,13 @@ using tc::cp_async_wait;
 using tc::cp_async_wait_all;
 using tc::smem_addr;
 
-constexpr int kBlockSize = 16;  // == kKvBlockSize (backend/ops.h)
 constexpr int kWarps = 4;
-
-struct Geo {
-  int64_t layer_base;  // offset of the layer inside a block
-  int64_t head_floats;  // kBlockSize * head_dim
-  int num_kv_heads;
-  int head_dim;
-  __device__ int64_t offset(int which, int head, int slot) const {
-    return layer_base + (int64_t{which} * num_kv_heads + head) * head_floats + int64_t{slot} * head_dim;
-  }
-};
-
-Geo geo_of(const KvArgs& kv) {
-  Geo g;
-  g.head_floats = int64_t{kBlockSize} * kv.head_dim;
-  g.layer_base = int64_t{kv.layer} * 2 * kv.num_kv_heads * g.head_floats;
-  g.num_kv_heads = kv.num_kv_heads;
-  g.head_dim = kv.head_dim;
-  return g;
-}
 
 __global__ void kv_store_kernel(const KvRow* rows, float* const* ptrs, Geo geo, const float* k, int64_t ldk,
                                 const float* v, int64_t ldv) {
   const int64_t r = blockIdx.x;
   const KvRow row = rows[r];
-  float* block = ptrs[row.table + row.position / kBlockSize];
+  float* block = kv_block_of(row, ptrs);
   const int slot = row.position % kBlockSize;
   const int width = geo.num_kv_heads * geo.head_dim;
   for (int e = threadIdx.x; e < width; e += blockDim.x) {

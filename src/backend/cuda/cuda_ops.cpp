@@ -244,6 +244,48 @@ class CudaOps final : public Ops {
     k::kv_store(s.args, kt.as<const float>(), kt.strides[0], v.as<const float>(), v.strides[0], cuda::cuda_stream());
   }
 
+  // The same operand checks as the calls it fuses (rms_norm, rope, kv_store), then one launch.
+  void qk_norm_rope_kv_store(const TensorView& q, const TensorView& kt, const TensorView& v, const QkPrep& prep,
+                             const KvGeometry& geo, int layer, std::span<const AttentionRow> rows) const override {
+    const int hd = geo.head_dim;
+    SS_CHECK(hd > 0 && q.ndim() == 2 && q.dim(1) % hd == 0, "qk_norm_rope_kv_store: q {} is not whole heads of {}",
+             q.describe(), hd);
+    check_norm("qk_norm_rope_kv_store", q, q, prep.q_norm);
+    check_norm("qk_norm_rope_kv_store", kt, kt, prep.k_norm);
+    SS_CHECK(prep.q_norm.numel() == hd && prep.k_norm.numel() == hd,
+             "qk_norm_rope_kv_store: head norms {} / {} for head_dim {}", prep.q_norm.describe(),
+             prep.k_norm.describe(), hd);
+    const auto heads = static_cast<int>(q.dim(1) / hd);
+    check_rope_operands(q, heads, hd, prep.rot_dim, rows.size());
+    check_rope_operands(kt, geo.num_kv_heads, hd, prep.rot_dim, rows.size());
+    on_device("qk_norm_rope_kv_store", v);
+    SS_CHECK(v.dtype == DType::F32 && v.ndim() == 2 && v.dim(1) == kt.dim(1) && v.dim(0) == kt.dim(0) &&
+                 v.strides[1] == 1 && q.dim(0) == kt.dim(0),
+             "qk_norm_rope_kv_store: q {} / k {} / v {} disagree", q.describe(), kt.describe(), v.describe());
+    SS_CHECK(layer >= 0 && layer < geo.num_layers, "qk_norm_rope_kv_store: layer {} outside [0, {})", layer,
+             geo.num_layers);
+    if (rows.empty()) return;
+    const std::vector<float> inv_freq = rope_inv_freq(prep.theta, prep.rot_dim);  // as rope()
+    auto& staging = cuda::Staging::global();
+    auto lock = staging.lock();
+    const StagedKv s = stage_kv(staging, geo, layer, rows);
+    k::HeadPrepArgs a;
+    a.inv_freq = static_cast<const float*>(staging.stage(inv_freq.data(), inv_freq.size() * sizeof(float)));
+    a.q = q.as<float>();
+    a.ldq = q.strides[0];
+    a.k = kt.as<float>();
+    a.ldk = kt.strides[0];
+    a.v = v.as<const float>();
+    a.ldv = v.strides[0];
+    a.q_norm = prep.q_norm.as<const float>();
+    a.k_norm = prep.k_norm.as<const float>();
+    a.kind = prep.norm == NormKind::Plain ? 0 : 1;
+    a.eps = prep.eps;
+    a.num_heads = heads;
+    a.rot_dim = prep.rot_dim;
+    k::qk_norm_rope_kv_store(a, s.args, cuda::cuda_stream());
+  }
+
   void attention(const TensorView& q, const KvGeometry& geo, int layer, std::span<const AttentionRow> rows,
                  int num_heads, float scale, const TensorView& out) const override {
     on_device("attention", q);

@@ -103,6 +103,25 @@ struct KvArgs {
   int head_dim = 0;
 };
 void kv_store(const KvArgs& kv, const float* k, int64_t ldk, const float* v, int64_t ldv, cudaStream_t stream);
+// Ops::qk_norm_rope_kv_store (head_prep.cu): q [R, num_heads * hd] and k [R, nkv * hd] normed and
+// rotated in place, k and v stored at kv's rows; inv_freq [rot_dim / 2] a device array; kind 0 Plain,
+// 1 ZeroCentred. The bits of rms_norm, rope and kv_store.
+struct HeadPrepArgs {
+  float* q = nullptr;
+  int64_t ldq = 0;
+  float* k = nullptr;
+  int64_t ldk = 0;
+  const float* v = nullptr;
+  int64_t ldv = 0;
+  const float* q_norm = nullptr;
+  const float* k_norm = nullptr;
+  int kind = 0;
+  float eps = 0;
+  int num_heads = 0;
+  int rot_dim = 0;
+  const float* inv_freq = nullptr;
+};
+void qk_norm_rope_kv_store(const HeadPrepArgs& a, const KvArgs& kv, cudaStream_t stream);
 // head_dim must be a multiple of 32 and at most 256 (checked by the caller: attention_supports).
 bool attention_supports(int head_dim);
 // At most 16 query heads per KV head (attention_group_supported).

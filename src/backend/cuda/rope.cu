@@ -6,6 +6,7 @@
 #include "backend/cuda/cuda_check.h"
 #include "backend/cuda/device_math.cuh"
 #include "backend/cuda/kernels.h"
+#include "backend/cuda/rope_math.cuh"
 
 namespace specserve::cuda::kernels {
 
@@ -18,13 +19,7 @@ __global__ void rope_kernel(float* x, int64_t rows, int64_t ld, int heads, int h
     const int64_t rh = t / half;
     const int h = static_cast<int>(rh % heads);
     const int64_t r = rh / heads;
-    const float angle = inv_freq[i] * static_cast<float>(positions[r]);
-    float s, c;
-    sincosf(angle, &s, &c);
-    float* v = x + r * ld + int64_t{h} * head_dim;
-    const float a = v[i], b = v[i + half];
-    v[i] = a * c + (-b) * s;
-    v[i + half] = b * c + a * s;
+    rope_pair(x + r * ld + int64_t{h} * head_dim, i, half, inv_freq[i], positions[r]);
   }
 }
 }  // namespace

@@ -1,0 +1,60 @@
+// The attention block's per-head preparation in one launch (Ops::qk_norm_rope_kv_store): one block per
+// (row, head) over the row's query heads then its KV heads. The block norms its head exactly as
+// rms_norm_kernel would (norm_math.cuh: the same threads per group, the same order), rotates it exactly
+// as rope_kernel would (rope_math.cuh) in shared memory, writes it back, and a KV head's block also
+// stores the head's key and value into the row's cache slot as kv_store_kernel would. So the bits are
+// those of rms_norm; rope; kv_store, in a fifth of the launches.
+#include <cuda_runtime.h>
+
+#include "backend/cuda/cuda_check.h"
+#include "backend/cuda/kernels.h"
+#include "backend/cuda/kv_layout.cuh"
+#include "backend/cuda/norm_math.cuh"
+#include "backend/cuda/rope_math.cuh"
+
+namespace specserve::cuda::kernels {
+
+namespace {
+
+__global__ void qk_norm_rope_kv_store_kernel(HeadPrepArgs a, const KvRow* rows, float* const* ptrs, Geo geo) {
+  extern __shared__ float s_head[];  // [head_dim]: the normed head, then rotated
+  __shared__ float shared[32];
+  const int heads = a.num_heads + geo.num_kv_heads;
+  const int64_t r = blockIdx.x / heads;
+  const int h = static_cast<int>(blockIdx.x % heads);
+  const bool is_k = h >= a.num_heads;
+  const int kvh = h - a.num_heads;
+  const int hd = geo.head_dim;
+  float* x = is_k ? a.k + r * a.ldk + int64_t{kvh} * hd : a.q + r * a.ldq + int64_t{h} * hd;
+  const KvRow row = rows[r];
+
+  write_normed(x, is_k ? a.k_norm : a.q_norm, s_head, hd, a.kind, inv_rms(x, hd, a.eps, shared));
+  __syncthreads();
+  const int half = a.rot_dim / 2;
+  for (int i = threadIdx.x; i < half; i += blockDim.x) rope_pair(s_head, i, half, a.inv_freq[i], row.position);
+  __syncthreads();
+  for (int i = threadIdx.x; i < hd; i += blockDim.x) x[i] = s_head[i];
+  if (!is_k) return;
+  float* block = kv_block_of(row, ptrs);
+  const int slot = row.position % kBlockSize;
+  float* k_slot = block + geo.offset(0, kvh, slot);
+  float* v_slot = block + geo.offset(1, kvh, slot);
+  const float* v = a.v + r * a.ldv + int64_t{kvh} * hd;
+  for (int i = threadIdx.x; i < hd; i += blockDim.x) {
+    k_slot[i] = s_head[i];
+    v_slot[i] = v[i];
+  }
+}
+
+}  // namespace
+
+void qk_norm_rope_kv_store(const HeadPrepArgs& a, const KvArgs& kv, cudaStream_t stream) {
+  const int64_t blocks = kv.R * (a.num_heads + kv.num_kv_heads);
+  if (blocks == 0) return;
+  qk_norm_rope_kv_store_kernel<<<static_cast<unsigned>(blocks), norm_threads(kv.head_dim),
+                                 static_cast<size_t>(kv.head_dim) * sizeof(float), stream>>>(a, kv.rows, kv.ptrs,
+                                                                                              geo_of(kv));
+  CUDA_CHECK_LAUNCH();
+}
+
+}  // namespace specserve::cuda::kernels
