@@ -8,6 +8,7 @@
 
 #include "backend/cuda/cuda_check.h"
 #include "backend/cuda/kernels.h"
+#include "backend/cuda/launch.cuh"
 
 namespace specserve::cuda::kernels {
 
@@ -27,6 +28,7 @@ __device__ __forceinline__ Best better(Best a, Best b) {
 }
 
 __global__ void __launch_bounds__(kThreads) argmax_kernel(const float* x, int64_t ld, int64_t n, int32_t* out) {
+  pdl_begin();
   const float* row = x + blockIdx.x * ld;
   Best b{-INFINITY, -1};
   for (int64_t i = threadIdx.x; i < n; i += kThreads) {
@@ -52,7 +54,7 @@ __global__ void __launch_bounds__(kThreads) argmax_kernel(const float* x, int64_
 
 void argmax(const float* x, int64_t ld, int64_t rows, int64_t n, int32_t* out, cudaStream_t stream) {
   if (rows == 0) return;
-  argmax_kernel<<<static_cast<unsigned>(rows), kThreads, 0, stream>>>(x, ld, n, out);
+  launch_pdl(argmax_kernel, static_cast<unsigned>(rows), kThreads, 0, stream, x, ld, n, out);
   CUDA_CHECK_LAUNCH();
 }
 

@@ -29,6 +29,7 @@
 #include "backend/cuda/device_math.cuh"
 #include "backend/cuda/kernels.h"
 #include "backend/cuda/kv_layout.cuh"
+#include "backend/cuda/launch.cuh"
 #include "backend/cuda/matmul_tensor_core_ptx.cuh"  // cp.async
 
 namespace specserve::cuda::kernels {
@@ -45,6 +46,7 @@ constexpr int kWarps = 4;
 
 __global__ void kv_store_kernel(const KvRow* rows, float* const* ptrs, Geo geo, const float* k, int64_t ldk,
                                 const float* v, int64_t ldv) {
+  pdl_begin();
   const int64_t r = blockIdx.x;
   const KvRow row = rows[r];
   float* block = kv_block_of(row, ptrs);
@@ -79,6 +81,7 @@ template <int DPL, int GT>
 __global__ void __launch_bounds__(kWarps * 32)
     attention_partial_kernel(const KvRow* rows, float* const* ptrs, Geo geo, const float* q, int64_t ldq,
                              int num_heads, float scale, float* part, int max_chunks) {
+  pdl_begin();
   constexpr int HD = 32 * DPL;
   constexpr int kThreads = kWarps * 32;
   extern __shared__ __align__(16) float smem[];
@@ -232,6 +235,7 @@ __global__ void __launch_bounds__(kWarps * 32)
 
 __global__ void attention_combine_kernel(const KvRow* rows, int num_heads, int head_dim, const float* part,
                                          int max_chunks, float* out, int64_t ldo) {
+  pdl_begin();
   const int64_t r = blockIdx.x / num_heads;
   const int h = static_cast<int>(blockIdx.x % num_heads);
   const KvRow row = rows[r];
@@ -263,9 +267,7 @@ void launch_partial(const KvArgs& kv, const float* q, int64_t ldq, int num_heads
     return true;
   }();
   (void)configured;
-  attention_partial_kernel<DPL, GT>
-      <<<dim3(static_cast<unsigned>(kv.R * kv.num_kv_heads), static_cast<unsigned>(max_chunks)), kWarps * 32, smem,
-         stream>>>(kv.rows, kv.ptrs, geo_of(kv), q, ldq, num_heads, scale, part, max_chunks);
+  launch_pdl(attention_partial_kernel<DPL, GT>, dim3(static_cast<unsigned>(kv.R * kv.num_kv_heads), static_cast<unsigned>(max_chunks)), kWarps * 32, smem, stream, kv.rows, kv.ptrs, geo_of(kv), q, ldq, num_heads, scale, part, max_chunks);
   CUDA_CHECK_LAUNCH();
 }
 
@@ -287,7 +289,7 @@ void launch_attention(const KvArgs& kv, const float* q, int64_t ldq, int num_hea
     }
   }
   if (!specialised) launch_partial<DPL, 0>(kv, q, ldq, num_heads, scale, part, max_chunks, stream);
-  attention_combine_kernel<<<static_cast<unsigned>(kv.R * num_heads), HD < 128 ? HD : 128, 0, stream>>>(
+  launch_pdl(attention_combine_kernel, static_cast<unsigned>(kv.R * num_heads), HD < 128 ? HD : 128, 0, stream, 
       kv.rows, num_heads, HD, part, max_chunks, out, ldo);
   CUDA_CHECK_LAUNCH();
 }
@@ -296,7 +298,7 @@ void launch_attention(const KvArgs& kv, const float* q, int64_t ldq, int num_hea
 
 void kv_store(const KvArgs& kv, const float* k, int64_t ldk, const float* v, int64_t ldv, cudaStream_t stream) {
   if (kv.R == 0) return;
-  kv_store_kernel<<<static_cast<unsigned>(kv.R), 128, 0, stream>>>(kv.rows, kv.ptrs, geo_of(kv), k, ldk, v, ldv);
+  launch_pdl(kv_store_kernel, static_cast<unsigned>(kv.R), 128, 0, stream, kv.rows, kv.ptrs, geo_of(kv), k, ldk, v, ldv);
   CUDA_CHECK_LAUNCH();
 }
 

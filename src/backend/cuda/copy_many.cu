@@ -7,12 +7,14 @@
 
 #include "backend/cuda/cuda_check.h"
 #include "backend/cuda/kernels.h"
+#include "backend/cuda/launch.cuh"
 
 namespace specserve::cuda::kernels {
 
 namespace {
 
 __global__ void copy_many_kernel(const CopyRegionDev* regions) {
+  pdl_begin();
   const CopyRegionDev r = regions[blockIdx.y];
   const bool words = ((reinterpret_cast<uintptr_t>(r.dst) | reinterpret_cast<uintptr_t>(r.src) | r.bytes) & 3u) == 0;
   const int64_t stride = int64_t{gridDim.x} * blockDim.x;
@@ -35,7 +37,7 @@ void copy_many(const CopyRegionDev* regions, int64_t count, int64_t max_bytes, c
   const int64_t blocks = std::clamp<int64_t>((max_bytes / 4 + kThreads - 1) / kThreads, 1, 64);
   for (int64_t first = 0; first < count; first += 65535) {
     const auto n = static_cast<unsigned>(std::min<int64_t>(65535, count - first));
-    copy_many_kernel<<<dim3(static_cast<unsigned>(blocks), n), kThreads, 0, stream>>>(regions + first);
+    launch_pdl(copy_many_kernel, dim3(static_cast<unsigned>(blocks), n), kThreads, 0, stream, regions + first);
     CUDA_CHECK_LAUNCH();
   }
 }

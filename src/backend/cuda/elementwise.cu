@@ -5,6 +5,7 @@
 #include "backend/cuda/cuda_check.h"
 #include "backend/cuda/device_math.cuh"
 #include "backend/cuda/kernels.h"
+#include "backend/cuda/launch.cuh"
 
 namespace specserve::cuda::kernels {
 
@@ -15,16 +16,20 @@ constexpr int kThreads = 256;
   for (int64_t i = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; i < (n); i += int64_t{gridDim.x} * blockDim.x)
 
 __global__ void swiglu_kernel(const float* g, const float* u, float* o, int64_t n) {
+  pdl_begin();
   SS_GRID_STRIDE(i, n) o[i] = d_silu(g[i]) * u[i];
 }
 __global__ void add_kernel(float* x, const float* y, int64_t n) {
+  pdl_begin();
   SS_GRID_STRIDE(i, n) x[i] = x[i] + y[i];
 }
 __global__ void mul_sigmoid_kernel(float* x, const float* g, int64_t n) {
+  pdl_begin();
   SS_GRID_STRIDE(i, n) x[i] = x[i] * d_sigmoid(g[i]);
 }
 __global__ void embedding_kernel(const void* table, bool bf16, int64_t width, const int32_t* ids, int64_t n,
                                  float* out) {
+  pdl_begin();
   SS_GRID_STRIDE(t, n * width) {
     const int64_t r = t / width, c = t % width;
     const int64_t src = int64_t{ids[r]} * width + c;
@@ -36,26 +41,26 @@ __global__ void embedding_kernel(const void* table, bool bf16, int64_t width, co
 
 void swiglu(const float* gate, const float* up, float* out, int64_t n, cudaStream_t stream) {
   if (n == 0) return;
-  swiglu_kernel<<<grid_for(n, kThreads), kThreads, 0, stream>>>(gate, up, out, n);
+  launch_pdl(swiglu_kernel, grid_for(n, kThreads), kThreads, 0, stream, gate, up, out, n);
   CUDA_CHECK_LAUNCH();
 }
 
 void add(float* x, const float* y, int64_t n, cudaStream_t stream) {
   if (n == 0) return;
-  add_kernel<<<grid_for(n, kThreads), kThreads, 0, stream>>>(x, y, n);
+  launch_pdl(add_kernel, grid_for(n, kThreads), kThreads, 0, stream, x, y, n);
   CUDA_CHECK_LAUNCH();
 }
 
 void mul_sigmoid(float* x, const float* gate, int64_t n, cudaStream_t stream) {
   if (n == 0) return;
-  mul_sigmoid_kernel<<<grid_for(n, kThreads), kThreads, 0, stream>>>(x, gate, n);
+  launch_pdl(mul_sigmoid_kernel, grid_for(n, kThreads), kThreads, 0, stream, x, gate, n);
   CUDA_CHECK_LAUNCH();
 }
 
 void embedding(const void* table, bool bf16, int64_t width, const int32_t* ids, int64_t n, float* out,
                cudaStream_t stream) {
   if (n == 0 || width == 0) return;
-  embedding_kernel<<<grid_for(n * width, kThreads), kThreads, 0, stream>>>(table, bf16, width, ids, n, out);
+  launch_pdl(embedding_kernel, grid_for(n * width, kThreads), kThreads, 0, stream, table, bf16, width, ids, n, out);
   CUDA_CHECK_LAUNCH();
 }
 

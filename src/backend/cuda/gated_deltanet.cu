@@ -19,6 +19,7 @@
 #include "backend/cuda/cuda_check.h"
 #include "backend/cuda/device_math.cuh"
 #include "backend/cuda/kernels.h"
+#include "backend/cuda/launch.cuh"
 
 namespace specserve::cuda::kernels {
 
@@ -40,6 +41,7 @@ __device__ __forceinline__ float conv_one(const float* x, int64_t ldx, const flo
 
 __global__ void conv_kernel(const float* x, int64_t ldx, const float* window, const float* w, float* out, int64_t ldo,
                             int64_t n, int64_t C, int Kc) {
+  pdl_begin();
   for (int64_t e = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; e < n * C; e += int64_t{gridDim.x} * blockDim.x) {
     const int64_t t = e / C, c = e % C;
     out[t * ldo + c] = conv_one(x, ldx, window, w, t, c, C, Kc);
@@ -49,6 +51,7 @@ __global__ void conv_kernel(const float* x, int64_t ldx, const float* window, co
 // blockIdx.y: the span.
 __global__ void conv_spans_kernel(const float* x, int64_t ldx, const ConvSpanDev* spans, const float* w, float* out,
                                   int64_t ldo, int64_t C, int Kc) {
+  pdl_begin();
   const ConvSpanDev sp = spans[blockIdx.y];
   const float* xs = x + sp.row_begin * ldx;
   float* os = out + sp.row_begin * ldo;
@@ -62,6 +65,7 @@ __global__ void conv_spans_kernel(const float* x, int64_t ldx, const ConvSpanDev
 // One block per row: warps take the 2 Hk q/k heads in turn, then the threads do the Hv gates.
 __global__ void prepare_kernel(float* qkv, int64_t ld, float* a, float* b, const float* a_log, const float* dt_bias,
                                int Hk, int Hv, int dk) {
+  pdl_begin();
   const int64_t r = blockIdx.x;
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, warps = blockDim.x >> 5;
   const float q_scale = 1.0f / sqrtf(static_cast<float>(dk));
@@ -86,6 +90,7 @@ __global__ void prepare_kernel(float* qkv, int64_t ld, float* a, float* b, const
 
 __global__ void __launch_bounds__(1024) rule_kernel(const float* qkv, int64_t ld, const float* g, const float* beta, const GdnSpanDev* spans,
                             int Hk, int Hv, int dk, int dv, float* out, int64_t ldo) {
+  pdl_begin();
   extern __shared__ float smem[];
   const int P = dk / kRowsPerThread;
   float* sq = smem;                 // [dk]
@@ -153,7 +158,7 @@ __global__ void __launch_bounds__(1024) rule_kernel(const float* qkv, int64_t ld
 void causal_conv_silu(const float* x, int64_t ldx, const float* window, const float* w, float* out, int64_t ldo,
                       int64_t n, int64_t C, int Kc, cudaStream_t stream) {
   if (n == 0 || C == 0) return;
-  conv_kernel<<<grid_for(n * C, 256), 256, 0, stream>>>(x, ldx, window, w, out, ldo, n, C, Kc);
+  launch_pdl(conv_kernel, grid_for(n * C, 256), 256, 0, stream, x, ldx, window, w, out, ldo, n, C, Kc);
   CUDA_CHECK_LAUNCH();
 }
 
@@ -163,7 +168,7 @@ void causal_conv_silu_spans(const float* x, int64_t ldx, const ConvSpanDev* span
   if (num_spans == 0 || max_rows == 0 || C == 0) return;
   for (int64_t first = 0; first < num_spans; first += 65535) {
     const auto n = static_cast<unsigned>(num_spans - first < 65535 ? num_spans - first : 65535);
-    conv_spans_kernel<<<dim3(grid_for(max_rows * C, 256), n), 256, 0, stream>>>(x, ldx, spans + first, w, out, ldo, C,
+    launch_pdl(conv_spans_kernel, dim3(grid_for(max_rows * C, 256), n), 256, 0, stream, x, ldx, spans + first, w, out, ldo, C,
                                                                                  Kc);
     CUDA_CHECK_LAUNCH();
   }
@@ -172,7 +177,7 @@ void causal_conv_silu_spans(const float* x, int64_t ldx, const ConvSpanDev* span
 void gdn_prepare(float* qkv, int64_t ld, float* a, float* b, const float* a_log, const float* dt_bias, int64_t R,
                  int Hk, int Hv, int dk, int dv, cudaStream_t stream) {
   if (R == 0) return;
-  prepare_kernel<<<static_cast<unsigned>(R), 256, 0, stream>>>(qkv, ld, a, b, a_log, dt_bias, Hk, Hv, dk);
+  launch_pdl(prepare_kernel, static_cast<unsigned>(R), 256, 0, stream, qkv, ld, a, b, a_log, dt_bias, Hk, Hv, dk);
   CUDA_CHECK_LAUNCH();
 }
 
@@ -185,7 +190,7 @@ void gated_delta_rule(const float* qkv, int64_t ld, const float* g, const float*
   if (num_spans == 0) return;
   const int P = dk / kRowsPerThread;
   const size_t shared = sizeof(float) * (2 * size_t(dk) + dv + 2 * size_t(P) * dv);
-  rule_kernel<<<static_cast<unsigned>(num_spans * Hv), P * dv, shared, stream>>>(qkv, ld, g, beta, spans, Hk, Hv, dk,
+  launch_pdl(rule_kernel, static_cast<unsigned>(num_spans * Hv), P * dv, shared, stream, qkv, ld, g, beta, spans, Hk, Hv, dk,
                                                                                   dv, out, ldo);
   CUDA_CHECK_LAUNCH();
 }

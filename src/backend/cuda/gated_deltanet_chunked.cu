@@ -24,6 +24,7 @@
 
 #include "backend/cuda/cuda_check.h"
 #include "backend/cuda/kernels.h"
+#include "backend/cuda/launch.cuh"
 
 namespace specserve::cuda::kernels {
 
@@ -117,6 +118,7 @@ __device__ __forceinline__ void invert(const float* sA, float* sM, float* X) {
 __global__ void __launch_bounds__(kThreads, 2)
     chunked_kernel(const float* qkv, int64_t ld, const float* g, const float* beta, const GdnChunkSpanDev* spans,
                    int Hk, int Hv, int dk, int dv, float* out, int64_t ldo) {
+  pdl_begin();
   extern __shared__ float smem[];
   float* sA = smem + kOffA;
   float* sM = smem + kOffM;
@@ -346,7 +348,7 @@ void gated_delta_rule_chunked(const float* qkv, int64_t ld, const float* g, cons
   }();
   (void)opted_in;
   const int64_t blocks = num_spans * Hv * ((dv + kT - 1) / kT);
-  chunked_kernel<<<static_cast<unsigned>(blocks), kThreads, kSmemBytes, stream>>>(qkv, ld, g, beta, spans, Hk, Hv,
+  launch_pdl(chunked_kernel, static_cast<unsigned>(blocks), kThreads, kSmemBytes, stream, qkv, ld, g, beta, spans, Hk, Hv,
                                                                                  dk, dv, out, ldo);
   CUDA_CHECK_LAUNCH();
 }

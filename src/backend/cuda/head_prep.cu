@@ -11,12 +11,14 @@
 #include "backend/cuda/kv_layout.cuh"
 #include "backend/cuda/norm_math.cuh"
 #include "backend/cuda/rope_math.cuh"
+#include "backend/cuda/launch.cuh"
 
 namespace specserve::cuda::kernels {
 
 namespace {
 
 __global__ void qk_norm_rope_kv_store_kernel(HeadPrepArgs a, const KvRow* rows, float* const* ptrs, Geo geo) {
+  pdl_begin();
   extern __shared__ float s_head[];  // [head_dim]: the normed head, then rotated
   __shared__ float shared[32];
   const int heads = a.num_heads + geo.num_kv_heads;
@@ -51,8 +53,7 @@ __global__ void qk_norm_rope_kv_store_kernel(HeadPrepArgs a, const KvRow* rows, 
 void qk_norm_rope_kv_store(const HeadPrepArgs& a, const KvArgs& kv, cudaStream_t stream) {
   const int64_t blocks = kv.R * (a.num_heads + kv.num_kv_heads);
   if (blocks == 0) return;
-  qk_norm_rope_kv_store_kernel<<<static_cast<unsigned>(blocks), norm_threads(kv.head_dim),
-                                 static_cast<size_t>(kv.head_dim) * sizeof(float), stream>>>(a, kv.rows, kv.ptrs,
+  launch_pdl(qk_norm_rope_kv_store_kernel, static_cast<unsigned>(blocks), norm_threads(kv.head_dim), static_cast<size_t>(kv.head_dim) * sizeof(float), stream, a, kv.rows, kv.ptrs,
                                                                                               geo_of(kv));
   CUDA_CHECK_LAUNCH();
 }

@@ -20,6 +20,7 @@
 #include "backend/cuda/cuda_check.h"
 #include "backend/cuda/device_math.cuh"
 #include "backend/cuda/kernels.h"
+#include "backend/cuda/launch.cuh"
 
 namespace specserve::cuda::kernels {
 
@@ -68,6 +69,7 @@ __device__ __forceinline__ void load_x(const float* p, int64_t k0, int64_t K, fl
 
 template <int TM, int NC, bool BF16, bool VEC>
 __global__ void __launch_bounds__(kWarps * 32) matmul_kernel(MatmulArgs a) {
+  pdl_begin();
   const int lane = threadIdx.x & 31;
   const int64_t n0 = (int64_t{blockIdx.x} * kWarps + (threadIdx.x >> 5)) * NC;
   if (n0 >= a.N) return;  // whole warp leaves together
@@ -116,9 +118,9 @@ void launch(const MatmulArgs& a, bool vec, cudaStream_t stream) {
   const dim3 grid(static_cast<unsigned>((a.N + cols_per_block - 1) / cols_per_block),
                   static_cast<unsigned>(std::min<int64_t>((a.M + TM - 1) / TM, 65535)));
   if (vec)
-    matmul_kernel<TM, NC, BF16, true><<<grid, kWarps * 32, 0, stream>>>(a);
+    launch_pdl(matmul_kernel<TM, NC, BF16, true>, grid, kWarps * 32, 0, stream, a);
   else
-    matmul_kernel<TM, NC, BF16, false><<<grid, kWarps * 32, 0, stream>>>(a);
+    launch_pdl(matmul_kernel<TM, NC, BF16, false>, grid, kWarps * 32, 0, stream, a);
   CUDA_CHECK_LAUNCH();
 }
 

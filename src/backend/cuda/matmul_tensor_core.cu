@@ -44,6 +44,7 @@
 #include "backend/cuda/matmul_tensor_core.cuh"
 #include "backend/cuda/matmul_tensor_core_ptx.cuh"
 #include "backend/cuda/matmul_tensor_core_xb.cuh"
+#include "backend/cuda/launch.cuh"
 
 namespace specserve::cuda::kernels {
 
@@ -53,6 +54,7 @@ using namespace specserve::cuda::tc;
 
 template <class T>
 __global__ void __launch_bounds__(T::kThreads, T::kMinBlocks) matmul_tc_kernel(const Params p) {
+  pdl_begin();
   extern __shared__ __align__(128) unsigned char smem[];
   const Layout<T> lay{p.a_rows};
   const int tid = static_cast<int>(threadIdx.x), lane = tid & 31, warp = tid >> 5;

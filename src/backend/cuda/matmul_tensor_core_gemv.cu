@@ -13,6 +13,7 @@
 #include <cstdlib>
 
 #include "backend/cuda/kernels.h"
+#include "backend/cuda/launch.cuh"
 #include "backend/cuda/matmul_tensor_core_gemv.cuh"
 #include "backend/cuda/matmul_tensor_core_ptx.cuh"
 #include "backend/cuda/matmul_tensor_core_xb.cuh"
@@ -60,6 +61,12 @@ __global__ void __launch_bounds__(G::kThreads, 2) matmul_tc_gemv_kernel(const Pa
     else
       gemv_load_stage<G>(p, lay, work, warp, n0w, m0, t, lane, cp16_x, cp16_w, st_f32, st_b16);
   };
+
+  // Until here nothing read memory that another kernel writes: the previous kernel may still be running
+  // (launch.cuh). (Prefetching the first weight tiles into L2 meanwhile measured no gain: 2 tiles per
+  // warp the same, 4 and 8 slower; docs/GPU_PERF_NOTES.md, session 6.)
+  pdl_wait();
+  pdl_launch_dependents();
 
   float acc[G::kMaxSlicesPerWarp][2][4] = {};
 #pragma unroll
@@ -125,9 +132,8 @@ void launch_gemv(const Params& p, cudaStream_t stream) {
   (void)configured;
   if (p.nbn * p.nbm > INT_MAX)
     cuda_fail(cudaErrorInvalidConfiguration, "matmul: more CTAs than a grid holds", __FILE__, __LINE__);
-  matmul_tc_gemv_kernel<G><<<static_cast<unsigned>(p.nbn * p.nbm), G::kThreads,
-                             GemvLayout<G>{p.a_rows}.smem_bytes(p.S), stream>>>(p);
-  CUDA_CHECK(cudaGetLastError());
+  launch_pdl(matmul_tc_gemv_kernel<G>, static_cast<unsigned>(p.nbn * p.nbm), G::kThreads,
+             static_cast<size_t>(GemvLayout<G>{p.a_rows}.smem_bytes(p.S)), stream, p);
 }
 
 // Params of one launch (one weight, or up to 4 sharing x, M, K and the split as segments); with Xb

@@ -9,6 +9,7 @@
 
 #include "backend/cuda/cuda_check.h"
 #include "backend/cuda/kernels.h"
+#include "backend/cuda/launch.cuh"
 #include "backend/cuda/matmul_tensor_core.cuh"
 
 namespace specserve::cuda::tc {
@@ -115,7 +116,7 @@ inline void weight_parts(const kernels::MatmulArgs* parts, int count, WeightPart
 }
 
 // Launches kernel<<<grid, threads, smem, stream>>>(p) as clusters of p.S consecutive CTAs (none when
-// S == 1).
+// S == 1), with programmatic dependent launch (launch.cuh: the kernel calls pdl_wait() first).
 template <class Kernel>
 void launch_clusters(Kernel kernel, dim3 grid, int threads, int smem, cudaStream_t stream, const Params& p) {
   cudaLaunchConfig_t cfg = {};
@@ -123,13 +124,13 @@ void launch_clusters(Kernel kernel, dim3 grid, int threads, int smem, cudaStream
   cfg.blockDim = dim3(static_cast<unsigned>(threads));
   cfg.dynamicSmemBytes = static_cast<size_t>(smem);
   cfg.stream = stream;
-  cudaLaunchAttribute attr[1] = {};
+  cudaLaunchAttribute attr[2] = {};
   attr[0].id = cudaLaunchAttributeClusterDimension;
   attr[0].val.clusterDim.x = static_cast<unsigned>(p.S);
   attr[0].val.clusterDim.y = 1;
   attr[0].val.clusterDim.z = 1;
   cfg.attrs = attr;
-  cfg.numAttrs = p.S > 1 ? 1 : 0;
+  cfg.numAttrs = add_pdl_attribute(attr, p.S > 1 ? 1 : 0);
   CUDA_CHECK(cudaLaunchKernelEx(&cfg, kernel, p));
 }
 

@@ -13,6 +13,7 @@
 #include "backend/cuda/kernels.h"
 #include "backend/cuda/matmul_tensor_core_ptx.cuh"
 #include "backend/cuda/matmul_tensor_core_stream.cuh"
+#include "backend/cuda/launch.cuh"
 
 namespace specserve::cuda::kernels {
 
@@ -21,6 +22,7 @@ namespace {
 using namespace specserve::cuda::tc;
 
 __global__ void __launch_bounds__(Stream::kThreads, 8) matmul_tc_stream_kernel(const Params launch) {
+  pdl_begin();
   int64_t block = blockIdx.x / launch.S;
   const Params p = segment_of(launch, block);
   extern __shared__ __align__(128) unsigned char smem[];

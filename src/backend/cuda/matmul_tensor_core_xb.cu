@@ -16,6 +16,7 @@
 #include "backend/cuda/kernels.h"
 #include "backend/cuda/matmul_tensor_core_ptx.cuh"
 #include "backend/cuda/matmul_tensor_core_xb.cuh"
+#include "backend/cuda/launch.cuh"
 
 namespace specserve::cuda::kernels {
 
@@ -25,6 +26,7 @@ using namespace specserve::cuda::tc;
 
 __global__ void __launch_bounds__(256) x_to_bf16_kernel(const float* x, int64_t ldx, int64_t M, int64_t K,
                                                         int64_t pitch, int64_t regs, uint32_t* out) {
+  pdl_begin();
   const int64_t stride = int64_t{gridDim.x} * blockDim.x;
   for (int64_t i = int64_t{blockIdx.x} * blockDim.x + threadIdx.x; i < regs; i += stride)
     out[i] = xb_pair(x, ldx, M, K, pitch, i, [](float lo, float hi) { return pack_bf16x2(lo, hi); });
@@ -55,7 +57,7 @@ const uint16_t* matmul_x_to_bf16(const float* x, int64_t ldx, int64_t M, int64_t
   const int64_t regs = xb_rows(M) * pitch / 2;
   auto* out = static_cast<uint32_t*>(scratch(static_cast<size_t>(regs) * 4, stream));
   const int64_t blocks = ceil_div(regs, 256) < int64_t{1} << 20 ? ceil_div(regs, 256) : int64_t{1} << 20;
-  x_to_bf16_kernel<<<static_cast<unsigned>(blocks), 256, 0, stream>>>(x, ldx, M, K, pitch, regs, out);
+  launch_pdl(x_to_bf16_kernel, static_cast<unsigned>(blocks), 256, 0, stream, x, ldx, M, K, pitch, regs, out);
   CUDA_CHECK_LAUNCH();
   return reinterpret_cast<const uint16_t*>(out);
 }

@@ -8,6 +8,7 @@
 #include "backend/cuda/cuda_check.h"
 #include "backend/cuda/kernels.h"
 #include "backend/cuda/norm_math.cuh"
+#include "backend/cuda/launch.cuh"
 
 namespace specserve::cuda::kernels {
 
@@ -15,6 +16,7 @@ namespace {
 
 __global__ void rms_norm_kernel(const float* x, const float* w, float* y, int64_t groups, int64_t d, int kind,
                                 float eps) {
+  pdl_begin();
   __shared__ float shared[32];
   for (int64_t g = blockIdx.x; g < groups; g += gridDim.x)
     write_normed(x + g * d, w, y + g * d, d, kind, inv_rms(x + g * d, d, eps, shared));
@@ -24,6 +26,7 @@ __global__ void rms_norm_kernel(const float* x, const float* w, float* y, int64_
 // thread that adds an element is the one that squares it, in the same order.
 __global__ void add_rms_norm_kernel(float* x, const float* y, const float* w, float* out, int64_t groups, int64_t d,
                                     int kind, float eps) {
+  pdl_begin();
   __shared__ float shared[32];
   for (int64_t g = blockIdx.x; g < groups; g += gridDim.x) {
     float* xr = x + g * d;
@@ -41,6 +44,7 @@ __global__ void add_rms_norm_kernel(float* x, const float* y, const float* w, fl
 
 __global__ void rms_norm_gated_kernel(const float* x, const float* z, const float* w, float* y, int64_t groups,
                                       int64_t d, float eps) {
+  pdl_begin();
   __shared__ float shared[32];
   for (int64_t g = blockIdx.x; g < groups; g += gridDim.x) {
     const float* xr = x + g * d;
@@ -56,7 +60,7 @@ __global__ void rms_norm_gated_kernel(const float* x, const float* z, const floa
 void rms_norm(const float* x, const float* w, float* y, int64_t groups, int64_t d, int kind, float eps,
               cudaStream_t stream) {
   if (groups == 0) return;
-  rms_norm_kernel<<<static_cast<unsigned>(std::min<int64_t>(groups, 65535)), norm_threads(d), 0, stream>>>(
+  launch_pdl(rms_norm_kernel, static_cast<unsigned>(std::min<int64_t>(groups, 65535)), norm_threads(d), 0, stream, 
       x, w, y, groups, d, kind, eps);
   CUDA_CHECK_LAUNCH();
 }
@@ -64,7 +68,7 @@ void rms_norm(const float* x, const float* w, float* y, int64_t groups, int64_t 
 void add_rms_norm(float* x, const float* y, const float* w, float* out, int64_t groups, int64_t d, int kind, float eps,
                   cudaStream_t stream) {
   if (groups == 0) return;
-  add_rms_norm_kernel<<<static_cast<unsigned>(std::min<int64_t>(groups, 65535)), norm_threads(d), 0, stream>>>(
+  launch_pdl(add_rms_norm_kernel, static_cast<unsigned>(std::min<int64_t>(groups, 65535)), norm_threads(d), 0, stream, 
       x, y, w, out, groups, d, kind, eps);
   CUDA_CHECK_LAUNCH();
 }
@@ -72,7 +76,7 @@ void add_rms_norm(float* x, const float* y, const float* w, float* out, int64_t 
 void rms_norm_gated(const float* x, const float* z, const float* w, float* y, int64_t groups, int64_t d, float eps,
                     cudaStream_t stream) {
   if (groups == 0) return;
-  rms_norm_gated_kernel<<<static_cast<unsigned>(std::min<int64_t>(groups, 65535)), norm_threads(d), 0, stream>>>(
+  launch_pdl(rms_norm_gated_kernel, static_cast<unsigned>(std::min<int64_t>(groups, 65535)), norm_threads(d), 0, stream, 
       x, z, w, y, groups, d, eps);
   CUDA_CHECK_LAUNCH();
 }

@@ -7,12 +7,14 @@
 #include "backend/cuda/device_math.cuh"
 #include "backend/cuda/kernels.h"
 #include "backend/cuda/rope_math.cuh"
+#include "backend/cuda/launch.cuh"
 
 namespace specserve::cuda::kernels {
 
 namespace {
 __global__ void rope_kernel(float* x, int64_t rows, int64_t ld, int heads, int head_dim, int half,
                             const float* inv_freq, const int32_t* positions) {
+  pdl_begin();
   const int64_t total = rows * heads * half;
   for (int64_t t = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; t < total; t += int64_t{gridDim.x} * blockDim.x) {
     const int i = static_cast<int>(t % half);
@@ -28,7 +30,7 @@ void rope(float* x, int64_t rows, int64_t ld, int heads, int head_dim, int rot_d
           const int32_t* positions, cudaStream_t stream) {
   const int64_t total = rows * heads * (rot_dim / 2);
   if (total == 0) return;
-  rope_kernel<<<grid_for(total, 256), 256, 0, stream>>>(x, rows, ld, heads, head_dim, rot_dim / 2, inv_freq,
+  launch_pdl(rope_kernel, grid_for(total, 256), 256, 0, stream, x, rows, ld, heads, head_dim, rot_dim / 2, inv_freq,
                                                          positions);
   CUDA_CHECK_LAUNCH();
 }

@@ -1,0 +1,67 @@
+#pragma once
+// Kernel launches with programmatic dependent launch (PDL, sm_90).
+//
+// A kernel launched by launch_pdl() may be scheduled while the kernel before it in the stream is still
+// running: its CTAs become resident, do the prologue that reads nothing another kernel writes (offsets,
+// an L2 prefetch of weights), and then pdl_wait() holds them until the previous grid has completed and
+// its memory is visible. pdl_launch_dependents() then lets the next launch be scheduled in turn.
+//
+// The rule that keeps this correct: every kernel launched with launch_pdl() (or launch_clusters)
+// executes pdl_wait() in every CTA before it touches memory another kernel writes, and before it exits.
+// Then a grid completes only after its predecessor did, so completion stays ordered along the stream
+// (a kernel sees every earlier launch complete, not just the one before it). Kernels launched plainly
+// (<<<>>>) wait for the previous grid as always; in them pdl_wait() returns at once.
+//
+// Only the timing changes: every result's bits are those of plain launches. SPECSERVE_PDL=0 launches
+// plainly (a benchmark knob for A/B runs, read once per process).
+#include <cuda_runtime.h>
+
+#include <cstdlib>
+#include <utility>
+
+#include "backend/cuda/cuda_check.h"
+
+namespace specserve::cuda {
+
+// Blocks until the previous grid in the stream has completed and its writes are visible.
+__device__ __forceinline__ void pdl_wait() { asm volatile("griddepcontrol.wait;" ::: "memory"); }
+// Lets the next PDL launch in the stream be scheduled (it still waits for this grid in its pdl_wait()).
+__device__ __forceinline__ void pdl_launch_dependents() { asm volatile("griddepcontrol.launch_dependents;" ::: "memory"); }
+// The start of a kernel with no independent prologue.
+__device__ __forceinline__ void pdl_begin() {
+  pdl_wait();
+  pdl_launch_dependents();
+}
+
+inline bool pdl_enabled() {
+  static const bool on = [] {
+    const char* v = std::getenv("SPECSERVE_PDL");
+    return v == nullptr || std::atoi(v) != 0;
+  }();
+  return on;
+}
+
+// The PDL attribute for a launch config (attrs must have room for it); returns the attribute count.
+inline unsigned add_pdl_attribute(cudaLaunchAttribute* attrs, unsigned count) {
+  if (!pdl_enabled()) return count;
+  attrs[count].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+  attrs[count].val.programmaticStreamSerializationAllowed = 1;
+  return count + 1;
+}
+
+// kernel<<<grid, block, smem, stream>>>(args...) with the PDL attribute. The kernel must follow the
+// rule above.
+template <class... Params, class... Args>
+void launch_pdl(void (*kernel)(Params...), dim3 grid, dim3 block, size_t smem, cudaStream_t stream, Args&&... args) {
+  cudaLaunchConfig_t cfg = {};
+  cfg.gridDim = grid;
+  cfg.blockDim = block;
+  cfg.dynamicSmemBytes = smem;
+  cfg.stream = stream;
+  cudaLaunchAttribute attrs[1] = {};
+  cfg.attrs = attrs;
+  cfg.numAttrs = add_pdl_attribute(attrs, 0);
+  CUDA_CHECK(cudaLaunchKernelEx(&cfg, kernel, std::forward<Args>(args)...));
+}
+
+}  // namespace specserve::cuda
