@@ -285,6 +285,10 @@ TEST_F(Gpu, ArgmaxAgreesWithCpu) {
   x[size_t(2 * W + n + 3)] = 1e30f;  // past n: ignored
   for (int64_t i = 0; i < W; ++i) x[size_t(3 * W + i)] = i % 2 ? -INFINITY : NAN;  // nothing finite
   x[size_t(4 * W + W - 1 - 36)] = 99.0f;  // the maximum in the last columns before n
+  x[size_t(6 * W + 140000)] = 50.0f;       // a tie between two of the device's parts: the lower index
+  x[size_t(6 * W + 10)] = 50.0f;
+  x[size_t(7 * W + 4095)] = 60.0f;  // the same value at the end of one part and the start of the next
+  x[size_t(7 * W + 4096)] = 60.0f;
   std::vector<int32_t> cpu(static_cast<size_t>(R)), gpu(static_cast<size_t>(R), 12345);
   cpu_ops().argmax(host_view(x.data(), DType::F32, {R, W}), n, cpu);
   DeviceBuffer d = DeviceBuffer::from(x);
@@ -292,6 +296,14 @@ TEST_F(Gpu, ArgmaxAgreesWithCpu) {
   EXPECT_EQ(gpu, cpu);
   EXPECT_EQ(cpu[3], -1);
   EXPECT_EQ(cpu[1], 77);
+  EXPECT_EQ(cpu[6], 10);
+  EXPECT_EQ(cpu[7], 4095);
+  // Short rows (one part) and a width just past a part.
+  for (int64_t m : {int64_t{1}, int64_t{100}, int64_t{4097}}) {
+    cpu_ops().argmax(host_view(x.data(), DType::F32, {R, W}), m, cpu);
+    cuda_ops().argmax(dev_view(d, DType::F32, {R, W}), m, gpu);
+    EXPECT_EQ(gpu, cpu) << m;
+  }
 }
 
 }  // namespace

@@ -222,7 +222,9 @@ class CudaOps final : public Ops {
     if (out.empty()) return;
     const Memory& mem = cuda_memory();
     Buffer ids(mem, out.size_bytes());
-    k::argmax(x.as<const float>(), x.strides[0], x.dim(0), n, static_cast<int32_t*>(ids.data()), cuda::cuda_stream());
+    Buffer scratch(mem, static_cast<size_t>(k::argmax_scratch_bytes(x.dim(0), n)));
+    k::argmax(x.as<const float>(), x.strides[0], x.dim(0), n, static_cast<int32_t*>(ids.data()), scratch.data(),
+              cuda::cuda_stream());
     mem.download(out.data(), ids.data(), out.size_bytes());
   }
 

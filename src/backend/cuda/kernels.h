@@ -72,7 +72,9 @@ void add(float* x, const float* y, int64_t n, cudaStream_t stream);
 // Memory::fill_uniform (synthetic_fill.cu): f32 or bf16 elements from backend/synthetic_fill.h.
 void fill_uniform(void* dst, bool bf16, int64_t n, uint64_t seed, float lo, float hi, cudaStream_t stream);
 // out[r] = the lowest index of row r's maximum over its first n entries (argmax.cu; ops.h argmax).
-void argmax(const float* x, int64_t ld, int64_t rows, int64_t n, int32_t* out, cudaStream_t stream);
+// scratch: argmax_scratch_bytes(rows, n) bytes of device memory.
+int64_t argmax_scratch_bytes(int64_t rows, int64_t n);
+void argmax(const float* x, int64_t ld, int64_t rows, int64_t n, int32_t* out, void* scratch, cudaStream_t stream);
 void mul_sigmoid(float* x, const float* gate, int64_t n, cudaStream_t stream);
 // out[r, :] = table[ids[r], :]; table f32 or bf16 [*, width] contiguous; ids a device array.
 void embedding(const void* table, bool bf16, int64_t width, const int32_t* ids, int64_t n, float* out,
