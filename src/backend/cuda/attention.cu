@@ -267,7 +267,9 @@ void launch_partial(const KvArgs& kv, const float* q, int64_t ldq, int num_heads
     return true;
   }();
   (void)configured;
-  launch_pdl(attention_partial_kernel<DPL, GT>, dim3(static_cast<unsigned>(kv.R * kv.num_kv_heads), static_cast<unsigned>(max_chunks)), kWarps * 32, smem, stream, kv.rows, kv.ptrs, geo_of(kv), q, ldq, num_heads, scale, part, max_chunks);
+  launch_pdl(attention_partial_kernel<DPL, GT>,
+             dim3(static_cast<unsigned>(kv.R * kv.num_kv_heads), static_cast<unsigned>(max_chunks)), kWarps * 32, smem,
+             stream, kv.rows, kv.ptrs, geo_of(kv), q, ldq, num_heads, scale, part, max_chunks);
   CUDA_CHECK_LAUNCH();
 }
 
@@ -289,8 +291,8 @@ void launch_attention(const KvArgs& kv, const float* q, int64_t ldq, int num_hea
     }
   }
   if (!specialised) launch_partial<DPL, 0>(kv, q, ldq, num_heads, scale, part, max_chunks, stream);
-  launch_pdl(attention_combine_kernel, static_cast<unsigned>(kv.R * num_heads), HD < 128 ? HD : 128, 0, stream, 
-      kv.rows, num_heads, HD, part, max_chunks, out, ldo);
+  launch_pdl(attention_combine_kernel, static_cast<unsigned>(kv.R * num_heads), HD < 128 ? HD : 128, 0, stream, kv.rows,
+             num_heads, HD, part, max_chunks, out, ldo);
   CUDA_CHECK_LAUNCH();
 }
 
@@ -298,7 +300,8 @@ void launch_attention(const KvArgs& kv, const float* q, int64_t ldq, int num_hea
 
 void kv_store(const KvArgs& kv, const float* k, int64_t ldk, const float* v, int64_t ldv, cudaStream_t stream) {
   if (kv.R == 0) return;
-  launch_pdl(kv_store_kernel, static_cast<unsigned>(kv.R), 128, 0, stream, kv.rows, kv.ptrs, geo_of(kv), k, ldk, v, ldv);
+  launch_pdl(kv_store_kernel, static_cast<unsigned>(kv.R), 128, 0, stream, kv.rows, kv.ptrs, geo_of(kv), k, ldk, v,
+             ldv);
   CUDA_CHECK_LAUNCH();
 }
 

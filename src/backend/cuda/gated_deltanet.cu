@@ -168,8 +168,8 @@ void causal_conv_silu_spans(const float* x, int64_t ldx, const ConvSpanDev* span
   if (num_spans == 0 || max_rows == 0 || C == 0) return;
   for (int64_t first = 0; first < num_spans; first += 65535) {
     const auto n = static_cast<unsigned>(num_spans - first < 65535 ? num_spans - first : 65535);
-    launch_pdl(conv_spans_kernel, dim3(grid_for(max_rows * C, 256), n), 256, 0, stream, x, ldx, spans + first, w, out, ldo, C,
-                                                                                 Kc);
+    launch_pdl(conv_spans_kernel, dim3(grid_for(max_rows * C, 256), n), 256, 0, stream, x, ldx, spans + first, w, out,
+               ldo, C, Kc);
     CUDA_CHECK_LAUNCH();
   }
 }
@@ -190,8 +190,8 @@ void gated_delta_rule(const float* qkv, int64_t ld, const float* g, const float*
   if (num_spans == 0) return;
   const int P = dk / kRowsPerThread;
   const size_t shared = sizeof(float) * (2 * size_t(dk) + dv + 2 * size_t(P) * dv);
-  launch_pdl(rule_kernel, static_cast<unsigned>(num_spans * Hv), P * dv, shared, stream, qkv, ld, g, beta, spans, Hk, Hv, dk,
-                                                                                  dv, out, ldo);
+  launch_pdl(rule_kernel, static_cast<unsigned>(num_spans * Hv), P * dv, shared, stream, qkv, ld, g, beta, spans, Hk,
+             Hv, dk, dv, out, ldo);
   CUDA_CHECK_LAUNCH();
 }
 

@@ -348,8 +348,8 @@ void gated_delta_rule_chunked(const float* qkv, int64_t ld, const float* g, cons
   }();
   (void)opted_in;
   const int64_t blocks = num_spans * Hv * ((dv + kT - 1) / kT);
-  launch_pdl(chunked_kernel, static_cast<unsigned>(blocks), kThreads, kSmemBytes, stream, qkv, ld, g, beta, spans, Hk, Hv,
-                                                                                 dk, dv, out, ldo);
+  launch_pdl(chunked_kernel, static_cast<unsigned>(blocks), kThreads, kSmemBytes, stream, qkv, ld, g, beta, spans, Hk,
+             Hv, dk, dv, out, ldo);
   CUDA_CHECK_LAUNCH();
 }
 

@@ -53,8 +53,8 @@ __global__ void qk_norm_rope_kv_store_kernel(HeadPrepArgs a, const KvRow* rows, 
 void qk_norm_rope_kv_store(const HeadPrepArgs& a, const KvArgs& kv, cudaStream_t stream) {
   const int64_t blocks = kv.R * (a.num_heads + kv.num_kv_heads);
   if (blocks == 0) return;
-  launch_pdl(qk_norm_rope_kv_store_kernel, static_cast<unsigned>(blocks), norm_threads(kv.head_dim), static_cast<size_t>(kv.head_dim) * sizeof(float), stream, a, kv.rows, kv.ptrs,
-                                                                                              geo_of(kv));
+  launch_pdl(qk_norm_rope_kv_store_kernel, static_cast<unsigned>(blocks), norm_threads(kv.head_dim),
+             static_cast<size_t>(kv.head_dim) * sizeof(float), stream, a, kv.rows, kv.ptrs, geo_of(kv));
   CUDA_CHECK_LAUNCH();
 }
 

@@ -26,7 +26,9 @@ namespace specserve::cuda {
 // Blocks until the previous grid in the stream has completed and its writes are visible.
 __device__ __forceinline__ void pdl_wait() { asm volatile("griddepcontrol.wait;" ::: "memory"); }
 // Lets the next PDL launch in the stream be scheduled (it still waits for this grid in its pdl_wait()).
-__device__ __forceinline__ void pdl_launch_dependents() { asm volatile("griddepcontrol.launch_dependents;" ::: "memory"); }
+__device__ __forceinline__ void pdl_launch_dependents() {
+  asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
+}
 // The start of a kernel with no independent prologue.
 __device__ __forceinline__ void pdl_begin() {
   pdl_wait();

@@ -60,24 +60,24 @@ __global__ void rms_norm_gated_kernel(const float* x, const float* z, const floa
 void rms_norm(const float* x, const float* w, float* y, int64_t groups, int64_t d, int kind, float eps,
               cudaStream_t stream) {
   if (groups == 0) return;
-  launch_pdl(rms_norm_kernel, static_cast<unsigned>(std::min<int64_t>(groups, 65535)), norm_threads(d), 0, stream, 
-      x, w, y, groups, d, kind, eps);
+  launch_pdl(rms_norm_kernel, static_cast<unsigned>(std::min<int64_t>(groups, 65535)), norm_threads(d), 0, stream, x, w,
+             y, groups, d, kind, eps);
   CUDA_CHECK_LAUNCH();
 }
 
 void add_rms_norm(float* x, const float* y, const float* w, float* out, int64_t groups, int64_t d, int kind, float eps,
                   cudaStream_t stream) {
   if (groups == 0) return;
-  launch_pdl(add_rms_norm_kernel, static_cast<unsigned>(std::min<int64_t>(groups, 65535)), norm_threads(d), 0, stream, 
-      x, y, w, out, groups, d, kind, eps);
+  launch_pdl(add_rms_norm_kernel, static_cast<unsigned>(std::min<int64_t>(groups, 65535)), norm_threads(d), 0, stream,
+             x, y, w, out, groups, d, kind, eps);
   CUDA_CHECK_LAUNCH();
 }
 
 void rms_norm_gated(const float* x, const float* z, const float* w, float* y, int64_t groups, int64_t d, float eps,
                     cudaStream_t stream) {
   if (groups == 0) return;
-  launch_pdl(rms_norm_gated_kernel, static_cast<unsigned>(std::min<int64_t>(groups, 65535)), norm_threads(d), 0, stream, 
-      x, z, w, y, groups, d, eps);
+  launch_pdl(rms_norm_gated_kernel, static_cast<unsigned>(std::min<int64_t>(groups, 65535)), norm_threads(d), 0, stream,
+             x, z, w, y, groups, d, eps);
   CUDA_CHECK_LAUNCH();
 }
 

@@ -31,7 +31,7 @@ void rope(float* x, int64_t rows, int64_t ld, int heads, int head_dim, int rot_d
   const int64_t total = rows * heads * (rot_dim / 2);
   if (total == 0) return;
   launch_pdl(rope_kernel, grid_for(total, 256), 256, 0, stream, x, rows, ld, heads, head_dim, rot_dim / 2, inv_freq,
-                                                         positions);
+             positions);
   CUDA_CHECK_LAUNCH();
 }
 
