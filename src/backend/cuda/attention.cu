@@ -23,6 +23,7 @@
 #include <cuda_runtime.h>
 
 #include <cmath>
+#include <cstdlib>
 
 #include "backend/cuda/attention_chunking.cuh"
 #include "backend/cuda/cuda_check.h"
@@ -63,11 +64,12 @@ using attn::kTileKeys;
 constexpr int kMaxGroup = 16;  // query heads per KV head
 
 // Dynamic shared memory of the partial kernel (floats): q [G][HD], p [G][kTileKeys], m, l and the
-// rescale factor [G], then (with_tile) the tile's keys and values [2][kTileKeys][HD].
-// The tile starts on a 16-byte boundary (cp.async destinations).
-__host__ __device__ inline int attention_smem_floats(int G, int HD, bool with_tile) {
+// rescale factor [G], then `tiles` buffers of [kTileKeys][HD]: the tile's keys and values (2), or one
+// buffer that takes the keys and then the values (1), or none (0: the offset of the first buffer).
+// The buffers start on a 16-byte boundary (cp.async destinations).
+__host__ __device__ inline int attention_smem_floats(int G, int HD, int tiles) {
   const int head = (G * HD + G * kTileKeys + 3 * G + 3) / 4 * 4;
-  return head + (with_tile ? 2 * kTileKeys * HD : 0);
+  return head + tiles * kTileKeys * HD;
 }
 
 // Scratch record of one (row, query head, chunk): acc[HD], then m, then l.
@@ -77,7 +79,10 @@ __host__ __device__ inline int64_t partial_floats(int head_dim) { return int64_t
 // compile time (4: Qwen3, 6: the 27B shapes, 8), else 0 and the loops run to kMaxGroup under a
 // g < G guard: the same arithmetic in the same order, but each guarded iteration still costs its
 // instructions, and the kernel is issue-bound (ncu: 11k instructions per warp at G = 4 before).
-template <int DPL, int GT>
+// SeqKV: the tile's values are copied into the keys' buffer once the scores are done (half the shared
+// memory, so twice the CTAs per SM for launches of several waves); otherwise they have their own buffer
+// and land while the scores run. Only the copy schedule differs: the same arithmetic, the same bits.
+template <int DPL, int GT, bool SeqKV>
 __global__ void __launch_bounds__(kWarps * 32)
     attention_partial_kernel(const KvRow* rows, float* const* ptrs, Geo geo, const float* q, int64_t ldq,
                              int num_heads, float scale, float* part, int max_chunks) {
@@ -92,8 +97,8 @@ __global__ void __launch_bounds__(kWarps * 32)
   float* s_m = s_p + G * kTileKeys;        // [G] running max
   float* s_l = s_m + G;                    // [G] running sum
   float* s_corr = s_l + G;                 // [G] this tile's rescale factor
-  float* s_k = s_q + attention_smem_floats(G, HD, false);  // [kTileKeys][HD] the tile's keys
-  float* s_v = s_k + kTileKeys * HD;                       // [kTileKeys][HD] and values
+  float* s_k = s_q + attention_smem_floats(G, HD, 0);  // [kTileKeys][HD] the tile's keys
+  float* s_v = SeqKV ? s_k : s_k + kTileKeys * HD;      // [kTileKeys][HD] and values
 
   const int64_t r = blockIdx.x / geo.num_kv_heads;
   const int kvh = static_cast<int>(blockIdx.x % geo.num_kv_heads);
@@ -133,17 +138,24 @@ __global__ void __launch_bounds__(kWarps * 32)
     const int64_t blk_last = (w0 + t0 + nk - 1) / kBlockSize;
     if (tid <= blk_last - blk0) s_blk[tid] = table[blk0 + tid];
     __syncthreads();
-    // The tile's keys, then its values, into shared memory (two groups: the values land meanwhile).
-    constexpr int kPieces = HD / 4;
-    for (int which = 0; which < 2; ++which) {
+    // The tile's keys, then its values, into shared memory (two groups: the values land meanwhile; with
+    // SeqKV they are copied after the scores, into the keys' buffer).
+    auto copy_tile = [&](int which) {
+      constexpr int kPieces = HD / 4;
       for (int e = tid; e < nk * kPieces; e += kThreads) {
         const int kk = e / kPieces, piece = e % kPieces;
         float* dst = (which ? s_v : s_k) + kk * HD + 4 * piece;
         cp_async_ca(smem_addr(dst), key_ptr(t0 + kk, which) + 4 * piece, 16);
       }
       cp_async_commit();
+    };
+    copy_tile(0);
+    if constexpr (!SeqKV) {
+      copy_tile(1);
+      cp_async_wait<1>();  // this thread's key pieces
+    } else {
+      cp_async_wait_all();
     }
-    cp_async_wait<1>();  // this thread's key pieces
     __syncthreads();
     // Scores: thread t takes key t % kTileKeys and query heads t / kTileKeys, + kThreads / kTileKeys, ...
     {
@@ -172,6 +184,7 @@ __global__ void __launch_bounds__(kWarps * 32)
       }
     }
     __syncthreads();
+    if constexpr (SeqKV) copy_tile(1);  // every thread is done with the keys
     // Softmax bookkeeping: warp w takes query heads w, w + kWarps, ...; lane holds keys lane, lane + 32.
     for (int g = warp; g < G; g += kWarps) {
       float* sp = s_p + g * kTileKeys;
@@ -255,22 +268,62 @@ __global__ void attention_combine_kernel(const KvRow* rows, int num_heads, int h
   }
 }
 
+// SPECSERVE_ATTN_SEQ_KV: -1 (default) picks per launch, 0 never uses the SeqKV kernel, 1 always (a
+// benchmark knob, read once; the bits are the same either way).
+int seq_kv_knob() {
+  static const int v = [] {
+    const char* e = std::getenv("SPECSERVE_ATTN_SEQ_KV");
+    return e ? std::atoi(e) : -1;
+  }();
+  return v;
+}
+
+int multiprocessors() {
+  static const int sms = [] {
+    int device = 0, n = 0;
+    CUDA_CHECK(cudaGetDevice(&device));
+    CUDA_CHECK(cudaDeviceGetAttribute(&n, cudaDevAttrMultiProcessorCount, device));
+    return n;
+  }();
+  return sms;
+}
+
+template <int DPL, int GT, bool SeqKV>
+void launch_partial_kernel(const KvArgs& kv, const float* q, int64_t ldq, int num_heads, float scale, float* part,
+                           int max_chunks, size_t smem, cudaStream_t stream) {
+  launch_pdl(attention_partial_kernel<DPL, GT, SeqKV>,
+             dim3(static_cast<unsigned>(kv.R * kv.num_kv_heads), static_cast<unsigned>(max_chunks)), kWarps * 32, smem,
+             stream, kv.rows, kv.ptrs, geo_of(kv), q, ldq, num_heads, scale, part, max_chunks);
+  CUDA_CHECK_LAUNCH();
+}
+
+// The SeqKV kernel when the launch needs more than one wave of the overlapped one (16 verify rows of
+// the 8B: 1,152 CTAs against 3 per SM), else the overlapped kernel.
 template <int DPL, int GT>
 void launch_partial(const KvArgs& kv, const float* q, int64_t ldq, int num_heads, float scale, float* part,
                     int max_chunks, cudaStream_t stream) {
   constexpr int HD = 32 * DPL;
   const int G = num_heads / kv.num_kv_heads;
-  const size_t smem = sizeof(float) * static_cast<size_t>(attention_smem_floats(G, HD, true));
   static const bool configured = [] {
-    CUDA_CHECK(cudaFuncSetAttribute(attention_partial_kernel<DPL, GT>, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                    static_cast<int>(sizeof(float) * attention_smem_floats(kMaxGroup, HD, true))));
+    for (const auto kernel : {attention_partial_kernel<DPL, GT, false>, attention_partial_kernel<DPL, GT, true>})
+      CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                      static_cast<int>(sizeof(float) * attention_smem_floats(kMaxGroup, HD, 2))));
     return true;
   }();
   (void)configured;
-  launch_pdl(attention_partial_kernel<DPL, GT>,
-             dim3(static_cast<unsigned>(kv.R * kv.num_kv_heads), static_cast<unsigned>(max_chunks)), kWarps * 32, smem,
-             stream, kv.rows, kv.ptrs, geo_of(kv), q, ldq, num_heads, scale, part, max_chunks);
-  CUDA_CHECK_LAUNCH();
+  const size_t smem2 = sizeof(float) * static_cast<size_t>(attention_smem_floats(G, HD, 2));
+  bool seq = seq_kv_knob() == 1;
+  if (seq_kv_knob() < 0) {
+    int per_sm = 0;
+    CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, attention_partial_kernel<DPL, GT, false>,
+                                                             kWarps * 32, smem2));
+    seq = kv.R * kv.num_kv_heads * max_chunks > int64_t{per_sm} * multiprocessors();
+  }
+  if (seq)
+    launch_partial_kernel<DPL, GT, true>(kv, q, ldq, num_heads, scale, part, max_chunks,
+                                         sizeof(float) * static_cast<size_t>(attention_smem_floats(G, HD, 1)), stream);
+  else
+    launch_partial_kernel<DPL, GT, false>(kv, q, ldq, num_heads, scale, part, max_chunks, smem2, stream);
 }
 
 template <int DPL>
