@@ -14,12 +14,15 @@
 //      distinct banks; times scale), the tile max, the running max m and the rescale factor,
 //      p = exp(s - m), the tile's sum of p (two keys per lane, then warp_sum) added to the running sum
 //      l, and the weighted V sum in increasing key order with fmaf. The keys are copied first and the
-//      values after them (two cp.async groups), so the values land while the scores are computed.
+//      values after them (two cp.async groups), so the values land while the scores are computed;
+//      a launch of more than one wave instead copies the values into the keys' buffer after the scores
+//      (the SeqKV kernel: half the shared memory, twice the CTAs per SM, the same arithmetic).
 //      The chunk's (m, l, acc) go to a scratch row.
 //   2. attention_combine_kernel: one block per (row, query head) merges the row's chunks in chunk
 //      order: M = max m_c, L = sum l_c e^(m_c - M), out = (sum acc_c e^(m_c - M)) / L.
-// Every choice depends only on the row's own window, so a row gives the same bits alone (a decode)
-// or inside any batch (an extend, other sequences' rows).
+// Every choice of arithmetic depends only on the row's own window (the kernel variant depends on the
+// launch, its arithmetic does not), so a row gives the same bits alone (a decode) or inside any batch
+// (an extend, other sequences' rows).
 #include <cuda_runtime.h>
 
 #include <cmath>

@@ -31,7 +31,7 @@ inline Geo geo_of(const KvArgs& kv) {
   return g;
 }
 
-// The block and slot that hold a row's position.
+// The KV block that holds a row's position (its slot is position % kBlockSize).
 __device__ __forceinline__ float* kv_block_of(const KvRow& row, float* const* ptrs) {
   return ptrs[row.table + row.position / kBlockSize];
 }
