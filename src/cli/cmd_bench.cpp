@@ -162,6 +162,8 @@ void register_bench(CLI::App& app, CommandRunner& run) {
                   "Send token-id prompts: this id pattern repeated to --prompt-words ids (synthetic-vocabulary models)")
       ->delimiter(',');
   cmd->add_option("--gamma", a->spec.engine.gamma, "Draft tokens per verify (with --draft)");
+  cmd->add_option("--spec-max-batch", a->spec.engine.spec_max_batch,
+                  "Speculate only while at most N sequences decode (with --draft; 0 = always)");
   cmd->add_option_function<std::string>(
       "--draft-sampling", [a](const std::string& v) { a->spec.draft_sampling = spec::parse_draft_sampling(v); },
       "argmax or sample (with --draft)");

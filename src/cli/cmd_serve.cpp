@@ -120,6 +120,10 @@ void register_serve(CLI::App& app, CommandRunner& run) {
   cmd->add_option("--prefill-chunk", s.engine.prefill_chunk, "Prefill chunk length (multiple of 64)")->capture_default_str();
   cmd->add_option("--gamma", s.engine.gamma, "Draft tokens per verify (with --draft; 0 = the drafter's block size - 1)")
       ->capture_default_str();
+  cmd->add_option("--spec-max-batch", s.engine.spec_max_batch,
+                  "Speculate only while at most N sequences decode; above it plain decode steps, same outputs (0 = always)")
+      ->check(CLI::NonNegativeNumber)
+      ->capture_default_str();
   cmd->add_option_function<std::string>(
       "--draft-sampling", [&s](const std::string& v) { s.draft_sampling = spec::parse_draft_sampling(v); },
       "argmax (default: bit-identical to plain decoding) or sample (min(1,p/q) acceptance: distribution-exact)");

@@ -243,8 +243,11 @@ void Engine::step() {
     s.emit(picked, logprobs, token_text_, metrics_);
   }
 
-  // 9. One batched drafter propose for every speculating sequence, for the next step's verify.
-  if (proposer_) {
+  // 9. One batched drafter propose for every speculating sequence, for the next step's verify —
+  //    unless more sequences decode than options_.spec_max_batch: then the next step is a plain decode.
+  if (proposer_ && speculation_paused()) {
+    metrics_.spec_paused_steps.fetch_add(1, std::memory_order_relaxed);
+  } else if (proposer_) {
     std::vector<ProposeItem> items;
     for (auto& sp : running_) {
       Sequence& s = *sp;
@@ -268,6 +271,14 @@ void Engine::step() {
     }
   }
   retire_finished();
+}
+
+bool Engine::speculation_paused() const {
+  if (options_.spec_max_batch <= 0) return false;
+  int decoding = 0;
+  for (const auto& sp : running_)
+    if (!sp->finished() && !sp->prefilling() && sp->pending) ++decoding;
+  return decoding > options_.spec_max_batch;
 }
 
 bool Engine::picks_on_backend(const Sequence& s) const {

@@ -65,6 +65,8 @@ class Engine {
   // sampler picks the raw argmax and its drafts (if any) are point masses judged by sample-match.
   // The rows then need not leave the device (design.md §1: still exactly pick()'s tokens).
   bool picks_on_backend(const Sequence& s) const;
+  // More sequences decode than options_.spec_max_batch allows to speculate.
+  bool speculation_paused() const;
 
   TargetModel& model_;
   EngineOptions options_;

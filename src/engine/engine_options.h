@@ -16,6 +16,11 @@ struct EngineOptions {
   int prefill_chunk = 256;
   int64_t kv_blocks = 0;     // KV-cache budget in blocks of 16 positions (set by the loader)
   int gamma = 0;             // drafts per verify (0: no speculation)
+  // Speculate only while at most this many sequences decode (0: always). Above it a step's verify rows
+  // cost more than the drafts save (on an H200 at 16 sequences a 16-row verify per sequence makes
+  // DFlash slower than plain decoding: docs/BENCHMARKS.md), so the engine proposes no drafts and the
+  // next step is a plain decode; outputs are the same either way (drafts never change them).
+  int spec_max_batch = 0;
   // How drafts are judged (engine/acceptance.h); raw-argmax is NOT lossless (comparison only).
   VerifyMode verify_mode = VerifyMode::SampleMatch;
   // Token ids at or above this are lm_head padding, never sampled (the tokenizer's size; 0 = all).

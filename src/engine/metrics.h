@@ -66,6 +66,7 @@ struct EngineMetrics {
   std::atomic<uint64_t> spec_num_draft_tokens{0};   // draft tokens proposed
   std::atomic<uint64_t> spec_num_accepted_tokens{0};
   std::array<std::atomic<uint64_t>, kMaxDraftPositions> spec_accepted_per_pos{};  // accepted at draft index i
+  std::atomic<uint64_t> spec_paused_steps{0};  // steps that proposed no drafts (EngineOptions::spec_max_batch)
 
   void record_spec_round(int num_drafts_proposed, int num_accepted);
 };

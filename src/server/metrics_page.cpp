@@ -53,6 +53,9 @@ std::string render_metrics_page(const engine::EngineMetrics* m, const HttpCounte
             load(m->spec_num_drafts));
   w.counter(p + "spec_decode_num_draft_tokens_total", "Draft tokens proposed", load(m->spec_num_draft_tokens));
   w.counter(p + "spec_decode_num_accepted_tokens_total", "Draft tokens accepted", load(m->spec_num_accepted_tokens));
+  w.counter(p + "spec_decode_paused_steps_total",
+            "Steps that proposed no drafts because more sequences decoded than --spec-max-batch",
+            load(m->spec_paused_steps));
   w.family(p + "spec_decode_num_accepted_tokens_per_pos_total", "counter", "Draft tokens accepted at each draft position");
   for (int i = 0; i < engine::EngineMetrics::kMaxDraftPositions; ++i) {
     double n = load(m->spec_accepted_per_pos[i]);

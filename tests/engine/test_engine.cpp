@@ -234,6 +234,42 @@ TEST(Engine, VerifyPathKeepsOutputsIdentical) {
   EXPECT_EQ(proposer.live_->load(), 0);  // every drafter context was freed with its sequence
 }
 
+// Above spec_max_batch decoding sequences the engine proposes no drafts (plain decode steps), and
+// speculates again once fewer decode; the outputs stay those of reference decoding throughout.
+TEST(Engine, SpeculationPausesAboveTheBatchCap) {
+  TinyModel m("qwen3");
+  EngineOptions o = small_options();
+  o.real_vocab = m.tokenizer.id_limit();
+  std::vector<GenerationRequest> reqs;
+  std::vector<std::vector<int32_t>> truth;
+  std::vector<int64_t> lens;
+  for (int i = 0; i < 5; ++i) {
+    // Different lengths: the batch shrinks below the cap before the last requests finish.
+    reqs.push_back(make_request(prompt_of(12 + 7 * i, 90 + i, m.tokenizer.id_limit()), 12 + 10 * i));
+    truth.push_back(reference_decode(m, reqs.back()));
+    lens.push_back(static_cast<int64_t>(reqs.back().prompt.size()));
+  }
+  // Runs the requests with a cap; returns (paused steps, verify rounds).
+  auto run = [&](int cap) {
+    o.spec_max_batch = cap;
+    OracleProposer proposer(4, truth, lens);
+    Engine engine(*m.model, o, m.token_text(), &proposer);
+    std::vector<std::shared_ptr<ResultStream>> streams;
+    for (const auto& r : reqs) streams.push_back(engine.submit(r));
+    for (size_t i = 0; i < reqs.size(); ++i)
+      EXPECT_EQ(collect(*streams[i]).tokens, truth[i]) << "cap " << cap << " request " << i;
+    EXPECT_TRUE(wait_for_idle(engine));
+    EXPECT_EQ(proposer.live_->load(), 0);
+    return std::pair{engine.metrics().spec_paused_steps.load(), engine.metrics().spec_num_drafts.load()};
+  };
+  const auto [paused, rounds] = run(2);
+  EXPECT_GT(paused, 0u);  // five sequences decoded at once: above the cap
+  EXPECT_GT(rounds, 0u);  // and speculation resumed with two or fewer
+  const auto [paused_uncapped, rounds_uncapped] = run(0);
+  EXPECT_EQ(paused_uncapped, 0u);
+  EXPECT_GT(rounds_uncapped, rounds);
+}
+
 TEST(Engine, CancellingASpeculatingSequenceFreesItsDrafterContext) {
   TinyModel m("qwen3_5");
   EngineOptions o = small_options();
