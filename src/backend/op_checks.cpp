@@ -25,6 +25,12 @@ void check_rope_operands(const TensorView& x, int heads, int head_dim, int rot_d
   SS_CHECK(static_cast<int64_t>(positions) == x.dim(0), "rope: {} positions for {} rows", positions, x.dim(0));
 }
 
+int check_qk_heads(const TensorView& q, int head_dim) {
+  SS_CHECK(head_dim > 0 && q.ndim() == 2 && q.dim(1) % head_dim == 0,
+           "qk_norm_rope_kv_store: q {} is not whole heads of {}", q.describe(), head_dim);
+  return static_cast<int>(q.dim(1) / head_dim);
+}
+
 std::vector<float> rope_inv_freq(double theta, int rot_dim) {
   const int half = rot_dim / 2;
   std::vector<float> inv_freq(half);

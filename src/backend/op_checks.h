@@ -18,6 +18,9 @@ void check_rope_operands(const TensorView& x, int heads, int head_dim, int rot_d
 // every backend must (the GPU uploads these, so CPU and GPU rotate by the same angles).
 std::vector<float> rope_inv_freq(double theta, int rot_dim);
 
+// qk_norm_rope_kv_store: q is 2-D rows of whole heads of head_dim; returns the query heads.
+int check_qk_heads(const TensorView& q, int head_dim);
+
 // Causal conv: x [n, C], window [Kc-1, C], w [C, Kc], out [n, C], all f32, rows contiguous.
 void check_causal_conv_operands(const TensorView& x, const TensorView& window, const TensorView& w,
                                 const TensorView& out);

@@ -3,6 +3,7 @@
 
 #include <vector>
 
+#include "backend/op_checks.h"
 #include "core/error.h"
 
 namespace specserve {
@@ -25,14 +26,13 @@ void Ops::add_rms_norm(const TensorView& x, const TensorView& y, const TensorVie
 
 void Ops::qk_norm_rope_kv_store(const TensorView& q, const TensorView& k, const TensorView& v, const QkPrep& prep,
                                 const KvGeometry& geo, int layer, std::span<const AttentionRow> rows) const {
-  SS_CHECK(geo.head_dim > 0 && q.ndim() == 2 && q.dim(1) % geo.head_dim == 0,
-           "qk_norm_rope_kv_store: q {} is not whole heads of {}", q.describe(), geo.head_dim);
+  const int heads = check_qk_heads(q, geo.head_dim);
   std::vector<int32_t> positions;
   positions.reserve(rows.size());
   for (const auto& row : rows) positions.push_back(row.position);
   rms_norm(q, prep.q_norm, prep.norm, prep.eps, q);
   rms_norm(k, prep.k_norm, prep.norm, prep.eps, k);
-  rope(q, static_cast<int>(q.dim(1) / geo.head_dim), geo.head_dim, prep.rot_dim, prep.theta, positions);
+  rope(q, heads, geo.head_dim, prep.rot_dim, prep.theta, positions);
   rope(k, geo.num_kv_heads, geo.head_dim, prep.rot_dim, prep.theta, positions);
   kv_store(k, v, geo, layer, rows);
 }

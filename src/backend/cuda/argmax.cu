@@ -31,6 +31,15 @@ __device__ __forceinline__ Best better(Best a, Best b) {
   return a;
 }
 
+// The best of the warp's 32 candidates (every lane gets it).
+__device__ __forceinline__ Best warp_best(Best b) {
+  for (int off = 16; off > 0; off >>= 1) {
+    Best o{__shfl_xor_sync(0xffffffffu, b.v, off), __shfl_xor_sync(0xffffffffu, b.i, off)};
+    b = better(b, o);
+  }
+  return b;
+}
+
 // The best (value, index) of this thread's entries i = begin + threadIdx.x, + kThreads, ... below end,
 // merged over the block (every thread gets it).
 __device__ Best block_best(const float* row, int64_t begin, int64_t end) {
@@ -41,10 +50,7 @@ __device__ Best block_best(const float* row, int64_t begin, int64_t end) {
     if (v == INFINITY) v = FLT_MAX;
     if (b.i < 0 || v > b.v) b = {v, static_cast<int32_t>(i)};
   }
-  for (int off = 16; off > 0; off >>= 1) {
-    Best o{__shfl_xor_sync(0xffffffffu, b.v, off), __shfl_xor_sync(0xffffffffu, b.i, off)};
-    b = better(b, o);
-  }
+  b = warp_best(b);
   __shared__ Best warps[kThreads / 32];
   if ((threadIdx.x & 31) == 0) warps[threadIdx.x >> 5] = b;
   __syncthreads();
@@ -69,10 +75,7 @@ __global__ void argmax_merge_kernel(const Best* parts, int count, int32_t* out) 
   const Best* row = parts + int64_t{blockIdx.x} * count;
   Best b{-INFINITY, -1};
   for (int p = static_cast<int>(threadIdx.x); p < count; p += 32) b = better(b, row[p]);
-  for (int off = 16; off > 0; off >>= 1) {
-    Best o{__shfl_xor_sync(0xffffffffu, b.v, off), __shfl_xor_sync(0xffffffffu, b.i, off)};
-    b = better(b, o);
-  }
+  b = warp_best(b);
   if (threadIdx.x == 0) out[blockIdx.x] = b.i;
 }
 

@@ -25,8 +25,9 @@
 // (an extend, other sequences' rows).
 #include <cuda_runtime.h>
 
+#include <array>
+#include <atomic>
 #include <cmath>
-#include <cstdlib>
 
 #include "backend/cuda/attention_chunking.cuh"
 #include "backend/cuda/cuda_check.h"
@@ -274,21 +275,8 @@ __global__ void attention_combine_kernel(const KvRow* rows, int num_heads, int h
 // SPECSERVE_ATTN_SEQ_KV: -1 (default) picks per launch, 0 never uses the SeqKV kernel, 1 always (a
 // benchmark knob, read once; the bits are the same either way).
 int seq_kv_knob() {
-  static const int v = [] {
-    const char* e = std::getenv("SPECSERVE_ATTN_SEQ_KV");
-    return e ? std::atoi(e) : -1;
-  }();
+  static const int v = static_cast<int>(tuning_knob("SPECSERVE_ATTN_SEQ_KV", -1));
   return v;
-}
-
-int multiprocessors() {
-  static const int sms = [] {
-    int device = 0, n = 0;
-    CUDA_CHECK(cudaGetDevice(&device));
-    CUDA_CHECK(cudaDeviceGetAttribute(&n, cudaDevAttrMultiProcessorCount, device));
-    return n;
-  }();
-  return sms;
 }
 
 template <int DPL, int GT, bool SeqKV>
@@ -315,12 +303,19 @@ void launch_partial(const KvArgs& kv, const float* q, int64_t ldq, int num_heads
   }();
   (void)configured;
   const size_t smem2 = sizeof(float) * static_cast<size_t>(attention_smem_floats(G, HD, 2));
+  // The CTAs one wave of the overlapped kernel holds, per group size: asked of the occupancy API once.
+  static std::array<std::atomic<int64_t>, kMaxGroup + 1> wave{};
   bool seq = seq_kv_knob() == 1;
   if (seq_kv_knob() < 0) {
-    int per_sm = 0;
-    CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, attention_partial_kernel<DPL, GT, false>,
-                                                             kWarps * 32, smem2));
-    seq = kv.R * kv.num_kv_heads * max_chunks > int64_t{per_sm} * multiprocessors();
+    int64_t ctas = wave[G].load(std::memory_order_relaxed);
+    if (ctas == 0) {
+      int per_sm = 0;
+      CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, attention_partial_kernel<DPL, GT, false>,
+                                                               kWarps * 32, smem2));
+      ctas = int64_t{per_sm} * sm_count();
+      wave[G].store(ctas, std::memory_order_relaxed);
+    }
+    seq = kv.R * kv.num_kv_heads * max_chunks > ctas;
   }
   if (seq)
     launch_partial_kernel<DPL, GT, true>(kv, q, ldq, num_heads, scale, part, max_chunks,

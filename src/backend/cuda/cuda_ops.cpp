@@ -250,14 +250,12 @@ class CudaOps final : public Ops {
   void qk_norm_rope_kv_store(const TensorView& q, const TensorView& kt, const TensorView& v, const QkPrep& prep,
                              const KvGeometry& geo, int layer, std::span<const AttentionRow> rows) const override {
     const int hd = geo.head_dim;
-    SS_CHECK(hd > 0 && q.ndim() == 2 && q.dim(1) % hd == 0, "qk_norm_rope_kv_store: q {} is not whole heads of {}",
-             q.describe(), hd);
+    const int heads = check_qk_heads(q, hd);
     check_norm("qk_norm_rope_kv_store", q, q, prep.q_norm);
     check_norm("qk_norm_rope_kv_store", kt, kt, prep.k_norm);
     SS_CHECK(prep.q_norm.numel() == hd && prep.k_norm.numel() == hd,
              "qk_norm_rope_kv_store: head norms {} / {} for head_dim {}", prep.q_norm.describe(),
              prep.k_norm.describe(), hd);
-    const auto heads = static_cast<int>(q.dim(1) / hd);
     check_rope_operands(q, heads, hd, prep.rot_dim, rows.size());
     check_rope_operands(kt, geo.num_kv_heads, hd, prep.rot_dim, rows.size());
     on_device("qk_norm_rope_kv_store", v);

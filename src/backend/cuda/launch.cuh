@@ -16,10 +16,10 @@
 // plainly (a benchmark knob for A/B runs, read once per process).
 #include <cuda_runtime.h>
 
-#include <cstdlib>
 #include <utility>
 
 #include "backend/cuda/cuda_check.h"
+#include "backend/cuda/tuning_knob.h"
 
 namespace specserve::cuda {
 
@@ -36,11 +36,19 @@ __device__ __forceinline__ void pdl_begin() {
 }
 
 inline bool pdl_enabled() {
-  static const bool on = [] {
-    const char* v = std::getenv("SPECSERVE_PDL");
-    return v == nullptr || std::atoi(v) != 0;
-  }();
+  static const bool on = tuning_knob("SPECSERVE_PDL", 1) != 0;
   return on;
+}
+
+// Multiprocessors of the current device (read once).
+inline int sm_count() {
+  static const int n = [] {
+    int dev = 0, v = 0;
+    CUDA_CHECK(cudaGetDevice(&dev));
+    CUDA_CHECK(cudaDeviceGetAttribute(&v, cudaDevAttrMultiProcessorCount, dev));
+    return v;
+  }();
+  return n;
 }
 
 // The PDL attribute for a launch config (attrs must have room for it); returns the attribute count.

@@ -41,10 +41,10 @@
 
 #include "backend/cuda/cuda_check.h"
 #include "backend/cuda/kernels.h"
+#include "backend/cuda/launch.cuh"
 #include "backend/cuda/matmul_tensor_core.cuh"
 #include "backend/cuda/matmul_tensor_core_ptx.cuh"
 #include "backend/cuda/matmul_tensor_core_xb.cuh"
-#include "backend/cuda/launch.cuh"
 
 namespace specserve::cuda::kernels {
 
@@ -131,16 +131,6 @@ __global__ void __launch_bounds__(T::kThreads, T::kMinBlocks) matmul_tc_kernel(c
   float* part = reinterpret_cast<float*>(smem);
   for_each_acc<T>(lane, wm, wn, acc, [&](int r, int c, float v) { part[r * T::kBN + c] = v; });
   cluster_reduce(p, m0, n0, T::kBM, T::kBN, part);
-}
-
-int sm_count() {
-  static const int n = [] {
-    int dev = 0, v = 0;
-    CUDA_CHECK(cudaGetDevice(&dev));
-    CUDA_CHECK(cudaDeviceGetAttribute(&v, cudaDevAttrMultiProcessorCount, dev));
-    return v;
-  }();
-  return n;
 }
 
 template <class T>

@@ -8,7 +8,8 @@
 // tests/backend_cuda/test_cuda_matmul_tensor_core.cpp runs the very same index code the kernel runs,
 // with its own transcription of the PTX ISA's ldmatrix and mma.m16n8k16 fragment tables.
 #include <cstdint>
-#include <cstdlib>
+
+#include "backend/cuda/tuning_knob.h"
 
 #if defined(__CUDACC__)
 #define SS_TC_DEV __device__ __forceinline__
@@ -95,13 +96,6 @@ SS_TC_DEV float sum_slices(int S, Part part) {
   float v = part(0);
   for (int s = 1; s < S; ++s) v = v + part(s);
   return v;
-}
-
-// A benchmark tuning knob: the integer value of environment variable `name`, or `fallback` when it is
-// not set. Callers read it once into a static, so a knob is fixed for the process's life.
-inline int64_t tuning_knob(const char* name, int64_t fallback) {
-  const char* v = std::getenv(name);
-  return v ? static_cast<int64_t>(std::atoll(v)) : fallback;
 }
 
 // The CTA count k_split aims at in this process: 512, or SPECSERVE_TC_SPLIT_CTAS when positive (fixed
