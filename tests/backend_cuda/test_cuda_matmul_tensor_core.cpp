@@ -6,7 +6,9 @@
 // (test_cuda_matmul_tc_emulation.cpp).
 #include <array>
 #include <bit>
+#include <cmath>
 #include <cstring>
+#include <random>
 #include <type_traits>
 
 #include "backend/cuda/kernels.h"
@@ -168,6 +170,54 @@ TEST_F(Gpu, TcRowInvarianceN3000K496) { check_row_invariance(3000, 496); }  // S
 TEST_F(Gpu, TcRowInvarianceN33000K1001) { check_row_invariance(33000, 1001); }  // S = 1, odd K, wide
 TEST_F(Gpu, TcRowInvarianceN24576K1001) { check_row_invariance(24576, 1001); }  // S = 2, odd K, wide
 TEST_F(Gpu, TcRowInvarianceN4096K4096) { check_row_invariance(4096, 4096); }    // S = 8: q/o_proj
+
+// Every kernel and tile shape on data built to expose a different accumulation: bf16 values with
+// exponents spread over 2^-40 .. 2^40 (partial sums that cancel, shifts past the mantissa), exact
+// zeros of both signs, subnormal-range and tied magnitudes. The wgmma kernel's k16 step must give each
+// element the bits of mma.sync's (matmul_wgmma.cuh), so every tile kind's output equals the mma.sync
+// 128 x 128 tile's and each row equals the row computed alone (the gemv kernel), bit for bit.
+TEST_F(Gpu, TcEveryTileKindBitEqualOnAdversarialData) {
+  std::mt19937 rng(99);
+  std::normal_distribution<float> nd(0.0f, 1.0f);
+  std::uniform_int_distribution<int> exponent(-40, 40), pick(0, 15);
+  auto value = [&]() {
+    const int kind = pick(rng);
+    if (kind == 0) return 0.0f;
+    if (kind == 1) return -0.0f;
+    if (kind == 2) return std::ldexp(nd(rng), -128);                  // bf16 subnormal range
+    if (kind == 3) return std::ldexp(1.0f, exponent(rng) / 4);          // powers of two: ties
+    return std::ldexp(nd(rng), exponent(rng));
+  };
+  for (auto [M, N, K] : {std::array<int64_t, 3>{200, 384, 2056}, {64, 4096, 1000}, {300, 520, 48}}) {
+    std::vector<float> x(size_t(M * K)), wf(size_t(N * K));
+    for (float& v : x) v = value();
+    for (float& v : wf) v = value();
+    // A row of negative zeros and a row of zeros times negative weights: sums that are -0 or +0.
+    for (int64_t k = 0; k < K; ++k) x[size_t(3 * K + k)] = -0.0f;
+    const auto w = to_bf16(wf);
+    DeviceBuffer dx = DeviceBuffer::from(x), dw = DeviceBuffer::from(w);
+    auto run = [&](int tile, int64_t first, int64_t rows) {
+      DeviceBuffer y = poisoned(size_t(rows * N));
+      const cuda::kernels::MatmulArgs a{.x = dx.as<const float>() + first * K, .ldx = K, .w = dw.data(),
+                                        .w_bf16 = true, .ldw = K, .y = y.as<float>(), .ldy = N, .M = rows, .N = N,
+                                        .K = K};
+      cuda::kernels::matmul_bf16_tensor_core(a, cuda::cuda_stream(), tile);
+      return download(y, size_t(rows * N));
+    };
+    const std::string where = "M " + std::to_string(M) + ", N " + std::to_string(N) + ", K " + std::to_string(K);
+    const auto base = run(static_cast<int>(tc::TileKind::M128), 0, M);
+    for (int tile = 0; tile < tc::kTileKinds; ++tile) {
+      const auto got = run(tile, 0, M);
+      EXPECT_TRUE(bit_equal(got.data(), base.data(), got.size())) << "tile " << tile << ", " << where;
+    }
+    const auto by_default = run(-1, 0, M);
+    EXPECT_TRUE(bit_equal(by_default.data(), base.data(), base.size())) << "the launcher's choice, " << where;
+    for (int64_t m : {int64_t{0}, int64_t{3}, M - 1}) {
+      const auto alone = run(-1, m, 1);
+      EXPECT_TRUE(bit_equal(alone.data(), base.data() + m * N, size_t(N))) << "row " << m << " alone, " << where;
+    }
+  }
+}
 
 // matmul_multi launches the weights that share a K split together (up to 4 per launch, for M <= 16):
 // here 0, 1, 2 and 4 share S = 2 and 3 (512 column blocks) has S = 1, so M = 1, 16, 24 and 32 make

@@ -119,6 +119,7 @@ class CudaOps final : public Ops {
     for (size_t i = 0; i < ws.size(); ++i) check_matmul(x, ws[i], ys[i]);
     std::vector<k::MatmulArgs> args;
     for (size_t i = 0; i < ws.size(); ++i) args.push_back(matmul_args(x, ws[i], ys[i]));
+    if (k::matmul_bf16_wgmma_multi(args.data(), static_cast<int>(args.size()), cuda::cuda_stream())) return;
     std::vector<bool> done(args.size(), false);
     for (size_t i = 0; i < args.size(); ++i) {
       if (done[i]) continue;

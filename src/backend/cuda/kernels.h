@@ -43,6 +43,15 @@ void matmul_bf16_stream_multi(const MatmulArgs* parts, int count, cudaStream_t s
 void matmul_bf16_gemv(const MatmulArgs& a, cudaStream_t stream);
 void matmul_bf16_gemv_multi(const MatmulArgs* parts, int count, cudaStream_t stream);
 int gemv_max_rows();
+// The Hopper warpgroup kernel (matmul_wgmma_sm90a.cu, sm_90a): the same contract and bits, for
+// M > gemv_max_rows(). `kind` < 0 picks the tile shape (wg::choose_wgmma_tile), else a wg::WgKind.
+// Returns false, launching nothing, when this process cannot run it (not a compute capability 9.0
+// device, or SPECSERVE_TC_WGMMA=0).
+bool matmul_bf16_wgmma(const MatmulArgs& a, cudaStream_t stream, int kind = -1);
+// Several bf16 matmuls of one x (q/k/v, gate/up) above gemv_max_rows() rows: x's bf16 copy is made
+// once and each weight gets its own wgmma launch (the bits of its lone matmul). Returns false,
+// launching nothing, when the wgmma kernel cannot run or the parts do not share x, M and K.
+bool matmul_bf16_wgmma_multi(const MatmulArgs* parts, int count, cudaStream_t stream);
 // matmul_bf16_stream_multi or matmul_bf16_gemv_multi, by M.
 void matmul_bf16_multi(const MatmulArgs* parts, int count, cudaStream_t stream);
 // The tiled kernel's pre-pass (matmul_tensor_core_xb.cu): x [M, K] (pitch ldx) rounded to bf16 into the

@@ -23,7 +23,9 @@
 //     tile form a thread-block cluster and read each other's partial tiles from shared memory. No
 //     atomics, no order that depends on timing. This holds for every M (decode, verify, prefill).
 //   - What may depend on M (and N): the kernel (the warp-split streaming kernel for M <= 32,
-//     matmul_tensor_core_gemv.cu; the streaming kernel, matmul_tensor_core_stream.cu; tiled otherwise), the CTA tile (rows x columns per CTA and per warp), the pipeline depth, the
+//     matmul_tensor_core_gemv.cu; the streaming kernel, matmul_tensor_core_stream.cu; above 32 rows the
+//     Hopper warpgroup kernel, matmul_wgmma_sm90a.cu, whose wgmma k16 step gives an element the bits of
+//     one mma.sync.m16n8k16 (matmul_wgmma.cuh), or where it cannot run this tiled kernel), the CTA tile (rows x columns per CTA and per warp), the pipeline depth, the
 //     raster order, the 16-byte vs scalar load paths (bit copies into the same shared-memory image),
 //     whether x reaches the fragments as f32 (rounded there) or as its bf16 copy (rounded before),
 //     which CTA thread adds up an element's partials, and which fragment row (0..15) a row of x occupies. The last one relies on the tensor core
@@ -160,6 +162,7 @@ void launch(const MatmulArgs& a, cudaStream_t stream) {
 void matmul_bf16_tensor_core(const MatmulArgs& a, cudaStream_t stream, int tile) {
   if (a.M <= 0 || a.N <= 0 || a.K <= 0) return;  // matmul() handles K == 0 (y = 0)
   if (tile < 0 && a.M <= gemv_max_rows()) return matmul_bf16_gemv(a, stream);
+  if (tile < 0 && matmul_bf16_wgmma(a, stream)) return;
   const TileKind kind = tile >= 0 && tile < kTileKinds
                             ? static_cast<TileKind>(tile)
                             : choose_tile(a.M, a.N, sm_count(), k_split(a.N, a.K, split_target_ctas()).S);
@@ -175,6 +178,10 @@ void matmul_bf16_tensor_core(const MatmulArgs& a, cudaStream_t stream, int tile)
     case TileKind::M128: return launch<TileM128>(a, stream);
     case TileKind::Stream: return matmul_bf16_stream(a, stream);
     case TileKind::Gemv: return matmul_bf16_gemv(a, stream);
+    case TileKind::Wgmma64:
+    case TileKind::Wgmma128:
+      if (matmul_bf16_wgmma(a, stream, kind == TileKind::Wgmma64 ? 0 : 1)) return;
+      return launch<TileM128>(a, stream);
   }
 }
 
