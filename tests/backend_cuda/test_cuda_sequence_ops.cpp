@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <numeric>
 
+#include "backend/cuda/attention_rows.cuh"
 #include "backend/cuda/cuda_memory.h"
 #include "gdn_test_util.h"
 
@@ -141,6 +142,97 @@ INSTANTIATE_TEST_SUITE_P(Heads, Attention,
                          ::testing::Values(AttnCase{4, 2, 128}, AttnCase{8, 2, 64}, AttnCase{2, 2, 256},
                                            AttnCase{6, 3, 96}, AttnCase{12, 2, 256}, AttnCase{16, 1, 32},
                                            AttnCase{8, 2, 128}, AttnCase{16, 2, 128}),
+                         [](const ::testing::TestParamInfo<AttnCase>& i) {
+                           return "heads" + std::to_string(i.param.nh) + "_kv" + std::to_string(i.param.nkv) + "_hd" +
+                                  std::to_string(i.param.hd);
+                         });
+
+// ---- rows of one sequence in one CTA (attention.cu's multi-row kernel) ----------------------------------
+
+// Random keys and values at every position of every sequence of c, on both backends.
+void fill_caches(Caches& c, int layer, uint32_t seed) {
+  std::vector<RowSpec> spec;
+  for (int s = 0; s < int(c.lengths.size()); ++s)
+    for (int p = 0; p < c.lengths[size_t(s)]; ++p) spec.push_back({s, p, 0});
+  const int64_t R = int64_t(spec.size()), kvw = int64_t(c.geo.num_kv_heads) * c.geo.head_dim;
+  auto k = randn(size_t(R * kvw), seed), v = randn(size_t(R * kvw), seed + 1);
+  cpu_ops().kv_store(host_view(k.data(), DType::F32, {R, kvw}), host_view(v.data(), DType::F32, {R, kvw}), c.geo,
+                     layer, rows_of(spec, c.host_tables));
+  DeviceBuffer dk = DeviceBuffer::from(k), dv = DeviceBuffer::from(v);
+  cuda_ops().kv_store(dev_view(dk, DType::F32, {R, kvw}), dev_view(dv, DType::F32, {R, kvw}), c.geo, layer,
+                      rows_of(spec, c.dev_tables));
+}
+
+// K rows of sequence `seq` at positions p0 .. p0 + K - 1 (a verify), window start max(ws, p + 1 - window)
+// (window 0: no sliding window).
+std::vector<RowSpec> run_of(int seq, int p0, int K, int ws = 0, int window = 0) {
+  std::vector<RowSpec> spec;
+  for (int p = p0; p < p0 + K; ++p) spec.push_back({seq, p, window > 0 ? std::max(ws, p + 1 - window) : ws});
+  return spec;
+}
+
+class AttentionRows : public Gpu, public ::testing::WithParamInterface<AttnCase> {};
+
+// Calls shaped like verify steps (16 rows of one sequence at consecutive positions, and batches of them
+// with other rows) take the multi-row kernel where the head dim allows; every row's output has the bits
+// of the row computed alone (a decode, the single-row kernel), and agrees with the CPU.
+TEST_P(AttentionRows, VerifyRowsEqualOneRowCalls) {
+  const auto [nh, nkv, hd] = GetParam();
+  const int layer = 1, G = nh / nkv;
+  Caches c(KvGeometry{2, nkv, hd}, {1100, 560, 300});
+  fill_caches(c, layer, 91);
+  auto cat = [](std::vector<std::vector<RowSpec>> parts) {
+    std::vector<RowSpec> all;
+    for (auto& p : parts) all.insert(all.end(), p.begin(), p.end());
+    return all;
+  };
+  const std::vector<std::pair<const char*, std::vector<RowSpec>>> calls = {
+      {"windows 57..72: the first 64-key tile boundary, one or two chunks", run_of(0, 56, 16)},
+      {"windows 505..520 (the 8B verify profile): 8 or 9 chunks", run_of(1, 504, 16)},
+      {"windows 1015..1030: chunks of 64 keys, then of 128 from 1025", run_of(0, 1014, 16)},
+      {"7 rows, chunks of 128 keys", run_of(0, 1080, 7)},
+      {"window start 37, off the block and tile grid", run_of(1, 200, 16, 37)},
+      {"a 100-key sliding window not yet full (start 0)", run_of(2, 84, 16, 0, 100)},
+      {"two verifies, a sliding verify (a start per row) and a decode row",
+       cat({run_of(0, 700, 16), run_of(1, 530, 16), run_of(2, 150, 4, 0, 100), run_of(2, 299, 1)})},
+      {"a decode row between two verifies of one sequence", cat({run_of(1, 100, 16), run_of(2, 40, 1),
+                                                                 run_of(1, 116, 16)})},
+  };
+  const float scale = 1.0f / std::sqrt(float(hd));
+  const int64_t qw = int64_t(nh) * hd;
+  uint32_t seed = 400;
+  for (const auto& [what, spec] : calls) {
+    SCOPED_TRACE(what);
+    const int64_t R = int64_t(spec.size());
+    // The call's rows group, so it takes the multi-row kernel (head_dim 96 has none: the single-row one).
+    std::vector<cuda::kernels::KvRow> krows;
+    for (const auto& s : spec) krows.push_back({s.seq, s.pos, s.window_start});
+    EXPECT_FALSE(cuda::attn::row_items(krows.data(), R, cuda::attn::item_queries(G) / G).empty());
+
+    auto q = randn(size_t(R * qw), seed++);
+    auto host_rows = rows_of(spec, c.host_tables), dev_rows = rows_of(spec, c.dev_tables);
+    std::vector<float> want(size_t(R * qw));
+    cpu_ops().attention(host_view(q.data(), DType::F32, {R, qw}), c.geo, layer, host_rows, nh, scale,
+                        host_view(want.data(), DType::F32, {R, qw}));
+    DeviceBuffer dq = DeviceBuffer::from(q), dout = poisoned(size_t(R * qw));
+    const TensorView Q = dev_view(dq, DType::F32, {R, qw});
+    cuda_ops().attention(Q, c.geo, layer, dev_rows, nh, scale, dev_view(dout, DType::F32, {R, qw}));
+    const auto got = download(dout, size_t(R * qw));
+    EXPECT_LT(rel_err(got, want), 1e-5);
+    for (int64_t r = 0; r < R; ++r) {
+      DeviceBuffer one = poisoned(size_t(qw));
+      cuda_ops().attention(Q.rows(r, r + 1), c.geo, layer, std::span(&dev_rows[size_t(r)], 1), nh, scale,
+                           dev_view(one, DType::F32, {1, qw}));
+      ASSERT_TRUE(bit_equal(download(one, size_t(qw)).data(), got.data() + r * qw, size_t(qw)))
+          << "row " << r << " (seq " << spec[size_t(r)].seq << ", position " << spec[size_t(r)].pos << ")";
+    }
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Heads, AttentionRows,
+                         ::testing::Values(AttnCase{32, 8, 128}, AttnCase{16, 2, 128}, AttnCase{8, 2, 64},
+                                           AttnCase{16, 2, 64}, AttnCase{24, 4, 256}, AttnCase{4, 4, 32},
+                                           AttnCase{6, 3, 96}),
                          [](const ::testing::TestParamInfo<AttnCase>& i) {
                            return "heads" + std::to_string(i.param.nh) + "_kv" + std::to_string(i.param.nkv) + "_hd" +
                                   std::to_string(i.param.hd);

@@ -49,9 +49,11 @@ void check_norm(const char* op, const TensorView& x, const TensorView& y, const 
            "{}: x {} / y {} not a whole number of groups of {}", op, x.describe(), y.describe(), w.numel());
 }
 
-// The rows' block tables, deduplicated by host table (rows of one sequence share it), and the rows.
+// The rows' block tables, deduplicated by host table (rows of one sequence share it), and the rows
+// (staged, and their host copy).
 struct StagedKv {
   k::KvArgs args;
+  std::vector<k::KvRow> host_rows;
 };
 
 StagedKv stage_kv(cuda::Staging& staging, const KvGeometry& geo, int layer, std::span<const AttentionRow> rows) {
@@ -79,6 +81,7 @@ StagedKv stage_kv(cuda::Staging& staging, const KvGeometry& geo, int layer, std:
   const size_t off_rows = blob.append(krows.data(), krows.size());
   auto* base = static_cast<char*>(staging.stage(blob.data(), blob.size()));
   StagedKv s;
+  s.host_rows = std::move(krows);
   s.args.ptrs = reinterpret_cast<float* const*>(base + off_ptrs);
   s.args.rows = reinterpret_cast<const k::KvRow*>(base + off_rows);
   s.args.R = static_cast<int64_t>(rows.size());
@@ -322,6 +325,7 @@ class CudaOps final : public Ops {
     const int64_t R = s.args.R;
     for (int64_t r0 = 0; r0 < R; r0 += group) {
       s.args.rows = all_rows + r0;
+      s.args.host_rows = s.host_rows.data() + r0;
       s.args.R = std::min(group, R - r0);
       k::attention(s.args, q.as<const float>() + r0 * q.strides[0], q.strides[0], num_heads, scale,
                    out.as<float>() + r0 * out.strides[0], out.strides[0], static_cast<float*>(scratch.data()), chunks,

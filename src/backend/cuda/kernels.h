@@ -108,6 +108,9 @@ struct KvRow {
 struct KvArgs {
   const KvRow* rows = nullptr;   // device [R]
   float* const* ptrs = nullptr;  // device, all rows' block tables back to back
+  // Optional host copy of rows: lets attention() serve rows of one sequence with shared chunks in one
+  // CTA (attention_rows.cuh); it then stages a table through Staging::global() (hold its lock).
+  const KvRow* host_rows = nullptr;
   int64_t R = 0;
   int layer = 0;
   int num_kv_heads = 0;

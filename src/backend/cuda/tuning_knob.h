@@ -1,5 +1,5 @@
 #pragma once
-// Benchmark tuning knobs of the CUDA backend (SPECSERVE_TC_*, SPECSERVE_PDL, SPECSERVE_ATTN_SEQ_KV):
+// Benchmark tuning knobs of the CUDA backend (SPECSERVE_TC_*, SPECSERVE_PDL, SPECSERVE_ATTN_*):
 // they change which kernel or launch shape runs, never a result's bits. Plain C++ (the host emulation
 // tests include it through matmul_tensor_core.cuh).
 #include <cstdint>

@@ -1,0 +1,50 @@
+#pragma once
+// Which rows of an attention call share a CTA of the multi-row partial kernel (attention.cu): plain C++
+// on the host, so tests/backend_cuda/test_cuda_attention_chunking.cpp checks it without a GPU.
+//
+// Rows can share a CTA when their chunks cover the same keys: the same block table (one sequence), the
+// same window start and the same chunk size (attn::chunking's keys per chunk, a function of the row's
+// window). Then every row's chunk c starts at key window_start + c * keys and is walked in the same
+// 64-key tiles; only where a row's window ends differs (its last chunk may be shorter, or the row may
+// have fewer chunks), and each row stops at its own end. A verify's rows (one sequence at consecutive
+// positions) qualify unless their windows straddle a change of the chunk size (1024 keys, 2048, ...) or
+// slide (a window start per row).
+#include <cstdint>
+#include <vector>
+
+#include "backend/cuda/attention_chunking.cuh"
+#include "backend/cuda/kernels.h"
+
+namespace specserve::cuda::attn {
+
+// The query heads a CTA of the multi-row kernel holds when each KV head serves `group` query heads: an
+// item has at most item_queries(group) / group rows.
+inline int item_queries(int group) { return group <= 4 ? 16 : 32; }
+
+// The head dims the multi-row kernel is built for (head_dim a divisor of 128, or 256).
+inline bool rows_kernel_supports(int head_dim) {
+  return head_dim == 32 || head_dim == 64 || head_dim == 128 || head_dim == 256;
+}
+
+// Cuts the call's rows, in order, into items of at most per_item consecutive rows whose chunks agree
+// (above), and returns the items' first rows followed by R (items + 1 entries). Empty when that would
+// not halve the CTAs (fewer than two rows per item on average): then every row goes to the single-row
+// kernel.
+inline std::vector<int32_t> row_items(const kernels::KvRow* rows, int64_t R, int per_item) {
+  std::vector<int32_t> starts;
+  if (per_item < 2) return starts;
+  auto keys = [&](int64_t r) { return chunking(int64_t{rows[r].position} + 1 - rows[r].window_start).keys; };
+  for (int64_t r = 0; r < R;) {
+    starts.push_back(static_cast<int32_t>(r));
+    int64_t e = r + 1;
+    while (e < R && e - r < per_item && rows[e].table == rows[r].table &&
+           rows[e].window_start == rows[r].window_start && keys(e) == keys(r))
+      ++e;
+    r = e;
+  }
+  if (2 * static_cast<int64_t>(starts.size()) > R) return {};
+  starts.push_back(static_cast<int32_t>(R));
+  return starts;
+}
+
+}  // namespace specserve::cuda::attn
