@@ -5,11 +5,12 @@
 //
 // CTA b owns slice b % S of output tile b / S (tile_of order, as the mma.sync tiled kernel). Its
 // threads stream the slice's k through kStages shared-memory stages with cp.async (x from its bf16
-// copy, zero past the copy's rows; the weights zero past N and K); each stage, each warpgroup issues
-// one wgmma.m64n128k16 per chunk of the slice in that stage (never one past the slice's end) on its 64
-// rows, and waits for them before the next stage's barrier, so a stage is free to refill once every
-// warpgroup has passed the barrier. With S > 1 the partial tiles are summed through the cluster in
-// slice order (cluster_reduce).
+// copy, zero past the copy's rows; the weights zero past N and K; each thread's addresses set up once,
+// WgLoader); each stage, each warpgroup issues one wgmma.m64n128k16 per chunk of the slice in that
+// stage (never one past the slice's end) on its 64 rows. The plain main loop waits for them before the
+// next stage's barrier; the pipelined one (up to 128 rows) leaves them running while the next stage's
+// are issued and loads one tile less far ahead. With S > 1 the partial tiles are summed through the
+// cluster in slice order (cluster_reduce).
 #include <cuda_runtime.h>
 
 #include <climits>
@@ -35,7 +36,10 @@ using namespace specserve::cuda::wg;
 __device__ __forceinline__ void fence_proxy_async() { asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory"); }
 __device__ __forceinline__ void wgmma_fence() { asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory"); }
 __device__ __forceinline__ void wgmma_commit() { asm volatile("wgmma.commit_group.sync.aligned;\n" ::: "memory"); }
-__device__ __forceinline__ void wgmma_wait_all() { asm volatile("wgmma.wait_group.sync.aligned 0;\n" ::: "memory"); }
+template <int N>
+__device__ __forceinline__ void wgmma_wait() {
+  asm volatile("wgmma.wait_group.sync.aligned %0;\n" ::"n"(N) : "memory");
+}
 
 // d += A · B for one k16 chunk: A 64 x 16 and B 128 x 16 (both K-major) from their descriptors.
 __device__ __forceinline__ void wgmma_m64n128k16(float (&d)[64], uint64_t desc_a, uint64_t desc_b) {
@@ -58,14 +62,14 @@ __device__ __forceinline__ void wg_load_stage(const Params& p, uint32_t sbase, i
   for (int i = tid; i < T::kBM * kKT / 8; i += T::kThreads) {
     const Piece pc = piece_of(i);
     const int64_t m = m0 + pc.row;
-    cp_async_ca(a + tile_off<T::kSwizzle>(pc.row, pc.k8), m < xrows ? p.xb + m * p.ldxb + k0 + 8 * pc.k8 : p.xb,
+    cp_async_ca(a + tile_off(pc.row, pc.k8), m < xrows ? p.xb + m * p.ldxb + k0 + 8 * pc.k8 : p.xb,
                 m < xrows ? 16 : 0);
   }
   for (int i = tid; i < T::kBN * kKT / 8; i += T::kThreads) {
     const Piece pc = piece_of(i);
     const int64_t n = n0 + pc.row, k = k0 + 8 * pc.k8;
     const int bytes = n >= p.N || k >= p.K ? 0 : p.K - k >= 8 ? 16 : static_cast<int>(p.K - k) * 2;
-    const uint32_t dst = b + tile_off<T::kSwizzle>(pc.row, pc.k8);
+    const uint32_t dst = b + tile_off(pc.row, pc.k8);
     if (p.vec_w) {
       cp_async_cg(dst, bytes ? p.w + n * p.ldw + k : p.w, bytes);  // zero past `bytes`
     } else {
@@ -141,7 +145,7 @@ __global__ void __launch_bounds__(T::kThreads, T::kMinBlocks) matmul_wgmma_kerne
     ld.ldb = p.ldw;
     ld.a = p.xb + (m0 + row0) * p.ldxb + sl.k0() + 8 * k8;
     ld.b = p.w + (n0 + row0) * p.ldw + sl.k0() + 8 * k8;
-    ld.dst = sbase + static_cast<uint32_t>(tile_off<T::kSwizzle>(row0, k8));  // piece j: + 16 kThreads j
+    ld.dst = sbase + static_cast<uint32_t>(tile_off(row0, k8));  // piece j: + 16 kThreads j
 #pragma unroll
     for (int j = 0; j < WgLoader<T>::kAPieces; ++j)
       if (m0 + row0 + j * WgLoader<T>::kRowStep < xrows) ld.a_ok |= 1u << j;
@@ -156,27 +160,31 @@ __global__ void __launch_bounds__(T::kThreads, T::kMinBlocks) matmul_wgmma_kerne
       wg_load_stage<T>(p, sbase, stage, m0, n0, sl.k0() + t * kKT, xrows, tid);
   };
 
+  // Tiles in flight ahead of the one in the mma: Stages - 1, or Stages - 2 when pipelined (the stage of
+  // tile kt - 1 may still be read by its wgmma while tile kt's are issued).
+  constexpr int kAhead = T::kPipelined ? T::kStages - 2 : T::kStages - 1;
 #pragma unroll 1
-  for (int s = 0; s < T::kStages - 1; ++s) {
+  for (int s = 0; s < kAhead; ++s) {
     if (s < ktiles) load(s, s);
     cp_async_commit();
   }
 #pragma unroll 1
   for (int64_t kt = 0; kt < ktiles; ++kt) {
-    cp_async_wait<T::kStages - 2>();  // this thread's copies of tile kt have landed
-    fence_proxy_async();              // ... and are visible to wgmma
-    __syncthreads();                  // everyone's are, and every warpgroup is done with tile kt - 1
-    const int64_t next = kt + T::kStages - 1;
+    cp_async_wait<kAhead - 1>();  // this thread's copies of tile kt have landed
+    fence_proxy_async();          // ... and are visible to wgmma
+    // Everyone's have; and every warpgroup is done with tile kt - 1 (or, pipelined, kt - 2): the stage
+    // the next load takes is free.
+    __syncthreads();
+    const int64_t next = kt + kAhead;
     if (next < ktiles) load(static_cast<int>(next % T::kStages), next);
     cp_async_commit();
     // (A warpgroup wholly below the last row still issues its mma, on zero rows: a branch on the
     // warpgroup would make ptxas serialise every wgmma.)
-    const uint32_t a = sbase + static_cast<uint32_t>((kt % T::kStages) * T::kStageBytes + wgi * 8 * kGroupBytes);
+    const uint32_t a = sbase + static_cast<uint32_t>((kt % T::kStages) * T::kStageBytes + wgi * 64 * 128);
     const uint32_t b = sbase + static_cast<uint32_t>((kt % T::kStages) * T::kStageBytes + T::kABytes);
     const int64_t chunk0 = sl.begin + kt * kChunks;
     auto mma = [&](int kk) {
-      wgmma_m64n128k16(acc, smem_desc<T::kSwizzle>(a + kk * chunk_step<T::kSwizzle>()),
-                       smem_desc<T::kSwizzle>(b + kk * chunk_step<T::kSwizzle>()));
+      wgmma_m64n128k16(acc, smem_desc(a + kk * kChunkStep), smem_desc(b + kk * kChunkStep));
     };
     wgmma_fence();
     if (chunk0 + kChunks <= sl.end) {  // straight-line issue (a branch between wgmma costs a sync)
@@ -188,8 +196,12 @@ __global__ void __launch_bounds__(T::kThreads, T::kMinBlocks) matmul_wgmma_kerne
         if (chunk0 + kk < sl.end) mma(kk);
     }
     wgmma_commit();
-    wgmma_wait_all();
+    if constexpr (T::kPipelined)
+      wgmma_wait<1>();  // tile kt - 1's wgmma are done; tile kt's may run on
+    else
+      wgmma_wait<0>();
   }
+  wgmma_wait<0>();
   // Accumulator i of this thread: row 16 * (warp % 4) + lane / 4 + 8 * (i % 4 / 2) of the warpgroup's
   // 64, column 8 * (i / 4) + 2 * (lane % 4) + i % 2 (the m16n8 C fragment, repeated along n).
   auto for_each_acc = [&](auto put) {
@@ -230,25 +242,27 @@ void launch(const MatmulArgs& a, const uint16_t* xb, int64_t ldxb, cudaStream_t 
   launch_clusters(matmul_wgmma_kernel<T>, dim3(static_cast<unsigned>(ctas)), T::kThreads, T::kSmemBytes, stream, p);
 }
 
-// The 128-byte swizzle, or SPECSERVE_TC_WGMMA_SWIZZLE=0 for the plain layout (a benchmark knob; the
-// same bits either way).
-bool wgmma_swizzle() {
-  static const bool on = tuning_knob("SPECSERVE_TC_WGMMA_SWIZZLE", 1) != 0;
-  return on;
+// Whether an M-row launch runs the pipelined main loop: up to 128 rows (measured 8-19 % faster at 128
+// rows on the 8B and 27B shapes; at 2,048 rows the plain loop, two CTAs per multiprocessor, is 3-15 %
+// faster: docs/GPU_PERF_NOTES.md, session 7). SPECSERVE_TC_WGMMA_PIPE=0 or 1 forces it (a benchmark
+// knob: the same bits either way).
+bool wgmma_pipelined(int64_t M) {
+  static const int64_t knob = tuning_knob("SPECSERVE_TC_WGMMA_PIPE", -1);
+  return knob >= 0 ? knob != 0 : M <= 128;
 }
 
-template <bool Swizzle>
+template <bool Pipelined>
 void launch_kind(const MatmulArgs& a, WgKind k, const uint16_t* xb, int64_t ldxb, cudaStream_t stream) {
   if (k == WgKind::M128)
-    launch<WgM128<Swizzle>>(a, xb, ldxb, stream);
+    launch<WgM128<Pipelined>>(a, xb, ldxb, stream);
   else
-    launch<WgM64<Swizzle>>(a, xb, ldxb, stream);
+    launch<WgM64<Pipelined>>(a, xb, ldxb, stream);
 }
 
 void launch_kind(const MatmulArgs& a, int kind, const uint16_t* xb, int64_t ldxb, cudaStream_t stream) {
   const WgKind k = kind >= 0 ? static_cast<WgKind>(kind)
                              : choose_wgmma_tile(a.M, a.N, sm_count(), k_split(a.N, a.K, split_target_ctas()).S);
-  if (wgmma_swizzle())
+  if (wgmma_pipelined(a.M))
     launch_kind<true>(a, k, xb, ldxb, stream);
   else
     launch_kind<false>(a, k, xb, ldxb, stream);
