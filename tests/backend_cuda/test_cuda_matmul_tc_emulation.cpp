@@ -2,12 +2,19 @@
 // matmul_tensor_core_xb.cuh (the bf16 copy of x), matmul_tensor_core.cuh (stage loads, ldmatrix
 // addresses, stores, tile order, K slices and their fixed-order sum), matmul_tensor_core_stream.cuh and
 // matmul_tensor_core_gemv.cuh (the two streaming kernels) run for every tile shape against the
-// contract's reference, and the tiled and streaming emulations bit-identical to each other.
+// contract's reference, and the tiled and streaming emulations bit-identical to each other; the wgmma
+// kernel's shared-memory image and shape choice (matmul_wgmma.cuh).
+#include <algorithm>
+#include <vector>
+
+#include "backend/cuda/matmul_wgmma.cuh"
 #include "tc_emulation.h"
 #include "tc_reference.h"
 
 namespace specserve::cuda_test {
 namespace {
+
+namespace wg = cuda::wg;
 
 template <class T>
 void emulate_case(int64_t M, int64_t N, int64_t K, int64_t pad_x, int64_t pad_w, int64_t pad_y, int x_off, int w_off,
@@ -250,6 +257,52 @@ TEST(TcEmulation, ChooseTile) {
   EXPECT_EQ(pick(256, 151936, 4096), tc::TileKind::M128);
   EXPECT_EQ(pick(256, 5120, 17408), tc::TileKind::M128);
   EXPECT_EQ(pick(2048, 4096, 4096), tc::TileKind::M128);
+}
+
+// The wgmma kernel's shared-memory image (matmul_wgmma.cuh): the pieces a stage's threads load
+// (piece_of) cover each (row, 16-byte k piece) of a tile once; the swizzled offsets (tile_off) are a
+// permutation of the tile's 16-byte slots that keeps every 8-row, 128-byte atom in its own 1024 bytes;
+// the 8 rows that 8 consecutive pieces (one k piece) fill land in 8 different bank groups; the
+// descriptor has wgmma's fields (128-byte swizzle, stride 1024 bytes).
+TEST(TcEmulation, WgmmaTileImage) {
+  for (int rows : {64, 128}) {
+    std::vector<int> seen(size_t(rows) * 8, 0), slot(size_t(rows) * 8, 0);
+    for (int i = 0; i < rows * 8; ++i) {
+      const wg::Piece pc = wg::piece_of(i);
+      ASSERT_LT(pc.row, rows);
+      ASSERT_LT(pc.k8, 8);
+      ++seen[size_t(pc.row * 8 + pc.k8)];
+      const int off = wg::tile_off(pc.row, pc.k8);
+      ASSERT_EQ(off % 16, 0);
+      ASSERT_EQ(off / 1024, pc.row / 8) << "row " << pc.row << " left its 8-row atom";
+      ++slot[size_t(off / 16)];
+    }
+    for (int v : seen) EXPECT_EQ(v, 1);
+    for (int v : slot) EXPECT_EQ(v, 1);
+    for (int first = 0; first < rows * 8; first += 8) {
+      std::vector<int> groups;
+      for (int i = first; i < first + 8; ++i) groups.push_back(wg::tile_off(wg::piece_of(i).row, wg::piece_of(i).k8) / 16 % 8);
+      std::sort(groups.begin(), groups.end());
+      EXPECT_EQ(std::unique(groups.begin(), groups.end()), groups.end()) << "pieces " << first << "..";
+    }
+  }
+  const uint64_t d = wg::smem_desc(0x12340);
+  EXPECT_EQ(d & 0x3FFF, uint64_t{0x12340 >> 4});
+  EXPECT_EQ((d >> 16) & 0x3FFF, 1u);
+  EXPECT_EQ((d >> 32) & 0x3FFF, uint64_t{1024 >> 4});
+  EXPECT_EQ(d >> 62, 1u);
+}
+
+// The wgmma kernel's shapes on an H200: 128-row tiles where M > 64 still gives a CTA per
+// multiprocessor, 64-row ones otherwise.
+TEST(TcEmulation, ChooseWgmmaTile) {
+  auto pick = [](int64_t M, int64_t N, int64_t K) { return wg::choose_wgmma_tile(M, N, 132, tc::k_split(N, K).S); };
+  EXPECT_EQ(pick(33, 4096, 4096), wg::WgKind::M64);
+  EXPECT_EQ(pick(64, 151936, 4096), wg::WgKind::M64);
+  EXPECT_EQ(pick(65, 4096, 4096), wg::WgKind::M128);
+  EXPECT_EQ(pick(256, 151936, 4096), wg::WgKind::M128);
+  EXPECT_EQ(pick(2048, 5120, 17408), wg::WgKind::M128);
+  EXPECT_EQ(pick(100, 128, 48), wg::WgKind::M64);  // one 128-row CTA would leave 131 multiprocessors idle
 }
 
 TEST(TcEmulation, TileOrderVisitsEveryTileOnce) {
