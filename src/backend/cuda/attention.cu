@@ -18,14 +18,15 @@
 //      of more than one wave instead copies the values into the keys' buffer after the scores (the
 //      SeqKV kernel: half the shared memory, twice the CTAs per SM, the same arithmetic).
 //      The chunk's (m, l, acc) go to a scratch row.
-//      attention_rows_kernel serves several rows per block instead: up to 16 or 32 query heads (4
-//      rows of the 8B) of consecutive rows of the call whose chunks agree (attention_rows.cuh: one
-//      block table, window start and chunk size, as a verify's rows of one sequence), so chunk c of
-//      each of them starts at the same key and is walked in the same tiles; each tile is loaded once
-//      for all of them instead of once per row. Each query head gets exactly the per-tile arithmetic
-//      above through the same functions, on the tiles its row has (a row stops at its own end), and
-//      writes the same scratch record; only which thread does which head's work differs. The host
-//      picks it from its copy of the rows (KvArgs::host_rows) when it at least halves the blocks.
+//      attention_rows_kernel (attention_rows.cu) serves several rows per block instead: up to 16 or 32
+//      query heads (4 rows of the 8B) of consecutive rows of the call whose chunks agree
+//      (attention_rows.cuh: one block table, window start and chunk size, as a verify's rows of one
+//      sequence), so chunk c of each of them starts at the same key and is walked in the same tiles;
+//      each tile is loaded once for all of them instead of once per row. Each query head gets exactly
+//      the per-tile arithmetic above through the same functions, on the tiles its row has (a row stops
+//      at its own end), and writes the same scratch record; only which thread does which head's work
+//      differs. The host picks it from its copy of the rows (KvArgs::host_rows) when it at least halves
+//      the blocks. What the two kernels share besides the arithmetic: attention_common.cuh.
 //   2. attention_combine_kernel: one block per (row, query head) merges the row's chunks in chunk
 //      order: M = max m_c, L = sum l_c e^(m_c - M), out = (sum acc_c e^(m_c - M)) / L.
 // Every choice of arithmetic depends only on the row's own window (the kernel and its variant depend
@@ -36,30 +37,16 @@
 #include <array>
 #include <atomic>
 #include <cmath>
-#include <vector>
 
-#include "backend/cuda/attention_chunking.cuh"
-#include "backend/cuda/attention_rows.cuh"
+#include "backend/cuda/attention_common.cuh"
 #include "backend/cuda/attention_tile.cuh"
-#include "backend/cuda/cuda_check.h"
 #include "backend/cuda/device_math.cuh"
-#include "backend/cuda/kernels.h"
-#include "backend/cuda/kv_layout.cuh"
-#include "backend/cuda/launch.cuh"
-#include "backend/cuda/matmul_tensor_core_ptx.cuh"  // cp.async
-#include "backend/cuda/staging.h"
 
 namespace specserve::cuda::kernels {
 
 namespace {
 
-using tc::cp_async_ca;
-using tc::cp_async_commit;
-using tc::cp_async_wait;
-using tc::cp_async_wait_all;
-using tc::smem_addr;
-
-constexpr int kWarps = 4;
+using namespace attn_kernel;
 
 __global__ void kv_store_kernel(const KvRow* rows, float* const* ptrs, Geo geo, const float* k, int64_t ldk,
                                 const float* v, int64_t ldv) {
@@ -74,49 +61,6 @@ __global__ void kv_store_kernel(const KvRow* rows, float* const* ptrs, Geo geo, 
     block[geo.offset(0, h, slot) + d] = k[r * ldk + e];
     block[geo.offset(1, h, slot) + d] = v[r * ldv + e];
   }
-}
-
-using attn::kTileKeys;
-constexpr int kMaxGroup = 16;  // query heads per KV head
-
-// Dynamic shared memory of the partial kernel (floats): q [G][HD], p [G][kTileKeys], m, l and the
-// rescale factor [G], then `tiles` buffers of [kTileKeys][HD]: the tile's keys and values (2), or one
-// buffer that takes the keys and then the values (1), or none (0: the offset of the first buffer).
-// The buffers start on a 16-byte boundary (cp.async destinations).
-__host__ __device__ inline int attention_smem_floats(int G, int HD, int tiles) {
-  const int head = (G * HD + G * kTileKeys + 3 * G + 3) / 4 * 4;
-  return head + tiles * kTileKeys * HD;
-}
-
-// Scratch record of one (row, query head, chunk): acc[HD], then m, then l.
-__host__ __device__ inline int64_t partial_floats(int head_dim) { return int64_t{head_dim} + 2; }
-
-__device__ __forceinline__ float* partial_record(float* part, int64_t r, int num_heads, int h, int max_chunks, int c,
-                                                 int head_dim) {
-  return part + ((r * num_heads + h) * max_chunks + c) * partial_floats(head_dim);
-}
-
-// The KV blocks of a tile, keys j0 .. j0 + nk - 1 of a block table, into blk[]; returns the first one's
-// index in the table (blk[0]). The caller synchronises before blk is read.
-__device__ __forceinline__ int64_t tile_blocks(float* const* table, int64_t j0, int nk, float** blk, int tid) {
-  const int64_t blk0 = j0 / kBlockSize, blk_last = (j0 + nk - 1) / kBlockSize;
-  if (tid <= blk_last - blk0) blk[tid] = table[blk0 + tid];
-  return blk0;
-}
-
-// One cp.async group copying the tile's keys (which 0) or values (1) of KV head kvh, keys j0 .. j0 + nk
-// - 1, into dst [nk][HD].
-template <int HD>
-__device__ __forceinline__ void copy_tile(float* dst, float* const* blk, int64_t blk0, const Geo& geo, int kvh,
-                                          int which, int64_t j0, int nk, int tid) {
-  constexpr int kPieces = HD / 4;
-  for (int e = tid; e < nk * kPieces; e += kWarps * 32) {
-    const int kk = e / kPieces, piece = e % kPieces;
-    const int64_t j = j0 + kk;
-    const float* src = blk[j / kBlockSize - blk0] + geo.offset(which, kvh, static_cast<int>(j % kBlockSize));
-    cp_async_ca(smem_addr(dst + kk * HD + 4 * piece), src + 4 * piece, 16);
-  }
-  cp_async_commit();
 }
 
 // DPL: head dims per lane (head_dim = 32 * DPL). GT: the query heads per KV head when known at
@@ -174,15 +118,7 @@ __global__ void __launch_bounds__(kWarps * 32)
     const int nk = i_end - t0 < kTileKeys ? static_cast<int>(i_end - t0) : kTileKeys;
     const int64_t blk0 = tile_blocks(table, w0 + t0, nk, s_blk, tid);
     __syncthreads();
-    // The tile's keys, then its values, into shared memory (two groups: the values land meanwhile; with
-    // SeqKV they are copied after the scores, into the keys' buffer).
-    copy_tile<HD>(s_k, s_blk, blk0, geo, kvh, 0, w0 + t0, nk, tid);
-    if constexpr (!SeqKV) {
-      copy_tile<HD>(s_v, s_blk, blk0, geo, kvh, 1, w0 + t0, nk, tid);
-      cp_async_wait<1>();  // this thread's key pieces
-    } else {
-      cp_async_wait_all();
-    }
+    load_tile<HD, SeqKV>(s_k, s_v, s_blk, blk0, geo, kvh, w0 + t0, nk, tid);
     __syncthreads();
     // Scores: thread t takes key t % kTileKeys and query heads t / kTileKeys, + kThreads / kTileKeys, ...
     {
@@ -250,193 +186,6 @@ __global__ void __launch_bounds__(kWarps * 32)
   }
 }
 
-// The multi-row kernel: one block of kWarps warps per (item, KV head, chunk), an item being up to
-// kQ / G consecutive rows of the call whose chunks agree (attention_rows.cuh: one block table, window
-// start and chunk size), so that chunk c of each of them covers keys from the same start to the row's
-// own end. Each tile is loaded once for all of them. Query head qi = (row of the item) * G + head takes
-// the single-row kernel's arithmetic (attention_tile.cuh) on the tiles its row has: the same scores,
-// softmax bookkeeping, values and scratch record, so the same bits; only the assignment of the work to
-// threads differs. A row past its own end (a shorter window: fewer keys in the last tile or chunk)
-// skips the tile, and a row without chunk c writes no record for it.
-template <int DPL, int kQ, bool SeqKV>
-__global__ void __launch_bounds__(kWarps * 32)
-    attention_rows_kernel(const KvRow* rows, const int32_t* items, float* const* ptrs, Geo geo, const float* q,
-                          int64_t ldq, int num_heads, float scale, float* part, int max_chunks) {
-  pdl_begin();
-  constexpr int HD = 32 * DPL;
-  constexpr int kThreads = kWarps * 32;
-  static_assert(kThreads % HD == 0 || HD % kThreads == 0, "head dims split evenly over the threads");
-  extern __shared__ __align__(16) float smem[];
-  const int G = num_heads / geo.num_kv_heads;
-  float* s_q = smem;                       // [kQ][HD] query head qi = row * G + head
-  float* s_p = s_q + kQ * HD;              // [kQ][kTileKeys] scores, then p
-  float* s_m = s_p + kQ * kTileKeys;       // [kQ] running max
-  float* s_l = s_m + kQ;                   // [kQ] running sum
-  float* s_corr = s_l + kQ;                // [kQ] this tile's rescale factor
-  float* s_k = s_q + attention_smem_floats(kQ, HD, 0);  // [kTileKeys][HD] the tile's keys
-  float* s_v = SeqKV ? s_k : s_k + kTileKeys * HD;       // [kTileKeys][HD] and values
-  __shared__ int64_t s_end[kQ];  // per query head: the end of its row's keys in the chunk (i_begin: none)
-  __shared__ int s_nk[kQ];       // per query head: its row's keys in the tile (0: none)
-  __shared__ float* s_blk[kTileKeys / kBlockSize + 1];  // the tile's KV blocks
-
-  const int item = static_cast<int>(blockIdx.x / geo.num_kv_heads);
-  const int kvh = static_cast<int>(blockIdx.x % geo.num_kv_heads);
-  const int c = static_cast<int>(blockIdx.y);
-  const int r0 = items[item], nrows = items[item + 1] - r0, Q = nrows * G;
-  const KvRow first = rows[r0];
-  const int64_t w0 = first.window_start;
-  const int64_t keys = attn::chunking(int64_t{first.position} + 1 - w0).keys;  // every row's
-  const int64_t i_begin = c * keys;
-  const int tid = static_cast<int>(threadIdx.x), warp = tid >> 5, lane = tid & 31;
-
-  for (int qi = tid; qi < kQ; qi += kThreads) {
-    int64_t end = i_begin;
-    if (qi < Q) {
-      const int64_t n = int64_t{rows[r0 + qi / G].position} + 1 - w0;
-      end = n < i_begin ? i_begin : n < i_begin + keys ? n : i_begin + keys;
-    }
-    s_end[qi] = end;
-    s_m[qi] = -INFINITY;
-    s_l[qi] = 0.0f;
-  }
-  __syncthreads();
-  int64_t i_end = i_begin;  // the end of the item's keys in the chunk: its longest window's
-  for (int qi = 0; qi < Q; qi += G) i_end = s_end[qi] > i_end ? s_end[qi] : i_end;
-  if (i_end == i_begin) return;  // no row of the item has chunk c
-  for (int row = 0; row < nrows; ++row)
-    for (int e = tid; e < G * HD; e += kThreads)
-      s_q[row * G * HD + e] = q[(r0 + row) * ldq + int64_t{kvh} * G * HD + e];
-  for (int e = Q * HD + tid; e < kQ * HD; e += kThreads) s_q[e] = 0.0f;  // no row
-
-  // Scores: warp w takes query heads w, w + kWarps, ...; lane takes keys lane and lane + 32 (one rot).
-  constexpr int kScoreHeads = kQ / kWarps;
-  // Values: this thread's outputs are dims col + kCols * jd of query heads vq0 + kSplit * j.
-  constexpr int kCols = HD < kThreads ? HD : kThreads;
-  constexpr int kSplit = kThreads / kCols;
-  constexpr int kDims = HD / kCols;
-  constexpr int kValueHeads = kQ / kSplit;
-  const int col = tid % kCols, vq0 = tid / kCols;
-  float acc[kValueHeads][kDims];
-#pragma unroll
-  for (int j = 0; j < kValueHeads; ++j)
-#pragma unroll
-    for (int jd = 0; jd < kDims; ++jd) acc[j][jd] = 0.0f;
-
-  float* const* table = ptrs + first.table;
-  for (int64_t t0 = i_begin; t0 < i_end; t0 += kTileKeys) {
-    const int nk = i_end - t0 < kTileKeys ? static_cast<int>(i_end - t0) : kTileKeys;  // the longest row's
-    const int64_t blk0 = tile_blocks(table, w0 + t0, nk, s_blk, tid);
-    for (int qi = tid; qi < kQ; qi += kThreads) {
-      const int64_t left = s_end[qi] - t0;
-      s_nk[qi] = left <= 0 ? 0 : left < kTileKeys ? static_cast<int>(left) : kTileKeys;
-    }
-    __syncthreads();
-    copy_tile<HD>(s_k, s_blk, blk0, geo, kvh, 0, w0 + t0, nk, tid);
-    if constexpr (!SeqKV) {
-      copy_tile<HD>(s_v, s_blk, blk0, geo, kvh, 1, w0 + t0, nk, tid);
-      cp_async_wait<1>();  // this thread's key pieces
-    } else {
-      cp_async_wait_all();
-    }
-    __syncthreads();
-    // Every head's scores, unguarded: those of heads whose row has no keys in the tile (or no row: zero
-    // queries) and of keys past a row's end or past the tile's copy (lane + 32 >= nk) are never read.
-    if (lane < nk) {
-      const float* const key[2] = {s_k + lane * HD, s_k + (lane + 32) * HD};
-      const float* heads[kScoreHeads];
-      bool live[kScoreHeads];
-#pragma unroll
-      for (int j = 0; j < kScoreHeads; ++j) {
-        heads[j] = s_q + (warp + kWarps * j) * HD;
-        live[j] = true;
-      }
-      float s[2][kScoreHeads];
-      attn_tile::scores<HD, 2, kScoreHeads>(key, heads, live, lane, scale, s);
-#pragma unroll
-      for (int j = 0; j < kScoreHeads; ++j) {
-        float* sp = s_p + (warp + kWarps * j) * kTileKeys;
-        sp[lane] = s[0][j];
-        sp[lane + 32] = s[1][j];
-      }
-    }
-    __syncthreads();
-    if constexpr (SeqKV) copy_tile<HD>(s_v, s_blk, blk0, geo, kvh, 1, w0 + t0, nk, tid);  // keys are done
-#pragma unroll
-    for (int j = 0; j < kScoreHeads; ++j) {
-      const int qi = warp + kWarps * j, n = s_nk[qi];
-      if (n > 0) attn_tile::softmax(s_p + qi * kTileKeys, n, lane, s_m + qi, s_l + qi, s_corr + qi);
-    }
-    cp_async_wait_all();  // this thread's value pieces
-    __syncthreads();
-    // Weighted values, each head's keys in increasing order: the keys all of this thread's heads in the
-    // tile have, four at a time, then the rest head by head.
-    int vn[kValueHeads];
-    int common = kTileKeys, longest = 0;
-#pragma unroll
-    for (int j = 0; j < kValueHeads; ++j) {
-      const int qi = vq0 + kSplit * j;
-      vn[j] = s_nk[qi];
-      if (vn[j] > 0) {
-        common = vn[j] < common ? vn[j] : common;
-        longest = vn[j] > longest ? vn[j] : longest;
-#pragma unroll
-        for (int jd = 0; jd < kDims; ++jd) acc[j][jd] = attn_tile::rescale(acc[j][jd], s_corr[qi]);
-      }
-    }
-    if (longest == 0) common = 0;
-    int kk = 0;
-    for (; kk + 4 <= common; kk += 4) {
-      float v[4][kDims];
-#pragma unroll
-      for (int t = 0; t < 4; ++t)
-#pragma unroll
-        for (int jd = 0; jd < kDims; ++jd) v[t][jd] = s_v[(kk + t) * HD + col + kCols * jd];
-#pragma unroll
-      for (int j = 0; j < kValueHeads; ++j)
-        if (vn[j] > 0) {
-          const float4 p = *reinterpret_cast<const float4*>(s_p + (vq0 + kSplit * j) * kTileKeys + kk);
-#pragma unroll
-          for (int jd = 0; jd < kDims; ++jd) {
-            acc[j][jd] = attn_tile::add_value(acc[j][jd], p.x, v[0][jd]);
-            acc[j][jd] = attn_tile::add_value(acc[j][jd], p.y, v[1][jd]);
-            acc[j][jd] = attn_tile::add_value(acc[j][jd], p.z, v[2][jd]);
-            acc[j][jd] = attn_tile::add_value(acc[j][jd], p.w, v[3][jd]);
-          }
-        }
-    }
-    for (; kk < longest; ++kk) {
-      float v[kDims];
-#pragma unroll
-      for (int jd = 0; jd < kDims; ++jd) v[jd] = s_v[kk * HD + col + kCols * jd];
-#pragma unroll
-      for (int j = 0; j < kValueHeads; ++j)
-        if (kk < vn[j]) {
-          const float p = s_p[(vq0 + kSplit * j) * kTileKeys + kk];
-#pragma unroll
-          for (int jd = 0; jd < kDims; ++jd) acc[j][jd] = attn_tile::add_value(acc[j][jd], p, v[jd]);
-        }
-    }
-    __syncthreads();  // s_p, s_nk and the buffers are rewritten by the next tile
-  }
-#pragma unroll
-  for (int j = 0; j < kValueHeads; ++j) {
-    const int qi = vq0 + kSplit * j;
-    if (qi < Q && s_end[qi] > i_begin) {
-      const int row = qi / G;
-      float* rec = partial_record(part, r0 + row, num_heads, kvh * G + qi - row * G, max_chunks, c, HD);
-#pragma unroll
-      for (int jd = 0; jd < kDims; ++jd) rec[col + kCols * jd] = acc[j][jd];
-    }
-  }
-  for (int qi = tid; qi < Q; qi += kThreads)
-    if (s_end[qi] > i_begin) {
-      const int row = qi / G;
-      float* rec = partial_record(part, r0 + row, num_heads, kvh * G + qi - row * G, max_chunks, c, HD);
-      rec[HD] = s_m[qi];
-      rec[HD + 1] = s_l[qi];
-    }
-}
-
 __global__ void attention_combine_kernel(const KvRow* rows, int num_heads, int head_dim, const float* part,
                                          int max_chunks, float* out, int64_t ldo) {
   pdl_begin();
@@ -457,38 +206,6 @@ __global__ void attention_combine_kernel(const KvRow* rows, int num_heads, int h
     }
     out[r * ldo + int64_t{h} * head_dim + d] = o * (1.0f / L);
   }
-}
-
-// SPECSERVE_ATTN_SEQ_KV: -1 (default) picks per launch, 0 never uses the SeqKV kernel, 1 always (a
-// benchmark knob, read once; the bits are the same either way).
-int seq_kv_knob() {
-  static const int v = static_cast<int>(tuning_knob("SPECSERVE_ATTN_SEQ_KV", -1));
-  return v;
-}
-
-// SPECSERVE_ATTN_ROW_QUERIES: -1 (default) attn::item_queries, 0 never groups rows (every row to the
-// single-row kernel), 16 or 32 query heads per CTA of the multi-row kernel (a benchmark knob, read once;
-// the bits are the same either way).
-int row_queries_knob() {
-  static const int v = static_cast<int>(tuning_knob("SPECSERVE_ATTN_ROW_QUERIES", -1));
-  return v;
-}
-
-// Whether a launch of `ctas` CTAs takes a partial kernel's SeqKV variant: as the knob says, else when it
-// needs more than one wave of the overlapped variant (`overlapped`, smem2 bytes of shared memory; 16
-// verify rows of the 8B one row per CTA: 1,152 CTAs against 3 per SM). `wave` keeps the CTAs of one
-// wave, asked of the occupancy API once.
-template <class Kernel>
-bool use_seq_kv(Kernel overlapped, size_t smem2, int64_t ctas, std::atomic<int64_t>& wave) {
-  if (seq_kv_knob() >= 0) return seq_kv_knob() == 1;
-  int64_t per_wave = wave.load(std::memory_order_relaxed);
-  if (per_wave == 0) {
-    int per_sm = 0;
-    CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, overlapped, kWarps * 32, smem2));
-    per_wave = int64_t{per_sm} * sm_count();
-    wave.store(per_wave, std::memory_order_relaxed);
-  }
-  return ctas > per_wave;
 }
 
 template <int DPL, int GT, bool SeqKV>
@@ -521,61 +238,15 @@ void launch_partial(const KvArgs& kv, const float* q, int64_t ldq, int num_heads
     launch_partial_kernel<DPL, GT, false>(kv, q, ldq, num_heads, scale, part, max_chunks, smem2, stream);
 }
 
-// The multi-row kernel over n_items items (items: their first rows, then R; device).
-template <int DPL, int kQ>
-void launch_rows(const KvArgs& kv, const int32_t* items, int64_t n_items, const float* q, int64_t ldq, int num_heads,
-                 float scale, float* part, int max_chunks, cudaStream_t stream) {
-  constexpr int HD = 32 * DPL;
-  const size_t smem2 = sizeof(float) * static_cast<size_t>(attention_smem_floats(kQ, HD, 2));
-  static const bool configured = [smem2] {
-    for (const auto kernel : {attention_rows_kernel<DPL, kQ, false>, attention_rows_kernel<DPL, kQ, true>})
-      CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(smem2)));
-    return true;
-  }();
-  (void)configured;
-  static std::atomic<int64_t> wave{0};
-  const bool seq = use_seq_kv(attention_rows_kernel<DPL, kQ, false>, smem2, n_items * kv.num_kv_heads * max_chunks, wave);
-  const dim3 grid(static_cast<unsigned>(n_items * kv.num_kv_heads), static_cast<unsigned>(max_chunks));
-  const size_t smem = seq ? sizeof(float) * static_cast<size_t>(attention_smem_floats(kQ, HD, 1)) : smem2;
-  launch_pdl(seq ? attention_rows_kernel<DPL, kQ, true> : attention_rows_kernel<DPL, kQ, false>, grid, kWarps * 32,
-             smem, stream, kv.rows, items, kv.ptrs, geo_of(kv), q, ldq, num_heads, scale, part, max_chunks);
-  CUDA_CHECK_LAUNCH();
-}
-
-// The multi-row kernel when the call's rows group (attn::row_items over kv.host_rows) and the knob
-// allows; false when it launched nothing.
-template <int DPL>
-bool launch_grouped(const KvArgs& kv, const float* q, int64_t ldq, int num_heads, float scale, float* part,
-                    int max_chunks, cudaStream_t stream) {
-  const int G = num_heads / kv.num_kv_heads;
-  int queries = row_queries_knob();
-  if (queries < 0) queries = attn::item_queries(G);
-  if (kv.host_rows == nullptr || (queries != 16 && queries != 32)) return false;
-  const std::vector<int32_t> items = attn::row_items(kv.host_rows, kv.R, queries / G);
-  // (A table past a staging segment would take the staging's big buffer, which may hold kv.rows.)
-  if (items.empty() || items.size() > 8192) return false;
-  // Read by the kernel enqueued next: the caller holds the staging lock (as for kv.rows).
-  const auto* d_items =
-      static_cast<const int32_t*>(Staging::global().stage(items.data(), items.size() * sizeof(int32_t)));
-  const auto n_items = static_cast<int64_t>(items.size()) - 1;
-  if (queries == 16)
-    launch_rows<DPL, 16>(kv, d_items, n_items, q, ldq, num_heads, scale, part, max_chunks, stream);
-  else
-    launch_rows<DPL, 32>(kv, d_items, n_items, q, ldq, num_heads, scale, part, max_chunks, stream);
-  return true;
-}
-
 template <int DPL>
 void launch_attention(const KvArgs& kv, const float* q, int64_t ldq, int num_heads, float scale, float* out,
                       int64_t ldo, float* part, int max_chunks, cudaStream_t stream) {
   constexpr int HD = 32 * DPL;
-  // Rows of one sequence that share their chunks go to the multi-row kernel (head_dim 32, 64, 128 and
-  // 256: attn::rows_kernel_supports). Otherwise the group sizes of the supported models get their own
+  // Rows of one sequence that share their chunks go to the multi-row kernel (attention_rows.cu; head_dim
+  // 32, 64, 128 and 256). Otherwise the group sizes of the supported models get their own
   // single-row kernels (head_dim 128 and 256 only, to bound the instantiations); any other runs the
   // generic one. Same bits in every case.
-  bool launched = false;
-  if constexpr (DPL == 1 || DPL == 2 || DPL == 4 || DPL == 8)
-    launched = launch_grouped<DPL>(kv, q, ldq, num_heads, scale, part, max_chunks, stream);
+  bool launched = launch_grouped_rows(kv, q, ldq, num_heads, scale, part, max_chunks, stream);
   const int G = num_heads / kv.num_kv_heads;
   if constexpr (DPL == 4 || DPL == 8) {
     if (!launched) {

@@ -1,5 +1,5 @@
 #pragma once
-// Which rows of an attention call share a CTA of the multi-row partial kernel (attention.cu): plain C++
+// Which rows of an attention call share a CTA of the multi-row partial kernel (attention_rows.cu): plain C++
 // on the host, so tests/backend_cuda/test_cuda_attention_chunking.cpp checks it without a GPU.
 //
 // Rows can share a CTA when their chunks cover the same keys: the same block table (one sequence), the
@@ -21,18 +21,13 @@ namespace specserve::cuda::attn {
 // item has at most item_queries(group) / group rows.
 inline int item_queries(int group) { return group <= 4 ? 16 : 32; }
 
-// The head dims the multi-row kernel is built for (head_dim a divisor of 128, or 256).
-inline bool rows_kernel_supports(int head_dim) {
-  return head_dim == 32 || head_dim == 64 || head_dim == 128 || head_dim == 256;
-}
-
 // Cuts the call's rows, in order, into items of at most per_item consecutive rows whose chunks agree
 // (above), and returns the items' first rows followed by R (items + 1 entries). Empty when that would
 // not halve the CTAs (fewer than two rows per item on average): then every row goes to the single-row
 // kernel.
 inline std::vector<int32_t> row_items(const kernels::KvRow* rows, int64_t R, int per_item) {
   std::vector<int32_t> starts;
-  if (per_item < 2) return starts;
+  if (per_item < 2 || R < 2) return starts;  // (a decode: nothing to group)
   auto keys = [&](int64_t r) { return chunking(int64_t{rows[r].position} + 1 - rows[r].window_start).keys; };
   for (int64_t r = 0; r < R;) {
     starts.push_back(static_cast<int32_t>(r));

@@ -252,7 +252,7 @@ bool wgmma_pipelined(int64_t M) {
 }
 
 template <bool Pipelined>
-void launch_kind(const MatmulArgs& a, WgKind k, const uint16_t* xb, int64_t ldxb, cudaStream_t stream) {
+void launch_shape(const MatmulArgs& a, WgKind k, const uint16_t* xb, int64_t ldxb, cudaStream_t stream) {
   if (k == WgKind::M128)
     launch<WgM128<Pipelined>>(a, xb, ldxb, stream);
   else
@@ -263,9 +263,9 @@ void launch_kind(const MatmulArgs& a, int kind, const uint16_t* xb, int64_t ldxb
   const WgKind k = kind >= 0 ? static_cast<WgKind>(kind)
                              : choose_wgmma_tile(a.M, a.N, sm_count(), k_split(a.N, a.K, split_target_ctas()).S);
   if (wgmma_pipelined(a.M))
-    launch_kind<true>(a, k, xb, ldxb, stream);
+    launch_shape<true>(a, k, xb, ldxb, stream);
   else
-    launch_kind<false>(a, k, xb, ldxb, stream);
+    launch_shape<false>(a, k, xb, ldxb, stream);
 }
 
 // Whether this process may run the wgmma kernel: a device of compute capability 9.0 (the sm_90a code

@@ -1,0 +1,117 @@
+#pragma once
+// What the two split-KV attention partial kernels share (attention.cu: one row per CTA;
+// attention_rows.cu: several rows of one sequence per CTA): the shared-memory and scratch layouts, the
+// tile loads, and the choice of the values-after-keys (SeqKV) variant. The per-tile arithmetic they
+// share is attention_tile.cuh.
+#include <cuda_runtime.h>
+
+#include <atomic>
+#include <cstdint>
+
+#include "backend/cuda/attention_chunking.cuh"
+#include "backend/cuda/cuda_check.h"
+#include "backend/cuda/kernels.h"
+#include "backend/cuda/kv_layout.cuh"
+#include "backend/cuda/launch.cuh"
+#include "backend/cuda/matmul_tensor_core_ptx.cuh"  // cp.async
+#include "backend/cuda/tuning_knob.h"
+
+namespace specserve::cuda::kernels::attn_kernel {
+
+using tc::cp_async_ca;
+using tc::cp_async_commit;
+using tc::cp_async_wait;
+using tc::cp_async_wait_all;
+using tc::smem_addr;
+
+constexpr int kWarps = 4;  // per CTA of either partial kernel
+
+using attn::kTileKeys;
+constexpr int kMaxGroup = 16;  // query heads per KV head
+
+// Dynamic shared memory of the partial kernel (floats): q [G][HD], p [G][kTileKeys], m, l and the
+// rescale factor [G], then `tiles` buffers of [kTileKeys][HD]: the tile's keys and values (2), or one
+// buffer that takes the keys and then the values (1), or none (0: the offset of the first buffer).
+// The buffers start on a 16-byte boundary (cp.async destinations).
+__host__ __device__ inline int attention_smem_floats(int G, int HD, int tiles) {
+  const int head = (G * HD + G * kTileKeys + 3 * G + 3) / 4 * 4;
+  return head + tiles * kTileKeys * HD;
+}
+
+// Scratch record of one (row, query head, chunk): acc[HD], then m, then l.
+__host__ __device__ inline int64_t partial_floats(int head_dim) { return int64_t{head_dim} + 2; }
+
+__device__ __forceinline__ float* partial_record(float* part, int64_t r, int num_heads, int h, int max_chunks, int c,
+                                                 int head_dim) {
+  return part + ((r * num_heads + h) * max_chunks + c) * partial_floats(head_dim);
+}
+
+// The KV blocks of a tile, keys j0 .. j0 + nk - 1 of a block table, into blk[]; returns the first one's
+// index in the table (blk[0]). The caller synchronises before blk is read.
+__device__ __forceinline__ int64_t tile_blocks(float* const* table, int64_t j0, int nk, float** blk, int tid) {
+  const int64_t blk0 = j0 / kBlockSize, blk_last = (j0 + nk - 1) / kBlockSize;
+  if (tid <= blk_last - blk0) blk[tid] = table[blk0 + tid];
+  return blk0;
+}
+
+// One cp.async group copying the tile's keys (which 0) or values (1) of KV head kvh, keys j0 .. j0 + nk
+// - 1, into dst [nk][HD].
+template <int HD>
+__device__ __forceinline__ void copy_tile(float* dst, float* const* blk, int64_t blk0, const Geo& geo, int kvh,
+                                          int which, int64_t j0, int nk, int tid) {
+  constexpr int kPieces = HD / 4;
+  for (int e = tid; e < nk * kPieces; e += kWarps * 32) {
+    const int kk = e / kPieces, piece = e % kPieces;
+    const int64_t j = j0 + kk;
+    const float* src = blk[j / kBlockSize - blk0] + geo.offset(which, kvh, static_cast<int>(j % kBlockSize));
+    cp_async_ca(smem_addr(dst + kk * HD + 4 * piece), src + 4 * piece, 16);
+  }
+  cp_async_commit();
+}
+
+// The tile's keys, then its values (unless SeqKV: they are copied after the scores, into the keys'
+// buffer), into shared memory as two cp.async groups; returns once this thread's key pieces have
+// landed (the values land meanwhile). The caller synchronises before the keys are read.
+template <int HD, bool SeqKV>
+__device__ __forceinline__ void load_tile(float* s_k, float* s_v, float* const* blk, int64_t blk0, const Geo& geo,
+                                          int kvh, int64_t j0, int nk, int tid) {
+  copy_tile<HD>(s_k, blk, blk0, geo, kvh, 0, j0, nk, tid);
+  if constexpr (!SeqKV) {
+    copy_tile<HD>(s_v, blk, blk0, geo, kvh, 1, j0, nk, tid);
+    cp_async_wait<1>();  // this thread's key pieces
+  } else {
+    cp_async_wait_all();
+  }
+}
+
+// SPECSERVE_ATTN_SEQ_KV: -1 (default) picks per launch, 0 never uses the SeqKV kernel, 1 always (a
+// benchmark knob, read once; the bits are the same either way).
+inline int seq_kv_knob() {
+  static const int v = static_cast<int>(tuning_knob("SPECSERVE_ATTN_SEQ_KV", -1));
+  return v;
+}
+
+// Whether a launch of `ctas` CTAs takes a partial kernel's SeqKV variant: as the knob says, else when it
+// needs more than one wave of the overlapped variant (`overlapped`, smem2 bytes of shared memory; 16
+// verify rows of the 8B one row per CTA: 1,152 CTAs against 3 per SM). `wave` keeps the CTAs of one
+// wave, asked of the occupancy API once.
+template <class Kernel>
+inline bool use_seq_kv(Kernel overlapped, size_t smem2, int64_t ctas, std::atomic<int64_t>& wave) {
+  if (seq_kv_knob() >= 0) return seq_kv_knob() == 1;
+  int64_t per_wave = wave.load(std::memory_order_relaxed);
+  if (per_wave == 0) {
+    int per_sm = 0;
+    CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, overlapped, kWarps * 32, smem2));
+    per_wave = int64_t{per_sm} * sm_count();
+    wave.store(per_wave, std::memory_order_relaxed);
+  }
+  return ctas > per_wave;
+}
+
+// The multi-row kernel (attention_rows.cu) for this call's partials when its rows group
+// (attn::row_items over kv.host_rows) and head_dim is one it is built for; false when it launched
+// nothing (then the caller runs the one-row kernel). Hold the staging lock (it stages the item table).
+bool launch_grouped_rows(const KvArgs& kv, const float* q, int64_t ldq, int num_heads, float scale, float* part,
+                         int max_chunks, cudaStream_t stream);
+
+}  // namespace specserve::cuda::kernels::attn_kernel
