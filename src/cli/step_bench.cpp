@@ -16,6 +16,7 @@
 
 #if SPECSERVE_HAVE_CUDA
 #include "backend/cuda/cuda_device.h"
+#include "backend/cuda/step_graphs.h"
 #endif
 
 namespace specserve::cli {
@@ -249,6 +250,15 @@ json run_step_bench(TargetModel& target, const spec::DFlashDrafter* drafter, con
     }
     r["propose"] = propose;
   }
+#if SPECSERVE_HAVE_CUDA
+  if (target.backend() == "cuda") {
+    // How the run's kernel launches were enqueued (backend/cuda/step_graphs.h).
+    const cuda::GraphStats g = cuda::graph_stats();
+    r["cuda_graphs"] = {{"enabled", cuda::graphs_enabled()}, {"launches", g.launches}, {"segments", g.segments},
+                        {"graph_launches", g.graph_launches}, {"captures", g.captures},
+                        {"direct_segments", g.direct_segments}, {"node_updates", g.node_updates}};
+  }
+#endif
   return r;
 }
 
@@ -285,6 +295,15 @@ std::string format_step_bench(const json& r) {
       out += fmt::format("projected at tau {:.2f}, B={}: plain {:.0f} tokens/s, DFlash {:.0f} tokens/s ({:.2f}x)\n",
                          v["tau"].get<double>(), v["batch"].get<int>(), v["plain_tokens_per_s"].get<double>(),
                          v["dflash_tokens_per_s"].get<double>(), v["speedup"].get<double>());
+  if (r.contains("cuda_graphs")) {
+    const auto& g = r["cuda_graphs"];
+    out += fmt::format("CUDA graphs {}: {} launches in {} segments; {} graph launches ({} captures), {} direct, "
+                       "{} node updates\n",
+                       g["enabled"].get<bool>() ? "on" : "off", g["launches"].get<uint64_t>(),
+                       g["segments"].get<uint64_t>(), g["graph_launches"].get<uint64_t>(),
+                       g["captures"].get<uint64_t>(), g["direct_segments"].get<uint64_t>(),
+                       g["node_updates"].get<uint64_t>());
+  }
   return out;
 }
 

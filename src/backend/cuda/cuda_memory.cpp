@@ -12,6 +12,7 @@
 #include "backend/cuda/cuda_stream.h"
 #include "backend/cuda/kernels.h"
 #include "backend/cuda/staging.h"
+#include "backend/cuda/step_graphs.h"
 #include "core/error.h"
 
 namespace specserve {
@@ -20,6 +21,7 @@ namespace {
 
 constexpr size_t kExactFrom = size_t{256} << 20;
 constexpr size_t kMinClass = 512;
+constexpr size_t kKernelCopyBytes = size_t{1} << 20;
 
 // The size class of `bytes`: rounded up to a multiple of 1/8 of its power of two.
 size_t size_class(size_t bytes) {
@@ -91,6 +93,7 @@ class CudaMemory final : public Memory {
   }
   void copy(void* dst, const void* src, size_t bytes) const override {
     if (!bytes) return;
+    if (as_kernel(bytes)) return launch_copies({{dst, src, static_cast<int64_t>(bytes)}}, static_cast<int64_t>(bytes));
     CUDA_CHECK(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToDevice, cuda::cuda_stream()));
   }
   void copy_many(std::span<const CopyRegion> regions) const override {
@@ -103,14 +106,17 @@ class CudaMemory final : public Memory {
     }
     if (dev.empty()) return;
     if (dev.size() == 1) return copy(dev[0].dst, dev[0].src, static_cast<size_t>(dev[0].bytes));
-    auto& staging = cuda::Staging::global();
-    auto lock = staging.lock();
-    const auto* d = static_cast<const cuda::kernels::CopyRegionDev*>(
-        staging.stage(dev.data(), dev.size() * sizeof(dev[0])));
-    cuda::kernels::copy_many(d, static_cast<int64_t>(dev.size()), max_bytes, cuda::cuda_stream());
+    launch_copies(dev, max_bytes);
   }
   void copy_2d(void* dst, size_t dpitch, const void* src, size_t spitch, size_t width, size_t height) const override {
     if (!width || !height) return;
+    if (height <= 4096 && as_kernel(width * height)) {
+      std::vector<cuda::kernels::CopyRegionDev> rows(height);
+      for (size_t r = 0; r < height; ++r)
+        rows[r] = {static_cast<char*>(dst) + r * dpitch, static_cast<const char*>(src) + r * spitch,
+                   static_cast<int64_t>(width)};
+      return launch_copies(rows, static_cast<int64_t>(width));
+    }
     CUDA_CHECK(cudaMemcpy2DAsync(dst, dpitch, src, spitch, width, height, cudaMemcpyDeviceToDevice,
                                  cuda::cuda_stream()));
   }
@@ -137,6 +143,20 @@ class CudaMemory final : public Memory {
   }
 
  private:
+  // While kernel launches are recorded (step_graphs.h), a small device copy is a copy kernel like any
+  // other launch: it joins the step's segment (and graph) instead of ending it, as a copy enqueued
+  // through cuda_stream() would.
+  static bool as_kernel(size_t bytes) { return bytes <= kKernelCopyBytes && cuda::graphs_enabled(); }
+
+  // One copy_many launch over `dev` (staged), recorded like any kernel.
+  static void launch_copies(const std::vector<cuda::kernels::CopyRegionDev>& dev, int64_t max_bytes) {
+    auto& staging = cuda::Staging::global();
+    auto lock = staging.lock();
+    const auto* d = static_cast<const cuda::kernels::CopyRegionDev*>(
+        staging.stage(dev.data(), dev.size() * sizeof(dev[0])));
+    cuda::kernels::copy_many(d, static_cast<int64_t>(dev.size()), max_bytes, cuda::launch_stream());
+  }
+
   void trim() const {
     cudaStreamSynchronize(cuda::cuda_stream());
     std::lock_guard lock(mutex_);

@@ -12,6 +12,7 @@
 #include "backend/op_checks.h"
 #include "backend/cuda/kernels.h"
 #include "backend/cuda/staging.h"
+#include "backend/cuda/step_graphs.h"
 #include "core/error.h"
 
 namespace specserve {
@@ -76,9 +77,11 @@ StagedKv stage_kv(cuda::Staging& staging, const KvGeometry& geo, int layer, std:
   std::vector<k::KvRow> krows(rows.size());
   for (size_t r = 0; r < rows.size(); ++r)
     krows[r] = {table_start[rows[r].blocks], rows[r].position, rows[r].window_start};
+  // The rows first: the block tables grow with the sequences, and a step's graph nodes (step_graphs.h)
+  // keep their arguments when only the bytes after the rows change length.
   cuda::StagingBlob blob;
-  const size_t off_ptrs = blob.append(ptrs.data(), ptrs.size());
   const size_t off_rows = blob.append(krows.data(), krows.size());
+  const size_t off_ptrs = blob.append(ptrs.data(), ptrs.size());
   auto* base = static_cast<char*>(staging.stage(blob.data(), blob.size()));
   StagedKv s;
   s.host_rows = std::move(krows);
@@ -97,7 +100,7 @@ class CudaOps final : public Ops {
 
   void matmul(const TensorView& x, const TensorView& w, const TensorView& y) const override {
     check_matmul(x, w, y);
-    k::matmul(matmul_args(x, w, y), cuda::cuda_stream());
+    k::matmul(matmul_args(x, w, y), cuda::launch_stream());
   }
 
   static k::MatmulArgs matmul_args(const TensorView& x, const TensorView& w, const TensorView& y) {
@@ -122,7 +125,7 @@ class CudaOps final : public Ops {
     for (size_t i = 0; i < ws.size(); ++i) check_matmul(x, ws[i], ys[i]);
     std::vector<k::MatmulArgs> args;
     for (size_t i = 0; i < ws.size(); ++i) args.push_back(matmul_args(x, ws[i], ys[i]));
-    if (k::matmul_bf16_wgmma_multi(args.data(), static_cast<int>(args.size()), cuda::cuda_stream())) return;
+    if (k::matmul_bf16_wgmma_multi(args.data(), static_cast<int>(args.size()), cuda::launch_stream())) return;
     std::vector<bool> done(args.size(), false);
     for (size_t i = 0; i < args.size(); ++i) {
       if (done[i]) continue;
@@ -136,9 +139,9 @@ class CudaOps final : public Ops {
           group.pop_back();
       }
       if (group.size() > 1)
-        k::matmul_bf16_multi(group.data(), static_cast<int>(group.size()), cuda::cuda_stream());
+        k::matmul_bf16_multi(group.data(), static_cast<int>(group.size()), cuda::launch_stream());
       else
-        k::matmul(group[0], cuda::cuda_stream());
+        k::matmul(group[0], cuda::launch_stream());
     }
   }
 
@@ -157,14 +160,14 @@ class CudaOps final : public Ops {
     auto lock = staging.lock();
     const auto* d_ids = static_cast<const int32_t*>(staging.stage(ids.data(), ids.size_bytes()));
     k::embedding(table.data, table.dtype == DType::BF16, table.dim(1), d_ids, static_cast<int64_t>(ids.size()),
-                 out.as<float>(), cuda::cuda_stream());
+                 out.as<float>(), cuda::launch_stream());
   }
 
   void rms_norm(const TensorView& x, const TensorView& w, NormKind kind, float eps, const TensorView& y) const override {
     check_norm("rms_norm", x, y, w);
     const int64_t d = w.numel();
     k::rms_norm(x.as<const float>(), w.as<const float>(), y.as<float>(), x.numel() / d, d,
-                kind == NormKind::Plain ? 0 : 1, eps, cuda::cuda_stream());
+                kind == NormKind::Plain ? 0 : 1, eps, cuda::launch_stream());
   }
 
   void rms_norm_gated(const TensorView& x, const TensorView& z, const TensorView& w, float eps,
@@ -175,7 +178,7 @@ class CudaOps final : public Ops {
              z.describe(), x.describe());
     const int64_t d = w.numel();
     k::rms_norm_gated(x.as<const float>(), z.as<const float>(), w.as<const float>(), y.as<float>(), x.numel() / d, d,
-                      eps, cuda::cuda_stream());
+                      eps, cuda::launch_stream());
   }
 
   void rope(const TensorView& x, int heads, int head_dim, int rot_dim, double theta,
@@ -191,18 +194,18 @@ class CudaOps final : public Ops {
     auto lock = staging.lock();
     auto* base = static_cast<char*>(staging.stage(blob.data(), blob.size()));
     k::rope(x.as<float>(), x.dim(0), x.strides[0], heads, head_dim, rot_dim, reinterpret_cast<const float*>(base + off_f),
-            reinterpret_cast<const int32_t*>(base + off_p), cuda::cuda_stream());
+            reinterpret_cast<const int32_t*>(base + off_p), cuda::launch_stream());
   }
 
   void swiglu(const TensorView& gate, const TensorView& up, const TensorView& out) const override {
     check_same("swiglu", gate, up);
     check_same("swiglu", gate, out);
-    k::swiglu(gate.as<const float>(), up.as<const float>(), out.as<float>(), gate.numel(), cuda::cuda_stream());
+    k::swiglu(gate.as<const float>(), up.as<const float>(), out.as<float>(), gate.numel(), cuda::launch_stream());
   }
 
   void add(const TensorView& x, const TensorView& y) const override {
     check_same("add", x, y);
-    k::add(x.as<float>(), y.as<const float>(), x.numel(), cuda::cuda_stream());
+    k::add(x.as<float>(), y.as<const float>(), x.numel(), cuda::launch_stream());
   }
 
   void add_rms_norm(const TensorView& x, const TensorView& y, const TensorView& w, NormKind kind, float eps,
@@ -212,12 +215,12 @@ class CudaOps final : public Ops {
     SS_CHECK(out.data != x.data && out.data != y.data, "add_rms_norm: out must not alias x or y");
     const int64_t d = w.numel();
     k::add_rms_norm(x.as<float>(), y.as<const float>(), w.as<const float>(), out.as<float>(), x.numel() / d, d,
-                    kind == NormKind::Plain ? 0 : 1, eps, cuda::cuda_stream());
+                    kind == NormKind::Plain ? 0 : 1, eps, cuda::launch_stream());
   }
 
   void mul_sigmoid(const TensorView& x, const TensorView& gate) const override {
     check_same("mul_sigmoid", x, gate);
-    k::mul_sigmoid(x.as<float>(), gate.as<const float>(), x.numel(), cuda::cuda_stream());
+    k::mul_sigmoid(x.as<float>(), gate.as<const float>(), x.numel(), cuda::launch_stream());
   }
 
   void argmax(const TensorView& x, int64_t n, std::span<int32_t> out) const override {
@@ -228,7 +231,7 @@ class CudaOps final : public Ops {
     Buffer ids(mem, out.size_bytes());
     Buffer scratch(mem, static_cast<size_t>(k::argmax_scratch_bytes(x.dim(0), n)));
     k::argmax(x.as<const float>(), x.strides[0], x.dim(0), n, static_cast<int32_t*>(ids.data()), scratch.data(),
-              cuda::cuda_stream());
+              cuda::launch_stream());
     mem.download(out.data(), ids.data(), out.size_bytes());
   }
 
@@ -247,7 +250,7 @@ class CudaOps final : public Ops {
     auto& staging = cuda::Staging::global();
     auto lock = staging.lock();
     const StagedKv s = stage_kv(staging, geo, layer, rows);
-    k::kv_store(s.args, kt.as<const float>(), kt.strides[0], v.as<const float>(), v.strides[0], cuda::cuda_stream());
+    k::kv_store(s.args, kt.as<const float>(), kt.strides[0], v.as<const float>(), v.strides[0], cuda::launch_stream());
   }
 
   // The same operand checks as the calls it fuses (rms_norm, rope, kv_store), then one launch.
@@ -287,7 +290,7 @@ class CudaOps final : public Ops {
     a.eps = prep.eps;
     a.num_heads = heads;
     a.rot_dim = prep.rot_dim;
-    k::qk_norm_rope_kv_store(a, s.args, cuda::cuda_stream());
+    k::qk_norm_rope_kv_store(a, s.args, cuda::launch_stream());
   }
 
   void attention(const TensorView& q, const KvGeometry& geo, int layer, std::span<const AttentionRow> rows,
@@ -329,7 +332,7 @@ class CudaOps final : public Ops {
       s.args.R = std::min(group, R - r0);
       k::attention(s.args, q.as<const float>() + r0 * q.strides[0], q.strides[0], num_heads, scale,
                    out.as<float>() + r0 * out.strides[0], out.strides[0], static_cast<float*>(scratch.data()), chunks,
-                   cuda::cuda_stream());
+                   cuda::launch_stream());
     }
   }
 
@@ -340,7 +343,7 @@ class CudaOps final : public Ops {
     const int64_t n = x.dim(0), C = x.dim(1), Kc = w.dim(1);
     SS_CHECK(n == 0 || x.data != out.data, "causal_conv_silu: out must not alias x on CUDA");
     k::causal_conv_silu(x.as<const float>(), x.strides[0], window.as<const float>(), w.as<const float>(),
-                        out.as<float>(), out.strides[0], n, C, static_cast<int>(Kc), cuda::cuda_stream());
+                        out.as<float>(), out.strides[0], n, C, static_cast<int>(Kc), cuda::launch_stream());
   }
 
   void causal_conv_silu_spans(const TensorView& x, std::span<const ConvSpan> spans, const TensorView& w,
@@ -364,7 +367,7 @@ class CudaOps final : public Ops {
     const auto* d = static_cast<const k::ConvSpanDev*>(staging.stage(dev.data(), dev.size() * sizeof(dev[0])));
     k::causal_conv_silu_spans(x.as<const float>(), x.strides[0], d, static_cast<int64_t>(dev.size()), max_rows,
                               w.as<const float>(), out.as<float>(), out.strides[0], x.dim(1),
-                              static_cast<int>(w.dim(1)), cuda::cuda_stream());
+                              static_cast<int>(w.dim(1)), cuda::launch_stream());
   }
 
   void gdn_prepare(const TensorView& qkv, const TensorView& a, const TensorView& b, const TensorView& a_log,
@@ -381,7 +384,7 @@ class CudaOps final : public Ops {
              "gdn_prepare: A_log / dt_bias must be f32 [{}]", dims.num_v_heads);
     k::gdn_prepare(qkv.as<float>(), qkv.strides[0], a.as<float>(), b.as<float>(), a_log.as<const float>(),
                    dt_bias.as<const float>(), R, dims.num_k_heads, dims.num_v_heads, dims.k_dim, dims.v_dim,
-                   cuda::cuda_stream());
+                   cuda::launch_stream());
   }
 
   void gated_delta_rule(const TensorView& qkv, const TensorView& g, const TensorView& beta,
@@ -428,12 +431,12 @@ class CudaOps final : public Ops {
       k::gated_delta_rule(qkv.as<const float>(), qkv.strides[0], g.as<const float>(), beta.as<const float>(),
                           reinterpret_cast<const k::GdnSpanDev*>(base + off_stepped),
                           static_cast<int64_t>(stepped.size()), dims.num_k_heads, dims.num_v_heads, dims.k_dim,
-                          dims.v_dim, out.as<float>(), out.strides[0], cuda::cuda_stream());
+                          dims.v_dim, out.as<float>(), out.strides[0], cuda::launch_stream());
     if (!chunked.empty())
       k::gated_delta_rule_chunked(qkv.as<const float>(), qkv.strides[0], g.as<const float>(), beta.as<const float>(),
                                   reinterpret_cast<const k::GdnChunkSpanDev*>(base + off_chunked),
                                   static_cast<int64_t>(chunked.size()), dims.num_k_heads, dims.num_v_heads,
-                                  dims.k_dim, dims.v_dim, out.as<float>(), out.strides[0], cuda::cuda_stream());
+                                  dims.k_dim, dims.v_dim, out.as<float>(), out.strides[0], cuda::launch_stream());
   }
 };
 

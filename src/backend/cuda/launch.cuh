@@ -14,11 +14,18 @@
 //
 // Only the timing changes: every result's bits are those of plain launches. SPECSERVE_PDL=0 launches
 // plainly (a benchmark knob for A/B runs, read once per process).
+//
+// Both launchers go through step_graphs.h: the launch is recorded, then enqueued directly or as a node
+// of a CUDA graph (PDL becomes a programmatic edge there).
 #include <cuda_runtime.h>
 
+#include <cstdint>
+#include <tuple>
+#include <type_traits>
 #include <utility>
 
 #include "backend/cuda/cuda_check.h"
+#include "backend/cuda/step_graphs.h"
 #include "backend/cuda/tuning_knob.h"
 
 namespace specserve::cuda {
@@ -51,27 +58,34 @@ inline int sm_count() {
   return n;
 }
 
-// The PDL attribute for a launch config (attrs must have room for it); returns the attribute count.
-inline unsigned add_pdl_attribute(cudaLaunchAttribute* attrs, unsigned count) {
-  if (!pdl_enabled()) return count;
-  attrs[count].id = cudaLaunchAttributeProgrammaticStreamSerialization;
-  attrs[count].val.programmaticStreamSerializationAllowed = 1;
-  return count + 1;
+// Enqueues `l` with the parameter values `values` (a tuple of the kernel's parameter types) through
+// step_graphs.h (recorded, then launched directly or as part of a graph).
+template <class Tuple>
+void enqueue_values(const KernelLaunch& l, cudaStream_t stream, Tuple& values) {
+  constexpr size_t n = std::tuple_size_v<Tuple>;
+  void* ptrs[n > 0 ? n : 1] = {};
+  uint32_t sizes[n > 0 ? n : 1] = {};
+  std::apply(
+      [&](auto&... v) {
+        size_t i = 0;
+        ((ptrs[i] = static_cast<void*>(&v), sizes[i] = static_cast<uint32_t>(sizeof(v)), ++i), ...);
+      },
+      values);
+  enqueue_launch(l, stream, ptrs, sizes, static_cast<int>(n));
 }
 
 // kernel<<<grid, block, smem, stream>>>(args...) with the PDL attribute. The kernel must follow the
 // rule above.
 template <class... Params, class... Args>
 void launch_pdl(void (*kernel)(Params...), dim3 grid, dim3 block, size_t smem, cudaStream_t stream, Args&&... args) {
-  cudaLaunchConfig_t cfg = {};
-  cfg.gridDim = grid;
-  cfg.blockDim = block;
-  cfg.dynamicSmemBytes = smem;
-  cfg.stream = stream;
-  cudaLaunchAttribute attrs[1] = {};
-  cfg.attrs = attrs;
-  cfg.numAttrs = add_pdl_attribute(attrs, 0);
-  CUDA_CHECK(cudaLaunchKernelEx(&cfg, kernel, std::forward<Args>(args)...));
+  std::tuple<std::decay_t<Params>...> values(std::forward<Args>(args)...);
+  KernelLaunch l;
+  l.func = reinterpret_cast<const void*>(kernel);
+  l.grid = grid;
+  l.block = block;
+  l.smem = smem;
+  l.pdl = pdl_enabled();
+  enqueue_values(l, stream, values);
 }
 
 }  // namespace specserve::cuda

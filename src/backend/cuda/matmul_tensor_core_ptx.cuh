@@ -119,19 +119,15 @@ inline void weight_parts(const kernels::MatmulArgs* parts, int count, WeightPart
 // S == 1), with programmatic dependent launch (launch.cuh: the kernel calls pdl_wait() first).
 template <class Kernel>
 void launch_clusters(Kernel kernel, dim3 grid, int threads, int smem, cudaStream_t stream, const Params& p) {
-  cudaLaunchConfig_t cfg = {};
-  cfg.gridDim = grid;
-  cfg.blockDim = dim3(static_cast<unsigned>(threads));
-  cfg.dynamicSmemBytes = static_cast<size_t>(smem);
-  cfg.stream = stream;
-  cudaLaunchAttribute attr[2] = {};
-  attr[0].id = cudaLaunchAttributeClusterDimension;
-  attr[0].val.clusterDim.x = static_cast<unsigned>(p.S);
-  attr[0].val.clusterDim.y = 1;
-  attr[0].val.clusterDim.z = 1;
-  cfg.attrs = attr;
-  cfg.numAttrs = add_pdl_attribute(attr, p.S > 1 ? 1 : 0);
-  CUDA_CHECK(cudaLaunchKernelEx(&cfg, kernel, p));
+  KernelLaunch l;
+  l.func = reinterpret_cast<const void*>(kernel);
+  l.grid = grid;
+  l.block = dim3(static_cast<unsigned>(threads));
+  l.smem = static_cast<size_t>(smem);
+  l.cluster = p.S > 1 ? static_cast<unsigned>(p.S) : 1u;
+  l.pdl = pdl_enabled();
+  std::tuple<Params> values(p);
+  enqueue_values(l, stream, values);
 }
 
 }  // namespace specserve::cuda::tc

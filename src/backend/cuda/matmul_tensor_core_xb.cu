@@ -39,7 +39,8 @@ void* scratch(size_t bytes, cudaStream_t stream) {
   static size_t capacity = 0;
   std::lock_guard lock(mutex);
   if (bytes > capacity) {
-    CUDA_CHECK(cudaStreamSynchronize(stream));  // queued kernels may still read the old block
+    flush_launches();                            // recorded kernels may read the old block:
+    CUDA_CHECK(cudaStreamSynchronize(stream));  // enqueue them and wait for them
     if (block) CUDA_CHECK(cudaFree(block));
     block = nullptr;
     capacity = 0;

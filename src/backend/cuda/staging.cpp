@@ -7,6 +7,7 @@
 
 #include "backend/cuda/cuda_check.h"
 #include "backend/cuda/cuda_stream.h"
+#include "backend/cuda/step_graphs.h"
 
 namespace specserve::cuda {
 
@@ -47,11 +48,19 @@ Staging::~Staging() {
 
 Staging::Lock Staging::lock() { return Lock(mutex_); }
 
-Staging::Lock::Lock(void* mutex) : mutex_(mutex) { as_mutex(mutex_).lock(); }
-Staging::Lock::~Lock() { as_mutex(mutex_).unlock(); }
+Staging::Lock::Lock(void* mutex) : mutex_(mutex) {
+  as_mutex(mutex_).lock();
+  hold_stages(+1);
+}
+Staging::Lock::~Lock() {
+  hold_stages(-1);
+  as_mutex(mutex_).unlock();
+}
 
 void* Staging::stage(const void* host, size_t bytes) {
   if (bytes == 0) return nullptr;
+  // While launches are recorded, their metadata goes into the recording segment's own region.
+  if (void* recorded = stage_for_launch(host, bytes)) return recorded;
   cudaStream_t stream = cuda_stream();
   if (bytes > kSegmentBytes) {
     // Kernels already queued may still read the big buffer, and its DMA may be pending.

@@ -1,0 +1,432 @@
+#include "backend/cuda/step_graphs.h"
+
+#include <cuda_runtime.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <cstring>
+#include <mutex>
+#include <unordered_map>
+#include <vector>
+
+#include "backend/cuda/cuda_check.h"
+#include "backend/cuda/tuning_knob.h"
+
+namespace specserve::cuda {
+
+namespace {
+
+constexpr size_t kRegions = 32;
+constexpr size_t kRegionBytes = size_t{256} << 10;  // 8 MiB of staging in all
+constexpr size_t kStageAlign = 64;
+constexpr size_t kRecentStages = 16;  // stages of the segment checked for identical bytes
+constexpr size_t kMaxGraphs = 512;
+constexpr size_t kMaxSeen = 8192;
+
+size_t first_segment_launches() {
+  static const size_t n = static_cast<size_t>(std::max<int64_t>(1, tuning_knob("SPECSERVE_GRAPH_FIRST", 8)));
+  return n;
+}
+// SPECSERVE_GRAPH_DEBUG=N: the first N node updates are logged to stderr (which kernel, which
+// argument changed), to find arguments that change when they need not.
+bool debug_updates() {
+  static int64_t left = tuning_knob("SPECSERVE_GRAPH_DEBUG", 0);
+  return left > 0 && left-- > 0;
+}
+
+size_t segment_launches() {
+  static const size_t n = static_cast<size_t>(std::max<int64_t>(1, tuning_knob("SPECSERVE_GRAPH_SEGMENT", 64)));
+  return n;
+}
+
+// One recorded launch; its arguments are args[arg_begin, arg_begin + nargs) of the segment.
+struct Recorded {
+  KernelLaunch l;
+  uint32_t arg_begin = 0;
+  uint32_t nargs = 0;
+};
+
+struct Segment {
+  std::vector<Recorded> launches;
+  std::vector<uint8_t> bytes;       // argument values, each at an 8-byte aligned offset
+  std::vector<uint32_t> arg_offset, arg_size;
+  size_t region = 0;                // its staging region on the device
+  size_t staged = 0;                // bytes used in the region
+  std::vector<char> host;           // their host copy
+  std::vector<std::pair<size_t, size_t>> recent;  // (offset, bytes) of its stages
+
+  void clear() {
+    launches.clear();
+    bytes.clear();
+    host.clear();
+    arg_offset.clear();
+    arg_size.clear();
+    staged = 0;
+    recent.clear();
+  }
+  // Pointers to each argument of launch i, as cudaLaunchKernelExC and kernel nodes take them.
+  void arg_pointers(size_t i, std::vector<void*>& out) {
+    out.clear();
+    const Recorded& r = launches[i];
+    for (uint32_t a = 0; a < r.nargs; ++a) out.push_back(bytes.data() + arg_offset[r.arg_begin + a]);
+  }
+  // Bytes of the arguments of launch i.
+  std::pair<size_t, size_t> arg_range(size_t i) const {
+    const Recorded& r = launches[i];
+    if (r.nargs == 0) return {0, 0};
+    const size_t first = arg_offset[r.arg_begin], last = r.arg_begin + r.nargs - 1;
+    return {first, arg_offset[last] + arg_size[last] - first};
+  }
+};
+
+// The shape of a segment: everything about its launches but the argument values.
+std::vector<uint64_t> signature_of(const Segment& s) {
+  std::vector<uint64_t> sig;
+  sig.reserve(s.launches.size() * 8 + s.arg_size.size());
+  for (const Recorded& r : s.launches) {
+    const KernelLaunch& l = r.l;
+    sig.push_back(reinterpret_cast<uintptr_t>(l.func));
+    sig.push_back((uint64_t{l.grid.x} << 32) | l.grid.y);
+    sig.push_back((uint64_t{l.grid.z} << 32) | l.block.x);
+    sig.push_back((uint64_t{l.block.y} << 32) | l.block.z);
+    sig.push_back(l.smem);
+    sig.push_back((uint64_t{l.cluster} << 32) | (l.pdl ? 1u : 0u));
+    sig.push_back(r.nargs);
+    for (uint32_t a = 0; a < r.nargs; ++a) sig.push_back(s.arg_size[r.arg_begin + a]);
+  }
+  return sig;
+}
+
+uint64_t hash_of(const std::vector<uint64_t>& sig) {
+  uint64_t h = 1469598103934665603ull;
+  for (uint64_t w : sig) {
+    h ^= w + 0x9e3779b97f4a7c15ull + (h << 6) + (h >> 2);
+    h *= 1099511628211ull;
+  }
+  return h;
+}
+
+cudaError_t launch_now(const KernelLaunch& l, cudaStream_t stream, void** args) {
+  cudaLaunchConfig_t cfg = {};
+  cfg.gridDim = l.grid;
+  cfg.blockDim = l.block;
+  cfg.dynamicSmemBytes = l.smem;
+  cfg.stream = stream;
+  cudaLaunchAttribute attrs[2] = {};
+  unsigned n = 0;
+  if (l.cluster > 1) {
+    attrs[n].id = cudaLaunchAttributeClusterDimension;
+    attrs[n].val.clusterDim.x = l.cluster;
+    attrs[n].val.clusterDim.y = 1;
+    attrs[n].val.clusterDim.z = 1;
+    ++n;
+  }
+  if (l.pdl) {
+    attrs[n].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+    attrs[n].val.programmaticStreamSerializationAllowed = 1;
+    ++n;
+  }
+  cfg.attrs = attrs;
+  cfg.numAttrs = n;
+  return cudaLaunchKernelExC(&cfg, l.func, args);
+}
+
+struct Graph {
+  std::vector<uint64_t> signature;
+  cudaGraph_t graph = nullptr;
+  cudaGraphExec_t exec = nullptr;
+  std::vector<cudaGraphNode_t> nodes;  // one kernel node per launch, in order
+  std::vector<uint8_t> bytes;          // the argument bytes the nodes hold now
+  uint64_t last_used = 0;
+
+  void destroy() {
+    if (exec) cudaGraphExecDestroy(exec);
+    if (graph) cudaGraphDestroy(graph);
+    exec = nullptr;
+    graph = nullptr;
+  }
+};
+
+void log_update(const KernelLaunch& l, const Segment& s, const Graph& g, size_t i) {
+  const char* name = nullptr;
+  if (cudaFuncGetName(&name, l.func) != cudaSuccess) name = "?";
+  const Recorded& r = s.launches[i];
+  for (uint32_t a = 0; a < r.nargs; ++a) {
+    const uint32_t off = s.arg_offset[r.arg_begin + a], n = s.arg_size[r.arg_begin + a];
+    for (uint32_t b = 0; b < n; ++b)
+      if (s.bytes[off + b] != g.bytes[off + b]) {
+        std::fprintf(stderr, "[graphs] node %zu %s: argument %u (%u bytes) differs from byte %u: %02x -> %02x\n", i,
+                     name, a, n, b, g.bytes[off + b], s.bytes[off + b]);
+        break;
+      }
+  }
+}
+
+// Pinned host memory the staging regions are copied from: a ring of chunks, each guarded by an event
+// recorded when the ring leaves it, so the host waits only when it comes back to a chunk whose copies
+// the stream has not yet run (a whole ring, 16 MiB of staged bytes, later).
+class PinnedRing {
+ public:
+  // Room for `n` (<= kChunkBytes) bytes whose copy is enqueued on `stream` next.
+  char* take(size_t n, cudaStream_t stream) {
+    if (base_ == nullptr) {
+      CUDA_CHECK(cudaMallocHost(reinterpret_cast<void**>(&base_), kChunks * kChunkBytes));
+      for (auto& e : done_) CUDA_CHECK(cudaEventCreateWithFlags(&e, cudaEventDisableTiming));
+    }
+    if (head_ + n > kChunkBytes) {
+      CUDA_CHECK(cudaEventRecord(done_[chunk_], stream));
+      pending_[chunk_] = true;
+      chunk_ = (chunk_ + 1) % kChunks;
+      head_ = 0;
+      if (pending_[chunk_]) {
+        CUDA_CHECK(cudaEventSynchronize(done_[chunk_]));
+        pending_[chunk_] = false;
+      }
+    }
+    char* p = base_ + chunk_ * kChunkBytes + head_;
+    head_ += (n + kStageAlign - 1) / kStageAlign * kStageAlign;
+    return p;
+  }
+
+ private:
+  static constexpr size_t kChunks = 16;
+  static constexpr size_t kChunkBytes = size_t{1} << 20;
+  char* base_ = nullptr;
+  size_t chunk_ = 0, head_ = 0;
+  cudaEvent_t done_[kChunks] = {};
+  bool pending_[kChunks] = {};
+};
+
+class Recorder {
+ public:
+  static Recorder& global() {
+    static Recorder* r = new Recorder();  // never destroyed: ops may run during static destruction
+    return *r;
+  }
+
+  bool enabled() {
+    std::lock_guard lock(mutex_);
+    return enabled_;
+  }
+  void set_enabled(bool on) {
+    std::lock_guard lock(mutex_);
+    end_segment(/*reset=*/holds_ == 0);
+    enabled_ = on;
+  }
+  GraphStats stats() {
+    std::lock_guard lock(mutex_);
+    return stats_;
+  }
+
+  void record(const KernelLaunch& l, cudaStream_t stream, void* const* args, const uint32_t* sizes, int nargs) {
+    std::lock_guard lock(mutex_);
+    if (!enabled_ || stream != launch_stream()) {
+      CUDA_CHECK(launch_now(l, stream, const_cast<void**>(args)));
+      return;
+    }
+    Recorded r;
+    r.l = l;
+    r.arg_begin = static_cast<uint32_t>(seg_.arg_offset.size());
+    r.nargs = static_cast<uint32_t>(nargs);
+    for (int a = 0; a < nargs; ++a) {
+      const size_t off = (seg_.bytes.size() + 7) / 8 * 8;
+      seg_.bytes.resize(off + sizes[a], 0);
+      std::memcpy(seg_.bytes.data() + off, args[a], sizes[a]);
+      seg_.arg_offset.push_back(static_cast<uint32_t>(off));
+      seg_.arg_size.push_back(sizes[a]);
+    }
+    seg_.launches.push_back(r);
+    ++stats_.launches;
+    if (seg_.launches.size() >= (index_ == 0 ? first_segment_launches() : segment_launches())) end_segment(false);
+  }
+
+  void flush() {
+    std::lock_guard lock(mutex_);
+    end_segment(/*reset=*/holds_ == 0);
+  }
+  void hold(int delta) {
+    std::lock_guard lock(mutex_);
+    holds_ += delta;
+  }
+
+  void* stage(const void* host, size_t bytes) {
+    std::lock_guard lock(mutex_);
+    if (!enabled_ || bytes > kRegionBytes) return nullptr;
+    if (seg_.staged + bytes > kRegionBytes) end_segment(false);
+    if (device_ == nullptr) CUDA_CHECK(cudaMalloc(reinterpret_cast<void**>(&device_), kRegions * kRegionBytes));
+    seg_.region = index_ % kRegions;
+    char* device_region = device_ + seg_.region * kRegionBytes;
+    for (const auto& [off, n] : seg_.recent)
+      if (n == bytes && std::memcmp(seg_.host.data() + off, host, bytes) == 0) return device_region + off;
+    const size_t off = seg_.staged;
+    seg_.staged = std::min(kRegionBytes, (off + bytes + kStageAlign - 1) / kStageAlign * kStageAlign);
+    seg_.host.resize(seg_.staged);
+    std::memcpy(seg_.host.data() + off, host, bytes);
+    if (seg_.recent.size() < kRecentStages) seg_.recent.emplace_back(off, bytes);
+    return device_region + off;
+  }
+
+ private:
+  Recorder() : enabled_(tuning_knob("SPECSERVE_GRAPHS", 1) != 0) {}
+
+  // Enqueues the current segment; the next one is the first of a new round when `reset`.
+  void end_segment(bool reset) {
+    if (!seg_.launches.empty() || seg_.staged > 0) {
+      ++stats_.segments;
+      try {
+        enqueue(seg_);
+      } catch (...) {  // a launch failed: drop the segment, report the error to the caller
+        seg_.clear();
+        index_ = 0;
+        throw;
+      }
+      seg_.clear();
+    }
+    index_ = reset ? 0 : index_ + 1;
+  }
+
+  // The segment's staged bytes to its device region, through pinned memory, ahead of its launches.
+  void copy_region(const Segment& s, cudaStream_t stream) {
+    if (s.staged == 0) return;
+    char* pinned = pinned_.take(s.staged, stream);
+    std::memcpy(pinned, s.host.data(), s.staged);
+    CUDA_CHECK(cudaMemcpyAsync(device_ + s.region * kRegionBytes, pinned, s.staged, cudaMemcpyHostToDevice, stream));
+  }
+
+  void enqueue(Segment& s) {
+    cudaStream_t stream = launch_stream();
+    copy_region(s, stream);
+    if (s.launches.empty()) return;
+    std::vector<uint64_t> sig = signature_of(s);
+    const uint64_t h = hash_of(sig);
+    auto it = graphs_.find(h);
+    if (it != graphs_.end() && it->second.signature == sig && replay(it->second, s, stream)) return;
+    if (it != graphs_.end()) {
+      it->second.destroy();
+      graphs_.erase(it);
+    }
+    if (seen_.size() > kMaxSeen) seen_.clear();
+    if (++seen_[h] >= 2 && capture(h, std::move(sig), s, stream)) return;
+    launch_directly(s, stream);
+  }
+
+  void launch_directly(Segment& s, cudaStream_t stream) {
+    ++stats_.direct_segments;
+    for (size_t i = 0; i < s.launches.size(); ++i) {
+      s.arg_pointers(i, ptrs_);
+      CUDA_CHECK(launch_now(s.launches[i].l, stream, ptrs_.data()));
+    }
+  }
+
+  // Updates the nodes whose arguments changed and launches the graph; false (nothing launched) when
+  // an update is refused.
+  bool replay(Graph& g, Segment& s, cudaStream_t stream) {
+    if (g.bytes != s.bytes) {
+      for (size_t i = 0; i < s.launches.size(); ++i) {
+        const auto [first, n] = s.arg_range(i);
+        if (n == 0 || std::memcmp(g.bytes.data() + first, s.bytes.data() + first, n) == 0) continue;
+        s.arg_pointers(i, ptrs_);
+        const KernelLaunch& l = s.launches[i].l;
+        cudaKernelNodeParams p = {};
+        p.func = const_cast<void*>(l.func);
+        p.gridDim = l.grid;
+        p.blockDim = l.block;
+        p.sharedMemBytes = static_cast<unsigned>(l.smem);
+        p.kernelParams = ptrs_.data();
+        if (cudaGraphExecKernelNodeSetParams(g.exec, g.nodes[i], &p) != cudaSuccess) {
+          (void)cudaGetLastError();
+          return false;
+        }
+        ++stats_.node_updates;
+        if (debug_updates()) log_update(l, s, g, i);
+      }
+      g.bytes = s.bytes;
+    }
+    g.last_used = ++tick_;
+    CUDA_CHECK(cudaGraphLaunch(g.exec, stream));
+    ++stats_.graph_launches;
+    return true;
+  }
+
+  // Captures the segment's launches into a graph, keeps it and launches it; false (nothing launched)
+  // when the capture fails.
+  bool capture(uint64_t h, std::vector<uint64_t> sig, Segment& s, cudaStream_t stream) {
+    Graph g;
+    g.signature = std::move(sig);
+    if (cudaStreamBeginCapture(stream, cudaStreamCaptureModeThreadLocal) != cudaSuccess) {
+      (void)cudaGetLastError();
+      return false;
+    }
+    bool ok = true;
+    for (size_t i = 0; i < s.launches.size() && ok; ++i) {
+      s.arg_pointers(i, ptrs_);
+      ok = launch_now(s.launches[i].l, stream, ptrs_.data()) == cudaSuccess;
+      const cudaGraphNode_t* deps = nullptr;
+      const cudaGraphEdgeData* edges = nullptr;
+      size_t ndeps = 0;
+      cudaStreamCaptureStatus status;
+      ok = ok && cudaStreamGetCaptureInfo(stream, &status, nullptr, nullptr, &deps, &edges, &ndeps) == cudaSuccess &&
+           status == cudaStreamCaptureStatusActive && ndeps == 1;
+      if (ok) g.nodes.push_back(deps[0]);
+    }
+    cudaGraph_t graph = nullptr;
+    ok = cudaStreamEndCapture(stream, &graph) == cudaSuccess && ok;
+    g.graph = graph;
+    ok = ok && cudaGraphInstantiate(&g.exec, g.graph, 0) == cudaSuccess;
+    if (!ok) {
+      (void)cudaGetLastError();
+      g.destroy();
+      seen_[h] = -1000000;  // do not try this shape again soon
+      return false;
+    }
+    ++stats_.captures;
+    g.bytes = s.bytes;
+    if (graphs_.size() >= kMaxGraphs) evict_oldest();
+    Graph& kept = graphs_[h] = std::move(g);
+    kept.last_used = ++tick_;
+    CUDA_CHECK(cudaGraphLaunch(kept.exec, stream));
+    ++stats_.graph_launches;
+    return true;
+  }
+
+  void evict_oldest() {
+    auto oldest = graphs_.begin();
+    for (auto it = graphs_.begin(); it != graphs_.end(); ++it)
+      if (it->second.last_used < oldest->second.last_used) oldest = it;
+    oldest->second.destroy();
+    graphs_.erase(oldest);
+  }
+
+  std::mutex mutex_;
+  bool enabled_;
+  Segment seg_;
+  size_t index_ = 0;  // of the current segment since the last flush
+  int holds_ = 0;     // Staging::Lock holders
+  char* device_ = nullptr;  // kRegions staging regions
+  PinnedRing pinned_;
+  std::unordered_map<uint64_t, Graph> graphs_;
+  std::unordered_map<uint64_t, int> seen_;
+  uint64_t tick_ = 0;
+  std::vector<void*> ptrs_;
+  GraphStats stats_;
+};
+
+}  // namespace
+
+void enqueue_launch(const KernelLaunch& l, cudaStream_t stream, void* const* args, const uint32_t* sizes, int nargs) {
+  Recorder::global().record(l, stream, args, sizes, nargs);
+}
+
+void flush_launches() { Recorder::global().flush(); }
+
+void* stage_for_launch(const void* host, size_t bytes) { return Recorder::global().stage(host, bytes); }
+
+void hold_stages(int delta) { Recorder::global().hold(delta); }
+
+GraphStats graph_stats() { return Recorder::global().stats(); }
+
+void set_graphs_enabled(bool on) { Recorder::global().set_enabled(on); }
+
+bool graphs_enabled() { return Recorder::global().enabled(); }
+
+}  // namespace specserve::cuda
