@@ -86,6 +86,8 @@ TEST(TcEmulation, Stream) { emulate_shapes<tc::Stream>(); }
 TEST(TcEmulation, Gemv) { emulate_shapes<tc::Gemv<4>>(); }
 TEST(TcEmulation, Gemv3Stages) { emulate_shapes<tc::Gemv<3>>(); }
 TEST(TcEmulation, GemvBf16X) { emulate_shapes<tc::Gemv<3, true>>(); }
+TEST(TcEmulation, Gemv2Stages) { emulate_shapes<tc::Gemv<2>>(); }
+TEST(TcEmulation, GemvBf16X2Stages) { emulate_shapes<tc::Gemv<2, true>>(); }
 
 // How the warp-split kernel shares out the slices: every chunk of every slice streamed by exactly one
 // warp of the CTA, each warp's run one or two whole slices, and the CTA widths of the decode shapes.
@@ -160,6 +162,7 @@ void gemv_segments_equal_lone_launches() {
 }
 TEST(TcEmulation, GemvSegmentsEqualLoneLaunches) { gemv_segments_equal_lone_launches<tc::Gemv<3>>(); }
 TEST(TcEmulation, GemvSegmentsEqualLoneLaunchesBf16X) { gemv_segments_equal_lone_launches<tc::Gemv<3, true>>(); }
+TEST(TcEmulation, GemvSegmentsEqualLoneLaunches2Stages) { gemv_segments_equal_lone_launches<tc::Gemv<2>>(); }
 
 // The K split: a function of (N, K) alone, S in {1, 2, 4, 8}, slices of whole chunks that cover
 // every chunk once, none empty; and the values the decode shapes get.

@@ -151,11 +151,13 @@ Params gemv_params(const MatmulArgs* parts, int count, cudaStream_t stream) {
   return p;
 }
 
-// Stages per warp: 3, or SPECSERVE_TC_GEMV_STAGES=4 (a tuning knob for benchmarks; either has the
-// same bits). 3 stages (59 KB at M = 1, 3 CTAs per SM) measured as fast as or faster than 4 (78 KB,
-// 2 CTAs) on every decode shape (docs/GPU_PERF_NOTES.md).
+// Stages per warp: 2, or SPECSERVE_TC_GEMV_STAGES=3 or 4 (a tuning knob for benchmarks; any has the
+// same bits). What bounds the stream is the CTAs per SM more than the stages per warp: with 3 stages,
+// f32 x from 4 rows on (78 KB) and the bf16 x of 5-16 rows (104 KB) fit only 2 CTAs per SM, and the
+// verify of 4-16 rows ran 8-17 % slower than with 2 stages (3 CTAs); at one row 2 stages (39 KB, 5
+// CTAs) are as fast as 3 (27B) or 2 % faster (8B) (docs/GPU_PERF_NOTES.md, session 8).
 int gemv_stages() {
-  static const int stages = tuning_knob("SPECSERVE_TC_GEMV_STAGES", 3) == 4 ? 4 : 3;
+  static const int stages = static_cast<int>(tuning_knob("SPECSERVE_TC_GEMV_STAGES", 2));
   return stages;
 }
 
@@ -184,8 +186,11 @@ void run(const MatmulArgs* parts, int count, cudaStream_t stream) {
 
 void run_gemv(const MatmulArgs* parts, int count, cudaStream_t stream) {
   const bool xb = parts[0].M >= gemv_xb_rows();
-  if (gemv_stages() == 4) return xb ? run<Gemv<4, true>>(parts, count, stream) : run<Gemv<4>>(parts, count, stream);
-  xb ? run<Gemv<3, true>>(parts, count, stream) : run<Gemv<3>>(parts, count, stream);
+  switch (gemv_stages()) {
+    case 3: return xb ? run<Gemv<3, true>>(parts, count, stream) : run<Gemv<3>>(parts, count, stream);
+    case 4: return xb ? run<Gemv<4, true>>(parts, count, stream) : run<Gemv<4>>(parts, count, stream);
+    default: return xb ? run<Gemv<2, true>>(parts, count, stream) : run<Gemv<2>>(parts, count, stream);
+  }
 }
 
 }  // namespace
