@@ -178,6 +178,13 @@ class AttentionRows : public Gpu, public ::testing::WithParamInterface<AttnCase>
 // of the row computed alone (a decode, the single-row kernel), and agrees with the CPU.
 TEST_P(AttentionRows, VerifyRowsEqualOneRowCalls) {
   const auto [nh, nkv, hd] = GetParam();
+  // Every call whose rows group takes the multi-row kernel (by default only launches the one-row kernel
+  // would take in two waves or more do).
+  struct ForceGrouping {
+    cuda::attn::RowGrouping was = cuda::attn::row_grouping();
+    ForceGrouping() { cuda::attn::set_row_grouping(cuda::attn::RowGrouping::Always); }
+    ~ForceGrouping() { cuda::attn::set_row_grouping(was); }
+  } force;
   const int layer = 1, G = nh / nkv;
   Caches c(KvGeometry{2, nkv, hd}, {1100, 560, 300});
   fill_caches(c, layer, 91);

@@ -217,11 +217,10 @@ void launch_partial_kernel(const KvArgs& kv, const float* q, int64_t ldq, int nu
   CUDA_CHECK_LAUNCH();
 }
 
+// The largest shared memory either variant of the partial kernel may take (once per instantiation).
 template <int DPL, int GT>
-void launch_partial(const KvArgs& kv, const float* q, int64_t ldq, int num_heads, float scale, float* part,
-                    int max_chunks, cudaStream_t stream) {
+void configure_partial() {
   constexpr int HD = 32 * DPL;
-  const int G = num_heads / kv.num_kv_heads;
   static const bool configured = [] {
     for (const auto kernel : {attention_partial_kernel<DPL, GT, false>, attention_partial_kernel<DPL, GT, true>})
       CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
@@ -229,6 +228,14 @@ void launch_partial(const KvArgs& kv, const float* q, int64_t ldq, int num_heads
     return true;
   }();
   (void)configured;
+}
+
+template <int DPL, int GT>
+void launch_partial(const KvArgs& kv, const float* q, int64_t ldq, int num_heads, float scale, float* part,
+                    int max_chunks, cudaStream_t stream) {
+  constexpr int HD = 32 * DPL;
+  const int G = num_heads / kv.num_kv_heads;
+  configure_partial<DPL, GT>();
   const size_t smem2 = sizeof(float) * static_cast<size_t>(attention_smem_floats(G, HD, 2));
   static std::array<std::atomic<int64_t>, kMaxGroup + 1> wave{};  // per group size
   if (use_seq_kv(attention_partial_kernel<DPL, GT, false>, smem2, kv.R * kv.num_kv_heads * max_chunks, wave[G]))
@@ -236,6 +243,17 @@ void launch_partial(const KvArgs& kv, const float* q, int64_t ldq, int num_heads
                                          sizeof(float) * static_cast<size_t>(attention_smem_floats(G, HD, 1)), stream);
   else
     launch_partial_kernel<DPL, GT, false>(kv, q, ldq, num_heads, scale, part, max_chunks, smem2, stream);
+}
+
+// Whether the one-row kernel would take at least two waves for this call (its SeqKV variant, the one
+// it takes beyond a wave; the generic instantiation stands for all: shared memory bounds them alike).
+template <int DPL>
+bool one_row_many_waves(const KvArgs& kv, int G, int max_chunks) {
+  constexpr int HD = 32 * DPL;
+  configure_partial<DPL, 0>();
+  static std::array<std::atomic<int64_t>, kMaxGroup + 1> wave{};  // per group size
+  const size_t smem1 = sizeof(float) * static_cast<size_t>(attention_smem_floats(G, HD, 1));
+  return kv.R * kv.num_kv_heads * max_chunks >= 2 * ctas_per_wave(attention_partial_kernel<DPL, 0, true>, smem1, wave[G]);
 }
 
 template <int DPL>
@@ -246,8 +264,9 @@ void launch_attention(const KvArgs& kv, const float* q, int64_t ldq, int num_hea
   // 32, 64, 128 and 256). Otherwise the group sizes of the supported models get their own
   // single-row kernels (head_dim 128 and 256 only, to bound the instantiations); any other runs the
   // generic one. Same bits in every case.
-  bool launched = launch_grouped_rows(kv, q, ldq, num_heads, scale, part, max_chunks, stream);
   const int G = num_heads / kv.num_kv_heads;
+  bool launched = kv.R > 1 && launch_grouped_rows(kv, q, ldq, num_heads, scale, part, max_chunks,
+                                                  one_row_many_waves<DPL>(kv, G, max_chunks), stream);
   if constexpr (DPL == 4 || DPL == 8) {
     if (!launched) {
       launched = true;

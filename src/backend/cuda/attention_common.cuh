@@ -91,27 +91,35 @@ inline int seq_kv_knob() {
   return v;
 }
 
-// Whether a launch of `ctas` CTAs takes a partial kernel's SeqKV variant: as the knob says, else when it
-// needs more than one wave of the overlapped variant (`overlapped`, smem2 bytes of shared memory; 16
-// verify rows of the 8B one row per CTA: 1,152 CTAs against 3 per SM). `wave` keeps the CTAs of one
-// wave, asked of the occupancy API once.
+// The CTAs of one wave of `kernel` (kWarps warps, `smem` bytes of shared memory, whose attribute must
+// allow it): asked of the occupancy API once, then kept in `wave`.
 template <class Kernel>
-inline bool use_seq_kv(Kernel overlapped, size_t smem2, int64_t ctas, std::atomic<int64_t>& wave) {
-  if (seq_kv_knob() >= 0) return seq_kv_knob() == 1;
+inline int64_t ctas_per_wave(Kernel kernel, size_t smem, std::atomic<int64_t>& wave) {
   int64_t per_wave = wave.load(std::memory_order_relaxed);
   if (per_wave == 0) {
     int per_sm = 0;
-    CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, overlapped, kWarps * 32, smem2));
-    per_wave = int64_t{per_sm} * sm_count();
+    CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kernel, kWarps * 32, smem));
+    per_wave = int64_t{per_sm > 0 ? per_sm : 1} * sm_count();
     wave.store(per_wave, std::memory_order_relaxed);
   }
-  return ctas > per_wave;
+  return per_wave;
+}
+
+// Whether a launch of `ctas` CTAs takes a partial kernel's SeqKV variant: as the knob says, else when it
+// needs more than one wave of the overlapped variant (`overlapped`, smem2 bytes of shared memory; 16
+// verify rows of the 8B one row per CTA: 1,152 CTAs against 3 per SM).
+template <class Kernel>
+inline bool use_seq_kv(Kernel overlapped, size_t smem2, int64_t ctas, std::atomic<int64_t>& wave) {
+  if (seq_kv_knob() >= 0) return seq_kv_knob() == 1;
+  return ctas > ctas_per_wave(overlapped, smem2, wave);
 }
 
 // The multi-row kernel (attention_rows.cu) for this call's partials when its rows group
 // (attn::row_items over kv.host_rows) and head_dim is one it is built for; false when it launched
 // nothing (then the caller runs the one-row kernel). Hold the staging lock (it stages the item table).
+// `many_waves`: the one-row kernel would take at least two waves; under RowGrouping::Auto
+// (attention_rows.cuh) rows are grouped only then.
 bool launch_grouped_rows(const KvArgs& kv, const float* q, int64_t ldq, int num_heads, float scale, float* part,
-                         int max_chunks, cudaStream_t stream);
+                         int max_chunks, bool many_waves, cudaStream_t stream);
 
 }  // namespace specserve::cuda::kernels::attn_kernel

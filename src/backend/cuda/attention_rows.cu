@@ -206,6 +206,12 @@ int row_queries_knob() {
   return v;
 }
 
+std::atomic<int>& grouping_mode() {
+  static std::atomic<int> mode{static_cast<int>(row_queries_knob() == 0 ? attn::RowGrouping::Never
+                                                                         : attn::RowGrouping::Auto)};
+  return mode;
+}
+
 // The multi-row kernel over n_items items (items: their first rows, then R; device).
 template <int DPL, int kQ>
 void launch_rows(const KvArgs& kv, const int32_t* items, int64_t n_items, const float* q, int64_t ldq, int num_heads,
@@ -231,10 +237,12 @@ void launch_rows(const KvArgs& kv, const int32_t* items, int64_t n_items, const 
 // allows; false when it launched nothing.
 template <int DPL>
 bool launch_grouped(const KvArgs& kv, const float* q, int64_t ldq, int num_heads, float scale, float* part,
-                    int max_chunks, cudaStream_t stream) {
+                    int max_chunks, bool many_waves, cudaStream_t stream) {
+  const auto mode = static_cast<attn::RowGrouping>(grouping_mode().load(std::memory_order_relaxed));
+  if (mode == attn::RowGrouping::Never || (mode == attn::RowGrouping::Auto && !many_waves)) return false;
   const int G = num_heads / kv.num_kv_heads;
   int queries = row_queries_knob();
-  if (queries < 0) queries = attn::item_queries(G);
+  if (queries <= 0) queries = attn::item_queries(G);
   if (kv.host_rows == nullptr || (queries != 16 && queries != 32)) return false;
   const std::vector<int32_t> items = attn::row_items(kv.host_rows, kv.R, queries / G);
   // (A table past a staging segment would take the staging's big buffer, which may hold kv.rows.)
@@ -253,14 +261,25 @@ bool launch_grouped(const KvArgs& kv, const float* q, int64_t ldq, int num_heads
 }  // namespace
 
 bool launch_grouped_rows(const KvArgs& kv, const float* q, int64_t ldq, int num_heads, float scale, float* part,
-                         int max_chunks, cudaStream_t stream) {
+                         int max_chunks, bool many_waves, cudaStream_t stream) {
   switch (kv.head_dim) {
-    case 32: return launch_grouped<1>(kv, q, ldq, num_heads, scale, part, max_chunks, stream);
-    case 64: return launch_grouped<2>(kv, q, ldq, num_heads, scale, part, max_chunks, stream);
-    case 128: return launch_grouped<4>(kv, q, ldq, num_heads, scale, part, max_chunks, stream);
-    case 256: return launch_grouped<8>(kv, q, ldq, num_heads, scale, part, max_chunks, stream);
+    case 32: return launch_grouped<1>(kv, q, ldq, num_heads, scale, part, max_chunks, many_waves, stream);
+    case 64: return launch_grouped<2>(kv, q, ldq, num_heads, scale, part, max_chunks, many_waves, stream);
+    case 128: return launch_grouped<4>(kv, q, ldq, num_heads, scale, part, max_chunks, many_waves, stream);
+    case 256: return launch_grouped<8>(kv, q, ldq, num_heads, scale, part, max_chunks, many_waves, stream);
     default: return false;
   }
 }
 
 }  // namespace specserve::cuda::kernels::attn_kernel
+
+namespace specserve::cuda::attn {
+
+void set_row_grouping(RowGrouping g) {
+  kernels::attn_kernel::grouping_mode().store(static_cast<int>(g), std::memory_order_relaxed);
+}
+RowGrouping row_grouping() {
+  return static_cast<RowGrouping>(kernels::attn_kernel::grouping_mode().load(std::memory_order_relaxed));
+}
+
+}  // namespace specserve::cuda::attn
