@@ -5,6 +5,7 @@
 // equals a run that only ever saw the kept rows.
 #include <random>
 
+#include "backend/cuda/kernels.h"
 #include "model_cuda_test_util.h"
 
 namespace specserve {
@@ -40,7 +41,11 @@ TEST_P(CudaRowInvariance, ExtendEqualsSuccessiveDecodes) {
   auto a = model_->new_sequence(), b = model_->new_sequence();
   run_one(*model_, *a, prompt, SpanMode::Prefill, LogitsWanted::None);
   run_one(*model_, *b, prompt, SpanMode::Prefill, LogitsWanted::None);
+  const uint64_t reused = cuda::kernels::matmul_xb_reused();
   auto ext = run_one(*model_, *a, draft, SpanMode::Extend, LogitsWanted::All, {0, 1});
+  // With bf16 weights the 9-row extend's matmuls read their inputs' bf16 copies from the producers
+  // (kernels.h: XbOut), so the comparison below covers those copies too.
+  if (GetParam().dtype == "bf16") EXPECT_GT(cuda::kernels::matmul_xb_reused(), reused);
   model_->commit(*a, static_cast<int64_t>(draft.size()));
   for (size_t i = 0; i < draft.size(); ++i) {
     auto dec = run_one(*model_, *b, {draft[i]}, SpanMode::Extend, LogitsWanted::All, {0, 1});

@@ -28,7 +28,8 @@
 //      differs. The host picks it from its copy of the rows (KvArgs::host_rows) when it at least halves
 //      the blocks. What the two kernels share besides the arithmetic: attention_common.cuh.
 //   2. attention_combine_kernel: one block per (row, query head) merges the row's chunks in chunk
-//      order: M = max m_c, L = sum l_c e^(m_c - M), out = (sum acc_c e^(m_c - M)) / L.
+//      order: M = max m_c, L = sum l_c e^(m_c - M), out = (sum acc_c e^(m_c - M)) / L; with an XbOut it
+//      also writes out's bf16 copy for the o projection's gemv kernel (xb_out.cuh).
 // Every choice of arithmetic depends only on the row's own window (the kernel and its variant depend
 // on the launch, the arithmetic does not), so a row gives the same bits alone (a decode) or inside any
 // batch (an extend, a verify, other sequences' rows).
@@ -41,6 +42,7 @@
 #include "backend/cuda/attention_common.cuh"
 #include "backend/cuda/attention_tile.cuh"
 #include "backend/cuda/device_math.cuh"
+#include "backend/cuda/xb_out.cuh"
 
 namespace specserve::cuda::kernels {
 
@@ -186,8 +188,11 @@ __global__ void __launch_bounds__(kWarps * 32)
   }
 }
 
+// With xb.regs (the call's R rows, rows [R, xb.rows) padding): block (r, h) also writes head h's
+// registers of xb row r from its outputs (the last head also the registers past the heads), and the
+// same registers of padding rows R + r, 2R + r, ... (xb_out.cuh).
 __global__ void attention_combine_kernel(const KvRow* rows, int num_heads, int head_dim, const float* part,
-                                         int max_chunks, float* out, int64_t ldo) {
+                                         int max_chunks, float* out, int64_t ldo, int64_t R, XbOut xb) {
   pdl_begin();
   const int64_t r = blockIdx.x / num_heads;
   const int h = static_cast<int>(blockIdx.x % num_heads);
@@ -205,6 +210,14 @@ __global__ void attention_combine_kernel(const KvRow* rows, int num_heads, int h
       o = o + base[c * rec + d] * f;
     }
     out[r * ldo + int64_t{h} * head_dim + d] = o * (1.0f / L);
+  }
+  if (xb.regs != nullptr) {
+    __syncthreads();  // the head's outputs, written by the block's threads
+    const int64_t K = int64_t{num_heads} * head_dim, k0 = int64_t{h} * head_dim;
+    const int t = static_cast<int>(threadIdx.x), n = static_cast<int>(blockDim.x);
+    const int64_t k1 = h == num_heads - 1 ? xb.pitch : k0 + head_dim;  // the last head also takes the tail
+    xb_write(xb, r, out + r * ldo, K, k0, k1, t, n);
+    for (int64_t m = R + r; m < xb.rows; m += R) xb_write(xb, m, nullptr, K, k0, k1, t, n);
   }
 }
 
@@ -258,7 +271,7 @@ bool one_row_many_waves(const KvArgs& kv, int G, int max_chunks) {
 
 template <int DPL>
 void launch_attention(const KvArgs& kv, const float* q, int64_t ldq, int num_heads, float scale, float* out,
-                      int64_t ldo, float* part, int max_chunks, cudaStream_t stream) {
+                      int64_t ldo, float* part, int max_chunks, cudaStream_t stream, const XbOut& xb) {
   constexpr int HD = 32 * DPL;
   // Rows of one sequence that share their chunks go to the multi-row kernel (attention_rows.cu; head_dim
   // 32, 64, 128 and 256). Otherwise the group sizes of the supported models get their own
@@ -280,7 +293,7 @@ void launch_attention(const KvArgs& kv, const float* q, int64_t ldq, int num_hea
   }
   if (!launched) launch_partial<DPL, 0>(kv, q, ldq, num_heads, scale, part, max_chunks, stream);
   launch_pdl(attention_combine_kernel, static_cast<unsigned>(kv.R * num_heads), HD < 128 ? HD : 128, 0, stream, kv.rows,
-             num_heads, HD, part, max_chunks, out, ldo);
+             num_heads, HD, part, max_chunks, out, ldo, kv.R, xb);
   CUDA_CHECK_LAUNCH();
 }
 
@@ -302,18 +315,18 @@ int64_t attention_scratch_floats(int64_t rows, int num_heads, int head_dim, int6
 }
 
 void attention(const KvArgs& kv, const float* q, int64_t ldq, int num_heads, float scale, float* out, int64_t ldo,
-               float* scratch, int64_t max_chunks, cudaStream_t stream) {
+               float* scratch, int64_t max_chunks, cudaStream_t stream, const XbOut& xb) {
   if (kv.R == 0 || num_heads == 0) return;
   const int mc = static_cast<int>(max_chunks);
   switch (kv.head_dim / 32) {
-    case 1: launch_attention<1>(kv, q, ldq, num_heads, scale, out, ldo, scratch, mc, stream); break;
-    case 2: launch_attention<2>(kv, q, ldq, num_heads, scale, out, ldo, scratch, mc, stream); break;
-    case 3: launch_attention<3>(kv, q, ldq, num_heads, scale, out, ldo, scratch, mc, stream); break;
-    case 4: launch_attention<4>(kv, q, ldq, num_heads, scale, out, ldo, scratch, mc, stream); break;
-    case 5: launch_attention<5>(kv, q, ldq, num_heads, scale, out, ldo, scratch, mc, stream); break;
-    case 6: launch_attention<6>(kv, q, ldq, num_heads, scale, out, ldo, scratch, mc, stream); break;
-    case 7: launch_attention<7>(kv, q, ldq, num_heads, scale, out, ldo, scratch, mc, stream); break;
-    case 8: launch_attention<8>(kv, q, ldq, num_heads, scale, out, ldo, scratch, mc, stream); break;
+    case 1: launch_attention<1>(kv, q, ldq, num_heads, scale, out, ldo, scratch, mc, stream, xb); break;
+    case 2: launch_attention<2>(kv, q, ldq, num_heads, scale, out, ldo, scratch, mc, stream, xb); break;
+    case 3: launch_attention<3>(kv, q, ldq, num_heads, scale, out, ldo, scratch, mc, stream, xb); break;
+    case 4: launch_attention<4>(kv, q, ldq, num_heads, scale, out, ldo, scratch, mc, stream, xb); break;
+    case 5: launch_attention<5>(kv, q, ldq, num_heads, scale, out, ldo, scratch, mc, stream, xb); break;
+    case 6: launch_attention<6>(kv, q, ldq, num_heads, scale, out, ldo, scratch, mc, stream, xb); break;
+    case 7: launch_attention<7>(kv, q, ldq, num_heads, scale, out, ldo, scratch, mc, stream, xb); break;
+    case 8: launch_attention<8>(kv, q, ldq, num_heads, scale, out, ldo, scratch, mc, stream, xb); break;
     default: break;  // excluded by attention_supports()
   }
 }

@@ -94,6 +94,37 @@ StagedKv stage_kv(cuda::Staging& staging, const KvGeometry& geo, int layer, std:
   return s;
 }
 
+// The bf16 copy (kernels.h: XbOut) the last producer op on this thread wrote of its output, for the
+// matmul that consumes that output next. It is used only when the matmul's x is exactly that output
+// and nothing was enqueued on any stream since (cuda::stream_ops()), so no kernel or copy can have
+// changed x or the copy in between; otherwise the matmul converts x itself. Either way the same bits.
+struct XbNote {
+  const void* x = nullptr;
+  int64_t ldx = 0, M = 0, K = 0;
+  k::XbOut xb;
+  uint64_t stamp = 0;
+};
+thread_local XbNote t_xb_note;
+
+// The XbOut for a producer's [M, K] output, or {} when no matmul of it would read one.
+k::XbOut xb_for(int64_t M, int64_t K) { return k::matmul_xb_out(M, K, cuda::launch_stream()); }
+
+// Right after the producer's launch: its output x [M, K] (row stride ldx) has the copy xb.
+void note_xb(const void* x, int64_t ldx, int64_t M, int64_t K, const k::XbOut& xb) {
+  if (xb.regs == nullptr) return;
+  t_xb_note = {x, ldx, M, K, xb, cuda::stream_ops()};
+}
+
+// A matmul's args take the noted copy when it is of their x.
+void take_xb(k::MatmulArgs& a) {
+  const XbNote& n = t_xb_note;
+  if (n.xb.regs == nullptr || n.stamp != cuda::stream_ops() || n.x != a.x || n.ldx != a.ldx || n.M != a.M ||
+      n.K != a.K)
+    return;
+  a.xb = reinterpret_cast<const uint16_t*>(n.xb.regs);
+  a.ldxb = n.xb.pitch;
+}
+
 class CudaOps final : public Ops {
  public:
   std::string_view name() const override { return "cuda"; }
@@ -115,6 +146,7 @@ class CudaOps final : public Ops {
     a.M = x.dim(0);
     a.N = w.dim(0);
     a.K = x.dim(1);
+    take_xb(a);
     return a;
   }
 
@@ -165,9 +197,11 @@ class CudaOps final : public Ops {
 
   void rms_norm(const TensorView& x, const TensorView& w, NormKind kind, float eps, const TensorView& y) const override {
     check_norm("rms_norm", x, y, w);
-    const int64_t d = w.numel();
-    k::rms_norm(x.as<const float>(), w.as<const float>(), y.as<float>(), x.numel() / d, d,
-                kind == NormKind::Plain ? 0 : 1, eps, cuda::launch_stream());
+    const int64_t d = w.numel(), groups = x.numel() / d;
+    const k::XbOut xb = xb_for(groups, d);
+    k::rms_norm(x.as<const float>(), w.as<const float>(), y.as<float>(), groups, d, kind == NormKind::Plain ? 0 : 1,
+                eps, cuda::launch_stream(), xb);
+    note_xb(y.data, d, groups, d, xb);
   }
 
   void rms_norm_gated(const TensorView& x, const TensorView& z, const TensorView& w, float eps,
@@ -200,7 +234,13 @@ class CudaOps final : public Ops {
   void swiglu(const TensorView& gate, const TensorView& up, const TensorView& out) const override {
     check_same("swiglu", gate, up);
     check_same("swiglu", gate, out);
-    k::swiglu(gate.as<const float>(), up.as<const float>(), out.as<float>(), gate.numel(), cuda::launch_stream());
+    const k::XbOut xb = out.ndim() == 2 ? xb_for(out.dim(0), out.dim(1)) : k::XbOut{};
+    if (xb.regs == nullptr)
+      return k::swiglu(gate.as<const float>(), up.as<const float>(), out.as<float>(), gate.numel(),
+                       cuda::launch_stream());
+    k::swiglu_xb(gate.as<const float>(), up.as<const float>(), out.as<float>(), out.dim(0), out.dim(1), xb,
+                 cuda::launch_stream());
+    note_xb(out.data, out.dim(1), out.dim(0), out.dim(1), xb);
   }
 
   void add(const TensorView& x, const TensorView& y) const override {
@@ -213,9 +253,11 @@ class CudaOps final : public Ops {
     check_same("add_rms_norm", x, y);
     check_norm("add_rms_norm", x, out, w);
     SS_CHECK(out.data != x.data && out.data != y.data, "add_rms_norm: out must not alias x or y");
-    const int64_t d = w.numel();
-    k::add_rms_norm(x.as<float>(), y.as<const float>(), w.as<const float>(), out.as<float>(), x.numel() / d, d,
-                    kind == NormKind::Plain ? 0 : 1, eps, cuda::launch_stream());
+    const int64_t d = w.numel(), groups = x.numel() / d;
+    const k::XbOut xb = xb_for(groups, d);
+    k::add_rms_norm(x.as<float>(), y.as<const float>(), w.as<const float>(), out.as<float>(), groups, d,
+                    kind == NormKind::Plain ? 0 : 1, eps, cuda::launch_stream(), xb);
+    note_xb(out.data, d, groups, d, xb);
   }
 
   void mul_sigmoid(const TensorView& x, const TensorView& gate) const override {
@@ -326,14 +368,17 @@ class CudaOps final : public Ops {
     StagedKv s = stage_kv(staging, geo, layer, rows);
     const k::KvRow* all_rows = s.args.rows;
     const int64_t R = s.args.R;
+    // One launch (verify, decode): its combine kernel can write the output's copy for the o projection.
+    const k::XbOut xb = group >= R ? xb_for(R, width) : k::XbOut{};
     for (int64_t r0 = 0; r0 < R; r0 += group) {
       s.args.rows = all_rows + r0;
       s.args.host_rows = s.host_rows.data() + r0;
       s.args.R = std::min(group, R - r0);
       k::attention(s.args, q.as<const float>() + r0 * q.strides[0], q.strides[0], num_heads, scale,
                    out.as<float>() + r0 * out.strides[0], out.strides[0], static_cast<float*>(scratch.data()), chunks,
-                   cuda::launch_stream());
+                   cuda::launch_stream(), xb);
     }
+    note_xb(out.data, out.strides[0], R, width, xb);
   }
 
   void causal_conv_silu(const TensorView& x, const TensorView& window, const TensorView& w,

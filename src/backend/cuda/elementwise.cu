@@ -6,6 +6,7 @@
 #include "backend/cuda/device_math.cuh"
 #include "backend/cuda/kernels.h"
 #include "backend/cuda/launch.cuh"
+#include "backend/cuda/xb_out.cuh"
 
 namespace specserve::cuda::kernels {
 
@@ -18,6 +19,26 @@ constexpr int kThreads = 256;
 __global__ void swiglu_kernel(const float* g, const float* u, float* o, int64_t n) {
   pdl_begin();
   SS_GRID_STRIDE(i, n) o[i] = d_silu(g[i]) * u[i];
+}
+// swiglu over [M, I] with its XbOut: one thread per register of the copy (xb_out.cuh), which computes the
+// register's two outputs (swiglu_kernel's formula), stores them, and packs them; +0 outside [M, I].
+__global__ void swiglu_xb_kernel(const float* g, const float* u, float* o, int64_t M, int64_t I, XbOut xb) {
+  pdl_begin();
+  const int64_t half = xb.pitch / 2;
+  SS_GRID_STRIDE(i, xb.rows * half) {
+    const int64_t m = i / half, k = 2 * (i % half);
+    float lo = 0.0f, hi = 0.0f;
+    if (m < M && k < I) {
+      const int64_t e = m * I + k;
+      lo = d_silu(g[e]) * u[e];
+      o[e] = lo;
+      if (k + 1 < I) {
+        hi = d_silu(g[e + 1]) * u[e + 1];
+        o[e + 1] = hi;
+      }
+    }
+    xb.regs[i] = tc::pack_bf16x2(lo, hi);
+  }
 }
 __global__ void add_kernel(float* x, const float* y, int64_t n) {
   pdl_begin();
@@ -42,6 +63,14 @@ __global__ void embedding_kernel(const void* table, bool bf16, int64_t width, co
 void swiglu(const float* gate, const float* up, float* out, int64_t n, cudaStream_t stream) {
   if (n == 0) return;
   launch_pdl(swiglu_kernel, grid_for(n, kThreads), kThreads, 0, stream, gate, up, out, n);
+  CUDA_CHECK_LAUNCH();
+}
+
+void swiglu_xb(const float* gate, const float* up, float* out, int64_t M, int64_t I, const XbOut& xb,
+               cudaStream_t stream) {
+  if (M == 0 || I == 0) return;
+  launch_pdl(swiglu_xb_kernel, grid_for(xb.rows * (xb.pitch / 2), kThreads), kThreads, 0, stream, gate, up, out, M, I,
+             xb);
   CUDA_CHECK_LAUNCH();
 }
 

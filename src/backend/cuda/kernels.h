@@ -19,7 +19,28 @@ struct MatmulArgs {
   float* y = nullptr;
   int64_t ldy = 0;
   int64_t M = 0, N = 0, K = 0;
+  // x's bf16 copy in the gemv kernel's layout (matmul_tensor_core_xb.cuh, pitch ldxb) when the op that
+  // produced x wrote one (XbOut below); the gemv kernel then reads it instead of converting x again.
+  // nullptr: none (every other kernel ignores it).
+  const uint16_t* xb = nullptr;
+  int64_t ldxb = 0;
 };
+
+// A producer's second output: its [M, K] result rounded to bf16 in the layout the gemv kernel reads x
+// through (matmul_tensor_core_xb.cuh: `rows` = xb_rows(M) rows of `pitch` elements, +0 outside x), the
+// registers x_to_bf16 would write, so the matmul that consumes the result skips that launch.
+// regs == nullptr: none.
+struct XbOut {
+  uint32_t* regs = nullptr;
+  int64_t pitch = 0;  // elements
+  int64_t rows = 0;
+};
+// The XbOut for a future matmul input [M, K] when the gemv kernel would read it through a bf16 copy
+// (gemv_xb_rows() <= M <= gemv_max_rows()), in the matmul's scratch; {} otherwise. Valid until the next
+// matmul launch (a producer writes it, the matmul enqueued right after reads it).
+XbOut matmul_xb_out(int64_t M, int64_t K, cudaStream_t stream);
+// Gemv launches that read an XbOut instead of converting x (a counter for tests).
+uint64_t matmul_xb_reused();
 // f32 weights: CUDA cores, exact f32 products; bf16 weights: matmul_bf16_tensor_core.
 void matmul(const MatmulArgs& a, cudaStream_t stream);
 // bf16 weights on the tensor cores, x rounded to bf16 (the numerics contract heads
@@ -43,6 +64,8 @@ void matmul_bf16_stream_multi(const MatmulArgs* parts, int count, cudaStream_t s
 void matmul_bf16_gemv(const MatmulArgs& a, cudaStream_t stream);
 void matmul_bf16_gemv_multi(const MatmulArgs* parts, int count, cudaStream_t stream);
 int gemv_max_rows();
+// Rows from which the gemv kernel reads x through its bf16 copy (5, or SPECSERVE_TC_GEMV_XB_ROWS).
+int gemv_xb_rows();
 // The Hopper warpgroup kernel (matmul_wgmma_sm90a.cu, sm_90a): the same contract and bits, for
 // M > gemv_max_rows(). `kind` < 0 picks the tile shape (wg::choose_wgmma_tile), else a wg::WgKind.
 // Returns false, launching nothing, when this process cannot run it (not a compute capability 9.0
@@ -63,10 +86,10 @@ const uint16_t* matmul_x_to_bf16(const float* x, int64_t ldx, int64_t M, int64_t
 // ---- norms (norm.cu) ---------------------------------------------------------------------------------
 // kind: 0 = NormKind::Plain, 1 = NormKind::ZeroCentred. x, y contiguous [groups, d]; y may alias x.
 void rms_norm(const float* x, const float* w, float* y, int64_t groups, int64_t d, int kind, float eps,
-              cudaStream_t stream);
+              cudaStream_t stream, const XbOut& xb = {});
 // x += y, then out = rms_norm(x): the bits of add then rms_norm (x, y, out [groups, d]; out != x, y).
 void add_rms_norm(float* x, const float* y, const float* w, float* out, int64_t groups, int64_t d, int kind, float eps,
-                  cudaStream_t stream);
+                  cudaStream_t stream, const XbOut& xb = {});
 void rms_norm_gated(const float* x, const float* z, const float* w, float* y, int64_t groups, int64_t d, float eps,
                     cudaStream_t stream);
 
@@ -77,6 +100,9 @@ void rope(float* x, int64_t rows, int64_t ld, int heads, int head_dim, int rot_d
 
 // ---- elementwise (elementwise.cu) -----------------------------------------------------------------
 void swiglu(const float* gate, const float* up, float* out, int64_t n, cudaStream_t stream);
+// The same over [M, I] row-major operands, writing `xb` (XbOut for [M, I]) too.
+void swiglu_xb(const float* gate, const float* up, float* out, int64_t M, int64_t I, const XbOut& xb,
+               cudaStream_t stream);
 void add(float* x, const float* y, int64_t n, cudaStream_t stream);
 // Memory::fill_uniform (synthetic_fill.cu): f32 or bf16 elements from backend/synthetic_fill.h.
 void fill_uniform(void* dst, bool bf16, int64_t n, uint64_t seed, float lo, float hi, cudaStream_t stream);
@@ -146,7 +172,7 @@ bool attention_group_supported(int num_heads, int num_kv_heads);
 int64_t attention_chunks(int64_t window);
 int64_t attention_scratch_floats(int64_t rows, int num_heads, int head_dim, int64_t max_chunks);
 void attention(const KvArgs& kv, const float* q, int64_t ldq, int num_heads, float scale, float* out, int64_t ldo,
-               float* scratch, int64_t max_chunks, cudaStream_t stream);
+               float* scratch, int64_t max_chunks, cudaStream_t stream, const XbOut& xb = {});
 
 // ---- Gated DeltaNet (gated_deltanet.cu, gated_deltanet_chunked.cu) ---------------------------------------
 void causal_conv_silu(const float* x, int64_t ldx, const float* window, const float* w, float* out, int64_t ldo,

@@ -9,6 +9,8 @@
 // precomputed per lane (GemvLane): it was bound by instruction issue before.
 #include <cuda_runtime.h>
 
+#include <atomic>
+
 #include <climits>
 #include <cstdlib>
 
@@ -137,7 +139,12 @@ void launch_gemv(const Params& p, cudaStream_t stream) {
 }
 
 // Params of one launch (one weight, or up to 4 sharing x, M, K and the split as segments); with Xb
-// this enqueues x's bf16 copy first.
+// this enqueues x's bf16 copy first, unless x's producer wrote it (MatmulArgs::xb).
+std::atomic<uint64_t>& xb_reused() {
+  static std::atomic<uint64_t> n{0};
+  return n;
+}
+
 template <class G>
 Params gemv_params(const MatmulArgs* parts, int count, cudaStream_t stream) {
   WeightPart gp[Params::kMaxSegments];
@@ -146,7 +153,12 @@ Params gemv_params(const MatmulArgs* parts, int count, cudaStream_t stream) {
   Params p = make_gemv_multi_params<G>(a0.x, a0.ldx, a0.M, a0.K, gp, count);
   if constexpr (G::kXb) {
     p.ldxb = xb_pitch(a0.K, G::kKT);
-    p.xb = matmul_x_to_bf16(a0.x, a0.ldx, a0.M, a0.K, p.ldxb, stream);
+    if (a0.xb != nullptr && a0.ldxb == p.ldxb) {
+      p.xb = a0.xb;  // x's producer wrote the copy (kernels.h: XbOut)
+      xb_reused().fetch_add(1, std::memory_order_relaxed);
+    } else {
+      p.xb = matmul_x_to_bf16(a0.x, a0.ldx, a0.M, a0.K, p.ldxb, stream);
+    }
   }
   return p;
 }
@@ -171,13 +183,15 @@ int gemv_max_rows() {
   return rows;
 }
 
-namespace {
-
 // Rows from which x goes through its bf16 copy: 5, or SPECSERVE_TC_GEMV_XB_ROWS (a benchmark knob).
 int gemv_xb_rows() {
   static const int rows = static_cast<int>(tuning_knob("SPECSERVE_TC_GEMV_XB_ROWS", 5));
   return rows;
 }
+
+uint64_t matmul_xb_reused() { return xb_reused().load(std::memory_order_relaxed); }
+
+namespace {
 
 template <class G>
 void run(const MatmulArgs* parts, int count, cudaStream_t stream) {

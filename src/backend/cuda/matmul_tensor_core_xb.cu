@@ -14,6 +14,7 @@
 
 #include "backend/cuda/cuda_check.h"
 #include "backend/cuda/kernels.h"
+#include "backend/cuda/matmul_tensor_core_gemv.cuh"
 #include "backend/cuda/matmul_tensor_core_ptx.cuh"
 #include "backend/cuda/matmul_tensor_core_xb.cuh"
 #include "backend/cuda/launch.cuh"
@@ -52,6 +53,16 @@ void* scratch(size_t bytes, cudaStream_t stream) {
 }
 
 }  // namespace
+
+XbOut matmul_xb_out(int64_t M, int64_t K, cudaStream_t stream) {
+  if (M < gemv_xb_rows() || M > gemv_max_rows() || K <= 0) return {};
+  XbOut o;
+  static_assert(Gemv<2>::kKT == Gemv<3>::kKT && Gemv<3>::kKT == Gemv<4, true>::kKT, "one pitch for every gemv");
+  o.pitch = xb_pitch(K, Gemv<2>::kKT);
+  o.rows = xb_rows(M);
+  o.regs = static_cast<uint32_t*>(scratch(static_cast<size_t>(o.rows * o.pitch) * 2, stream));
+  return o;
+}
 
 const uint16_t* matmul_x_to_bf16(const float* x, int64_t ldx, int64_t M, int64_t K, int64_t pitch,
                                  cudaStream_t stream) {

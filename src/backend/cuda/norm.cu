@@ -1,4 +1,5 @@
-// RMSNorm flavours (backend/cpu/norm.cpp). One block per group of d elements. The sum of squares has a
+// RMSNorm flavours (backend/cpu/norm.cpp). One block per group of d elements; rms_norm and add_rms_norm
+// can also write their output's bf16 copy for the gemv kernel (XbOut, xb_out.cuh). The sum of squares has a
 // fixed order that depends only on d: thread t of the block (blockDim fixed by d alone) accumulates
 // elements t, t + blockDim, ... with fmaf, then warp_sum, then the warps' partials in warp order.
 #include <cuda_runtime.h>
@@ -9,23 +10,35 @@
 #include "backend/cuda/kernels.h"
 #include "backend/cuda/norm_math.cuh"
 #include "backend/cuda/launch.cuh"
+#include "backend/cuda/xb_out.cuh"
 
 namespace specserve::cuda::kernels {
 
 namespace {
 
+// With xb.regs: group g's row of the bf16 copy once its outputs are written, and padding rows
+// groups + g, 2 groups + g, ...
+__device__ __forceinline__ void write_xb_row(const XbOut& xb, int64_t g, int64_t groups, const float* row, int64_t d) {
+  if (xb.regs == nullptr) return;
+  __syncthreads();  // the row's outputs, written by the block's threads
+  xb_write(xb, g, row, d, 0, xb.pitch, threadIdx.x, blockDim.x);
+  for (int64_t m = groups + g; m < xb.rows; m += groups) xb_write(xb, m, nullptr, d, 0, xb.pitch, threadIdx.x, blockDim.x);
+}
+
 __global__ void rms_norm_kernel(const float* x, const float* w, float* y, int64_t groups, int64_t d, int kind,
-                                float eps) {
+                                float eps, XbOut xb) {
   pdl_begin();
   __shared__ float shared[32];
-  for (int64_t g = blockIdx.x; g < groups; g += gridDim.x)
+  for (int64_t g = blockIdx.x; g < groups; g += gridDim.x) {
     write_normed(x + g * d, w, y + g * d, d, kind, inv_rms(x + g * d, d, eps, shared));
+    write_xb_row(xb, g, groups, y + g * d, d);
+  }
 }
 
 // x += y (the add kernel's x[i] + y[i]), then y_out = rms_norm(x) exactly as rms_norm_kernel: the
 // thread that adds an element is the one that squares it, in the same order.
 __global__ void add_rms_norm_kernel(float* x, const float* y, const float* w, float* out, int64_t groups, int64_t d,
-                                    int kind, float eps) {
+                                    int kind, float eps, XbOut xb) {
   pdl_begin();
   __shared__ float shared[32];
   for (int64_t g = blockIdx.x; g < groups; g += gridDim.x) {
@@ -39,6 +52,7 @@ __global__ void add_rms_norm_kernel(float* x, const float* y, const float* w, fl
       s = fmaf(v, v, s);
     }
     write_normed(xr, w, orow, d, kind, inv_rms_of(s, d, eps, shared));
+    write_xb_row(xb, g, groups, orow, d);
   }
 }
 
@@ -58,18 +72,18 @@ __global__ void rms_norm_gated_kernel(const float* x, const float* z, const floa
 }  // namespace
 
 void rms_norm(const float* x, const float* w, float* y, int64_t groups, int64_t d, int kind, float eps,
-              cudaStream_t stream) {
+              cudaStream_t stream, const XbOut& xb) {
   if (groups == 0) return;
   launch_pdl(rms_norm_kernel, static_cast<unsigned>(std::min<int64_t>(groups, 65535)), norm_threads(d), 0, stream, x, w,
-             y, groups, d, kind, eps);
+             y, groups, d, kind, eps, xb);
   CUDA_CHECK_LAUNCH();
 }
 
 void add_rms_norm(float* x, const float* y, const float* w, float* out, int64_t groups, int64_t d, int kind, float eps,
-                  cudaStream_t stream) {
+                  cudaStream_t stream, const XbOut& xb) {
   if (groups == 0) return;
   launch_pdl(add_rms_norm_kernel, static_cast<unsigned>(std::min<int64_t>(groups, 65535)), norm_threads(d), 0, stream,
-             x, y, w, out, groups, d, kind, eps);
+             x, y, w, out, groups, d, kind, eps, xb);
   CUDA_CHECK_LAUNCH();
 }
 

@@ -50,6 +50,11 @@ void enqueue_launch(const KernelLaunch& l, cudaStream_t stream, void* const* arg
 // Enqueues every launch recorded so far (as graphs or directly).
 void flush_launches();
 
+// Stream operations so far on any stream: kernel launches (recorded or not) and cuda_stream() uses. Two
+// equal readings on one thread mean nothing was enqueued between them (cuda_ops: a producer's XbOut is
+// still what the next matmul's x holds).
+uint64_t stream_ops();
+
 // While recording: copies `bytes` of `host` into the current segment's staging region and returns its
 // device address (16-byte aligned); nullptr when graphs are off or the bytes exceed a region (the
 // caller then stages as before).
