@@ -11,11 +11,20 @@
 #include <vector>
 
 #include "backend/cuda/cuda_check.h"
+#include "backend/cuda/launch_segment.h"
+#include "backend/cuda/pinned_ring.h"
 #include "backend/cuda/tuning_knob.h"
 
 namespace specserve::cuda {
 
 namespace {
+
+using graphs::launch_now;
+using graphs::PinnedRing;
+using graphs::Recorded;
+using graphs::Segment;
+using graphs::hash_of;
+using graphs::signature_of;
 
 constexpr size_t kRegions = 32;
 constexpr size_t kRegionBytes = size_t{256} << 10;  // 8 MiB of staging in all
@@ -38,98 +47,6 @@ bool debug_updates() {
 size_t segment_launches() {
   static const size_t n = static_cast<size_t>(std::max<int64_t>(1, tuning_knob("SPECSERVE_GRAPH_SEGMENT", 64)));
   return n;
-}
-
-// One recorded launch; its arguments are args[arg_begin, arg_begin + nargs) of the segment.
-struct Recorded {
-  KernelLaunch l;
-  uint32_t arg_begin = 0;
-  uint32_t nargs = 0;
-};
-
-struct Segment {
-  std::vector<Recorded> launches;
-  std::vector<uint8_t> bytes;       // argument values, each at an 8-byte aligned offset
-  std::vector<uint32_t> arg_offset, arg_size;
-  size_t region = 0;                // its staging region on the device
-  size_t staged = 0;                // bytes used in the region
-  std::vector<char> host;           // their host copy
-  std::vector<std::pair<size_t, size_t>> recent;  // (offset, bytes) of its stages
-
-  void clear() {
-    launches.clear();
-    bytes.clear();
-    host.clear();
-    arg_offset.clear();
-    arg_size.clear();
-    staged = 0;
-    recent.clear();
-  }
-  // Pointers to each argument of launch i, as cudaLaunchKernelExC and kernel nodes take them.
-  void arg_pointers(size_t i, std::vector<void*>& out) {
-    out.clear();
-    const Recorded& r = launches[i];
-    for (uint32_t a = 0; a < r.nargs; ++a) out.push_back(bytes.data() + arg_offset[r.arg_begin + a]);
-  }
-  // Bytes of the arguments of launch i.
-  std::pair<size_t, size_t> arg_range(size_t i) const {
-    const Recorded& r = launches[i];
-    if (r.nargs == 0) return {0, 0};
-    const size_t first = arg_offset[r.arg_begin], last = r.arg_begin + r.nargs - 1;
-    return {first, arg_offset[last] + arg_size[last] - first};
-  }
-};
-
-// The shape of a segment: everything about its launches but the argument values.
-std::vector<uint64_t> signature_of(const Segment& s) {
-  std::vector<uint64_t> sig;
-  sig.reserve(s.launches.size() * 8 + s.arg_size.size());
-  for (const Recorded& r : s.launches) {
-    const KernelLaunch& l = r.l;
-    sig.push_back(reinterpret_cast<uintptr_t>(l.func));
-    sig.push_back((uint64_t{l.grid.x} << 32) | l.grid.y);
-    sig.push_back((uint64_t{l.grid.z} << 32) | l.block.x);
-    sig.push_back((uint64_t{l.block.y} << 32) | l.block.z);
-    sig.push_back(l.smem);
-    sig.push_back((uint64_t{l.cluster} << 32) | (l.pdl ? 1u : 0u));
-    sig.push_back(r.nargs);
-    for (uint32_t a = 0; a < r.nargs; ++a) sig.push_back(s.arg_size[r.arg_begin + a]);
-  }
-  return sig;
-}
-
-uint64_t hash_of(const std::vector<uint64_t>& sig) {
-  uint64_t h = 1469598103934665603ull;
-  for (uint64_t w : sig) {
-    h ^= w + 0x9e3779b97f4a7c15ull + (h << 6) + (h >> 2);
-    h *= 1099511628211ull;
-  }
-  return h;
-}
-
-cudaError_t launch_now(const KernelLaunch& l, cudaStream_t stream, void** args) {
-  cudaLaunchConfig_t cfg = {};
-  cfg.gridDim = l.grid;
-  cfg.blockDim = l.block;
-  cfg.dynamicSmemBytes = l.smem;
-  cfg.stream = stream;
-  cudaLaunchAttribute attrs[2] = {};
-  unsigned n = 0;
-  if (l.cluster > 1) {
-    attrs[n].id = cudaLaunchAttributeClusterDimension;
-    attrs[n].val.clusterDim.x = l.cluster;
-    attrs[n].val.clusterDim.y = 1;
-    attrs[n].val.clusterDim.z = 1;
-    ++n;
-  }
-  if (l.pdl) {
-    attrs[n].id = cudaLaunchAttributeProgrammaticStreamSerialization;
-    attrs[n].val.programmaticStreamSerializationAllowed = 1;
-    ++n;
-  }
-  cfg.attrs = attrs;
-  cfg.numAttrs = n;
-  return cudaLaunchKernelExC(&cfg, l.func, args);
 }
 
 struct Graph {
@@ -163,41 +80,6 @@ void log_update(const KernelLaunch& l, const Segment& s, const Graph& g, size_t 
   }
 }
 
-// Pinned host memory the staging regions are copied from: a ring of chunks, each guarded by an event
-// recorded when the ring leaves it, so the host waits only when it comes back to a chunk whose copies
-// the stream has not yet run (a whole ring, 16 MiB of staged bytes, later).
-class PinnedRing {
- public:
-  // Room for `n` (<= kChunkBytes) bytes whose copy is enqueued on `stream` next.
-  char* take(size_t n, cudaStream_t stream) {
-    if (base_ == nullptr) {
-      CUDA_CHECK(cudaMallocHost(reinterpret_cast<void**>(&base_), kChunks * kChunkBytes));
-      for (auto& e : done_) CUDA_CHECK(cudaEventCreateWithFlags(&e, cudaEventDisableTiming));
-    }
-    if (head_ + n > kChunkBytes) {
-      CUDA_CHECK(cudaEventRecord(done_[chunk_], stream));
-      pending_[chunk_] = true;
-      chunk_ = (chunk_ + 1) % kChunks;
-      head_ = 0;
-      if (pending_[chunk_]) {
-        CUDA_CHECK(cudaEventSynchronize(done_[chunk_]));
-        pending_[chunk_] = false;
-      }
-    }
-    char* p = base_ + chunk_ * kChunkBytes + head_;
-    head_ += (n + kStageAlign - 1) / kStageAlign * kStageAlign;
-    return p;
-  }
-
- private:
-  static constexpr size_t kChunks = 16;
-  static constexpr size_t kChunkBytes = size_t{1} << 20;
-  char* base_ = nullptr;
-  size_t chunk_ = 0, head_ = 0;
-  cudaEvent_t done_[kChunks] = {};
-  bool pending_[kChunks] = {};
-};
-
 class Recorder {
  public:
   static Recorder& global() {
@@ -225,18 +107,7 @@ class Recorder {
       CUDA_CHECK(launch_now(l, stream, const_cast<void**>(args)));
       return;
     }
-    Recorded r;
-    r.l = l;
-    r.arg_begin = static_cast<uint32_t>(seg_.arg_offset.size());
-    r.nargs = static_cast<uint32_t>(nargs);
-    for (int a = 0; a < nargs; ++a) {
-      const size_t off = (seg_.bytes.size() + 7) / 8 * 8;
-      seg_.bytes.resize(off + sizes[a], 0);
-      std::memcpy(seg_.bytes.data() + off, args[a], sizes[a]);
-      seg_.arg_offset.push_back(static_cast<uint32_t>(off));
-      seg_.arg_size.push_back(sizes[a]);
-    }
-    seg_.launches.push_back(r);
+    seg_.add(l, args, sizes, nargs);
     ++stats_.launches;
     if (seg_.launches.size() >= (index_ == 0 ? first_segment_launches() : segment_launches())) end_segment(false);
   }
