@@ -20,12 +20,7 @@ std::vector<int32_t> random_ids(size_t n, uint32_t seed, int64_t vocab) {
   return v;
 }
 
-struct Case {
-  std::string fixture;
-  std::string dtype;
-};
-
-class CudaRowInvariance : public ::testing::TestWithParam<Case> {
+class CudaRowInvariance : public ::testing::TestWithParam<CudaModelCase> {
  protected:
   void SetUp() override {
     SKIP_WITHOUT_GPU();
@@ -45,7 +40,9 @@ TEST_P(CudaRowInvariance, ExtendEqualsSuccessiveDecodes) {
   auto ext = run_one(*model_, *a, draft, SpanMode::Extend, LogitsWanted::All, {0, 1});
   // With bf16 weights the 9-row extend's matmuls read their inputs' bf16 copies from the producers
   // (kernels.h: XbOut), so the comparison below covers those copies too.
-  if (GetParam().dtype == "bf16") EXPECT_GT(cuda::kernels::matmul_xb_reused(), reused);
+  if (GetParam().dtype == "bf16") {
+    EXPECT_GT(cuda::kernels::matmul_xb_reused(), reused);
+  }
   model_->commit(*a, static_cast<int64_t>(draft.size()));
   for (size_t i = 0; i < draft.size(); ++i) {
     auto dec = run_one(*model_, *b, {draft[i]}, SpanMode::Extend, LogitsWanted::All, {0, 1});
@@ -149,10 +146,7 @@ TEST_P(CudaRowInvariance, RollbackEqualsRunThatSawOnlyKeptRows) {
   }
 }
 
-INSTANTIATE_TEST_SUITE_P(Models, CudaRowInvariance,
-                         ::testing::Values(Case{"qwen3_untied", "f32"}, Case{"qwen3_5_flat", "f32"},
-                                           Case{"qwen3_5_vl", "bf16"}, Case{"qwen3_tied", "bf16"}),
-                         [](const auto& i) { return i.param.fixture + "_" + i.param.dtype; });
+INSTANTIATE_TEST_SUITE_P(Models, CudaRowInvariance, cuda_model_cases(), cuda_model_case_name);
 
 }  // namespace
 }  // namespace specserve

@@ -15,12 +15,7 @@ namespace {
 
 using namespace specserve::testing;
 
-struct Case {
-  std::string fixture;
-  std::string dtype;
-};
-
-class CudaStepGraphs : public ::testing::TestWithParam<Case> {
+class CudaStepGraphs : public ::testing::TestWithParam<CudaModelCase> {
  protected:
   void SetUp() override {
     SKIP_WITHOUT_GPU();
@@ -84,10 +79,7 @@ TEST_P(CudaStepGraphs, GraphedStepsEqualDirectLaunches) {
   EXPECT_GT(last.graph_launches - after.graph_launches, 2 * (last.captures - after.captures));
 }
 
-INSTANTIATE_TEST_SUITE_P(Models, CudaStepGraphs,
-                         ::testing::Values(Case{"qwen3_untied", "f32"}, Case{"qwen3_5_flat", "f32"},
-                                           Case{"qwen3_5_vl", "bf16"}, Case{"qwen3_tied", "bf16"}),
-                         [](const auto& i) { return i.param.fixture + "_" + i.param.dtype; });
+INSTANTIATE_TEST_SUITE_P(Models, CudaStepGraphs, cuda_model_cases(), cuda_model_case_name);
 
 }  // namespace
 }  // namespace specserve
