@@ -2,7 +2,7 @@
 # One engine step of `specserve bench --synthetic SHAPE` under Nsight Compute, summarised per kernel.
 # On the GPU machine, with the binaries `scripts/gpu_check.sh prepare` gathered in .gpu-bin/:
 #
-#   scripts/gpu_profile.sh SHAPE [decode|verify] [--base-clocks] [-- bench batch flags]
+#   scripts/gpu_profile.sh SHAPE [decode|verify|propose] [--base-clocks] [-- bench batch flags]
 #     e.g. scripts/gpu_profile.sh qwen3-8b verify -- --decode-batches 1 --verify-batches 4 --verify-k 8
 #
 # The bench repeats one step between cudaProfilerStart/Stop (SPECSERVE_PROFILE_STEP) and ncu starts
@@ -23,7 +23,7 @@ CLOCKS=(--clock-control none --cache-control none)
 EXTRA=()
 while [ $# -gt 0 ]; do
   case "$1" in
-    decode | verify) STEP=$1 ;;
+    decode | verify | propose) STEP=$1 ;;
     --base-clocks) CLOCKS=() ;;
     --) shift; EXTRA=("$@"); break ;;
     *) echo "unknown argument $1" >&2; exit 2 ;;

@@ -97,10 +97,26 @@ struct ConvSpan {
   int64_t rows = 0;
 };
 
+// How a matmul may order its sums along K. RowInvariant is the contract above, for everything whose
+// bits reach the output (the target's forward). Free lets a backend pick any order, e.g. a vendor GEMM
+// whose split of K depends on the shape and so on the rows in the call: for work whose result only
+// steers speed, never the output — the DFlash drafter's forward, whose drafts the target verifies
+// (design.md §1: acceptance is sample-match, so a different draft changes acceptance, not tokens).
+enum class MatmulOrder { RowInvariant, Free };
+
 class Ops {
  public:
   virtual ~Ops() = default;
   virtual std::string_view name() const = 0;
+
+  // Sets the order of the matmuls (matmul, matmul_multi) this thread issues from now on and returns
+  // the previous one (ScopedMatmulOrder below). A backend without a faster free-order path keeps the
+  // fixed order and ignores it (the CPU); a free-order call that does not qualify for the faster path
+  // (f32 weights, few rows, unaligned operands) runs in the fixed order too.
+  virtual MatmulOrder set_matmul_order(MatmulOrder order) const {
+    (void)order;
+    return MatmulOrder::RowInvariant;
+  }
 
   // y[M, N] = x[M, K] · w[N, K]ᵀ. x, y f32; w f32 or bf16; accumulation f32. The reduction order of
   // each output element along K is fixed (independent of M, of the thread count and of the columns
@@ -174,6 +190,19 @@ class Ops {
   // (so chunk boundaries depend only on the sequence).
   virtual void gated_delta_rule(const TensorView& qkv, const TensorView& g, const TensorView& beta,
                                 std::span<const GdnSpan> spans, const GdnDims& dims, const TensorView& out) const = 0;
+};
+
+// Sets `ops`' matmul order on this thread for the scope's life, then restores the previous one.
+class ScopedMatmulOrder {
+ public:
+  ScopedMatmulOrder(const Ops& ops, MatmulOrder order) : ops_(ops), previous_(ops.set_matmul_order(order)) {}
+  ~ScopedMatmulOrder() { ops_.set_matmul_order(previous_); }
+  ScopedMatmulOrder(const ScopedMatmulOrder&) = delete;
+  ScopedMatmulOrder& operator=(const ScopedMatmulOrder&) = delete;
+
+ private:
+  const Ops& ops_;
+  MatmulOrder previous_;
 };
 
 // The CPU implementation (AVX2 baseline; AVX-512 matmul where the CPU has it).

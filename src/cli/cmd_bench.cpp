@@ -59,6 +59,7 @@ int run_step_bench_command(const BenchArgs& a) {
     if (!a.spec.draft_dir.empty()) drafter = spec::DFlashDrafter::load(a.spec.draft_dir, *target, a.dtype);
     label = a.spec.model_dir;
   }
+  if (drafter) drafter->set_matmul_order(a.spec.draft_matmul);
   const nlohmann::json r = run_step_bench(*target, drafter.get(), label, a.step);
   std::fputs(a.json ? (r.dump(2) + "\n").c_str() : format_step_bench(r).c_str(), stdout);
   return 0;
@@ -167,6 +168,9 @@ void register_bench(CLI::App& app, CommandRunner& run) {
   cmd->add_option_function<std::string>(
       "--draft-sampling", [a](const std::string& v) { a->spec.draft_sampling = spec::parse_draft_sampling(v); },
       "argmax or sample (with --draft)");
+  cmd->add_option_function<std::string>(
+      "--draft-matmul", [a](const std::string& v) { a->spec.draft_matmul = spec::parse_draft_matmul(v); },
+      spec::kDraftMatmulHelp);
   cmd->add_option("--threads", a->spec.threads, "CPU threads for the in-process model (0 = all)");
   cmd->add_option("--backend", a->spec.backend,
                   "Where the in-process target and drafter run: auto (cuda when a GPU is usable), cpu or cuda (GPU 0)")

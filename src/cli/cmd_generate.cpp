@@ -4,8 +4,8 @@
 //   specserve generate --model DIR (--prompt TEXT | --prompt-ids 1,2,3 | --prompt-file F) [--chat]
 //       --max-tokens N [--temperature T] [--seed S] [--ignore-eos] [--json] [--threads N] [--dtype D]
 //       [--backend auto|cpu|cuda]
-//       [--draft DIR [--gamma G] [--draft-sampling argmax|sample] [--verify-mode sample-match|raw-argmax]
-//        [--trace]]
+//       [--draft DIR [--gamma G] [--draft-sampling argmax|sample] [--draft-matmul fast|exact]
+//        [--verify-mode sample-match|raw-argmax] [--trace]]
 //
 // --json prints one object (a stable interface: external checks read it):
 //   {"token_ids":[generated ids], "text":"...", "finish_reason":"length"|"stop",
@@ -68,6 +68,7 @@ struct GenerateOptions {
   std::string draft;
   int gamma = 0;  // 0: block_size − 1
   std::string draft_sampling = "argmax";
+  std::string draft_matmul = "fast";
   std::string verify_mode = "sample-match";
   bool trace = false;
 };
@@ -157,11 +158,13 @@ int run_generate(GenerateOptions& o) {
   const engine::VerifyMode verify_mode = engine::parse_verify_mode(o.verify_mode);
   if (!o.draft.empty()) {
     drafter = spec::DFlashDrafter::load(o.draft, *model, o.dtype);  // checks the pairing
+    drafter->set_matmul_order(spec::parse_draft_matmul(o.draft_matmul));
     proposer = std::make_unique<spec::DFlashProposer>(
         *drafter, spec::proposer_options(o.gamma, spec::parse_draft_sampling(o.draft_sampling), verify_mode));
   } else {
-    SS_CHECK(o.gamma == 0 && !o.trace && o.draft_sampling == "argmax" && o.verify_mode == "sample-match",
-             "--gamma, --trace, --draft-sampling and --verify-mode need --draft");
+    SS_CHECK(o.gamma == 0 && !o.trace && o.draft_sampling == "argmax" && o.draft_matmul == "fast" &&
+                 o.verify_mode == "sample-match",
+             "--gamma, --trace, --draft-sampling, --draft-matmul and --verify-mode need --draft");
   }
 
   // One sequence: KV blocks for the prompt, max_tokens and one verify block beyond.
@@ -256,6 +259,7 @@ void register_generate(CLI::App& app, CommandRunner& run) {
                   "argmax (point-mass drafts: bit-identical to plain decoding) or sample (drafts sampled from the "
                   "drafter, min(1,p/q) acceptance: the same distribution, not the same tokens)")
       ->capture_default_str();
+  cmd->add_option("--draft-matmul", opts->draft_matmul, spec::kDraftMatmulHelp)->capture_default_str();
   cmd->add_option("--verify-mode", opts->verify_mode,
                   "sample-match (lossless) or raw-argmax (Atlas's DFlash behaviour: raw drafter argmax vs raw target "
                   "argmax, penalties and temperature ignored for speculated tokens; NOT lossless, for comparison only)")

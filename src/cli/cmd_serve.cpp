@@ -128,6 +128,9 @@ void register_serve(CLI::App& app, CommandRunner& run) {
       "--draft-sampling", [&s](const std::string& v) { s.draft_sampling = spec::parse_draft_sampling(v); },
       "argmax (default: bit-identical to plain decoding) or sample (min(1,p/q) acceptance: distribution-exact)");
   cmd->add_option_function<std::string>(
+      "--draft-matmul", [&s](const std::string& v) { s.draft_matmul = spec::parse_draft_matmul(v); },
+      spec::kDraftMatmulHelp);
+  cmd->add_option_function<std::string>(
       "--verify-mode", [&s](const std::string& v) { s.engine.verify_mode = engine::parse_verify_mode(v); },
       "sample-match (default, lossless) or raw-argmax (Atlas's behaviour, NOT lossless; for comparison)");
   cmd->add_option("--kv-cache-mib", s.kv_cache_mib, "KV-cache budget in MiB (0 = auto: max-seqs full contexts, <= 1/4 of RAM; on a GPU what is free after weights and state)")

@@ -55,7 +55,7 @@ double copy_bandwidth(const Memory& mem) {
   return 2.0 * static_cast<double>(bytes) / s;
 }
 
-// SPECSERVE_PROFILE_STEP: which step to repeat inside a profiler range ("decode", "verify"), or "".
+// SPECSERVE_PROFILE_STEP: which step to repeat inside a profiler range ("decode", "verify", "propose"), or "".
 std::string profile_step() {
   const char* v = std::getenv("SPECSERVE_PROFILE_STEP");
   return v ? v : "";
@@ -227,7 +227,7 @@ json run_step_bench(TargetModel& target, const spec::DFlashDrafter* drafter, con
         spec::DrafterSequence* one[] = {ctx.back().get()};
         drafter->project_context(one);
       }
-      const double s = median_seconds(o.iterations, [&] {
+      auto propose_once = [&] {
         std::vector<spec::DraftBlock> blocks;
         for (int i = 0; i < b; ++i) {
           spec::DrafterSequence& d = *ctx[static_cast<size_t>(i)];
@@ -235,7 +235,15 @@ json run_step_bench(TargetModel& target, const spec::DFlashDrafter* drafter, con
           blocks.push_back({&d, tokens[static_cast<size_t>(i)], d.rows()});
         }
         drafter->draft_argmax(blocks, gamma, gamma, V);
-      });
+      };
+      const double s = median_seconds(o.iterations, propose_once);
+#if SPECSERVE_HAVE_CUDA
+      if (profile == "propose" && target.backend() == "cuda") {
+        cuda::profiler_start();
+        propose_once();
+        cuda::profiler_stop();
+      }
+#endif
       json e = {{"batch", b}, {"ms", s * 1e3}, {"appended_rows", appended}};
       if (decode_s.count(b)) e["fraction_of_decode"] = s / decode_s[b];
       propose.push_back(e);

@@ -71,6 +71,7 @@ std::shared_ptr<LoadedModel> LoadedModel::load(const ServeSpec& spec, const Prog
     progress(0.9, "building the DFlash drafter");
     // Checks the pairing (hidden size, vocabulary, target layer ids) against the loaded target.
     m->drafter_ = spec::DFlashDrafter::load(spec.draft_dir, *m->target_);
+    m->drafter_->set_matmul_order(spec.draft_matmul);
   }
   // The KV budget from what is left after the weights, reserved now (pools sized at start-up).
   const Memory& mem = m->target_->forward_memory();

@@ -52,6 +52,12 @@ DFlashDrafter::DFlashDrafter(const TargetModel& target, std::unique_ptr<DrafterC
   }
 }
 
+MatmulOrder parse_draft_matmul(std::string_view name) {
+  if (name == "fast") return MatmulOrder::Free;
+  if (name == "exact") return MatmulOrder::RowInvariant;
+  fail("--draft-matmul must be fast or exact (got '{}')", name);
+}
+
 std::unique_ptr<DFlashDrafter> DFlashDrafter::load(const std::string& dir, const TargetModel& target,
                                                    const std::string& dtype, bool on_host) {
   TargetShape shape;
@@ -129,6 +135,7 @@ std::vector<int32_t> DFlashDrafter::draft_argmax(std::span<const DraftBlock> blo
 MemTensor DFlashDrafter::forward(std::span<DrafterSequence* const> context_of, std::span<const DraftBlock> blocks,
                                  int gamma, int slots) const {
   const Ops& ops = *ops_;
+  const ScopedMatmulOrder order(ops, matmul_order_);
   const Memory& mem = *mem_;
   const ModelConfig& cfg = config();
   const DrafterWeights& w = weights_;

@@ -13,7 +13,13 @@
 //
 // One call serves every sequence of an engine step: all waiting context rows and all block rows go
 // through one matmul per weight. Every op is row-invariant (backend/ops.h), so a sequence's drafts
-// do not depend on which other sequences share the call.
+// do not depend on which other sequences share the call — unless the matmul order is Free (the
+// default, set_matmul_order): then the backend may run the drafter's larger matmuls through a
+// faster GEMM whose summation order follows the call's rows (the CUDA backend: cuBLASLt above 32
+// rows), and a draft may differ with the batch. The emitted tokens never do: the target verifies
+// every draft (design.md §1), so the order moves acceptance at most, by a near-tied draft here and
+// there. RowInvariant keeps the drafts batch-independent (and a seeded --draft-sampling sample run
+// reproducible whatever else is batched).
 #include <cstdint>
 #include <memory>
 #include <span>
@@ -22,12 +28,20 @@
 #include <vector>
 
 #include "backend/memory.h"
+#include "backend/ops.h"
 #include "core/tensor.h"
 #include "model/target_model.h"
 #include "spec/dflash_checkpoint.h"
 #include "spec/drafter_sequence.h"
 
 namespace specserve::spec {
+
+// --draft-matmul: "fast" → MatmulOrder::Free, "exact" → MatmulOrder::RowInvariant (throws Error
+// naming the values otherwise).
+MatmulOrder parse_draft_matmul(std::string_view name);
+inline constexpr const char* kDraftMatmulHelp =
+    "fast (default: the drafter's larger matmuls through cuBLASLt on a GPU; drafts may depend on the batch, "
+    "tokens never do) or exact (row-invariant drafter, drafts independent of the batch)";
 
 struct DraftBlock {
   DrafterSequence* sequence = nullptr;
@@ -57,6 +71,10 @@ class DFlashDrafter {
   const std::vector<int>& target_layer_ids() const { return checkpoint_->dflash().target_layer_ids; }
   int64_t feature_width() const;  // K · H floats per context row
   int64_t vocab_size() const { return target_.vocab_size(); }
+
+  // The order of the drafter's matmuls (see the head of this file); Free by default.
+  void set_matmul_order(MatmulOrder order) { matmul_order_ = order; }
+  MatmulOrder matmul_order() const { return matmul_order_; }
 
   std::unique_ptr<DrafterSequence> new_sequence() const;
   // Start-up sizing of the context KV pool (as TargetModel::reserve).
@@ -96,6 +114,7 @@ class DFlashDrafter {
   Buffer device_weights_;   // the uploaded weights (device drafters)
   KvGeometry kv_;
   std::shared_ptr<KvBlockPool> pool_;
+  MatmulOrder matmul_order_ = MatmulOrder::Free;
 };
 
 }  // namespace specserve::spec

@@ -103,6 +103,23 @@ TEST(Matmul, RejectsMismatchedShapes) {
   EXPECT_THROW(cpu_ops().matmul(x, w, y), Error);
 }
 
+// The CPU backend has no free-order path: a MatmulOrder::Free scope (the DFlash drafter's) leaves its
+// matmuls in the fixed order, bit for bit, and the scope restores what it found.
+TEST_P(MatmulTest, FreeOrderScopeKeepsTheFixedOrderOnTheCpu) {
+  const Ops& ops = cpu_ops();
+  const int64_t M = 70, N = 40, K = 264;
+  Tensor x = random_tensor(DType::F32, {M, K}, 3);
+  Tensor w = random_tensor(GetParam(), {N, K}, 4);
+  Tensor fixed = Tensor::empty(DType::F32, {M, N}), free = Tensor::empty(DType::F32, {M, N});
+  ops.matmul(x, w, fixed);
+  {
+    const ScopedMatmulOrder order(ops, MatmulOrder::Free);
+    ops.matmul(x, w, free);
+  }
+  EXPECT_EQ(std::memcmp(fixed.as<float>(), free.as<float>(), fixed.nbytes()), 0);
+  EXPECT_EQ(ops.set_matmul_order(MatmulOrder::RowInvariant), MatmulOrder::RowInvariant);
+}
+
 INSTANTIATE_TEST_SUITE_P(Dtypes, MatmulTest, ::testing::Values(DType::F32, DType::BF16),
                          [](const auto& i) { return std::string(dtype_name(i.param)); });
 

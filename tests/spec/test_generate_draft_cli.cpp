@@ -157,6 +157,9 @@ TEST(GenerateDraftCli, RefusesBadCombinations) {
   EXPECT_EQ(run_cli(base + "--draft " + dense + "/draft --verify-mode nope").status, 1);
   EXPECT_EQ(run_cli(base + "--draft " + dense + "/draft --draft-sampling sample --verify-mode raw-argmax").status, 1);
   EXPECT_EQ(run_cli(base + "--draft /nonexistent").status, 1);
+  EXPECT_EQ(run_cli(base + "--draft " + dense + "/draft --draft-matmul exact").status, 0);
+  EXPECT_EQ(run_cli(base + "--draft " + dense + "/draft --draft-matmul fastest").status, 1);
+  EXPECT_EQ(run_cli(base + "--draft-matmul exact").status, 1);  // needs --draft
   // --help warns that raw-argmax is not lossless.
   const CliRun help = run_cli("generate --help");
   EXPECT_NE(help.out.find("NOT lossless"), std::string::npos) << help.out;

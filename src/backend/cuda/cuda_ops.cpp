@@ -5,12 +5,14 @@
 #include <algorithm>
 #include <cmath>
 #include <unordered_map>
+#include <utility>
 #include <vector>
 
 #include "backend/cuda/cuda_memory.h"
 #include "backend/cuda/cuda_stream.h"
 #include "backend/op_checks.h"
 #include "backend/cuda/kernels.h"
+#include "backend/cuda/matmul_free_order.h"
 #include "backend/cuda/staging.h"
 #include "backend/cuda/step_graphs.h"
 #include "core/error.h"
@@ -125,13 +127,22 @@ void take_xb(k::MatmulArgs& a) {
   a.ldxb = n.xb.pitch;
 }
 
+// The matmul order this thread asked for (Ops::set_matmul_order).
+thread_local MatmulOrder t_matmul_order = MatmulOrder::RowInvariant;
+
 class CudaOps final : public Ops {
  public:
   std::string_view name() const override { return "cuda"; }
 
+  MatmulOrder set_matmul_order(MatmulOrder order) const override {
+    return std::exchange(t_matmul_order, order);
+  }
+
   void matmul(const TensorView& x, const TensorView& w, const TensorView& y) const override {
     check_matmul(x, w, y);
-    k::matmul(matmul_args(x, w, y), cuda::launch_stream());
+    const k::MatmulArgs a = matmul_args(x, w, y);
+    if (t_matmul_order == MatmulOrder::Free && cuda::matmul_free_order({&a, 1})) return;
+    k::matmul(a, cuda::launch_stream());
   }
 
   static k::MatmulArgs matmul_args(const TensorView& x, const TensorView& w, const TensorView& y) {
@@ -157,6 +168,7 @@ class CudaOps final : public Ops {
     for (size_t i = 0; i < ws.size(); ++i) check_matmul(x, ws[i], ys[i]);
     std::vector<k::MatmulArgs> args;
     for (size_t i = 0; i < ws.size(); ++i) args.push_back(matmul_args(x, ws[i], ys[i]));
+    if (t_matmul_order == MatmulOrder::Free && cuda::matmul_free_order(args)) return;
     if (k::matmul_bf16_wgmma_multi(args.data(), static_cast<int>(args.size()), cuda::launch_stream())) return;
     std::vector<bool> done(args.size(), false);
     for (size_t i = 0; i < args.size(); ++i) {

@@ -1,0 +1,176 @@
+#include "backend/cuda/matmul_free_order.h"
+
+#include <cublasLt.h>
+
+#include <algorithm>
+#include <atomic>
+#include <mutex>
+#include <unordered_map>
+#include <vector>
+
+#include "backend/cuda/cuda_check.h"
+#include "backend/cuda/cuda_stream.h"
+#include "backend/cuda/step_graphs.h"
+#include "backend/cuda/tuning_knob.h"
+#include "core/error.h"
+
+namespace specserve::cuda {
+
+namespace {
+
+#define LT_CHECK(expr)                                                                         \
+  do {                                                                                         \
+    const cublasStatus_t ss_lt_status_ = (expr);                                               \
+    if (ss_lt_status_ != CUBLAS_STATUS_SUCCESS)                                                \
+      ::specserve::fail("cuBLASLt: {} failed: {} ({})", #expr, cublasGetStatusString(ss_lt_status_), \
+                        static_cast<int>(ss_lt_status_));                                      \
+  } while (0)
+
+constexpr size_t kWorkspaceBytes = size_t{32} << 20;  // the largest the heuristic asked for: ~10 MiB
+
+// The largest power of two up to 256 dividing both the address and a column's byte stride: what
+// cuBLASLt may assume about the operand's alignment.
+uint32_t alignment(const void* p, int64_t ld, size_t elem_bytes) {
+  const uint64_t bits = reinterpret_cast<uintptr_t>(p) | static_cast<uint64_t>(ld) * elem_bytes | 256;
+  return static_cast<uint32_t>(bits & (~bits + 1));
+}
+
+// One GEMM shape as cuBLASLt sees it, with what its algorithm may assume.
+struct Shape {
+  int64_t M, N, K, ldw, pitch, ldy;
+  uint32_t align_w, align_x, align_y;
+  bool operator==(const Shape&) const = default;
+};
+struct ShapeHash {
+  size_t operator()(const Shape& s) const {
+    size_t h = 1469598103934665603ull;
+    for (int64_t v : {s.M, s.N, s.K, s.ldw, s.pitch, s.ldy, int64_t{s.align_w}, int64_t{s.align_x}, int64_t{s.align_y}})
+      h = (h ^ static_cast<size_t>(v)) * 1099511628211ull;
+    return h;
+  }
+};
+
+// cuBLASLt descriptors of one shape: A = the weights (K × N column major, i.e. w [N, K] row major,
+// transposed), B = x's bf16 copy (K × M, pitch), D = y (N × M, ldy): D = Aᵀ · B, which is y = x · wᵀ.
+struct Descriptors {
+  cublasLtMatmulDesc_t op = nullptr;
+  cublasLtMatrixLayout_t a = nullptr, b = nullptr, d = nullptr;
+  explicit Descriptors(const Shape& s) {
+    LT_CHECK(cublasLtMatmulDescCreate(&op, CUBLAS_COMPUTE_32F, CUDA_R_32F));
+    const cublasOperation_t ta = CUBLAS_OP_T, tb = CUBLAS_OP_N;
+    LT_CHECK(cublasLtMatmulDescSetAttribute(op, CUBLASLT_MATMUL_DESC_TRANSA, &ta, sizeof ta));
+    LT_CHECK(cublasLtMatmulDescSetAttribute(op, CUBLASLT_MATMUL_DESC_TRANSB, &tb, sizeof tb));
+    LT_CHECK(cublasLtMatrixLayoutCreate(&a, CUDA_R_16BF, static_cast<uint64_t>(s.K), static_cast<uint64_t>(s.N), s.ldw));
+    LT_CHECK(cublasLtMatrixLayoutCreate(&b, CUDA_R_16BF, static_cast<uint64_t>(s.K), static_cast<uint64_t>(s.M), s.pitch));
+    LT_CHECK(cublasLtMatrixLayoutCreate(&d, CUDA_R_32F, static_cast<uint64_t>(s.N), static_cast<uint64_t>(s.M), s.ldy));
+  }
+  ~Descriptors() {
+    if (d) cublasLtMatrixLayoutDestroy(d);
+    if (b) cublasLtMatrixLayoutDestroy(b);
+    if (a) cublasLtMatrixLayoutDestroy(a);
+    if (op) cublasLtMatmulDescDestroy(op);
+  }
+  Descriptors(const Descriptors&) = delete;
+  Descriptors& operator=(const Descriptors&) = delete;
+};
+
+struct Plan {
+  bool usable = false;
+  cublasLtMatmulAlgo_t algo{};
+};
+
+// The process's cuBLASLt state: every call is enqueued on the one stream, so one workspace serves all.
+struct LtState {
+  std::mutex mutex;
+  cublasLtHandle_t handle = nullptr;
+  void* workspace = nullptr;
+  std::unordered_map<Shape, Plan, ShapeHash> plans;
+};
+
+LtState& lt_state() {
+  static LtState* state = new LtState;  // lives to the process's end (no teardown order with the driver)
+  return *state;
+}
+
+const Plan& plan_for(LtState& lt, const Shape& s) {
+  auto it = lt.plans.find(s);
+  if (it != lt.plans.end()) return it->second;
+  if (lt.plans.size() > 4096) lt.plans.clear();  // distinct row counts of context projections: bounded anyway
+  Plan plan;
+  Descriptors desc(s);
+  cublasLtMatmulPreference_t pref = nullptr;
+  LT_CHECK(cublasLtMatmulPreferenceCreate(&pref));
+  const size_t ws = kWorkspaceBytes;
+  cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &ws, sizeof ws);
+  cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, &s.align_w, sizeof s.align_w);
+  cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES, &s.align_x, sizeof s.align_x);
+  cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, &s.align_y, sizeof s.align_y);
+  cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES, &s.align_y, sizeof s.align_y);
+  cublasLtMatmulHeuristicResult_t result{};
+  int found = 0;
+  const cublasStatus_t st =
+      cublasLtMatmulAlgoGetHeuristic(lt.handle, desc.op, desc.a, desc.b, desc.d, desc.d, pref, 1, &result, &found);
+  cublasLtMatmulPreferenceDestroy(pref);
+  if (st == CUBLAS_STATUS_SUCCESS && found > 0 && result.state == CUBLAS_STATUS_SUCCESS &&
+      result.workspaceSize <= kWorkspaceBytes) {
+    plan.usable = true;
+    plan.algo = result.algo;
+  }
+  return lt.plans.emplace(s, plan).first->second;
+}
+
+std::atomic<uint64_t> g_free_order_matmuls{0};
+
+bool qualifies(std::span<const kernels::MatmulArgs> parts) {
+  const int64_t min_rows = free_order_min_rows();
+  if (parts.empty() || min_rows <= 0) return false;
+  const kernels::MatmulArgs& p0 = parts[0];
+  if (p0.M < min_rows || p0.K % 8 != 0) return false;
+  for (const auto& p : parts) {
+    if (!p.w_bf16 || p.x != p0.x || p.ldx != p0.ldx || p.M != p0.M || p.K != p0.K) return false;
+    if (p.ldw % 8 != 0 || reinterpret_cast<uintptr_t>(p.w) % 16 != 0 || p.ldy < p.N || p.N <= 0) return false;
+  }
+  return true;
+}
+
+}  // namespace
+
+int64_t free_order_min_rows() {
+  static const int64_t rows = tuning_knob("SPECSERVE_FREE_MATMUL_ROWS", 33);
+  return rows;
+}
+
+uint64_t free_order_matmuls() { return g_free_order_matmuls.load(std::memory_order_relaxed); }
+
+bool matmul_free_order(std::span<const kernels::MatmulArgs> parts) {
+  if (!qualifies(parts)) return false;
+  LtState& lt = lt_state();
+  std::lock_guard lock(lt.mutex);
+  if (lt.handle == nullptr) {
+    LT_CHECK(cublasLtCreate(&lt.handle));
+    CUDA_CHECK(cudaMalloc(&lt.workspace, kWorkspaceBytes));
+  }
+  const kernels::MatmulArgs& p0 = parts[0];
+  const int64_t pitch = (p0.K + 15) / 16 * 16;
+  // The scratch block holding x's copy is 256-byte aligned; rows are pitch elements apart.
+  const uint32_t align_x = alignment(nullptr, pitch, 2);
+  std::vector<Shape> shapes;
+  for (const auto& p : parts) {
+    Shape s{p.M, p.N, p.K, p.ldw, pitch, p.ldy, alignment(p.w, p.ldw, 2), align_x, alignment(p.y, p.ldy, 4)};
+    if (!plan_for(lt, s).usable) return false;
+    shapes.push_back(s);
+  }
+  const uint16_t* xb = kernels::matmul_x_to_bf16(p0.x, p0.ldx, p0.M, p0.K, pitch, launch_stream());
+  SS_CHECK(reinterpret_cast<uintptr_t>(xb) % 256 == 0, "free-order matmul: x's bf16 copy is not 256-byte aligned");
+  const cudaStream_t stream = cuda_stream();  // the pre-pass and every launch before it, then cuBLASLt
+  const float alpha = 1.0f, beta = 0.0f;
+  for (size_t i = 0; i < parts.size(); ++i) {
+    const Descriptors desc(shapes[i]);
+    LT_CHECK(cublasLtMatmul(lt.handle, desc.op, &alpha, parts[i].w, desc.a, xb, desc.b, &beta, parts[i].y, desc.d,
+                            parts[i].y, desc.d, &plan_for(lt, shapes[i]).algo, lt.workspace, kWorkspaceBytes, stream));
+  }
+  g_free_order_matmuls.fetch_add(parts.size(), std::memory_order_relaxed);
+  return true;
+}
+
+}  // namespace specserve::cuda

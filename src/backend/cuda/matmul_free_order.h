@@ -1,0 +1,33 @@
+#pragma once
+// bf16-weight matmuls in a free summation order (ops.h: MatmulOrder::Free) through cuBLASLt: x is
+// rounded to bf16 (the tiled kernels' pre-pass, matmul_x_to_bf16), then one cublasLtMatmul per weight
+// (bf16 · bf16 → f32, f32 accumulation, the algorithm cuBLASLt's heuristic picks for the shape). The
+// products are those of the row-invariant kernels; only the order of their sums differs, and it may
+// change with M, so a row's bits may depend on the rows beside it. Used for the DFlash drafter's
+// forward, where that changes which drafts are proposed, never which tokens are emitted.
+//
+// All calls go to the one stream of the CUDA backend (cuda_stream.h): the recorded launches before a
+// call are flushed first, so cuBLASLt's kernels run after them and before anything enqueued later.
+#include <cstdint>
+#include <span>
+
+#include "backend/cuda/kernels.h"
+
+namespace specserve::cuda {
+
+// Rows from which a free-order matmul takes this path (33: above the gemv kernel's rows, where the
+// streaming kernels are at the weight-bandwidth floor already; SPECSERVE_FREE_MATMUL_ROWS, a benchmark
+// knob fixed for the process; 0 turns the path off).
+int64_t free_order_min_rows();
+
+// Enqueues every part (parts sharing x, M and K: q/k/v, gate/up, or one matmul) and returns true; or
+// returns false, enqueuing nothing, when the call does not qualify: fewer rows than
+// free_order_min_rows(), f32 weights, operands the tensor-core GEMMs cannot address (K or a leading
+// dimension not a multiple of 8 elements, weights not 16-byte aligned), or no cuBLASLt algorithm for a
+// part's shape. The caller then runs the row-invariant kernels.
+bool matmul_free_order(std::span<const kernels::MatmulArgs> parts);
+
+// Matmuls enqueued through this path so far in the process (tests check the path was taken).
+uint64_t free_order_matmuls();
+
+}  // namespace specserve::cuda

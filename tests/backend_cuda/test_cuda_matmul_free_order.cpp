@@ -1,0 +1,145 @@
+// Matmuls in a free summation order (ops.h: MatmulOrder::Free; backend/cuda/matmul_free_order.h):
+// inside a ScopedMatmulOrder(Free), bf16 matmuls of more than 32 rows go through cuBLASLt and agree
+// with the row-invariant kernels to float rounding (the same bf16 products, summed in another order:
+// a transposed or misaddressed operand would be off by O(1)); every output element is written and
+// nothing beside the output's columns; matmul_multi writes each part into its own columns of a shared
+// row. Calls that do not qualify (32 rows or fewer, f32 weights, K off the 8-element grid) and every
+// call after the scope ends run the row-invariant kernels: the same bits as outside any scope.
+#include <cmath>
+
+#include "backend/cuda/matmul_free_order.h"
+#include "cuda_test_util.h"
+
+namespace specserve::cuda_test {
+namespace {
+
+struct FreeCase {
+  int64_t M, N, K;
+};
+
+// y [M, N] as columns [col, col + N) of rows `ld` floats apart in `buf`.
+TensorView columns(const DeviceBuffer& buf, int64_t M, int64_t N, int64_t ld, int64_t col) {
+  TensorView v = TensorView::contiguous(static_cast<float*>(buf.data()) + col, DType::F32, {M, N}, Device::CUDA);
+  v.strides[0] = ld;
+  return v;
+}
+
+class FreeOrderMatmul : public Gpu, public ::testing::WithParamInterface<FreeCase> {};
+
+TEST_P(FreeOrderMatmul, AgreesWithTheRowInvariantKernelsAndTakesThePath) {
+  const auto [M, N, K] = GetParam();
+  const DeviceBuffer x = DeviceBuffer::from(randn(size_t(M * K), 1));
+  const DeviceBuffer w = DeviceBuffer::from(to_bf16(randn(size_t(N * K), 2, 0.05f)));
+  const TensorView X = dev_view(x, DType::F32, {M, K}), W = dev_view(w, DType::BF16, {N, K});
+  const DeviceBuffer fixed = poisoned(size_t(M * N)), free = poisoned(size_t(M * N));
+  cuda_ops().matmul(X, W, dev_view(fixed, DType::F32, {M, N}));
+  const uint64_t before = cuda::free_order_matmuls();
+  {
+    const ScopedMatmulOrder order(cuda_ops(), MatmulOrder::Free);
+    cuda_ops().matmul(X, W, dev_view(free, DType::F32, {M, N}));
+  }
+  EXPECT_EQ(cuda::free_order_matmuls() - before, 1u) << "the call took the cuBLASLt path";
+  const auto ref = download(fixed, size_t(M * N)), got = download(free, size_t(M * N));
+  EXPECT_LT(rel_err(got, ref), 1e-5) << "M " << M << " N " << N << " K " << K;
+
+  // After the scope: the row-invariant kernels again, the same bits.
+  const DeviceBuffer after = poisoned(size_t(M * N));
+  cuda_ops().matmul(X, W, dev_view(after, DType::F32, {M, N}));
+  EXPECT_EQ(cuda::free_order_matmuls() - before, 1u);
+  ASSERT_TRUE(bit_equal(download(after, size_t(M * N)).data(), ref.data(), ref.size()));
+}
+
+TEST_P(FreeOrderMatmul, MultiWritesEachPartIntoItsColumnsOfASharedRow) {
+  const auto [M, N, K] = GetParam();
+  const int64_t N2 = N / 2 + 8, ld = N + N2 + 8;  // two parts side by side, 8 untouched columns after them
+  const DeviceBuffer x = DeviceBuffer::from(randn(size_t(M * K), 3));
+  const DeviceBuffer w1 = DeviceBuffer::from(to_bf16(randn(size_t(N * K), 4, 0.05f)));
+  const DeviceBuffer w2 = DeviceBuffer::from(to_bf16(randn(size_t(N2 * K), 5, 0.05f)));
+  const TensorView X = dev_view(x, DType::F32, {M, K});
+  const TensorView ws[] = {dev_view(w1, DType::BF16, {N, K}), dev_view(w2, DType::BF16, {N2, K})};
+  const DeviceBuffer fixed = poisoned(size_t(M * ld)), free = poisoned(size_t(M * ld));
+  const TensorView ys_fixed[] = {columns(fixed, M, N, ld, 0), columns(fixed, M, N2, ld, N)};
+  const TensorView ys_free[] = {columns(free, M, N, ld, 0), columns(free, M, N2, ld, N)};
+  cuda_ops().matmul_multi(X, ws, ys_fixed);
+  const uint64_t before = cuda::free_order_matmuls();
+  {
+    const ScopedMatmulOrder order(cuda_ops(), MatmulOrder::Free);
+    cuda_ops().matmul_multi(X, ws, ys_free);
+  }
+  EXPECT_EQ(cuda::free_order_matmuls() - before, 2u);
+  const auto ref = download(fixed, size_t(M * ld)), got = download(free, size_t(M * ld));
+  double diff = 0, scale = 0;
+  for (int64_t m = 0; m < M; ++m)
+    for (int64_t c = 0; c < ld; ++c) {
+      const float r = ref[size_t(m * ld + c)], g = got[size_t(m * ld + c)];
+      if (c >= N + N2) {
+        ASSERT_TRUE(std::isnan(g)) << "row " << m << " column " << c << " is past the outputs";
+        continue;
+      }
+      ASSERT_TRUE(std::isfinite(g)) << "row " << m << " column " << c << " was not written";
+      diff = std::max(diff, std::fabs(double(g) - r));
+      scale = std::max(scale, std::fabs(double(r)));
+    }
+  EXPECT_LT(diff / scale, 1e-5);
+}
+
+INSTANTIATE_TEST_SUITE_P(Shapes, FreeOrderMatmul,
+                         ::testing::Values(FreeCase{33, 64, 64}, FreeCase{64, 136, 520}, FreeCase{100, 1000, 256},
+                                           FreeCase{256, 2048, 1024}, FreeCase{240, 4104, 512}),
+                         [](const auto& i) {
+                           return "M" + std::to_string(i.param.M) + "_N" + std::to_string(i.param.N) + "_K" +
+                                  std::to_string(i.param.K);
+                         });
+
+// Calls the path does not take run the row-invariant kernels even inside the scope: the same bits.
+TEST_F(Gpu, FreeOrderFallsBackToTheRowInvariantKernels) {
+  struct Fallback {
+    const char* why;
+    int64_t M, N, K;
+    DType wtype;
+  };
+  const Fallback cases[] = {{"32 rows: the gemv kernel's range", 32, 256, 256, DType::BF16},
+                            {"f32 weights", 64, 256, 256, DType::F32},
+                            {"K off the 8-element grid", 64, 256, 260, DType::BF16}};
+  for (const Fallback& c : cases) {
+    SCOPED_TRACE(c.why);
+    const DeviceBuffer x = DeviceBuffer::from(randn(size_t(c.M * c.K), 7));
+    const std::vector<float> wf = randn(size_t(c.N * c.K), 8, 0.05f);
+    const DeviceBuffer w = c.wtype == DType::BF16 ? DeviceBuffer::from(to_bf16(wf)) : DeviceBuffer::from(wf);
+    const TensorView X = dev_view(x, DType::F32, {c.M, c.K}), W = dev_view(w, c.wtype, {c.N, c.K});
+    const DeviceBuffer fixed = poisoned(size_t(c.M * c.N)), free = poisoned(size_t(c.M * c.N));
+    cuda_ops().matmul(X, W, dev_view(fixed, DType::F32, {c.M, c.N}));
+    const uint64_t before = cuda::free_order_matmuls();
+    {
+      const ScopedMatmulOrder order(cuda_ops(), MatmulOrder::Free);
+      cuda_ops().matmul(X, W, dev_view(free, DType::F32, {c.M, c.N}));
+    }
+    EXPECT_EQ(cuda::free_order_matmuls(), before);
+    const auto ref = download(fixed, size_t(c.M * c.N));
+    ASSERT_TRUE(bit_equal(download(free, size_t(c.M * c.N)).data(), ref.data(), ref.size()));
+  }
+}
+
+// Scopes nest and restore the order they found, also when left by an exception.
+TEST_F(Gpu, ScopedMatmulOrderRestoresThePreviousOrder) {
+  const Ops& ops = cuda_ops();
+  EXPECT_EQ(ops.set_matmul_order(MatmulOrder::RowInvariant), MatmulOrder::RowInvariant);
+  {
+    const ScopedMatmulOrder outer(ops, MatmulOrder::Free);
+    {
+      const ScopedMatmulOrder inner(ops, MatmulOrder::RowInvariant);
+      EXPECT_EQ(ops.set_matmul_order(MatmulOrder::RowInvariant), MatmulOrder::RowInvariant);
+    }
+    EXPECT_EQ(ops.set_matmul_order(MatmulOrder::Free), MatmulOrder::Free);
+    try {
+      const ScopedMatmulOrder thrown(ops, MatmulOrder::RowInvariant);
+      throw Error("leaving the scope");
+    } catch (const Error&) {
+    }
+    EXPECT_EQ(ops.set_matmul_order(MatmulOrder::Free), MatmulOrder::Free);
+  }
+  EXPECT_EQ(ops.set_matmul_order(MatmulOrder::RowInvariant), MatmulOrder::RowInvariant);
+}
+
+}  // namespace
+}  // namespace specserve::cuda_test
