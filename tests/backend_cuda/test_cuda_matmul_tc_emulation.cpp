@@ -194,6 +194,35 @@ TEST(TcEmulation, KSplitCoversEveryChunkOnce) {
   EXPECT_EQ(tc::k_split(1000, 4104).S, 8);  // 257 chunks: 7 slices of 33 and one of 26
 }
 
+// The slice-serial kernel's K tiles (wg::serial_tile): in slice order, each slice's chunks covered once
+// in increasing order by tiles of up to 4 chunks that never cross the slice's end, the last tile of
+// each slice marked, and as many tiles as serial_tiles says.
+TEST(TcEmulation, SerialTilesWalkEverySliceInOrder) {
+  for (int64_t N : {8, 257, 1000, 4096, 17408, 151936})
+    for (int64_t K : {8, 16, 24, 296, 1000, 1032, 4096, 4104, 5120, 12288, 17408}) {
+      const tc::KSplit ks = tc::k_split(N, K);
+      tc::Params p;
+      p.chunks = tc::ceil_div(K, tc::kMmaK);
+      p.S = ks.S;
+      p.cps = ks.cps;
+      const int64_t tiles = wg::serial_tiles(p.chunks, p.cps);
+      int64_t slice = 0, next = 0, g = 0;
+      for (; g < tiles; ++g) {
+        const wg::SerialTile t = wg::serial_tile(g, p.chunks, p.cps);
+        const tc::Slice sl = tc::slice_of(p, slice);
+        ASSERT_EQ(t.slice, slice) << N << " " << K << " tile " << g;
+        ASSERT_EQ(t.chunk0, next) << N << " " << K << " tile " << g;
+        ASSERT_EQ(t.chunk_end, sl.end) << N << " " << K << " tile " << g;
+        const int64_t end = std::min(t.chunk0 + wg::kKT / tc::kMmaK, sl.end);
+        ASSERT_EQ(t.last_of_slice, end == sl.end) << N << " " << K << " tile " << g;
+        next = end;
+        if (t.last_of_slice) ++slice;
+      }
+      ASSERT_EQ(slice, ks.S) << N << " " << K;
+      ASSERT_EQ(next, p.chunks) << N << " " << K;
+    }
+}
+
 // On the host the emulated mma gives an element's bits from its own row and column alone, so any
 // difference between kernels, tile shapes, batch sizes or fragment rows is in the index code: the
 // slices, their order, or the sum. Every row of a batch equals the row alone, in every kernel.

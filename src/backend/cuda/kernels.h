@@ -75,6 +75,11 @@ bool matmul_bf16_wgmma(const MatmulArgs& a, cudaStream_t stream, int kind = -1);
 // once and each weight gets its own wgmma launch (the bits of its lone matmul). Returns false,
 // launching nothing, when the wgmma kernel cannot run or the parts do not share x, M and K.
 bool matmul_bf16_wgmma_multi(const MatmulArgs* parts, int count, cudaStream_t stream);
+// The slice-serial warpgroup kernel (matmul_wgmma_serial_sm90a.cu; matmul_wgmma.cuh: WgSerial) over x's
+// bf16 copy xb (pitch ldxb = xb_pitch(K, wg::kKT)); matmul_bf16_wgmma picks it. Only for operands
+// wgmma_serial_fits: bf16 weights, 16-byte aligned rows, K % 8 == 0.
+bool wgmma_serial_fits(const MatmulArgs& a);
+void matmul_bf16_wgmma_serial(const MatmulArgs& a, const uint16_t* xb, int64_t ldxb, cudaStream_t stream);
 // matmul_bf16_stream_multi or matmul_bf16_gemv_multi, by M.
 void matmul_bf16_multi(const MatmulArgs* parts, int count, cudaStream_t stream);
 // The tiled kernel's pre-pass (matmul_tensor_core_xb.cu): x [M, K] (pitch ldx) rounded to bf16 into the

@@ -180,7 +180,8 @@ void matmul_bf16_tensor_core(const MatmulArgs& a, cudaStream_t stream, int tile)
     case TileKind::Gemv: return matmul_bf16_gemv(a, stream);
     case TileKind::Wgmma64:
     case TileKind::Wgmma128:
-      if (matmul_bf16_wgmma(a, stream, kind == TileKind::Wgmma64 ? 0 : 1)) return;
+    case TileKind::WgmmaSerial:
+      if (matmul_bf16_wgmma(a, stream, static_cast<int>(kind) - static_cast<int>(TileKind::Wgmma64))) return;
       return launch<TileM128>(a, stream);
   }
 }

@@ -65,8 +65,10 @@ using TileM128 = Tile<2, 4, 4, 4, 64, 3, 2>;     // 128 x 128: verify M > 64, pr
 
 // Wgmma64 / Wgmma128: the Hopper warpgroup kernel's shapes (matmul_wgmma.cuh), which the launcher
 // prefers for M > 32 on a compute capability 9.0 device (the M128 tile where it cannot run).
-enum class TileKind { M16, M16N8, M32N32, M32, M64N32, M64N64, M64, M128N64, M128, Stream, Gemv, Wgmma64, Wgmma128 };
-inline constexpr int kTileKinds = 13;
+enum class TileKind {
+  M16, M16N8, M32N32, M32, M64N32, M64N64, M64, M128N64, M128, Stream, Gemv, Wgmma64, Wgmma128, WgmmaSerial
+};
+inline constexpr int kTileKinds = 14;
 
 constexpr int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
 

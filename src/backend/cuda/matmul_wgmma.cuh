@@ -73,13 +73,65 @@ constexpr uint64_t smem_desc(uint32_t addr) {
 }
 inline constexpr int kChunkStep = 32;
 
-enum class WgKind { M64, M128 };
+enum class WgKind { M64, M128, Serial };
 
 // The shape for an M x N output with S slices on `sms` multiprocessors: 128 rows when M > 64 and that
 // still gives a CTA per multiprocessor, else 64.
 constexpr WgKind choose_wgmma_tile(int64_t M, int64_t N, int sms, int S) {
   const int64_t ctas128 = tc::ceil_div(M, WgM128<false>::kBM) * tc::ceil_div(N, WgM128<false>::kBN) * S;
   return M > 64 && ctas128 >= sms ? WgKind::M128 : WgKind::M64;
+}
+
+}  // namespace specserve::cuda::wg
+
+namespace specserve::cuda::wg {
+
+// The slice-serial kernel (matmul_wgmma_serial_sm90a.cu): one CTA per 128 x 128 output tile runs ALL
+// of the tile's S slices, one after another, in one pipelined K loop: each slice's chain into a fresh
+// accumulator, added to the running total when the slice ends (((p0 + p1) + p2) + ..., sum_slices'
+// order), so no cluster and no partial-tile exchange. Warp-specialised: kProducerWarps warps stream
+// the K tiles into kStages shared-memory stages (cp.async; a stage is announced full once its bytes
+// have landed and been fenced for the async proxy), two consumer warpgroups issue the wgmma and hand
+// each stage back as soon as its wgmma are done. One CTA (3 warpgroups) per multiprocessor.
+struct WgSerial {
+  static constexpr int kWarpgroups = 2, kBM = 128, kBN = 128, kStages = 6, kProducerWarps = 4;
+  // Registers per thread after setmaxnreg: the producer warpgroup gives up what the consumers' two
+  // accumulator sets (the slice's chain and the running total: 128 floats) need.
+  static constexpr int kProducerRegs = 56, kConsumerRegs = 224;
+  static constexpr int kProducerThreads = 32 * kProducerWarps;
+  static constexpr int kConsumerThreads = 128 * kWarpgroups;
+  static constexpr int kThreads = kProducerThreads + kConsumerThreads;
+  static constexpr int kABytes = kBM * kKT * 2, kBBytes = kBN * kKT * 2;
+  static constexpr int kStageBytes = kABytes + kBBytes;
+  static constexpr int kSmemBytes = kStageBytes * kStages + 1024;  // + the 1024-byte alignment slack
+  // Tiles ahead of the one the consumers wait for: a stage is announced after the loads of
+  // kStages - 2 later tiles are issued (two stages are with the consumers: one in the mma, one done
+  // but not yet handed back).
+  static constexpr int kLoadsInFlight = kStages - 2;
+};
+
+// The K tiles of a slice-serial CTA: every slice's tiles in slice order, a slice's tile t covering its
+// chunks [begin + 4 t, min(begin + 4 t + 4, end)).
+struct SerialTile {
+  int64_t slice = 0, chunk0 = 0, chunk_end = 0;  // the tile's first chunk, and its slice's end
+  bool last_of_slice = false;
+};
+// Tile g of a (chunks, S, cps) split: slices of tiles_per = ceil(cps / 4) tiles (the last slice may
+// have fewer chunks, and so fewer tiles).
+constexpr int64_t serial_tiles(int64_t chunks, int64_t cps) {
+  const int64_t per = tc::ceil_div(cps, kKT / tc::kMmaK), S = tc::ceil_div(chunks, cps);
+  const int64_t last = chunks - (S - 1) * cps;
+  return (S - 1) * per + tc::ceil_div(last, kKT / tc::kMmaK);
+}
+constexpr SerialTile serial_tile(int64_t g, int64_t chunks, int64_t cps) {
+  const int64_t per = tc::ceil_div(cps, kKT / tc::kMmaK);
+  SerialTile t;
+  t.slice = g / per;
+  const int64_t begin = t.slice * cps, end = begin + cps < chunks ? begin + cps : chunks;
+  t.chunk0 = begin + (g % per) * (kKT / tc::kMmaK);
+  t.chunk_end = end;
+  t.last_of_slice = t.chunk0 + kKT / tc::kMmaK >= end;
+  return t;
 }
 
 }  // namespace specserve::cuda::wg

@@ -259,9 +259,26 @@ void launch_shape(const MatmulArgs& a, WgKind k, const uint16_t* xb, int64_t ldx
     launch<WgM64<Pipelined>>(a, xb, ldxb, stream);
 }
 
+// Whether an M x N launch takes the slice-serial kernel: when K is split (S > 1; with S = 1 the two
+// kernels do the same work and the cluster kernel's two CTAs per multiprocessor win) and its 128 x 128
+// tiles fill at least 2.5 waves of the multiprocessors (one CTA each): measured 1.2-1.5x faster at
+// 2,048 rows for S = 8 shapes, +4-7 % for the 8B's gate+up at 256-2,048 rows, and slower with fewer
+// tiles (27B up_proj at 128 rows, 1.03 waves: -24 %; docs/GPU_PERF_NOTES.md, session 9).
+// SPECSERVE_TC_WGMMA_SERIAL=0 or 1 forces it (a benchmark knob: the same bits either way).
+bool wgmma_serial(const MatmulArgs& a) {
+  static const int64_t knob = tuning_knob("SPECSERVE_TC_WGMMA_SERIAL", -1);
+  if (!wgmma_serial_fits(a) || knob == 0) return false;
+  if (knob > 0) return true;
+  const int64_t tiles = ceil_div(a.M, WgSerial::kBM) * ceil_div(a.N, WgSerial::kBN);
+  return k_split(a.N, a.K, split_target_ctas()).S > 1 && 2 * tiles >= 5 * int64_t{sm_count()};
+}
+
 void launch_kind(const MatmulArgs& a, int kind, const uint16_t* xb, int64_t ldxb, cudaStream_t stream) {
-  const WgKind k = kind >= 0 ? static_cast<WgKind>(kind)
-                             : choose_wgmma_tile(a.M, a.N, sm_count(), k_split(a.N, a.K, split_target_ctas()).S);
+  if ((kind < 0 && wgmma_serial(a)) || (kind == static_cast<int>(WgKind::Serial) && wgmma_serial_fits(a)))
+    return matmul_bf16_wgmma_serial(a, xb, ldxb, stream);
+  const WgKind k = kind >= 0 && kind != static_cast<int>(WgKind::Serial)
+                       ? static_cast<WgKind>(kind)
+                       : choose_wgmma_tile(a.M, a.N, sm_count(), k_split(a.N, a.K, split_target_ctas()).S);
   if (wgmma_pipelined(a.M))
     launch_shape<true>(a, k, xb, ldxb, stream);
   else
