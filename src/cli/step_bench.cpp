@@ -216,14 +216,18 @@ json run_step_bench(TargetModel& target, const spec::DFlashDrafter* drafter, con
     const int appended = static_cast<int>(std::ceil(o.tau));
     const int64_t fw = drafter->feature_width();
     std::uniform_real_distribution<float> feature(-1.0f, 1.0f);
-    std::vector<float> rows(static_cast<size_t>(std::max(o.context, appended) * fw));
-    for (auto& f : rows) f = feature(rng);
+    std::vector<float> host_rows(static_cast<size_t>(std::max(o.context, appended) * fw));
+    for (auto& f : host_rows) f = feature(rng);
+    // The rows in the target's forward memory, as the engine hands them over (the target leaves its
+    // captured features on the device for a drafter beside it).
+    const MemTensor rows = MemTensor::empty(target.forward_memory(), DType::F32, {std::max(o.context, appended), fw});
+    target.forward_memory().upload(rows.as<void>(), host_rows.data(), host_rows.size() * sizeof(float));
     json propose = json::array();
     std::vector<std::unique_ptr<spec::DrafterSequence>> ctx;
     for (int b : o.verify_batches) {
       while (static_cast<int>(ctx.size()) < b) {
         ctx.push_back(drafter->new_sequence());
-        ctx.back()->append(0, std::span<const float>(rows).first(static_cast<size_t>(o.context * fw)));
+        ctx.back()->append(0, rows.view().rows(0, o.context));
         spec::DrafterSequence* one[] = {ctx.back().get()};
         drafter->project_context(one);
       }
@@ -231,7 +235,7 @@ json run_step_bench(TargetModel& target, const spec::DFlashDrafter* drafter, con
         std::vector<spec::DraftBlock> blocks;
         for (int i = 0; i < b; ++i) {
           spec::DrafterSequence& d = *ctx[static_cast<size_t>(i)];
-          d.append(d.rows(), std::span<const float>(rows).first(static_cast<size_t>(appended * fw)));
+          d.append(d.rows(), rows.view().rows(0, appended));
           blocks.push_back({&d, tokens[static_cast<size_t>(i)], d.rows()});
         }
         drafter->draft_argmax(blocks, gamma, gamma, V);

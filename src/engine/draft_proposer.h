@@ -17,6 +17,8 @@
 #include <span>
 #include <vector>
 
+#include "core/tensor.h"
+
 #include "sampling/sampler.h"
 
 namespace specserve::engine {
@@ -49,10 +51,16 @@ class DraftProposer {
   // Target decoder layers to capture for every row of every forward (empty: none needed).
   virtual std::vector<int> capture_layers() const = 0;
   virtual std::unique_ptr<DraftContext> new_context() = 0;
+  // Whether the proposer takes captured features where the target computed them (a device), so the
+  // engine asks the target to leave them there (ForwardBatch::capture_on_device) instead of
+  // downloading them for the proposer to upload again.
+  virtual bool wants_device_features() const { return false; }
   // Rows of committed positions [first_position, first_position + n) of one sequence: `tokens`
-  // and their captured features (n × capture width floats; empty span when nothing is captured).
+  // and their captured features ([n, capture width] f32 rows, on the host or, when
+  // wants_device_features(), possibly on the target's device; an empty view when nothing is captured).
+  // The view is valid only during the call.
   virtual void append_context(DraftContext& context, int64_t first_position, std::span<const int32_t> tokens,
-                              std::span<const float> features) = 0;
+                              const TensorView& features) = 0;
   // One batched propose for every speculating sequence of the step.
   virtual void propose(std::span<ProposeItem> items) = 0;
 };

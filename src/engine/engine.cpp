@@ -148,7 +148,10 @@ void Engine::step() {
   // 3. Rows are laid out: prefill chunks (committed at once), decode rows [pending] and verify
   //    rows [pending, d1..dγ] (extend: kept or rolled back by commit below).
   ForwardBatch batch;
-  if (proposer_) batch.capture_layers = proposer_->capture_layers();
+  if (proposer_) {
+    batch.capture_layers = proposer_->capture_layers();
+    batch.capture_on_device = proposer_->wants_device_features();
+  }
   std::vector<std::vector<int32_t>> inputs(plan.size());
   for (size_t i = 0; i < plan.size(); ++i) {
     Sequence& s = *running_[plan[i].seq];
@@ -177,14 +180,17 @@ void Engine::step() {
   metrics_.step_rows.fetch_add(static_cast<uint64_t>(rows), std::memory_order_relaxed);
 
   const int64_t vocab = out.logits.shape().ndim > 1 ? out.logits.shape()[1] : 0;
-  const int64_t capture_width = out.captured.numel() > 0 ? out.captured.shape()[1] : 0;
+  // The captured rows: left on the device when the proposer takes them there, else on the host.
+  TensorView captured;  // no dimensions: nothing captured
+  if (out.captured_device.shape().ndim == 2)
+    captured = out.captured_device.view();
+  else if (out.captured.shape().ndim == 2)
+    captured = out.captured.view();
   auto logits_row = [&](int64_t r) {
     return std::span<const float>(out.logits.as<float>() + r * vocab, static_cast<size_t>(vocab));
   };
   auto features = [&](int64_t first_row, int64_t n) {
-    if (capture_width == 0) return std::span<const float>();
-    return std::span<const float>(out.captured.as<float>() + first_row * capture_width,
-                                  static_cast<size_t>(n * capture_width));
+    return captured.ndim() == 2 ? captured.rows(first_row, first_row + n) : TensorView();
   };
 
   int64_t next_logits_row = 0;

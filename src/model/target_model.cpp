@@ -380,8 +380,12 @@ ForwardResult TargetModel::forward(const ForwardBatch& batch) {
     }
   }
   if (C > 0 && !on_host) {
-    result.captured = Tensor::empty(DType::F32, captured_dev.shape());
-    mem.download(result.captured.as<void>(), captured_dev.as<void>(), captured_dev.nbytes());
+    if (batch.capture_on_device) {
+      result.captured_device = std::move(captured_dev);
+    } else {
+      result.captured = Tensor::empty(DType::F32, captured_dev.shape());
+      mem.download(result.captured.as<void>(), captured_dev.as<void>(), captured_dev.nbytes());
+    }
   }
   return result;
 }

@@ -69,6 +69,9 @@ struct ForwardBatch {
   // Decoder layers whose output (the residual stream after layer l, = HF hidden_states[l + 1], never
   // post-final-norm) is captured for every row, concatenated in this order.
   std::vector<int> capture_layers;
+  // On a device backend: keep the captured rows there (ForwardResult::captured_device) instead of
+  // downloading them, for a consumer in the same memory (a DFlash drafter beside the target).
+  bool capture_on_device = false;
 };
 
 struct ForwardResult {
@@ -80,6 +83,9 @@ struct ForwardResult {
   // other spans' rows. Empty when no span asked.
   std::vector<int32_t> argmax;
   Tensor captured;                      // [rows, capture_layers.size() * hidden] f32 (empty if none)
+  // The same rows left in the model's forward memory when the batch asked (capture_on_device) and the
+  // model runs on a device; `captured` is then empty.
+  MemTensor captured_device;
 };
 
 // Not thread-safe: one forward/commit at a time per model (the CPU kernels share the global thread

@@ -99,7 +99,7 @@ int64_t DFlashDrafter::feature_width() const {
 }
 
 std::unique_ptr<DrafterSequence> DFlashDrafter::new_sequence() const {
-  return std::make_unique<DrafterSequence>(pool_, feature_width());
+  return std::make_unique<DrafterSequence>(pool_, feature_width(), *mem_);
 }
 
 void DFlashDrafter::project_context(std::span<DrafterSequence* const> sequences) const {
@@ -185,11 +185,13 @@ MemTensor DFlashDrafter::forward(std::span<DrafterSequence* const> context_of, s
   if (Nc > 0) {
     MemTensor feats = MemTensor::empty(mem, DType::F32, {Nc, feature_width()});
     float* dst = feats.as<float>();
-    for (DrafterSequence* s : context_of) {
-      const auto f = s->waiting_features();
-      mem.upload(dst, f.data(), f.size_bytes());
-      dst += f.size();
-    }
+    std::vector<CopyRegion> gather;  // every waiting row, in order: one copy launch on a device
+    for (DrafterSequence* s : context_of)
+      for (const MemTensor& rows : s->waiting_features()) {
+        gather.push_back({dst, rows.as<void>(), rows.nbytes()});
+        dst += rows.view().numel();
+      }
+    mem.copy_many(gather);
     const TensorView c = x.view().rows(0, Nc);
     ops.matmul(feats, w.fc, c);
     ops.rms_norm(c, w.hidden_norm, NormKind::Plain, eps, c);

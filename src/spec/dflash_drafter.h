@@ -59,6 +59,8 @@ class DFlashDrafter {
   static std::unique_ptr<DFlashDrafter> load(const std::string& dir, const TargetModel& target,
                                              const std::string& dtype = "auto", bool on_host = false);
   std::string_view backend() const { return ops_->name(); }
+  // Whether the drafter runs on a device (then beside the target, in its forward memory).
+  bool on_device() const { return mem_->device() != Device::CPU; }
   // A drafter of `config`'s shapes with seeded random weights, beside `target` (in its memory), for
   // benchmarks on real shapes (bench --synthetic).
   static std::unique_ptr<DFlashDrafter> synthetic(const ModelConfig& config, const TargetModel& target,

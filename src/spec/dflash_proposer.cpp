@@ -60,11 +60,12 @@ int64_t DFlashProposer::context_rows(const engine::DraftContext& context) {
 }
 
 void DFlashProposer::append_context(engine::DraftContext& context, int64_t first_position,
-                                    std::span<const int32_t> tokens, std::span<const float> features) {
+                                    std::span<const int32_t> tokens, const TensorView& features) {
   DrafterSequence& seq = *as_dflash(context).sequence;
-  SS_CHECK(features.size() == tokens.size() * static_cast<size_t>(seq.feature_width()),
-           "DFlash proposer: {} feature floats for {} rows of width {} (capture_layers() not captured?)",
-           features.size(), tokens.size(), seq.feature_width());
+  SS_CHECK(features.ndim() == 2 && features.dim(0) == static_cast<int64_t>(tokens.size()) &&
+               features.dim(1) == seq.feature_width(),
+           "DFlash proposer: features {} for {} rows of width {} (capture_layers() not captured?)", features.describe(),
+           tokens.size(), seq.feature_width());
   seq.append(first_position, features);
   if (seq.waiting_rows() >= options_.max_waiting_rows) {
     DrafterSequence* one[] = {&seq};

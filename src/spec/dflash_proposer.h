@@ -49,8 +49,10 @@ class DFlashProposer final : public engine::DraftProposer {
   int gamma() const override { return gamma_; }
   std::vector<int> capture_layers() const override { return drafter_.target_layer_ids(); }
   std::unique_ptr<engine::DraftContext> new_context() override;
+  // The drafter runs where the target does: on a device it takes the captured rows there.
+  bool wants_device_features() const override { return drafter_.on_device(); }
   void append_context(engine::DraftContext& context, int64_t first_position, std::span<const int32_t> tokens,
-                      std::span<const float> features) override;
+                      const TensorView& features) override;
   void propose(std::span<engine::ProposeItem> items) override;
 
   // Context rows a sequence's drafter context holds (projected + waiting).

@@ -2,7 +2,8 @@
 // One sequence's drafter context (dflash.md §3, §5): one context row per committed position.
 //
 // A row arrives as the target's captured features f_t (K·H floats) of a committed position and is
-// kept WAITING until the drafter next runs, so the fc projection and the per-layer k/v projections
+// kept WAITING, in the drafter's memory (on a device drafter: copied there from the target's rows on
+// the same device, or uploaded from the host), until the drafter next runs, so the fc projection and the per-layer k/v projections
 // of every waiting row of every sequence happen in one matmul per weight together with the drafted
 // blocks. The drafter then stores the row's per-layer context K/V (k_norm, RoPE at its absolute
 // position) in this sequence's paged cache, where it stays: a context row is computed exactly once.
@@ -16,13 +17,16 @@
 #include <span>
 #include <vector>
 
+#include "backend/memory.h"
+#include "core/tensor.h"
 #include "model/kv_cache.h"
 
 namespace specserve::spec {
 
 class DrafterSequence {
  public:
-  DrafterSequence(std::shared_ptr<KvBlockPool> pool, int64_t feature_width);
+  // `mem`: the drafter's memory, where waiting rows are kept (it must outlive the sequence).
+  DrafterSequence(std::shared_ptr<KvBlockPool> pool, int64_t feature_width, const Memory& mem);
   ~DrafterSequence();
   DrafterSequence(const DrafterSequence&) = delete;
   DrafterSequence& operator=(const DrafterSequence&) = delete;
@@ -30,16 +34,19 @@ class DrafterSequence {
   // Context rows held: those in the cache plus those waiting to be projected.
   int64_t rows() const { return projected_ + waiting_rows(); }
   int64_t projected() const { return projected_; }
-  int64_t waiting_rows() const { return static_cast<int64_t>(waiting_.size()) / feature_width_; }
+  int64_t waiting_rows() const { return waiting_rows_; }
   int64_t feature_width() const { return feature_width_; }
 
   // Queues rows for positions [first_position, first_position + n). Positions must continue the
   // context exactly (first_position == rows()): a gap or a repeated position poisons every later
   // draft (dflash.md §10.4), so it is an Error.
   void append(int64_t first_position, std::span<const float> features);
+  // The same from [n, feature_width] f32 rows on the host or in the drafter's memory's device.
+  void append(int64_t first_position, const TensorView& features);
 
   // --- for the drafter ---
-  std::span<const float> waiting_features() const { return waiting_; }
+  // The waiting rows in the drafter's memory, as appended: [rows, feature_width] each, in order.
+  std::span<const MemTensor> waiting_features() const { return waiting_; }
   // The waiting rows are now in the cache.
   void mark_projected();
   // Makes the block table cover positions [0, positions).
@@ -50,7 +57,9 @@ class DrafterSequence {
   std::shared_ptr<KvBlockPool> pool_;
   int64_t feature_width_;
   std::vector<float*> blocks_;
-  std::vector<float> waiting_;  // [waiting rows, feature_width]
+  const Memory* mem_;
+  std::vector<MemTensor> waiting_;  // one per append
+  int64_t waiting_rows_ = 0;
   int64_t projected_ = 0;
 };
 

@@ -161,12 +161,15 @@ class OracleProposer : public DraftProposer {
     return c;
   }
   void append_context(DraftContext& context, int64_t first, std::span<const int32_t> tokens,
-                      std::span<const float> features) override {
+                      const TensorView& features) override {
     auto& c = static_cast<Ctx&>(context);
-    // Rows must arrive in order, once per committed position, with one feature row each.
+    // Rows must arrive in order, once per committed position, with one feature row each (a CPU target:
+    // on the host).
     EXPECT_EQ(first, c.committed);
-    EXPECT_EQ(features.size() % tokens.size(), 0u);
-    EXPECT_FALSE(features.empty());
+    EXPECT_EQ(features.ndim(), 2);
+    EXPECT_EQ(features.dim(0), static_cast<int64_t>(tokens.size()));
+    EXPECT_GT(features.dim(1), 0);
+    EXPECT_EQ(features.device, Device::CPU);
     c.committed += static_cast<int64_t>(tokens.size());
   }
   void propose(std::span<ProposeItem> items) override {

@@ -3,6 +3,7 @@
 // successive decodes; a row alone equals the row inside a batch of 8 unrelated rows; prefill does not
 // depend on its neighbours or on a split at 64-token boundaries; rollback (commit of n < K rows)
 // equals a run that only ever saw the kept rows.
+#include <cstring>
 #include <random>
 
 #include "backend/cuda/kernels.h"
@@ -85,6 +86,25 @@ TEST_P(CudaRowInvariance, RowAloneEqualsRowInBatchOfEight) {
   ASSERT_NE(it, r.logit_rows.end());
   EXPECT_EQ(row(r.logits, it - r.logit_rows.begin()), row(alone.logits, 0));
   EXPECT_EQ(row(r.captured, first), row(alone.captured, 0));
+}
+
+// ForwardBatch::capture_on_device: the captured rows stay in the model's device memory (for a drafter
+// beside it), bit for bit the rows a batch without the flag downloads, and nothing is downloaded.
+TEST_P(CudaRowInvariance, CapturedRowsStayOnTheDeviceWhenAsked) {
+  auto a = model_->new_sequence(), b = model_->new_sequence();
+  const auto prompt = random_ids(37, 8, V());
+  ForwardBatch host, device;
+  host.capture_layers = device.capture_layers = {1, 0};
+  host.spans = {{a.get(), prompt, SpanMode::Prefill, LogitsWanted::Last}};
+  device.spans = {{b.get(), prompt, SpanMode::Prefill, LogitsWanted::Last}};
+  device.capture_on_device = true;
+  const auto on_host = model_->forward(host), on_device = model_->forward(device);
+  ASSERT_NE(on_device.captured.shape().ndim, 2) << "nothing downloaded";
+  ASSERT_EQ(on_device.captured_device.shape(), on_host.captured.shape());
+  Tensor back = Tensor::empty(DType::F32, on_device.captured_device.shape());
+  model_->forward_memory().download(back.as<void>(), on_device.captured_device.as<void>(), back.nbytes());
+  EXPECT_EQ(std::memcmp(back.as<float>(), on_host.captured.as<float>(), back.nbytes()), 0);
+  EXPECT_EQ(row(on_device.logits, 0), row(on_host.logits, 0));
 }
 
 TEST_P(CudaRowInvariance, PrefillIndependentOfNeighboursAndChunkSplits) {

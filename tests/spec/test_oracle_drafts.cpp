@@ -17,13 +17,14 @@ class OracleProposer final : public engine::DraftProposer {
 
   int gamma() const override { return inner_.gamma(); }
   std::vector<int> capture_layers() const override { return inner_.capture_layers(); }
+  bool wants_device_features() const override { return inner_.wants_device_features(); }
   std::unique_ptr<engine::DraftContext> new_context() override {
     auto c = inner_.new_context();
     context_ = c.get();
     return c;
   }
   void append_context(engine::DraftContext& c, int64_t first, std::span<const int32_t> tokens,
-                      std::span<const float> features) override {
+                      const TensorView& features) override {
     inner_.append_context(c, first, tokens, features);
   }
   void propose(std::span<engine::ProposeItem> items) override {
@@ -130,7 +131,9 @@ TEST(DrafterContext, ProposeRefusesABrokenInvariant) {
   auto ctx = proposer.new_context();
   const std::vector<int32_t> prompt = {1, 2, 3, 4, 5};
   const std::vector<float> rows(prompt.size() * static_cast<size_t>(pair.drafter->feature_width()), 0.25f);
-  proposer.append_context(*ctx, 0, prompt, rows);
+  proposer.append_context(*ctx, 0, prompt,
+                          TensorView::contiguous(const_cast<float*>(rows.data()), DType::F32,
+                                                 {static_cast<int64_t>(prompt.size()), pair.drafter->feature_width()}));
   sampling::RequestParams params;
   params.sampling.temperature = 0.0f;
   const sampling::Sampler sampler(params, {pair.target->vocab_size(), 0});

@@ -56,6 +56,8 @@ class CudaLossless : public ::testing::TestWithParam<Case> {
     auto plain_engine = make_engine(*target, nullptr);
     const auto plain = run_all(*plain_engine, std::move(plain_reqs));
     spec::DFlashProposer proposer(*drafter, {.gamma = c.gamma});
+    // A drafter on the GPU takes the target's captured rows where they are; a CPU one gets them downloaded.
+    EXPECT_EQ(proposer.wants_device_features(), !c.host_drafter);
     auto spec_engine = make_engine(*target, &proposer);
     const uint64_t free_before = cuda::free_order_matmuls();
     const auto sp = run_all(*spec_engine, std::move(spec_reqs));
