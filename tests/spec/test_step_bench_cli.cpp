@@ -21,6 +21,7 @@ TEST(StepBenchCli, SyntheticTinyReportsEveryMeasurement) {
   EXPECT_GT(j["copy_bandwidth_gb_s"].get<double>(), 0);
   EXPECT_GT(j["step_weight_bytes"].get<double>(), 1e5);
   EXPECT_GT(j["drafter_weight_bytes"].get<double>(), 1e5);
+  EXPECT_EQ(j["draft_matmul"], "fast");  // the default drafter order, reported with the numbers
   EXPECT_EQ(j["prefill"]["tokens"], 70);
   EXPECT_GT(j["prefill"]["tokens_per_s"].get<double>(), 0);
   ASSERT_EQ(j["decode"].size(), 2u);
@@ -43,10 +44,11 @@ TEST(StepBenchCli, StepsOnACheckpointPair) {
   const std::string pair = std::string(SPECSERVE_SOURCE_DIR) + "/tests/fixtures/dflash/hybrid-trained";
   const CliRun r = run_specserve("bench --steps --model " + pair + "/target --draft " + pair +
                                  "/draft --backend cpu --threads 2 --iterations 1 --context 20 --prefill 30 "
-                                 "--decode-batches 1 --verify-batches 1 --verify-k 16 --json");
+                                 "--decode-batches 1 --verify-batches 1 --verify-k 16 --draft-matmul exact --json");
   ASSERT_EQ(r.status, 0) << r.out;
   const auto j = nlohmann::json::parse(r.out);
   EXPECT_EQ(j["model"], pair + "/target");
+  EXPECT_EQ(j["draft_matmul"], "exact");
   EXPECT_EQ(j["dtype"], "BF16");
   ASSERT_EQ(j["propose"].size(), 1u);
   ASSERT_EQ(j["projection"].size(), 1u);
