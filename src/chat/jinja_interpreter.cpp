@@ -22,7 +22,8 @@ class MacroCallable final : public Callable {
   // The defining frame is held weakly: it owns this macro's value, so a strong reference would
   // make a cycle. A macro that outlives its frame (stored away and called later) resolves names
   // in the template's root frame instead.
-  MacroCallable(std::shared_ptr<const MacroDef> def, const std::shared_ptr<Frame>& closure, Value caller = Value())
+  MacroCallable(std::shared_ptr<const MacroDef> def, const std::shared_ptr<Frame>& closure,
+                Value caller = Value::undefined("'caller' is undefined"))
       : def_(std::move(def)), closure_(closure), caller_(std::move(caller)) {}
 
   std::string name() const override { return def_->name; }

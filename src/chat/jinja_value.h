@@ -92,7 +92,8 @@ class Value {
   bool as_bool() const { return b_; }
   int64_t as_int() const { return kind_ == Kind::Bool ? (b_ ? 1 : 0) : i_; }
   double as_double() const { return kind_ == Kind::Float ? f_ : static_cast<double>(as_int()); }
-  const std::string& str() const { return *s_; }  // String, or the Undefined hint
+  // String, or the Undefined hint ("" for an Undefined made without one, e.g. Value()).
+  const std::string& str() const { return s_ ? *s_ : no_text(); }
   const std::vector<Value>& items() const { return *list_; }
   const Dict& dict() const { return *dict_; }
   const std::shared_ptr<Namespace>& namespace_ptr() const { return ns_; }
@@ -106,6 +107,10 @@ class Value {
   static constexpr uint32_t kMaxDepth = 512;
 
  private:
+  static const std::string& no_text() {
+    static const std::string empty;
+    return empty;
+  }
   Kind kind_ = Kind::Undefined;
   bool safe_ = false;
   uint32_t depth_ = 0;

@@ -85,6 +85,15 @@ TEST(JinjaRobustness, DeepValuesAndSelfReferenceAreErrors) {
   EXPECT_EQ(render("{% set ns = namespace() %}{% macro m() %}M{% endmacro %}{% set ns.m = m %}{% set ns.self = ns %}{{ ns.m() }}"), "M");
 }
 
+// A {% call %} body that calls caller() itself has no caller: an error naming it (found by the fuzzer:
+// the undefined value carried no hint, and the error message read through a null pointer).
+TEST(JinjaRobustness, CallerInsideACallBodyIsUndefined) {
+  const std::string src = "{% macro wrap() %}<{{ caller() }}>{% endmacro %}{% call wrap() %}[{{ caller() }}]{% endcall %}";
+  EXPECT_NE(error_of(src).find("'caller' is undefined"), std::string::npos) << error_of(src);
+  EXPECT_NE(error_of("{{ caller() }}").find("'caller' is undefined"), std::string::npos) << error_of("{{ caller() }}");
+  EXPECT_EQ(render("{% macro wrap() %}<{{ caller() }}>{% endmacro %}{% call wrap() %}in{% endcall %}"), "<in>");
+}
+
 TEST(JinjaRobustness, MacroOutlivingItsFrameStillWorks) {
   EXPECT_EQ(render("{% set ns = namespace() %}{% for i in [1] %}{% macro m() %}in{% endmacro %}{% set ns.m = m %}{% endfor %}"
                    "{{ ns.m() }}"),
