@@ -85,6 +85,7 @@ TEST(TcEmulation, TileM128) { emulate_shapes<tc::TileM128>(); }
 TEST(TcEmulation, Stream) { emulate_shapes<tc::Stream>(); }
 TEST(TcEmulation, Gemv) { emulate_shapes<tc::Gemv<4>>(); }
 TEST(TcEmulation, Gemv3Stages) { emulate_shapes<tc::Gemv<3>>(); }
+TEST(TcEmulation, Gemv5Stages) { emulate_shapes<tc::Gemv<5>>(); }
 TEST(TcEmulation, GemvBf16X) { emulate_shapes<tc::Gemv<3, true>>(); }
 TEST(TcEmulation, Gemv2Stages) { emulate_shapes<tc::Gemv<2>>(); }
 TEST(TcEmulation, GemvBf16X2Stages) { emulate_shapes<tc::Gemv<2, true>>(); }

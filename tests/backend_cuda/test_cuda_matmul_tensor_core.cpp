@@ -11,6 +11,7 @@
 #include <random>
 #include <type_traits>
 
+#include "backend/cuda/cuda_memory.h"
 #include "backend/cuda/kernels.h"
 #include "backend/cuda/matmul_tensor_core.cuh"
 #include "backend/cuda/matmul_tensor_core_stream.cuh"
@@ -248,6 +249,83 @@ TEST_F(Gpu, TcMatmulMultiEqualsSeparateMatmuls) {
       for (float v : a) ASSERT_TRUE(std::isfinite(v));
       EXPECT_TRUE(bit_equal(a.data(), b.data(), a.size())) << "weight " << i << ", M " << M;
     }
+  }
+}
+
+// The gemv kernel's stages per warp (2-5, chosen per launch by its CTA count) and its early weight
+// loads (the first tiles' weights before the wait for the previous kernel) change only the timing:
+// every combination gives the bits of 2 stages without early loads, on whole and partial tiles
+// (odd K, N not a multiple of 16), misaligned weights (the per-piece path) and 1-32 rows (f32 x and
+// its bf16 copy from 5 rows).
+TEST_F(Gpu, GemvStagesAndEarlyWeightsKeepTheBits) {
+  for (auto [N, K] : {std::array<int64_t, 2>{4096, 4096}, {1000, 4104}, {257, 1001}}) {
+    for (bool misaligned_w : {false, true}) {
+      const int64_t M = 32, ldw = misaligned_w ? K + 3 : K;
+      auto x = randn(size_t(M * K), 31 + uint32_t(K));
+      const auto w = to_bf16(randn(size_t(N * ldw + 1), 32 + uint32_t(N), 0.05f));
+      DeviceBuffer dx = DeviceBuffer::from(x), dw = DeviceBuffer::from(w);
+      const uint16_t* wp = dw.as<const uint16_t>() + (misaligned_w ? 1 : 0);
+      for (int64_t rows : {1, 3, 5, 16, 24, 32}) {
+        auto run = [&](cuda::kernels::GemvForce force) {
+          DeviceBuffer y = poisoned(size_t(rows * N));
+          const cuda::kernels::MatmulArgs a{.x = dx.as<const float>(), .ldx = K, .w = wp, .w_bf16 = true, .ldw = ldw,
+                                            .y = y.as<float>(), .ldy = N, .M = rows, .N = N, .K = K};
+          cuda::kernels::matmul_bf16_gemv(a, cuda::cuda_stream(), force);
+          return download(y, size_t(rows * N));
+        };
+        const auto base = run({.stages = 2, .early_w = 0});
+        for (float v : base) ASSERT_TRUE(std::isfinite(v));
+        const std::string where = "N " + std::to_string(N) + ", K " + std::to_string(K) + ", rows " +
+                                  std::to_string(rows) + (misaligned_w ? ", misaligned w" : "");
+        for (int stages : {0, 2, 3, 4, 5})
+          for (int early : {0, 1}) {
+            const auto got = run({.stages = stages, .early_w = early});
+            EXPECT_TRUE(bit_equal(got.data(), base.data(), base.size()))
+                << "stages " << stages << ", early weights " << early << ", " << where;
+          }
+      }
+    }
+  }
+}
+
+// What the gemv kernel reads before waiting for the previous kernel is only weights: x written by the
+// kernel just before it (an add, in place) is read after that kernel has finished, and weights written
+// by the copy kernel just before it (copy_many, which lets no successor start early) are read after
+// the copy. Each is checked against the same matmul over operands that were ready long before.
+TEST_F(Gpu, GemvEarlyWeightsWaitForTheKernelBefore) {
+  const int64_t N = 4096, K = 4096;
+  auto x = randn(size_t(K), 41), delta = randn(size_t(K), 42);
+  const auto w = to_bf16(randn(size_t(N * K), 43, 0.05f));
+  std::vector<uint16_t> zeros(w.size(), 0);
+  DeviceBuffer dx = DeviceBuffer::from(x), dd = DeviceBuffer::from(delta), dw = DeviceBuffer::from(w);
+  const TensorView X = dev_view(dx, DType::F32, {1, K}), D = dev_view(dd, DType::F32, {1, K});
+  const TensorView W = dev_view(dw, DType::BF16, {N, K});
+  for (int rep = 0; rep < 3; ++rep) {
+    // x' = x + delta computed just before the matmul, against x' made ready first.
+    DeviceBuffer dx2 = DeviceBuffer::from(x), want_y = poisoned(size_t(N)), got_y = poisoned(size_t(N));
+    const TensorView X2 = dev_view(dx2, DType::F32, {1, K});
+    cuda_ops().add(X2, D);
+    cuda::synchronize();
+    cuda_ops().matmul(X2, W, dev_view(want_y, DType::F32, {1, N}));
+    DeviceBuffer dx3 = DeviceBuffer::from(x);
+    const TensorView X3 = dev_view(dx3, DType::F32, {1, K});
+    cuda_ops().add(X3, D);
+    cuda_ops().matmul(X3, W, dev_view(got_y, DType::F32, {1, N}));
+    EXPECT_TRUE(bit_equal(download(got_y, size_t(N)).data(), download(want_y, size_t(N)).data(), size_t(N)))
+        << "x written by the kernel before, rep " << rep;
+
+    // Weights copied in by copy_many just before the matmul (zeros before the copy).
+    DeviceBuffer dw2 = DeviceBuffer::from(zeros), copied_y = poisoned(size_t(N));
+    // (Two regions: one would be a cudaMemcpyAsync, which no kernel overlaps anyway.)
+    const size_t half = w.size();  // bytes in each half
+    const std::vector<CopyRegion> regions{{dw2.data(), dw.data(), half},
+                                          {static_cast<char*>(dw2.data()) + half, static_cast<const char*>(dw.data()) + half, half}};
+    cuda_memory().copy_many(regions);
+    cuda_ops().matmul(X, dev_view(dw2, DType::BF16, {N, K}), dev_view(copied_y, DType::F32, {1, N}));
+    DeviceBuffer direct_y = poisoned(size_t(N));
+    cuda_ops().matmul(X, W, dev_view(direct_y, DType::F32, {1, N}));
+    EXPECT_TRUE(bit_equal(download(copied_y, size_t(N)).data(), download(direct_y, size_t(N)).data(), size_t(N)))
+        << "weights copied by the kernel before, rep " << rep;
   }
 }
 

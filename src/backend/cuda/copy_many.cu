@@ -13,8 +13,11 @@ namespace specserve::cuda::kernels {
 
 namespace {
 
+// It never lets the next launch start before its copies are done (no pdl_launch_dependents: the
+// trigger is its completion), since a copy may write weights, which the gemv kernel reads before its
+// pdl_wait (launch.cuh).
 __global__ void copy_many_kernel(const CopyRegionDev* regions) {
-  pdl_begin();
+  pdl_wait();
   const CopyRegionDev r = regions[blockIdx.y];
   const bool words = ((reinterpret_cast<uintptr_t>(r.dst) | reinterpret_cast<uintptr_t>(r.src) | r.bytes) & 3u) == 0;
   const int64_t stride = int64_t{gridDim.x} * blockDim.x;

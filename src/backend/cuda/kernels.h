@@ -61,7 +61,14 @@ void matmul_bf16_stream_multi(const MatmulArgs* parts, int count, cudaStream_t s
 // decode and short-verify sizes. matmul_bf16_tensor_core and matmul_bf16_multi use it for
 // M <= gemv_max_rows() (32, or SPECSERVE_TC_GEMV_ROWS: a benchmark knob, fixed for the process; 0 turns
 // it off).
-void matmul_bf16_gemv(const MatmulArgs& a, cudaStream_t stream);
+// Tests force its stages per warp (2-5; 0 picks them by the launch's CTA count) and whether the first
+// weight tiles load before the wait for the previous kernel (early_w: -1 the default, 0 off, 1 on); the
+// bits are the same either way.
+struct GemvForce {
+  int stages = 0;
+  int early_w = -1;
+};
+void matmul_bf16_gemv(const MatmulArgs& a, cudaStream_t stream, GemvForce force = {});
 void matmul_bf16_gemv_multi(const MatmulArgs* parts, int count, cudaStream_t stream);
 int gemv_max_rows();
 // Rows from which the gemv kernel reads x through its bf16 copy (5, or SPECSERVE_TC_GEMV_XB_ROWS).

@@ -147,6 +147,7 @@ struct Params {
   const uint16_t* xb = nullptr;  // tiled kernel: the bf16 copy of x (matmul_tensor_core_xb.cuh)
   int64_t ldxb = 0;              // its row pitch in elements (xb_pitch)
   bool vec_w = false;  // 16-byte cp.async of w (w 16-byte aligned, ldw % 8 == 0)
+  bool early_w = false;  // gemv kernel: its first tiles' weights are loaded before pdl_wait (launch.cuh)
   int64_t nbm = 0, nbn = 0;  // CTA tiles along M and N
   int64_t group = 1;         // M tiles per raster group (tile_of)
   // Streaming kernel only: several weight matrices sharing x, K and S in one launch (q/k/v, gate/up).

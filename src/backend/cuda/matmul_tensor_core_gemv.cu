@@ -10,6 +10,7 @@
 #include <cuda_runtime.h>
 
 #include <atomic>
+#include <type_traits>
 
 #include <climits>
 #include <cstdlib>
@@ -55,25 +56,34 @@ __global__ void __launch_bounds__(G::kThreads, 2) matmul_tc_gemv_kernel(const Pa
   const int valid_rows = p.M - m0 < G::kBM ? static_cast<int>(p.M - m0) : G::kBM;
   const int tiles = static_cast<int>(work.tiles(G::kKT));
   const GemvLane l = gemv_lane(p, lay, work, warp, lane, n0w, m0, valid_rows);
+  auto cp_w_whole = [&](int off, const uint16_t* src) { cp_async_cg(sbase + off, src, 16); };
+  auto cp_x_whole = [&](int off, const auto* src) { cp_async_ca(sbase + off, src, 16); };
   auto issue = [&](int t) {
     if (gemv_tile_whole<G>(p, work, n0w, t))
-      gemv_load_whole<G>(
-          p, lay, l, valid_rows, t, [&](int off, const auto* src) { cp_async_ca(sbase + off, src, 16); },
-          [&](int off, const uint16_t* src) { cp_async_cg(sbase + off, src, 16); });
+      gemv_load_whole<G>(p, lay, l, valid_rows, t, cp_x_whole, cp_w_whole);
     else
       gemv_load_stage<G>(p, lay, work, warp, n0w, m0, t, lane, cp16_x, cp16_w, st_f32, st_b16);
   };
 
-  // Until here nothing read memory that another kernel writes: the previous kernel may still be running
-  // (launch.cuh). (Prefetching the first weight tiles into L2 meanwhile measured no gain: 2 tiles per
-  // warp the same, 4 and 8 slower; docs/GPU_PERF_NOTES.md, session 6.)
+  // Until here nothing read memory: the previous kernel may still be running (launch.cuh). The first
+  // whole tiles' weights may be loaded now (launch.cuh: no kernel writes weights while a successor may
+  // run), so the stream's first round trip overlaps the previous kernel (a norm, attention or swiglu
+  // between two matmuls) instead of following it. (An L2 prefetch of them measured no gain in session 6:
+  // docs/GPU_PERF_NOTES.md.) x is the previous kernel's output and waits.
+  const int early = p.early_w ? (tiles < G::kStages - 1 ? tiles : G::kStages - 1) : 0;
+  for (int t = 0; t < early; ++t)
+    if (gemv_tile_whole<G>(p, work, n0w, t)) gemv_load_whole_w<G>(p, lay, l, t, cp_w_whole);
   pdl_wait();
   pdl_launch_dependents();
 
   float acc[G::kMaxSlicesPerWarp][2][4] = {};
 #pragma unroll
   for (int t = 0; t < G::kStages - 1; ++t) {
-    if (t < tiles) issue(t);
+    // (A tile's weights issued above join the commit group of its x, or of an earlier tile.)
+    if (t < early && gemv_tile_whole<G>(p, work, n0w, t))
+      gemv_load_whole_x<G>(p, lay, l, valid_rows, t, cp_x_whole);
+    else if (t < tiles)
+      issue(t);
     cp_async_commit();
   }
   for (int kt = 0; kt < tiles; ++kt) {
@@ -121,12 +131,13 @@ __global__ void __launch_bounds__(G::kThreads, 2) matmul_tc_gemv_kernel(const Pa
   gemv_reduce<G>(p, m0, n0, valid_rows, tid, [&](int off) { return *reinterpret_cast<const float*>(smem + off); });
 }
 
+// Shared memory an sm_90 block may have (the opt-in maximum) and a multiprocessor holds in all.
+constexpr int kBlockSmemMax = 227 * 1024;
+
 template <class G>
 void launch_gemv(const Params& p, cudaStream_t stream) {
-  constexpr int kMaxSmem = GemvLayout<G>{G::kBM}.smem_bytes(kMaxSlices);
-  static_assert(kMaxSmem <= 227 * 1024, "more shared memory than an sm_90 block may have");
   static const bool configured = [] {
-    CUDA_CHECK(cudaFuncSetAttribute(matmul_tc_gemv_kernel<G>, cudaFuncAttributeMaxDynamicSharedMemorySize, kMaxSmem));
+    CUDA_CHECK(cudaFuncSetAttribute(matmul_tc_gemv_kernel<G>, cudaFuncAttributeMaxDynamicSharedMemorySize, kBlockSmemMax));
     CUDA_CHECK(cudaFuncSetAttribute(matmul_tc_gemv_kernel<G>, cudaFuncAttributePreferredSharedMemoryCarveout,
                                     cudaSharedmemCarveoutMaxShared));
     return true;
@@ -136,6 +147,25 @@ void launch_gemv(const Params& p, cudaStream_t stream) {
     cuda_fail(cudaErrorInvalidConfiguration, "matmul: more CTAs than a grid holds", __FILE__, __LINE__);
   launch_pdl(matmul_tc_gemv_kernel<G>, static_cast<unsigned>(p.nbn * p.nbm), G::kThreads,
              static_cast<size_t>(GemvLayout<G>{p.a_rows}.smem_bytes(p.S)), stream, p);
+}
+
+// CTAs of Gemv<G> with `smem` bytes of shared memory that one multiprocessor holds at once: the
+// registers' and threads' limit (the occupancy API, once) and the shared memory's (1 KB reserved per CTA).
+template <class G>
+int gemv_ctas_per_sm(int smem) {
+  static const int regs_limit = [] {
+    int n = 0;
+    CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&n, matmul_tc_gemv_kernel<G>, G::kThreads, 0));
+    return n;
+  }();
+  static const int sm_smem = [] {
+    int dev = 0, v = 0;
+    CUDA_CHECK(cudaGetDevice(&dev));
+    CUDA_CHECK(cudaDeviceGetAttribute(&v, cudaDevAttrMaxSharedMemoryPerMultiprocessor, dev));
+    return v;
+  }();
+  const int by_smem = sm_smem / (smem + 1024);
+  return by_smem < regs_limit ? by_smem : regs_limit;
 }
 
 // Params of one launch (one weight, or up to 4 sharing x, M, K and the split as segments); with Xb
@@ -163,14 +193,57 @@ Params gemv_params(const MatmulArgs* parts, int count, cudaStream_t stream) {
   return p;
 }
 
-// Stages per warp: 2, or SPECSERVE_TC_GEMV_STAGES=3 or 4 (a tuning knob for benchmarks; any has the
-// same bits). What bounds the stream is the CTAs per SM more than the stages per warp: with 3 stages,
-// f32 x from 4 rows on (78 KB) and the bf16 x of 5-16 rows (104 KB) fit only 2 CTAs per SM, and the
-// verify of 4-16 rows ran 8-17 % slower than with 2 stages (3 CTAs); at one row 2 stages (39 KB, 5
-// CTAs) are as fast as 3 (27B) or 2 % faster (8B) (docs/GPU_PERF_NOTES.md, session 8).
-int gemv_stages() {
-  static const int stages = static_cast<int>(tuning_knob("SPECSERVE_TC_GEMV_STAGES", 2));
+// Stages per warp (any count has the same bits). With one to four rows (f32 x), 2 stages: 3, 4 or 5
+// made the 8B decode 1.5-5 % slower, also for the launches every CTA of which is resident at once
+// (q/k/v, o, down), where more stages only add bytes in flight (session 10). From 5 rows (x's bf16
+// copy, 8.5 KB a stage and warp), more stages pay where they cost no CTAs: when the launch takes more
+// than one wave, the CTAs per multiprocessor decide (3 stages made the verify of 4-16 rows 8-17 %
+// slower in session 8); when one wave holds it, the most stages (up to SPECSERVE_TC_GEMV_MAX_STAGES,
+// 4) with which it still does: the 8B verify of 16 rows 6.56 -> 6.39 ms. SPECSERVE_TC_GEMV_STAGES=2..5
+// fixes the count for every launch (benchmark knobs, read once; docs/GPU_PERF_NOTES.md, session 10).
+int gemv_fixed_stages() {
+  static const int stages = static_cast<int>(tuning_knob("SPECSERVE_TC_GEMV_STAGES", 0));
   return stages;
+}
+int gemv_max_stages() {
+  static const int stages = static_cast<int>(tuning_knob("SPECSERVE_TC_GEMV_MAX_STAGES", 4));
+  return stages;
+}
+// Whether the first tiles' weights are loaded before the wait for the previous kernel (1; 0 after it).
+bool gemv_early_w() {
+  static const bool on = tuning_knob("SPECSERVE_TC_GEMV_EARLY_W", 1) != 0;
+  return on;
+}
+
+template <int St, bool Xb>
+int gemv_smem(const Params& p) {
+  return GemvLayout<Gemv<St, Xb>>{p.a_rows}.smem_bytes(p.S);
+}
+// How many CTAs of `stages` stages the device holds at once (0 when one does not fit).
+template <bool Xb>
+int64_t gemv_resident(const Params& p, int stages) {
+  auto held = [&](auto st) -> int64_t {
+    constexpr int S = decltype(st)::value;
+    const int smem = gemv_smem<S, Xb>(p);
+    return smem > kBlockSmemMax ? 0 : int64_t{gemv_ctas_per_sm<Gemv<S, Xb>>(smem)} * sm_count();
+  };
+  switch (stages) {
+    case 2: return held(std::integral_constant<int, 2>{});
+    case 3: return held(std::integral_constant<int, 3>{});
+    case 4: return held(std::integral_constant<int, 4>{});
+    case 5: return held(std::integral_constant<int, 5>{});
+    default: return 0;
+  }
+}
+template <bool Xb>
+int gemv_stages_for(const Params& p, int forced) {
+  const int fixed = forced != 0 ? forced : gemv_fixed_stages();
+  if (fixed >= 2 && fixed <= 5) return gemv_resident<Xb>(p, fixed) > 0 ? fixed : 2;
+  if (!Xb) return 2;
+  const int64_t ctas = p.nbn * p.nbm;
+  for (int s = gemv_max_stages() < 5 ? gemv_max_stages() : 5; s > 2; --s)
+    if (gemv_resident<Xb>(p, s) >= ctas) return s;
+  return 2;
 }
 
 }  // namespace
@@ -193,25 +266,28 @@ uint64_t matmul_xb_reused() { return xb_reused().load(std::memory_order_relaxed)
 
 namespace {
 
-template <class G>
-void run(const MatmulArgs* parts, int count, cudaStream_t stream) {
-  launch_gemv<G>(gemv_params<G>(parts, count, stream), stream);
+template <bool Xb>
+void run_gemv(const MatmulArgs* parts, int count, cudaStream_t stream, GemvForce force) {
+  Params p = gemv_params<Gemv<2, Xb>>(parts, count, stream);  // (the Params do not depend on the stages)
+  p.early_w = force.early_w < 0 ? gemv_early_w() : force.early_w != 0;
+  switch (gemv_stages_for<Xb>(p, force.stages)) {
+    case 5: return launch_gemv<Gemv<5, Xb>>(p, stream);
+    case 4: return launch_gemv<Gemv<4, Xb>>(p, stream);
+    case 3: return launch_gemv<Gemv<3, Xb>>(p, stream);
+    default: return launch_gemv<Gemv<2, Xb>>(p, stream);
+  }
 }
 
-void run_gemv(const MatmulArgs* parts, int count, cudaStream_t stream) {
-  const bool xb = parts[0].M >= gemv_xb_rows();
-  switch (gemv_stages()) {
-    case 3: return xb ? run<Gemv<3, true>>(parts, count, stream) : run<Gemv<3>>(parts, count, stream);
-    case 4: return xb ? run<Gemv<4, true>>(parts, count, stream) : run<Gemv<4>>(parts, count, stream);
-    default: return xb ? run<Gemv<2, true>>(parts, count, stream) : run<Gemv<2>>(parts, count, stream);
-  }
+void run_gemv(const MatmulArgs* parts, int count, cudaStream_t stream, GemvForce force = {}) {
+  if (parts[0].M >= gemv_xb_rows()) return run_gemv<true>(parts, count, stream, force);
+  run_gemv<false>(parts, count, stream, force);
 }
 
 }  // namespace
 
-void matmul_bf16_gemv(const MatmulArgs& a, cudaStream_t stream) {
+void matmul_bf16_gemv(const MatmulArgs& a, cudaStream_t stream, GemvForce force) {
   if (a.M <= 0 || a.N <= 0 || a.K <= 0) return;
-  run_gemv(&a, 1, stream);
+  run_gemv(&a, 1, stream, force);
 }
 
 void matmul_bf16_gemv_multi(const MatmulArgs* parts, int count, cudaStream_t stream) {

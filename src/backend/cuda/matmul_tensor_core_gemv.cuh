@@ -187,15 +187,21 @@ constexpr bool gemv_tile_whole(const Params& p, const GemvWork& work, int64_t n0
 }
 
 // A whole tile t: 8 weight pieces per lane (rows lane / 16 + 2i) and one x piece per lane per row
-// (Xb: 8 pieces per lane, as the weights).
+// (Xb: 8 pieces per lane, as the weights). The weight half and the x half can be issued apart: the
+// kernel issues its first tiles' weights before waiting for the previous kernel (x is that kernel's
+// output; the weights are not).
 //   cp_w / cp_x(smem_off, src): a 16-byte cp.async
-template <class G, class CpX, class CpW>
-SS_TC_DEV void gemv_load_whole(const Params& p, const GemvLayout<G>& lay, const GemvLane& l, int valid_rows,
-                               int64_t t, CpX cp_x, CpW cp_w) {
+template <class G, class CpW>
+SS_TC_DEV void gemv_load_whole_w(const Params& p, const GemvLayout<G>& lay, const GemvLane& l, int64_t t, CpW cp_w) {
   const int sb = static_cast<int>(t % G::kStages) * lay.stage_bytes();
   const uint16_t* w = p.w + l.w_src + t * G::kKT;
 SS_TC_UNROLL
   for (int i = 0; i < 8; ++i) cp_w(l.w_dst + sb + 2 * i * G::kSB * 2, w + 2 * i * p.ldw);
+}
+template <class G, class CpX>
+SS_TC_DEV void gemv_load_whole_x(const Params& p, const GemvLayout<G>& lay, const GemvLane& l, int valid_rows,
+                                 int64_t t, CpX cp_x) {
+  const int sb = static_cast<int>(t % G::kStages) * lay.stage_bytes();
   if constexpr (G::kXb) {
     const uint16_t* x = p.xb + l.x_src + t * G::kKT;
 SS_TC_UNROLL
@@ -204,6 +210,12 @@ SS_TC_UNROLL
     const float* x = p.x + l.x_src + t * G::kKT;
     for (int r = 0; r < valid_rows; ++r) cp_x(l.x_dst + sb + r * G::kSA * 4, x + r * p.ldx);
   }
+}
+template <class G, class CpX, class CpW>
+SS_TC_DEV void gemv_load_whole(const Params& p, const GemvLayout<G>& lay, const GemvLane& l, int valid_rows,
+                               int64_t t, CpX cp_x, CpW cp_w) {
+  gemv_load_whole_w<G>(p, lay, l, t, cp_w);
+  gemv_load_whole_x<G>(p, lay, l, valid_rows, t, cp_x);
 }
 
 // Chunk kk of stage `stage`: the B fragments' ldmatrix address and the A fragment (rounded by cvt2).

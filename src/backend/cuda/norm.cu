@@ -25,12 +25,24 @@ __device__ __forceinline__ void write_xb_row(const XbOut& xb, int64_t g, int64_t
   for (int64_t m = groups + g; m < xb.rows; m += groups) xb_write(xb, m, nullptr, d, 0, xb.pitch, threadIdx.x, blockDim.x);
 }
 
+// Rows up to kNormHeld * blockDim.x wide are held in registers (norm_math.cuh: the same bits), and
+// their norm weights are loaded before the wait for the previous kernel: a one-row decode norm then
+// waits for nothing in DRAM after the matmul before it ends (launch.cuh allows weights early).
 __global__ void rms_norm_kernel(const float* x, const float* w, float* y, int64_t groups, int64_t d, int kind,
                                 float eps, XbOut xb) {
-  pdl_begin();
   __shared__ float shared[32];
+  const bool held = norm_held(d);
+  float wv[kNormHeld];
+  if (held) load_held(w, d, wv);
+  pdl_begin();
   for (int64_t g = blockIdx.x; g < groups; g += gridDim.x) {
-    write_normed(x + g * d, w, y + g * d, d, kind, inv_rms(x + g * d, d, eps, shared));
+    if (held) {
+      float v[kNormHeld];
+      load_held(x + g * d, d, v);
+      write_normed_held(v, wv, y + g * d, d, kind, inv_rms_of(held_sum_sq(v, d), d, eps, shared));
+    } else {
+      write_normed(x + g * d, w, y + g * d, d, kind, inv_rms(x + g * d, d, eps, shared));
+    }
     write_xb_row(xb, g, groups, y + g * d, d);
   }
 }
@@ -39,19 +51,35 @@ __global__ void rms_norm_kernel(const float* x, const float* w, float* y, int64_
 // thread that adds an element is the one that squares it, in the same order.
 __global__ void add_rms_norm_kernel(float* x, const float* y, const float* w, float* out, int64_t groups, int64_t d,
                                     int kind, float eps, XbOut xb) {
-  pdl_begin();
   __shared__ float shared[32];
+  const bool held = norm_held(d);
+  float wv[kNormHeld];
+  if (held) load_held(w, d, wv);
+  pdl_begin();
   for (int64_t g = blockIdx.x; g < groups; g += gridDim.x) {
     float* xr = x + g * d;
     const float* yr = y + g * d;
     float* orow = out + g * d;
-    float s = 0.0f;
-    for (int64_t i = threadIdx.x; i < d; i += blockDim.x) {
-      const float v = xr[i] + yr[i];
-      xr[i] = v;
-      s = fmaf(v, v, s);
+    if (held) {
+      float v[kNormHeld], u[kNormHeld];
+      load_held(xr, d, v);
+      load_held(yr, d, u);
+#pragma unroll
+      for (int j = 0; j < kNormHeld; ++j) {
+        const int64_t i = threadIdx.x + int64_t{j} * blockDim.x;
+        v[j] = v[j] + u[j];
+        if (i < d) xr[i] = v[j];
+      }
+      write_normed_held(v, wv, orow, d, kind, inv_rms_of(held_sum_sq(v, d), d, eps, shared));
+    } else {
+      float s = 0.0f;
+      for (int64_t i = threadIdx.x; i < d; i += blockDim.x) {
+        const float v = xr[i] + yr[i];
+        xr[i] = v;
+        s = fmaf(v, v, s);
+      }
+      write_normed(xr, w, orow, d, kind, inv_rms_of(s, d, eps, shared));
     }
-    write_normed(xr, w, orow, d, kind, inv_rms_of(s, d, eps, shared));
     write_xb_row(xb, g, groups, orow, d);
   }
 }

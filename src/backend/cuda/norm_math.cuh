@@ -44,6 +44,37 @@ __device__ __forceinline__ void write_normed(const float* x, const float* w, flo
   }
 }
 
+// A group of d <= kNormHeld * blockDim.x elements can be held in registers: slot j of thread t is
+// element t + j * blockDim.x, the order in which inv_rms and write_normed walk it, so the held
+// functions below give their bits. They spare the second read of x, and let a kernel load its norm
+// weights before waiting for the previous kernel (launch.cuh).
+inline constexpr int kNormHeld = 8;
+__device__ __forceinline__ bool norm_held(int64_t d) { return d <= int64_t{kNormHeld} * blockDim.x; }
+__device__ __forceinline__ void load_held(const float* p, int64_t d, float (&r)[kNormHeld]) {
+#pragma unroll
+  for (int j = 0; j < kNormHeld; ++j) {
+    const int64_t i = threadIdx.x + int64_t{j} * blockDim.x;
+    r[j] = i < d ? p[i] : 0.0f;
+  }
+}
+// This thread's partial sum of squares, as inv_rms accumulates it.
+__device__ __forceinline__ float held_sum_sq(const float (&v)[kNormHeld], int64_t d) {
+  float s = 0.0f;
+#pragma unroll
+  for (int j = 0; j < kNormHeld; ++j)
+    if (threadIdx.x + int64_t{j} * blockDim.x < d) s = fmaf(v[j], v[j], s);
+  return s;
+}
+// write_normed from held x and w.
+__device__ __forceinline__ void write_normed_held(const float (&v)[kNormHeld], const float (&w)[kNormHeld], float* y,
+                                                  int64_t d, int kind, float r) {
+#pragma unroll
+  for (int j = 0; j < kNormHeld; ++j) {
+    const int64_t i = threadIdx.x + int64_t{j} * blockDim.x;
+    if (i < d) y[i] = kind == 0 ? w[j] * (v[j] * r) : (v[j] * r) * (1.0f + w[j]);
+  }
+}
+
 // Threads per block: a function of d only (never of the number of groups).
 // (A one-row norm of a 4096-wide hidden state is one block: 1024 threads keep its loads few per thread.)
 inline int norm_threads(int64_t d) {
