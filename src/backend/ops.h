@@ -112,7 +112,9 @@ class Ops {
   // Sets the order of the matmuls (matmul, matmul_multi) this thread issues from now on and returns
   // the previous one (ScopedMatmulOrder below). A backend without a faster free-order path keeps the
   // fixed order and ignores it (the CPU); a free-order call that does not qualify for the faster path
-  // (f32 weights, few rows, unaligned operands) runs in the fixed order too.
+  // (f32 weights, few rows, unaligned operands) runs in the fixed order too. The CUDA backend's
+  // attention follows the order as well: under Free, a sequence's rows share one tensor-core kernel's
+  // tiles (a drafter block's rows).
   virtual MatmulOrder set_matmul_order(MatmulOrder order) const {
     (void)order;
     return MatmulOrder::RowInvariant;

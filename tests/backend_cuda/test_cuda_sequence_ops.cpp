@@ -6,6 +6,7 @@
 
 #include "backend/cuda/attention_rows.cuh"
 #include "backend/cuda/cuda_memory.h"
+#include "backend/cuda/matmul_free_order.h"
 #include "gdn_test_util.h"
 
 namespace specserve::cuda_test {
@@ -240,6 +241,85 @@ INSTANTIATE_TEST_SUITE_P(Heads, AttentionRows,
                          ::testing::Values(AttnCase{32, 8, 128}, AttnCase{16, 2, 128}, AttnCase{8, 2, 64},
                                            AttnCase{16, 2, 64}, AttnCase{24, 4, 256}, AttnCase{4, 4, 32},
                                            AttnCase{6, 3, 96}),
+                         [](const ::testing::TestParamInfo<AttnCase>& i) {
+                           return "heads" + std::to_string(i.param.nh) + "_kv" + std::to_string(i.param.nkv) + "_hd" +
+                                  std::to_string(i.param.hd);
+                         });
+
+// ---- attention in a free order (attention_free.cu: the drafter's forward) ------------------------------
+
+class FreeOrderAttention : public Gpu, public ::testing::WithParamInterface<AttnCase> {};
+
+// Under MatmulOrder::Free attention takes the free-order kernel (head dims 32, 64, 128; 96 and 256 fall back
+// to the fixed order, bit for bit) and agrees with the CPU to bf16 rounding (its q, keys, values and
+// probabilities are bf16 in the tensor-core products; a misplaced fragment would be off by O(1)):
+// drafter blocks (16 rows of a sequence that see the same keys, over 300 keys: five 64-key tiles,
+// the last partial), 40 rows with one key range (cut into items of 32 and 8), a causal run, sliding
+// windows, a one-key sequence and a windowed block, all in one call (two key splits and their merge);
+// a drafter block alone (one sequence) keeps the fixed-order kernels. After
+// the scope, the fixed-order kernels run again (the same bits as before it).
+TEST_P(FreeOrderAttention, AgreesWithCpuAndTakesThePath) {
+  const auto [nh, nkv, hd] = GetParam();
+  const int layer = 1;
+  Caches c(KvGeometry{2, nkv, hd}, {40, 300, 1, 70});
+  fill_caches(c, layer, 91);
+  std::vector<RowSpec> spec;
+  for (int i = 0; i < 16; ++i) spec.push_back({1, 299, 0});
+  for (int i = 0; i < 40; ++i) spec.push_back({0, 39, 0});
+  for (const auto& r : run_of(3, 50, 20)) spec.push_back(r);
+  for (const auto& r : run_of(1, 100, 9, 0, 33)) spec.push_back(r);
+  spec.push_back({2, 0, 0});
+  for (int i = 0; i < 5; ++i) spec.push_back({3, 69, 60});
+  const int64_t R = int64_t(spec.size()), qw = int64_t(nh) * hd;
+  const auto q = randn(size_t(R * qw), 92);
+  const float scale = 1.0f / std::sqrt(float(hd));
+  std::vector<float> want(size_t(R * qw));
+  cpu_ops().attention(host_view(q.data(), DType::F32, {R, qw}), c.geo, layer, rows_of(spec, c.host_tables), nh, scale,
+                      host_view(want.data(), DType::F32, {R, qw}));
+  DeviceBuffer dq = DeviceBuffer::from(q), fixed = poisoned(size_t(R * qw)), free = poisoned(size_t(R * qw));
+  const TensorView Q = dev_view(dq, DType::F32, {R, qw});
+  const auto dev_rows = rows_of(spec, c.dev_tables);
+  cuda_ops().attention(Q, c.geo, layer, dev_rows, nh, scale, dev_view(fixed, DType::F32, {R, qw}));
+  const uint64_t before = cuda::free_order_attentions();
+  {
+    const ScopedMatmulOrder order(cuda_ops(), MatmulOrder::Free);
+    cuda_ops().attention(Q, c.geo, layer, dev_rows, nh, scale, dev_view(free, DType::F32, {R, qw}));
+  }
+  const bool served = cuda::kernels::attention_free_supports(hd);
+  EXPECT_EQ(cuda::free_order_attentions(), before + (served ? 1 : 0)) << "the free-order kernel ran where it serves";
+  const auto got = download(free, size_t(R * qw));
+  if (!served) {
+    EXPECT_TRUE(bit_equal(got.data(), download(fixed, size_t(R * qw)).data(), size_t(R * qw))) << "fell back";
+  }
+  for (float v : got) ASSERT_TRUE(std::isfinite(v));
+  const double tol = served ? 1e-2 : 1e-5;
+  EXPECT_LT(rel_err(got, want), tol);
+  for (int64_t r = 0; r < R; ++r) {
+    const std::vector<float> g(got.begin() + r * qw, got.begin() + (r + 1) * qw),
+        w(want.begin() + r * qw, want.begin() + (r + 1) * qw);
+    ASSERT_LT(rel_err(g, w), tol) << "row " << r;
+  }
+  // One drafter block alone: one sequence, which the fixed-order kernels serve.
+  {
+    DeviceBuffer one = poisoned(size_t(16 * qw));
+    const ScopedMatmulOrder order(cuda_ops(), MatmulOrder::Free);
+    const uint64_t before_one = cuda::free_order_attentions();
+    cuda_ops().attention(Q.rows(0, 16), c.geo, layer, std::span(dev_rows.data(), 16), nh, scale,
+                         dev_view(one, DType::F32, {16, qw}));
+    EXPECT_EQ(cuda::free_order_attentions(), before_one);
+    const std::vector<float> w(want.begin(), want.begin() + 16 * qw);
+    EXPECT_LT(rel_err(download(one, size_t(16 * qw)), w), 1e-5);
+  }
+  DeviceBuffer after = poisoned(size_t(R * qw));
+  cuda_ops().attention(Q, c.geo, layer, dev_rows, nh, scale, dev_view(after, DType::F32, {R, qw}));
+  EXPECT_TRUE(bit_equal(download(after, size_t(R * qw)).data(), download(fixed, size_t(R * qw)).data(), size_t(R * qw)))
+      << "the fixed order after the scope";
+}
+
+INSTANTIATE_TEST_SUITE_P(Heads, FreeOrderAttention,
+                         ::testing::Values(AttnCase{32, 2, 128}, AttnCase{32, 8, 128}, AttnCase{4, 2, 32},
+                                           AttnCase{8, 2, 64}, AttnCase{12, 2, 256}, AttnCase{16, 1, 64},
+                                           AttnCase{6, 3, 96}, AttnCase{4, 4, 128}),
                          [](const ::testing::TestParamInfo<AttnCase>& i) {
                            return "heads" + std::to_string(i.param.nh) + "_kv" + std::to_string(i.param.nkv) + "_hd" +
                                   std::to_string(i.param.hd);

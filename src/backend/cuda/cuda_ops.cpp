@@ -374,10 +374,22 @@ class CudaOps final : public Ops {
     // The per-chunk partial results of at most ~64 MB of rows at a time.
     const int64_t per_row = k::attention_scratch_floats(1, num_heads, hd, chunks);
     const int64_t group = std::clamp<int64_t>((int64_t{16} << 20) / per_row, 1, static_cast<int64_t>(rows.size()));
-    Buffer scratch(cuda_memory(), static_cast<size_t>(group * per_row) * sizeof(float));
     auto& staging = cuda::Staging::global();
     auto lock = staging.lock();
     StagedKv s = stage_kv(staging, geo, layer, rows);
+    // The drafter's forward (MatmulOrder::Free) takes the free-order kernel: one launch, no scratch.
+    s.args.host_rows = s.host_rows.data();
+    if (t_matmul_order == MatmulOrder::Free && cuda::free_order_attention_enabled() &&
+        k::attention_free_supports(hd)) {
+      const int64_t floats = k::attention_free_scratch_floats(s.args, num_heads);
+      Buffer part(cuda_memory(), static_cast<size_t>(std::max<int64_t>(floats, 1)) * sizeof(float));
+      if (k::attention_free(s.args, q.as<const float>(), q.strides[0], num_heads, scale, out.as<float>(),
+                            out.strides[0], static_cast<float*>(part.data()), floats, cuda::launch_stream())) {
+        cuda::count_free_order_attention();
+        return;
+      }
+    }
+    Buffer scratch(cuda_memory(), static_cast<size_t>(group * per_row) * sizeof(float));
     const k::KvRow* all_rows = s.args.rows;
     const int64_t R = s.args.R;
     // One launch (verify, decode): its combine kernel can write the output's copy for the o projection.

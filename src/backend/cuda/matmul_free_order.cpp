@@ -142,6 +142,17 @@ int64_t free_order_min_rows() {
 
 uint64_t free_order_matmuls() { return g_free_order_matmuls.load(std::memory_order_relaxed); }
 
+namespace {
+std::atomic<uint64_t> g_free_order_attentions{0};
+}  // namespace
+
+bool free_order_attention_enabled() {
+  static const bool on = tuning_knob("SPECSERVE_FREE_ATTENTION", 1) != 0;
+  return on;
+}
+uint64_t free_order_attentions() { return g_free_order_attentions.load(std::memory_order_relaxed); }
+void count_free_order_attention() { g_free_order_attentions.fetch_add(1, std::memory_order_relaxed); }
+
 bool matmul_free_order(std::span<const kernels::MatmulArgs> parts) {
   if (!qualifies(parts)) return false;
   LtState& lt = lt_state();

@@ -30,4 +30,11 @@ bool matmul_free_order(std::span<const kernels::MatmulArgs> parts);
 // Matmuls enqueued through this path so far in the process (tests check the path was taken).
 uint64_t free_order_matmuls();
 
+// Attention under MatmulOrder::Free goes to kernels::attention_free (a sequence's rows share its
+// tensor-core tiles) unless SPECSERVE_FREE_ATTENTION=0 (a benchmark knob, fixed for the process).
+bool free_order_attention_enabled();
+// Attention calls that took it so far in the process (tests check the path was taken).
+uint64_t free_order_attentions();
+void count_free_order_attention();
+
 }  // namespace specserve::cuda

@@ -59,12 +59,16 @@ class CudaLossless : public ::testing::TestWithParam<Case> {
     // A drafter on the GPU takes the target's captured rows where they are; a CPU one gets them downloaded.
     EXPECT_EQ(proposer.wants_device_features(), !c.host_drafter);
     auto spec_engine = make_engine(*target, &proposer);
-    const uint64_t free_before = cuda::free_order_matmuls();
+    const uint64_t free_before = cuda::free_order_matmuls(), free_attn_before = cuda::free_order_attentions();
     const auto sp = run_all(*spec_engine, std::move(spec_reqs));
     // A bf16 drafter on the GPU runs its larger matmuls in a free order (the default): the context
     // projections of the prompts (68 rows) at least, whatever the drafts then are.
     if (c.dtype == "bf16" && !c.host_drafter) {
       EXPECT_GT(cuda::free_order_matmuls(), free_before) << "the drafter's matmuls took the cuBLASLt path";
+    }
+    // Its attention takes the free-order kernel whatever the weights' type.
+    if (!c.host_drafter) {
+      EXPECT_GT(cuda::free_order_attentions(), free_attn_before) << "the drafter's attention took the free-order kernel";
     }
     int64_t accepted = 0;
     for (size_t i = 0; i < ps.size(); ++i) {
