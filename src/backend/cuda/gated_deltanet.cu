@@ -62,9 +62,13 @@ __global__ void conv_spans_kernel(const float* x, int64_t ldx, const ConvSpanDev
   }
 }
 
-// One block per row: warps take the 2 Hk q/k heads in turn, then the threads do the Hv gates.
+// One block per row: warps take the 2 Hk q/k heads in turn (one each when the block has 2 Hk warps,
+// as launched up to 32), then the threads do the Hv gates. The gates' weights are read before the wait
+// for the previous kernel (launch.cuh: weights may be).
 __global__ void prepare_kernel(float* qkv, int64_t ld, float* a, float* b, const float* a_log, const float* dt_bias,
                                int Hk, int Hv, int dk) {
+  const int h0 = static_cast<int>(threadIdx.x);
+  const float a_log0 = h0 < Hv ? a_log[h0] : 0.0f, dt_bias0 = h0 < Hv ? dt_bias[h0] : 0.0f;
   pdl_begin();
   const int64_t r = blockIdx.x;
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, warps = blockDim.x >> 5;
@@ -84,7 +88,8 @@ __global__ void prepare_kernel(float* qkv, int64_t ld, float* a, float* b, const
     float* br = b + r * Hv + h;
     float* ar = a + r * Hv + h;
     *br = d_sigmoid(*br);
-    *ar = -expf(a_log[h]) * d_softplus(*ar + dt_bias[h]);
+    const float al = h == h0 ? a_log0 : a_log[h], dt = h == h0 ? dt_bias0 : dt_bias[h];
+    *ar = -expf(al) * d_softplus(*ar + dt);
   }
 }
 
@@ -177,7 +182,9 @@ void causal_conv_silu_spans(const float* x, int64_t ldx, const ConvSpanDev* span
 void gdn_prepare(float* qkv, int64_t ld, float* a, float* b, const float* a_log, const float* dt_bias, int64_t R,
                  int Hk, int Hv, int dk, int dv, cudaStream_t stream) {
   if (R == 0) return;
-  launch_pdl(prepare_kernel, static_cast<unsigned>(R), 256, 0, stream, qkv, ld, a, b, a_log, dt_bias, Hk, Hv, dk);
+  // A warp per q/k head (up to 32 warps), at least 256 threads: one round of a head's latency at decode.
+  const int threads = std::clamp(64 * Hk, 256, 1024);
+  launch_pdl(prepare_kernel, static_cast<unsigned>(R), threads, 0, stream, qkv, ld, a, b, a_log, dt_bias, Hk, Hv, dk);
   CUDA_CHECK_LAUNCH();
 }
 

@@ -12,12 +12,13 @@
 // (a kernel sees every earlier launch complete, not just the one before it). Kernels launched plainly
 // (<<<>>>) wait for the previous grid as always; in them pdl_wait() returns at once.
 //
-// Weights are the one exception to "reads nothing before pdl_wait()": when a kernel runs early, every
-// launch before its predecessor has completed (the predecessor triggered only after its own wait), and
-// the predecessor writes no weights while its successor may run: weights come from uploads and copies
-// (memcpy, or copy_many_kernel, which never triggers before its copies are done) and from plainly
-// launched fills, and no other kernel writes bf16 tensors a matmul reads as weights. So the gemv kernel
-// loads its first weight tiles before its wait (matmul_tensor_core_gemv.cu).
+// Model parameters (weights) are the one exception to "reads nothing before pdl_wait()": when a kernel
+// runs early, every launch before its predecessor has completed (the predecessor triggered only after
+// its own wait), and the predecessor writes no parameters while its successor may run: parameters come
+// from uploads and copies (memcpy, or copy_many_kernel, which never triggers before its copies are done)
+// and from plainly launched fills, and no kernel on the model path writes a tensor that the next kernel
+// reads as a parameter. So the gemv kernel loads its first weight tiles before its wait
+// (matmul_tensor_core_gemv.cu), and the one-row norms and the DeltaNet gate preparation their weights.
 //
 // Only the timing changes: every result's bits are those of plain launches. SPECSERVE_PDL=0 launches
 // plainly (a benchmark knob for A/B runs, read once per process).
