@@ -3,11 +3,10 @@
 // between cudaProfilerStart and cudaProfilerStop (SPECSERVE_PROFILE_STEP makes `specserve bench` repeat one
 // step inside such a range) and writes them as CSV when the process exits.
 //
-//   g++ -O2 -shared -fPIC -I/usr/local/cuda/include tools/gpu/kernel_trace.cpp \
-//       -L/usr/local/cuda/lib64 -lcupti -lcuda -o kernel_trace.so
-//   CUDA_INJECTION64_PATH=$PWD/kernel_trace.so SPECSERVE_TRACE_OUT=trace.csv SPECSERVE_PROFILE_STEP=decode \
-//       specserve bench --synthetic qwen3-8b --decode-batches 1 ...
-//   python3 tools/gpu/kernel_trace_summary.py trace.csv
+//   scripts/gpu_trace.sh build                      (here: g++ ... -lcupti -lcuda -o .gpu-probe/kernel_trace.so)
+//   scripts/gpu_trace.sh qwen3-8b decode            (there: CUDA_INJECTION64_PATH=.../kernel_trace.so
+//                                                    SPECSERVE_TRACE_OUT=trace.csv SPECSERVE_PROFILE_STEP=decode
+//                                                    specserve bench ..., then kernel_trace_summary.py)
 //
 // CSV columns: start_ns, end_ns, grid (x*y*z CTAs), block threads, kernel name (mangled). Unlike ncu, which
 // serialises kernels and flushes caches, this is the timeline the step really has, so a kernel's share of
