@@ -40,8 +40,9 @@ namespace specserve::spec {
 // naming the values otherwise).
 MatmulOrder parse_draft_matmul(std::string_view name);
 inline constexpr const char* kDraftMatmulHelp =
-    "fast (default: the drafter's larger matmuls through cuBLASLt on a GPU; drafts may depend on the batch, "
-    "tokens never do) or exact (row-invariant drafter, drafts independent of the batch)";
+    "fast (default: on a GPU the drafter's larger matmuls through cuBLASLt and its attention on tensor cores; "
+    "drafts may depend on the batch, tokens never do) or exact (row-invariant drafter, drafts independent of the "
+    "batch)";
 
 struct DraftBlock {
   DrafterSequence* sequence = nullptr;
