@@ -9,7 +9,9 @@
 // CTA serves 64 (row, query head) pairs of one KV head with tensor cores, flash-attention style: warp w
 // holds pairs 16w .. 16w + 15 as the rows of its m16n8k16 tiles, S = q kᵀ per tile, the online softmax
 // on S's fragments (each row masked to its own window), O += P V with P's fragments as the A operand.
-// Scores, softmax and sums in f32. Head dims 32, 64 and 128 (others keep the fixed-order kernels).
+// Scores, softmax and sums in f32. With few CTAs (few sequences) the keys are split across CTAs and a
+// second kernel merges the splits. Head dims 32, 64 and 128, two or more sequences; anything else keeps
+// the fixed-order kernels (docs/GPU_PERF_NOTES.md, session 10, has the measurements).
 #include <cuda_runtime.h>
 
 #include <algorithm>
