@@ -16,6 +16,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <type_traits>
 #include <vector>
 
 #include "backend/cuda/cuda_check.h"
@@ -314,18 +315,17 @@ int splits_knob() {
   return v;
 }
 
-// The call's items (runs of consecutive rows of one sequence, the same block table, at most
-// kFreeMaxRows each; then R: a drafter block is one item whether its rows see the same keys, as in full
-// attention, or each its own window, as in sliding layers), and its key splits: enough CTAs for two
-// per multiprocessor when the items alone give fewer (one sequence, few sequences), each split at
-// least 2 tiles of the longest item.
-struct FreePlan {
-  std::vector<int32_t> items;
-  int max_rows = 0;
-  int splits = 1;
-};
-FreePlan free_plan(const KvArgs& kv, int num_heads) {
-  FreePlan pl;
+}  // namespace
+
+bool attention_free_supports(int head_dim) { return head_dim == 32 || head_dim == 64 || head_dim == 128; }
+
+// The items are runs of consecutive rows of one sequence (the same block table), at most kFreeMaxRows
+// each: a drafter block is one item whether its rows see the same keys, as in full attention, or each
+// its own window, as in sliding layers. The key splits give enough CTAs for two per multiprocessor when
+// the items alone give fewer (few sequences), each split at least 2 tiles of the longest item.
+AttentionFreePlan attention_free_plan(const KvArgs& kv, int num_heads) {
+  AttentionFreePlan pl;
+  if (kv.host_rows == nullptr || kv.R == 0 || num_heads == 0 || !attention_free_supports(kv.head_dim)) return pl;
   int64_t longest = 0, lo = 0, hi = 0;
   auto close = [&] { longest = std::max(longest, hi + 1 - lo); };
   for (int64_t r = 0; r < kv.R; ++r) {
@@ -348,55 +348,36 @@ FreePlan free_plan(const KvArgs& kv, int num_heads) {
   pl.max_rows = std::max(pl.max_rows, static_cast<int>(kv.R - pl.items.back()));
   close();
   pl.items.push_back(static_cast<int32_t>(kv.R));
-  const int G = num_heads / kv.num_kv_heads;
-  const int64_t ctas = (static_cast<int64_t>(pl.items.size()) - 1) * kv.num_kv_heads *
-                       ((pl.max_rows * G + kFreePairs - 1) / kFreePairs);
-  const int64_t tiles = (longest + kTileKeys - 1) / kTileKeys;
-  const int64_t want = (2 * sm_count() + ctas - 1) / ctas;
-  pl.splits = static_cast<int>(std::clamp<int64_t>(std::min(want, tiles / 2), 1, 64));
-  if (splits_knob() > 0) pl.splits = std::min(splits_knob(), 64);
-  return pl;
-}
-
-}  // namespace
-
-bool attention_free_supports(int head_dim) { return head_dim == 32 || head_dim == 64 || head_dim == 128; }
-
-int64_t attention_free_scratch_floats(const KvArgs& kv, int num_heads) {
-  if (kv.host_rows == nullptr || kv.R == 0 || !attention_free_supports(kv.head_dim)) return 0;
-  const FreePlan pl = free_plan(kv, num_heads);
-  if (pl.items.size() < 3) return 0;  // one item: attention_free declines
-  return pl.splits > 1 ? kv.R * num_heads * pl.splits * free_partial_floats(kv.head_dim) : 0;
-}
-
-bool attention_free(const KvArgs& kv, const float* q, int64_t ldq, int num_heads, float scale, float* out, int64_t ldo,
-                    float* scratch, int64_t scratch_floats, cudaStream_t stream) {
-  if (kv.host_rows == nullptr || !attention_free_supports(kv.head_dim)) return false;
-  if (kv.R == 0 || num_heads == 0) return true;
-  const FreePlan pl = free_plan(kv, num_heads);
   const auto n_items = static_cast<int64_t>(pl.items.size()) - 1;
   // One sequence: the fixed-order kernels already spread its keys over chunks, and this kernel with its
   // splits and their merge measured slower (27B drafter propose at one sequence 2.16 vs 2.06 ms; 4
   // sequences 2.46 vs 2.55, 16 sequences 3.72 vs 4.29: docs/GPU_PERF_NOTES.md, session 10).
-  if (n_items < 2 || n_items * kv.num_kv_heads > int64_t{1} << 30) return false;
-  const int splits =
-      pl.splits > 1 && scratch_floats >= kv.R * num_heads * pl.splits * free_partial_floats(kv.head_dim) ? pl.splits
-                                                                                                           : 1;
+  if (n_items < 2 || n_items * kv.num_kv_heads > int64_t{1} << 30) return AttentionFreePlan{};
+  const int G = num_heads / kv.num_kv_heads;
+  const int64_t ctas = n_items * kv.num_kv_heads * ((pl.max_rows * G + kFreePairs - 1) / kFreePairs);
+  const int64_t tiles = (longest + kTileKeys - 1) / kTileKeys;
+  const int64_t want = (2 * sm_count() + ctas - 1) / ctas;
+  pl.splits = static_cast<int>(std::clamp<int64_t>(std::min(want, tiles / 2), 1, 64));
+  if (splits_knob() > 0) pl.splits = std::min(splits_knob(), 64);
+  if (pl.splits > 1) pl.scratch_floats = kv.R * num_heads * pl.splits * free_partial_floats(kv.head_dim);
+  return pl;
+}
+
+void attention_free(const KvArgs& kv, const AttentionFreePlan& plan, const float* q, int64_t ldq, int num_heads,
+                    float scale, float* out, int64_t ldo, float* scratch, cudaStream_t stream) {
+  const auto n_items = static_cast<int64_t>(plan.items.size()) - 1;
   // Read by the kernel enqueued next: the caller holds the staging lock (as for kv.rows).
   const auto* d_items =
-      static_cast<const int32_t*>(Staging::global().stage(pl.items.data(), pl.items.size() * sizeof(int32_t)));
+      static_cast<const int32_t*>(Staging::global().stage(plan.items.data(), plan.items.size() * sizeof(int32_t)));
+  auto launch = [&](auto hd) {
+    launch_free<decltype(hd)::value>(kv, d_items, n_items, plan.max_rows, q, ldq, num_heads, scale, out, ldo, scratch,
+                                     plan.splits, stream);
+  };
   switch (kv.head_dim) {
-    case 32:
-      launch_free<32>(kv, d_items, n_items, pl.max_rows, q, ldq, num_heads, scale, out, ldo, scratch, splits, stream);
-      break;
-    case 64:
-      launch_free<64>(kv, d_items, n_items, pl.max_rows, q, ldq, num_heads, scale, out, ldo, scratch, splits, stream);
-      break;
-    default:
-      launch_free<128>(kv, d_items, n_items, pl.max_rows, q, ldq, num_heads, scale, out, ldo, scratch, splits, stream);
-      break;
+    case 32: launch(std::integral_constant<int, 32>{}); break;
+    case 64: launch(std::integral_constant<int, 64>{}); break;
+    default: launch(std::integral_constant<int, 128>{}); break;
   }
-  return true;
 }
 
 }  // namespace specserve::cuda::kernels

@@ -377,14 +377,14 @@ class CudaOps final : public Ops {
     auto& staging = cuda::Staging::global();
     auto lock = staging.lock();
     StagedKv s = stage_kv(staging, geo, layer, rows);
-    // The drafter's forward (MatmulOrder::Free) takes the free-order kernel: one launch, no scratch.
+    // The drafter's forward (MatmulOrder::Free) takes the free-order kernel where its plan does not decline.
     s.args.host_rows = s.host_rows.data();
-    if (t_matmul_order == MatmulOrder::Free && cuda::free_order_attention_enabled() &&
-        k::attention_free_supports(hd)) {
-      const int64_t floats = k::attention_free_scratch_floats(s.args, num_heads);
-      Buffer part(cuda_memory(), static_cast<size_t>(std::max<int64_t>(floats, 1)) * sizeof(float));
-      if (k::attention_free(s.args, q.as<const float>(), q.strides[0], num_heads, scale, out.as<float>(),
-                            out.strides[0], static_cast<float*>(part.data()), floats, cuda::launch_stream())) {
+    if (t_matmul_order == MatmulOrder::Free && cuda::free_order_attention_enabled()) {
+      const k::AttentionFreePlan plan = k::attention_free_plan(s.args, num_heads);
+      if (!plan.declined()) {
+        Buffer part(cuda_memory(), static_cast<size_t>(plan.scratch_floats) * sizeof(float));
+        k::attention_free(s.args, plan, q.as<const float>(), q.strides[0], num_heads, scale, out.as<float>(),
+                          out.strides[0], static_cast<float*>(part.data()), cuda::launch_stream());
         cuda::count_free_order_attention();
         return;
       }

@@ -6,6 +6,7 @@
 #include <cuda_runtime_api.h>
 
 #include <cstdint>
+#include <vector>
 
 namespace specserve::cuda::kernels {
 
@@ -187,16 +188,25 @@ void attention(const KvArgs& kv, const float* q, int64_t ldq, int num_heads, flo
                float* scratch, int64_t max_chunks, cudaStream_t stream, const XbOut& xb = {});
 // The same attention in a free summation order (attention_free.cu: Ops::attention under MatmulOrder::Free,
 // the drafter's forward): a sequence's rows share tiles of keys and values on tensor cores (bf16
-// operands, f32 softmax), so it is fast for a drafter's blocks and not row-invariant. Needs kv.host_rows
-// and a head_dim attention_free_supports() (32, 64, 128) and rows of at least two sequences (one is
-// faster in the fixed-order kernels), else returns false and launches nothing. The caller holds the
-// staging lock.
-// With few sequences it splits the keys across CTAs and merges the splits in a second kernel: the
-// scratch that takes (attention_free_scratch_floats; a smaller scratch gives one split).
+// operands, f32 softmax), so it is fast for a drafter's blocks and not row-invariant. With few sequences
+// it splits the keys across CTAs and merges the splits in a second kernel.
 bool attention_free_supports(int head_dim);
-int64_t attention_free_scratch_floats(const KvArgs& kv, int num_heads);
-bool attention_free(const KvArgs& kv, const float* q, int64_t ldq, int num_heads, float scale, float* out, int64_t ldo,
-                    float* scratch, int64_t scratch_floats, cudaStream_t stream);
+// What a call would launch: its items (first rows of runs of one sequence's rows, then R), the key
+// splits and the scratch they need. Declined (no items) without kv.host_rows, for a head_dim
+// attention_free_supports() refuses (only 32, 64, 128) and for rows of one sequence (faster in the
+// fixed-order kernels).
+struct AttentionFreePlan {
+  std::vector<int32_t> items;
+  int max_rows = 0;
+  int splits = 1;
+  int64_t scratch_floats = 0;  // f32 scratch for the splits' records (0 with one split)
+  bool declined() const { return items.empty(); }
+};
+AttentionFreePlan attention_free_plan(const KvArgs& kv, int num_heads);
+// Launches a plan that was not declined; `scratch` holds plan.scratch_floats. The caller holds the
+// staging lock.
+void attention_free(const KvArgs& kv, const AttentionFreePlan& plan, const float* q, int64_t ldq, int num_heads,
+                    float scale, float* out, int64_t ldo, float* scratch, cudaStream_t stream);
 
 // ---- Gated DeltaNet (gated_deltanet.cu, gated_deltanet_chunked.cu) ---------------------------------------
 void causal_conv_silu(const float* x, int64_t ldx, const float* window, const float* w, float* out, int64_t ldo,

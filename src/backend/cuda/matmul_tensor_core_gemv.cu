@@ -131,7 +131,7 @@ __global__ void __launch_bounds__(G::kThreads, 2) matmul_tc_gemv_kernel(const Pa
   gemv_reduce<G>(p, m0, n0, valid_rows, tid, [&](int off) { return *reinterpret_cast<const float*>(smem + off); });
 }
 
-// Shared memory an sm_90 block may have (the opt-in maximum) and a multiprocessor holds in all.
+// Shared memory an sm_90 block may have (the opt-in maximum; a multiprocessor holds 228 KB in all).
 constexpr int kBlockSmemMax = 227 * 1024;
 
 template <class G>

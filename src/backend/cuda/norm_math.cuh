@@ -35,13 +35,14 @@ __device__ __forceinline__ float inv_rms(const float* x, int64_t d, float eps, f
   return inv_rms_of(s, d, eps, shared);
 }
 
-// y = the norm of x given r = 1 / rms (kind 0: Plain, 1: ZeroCentred).
+// One normed element given r = 1 / rms (kind 0: Plain, 1: ZeroCentred).
+__device__ __forceinline__ float normed(float x, float w, int kind, float r) {
+  return kind == 0 ? w * (x * r) : (x * r) * (1.0f + w);
+}
+
+// y = the norm of x given r = 1 / rms.
 __device__ __forceinline__ void write_normed(const float* x, const float* w, float* y, int64_t d, int kind, float r) {
-  if (kind == 0) {
-    for (int64_t i = threadIdx.x; i < d; i += blockDim.x) y[i] = w[i] * (x[i] * r);
-  } else {
-    for (int64_t i = threadIdx.x; i < d; i += blockDim.x) y[i] = (x[i] * r) * (1.0f + w[i]);
-  }
+  for (int64_t i = threadIdx.x; i < d; i += blockDim.x) y[i] = normed(x[i], w[i], kind, r);
 }
 
 // A group of d <= kNormHeld * blockDim.x elements can be held in registers: slot j of thread t is
@@ -71,7 +72,7 @@ __device__ __forceinline__ void write_normed_held(const float (&v)[kNormHeld], c
 #pragma unroll
   for (int j = 0; j < kNormHeld; ++j) {
     const int64_t i = threadIdx.x + int64_t{j} * blockDim.x;
-    if (i < d) y[i] = kind == 0 ? w[j] * (v[j] * r) : (v[j] * r) * (1.0f + w[j]);
+    if (i < d) y[i] = normed(v[j], w[j], kind, r);
   }
 }
 
