@@ -3,7 +3,7 @@
 // drafter).
 //
 //   build/bin/bench_dflash [--max-tokens N] [--repeats R] [--dtype f32|bf16|auto] [--threads N] [--backend B]
-//       [--gammas 15,7,3] [--temperature T] [--repetition-penalty P] [--draft-block full|gamma]
+//       [--gammas 15,7,3] [--temperature T] [--repetition-penalty P] [--draft-block full|gamma] [--draft-vocab V]
 //       [--fixtures DIR | --target DIR --draft DIR --prompts FILE]
 //   (run from the repository root; DIR defaults to tests/fixtures/dflash)
 //
@@ -36,9 +36,11 @@
 
 #include "core/error.h"
 #include "engine/engine.h"
+#include "io/model_config.h"
 #include "model/target_model.h"
 #include "spec/dflash_drafter.h"
 #include "spec/dflash_proposer.h"
+#include "spec/draft_vocabulary.h"
 #include "spec/spec_stats.h"
 #include "tokenizer/tokenizer.h"
 
@@ -58,6 +60,7 @@ struct Settings {
   float temperature = 0.0f;
   float repetition_penalty = 1.0f;
   bool full_block = true;  // --draft-block full|gamma (spec/dflash_proposer.h)
+  std::string draft_vocab = "all";  // --draft-vocab (spec/draft_vocabulary.h)
 };
 
 Run run_once(engine::Engine& e, const std::vector<int32_t>& prompt, const Settings& st) {
@@ -141,6 +144,14 @@ void bench_pair(const Pair& pair, const Settings& st, const std::string& dtype, 
                 const std::vector<int>& gammas, int repeats) {
   auto target = TargetModel::load(pair.target, {.dtype = dtype, .threads = threads, .backend = backend});
   auto drafter = spec::DFlashDrafter::load(pair.draft, *target, dtype);
+  if (st.draft_vocab != "all") {
+    const auto tok = tokenizer::Tokenizer::load(pair.target);
+    drafter->set_vocabulary(spec::draft_vocabulary(
+        st.draft_vocab, spec::always_drafted(&tok, load_model_config(pair.target)), target->vocab_size()));
+    std::printf("the drafter scores %lld of %lld ids (--draft-vocab %s)\n",
+                static_cast<long long>(drafter->head_rows()), static_cast<long long>(target->vocab_size()),
+                st.draft_vocab.c_str());
+  }
   engine::EngineOptions o;
   o.kv_blocks = 4096;
   o.max_seqs = 1;
@@ -229,10 +240,11 @@ int main(int argc, char** argv) {
     else if (a == "--draft") draft_dir = argv[i + 1];
     else if (a == "--prompts") prompts_file = argv[i + 1];
     else if (a == "--draft-block") st.full_block = std::string(argv[i + 1]) != "gamma";
+    else if (a == "--draft-vocab") st.draft_vocab = argv[i + 1];
     else {
       std::fprintf(stderr,
                    "usage: bench_dflash [--max-tokens N] [--repeats R] [--dtype f32|bf16|auto] [--threads N] [--backend B] "
-                   "[--gammas 15,7,3] [--temperature T] [--repetition-penalty P] [--draft-block full|gamma] "
+                   "[--gammas 15,7,3] [--temperature T] [--repetition-penalty P] [--draft-block full|gamma] [--draft-vocab V] "
                    "[--fixtures DIR | --target DIR --draft DIR --prompts FILE]\n");
       return 2;
     }

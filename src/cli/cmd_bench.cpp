@@ -6,6 +6,8 @@
 //   specserve bench --model DIR [--draft DIR] --steps   the same on a checkpoint (cli/step_bench.h)
 #include <algorithm>
 #include <cstdio>
+#include <filesystem>
+#include <optional>
 #include <sstream>
 
 #include <fmt/format.h>
@@ -16,6 +18,7 @@
 #include "model/synthetic_shapes.h"
 #include "model/target_model.h"
 #include "spec/dflash_drafter.h"
+#include "spec/draft_vocabulary.h"
 #include "server/http_server.h"
 #include "server/load_generator.h"
 #include "server/loaded_model.h"
@@ -59,7 +62,17 @@ int run_step_bench_command(const BenchArgs& a) {
     if (!a.spec.draft_dir.empty()) drafter = spec::DFlashDrafter::load(a.spec.draft_dir, *target, a.dtype);
     label = a.spec.model_dir;
   }
-  if (drafter) drafter->set_matmul_order(a.spec.draft_matmul);
+  if (drafter) {
+    drafter->set_matmul_order(a.spec.draft_matmul);
+    if (a.spec.draft_vocab != "all") {
+      // The EOS ids join; a checkpoint with a tokenizer adds its added tokens.
+      std::optional<tokenizer::Tokenizer> tok;
+      if (a.synthetic.empty() && std::filesystem::exists(std::filesystem::path(a.spec.model_dir) / "tokenizer.json"))
+        tok = tokenizer::Tokenizer::load(a.spec.model_dir);
+      const std::vector<int32_t> always = spec::always_drafted(tok ? &*tok : nullptr, target->config());
+      drafter->set_vocabulary(spec::draft_vocabulary(a.spec.draft_vocab, always, target->vocab_size()));
+    }
+  }
   const nlohmann::json r = run_step_bench(*target, drafter.get(), label, a.step);
   std::fputs(a.json ? (r.dump(2) + "\n").c_str() : format_step_bench(r).c_str(), stdout);
   return 0;
@@ -171,6 +184,9 @@ void register_bench(CLI::App& app, CommandRunner& run) {
   cmd->add_option_function<std::string>(
       "--draft-matmul", [a](const std::string& v) { a->spec.draft_matmul = spec::parse_draft_matmul(v); },
       spec::kDraftMatmulHelp);
+  cmd->add_option("--draft-vocab", a->spec.draft_vocab,
+                  std::string(spec::kDraftVocabHelp) + " (with --draft; --synthetic: all or N)")
+      ->capture_default_str();
   cmd->add_option("--threads", a->spec.threads, "CPU threads for the in-process model (0 = all)");
   cmd->add_option("--backend", a->spec.backend,
                   "Where the in-process target and drafter run: auto (cuda when a GPU is usable), cpu or cuda (GPU 0)")

@@ -4,7 +4,7 @@
 //   specserve generate --model DIR (--prompt TEXT | --prompt-ids 1,2,3 | --prompt-file F) [--chat]
 //       --max-tokens N [--temperature T] [--seed S] [--ignore-eos] [--json] [--threads N] [--dtype D]
 //       [--backend auto|cpu|cuda]
-//       [--draft DIR [--gamma G] [--draft-sampling argmax|sample] [--draft-matmul fast|exact]
+//       [--draft DIR [--gamma G] [--draft-sampling argmax|sample] [--draft-matmul fast|exact] [--draft-vocab V]
 //        [--verify-mode sample-match|raw-argmax] [--trace]]
 //
 // --json prints one object (a stable interface: external checks read it):
@@ -41,6 +41,7 @@
 #include "sampling/cli_flags.h"
 #include "sampling/generation_config.h"
 #include "spec/dflash_drafter.h"
+#include "spec/draft_vocabulary.h"
 #include "spec/dflash_proposer.h"
 #include "spec/run_request.h"
 #include "spec/spec_json.h"
@@ -69,6 +70,7 @@ struct GenerateOptions {
   int gamma = 0;  // 0: block_size − 1
   std::string draft_sampling = "argmax";
   std::string draft_matmul = "fast";
+  std::string draft_vocab = "all";
   std::string verify_mode = "sample-match";
   bool trace = false;
 };
@@ -159,12 +161,17 @@ int run_generate(GenerateOptions& o) {
   if (!o.draft.empty()) {
     drafter = spec::DFlashDrafter::load(o.draft, *model, o.dtype);  // checks the pairing
     drafter->set_matmul_order(spec::parse_draft_matmul(o.draft_matmul));
+    if (o.draft_vocab != "all") {
+      const tokenizer::Tokenizer* t = tok ? &*tok : nullptr;
+      drafter->set_vocabulary(spec::draft_vocabulary(o.draft_vocab, spec::always_drafted(t, model->config()),
+                                                     model->vocab_size()));
+    }
     proposer = std::make_unique<spec::DFlashProposer>(
         *drafter, spec::proposer_options(o.gamma, spec::parse_draft_sampling(o.draft_sampling), verify_mode));
   } else {
     SS_CHECK(o.gamma == 0 && !o.trace && o.draft_sampling == "argmax" && o.draft_matmul == "fast" &&
-                 o.verify_mode == "sample-match",
-             "--gamma, --trace, --draft-sampling, --draft-matmul and --verify-mode need --draft");
+                 o.draft_vocab == "all" && o.verify_mode == "sample-match",
+             "--gamma, --trace, --draft-sampling, --draft-matmul, --draft-vocab and --verify-mode need --draft");
   }
 
   // One sequence: KV blocks for the prompt, max_tokens and one verify block beyond.
@@ -260,6 +267,7 @@ void register_generate(CLI::App& app, CommandRunner& run) {
                   "drafter, min(1,p/q) acceptance: the same distribution, not the same tokens)")
       ->capture_default_str();
   cmd->add_option("--draft-matmul", opts->draft_matmul, spec::kDraftMatmulHelp)->capture_default_str();
+  cmd->add_option("--draft-vocab", opts->draft_vocab, spec::kDraftVocabHelp)->capture_default_str();
   cmd->add_option("--verify-mode", opts->verify_mode,
                   "sample-match (lossless) or raw-argmax (Atlas's DFlash behaviour: raw drafter argmax vs raw target "
                   "argmax, penalties and temperature ignored for speculated tokens; NOT lossless, for comparison only)")

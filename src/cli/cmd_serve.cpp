@@ -17,6 +17,7 @@
 #include "server/http_server.h"
 #include "server/loaded_model.h"
 #include "server/progress_bar.h"
+#include "spec/draft_vocabulary.h"
 
 namespace specserve::cli {
 
@@ -130,6 +131,7 @@ void register_serve(CLI::App& app, CommandRunner& run) {
   cmd->add_option_function<std::string>(
       "--draft-matmul", [&s](const std::string& v) { s.draft_matmul = spec::parse_draft_matmul(v); },
       spec::kDraftMatmulHelp);
+  cmd->add_option("--draft-vocab", s.draft_vocab, spec::kDraftVocabHelp)->capture_default_str();
   cmd->add_option_function<std::string>(
       "--verify-mode", [&s](const std::string& v) { s.engine.verify_mode = engine::parse_verify_mode(v); },
       "sample-match (default, lossless) or raw-argmax (Atlas's behaviour, NOT lossless; for comparison)");

@@ -213,6 +213,8 @@ json run_step_bench(TargetModel& target, const spec::DFlashDrafter* drafter, con
   if (drafter) {
     r["drafter_weight_bytes"] = static_cast<double>(drafter->weight_bytes());
     r["draft_matmul"] = drafter->matmul_order() == MatmulOrder::Free ? "fast" : "exact";
+    r["draft_vocab"] = drafter->head_rows();  // ids the drafter scores (--draft-vocab)
+    r["draft_head_bytes"] = static_cast<double>(drafter->head_bytes());
     const int gamma = drafter->block_size() - 1;
     const int appended = static_cast<int>(std::ceil(o.tau));
     const int64_t fw = drafter->feature_width();
@@ -295,8 +297,9 @@ std::string format_step_bench(const json& r) {
     out += fmt::format("{:>8} {:>4} {:>10.3f} {:>12}\n", v["batch"].get<int>(), v["k"].get<int>(), v["ms"].get<double>(),
                        v.contains("ratio_to_decode") ? fmt::format("{:.2f}x", v["ratio_to_decode"].get<double>()) : "");
   if (r.contains("propose")) {
-    out += fmt::format("{:>9} {:>10} {:>12}   (drafter weights {:.2f} GB, --draft-matmul {})\n", "propose B", "ms",
-                       "/ decode(B)", r["drafter_weight_bytes"].get<double>() / 1e9,
+    out += fmt::format("{:>9} {:>10} {:>12}   (drafter weights {:.2f} GB, head {:.2f} GB over {} ids, --draft-matmul {})\n",
+                       "propose B", "ms", "/ decode(B)", r["drafter_weight_bytes"].get<double>() / 1e9,
+                       r["draft_head_bytes"].get<double>() / 1e9, r["draft_vocab"].get<int64_t>(),
                        r["draft_matmul"].get<std::string>());
     for (const auto& v : r["propose"])
       out += fmt::format("{:>9} {:>10.3f} {:>12}\n", v["batch"].get<int>(), v["ms"].get<double>(),

@@ -19,8 +19,7 @@ void MlpBlock::forward(BatchContext& ctx, const TensorView& x, const TensorView&
   TensorView ws[] = {gate, up};
   TensorView ys[] = {g, u};
   ops.matmul_multi(x, ws, ys);
-  ops.swiglu(g, u, g);
-  ops.matmul(g, down, out);
+  ops.swiglu_matmul(g, u, down, out);
 }
 
 }  // namespace specserve

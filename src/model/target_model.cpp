@@ -277,6 +277,10 @@ void TargetModel::lm_head(const TensorView& hidden, const TensorView& logits) co
     impl_->ops->matmul(hidden, impl_->parts.lm_head, logits);
 }
 
+TensorView TargetModel::lm_head_weight(Device where) const {
+  return where == Device::CPU ? host_weight(impl_->host_lm_head) : impl_->parts.lm_head;
+}
+
 void TargetModel::final_norm(const TensorView& x, const TensorView& y) const {
   const ArchSpec& s = impl_->parts.spec;
   if (x.device == Device::CPU)

@@ -146,6 +146,10 @@ class TargetModel {
   // logits [R, vocab] = hidden [R, hidden] · lm_headᵀ, WITHOUT the final norm (the DFlash drafter
   // applies its own norm, then the target's head).
   void lm_head(const TensorView& hidden, const TensorView& logits) const;
+  // The lm_head matrix [vocab, hidden] that lm_head() multiplies by for rows in `where`'s memory (the
+  // host view for Device::CPU, else the forward memory's): the drafter gathers a vocabulary subset's
+  // rows from it.
+  TensorView lm_head_weight(Device where) const;
   // The target's final norm applied to rows [R, hidden] (y may alias x).
   void final_norm(const TensorView& x, const TensorView& y) const;
 

@@ -15,6 +15,7 @@
 #include "io/model_config.h"
 #include "sampling/dry_breakers.h"
 #include "sampling/generation_config.h"
+#include "spec/draft_vocabulary.h"
 #include "sampling/request_json.h"
 #include "server/api_error.h"
 #include "server/openai_request.h"
@@ -72,6 +73,14 @@ std::shared_ptr<LoadedModel> LoadedModel::load(const ServeSpec& spec, const Prog
     // Checks the pairing (hidden size, vocabulary, target layer ids) against the loaded target.
     m->drafter_ = spec::DFlashDrafter::load(spec.draft_dir, *m->target_);
     m->drafter_->set_matmul_order(spec.draft_matmul);
+    if (!spec.draft_vocab.empty() && spec.draft_vocab != "all") {
+      // Before the KV budget: the compact head takes device memory too.
+      const tokenizer::Tokenizer tok = tokenizer::Tokenizer::load(spec.model_dir);
+      m->drafter_->set_vocabulary(spec::draft_vocabulary(spec.draft_vocab, spec::always_drafted(&tok, config),
+                                                         m->target_->vocab_size()));
+      SS_LOG_INFO("serve", "the drafter scores {} of {} ids (--draft-vocab {})", m->drafter_->head_rows(),
+                  m->target_->vocab_size(), spec.draft_vocab);
+    }
   }
   // The KV budget from what is left after the weights, reserved now (pools sized at start-up).
   const Memory& mem = m->target_->forward_memory();

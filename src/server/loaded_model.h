@@ -21,6 +21,7 @@ struct ServeSpec {
   std::string draft_dir;          // DFlash drafter ("" = plain decoding)
   spec::DraftSampling draft_sampling = spec::DraftSampling::Argmax;  // engine.verify_mode pairs with it
   MatmulOrder draft_matmul = MatmulOrder::Free;  // the drafter's matmul order (spec/dflash_drafter.h)
+  std::string draft_vocab = "all";  // the ids the drafter scores (spec/draft_vocabulary.h)
   std::string served_model_name;  // "" = the model directory's name
   int threads = 0;                // CPU threads (0 = all cores)
   std::string backend = "auto";   // where the target and drafter run: "auto" (cuda when present), "cpu" or "cuda"

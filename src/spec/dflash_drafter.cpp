@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <limits>
 #include <set>
 
 #include <fmt/ranges.h>
@@ -94,6 +95,43 @@ size_t DFlashDrafter::weight_bytes() const {
   return total;
 }
 
+size_t DFlashDrafter::head_bytes() const {
+  return head_ids_.empty() ? target_.lm_head_weight(mem_->device()).nbytes() : head_.bytes();
+}
+
+void DFlashDrafter::set_vocabulary(std::vector<int32_t> ids) {
+  const int64_t V = vocab_size();
+  for (size_t i = 0; i < ids.size(); ++i) {
+    SS_CHECK(ids[i] >= 0 && ids[i] < V, "--draft-vocab: id {} outside the vocabulary [0, {})", ids[i], V);
+    SS_CHECK(i == 0 || ids[i - 1] < ids[i], "--draft-vocab: ids must be ascending and unique ({} after {})", ids[i],
+             ids[i - 1]);
+  }
+  head_ = Buffer();
+  head_ids_.clear();
+  if (ids.empty() || static_cast<int64_t>(ids.size()) == V) return;  // the whole vocabulary: the target's head
+  // The rows in order, runs of consecutive ids as one copy (a prefix of the vocabulary is one).
+  const TensorView full = target_.lm_head_weight(mem_->device());
+  const size_t row = static_cast<size_t>(full.dim(1)) * dtype_size(full.dtype);
+  const size_t pitch = static_cast<size_t>(full.strides[0]) * dtype_size(full.dtype);
+  SS_CHECK(full.strides[1] == 1, "drafter head: the lm_head's rows are not contiguous");
+  Buffer head(*mem_, ids.size() * row);
+  std::vector<CopyRegion> runs;
+  for (size_t i = 0; i < ids.size();) {
+    size_t j = i + 1;
+    if (pitch == row)
+      while (j < ids.size() && ids[j] == ids[j - 1] + 1) ++j;
+    runs.push_back({static_cast<char*>(head.data()) + i * row, static_cast<const char*>(full.data) + ids[i] * pitch,
+                    (j - i) * row});
+    i = j;
+  }
+  constexpr size_t kPerCall = 512;  // regions per copy_many (a device stages its table)
+  for (size_t i = 0; i < runs.size(); i += kPerCall)
+    mem_->copy_many(std::span(runs).subspan(i, std::min(kPerCall, runs.size() - i)));
+  head_dtype_ = full.dtype;
+  head_ = std::move(head);
+  head_ids_ = std::move(ids);
+}
+
 int64_t DFlashDrafter::feature_width() const {
   return static_cast<int64_t>(target_layer_ids().size()) * config().hidden_size;
 }
@@ -120,7 +158,16 @@ Tensor DFlashDrafter::draft_logits(std::span<const DraftBlock> blocks, int gamma
   if (logits.nbytes() == 0) return Tensor();
   Tensor out = Tensor::empty(DType::F32, logits.shape());
   mem_->download(out.as<void>(), logits.as<void>(), logits.nbytes());
-  return out;
+  if (head_ids_.empty()) return out;
+  // A subset's columns back at their ids; the others are never drafted.
+  const int64_t rows = out.view().dim(0), V = vocab_size(), Vs = head_rows();
+  Tensor full = Tensor::empty(DType::F32, {rows, V});
+  float* f = full.as<float>();
+  std::fill(f, f + rows * V, -std::numeric_limits<float>::infinity());
+  const float* c = out.as<float>();
+  for (int64_t r = 0; r < rows; ++r)
+    for (int64_t j = 0; j < Vs; ++j) f[r * V + head_ids_[static_cast<size_t>(j)]] = c[r * Vs + j];
+  return full;
 }
 
 std::vector<int32_t> DFlashDrafter::draft_argmax(std::span<const DraftBlock> blocks, int gamma, int slots,
@@ -128,7 +175,15 @@ std::vector<int32_t> DFlashDrafter::draft_argmax(std::span<const DraftBlock> blo
   const MemTensor logits = run_blocks(blocks, gamma, slots);
   if (logits.nbytes() == 0) return {};
   std::vector<int32_t> ids(static_cast<size_t>(logits.shape()[0]));
-  ops_->argmax(logits, columns, ids);
+  if (head_ids_.empty()) {
+    ops_->argmax(logits, columns, ids);
+    return ids;
+  }
+  // The subset's ids below `columns` are a prefix of its columns.
+  const auto below = std::lower_bound(head_ids_.begin(), head_ids_.end(), columns) - head_ids_.begin();
+  ops_->argmax(logits, below, ids);
+  for (int32_t& id : ids)
+    if (id >= 0) id = head_ids_[static_cast<size_t>(id)];
   return ids;
 }
 
@@ -139,7 +194,7 @@ MemTensor DFlashDrafter::forward(std::span<DrafterSequence* const> context_of, s
   const Memory& mem = *mem_;
   const ModelConfig& cfg = config();
   const DrafterWeights& w = weights_;
-  const int64_t H = cfg.hidden_size, hd = cfg.head_dim, V = vocab_size();
+  const int64_t H = cfg.hidden_size, hd = cfg.head_dim;
   const int nh = cfg.num_heads, nkv = cfg.num_kv_heads, rot = cfg.rotary_dim();
   const auto eps = static_cast<float>(cfg.rms_norm_eps);
   const int64_t B = gamma + 1;
@@ -249,8 +304,7 @@ MemTensor DFlashDrafter::forward(std::span<DrafterSequence* const> context_of, s
     TensorView mlp_w[] = {L.gate, L.up};
     TensorView mlp_y[] = {gate, up};
     ops.matmul_multi(normed, mlp_w, mlp_y);
-    ops.swiglu(gate, up, gate);
-    ops.matmul(gate, L.down, mixed);
+    ops.swiglu_matmul(gate, up, L.down, mixed);
     ops.add(z, mixed);
   }
   for (DrafterSequence* s : context_of) s->mark_projected();
@@ -263,8 +317,11 @@ MemTensor DFlashDrafter::forward(std::span<DrafterSequence* const> context_of, s
     mem.copy(out.as<float>() + static_cast<int64_t>(i) * slots * H, z.as<float>() + (static_cast<int64_t>(i) * B + 1) * H,
              static_cast<size_t>(slots * H) * sizeof(float));
   ops.rms_norm(out, w.norm, NormKind::Plain, eps, out);
-  MemTensor logits = MemTensor::empty(mem, DType::F32, {n_out, V});
-  target_.lm_head(out, logits);
+  MemTensor logits = MemTensor::empty(mem, DType::F32, {n_out, head_rows()});
+  if (head_ids_.empty())
+    target_.lm_head(out, logits);
+  else
+    ops.matmul(out, head_.view(head_dtype_, {head_rows(), H}), logits);
   return logits;
 }
 

@@ -75,6 +75,19 @@ class DFlashDrafter {
   int64_t feature_width() const;  // K · H floats per context row
   int64_t vocab_size() const { return target_.vocab_size(); }
 
+  // The drafter's output vocabulary (--draft-vocab): by default the target's whole lm_head scores
+  // every id. With `ids` (ascending, unique, inside [0, vocab_size())) only those rows are scored:
+  // they are gathered once into a compact head beside the drafter's weights, so a propose reads
+  // and multiplies ids.size() rows instead of the vocabulary (the 27B drafter's lm_head over
+  // 248,320 ids is 2.5 GB a propose). Drafts then never leave the subset; the target still verifies
+  // every draft, so the output is unchanged and only acceptance can move (an id outside the subset
+  // is never drafted). An empty list restores the whole vocabulary.
+  void set_vocabulary(std::vector<int32_t> ids);
+  // The ids the drafter scores, ascending (empty: all of them).
+  const std::vector<int32_t>& vocabulary() const { return head_ids_; }
+  // Columns of the drafter's logits: vocabulary().size(), or vocab_size() for the whole vocabulary.
+  int64_t head_rows() const { return head_ids_.empty() ? vocab_size() : static_cast<int64_t>(head_ids_.size()); }
+
   // The order of the drafter's matmuls (see the head of this file); Free by default.
   void set_matmul_order(MatmulOrder order) { matmul_order_ = order; }
   MatmulOrder matmul_order() const { return matmul_order_; }
@@ -82,8 +95,10 @@ class DFlashDrafter {
   std::unique_ptr<DrafterSequence> new_sequence() const;
   // Start-up sizing of the context KV pool (as TargetModel::reserve).
   size_t kv_block_bytes() const { return pool_->block_bytes(); }
-  // Bytes of the drafter's own weights (a propose reads them all, plus the target's lm_head).
+  // Bytes of the drafter's own weights (a propose reads them all, plus the target's lm_head or the
+  // compact head of a vocabulary subset, head_bytes()).
   size_t weight_bytes() const;
+  size_t head_bytes() const;
   void reserve_kv_blocks(int64_t blocks) const { pool_->reserve(blocks); }
 
   // Projects the waiting context rows of `sequences` into their caches (no drafting): bounds the
@@ -93,18 +108,21 @@ class DFlashDrafter {
   // Runs one block of gamma + 1 rows per entry (1 <= gamma < block_size is the caller's choice;
   // the trained block is gamma = block_size - 1), first projecting the waiting context rows of
   // those sequences. Returns the logits of slots 1..slots (slots = gamma when 0; at most gamma):
-  // [blocks.size() * slots, vocab], block i's slot k at row i * slots + k - 1. (Slot k's output
+  // [blocks.size() * slots, vocab], block i's slot k at row i * slots + k - 1; with a vocabulary
+  // subset, ids outside it are -inf (never drafted, probability 0 when sampled). (Slot k's output
   // depends on the whole block — attention inside it is non-causal — so the first n drafts of a
   // full block differ from the n drafts of a block of n + 1 rows.)
   Tensor draft_logits(std::span<const DraftBlock> blocks, int gamma, int slots = 0) const;
-  // The same rows reduced to their argmax over the first `columns` columns (Ops::argmax; -1 for a row
+  // The same rows reduced to their argmax over the ids below `columns` (Ops::argmax; -1 for a row
   // without a finite entry), in the same order: a raw-argmax request's drafts, without the rows
-  // leaving the device.
+  // leaving the device. (With a subset, over the subset's ids below `columns`: the lowest id wins a
+  // tie either way, since the compact head keeps the ids in ascending order.)
   std::vector<int32_t> draft_argmax(std::span<const DraftBlock> blocks, int gamma, int slots, int64_t columns) const;
 
  private:
   DFlashDrafter(const TargetModel& target, std::unique_ptr<DrafterCheckpoint> checkpoint, bool on_host);
-  // The output slots' logits in the drafter's memory (empty when there are no blocks).
+  // The output slots' logits in the drafter's memory, [rows, head_rows()] (empty when there are no
+  // blocks).
   MemTensor forward(std::span<DrafterSequence* const> context_of, std::span<const DraftBlock> blocks, int gamma,
                     int slots) const;
   MemTensor run_blocks(std::span<const DraftBlock> blocks, int gamma, int slots) const;
@@ -115,6 +133,9 @@ class DFlashDrafter {
   const Memory* mem_;
   DrafterWeights weights_;  // views into mem_ (the checkpoint's own on the host)
   Buffer device_weights_;   // the uploaded weights (device drafters)
+  std::vector<int32_t> head_ids_;  // set_vocabulary: the compact head's ids, ascending
+  Buffer head_;                    // ... and its rows of the target's lm_head, in the drafter's memory
+  DType head_dtype_ = DType::F32;
   KvGeometry kv_;
   std::shared_ptr<KvBlockPool> pool_;
   MatmulOrder matmul_order_ = MatmulOrder::Free;

@@ -99,6 +99,14 @@ TEST(GenerateDraftCli, SameTokensAsPlainDecoding) {
         check_spec_records(spec, gamma, c.prompt.size());
         first_drafts.push_back(spec.at("steps").at(0).at("drafts").get<std::vector<int32_t>>());
       }
+      // A drafter over the 32,768 lowest ids (and the added tokens: the demo has a tokenizer) drafts
+      // only those and changes no token.
+      if (c.draft == demo + "/drafter") {
+        const auto sub = generate_json(base + " --draft " + c.draft + " --draft-vocab 32768 --trace");
+        EXPECT_EQ(sub.at("token_ids"), plain.at("token_ids")) << "--draft-vocab 32768" << sampling;
+        for (const auto& st : sub.at("steps"))
+          for (int32_t d : st.at("drafts").get<std::vector<int32_t>>()) EXPECT_TRUE(d < 32768 || d >= 151643) << d;
+      }
       // Every step drafts with the trained (full) block; gamma only limits how many drafts are
       // verified: the first step of gamma 3 sees the first 3 drafts of gamma 15's first step.
       if (sampling.empty()) {
@@ -160,6 +168,10 @@ TEST(GenerateDraftCli, RefusesBadCombinations) {
   EXPECT_EQ(run_cli(base + "--draft " + dense + "/draft --draft-matmul exact").status, 0);
   EXPECT_EQ(run_cli(base + "--draft " + dense + "/draft --draft-matmul fastest").status, 1);
   EXPECT_EQ(run_cli(base + "--draft-matmul exact").status, 1);  // needs --draft
+  EXPECT_EQ(run_cli(base + "--draft " + dense + "/draft --draft-vocab 200").status, 0);
+  EXPECT_EQ(run_cli(base + "--draft " + dense + "/draft --draft-vocab 0").status, 1);
+  EXPECT_EQ(run_cli(base + "--draft " + dense + "/draft --draft-vocab /nonexistent/ids.txt").status, 1);
+  EXPECT_EQ(run_cli(base + "--draft-vocab 200").status, 1);  // needs --draft
   // --help warns that raw-argmax is not lossless.
   const CliRun help = run_cli("generate --help");
   EXPECT_NE(help.out.find("NOT lossless"), std::string::npos) << help.out;

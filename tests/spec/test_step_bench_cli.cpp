@@ -55,6 +55,25 @@ TEST(StepBenchCli, StepsOnACheckpointPair) {
   EXPECT_GT(j["projection"][0]["plain_tokens_per_s"].get<double>(), 0);
 }
 
+TEST(StepBenchCli, DraftVocabularySubset) {
+  const std::string pair = std::string(SPECSERVE_SOURCE_DIR) + "/tests/fixtures/dflash/hybrid-trained";
+  const CliRun r = run_specserve("bench --steps --model " + pair + "/target --draft " + pair +
+                                 "/draft --backend cpu --threads 2 --iterations 1 --context 20 --prefill 30 "
+                                 "--decode-batches 1 --verify-batches 1 --verify-k 16 --draft-vocab 64 --json");
+  ASSERT_EQ(r.status, 0) << r.out;
+  const auto j = nlohmann::json::parse(r.out);
+  // The 64 lowest ids and the config's EOS ids (no tokenizer here).
+  EXPECT_GE(j["draft_vocab"].get<int64_t>(), 65);
+  EXPECT_LE(j["draft_vocab"].get<int64_t>(), 66);
+  EXPECT_EQ(j["draft_head_bytes"].get<double>(), j["draft_vocab"].get<double>() * 128 * 2);  // bf16 rows of 128
+  ASSERT_EQ(j["propose"].size(), 1u);
+  EXPECT_GT(j["propose"][0]["ms"].get<double>(), 0);
+  EXPECT_NE(run_specserve("bench --steps --model " + pair + "/target --draft " + pair +
+                          "/draft --backend cpu --iterations 1 --decode-batches 1 --verify-batches 1 --draft-vocab 0")
+                .status,
+            0);
+}
+
 TEST(StepBenchCli, StepsNeedsAModel) { EXPECT_NE(run_specserve("bench --steps --backend cpu").status, 0); }
 
 TEST(StepBenchCli, UnknownShapeNamesTheKnownOnes) {

@@ -19,6 +19,7 @@ struct Case {
   std::string pair, dtype;
   int gamma;
   bool host_drafter = false;
+  int draft_vocab = 0;  // > 0: the drafter scores ids [0, draft_vocab) and the EOS only (--draft-vocab)
 };
 
 std::string dflash_dir(const std::string& pair) { return source_dir() + "/tests/fixtures/dflash/" + pair; }
@@ -46,6 +47,13 @@ class CudaLossless : public ::testing::TestWithParam<Case> {
     auto target = TargetModel::load(dflash_dir(c.pair) + "/target", o);
     auto drafter = spec::DFlashDrafter::load(dflash_dir(c.pair) + "/draft", *target, c.dtype, c.host_drafter);
     ASSERT_EQ(drafter->backend(), c.host_drafter ? "cpu" : "cuda");
+    constexpr int32_t kEos = 382;
+    if (c.draft_vocab > 0) {
+      std::vector<int32_t> ids;
+      for (int32_t i = 0; i < c.draft_vocab; ++i) ids.push_back(i);
+      ids.push_back(kEos);  // gathered on the device: two runs of rows of the target's lm_head
+      drafter->set_vocabulary(ids);
+    }
     const auto ps = prompts();
     std::vector<engine::GenerationRequest> plain_reqs, spec_reqs;
     for (size_t i = 0; i < ps.size(); ++i) {
@@ -74,7 +82,11 @@ class CudaLossless : public ::testing::TestWithParam<Case> {
     for (size_t i = 0; i < ps.size(); ++i) {
       ASSERT_TRUE(plain[i].error.empty() && sp[i].error.empty()) << plain[i].error << sp[i].error;
       EXPECT_EQ(sp[i].tokens, plain[i].tokens) << "prompt " << i;
-      for (const auto& s : sp[i].steps) accepted += s.accepted;
+      for (const auto& s : sp[i].steps) {
+        accepted += s.accepted;
+        if (c.draft_vocab > 0)
+          for (int32_t t : s.drafts) EXPECT_TRUE(t < c.draft_vocab || t == kEos) << "a draft outside the subset: " << t;
+      }
     }
     if (!seeded) {
       EXPECT_GT(accepted, 0) << "the trained pair must actually speculate";
@@ -88,10 +100,13 @@ TEST_P(CudaLossless, SeededSamplingIdenticalToPlainDecoding) { expect_identical(
 INSTANTIATE_TEST_SUITE_P(Cases, CudaLossless,
                          ::testing::Values(Case{"dense-trained", "f32", 3}, Case{"hybrid-trained", "f32", 15},
                                            Case{"hybrid-trained", "bf16", 3}, Case{"dense-trained", "bf16", 15},
-                                           Case{"hybrid-trained", "f32", 4, true}, Case{"dense-trained", "bf16", 15, true}),
+                                           Case{"hybrid-trained", "f32", 4, true}, Case{"dense-trained", "bf16", 15, true},
+                                           Case{"dense-trained", "bf16", 15, false, 192},
+                                           Case{"hybrid-trained", "f32", 7, false, 128}),
                          [](const auto& i) {
                            std::string n = i.param.pair + "_" + i.param.dtype + "_gamma" + std::to_string(i.param.gamma) +
-                                           (i.param.host_drafter ? "_cpu_drafter" : "");
+                                           (i.param.host_drafter ? "_cpu_drafter" : "") +
+                                           (i.param.draft_vocab > 0 ? "_vocab" + std::to_string(i.param.draft_vocab) : "");
                            for (auto& ch : n)
                              if (ch == '-') ch = '_';
                            return n;
