@@ -24,11 +24,6 @@ void Ops::add_rms_norm(const TensorView& x, const TensorView& y, const TensorVie
   rms_norm(x, w, kind, eps, out);
 }
 
-void Ops::swiglu_matmul(const TensorView& gate, const TensorView& up, const TensorView& w, const TensorView& y) const {
-  swiglu(gate, up, gate);
-  matmul(gate, w, y);
-}
-
 void Ops::qk_norm_rope_kv_store(const TensorView& q, const TensorView& k, const TensorView& v, const QkPrep& prep,
                                 const KvGeometry& geo, int layer, std::span<const AttentionRow> rows) const {
   const int heads = check_qk_heads(q, geo.head_dim);

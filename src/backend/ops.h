@@ -143,11 +143,6 @@ class Ops {
 
   // out = silu(gate) * up, elementwise (out may alias gate).
   virtual void swiglu(const TensorView& gate, const TensorView& up, const TensorView& out) const = 0;
-  // y = swiglu(gate, up) · wᵀ (the end of a SwiGLU MLP): the bits of swiglu() into gate, then matmul();
-  // afterwards gate holds swiglu(gate, up) or is unchanged (a device may fuse the swiglu into the
-  // matmul's loads of x, as its decode does). The default calls the two ops.
-  virtual void swiglu_matmul(const TensorView& gate, const TensorView& up, const TensorView& w,
-                             const TensorView& y) const;
   // out[r] = the lowest index of the maximum of row r of x [R, >= n] over its first n entries, with
   // NaN read as -inf and +inf as FLT_MAX (the sampler's sanitising, sampling/sampler.h), or -1 when no
   // entry is finite. `out` is host memory (R entries): the ids cross to the host, the rows need not.

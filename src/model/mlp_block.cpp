@@ -19,7 +19,8 @@ void MlpBlock::forward(BatchContext& ctx, const TensorView& x, const TensorView&
   TensorView ws[] = {gate, up};
   TensorView ys[] = {g, u};
   ops.matmul_multi(x, ws, ys);
-  ops.swiglu_matmul(g, u, down, out);
+  ops.swiglu(g, u, g);
+  ops.matmul(g, down, out);
 }
 
 }  // namespace specserve

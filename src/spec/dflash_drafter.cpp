@@ -108,13 +108,19 @@ void DFlashDrafter::set_vocabulary(std::vector<int32_t> ids) {
   }
   head_ = Buffer();
   head_ids_.clear();
+  head_pitch_ = 0;
   if (ids.empty() || static_cast<int64_t>(ids.size()) == V) return;  // the whole vocabulary: the target's head
   // The rows in order, runs of consecutive ids as one copy (a prefix of the vocabulary is one).
   const TensorView full = target_.lm_head_weight(mem_->device());
   const size_t row = static_cast<size_t>(full.dim(1)) * dtype_size(full.dtype);
   const size_t pitch = static_cast<size_t>(full.strides[0]) * dtype_size(full.dtype);
   SS_CHECK(full.strides[1] == 1, "drafter head: the lm_head's rows are not contiguous");
-  Buffer head(*mem_, ids.size() * row);
+  // Rows past the subset pad the head to a multiple of 64 (zero rows, never read back): an odd row count
+  // makes the logits' row pitch odd, and cuBLASLt then picked a 1-aligned Turing kernel that ran the
+  // 27B's 32,769-row head at B = 16 as slowly as the whole 248,320-row one (0.9 ms).
+  const size_t padded = (ids.size() + 63) / 64 * 64;
+  Buffer head(*mem_, padded * row);
+  if (padded > ids.size()) mem_->zero(static_cast<char*>(head.data()) + ids.size() * row, (padded - ids.size()) * row);
   std::vector<CopyRegion> runs;
   for (size_t i = 0; i < ids.size();) {
     size_t j = i + 1;
@@ -130,6 +136,7 @@ void DFlashDrafter::set_vocabulary(std::vector<int32_t> ids) {
   head_dtype_ = full.dtype;
   head_ = std::move(head);
   head_ids_ = std::move(ids);
+  head_pitch_ = static_cast<int64_t>(padded);
 }
 
 int64_t DFlashDrafter::feature_width() const {
@@ -160,13 +167,13 @@ Tensor DFlashDrafter::draft_logits(std::span<const DraftBlock> blocks, int gamma
   mem_->download(out.as<void>(), logits.as<void>(), logits.nbytes());
   if (head_ids_.empty()) return out;
   // A subset's columns back at their ids; the others are never drafted.
-  const int64_t rows = out.view().dim(0), V = vocab_size(), Vs = head_rows();
+  const int64_t rows = out.view().dim(0), V = vocab_size(), Vs = head_rows(), pitch = out.view().dim(1);
   Tensor full = Tensor::empty(DType::F32, {rows, V});
   float* f = full.as<float>();
   std::fill(f, f + rows * V, -std::numeric_limits<float>::infinity());
   const float* c = out.as<float>();
   for (int64_t r = 0; r < rows; ++r)
-    for (int64_t j = 0; j < Vs; ++j) f[r * V + head_ids_[static_cast<size_t>(j)]] = c[r * Vs + j];
+    for (int64_t j = 0; j < Vs; ++j) f[r * V + head_ids_[static_cast<size_t>(j)]] = c[r * pitch + j];
   return full;
 }
 
@@ -287,12 +294,15 @@ MemTensor DFlashDrafter::forward(std::span<DrafterSequence* const> context_of, s
     TensorView kv_w[] = {L.k_proj, L.v_proj};
     TensorView kv_y[] = {k, v};
     ops.matmul_multi(x, kv_w, kv_y);
+    // The queries' matmul right after the keys' and values' (it reads only u): on a GPU the two GEMMs
+    // then run back to back while the host records the norms, RoPE, KV store and attention after them,
+    // where a GEMM on each side of the k/v launches left the GPU waiting for the host (session 11).
+    if (Nb > 0) ops.matmul(u, L.q_proj, q);
     ops.rms_norm(k, L.k_norm, NormKind::Plain, eps, k);
     ops.rope(k, nkv, static_cast<int>(hd), rot, theta, rows.kv_positions);
     ops.kv_store(k, v, kv_, static_cast<int>(l), rows.kv_store);
     if (Nb == 0) continue;
 
-    ops.matmul(u, L.q_proj, q);
     ops.rms_norm(q, L.q_norm, NormKind::Plain, eps, q);
     ops.rope(q, nh, static_cast<int>(hd), rot, theta, rows.q_positions);
     const auto& attn_rows = L.type == LayerType::SlidingAttention ? rows.slide_attn : rows.full_attn;
@@ -304,7 +314,8 @@ MemTensor DFlashDrafter::forward(std::span<DrafterSequence* const> context_of, s
     TensorView mlp_w[] = {L.gate, L.up};
     TensorView mlp_y[] = {gate, up};
     ops.matmul_multi(normed, mlp_w, mlp_y);
-    ops.swiglu_matmul(gate, up, L.down, mixed);
+    ops.swiglu(gate, up, gate);
+    ops.matmul(gate, L.down, mixed);
     ops.add(z, mixed);
   }
   for (DrafterSequence* s : context_of) s->mark_projected();
@@ -317,11 +328,13 @@ MemTensor DFlashDrafter::forward(std::span<DrafterSequence* const> context_of, s
     mem.copy(out.as<float>() + static_cast<int64_t>(i) * slots * H, z.as<float>() + (static_cast<int64_t>(i) * B + 1) * H,
              static_cast<size_t>(slots * H) * sizeof(float));
   ops.rms_norm(out, w.norm, NormKind::Plain, eps, out);
-  MemTensor logits = MemTensor::empty(mem, DType::F32, {n_out, head_rows()});
-  if (head_ids_.empty())
+  if (head_ids_.empty()) {
+    MemTensor logits = MemTensor::empty(mem, DType::F32, {n_out, vocab_size()});
     target_.lm_head(out, logits);
-  else
-    ops.matmul(out, head_.view(head_dtype_, {head_rows(), H}), logits);
+    return logits;
+  }
+  MemTensor logits = MemTensor::empty(mem, DType::F32, {n_out, head_pitch_});
+  ops.matmul(out, head_.view(head_dtype_, {head_pitch_, H}), logits);
   return logits;
 }
 

@@ -121,8 +121,8 @@ class DFlashDrafter {
 
  private:
   DFlashDrafter(const TargetModel& target, std::unique_ptr<DrafterCheckpoint> checkpoint, bool on_host);
-  // The output slots' logits in the drafter's memory, [rows, head_rows()] (empty when there are no
-  // blocks).
+  // The output slots' logits in the drafter's memory, [rows, vocab_size()], or with a subset [rows,
+  // head_pitch_] whose first head_rows() columns are the subset's (empty when there are no blocks).
   MemTensor forward(std::span<DrafterSequence* const> context_of, std::span<const DraftBlock> blocks, int gamma,
                     int slots) const;
   MemTensor run_blocks(std::span<const DraftBlock> blocks, int gamma, int slots) const;
@@ -136,6 +136,7 @@ class DFlashDrafter {
   std::vector<int32_t> head_ids_;  // set_vocabulary: the compact head's ids, ascending
   Buffer head_;                    // ... and its rows of the target's lm_head, in the drafter's memory
   DType head_dtype_ = DType::F32;
+  int64_t head_pitch_ = 0;         // the compact head's rows: head_rows() padded to a multiple of 64
   KvGeometry kv_;
   std::shared_ptr<KvBlockPool> pool_;
   MatmulOrder matmul_order_ = MatmulOrder::Free;

@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <memory>
 #include <mutex>
 #include <unordered_map>
 #include <vector>
@@ -74,9 +75,12 @@ struct Descriptors {
   Descriptors& operator=(const Descriptors&) = delete;
 };
 
+// A shape's algorithm and its descriptors, made once: creating the four descriptors per call cost host
+// time between launches that a propose of many rows (tens of cuBLASLt calls) shows as GPU idle gaps.
 struct Plan {
   bool usable = false;
   cublasLtMatmulAlgo_t algo{};
+  std::unique_ptr<Descriptors> desc;
 };
 
 // The process's cuBLASLt state: every call is enqueued on the one stream, so one workspace serves all.
@@ -95,9 +99,9 @@ LtState& lt_state() {
 const Plan& plan_for(LtState& lt, const Shape& s) {
   auto it = lt.plans.find(s);
   if (it != lt.plans.end()) return it->second;
-  if (lt.plans.size() > 4096) lt.plans.clear();  // distinct row counts of context projections: bounded anyway
   Plan plan;
-  Descriptors desc(s);
+  plan.desc = std::make_unique<Descriptors>(s);
+  const Descriptors& desc = *plan.desc;
   cublasLtMatmulPreference_t pref = nullptr;
   LT_CHECK(cublasLtMatmulPreferenceCreate(&pref));
   const size_t ws = kWorkspaceBytes;
@@ -116,7 +120,7 @@ const Plan& plan_for(LtState& lt, const Shape& s) {
     plan.usable = true;
     plan.algo = result.algo;
   }
-  return lt.plans.emplace(s, plan).first->second;
+  return lt.plans.emplace(s, std::move(plan)).first->second;
 }
 
 std::atomic<uint64_t> g_free_order_matmuls{0};
@@ -165,20 +169,26 @@ bool matmul_free_order(std::span<const kernels::MatmulArgs> parts) {
   const int64_t pitch = (p0.K + 15) / 16 * 16;
   // The scratch block holding x's copy is 256-byte aligned; rows are pitch elements apart.
   const uint32_t align_x = alignment(nullptr, pitch, 2);
-  std::vector<Shape> shapes;
-  for (const auto& p : parts) {
-    Shape s{p.M, p.N, p.K, p.ldw, pitch, p.ldy, alignment(p.w, p.ldw, 2), align_x, alignment(p.y, p.ldy, 4)};
-    if (!plan_for(lt, s).usable) return false;
-    shapes.push_back(s);
+  constexpr size_t kMaxParts = 8;
+  if (parts.size() > kMaxParts) return false;
+  // Distinct row counts of context projections: bounded anyway. (Cleared before the lookups: the plans
+  // below are held by address, which an unordered_map keeps until an erase.)
+  if (lt.plans.size() > 4096) lt.plans.clear();
+  const Plan* plans[kMaxParts] = {};
+  for (size_t i = 0; i < parts.size(); ++i) {
+    const auto& p = parts[i];
+    const Shape s{p.M, p.N, p.K, p.ldw, pitch, p.ldy, alignment(p.w, p.ldw, 2), align_x, alignment(p.y, p.ldy, 4)};
+    plans[i] = &plan_for(lt, s);
+    if (!plans[i]->usable) return false;
   }
   const uint16_t* xb = kernels::matmul_x_to_bf16(p0.x, p0.ldx, p0.M, p0.K, pitch, launch_stream());
   SS_CHECK(reinterpret_cast<uintptr_t>(xb) % 256 == 0, "free-order matmul: x's bf16 copy is not 256-byte aligned");
   const cudaStream_t stream = cuda_stream();  // the pre-pass and every launch before it, then cuBLASLt
   const float alpha = 1.0f, beta = 0.0f;
   for (size_t i = 0; i < parts.size(); ++i) {
-    const Descriptors desc(shapes[i]);
+    const Descriptors& desc = *plans[i]->desc;
     LT_CHECK(cublasLtMatmul(lt.handle, desc.op, &alpha, parts[i].w, desc.a, xb, desc.b, &beta, parts[i].y, desc.d,
-                            parts[i].y, desc.d, &plan_for(lt, shapes[i]).algo, lt.workspace, kWorkspaceBytes, stream));
+                            parts[i].y, desc.d, &plans[i]->algo, lt.workspace, kWorkspaceBytes, stream));
   }
   g_free_order_matmuls.fetch_add(parts.size(), std::memory_order_relaxed);
   return true;

@@ -84,8 +84,11 @@ class CudaLossless : public ::testing::TestWithParam<Case> {
       EXPECT_EQ(sp[i].tokens, plain[i].tokens) << "prompt " << i;
       for (const auto& s : sp[i].steps) {
         accepted += s.accepted;
-        if (c.draft_vocab > 0)
-          for (int32_t t : s.drafts) EXPECT_TRUE(t < c.draft_vocab || t == kEos) << "a draft outside the subset: " << t;
+        if (c.draft_vocab > 0) {
+          for (int32_t t : s.drafts) {
+            EXPECT_TRUE(t < c.draft_vocab || t == kEos) << "a draft outside the subset: " << t;
+          }
+        }
       }
     }
     if (!seeded) {
