@@ -41,10 +41,16 @@ constexpr int kFreeMaxRows = 32;             // rows per item (a longer run of o
 
 // Shared memory, bf16: q of the pairs [kFreePairs][P], the tile's keys and values [kTileKeys][P], with
 // the pitch P = HD + 8 putting the 8 rows a fragment load or an ldmatrix phase touches in distinct banks.
+// The tiles' f32 keys and values come in by cp.async into a staging area [2][kTileKeys][HD] f32 that
+// overlays q's (q is in registers once the prologue is done), the next tile's while this one is
+// computed. (Each thread loading its 32 pieces of a tile itself took 96 µs a 27B drafter layer at 16
+// sequences against 65 µs so: docs/GPU_PERF_NOTES.md, session 11.)
 template <int HD>
 struct FreeLayout {
   static constexpr int kPitch = HD + 8;
-  static constexpr int kQ = 0, kK = kFreePairs * kPitch, kV = kK + kTileKeys * kPitch;
+  static constexpr int kQElems = kFreePairs * kPitch;
+  static constexpr int kStageElems = 2 * kTileKeys * HD * 2;  // f32 as bf16 elements
+  static constexpr int kQ = 0, kK = (kQElems > kStageElems ? kQElems : kStageElems), kV = kK + kTileKeys * kPitch;
   static constexpr int kElems = kV + kTileKeys * kPitch;
 };
 
@@ -153,23 +159,38 @@ __global__ void __launch_bounds__(kFreeThreads)
   const int64_t tiles = (n + kTileKeys - 1) / kTileKeys, per_split = (tiles + splits - 1) / splits;
   const int64_t t_begin = blockIdx.z * per_split * kTileKeys;
   const int64_t t_end = min(n, (blockIdx.z + 1) * per_split * kTileKeys);
-  for (int64_t t0 = t_begin; t0 < t_end; t0 += kTileKeys) {
+  // Tile t0's f32 keys (stage 0) and values (stage 1) by cp.async, zeros past the window.
+  float* s_stage = reinterpret_cast<float*>(smem16);  // overlays s_q
+  auto issue = [&](int64_t t0) {
     const int nk = n - t0 < kTileKeys ? static_cast<int>(n - t0) : kTileKeys;
-    __syncthreads();  // the previous tile's keys and values are consumed
     for (int e = tid; e < kTileKeys * (HD / 4); e += kFreeThreads) {
       const int kk = e / (HD / 4), d = 4 * (e % (HD / 4));
-      float4 kv = make_float4(0.0f, 0.0f, 0.0f, 0.0f), vv = kv;
+      const float* ksrc = q;  // any valid address when nothing is read
+      const float* vsrc = q;
       if (kk < nk) {
         const int64_t pos = w0 + t0 + kk;
         const float* blk = table[pos / kBlockSize];
         const int slot = static_cast<int>(pos % kBlockSize);
-        kv = *reinterpret_cast<const float4*>(blk + geo.offset(0, kvh, slot) + d);
-        vv = *reinterpret_cast<const float4*>(blk + geo.offset(1, kvh, slot) + d);
+        ksrc = blk + geo.offset(0, kvh, slot) + d;
+        vsrc = blk + geo.offset(1, kvh, slot) + d;
       }
-      store_bf16x4(s_k + kk * P + d, kv);
-      store_bf16x4(s_v + kk * P + d, vv);
+      tc::cp_async_cg(tc::smem_addr(s_stage + kk * HD + d), ksrc, kk < nk ? 16 : 0);
+      tc::cp_async_cg(tc::smem_addr(s_stage + (kTileKeys + kk) * HD + d), vsrc, kk < nk ? 16 : 0);
     }
-    __syncthreads();
+    tc::cp_async_commit();
+  };
+  __syncthreads();  // every warp has its q fragments: the staging may overwrite s_q
+  if (t_begin < t_end) issue(t_begin);
+  for (int64_t t0 = t_begin; t0 < t_end; t0 += kTileKeys) {
+    tc::cp_async_wait_all();
+    __syncthreads();  // the tile's copies landed, and the previous tile's keys and values are consumed
+    for (int e = tid; e < kTileKeys * (HD / 4); e += kFreeThreads) {
+      const int kk = e / (HD / 4), d = 4 * (e % (HD / 4));
+      store_bf16x4(s_k + kk * P + d, *reinterpret_cast<const float4*>(s_stage + kk * HD + d));
+      store_bf16x4(s_v + kk * P + d, *reinterpret_cast<const float4*>(s_stage + (kTileKeys + kk) * HD + d));
+    }
+    __syncthreads();  // the staging is free for the next tile, which comes in while this one is computed
+    if (t0 + kTileKeys < t_end) issue(t0 + kTileKeys);
     float sc[NT][4];
 #pragma unroll
     for (int nt = 0; nt < NT; ++nt) {
