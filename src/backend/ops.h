@@ -126,6 +126,13 @@ class Ops {
   virtual void matmul(const TensorView& x, const TensorView& w, const TensorView& y) const = 0;
   // Several matmuls sharing x in one parallel pass (q/k/v, gate/up): ys[i] = x · ws[i]ᵀ.
   virtual void matmul_multi(const TensorView& x, std::span<const TensorView> ws, std::span<const TensorView> ys) const = 0;
+  // y += x · wᵀ in one pass, where the backend has one: the CUDA backend under MatmulOrder::Free (a
+  // cuBLASLt GEMM whose epilogue adds y, as the drafter's residual adds do). Returns false having done
+  // nothing otherwise; the caller then runs matmul() into a scratch and add().
+  virtual bool matmul_accumulate(const TensorView& x, const TensorView& w, const TensorView& y) const {
+    (void)x, (void)w, (void)y;
+    return false;
+  }
 
   // out[r, :] = table[ids[r], :] (table f32 or bf16).
   virtual void embedding(const TensorView& table, std::span<const int32_t> ids, const TensorView& out) const = 0;

@@ -16,5 +16,6 @@ void register_serve(CLI::App& app, CommandRunner& run);
 void register_tokenize(CLI::App& app, CommandRunner& run);
 void register_chat_template(CLI::App& app, CommandRunner& run);
 void register_bench(CLI::App& app, CommandRunner& run);
+void register_draft_vocab(CLI::App& app, CommandRunner& run);
 
 }  // namespace specserve::cli

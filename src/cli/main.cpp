@@ -16,6 +16,7 @@ int main(int argc, char** argv) {
   specserve::cli::register_tokenize(app, run);
   specserve::cli::register_chat_template(app, run);
   specserve::cli::register_bench(app, run);
+  specserve::cli::register_draft_vocab(app, run);
   specserve::cli::register_info(app, run);
 
   try {

@@ -307,16 +307,21 @@ MemTensor DFlashDrafter::forward(std::span<DrafterSequence* const> context_of, s
     ops.rope(q, nh, static_cast<int>(hd), rot, theta, rows.q_positions);
     const auto& attn_rows = L.type == LayerType::SlidingAttention ? rows.slide_attn : rows.full_attn;
     ops.attention(q, kv_, static_cast<int>(l), attn_rows, nh, scale, attn);
-    ops.matmul(attn, L.o_proj, mixed);
-    ops.add(z, mixed);
+    // The residual adds in the GEMM where the backend can (ops.h: matmul_accumulate).
+    if (!ops.matmul_accumulate(attn, L.o_proj, z)) {
+      ops.matmul(attn, L.o_proj, mixed);
+      ops.add(z, mixed);
+    }
 
     ops.rms_norm(z, L.post_norm, NormKind::Plain, eps, normed);
     TensorView mlp_w[] = {L.gate, L.up};
     TensorView mlp_y[] = {gate, up};
     ops.matmul_multi(normed, mlp_w, mlp_y);
     ops.swiglu(gate, up, gate);
-    ops.matmul(gate, L.down, mixed);
-    ops.add(z, mixed);
+    if (!ops.matmul_accumulate(gate, L.down, z)) {
+      ops.matmul(gate, L.down, mixed);
+      ops.add(z, mixed);
+    }
   }
   for (DrafterSequence* s : context_of) s->mark_projected();
   if (Nb == 0) return MemTensor();
@@ -324,9 +329,12 @@ MemTensor DFlashDrafter::forward(std::span<DrafterSequence* const> context_of, s
   // Slots 1..slots → the drafter's final norm → the target's lm_head.
   const int64_t n_out = static_cast<int64_t>(blocks.size()) * slots;
   MemTensor out = MemTensor::empty(mem, DType::F32, {n_out, H});
+  std::vector<CopyRegion> slot_rows;  // one launch on a device, not one per block
   for (size_t i = 0; i < blocks.size(); ++i)
-    mem.copy(out.as<float>() + static_cast<int64_t>(i) * slots * H, z.as<float>() + (static_cast<int64_t>(i) * B + 1) * H,
-             static_cast<size_t>(slots * H) * sizeof(float));
+    slot_rows.push_back({out.as<float>() + static_cast<int64_t>(i) * slots * H,
+                         z.as<float>() + (static_cast<int64_t>(i) * B + 1) * H,
+                         static_cast<size_t>(slots * H) * sizeof(float)});
+  mem.copy_many(slot_rows);
   ops.rms_norm(out, w.norm, NormKind::Plain, eps, out);
   if (head_ids_.empty()) {
     MemTensor logits = MemTensor::empty(mem, DType::F32, {n_out, vocab_size()});

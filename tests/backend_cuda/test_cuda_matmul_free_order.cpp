@@ -49,6 +49,27 @@ TEST_P(FreeOrderMatmul, AgreesWithTheRowInvariantKernelsAndTakesThePath) {
   ASSERT_TRUE(bit_equal(download(after, size_t(M * N)).data(), ref.data(), ref.size()));
 }
 
+// matmul_accumulate: y + x · wᵀ in the GEMM's epilogue, inside the scope; outside it (and for calls the
+// path does not take) false with y untouched.
+TEST_P(FreeOrderMatmul, AccumulateAddsIntoY) {
+  const auto [M, N, K] = GetParam();
+  const DeviceBuffer x = DeviceBuffer::from(randn(size_t(M * K), 11));
+  const DeviceBuffer w = DeviceBuffer::from(to_bf16(randn(size_t(N * K), 12, 0.05f)));
+  const auto y0 = randn(size_t(M * N), 13);
+  const TensorView X = dev_view(x, DType::F32, {M, K}), W = dev_view(w, DType::BF16, {N, K});
+  const DeviceBuffer prod = poisoned(size_t(M * N)), acc = DeviceBuffer::from(y0);
+  cuda_ops().matmul(X, W, dev_view(prod, DType::F32, {M, N}));
+  EXPECT_FALSE(cuda_ops().matmul_accumulate(X, W, dev_view(acc, DType::F32, {M, N})));  // row-invariant order
+  ASSERT_TRUE(bit_equal(download(acc, size_t(M * N)).data(), y0.data(), y0.size())) << "y untouched";
+  {
+    const ScopedMatmulOrder order(cuda_ops(), MatmulOrder::Free);
+    EXPECT_TRUE(cuda_ops().matmul_accumulate(X, W, dev_view(acc, DType::F32, {M, N})));
+  }
+  auto want = download(prod, size_t(M * N));
+  for (size_t i = 0; i < want.size(); ++i) want[i] += y0[i];
+  EXPECT_LT(rel_err(download(acc, size_t(M * N)), want), 1e-5) << "M " << M << " N " << N << " K " << K;
+}
+
 TEST_P(FreeOrderMatmul, MultiWritesEachPartIntoItsColumnsOfASharedRow) {
   const auto [M, N, K] = GetParam();
   const int64_t N2 = N / 2 + 8, ld = N + N2 + 8;  // two parts side by side, 8 untouched columns after them

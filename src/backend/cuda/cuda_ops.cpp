@@ -145,6 +145,13 @@ class CudaOps final : public Ops {
     k::matmul(a, cuda::launch_stream());
   }
 
+  bool matmul_accumulate(const TensorView& x, const TensorView& w, const TensorView& y) const override {
+    check_matmul(x, w, y);
+    if (t_matmul_order != MatmulOrder::Free) return false;
+    const k::MatmulArgs a = matmul_args(x, w, y);
+    return cuda::matmul_free_order({&a, 1}, /*accumulate=*/true);
+  }
+
   static k::MatmulArgs matmul_args(const TensorView& x, const TensorView& w, const TensorView& y) {
     k::MatmulArgs a;
     a.x = x.as<const float>();

@@ -157,7 +157,7 @@ bool free_order_attention_enabled() {
 uint64_t free_order_attentions() { return g_free_order_attentions.load(std::memory_order_relaxed); }
 void count_free_order_attention() { g_free_order_attentions.fetch_add(1, std::memory_order_relaxed); }
 
-bool matmul_free_order(std::span<const kernels::MatmulArgs> parts) {
+bool matmul_free_order(std::span<const kernels::MatmulArgs> parts, bool accumulate) {
   if (!qualifies(parts)) return false;
   LtState& lt = lt_state();
   std::lock_guard lock(lt.mutex);
@@ -184,7 +184,7 @@ bool matmul_free_order(std::span<const kernels::MatmulArgs> parts) {
   const uint16_t* xb = kernels::matmul_x_to_bf16(p0.x, p0.ldx, p0.M, p0.K, pitch, launch_stream());
   SS_CHECK(reinterpret_cast<uintptr_t>(xb) % 256 == 0, "free-order matmul: x's bf16 copy is not 256-byte aligned");
   const cudaStream_t stream = cuda_stream();  // the pre-pass and every launch before it, then cuBLASLt
-  const float alpha = 1.0f, beta = 0.0f;
+  const float alpha = 1.0f, beta = accumulate ? 1.0f : 0.0f;  // accumulate: y = x · wᵀ + y (C = D = y)
   for (size_t i = 0; i < parts.size(); ++i) {
     const Descriptors& desc = *plans[i]->desc;
     LT_CHECK(cublasLtMatmul(lt.handle, desc.op, &alpha, parts[i].w, desc.a, xb, desc.b, &beta, parts[i].y, desc.d,

@@ -24,8 +24,9 @@ int64_t free_order_min_rows();
 // returns false, enqueuing nothing, when the call does not qualify: fewer rows than
 // free_order_min_rows(), f32 weights, operands the tensor-core GEMMs cannot address (K or a leading
 // dimension not a multiple of 8 elements, weights not 16-byte aligned), or no cuBLASLt algorithm for a
-// part's shape. The caller then runs the row-invariant kernels.
-bool matmul_free_order(std::span<const kernels::MatmulArgs> parts);
+// part's shape. The caller then runs the row-invariant kernels. With `accumulate`, every part's y
+// becomes x · wᵀ + y (the GEMM's epilogue reads y: Ops::matmul_accumulate).
+bool matmul_free_order(std::span<const kernels::MatmulArgs> parts, bool accumulate = false);
 
 // Matmuls enqueued through this path so far in the process (tests check the path was taken).
 uint64_t free_order_matmuls();
