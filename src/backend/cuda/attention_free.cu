@@ -308,14 +308,32 @@ __global__ void attention_free_combine(const float* part, int num_heads, int hea
 }
 
 template <int HD>
+constexpr int free_smem() {
+  return static_cast<int>(sizeof(uint16_t)) * FreeLayout<HD>::kElems;
+}
+
+// CTAs of attention_free_kernel<HD> one multiprocessor holds at once (registers and shared memory; the
+// kernel's shared-memory limit is raised here, once, before any launch or query).
+template <int HD>
+int free_ctas_per_sm() {
+  static const int n = [] {
+    CUDA_CHECK(
+        cudaFuncSetAttribute(attention_free_kernel<HD>, cudaFuncAttributeMaxDynamicSharedMemorySize, free_smem<HD>()));
+    int v = 0;
+    CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&v, attention_free_kernel<HD>, kFreeThreads, free_smem<HD>()));
+    return v > 0 ? v : 1;
+  }();
+  return n;
+}
+int free_ctas_per_sm(int head_dim) {
+  return head_dim == 32 ? free_ctas_per_sm<32>() : head_dim == 64 ? free_ctas_per_sm<64>() : free_ctas_per_sm<128>();
+}
+
+template <int HD>
 void launch_free(const KvArgs& kv, const int32_t* items, int64_t n_items, int max_rows, const float* q, int64_t ldq,
                  int num_heads, float scale, float* out, int64_t ldo, float* part, int splits, cudaStream_t stream) {
-  const auto smem = static_cast<int>(sizeof(uint16_t)) * FreeLayout<HD>::kElems;
-  static const bool configured = [smem] {
-    CUDA_CHECK(cudaFuncSetAttribute(attention_free_kernel<HD>, cudaFuncAttributeMaxDynamicSharedMemorySize, smem));
-    return true;
-  }();
-  (void)configured;
+  const int smem = free_smem<HD>();
+  (void)free_ctas_per_sm<HD>();  // (sets the kernel's shared-memory limit)
   const int G = num_heads / kv.num_kv_heads;
   const dim3 grid(static_cast<unsigned>(n_items * kv.num_kv_heads),
                   static_cast<unsigned>((max_rows * G + kFreePairs - 1) / kFreePairs), static_cast<unsigned>(splits));
@@ -342,8 +360,10 @@ bool attention_free_supports(int head_dim) { return head_dim == 32 || head_dim =
 
 // The items are runs of consecutive rows of one sequence (the same block table), at most kFreeMaxRows
 // each: a drafter block is one item whether its rows see the same keys, as in full attention, or each
-// its own window, as in sliding layers. The key splits give enough CTAs for two per multiprocessor when
-// the items alone give fewer (few sequences), each split at least 2 tiles of the longest item.
+// its own window, as in sliding layers. The key splits fill one wave of the kernel (the CTAs the device
+// holds at once) when the items alone give fewer CTAs (few sequences), each split at least 2 tiles of the
+// longest item; a second, partial wave measured slower than longer splits (27B drafter at 16
+// sequences: 3 splits, 384 CTAs, 2.72-2.75 ms a propose; 2 splits, 256 CTAs, 2.62-2.63 ms; session 11).
 AttentionFreePlan attention_free_plan(const KvArgs& kv, int num_heads) {
   AttentionFreePlan pl;
   if (kv.host_rows == nullptr || kv.R == 0 || num_heads == 0 || !attention_free_supports(kv.head_dim)) return pl;
@@ -377,7 +397,7 @@ AttentionFreePlan attention_free_plan(const KvArgs& kv, int num_heads) {
   const int G = num_heads / kv.num_kv_heads;
   const int64_t ctas = n_items * kv.num_kv_heads * ((pl.max_rows * G + kFreePairs - 1) / kFreePairs);
   const int64_t tiles = (longest + kTileKeys - 1) / kTileKeys;
-  const int64_t want = (2 * sm_count() + ctas - 1) / ctas;
+  const int64_t want = int64_t{free_ctas_per_sm(kv.head_dim)} * sm_count() / ctas;
   pl.splits = static_cast<int>(std::clamp<int64_t>(std::min(want, tiles / 2), 1, 64));
   if (splits_knob() > 0) pl.splits = std::min(splits_knob(), 64);
   if (pl.splits > 1) pl.scratch_floats = kv.R * num_heads * pl.splits * free_partial_floats(kv.head_dim);
