@@ -70,6 +70,46 @@ TEST_P(FreeOrderMatmul, AccumulateAddsIntoY) {
   EXPECT_LT(rel_err(download(acc, size_t(M * N)), want), 1e-5) << "M " << M << " N " << N << " K " << K;
 }
 
+// Under the free order a norm or a swiglu writes its output's bf16 copy (kernels.h: XbOut) and the
+// cuBLASLt matmul right after reads it instead of converting x again: the same products, so the result
+// agrees with the row-invariant kernels as before; with a launch between them the copy is not used.
+TEST_P(FreeOrderMatmul, ReadsTheProducersBf16Copy) {
+  const auto [M, N, K] = GetParam();
+  const DeviceBuffer x = DeviceBuffer::from(randn(size_t(M * K), 21)), u = DeviceBuffer::from(randn(size_t(M * K), 22));
+  const DeviceBuffer nw = DeviceBuffer::from(randn(size_t(K), 23));
+  const DeviceBuffer w = DeviceBuffer::from(to_bf16(randn(size_t(N * K), 24, 0.05f)));
+  const TensorView X = dev_view(x, DType::F32, {M, K}), U = dev_view(u, DType::F32, {M, K});
+  const TensorView W = dev_view(w, DType::BF16, {N, K}), NW = dev_view(nw, DType::F32, {K});
+  for (const bool swiglu : {false, true}) {
+    SCOPED_TRACE(swiglu ? "swiglu" : "rms_norm");
+    const DeviceBuffer h = poisoned(size_t(M * K)), fixed = poisoned(size_t(M * N)), free = poisoned(size_t(M * N));
+    const TensorView H = dev_view(h, DType::F32, {M, K});
+    uint64_t reused = 0;
+    {
+      const ScopedMatmulOrder order(cuda_ops(), MatmulOrder::Free);
+      if (swiglu)
+        cuda_ops().swiglu(X, U, H);
+      else
+        cuda_ops().rms_norm(X, NW, NormKind::Plain, 1e-6f, H);
+      const uint64_t before = cuda::free_order_xb_reused();
+      cuda_ops().matmul(H, W, dev_view(free, DType::F32, {M, N}));
+      reused = cuda::free_order_xb_reused() - before;
+    }
+    EXPECT_EQ(reused, 1u) << "the matmul read the producer's copy";
+    cuda_ops().matmul(H, W, dev_view(fixed, DType::F32, {M, N}));
+    EXPECT_LT(rel_err(download(free, size_t(M * N)), download(fixed, size_t(M * N))), 1e-5);
+  }
+  // An add between the norm and the matmul: the copy is stale and not read.
+  const DeviceBuffer h = poisoned(size_t(M * K)), y = poisoned(size_t(M * N));
+  const TensorView H = dev_view(h, DType::F32, {M, K});
+  const ScopedMatmulOrder order(cuda_ops(), MatmulOrder::Free);
+  cuda_ops().rms_norm(X, NW, NormKind::Plain, 1e-6f, H);
+  cuda_ops().add(H, U);
+  const uint64_t before = cuda::free_order_xb_reused();
+  cuda_ops().matmul(H, W, dev_view(y, DType::F32, {M, N}));
+  EXPECT_EQ(cuda::free_order_xb_reused(), before);
+}
+
 TEST_P(FreeOrderMatmul, MultiWritesEachPartIntoItsColumnsOfASharedRow) {
   const auto [M, N, K] = GetParam();
   const int64_t N2 = N / 2 + 8, ld = N + N2 + 8;  // two parts side by side, 8 untouched columns after them

@@ -108,8 +108,16 @@ struct XbNote {
 };
 thread_local XbNote t_xb_note;
 
-// The XbOut for a producer's [M, K] output, or {} when no matmul of it would read one.
-k::XbOut xb_for(int64_t M, int64_t K) { return k::matmul_xb_out(M, K, cuda::launch_stream()); }
+// The matmul order this thread asked for (Ops::set_matmul_order).
+thread_local MatmulOrder t_matmul_order = MatmulOrder::RowInvariant;
+
+// The XbOut for a producer's [M, K] output, or {} when no matmul of it would read one (the gemv kernel's
+// rows, or under the free order the cuBLASLt path's).
+k::XbOut xb_for(int64_t M, int64_t K) {
+  const bool free = t_matmul_order == MatmulOrder::Free && cuda::free_order_min_rows() > 0 &&
+                    M >= cuda::free_order_min_rows();
+  return k::matmul_xb_out(M, K, cuda::launch_stream(), free);
+}
 
 // Right after the producer's launch: its output x [M, K] (row stride ldx) has the copy xb.
 void note_xb(const void* x, int64_t ldx, int64_t M, int64_t K, const k::XbOut& xb) {
@@ -126,9 +134,6 @@ void take_xb(k::MatmulArgs& a) {
   a.xb = reinterpret_cast<const uint16_t*>(n.xb.regs);
   a.ldxb = n.xb.pitch;
 }
-
-// The matmul order this thread asked for (Ops::set_matmul_order).
-thread_local MatmulOrder t_matmul_order = MatmulOrder::RowInvariant;
 
 class CudaOps final : public Ops {
  public:

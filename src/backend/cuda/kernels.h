@@ -37,9 +37,10 @@ struct XbOut {
   int64_t rows = 0;
 };
 // The XbOut for a future matmul input [M, K] when the gemv kernel would read it through a bf16 copy
-// (gemv_xb_rows() <= M <= gemv_max_rows()), in the matmul's scratch; {} otherwise. Valid until the next
-// matmul launch (a producer writes it, the matmul enqueued right after reads it).
-XbOut matmul_xb_out(int64_t M, int64_t K, cudaStream_t stream);
+// (gemv_xb_rows() <= M <= gemv_max_rows()), or with `free_order` when the caller's cuBLASLt path would
+// (matmul_free_order.h), in the matmul's scratch; {} otherwise. Valid until
+// the next matmul launch (a producer writes it, the matmul enqueued right after reads it).
+XbOut matmul_xb_out(int64_t M, int64_t K, cudaStream_t stream, bool free_order = false);
 // Gemv launches that read an XbOut instead of converting x (a counter for tests).
 uint64_t matmul_xb_reused();
 // f32 weights: CUDA cores, exact f32 products; bf16 weights: matmul_bf16_tensor_core.

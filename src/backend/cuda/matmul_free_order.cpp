@@ -124,6 +124,7 @@ const Plan& plan_for(LtState& lt, const Shape& s) {
 }
 
 std::atomic<uint64_t> g_free_order_matmuls{0};
+std::atomic<uint64_t> g_free_order_xb_reused{0};
 
 bool qualifies(std::span<const kernels::MatmulArgs> parts) {
   const int64_t min_rows = free_order_min_rows();
@@ -145,6 +146,7 @@ int64_t free_order_min_rows() {
 }
 
 uint64_t free_order_matmuls() { return g_free_order_matmuls.load(std::memory_order_relaxed); }
+uint64_t free_order_xb_reused() { return g_free_order_xb_reused.load(std::memory_order_relaxed); }
 
 namespace {
 std::atomic<uint64_t> g_free_order_attentions{0};
@@ -166,7 +168,9 @@ bool matmul_free_order(std::span<const kernels::MatmulArgs> parts, bool accumula
     CUDA_CHECK(cudaMalloc(&lt.workspace, kWorkspaceBytes));
   }
   const kernels::MatmulArgs& p0 = parts[0];
-  const int64_t pitch = (p0.K + 15) / 16 * 16;
+  // x's bf16 copy as its producer wrote it (kernels.h: XbOut, pitch ldxb: the same rounding), else made here.
+  const bool reuse = p0.xb != nullptr && p0.ldxb >= p0.K;
+  const int64_t pitch = reuse ? p0.ldxb : (p0.K + 15) / 16 * 16;
   // The scratch block holding x's copy is 256-byte aligned; rows are pitch elements apart.
   const uint32_t align_x = alignment(nullptr, pitch, 2);
   constexpr size_t kMaxParts = 8;
@@ -181,7 +185,8 @@ bool matmul_free_order(std::span<const kernels::MatmulArgs> parts, bool accumula
     plans[i] = &plan_for(lt, s);
     if (!plans[i]->usable) return false;
   }
-  const uint16_t* xb = kernels::matmul_x_to_bf16(p0.x, p0.ldx, p0.M, p0.K, pitch, launch_stream());
+  const uint16_t* xb = reuse ? p0.xb : kernels::matmul_x_to_bf16(p0.x, p0.ldx, p0.M, p0.K, pitch, launch_stream());
+  if (reuse) g_free_order_xb_reused.fetch_add(1, std::memory_order_relaxed);
   SS_CHECK(reinterpret_cast<uintptr_t>(xb) % 256 == 0, "free-order matmul: x's bf16 copy is not 256-byte aligned");
   const cudaStream_t stream = cuda_stream();  // the pre-pass and every launch before it, then cuBLASLt
   const float alpha = 1.0f, beta = accumulate ? 1.0f : 0.0f;  // accumulate: y = x · wᵀ + y (C = D = y)

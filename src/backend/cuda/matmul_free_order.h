@@ -28,6 +28,9 @@ int64_t free_order_min_rows();
 // becomes x · wᵀ + y (the GEMM's epilogue reads y: Ops::matmul_accumulate).
 bool matmul_free_order(std::span<const kernels::MatmulArgs> parts, bool accumulate = false);
 
+// Calls of this path that read x's bf16 copy as its producer wrote it (kernels.h: XbOut) instead of
+// converting x (tests check that the producers' copies are used).
+uint64_t free_order_xb_reused();
 // Matmuls enqueued through this path so far in the process (tests check the path was taken).
 uint64_t free_order_matmuls();
 

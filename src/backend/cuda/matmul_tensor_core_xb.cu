@@ -54,8 +54,8 @@ void* scratch(size_t bytes, cudaStream_t stream) {
 
 }  // namespace
 
-XbOut matmul_xb_out(int64_t M, int64_t K, cudaStream_t stream) {
-  if (M < gemv_xb_rows() || M > gemv_max_rows() || K <= 0) return {};
+XbOut matmul_xb_out(int64_t M, int64_t K, cudaStream_t stream, bool free_order) {
+  if (!(free_order || (M >= gemv_xb_rows() && M <= gemv_max_rows())) || K <= 0) return {};
   XbOut o;
   static_assert(Gemv<2>::kKT == Gemv<3>::kKT && Gemv<3>::kKT == Gemv<4, true>::kKT, "one pitch for every gemv");
   o.pitch = xb_pitch(K, Gemv<2>::kKT);
