@@ -290,14 +290,17 @@ MemTensor DFlashDrafter::forward(std::span<DrafterSequence* const> context_of, s
     const DrafterLayerWeights& L = w.layers[l];
     const TensorView u = x.view().rows(Nc, N);
     // The context rows are NOT normalised by input_layernorm (dflash.md §1.2): only the block is.
-    if (Nb > 0) ops.rms_norm(z, L.input_norm, NormKind::Plain, eps, u);
+    // The queries' matmul first, right after u's norm (it reads only u; on a GPU it then takes the
+    // norm's bf16 copy of u), and the keys' and values' right after it: the two GEMMs run back to back
+    // while the host records the norms, RoPE, KV store and attention that follow, where a GEMM on each
+    // side of the k/v launches left the GPU waiting for the host (docs/GPU_PERF_NOTES.md, session 11).
+    if (Nb > 0) {
+      ops.rms_norm(z, L.input_norm, NormKind::Plain, eps, u);
+      ops.matmul(u, L.q_proj, q);
+    }
     TensorView kv_w[] = {L.k_proj, L.v_proj};
     TensorView kv_y[] = {k, v};
     ops.matmul_multi(x, kv_w, kv_y);
-    // The queries' matmul right after the keys' and values' (it reads only u): on a GPU the two GEMMs
-    // then run back to back while the host records the norms, RoPE, KV store and attention after them,
-    // where a GEMM on each side of the k/v launches left the GPU waiting for the host (session 11).
-    if (Nb > 0) ops.matmul(u, L.q_proj, q);
     ops.rms_norm(k, L.k_norm, NormKind::Plain, eps, k);
     ops.rope(k, nkv, static_cast<int>(hd), rot, theta, rows.kv_positions);
     ops.kv_store(k, v, kv_, static_cast<int>(l), rows.kv_store);
