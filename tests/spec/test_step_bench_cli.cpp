@@ -40,11 +40,18 @@ TEST(StepBenchCli, SyntheticTinyReportsEveryMeasurement) {
   EXPECT_GT(j["projection"][0]["dflash_tokens_per_s"].get<double>(), 0);
 }
 
+const std::string kPair = std::string(SPECSERVE_SOURCE_DIR) + "/tests/fixtures/dflash/hybrid-trained";
+
+// `bench --steps` on the hybrid fixture pair, one batch of each step, with `extra` flags.
+CliRun bench_pair(const std::string& extra) {
+  return run_specserve("bench --steps --model " + kPair + "/target --draft " + kPair +
+                       "/draft --backend cpu --threads 2 --iterations 1 --context 20 --prefill 30 "
+                       "--decode-batches 1 --verify-batches 1 --verify-k 16 " + extra);
+}
+
 TEST(StepBenchCli, StepsOnACheckpointPair) {
-  const std::string pair = std::string(SPECSERVE_SOURCE_DIR) + "/tests/fixtures/dflash/hybrid-trained";
-  const CliRun r = run_specserve("bench --steps --model " + pair + "/target --draft " + pair +
-                                 "/draft --backend cpu --threads 2 --iterations 1 --context 20 --prefill 30 "
-                                 "--decode-batches 1 --verify-batches 1 --verify-k 16 --draft-matmul exact --json");
+  const std::string pair = kPair;
+  const CliRun r = bench_pair("--draft-matmul exact --json");
   ASSERT_EQ(r.status, 0) << r.out;
   const auto j = nlohmann::json::parse(r.out);
   EXPECT_EQ(j["model"], pair + "/target");
@@ -56,10 +63,7 @@ TEST(StepBenchCli, StepsOnACheckpointPair) {
 }
 
 TEST(StepBenchCli, DraftVocabularySubset) {
-  const std::string pair = std::string(SPECSERVE_SOURCE_DIR) + "/tests/fixtures/dflash/hybrid-trained";
-  const CliRun r = run_specserve("bench --steps --model " + pair + "/target --draft " + pair +
-                                 "/draft --backend cpu --threads 2 --iterations 1 --context 20 --prefill 30 "
-                                 "--decode-batches 1 --verify-batches 1 --verify-k 16 --draft-vocab 64 --json");
+  const CliRun r = bench_pair("--draft-vocab 64 --json");
   ASSERT_EQ(r.status, 0) << r.out;
   const auto j = nlohmann::json::parse(r.out);
   // The 64 lowest ids and the config's EOS ids (no tokenizer here).
@@ -68,10 +72,7 @@ TEST(StepBenchCli, DraftVocabularySubset) {
   EXPECT_EQ(j["draft_head_bytes"].get<double>(), 128.0 * 128 * 2);  // 65-66 bf16 rows of 128, padded to 128
   ASSERT_EQ(j["propose"].size(), 1u);
   EXPECT_GT(j["propose"][0]["ms"].get<double>(), 0);
-  EXPECT_NE(run_specserve("bench --steps --model " + pair + "/target --draft " + pair +
-                          "/draft --backend cpu --iterations 1 --decode-batches 1 --verify-batches 1 --draft-vocab 0")
-                .status,
-            0);
+  EXPECT_NE(bench_pair("--draft-vocab 0").status, 0);
 }
 
 TEST(StepBenchCli, StepsNeedsAModel) { EXPECT_NE(run_specserve("bench --steps --backend cpu").status, 0); }
