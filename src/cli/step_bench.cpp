@@ -235,10 +235,16 @@ json run_step_bench(TargetModel& target, const spec::DFlashDrafter* drafter, con
         drafter->project_context(one);
       }
       auto propose_once = [&] {
+        // Each sequence's new context rows, in one copy as the engine hands them over (append_contexts).
+        std::vector<spec::DrafterSequence::Append> appends;
+        for (int i = 0; i < b; ++i) {
+          spec::DrafterSequence& d = *ctx[static_cast<size_t>(i)];
+          appends.push_back({&d, d.rows(), rows.view().rows(0, appended)});
+        }
+        spec::DrafterSequence::append_many(appends);
         std::vector<spec::DraftBlock> blocks;
         for (int i = 0; i < b; ++i) {
           spec::DrafterSequence& d = *ctx[static_cast<size_t>(i)];
-          d.append(d.rows(), rows.view().rows(0, appended));
           blocks.push_back({&d, tokens[static_cast<size_t>(i)], d.rows()});
         }
         drafter->draft_argmax(blocks, gamma, gamma, V);

@@ -61,6 +61,18 @@ class DraftProposer {
   // The view is valid only during the call.
   virtual void append_context(DraftContext& context, int64_t first_position, std::span<const int32_t> tokens,
                               const TensorView& features) = 0;
+  // The context rows of several sequences of one step (each as append_context; a sequence at most
+  // once). The views are valid only during the call. The default appends them one by one; a proposer
+  // may move them in one go (on a device: one copy launch instead of one per sequence).
+  struct ContextRows {
+    DraftContext* context = nullptr;
+    int64_t first_position = 0;
+    std::span<const int32_t> tokens;
+    TensorView features;
+  };
+  virtual void append_contexts(std::span<const ContextRows> rows) {
+    for (const ContextRows& r : rows) append_context(*r.context, r.first_position, r.tokens, r.features);
+  }
   // One batched propose for every speculating sequence of the step.
   virtual void propose(std::span<ProposeItem> items) = 0;
 };

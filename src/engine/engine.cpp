@@ -194,6 +194,8 @@ void Engine::step() {
   };
 
   int64_t next_logits_row = 0;
+  // The drafter contexts' new rows (prefilled or committed), handed over together after the loop.
+  std::vector<DraftProposer::ContextRows> context_rows;
   for (size_t i = 0; i < plan.size(); ++i) {
     Sequence& s = *running_[plan[i].seq];
     const int64_t first_row = out.span_first_row[i];
@@ -203,7 +205,7 @@ void Engine::step() {
     if (plan[i].kind == SpanKind::PrefillChunk) {
       s.advance_prefill(plan[i].end);
       if (s.draft_context) {
-        proposer_->append_context(*s.draft_context, plan[i].begin, inputs[i], features(first_row, plan[i].rows));
+        context_rows.push_back({s.draft_context.get(), plan[i].begin, inputs[i], features(first_row, plan[i].rows)});
       }
       if (!plan[i].final_chunk) continue;
       metrics_.prompt_tokens.fetch_add(static_cast<uint64_t>(s.prompt_len()), std::memory_order_relaxed);
@@ -235,9 +237,9 @@ void Engine::step() {
       //    gets exactly those rows.
       model_.commit(s.state(), 1 + accepted);
       if (s.draft_context) {
-        proposer_->append_context(*s.draft_context, s.state().length() - (1 + accepted),
-                                  std::span<const int32_t>(inputs[i]).first(1 + accepted),
-                                  features(first_row, 1 + accepted));
+        context_rows.push_back({s.draft_context.get(), s.state().length() - (1 + accepted),
+                                std::span<const int32_t>(inputs[i]).first(1 + accepted),
+                                features(first_row, 1 + accepted)});
       }
       if (k > 0) metrics_.record_spec_round(k, accepted);
       if (s.request().on_step) s.request().on_step({s.state().length() - (1 + accepted), s.drafts, accepted, picked});
@@ -248,6 +250,8 @@ void Engine::step() {
     //    request's stream.
     s.emit(picked, logprobs, token_text_, metrics_);
   }
+
+  if (!context_rows.empty()) proposer_->append_contexts(context_rows);
 
   // 9. One batched drafter propose for every speculating sequence, for the next step's verify —
   //    unless more sequences decode than options_.spec_max_batch: then the next step is a plain decode.

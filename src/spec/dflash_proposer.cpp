@@ -61,15 +61,27 @@ int64_t DFlashProposer::context_rows(const engine::DraftContext& context) {
 
 void DFlashProposer::append_context(engine::DraftContext& context, int64_t first_position,
                                     std::span<const int32_t> tokens, const TensorView& features) {
-  DrafterSequence& seq = *as_dflash(context).sequence;
-  SS_CHECK(features.ndim() == 2 && features.dim(0) == static_cast<int64_t>(tokens.size()) &&
-               features.dim(1) == seq.feature_width(),
-           "DFlash proposer: features {} for {} rows of width {} (capture_layers() not captured?)", features.describe(),
-           tokens.size(), seq.feature_width());
-  seq.append(first_position, features);
-  if (seq.waiting_rows() >= options_.max_waiting_rows) {
-    DrafterSequence* one[] = {&seq};
-    drafter_.project_context(one);
+  const ContextRows one{&context, first_position, tokens, features};
+  append_contexts(std::span(&one, 1));
+}
+
+void DFlashProposer::append_contexts(std::span<const ContextRows> rows) {
+  std::vector<DrafterSequence::Append> appends;
+  for (const ContextRows& r : rows) {
+    DrafterSequence& seq = *as_dflash(*r.context).sequence;
+    SS_CHECK(r.features.ndim() == 2 && r.features.dim(0) == static_cast<int64_t>(r.tokens.size()) &&
+                 r.features.dim(1) == seq.feature_width(),
+             "DFlash proposer: features {} for {} rows of width {} (capture_layers() not captured?)",
+             r.features.describe(), r.tokens.size(), seq.feature_width());
+    appends.push_back({&seq, r.first_position, r.features});
+  }
+  DrafterSequence::append_many(appends);
+  // Long prefills: a sequence's waiting rows are projected once there are many (max_waiting_rows).
+  for (const auto& a : appends) {
+    if (a.sequence->waiting_rows() >= options_.max_waiting_rows) {
+      DrafterSequence* one[] = {a.sequence};
+      drafter_.project_context(one);
+    }
   }
 }
 

@@ -53,6 +53,8 @@ class DFlashProposer final : public engine::DraftProposer {
   bool wants_device_features() const override { return drafter_.on_device(); }
   void append_context(engine::DraftContext& context, int64_t first_position, std::span<const int32_t> tokens,
                       const TensorView& features) override;
+  // All rows of a step in one copy launch on a device (DrafterSequence::append_many).
+  void append_contexts(std::span<const ContextRows> rows) override;
   void propose(std::span<engine::ProposeItem> items) override;
 
   // Context rows a sequence's drafter context holds (projected + waiting).

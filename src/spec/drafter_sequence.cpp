@@ -21,22 +21,43 @@ void DrafterSequence::append(int64_t first_position, std::span<const float> feat
 }
 
 void DrafterSequence::append(int64_t first_position, const TensorView& features) {
-  SS_CHECK(first_position == rows(),
-           "drafter context: rows must arrive in position order, got position {} while holding {} rows",
-           first_position, rows());
-  SS_CHECK(features.ndim() == 2 && features.dim(1) == feature_width_ && features.dtype == DType::F32 &&
-               features.is_contiguous(),
-           "drafter context: features {} are not contiguous f32 rows of width {}", features.describe(), feature_width_);
-  SS_CHECK(features.device == Device::CPU || features.device == mem_->device(),
-           "drafter context: features on another device than the drafter's memory");
-  if (features.dim(0) == 0) return;
-  MemTensor rows = MemTensor::empty(*mem_, DType::F32, features.shape);
-  if (features.device == Device::CPU)
-    mem_->upload(rows.as<void>(), features.data, features.nbytes());
-  else
-    mem_->copy(rows.as<void>(), features.data, features.nbytes());
-  waiting_.push_back(std::move(rows));
-  waiting_rows_ += features.dim(0);
+  const Append one{this, first_position, features};
+  append_many(std::span(&one, 1));
+}
+
+void DrafterSequence::append_many(std::span<const Append> rows) {
+  // Every row is checked before any is queued: a refused call leaves every sequence as it was.
+  const Memory* mem = nullptr;
+  for (size_t i = 0; i < rows.size(); ++i) {
+    const Append& a = rows[i];
+    const DrafterSequence& s = *a.sequence;
+    const TensorView& f = a.features;
+    for (size_t j = 0; j < i; ++j)
+      SS_CHECK(rows[j].sequence != a.sequence, "drafter context: a sequence appears twice in one append");
+    SS_CHECK(a.first_position == s.rows(),
+             "drafter context: rows must arrive in position order, got position {} while holding {} rows",
+             a.first_position, s.rows());
+    SS_CHECK(f.ndim() == 2 && f.dim(1) == s.feature_width_ && f.dtype == DType::F32 && f.is_contiguous(),
+             "drafter context: features {} are not contiguous f32 rows of width {}", f.describe(), s.feature_width_);
+    SS_CHECK(f.device == Device::CPU || f.device == s.mem_->device(),
+             "drafter context: features on another device than the drafter's memory");
+    SS_CHECK(mem == nullptr || mem == s.mem_, "drafter context: sequences of different drafters in one append");
+    mem = s.mem_;
+  }
+  std::vector<CopyRegion> copies;
+  for (const Append& a : rows) {
+    DrafterSequence& s = *a.sequence;
+    const TensorView& f = a.features;
+    if (f.dim(0) == 0) continue;
+    MemTensor held = MemTensor::empty(*s.mem_, DType::F32, f.shape);
+    if (f.device == Device::CPU)
+      s.mem_->upload(held.as<void>(), f.data, f.nbytes());
+    else
+      copies.push_back({held.as<void>(), f.data, f.nbytes()});
+    s.waiting_.push_back(std::move(held));
+    s.waiting_rows_ += f.dim(0);
+  }
+  if (!copies.empty()) mem->copy_many(copies);
 }
 
 void DrafterSequence::mark_projected() {

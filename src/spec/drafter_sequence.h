@@ -43,6 +43,15 @@ class DrafterSequence {
   void append(int64_t first_position, std::span<const float> features);
   // The same from [n, feature_width] f32 rows on the host or in the drafter's memory's device.
   void append(int64_t first_position, const TensorView& features);
+  // Rows for several sequences (each at most once, all of one drafter's memory), all checked as append()
+  // checks them before any is queued; the device-resident ones are copied in one Memory::copy_many (one
+  // launch on a device).
+  struct Append {
+    DrafterSequence* sequence = nullptr;
+    int64_t first_position = 0;
+    TensorView features;
+  };
+  static void append_many(std::span<const Append> rows);
 
   // --- for the drafter ---
   // The waiting rows in the drafter's memory, as appended: [rows, feature_width] each, in order.

@@ -72,5 +72,37 @@ TEST_F(DrafterBatching, EagerContextProjectionGivesTheSameDrafts) {
   EXPECT_EQ(rows_of(x, 0, 15), rows_of(y, 0, 15));
 }
 
+// Several sequences' rows in one append_many (the engine's append_contexts) are the rows appended one
+// by one: the same drafts; a row out of position order is refused and leaves the sequence as it was.
+TEST_F(DrafterBatching, AppendManyEqualsAppendsOneByOne) {
+  const DFlashDrafter& d = *pair_->drafter;
+  const std::vector<int32_t> pa = {130, 66, 172, 183, 18, 130, 66}, pb = {5, 9, 5};
+  const auto fa = features(pa), fb = features(pb);
+  const auto width = static_cast<int64_t>(d.feature_width());
+  auto view = [&](const std::vector<float>& f) {
+    return TensorView::contiguous(const_cast<float*>(f.data()), DType::F32, {static_cast<int64_t>(f.size()) / width, width});
+  };
+  auto a1 = d.new_sequence(), b1 = d.new_sequence(), a2 = d.new_sequence(), b2 = d.new_sequence();
+  a1->append(0, view(fa));
+  b1->append(0, view(fb));
+  const DrafterSequence::Append both[] = {{a2.get(), 0, view(fa)}, {b2.get(), 0, view(fb)}};
+  DrafterSequence::append_many(both);
+  EXPECT_EQ(a2->rows(), 7);
+  EXPECT_EQ(b2->rows(), 3);
+  const DraftBlock one[] = {{a1.get(), 172, 7}, {b1.get(), 9, 3}}, many[] = {{a2.get(), 172, 7}, {b2.get(), 9, 3}};
+  const Tensor x = d.draft_logits(one, 15), y = d.draft_logits(many, 15);
+  EXPECT_EQ(rows_of(x, 0, 30), rows_of(y, 0, 30));
+
+  // A refused call queues nothing, not even the rows checked before the bad one.
+  auto c = d.new_sequence(), e = d.new_sequence();
+  const DrafterSequence::Append gap[] = {{e.get(), 0, view(fa)}, {c.get(), 2, view(fb)}};
+  EXPECT_THROW(DrafterSequence::append_many(gap), Error);
+  EXPECT_EQ(c->rows(), 0);
+  EXPECT_EQ(e->rows(), 0);
+  const DrafterSequence::Append twice[] = {{e.get(), 0, view(fa)}, {e.get(), 7, view(fb)}};
+  EXPECT_THROW(DrafterSequence::append_many(twice), Error);
+  EXPECT_EQ(e->rows(), 0);
+}
+
 }  // namespace
 }  // namespace specserve::spec
