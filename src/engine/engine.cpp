@@ -196,11 +196,21 @@ void Engine::step() {
   int64_t next_logits_row = 0;
   // The drafter contexts' new rows (prefilled or committed), handed over together after the loop.
   std::vector<DraftProposer::ContextRows> context_rows;
+  // Each sequence's step record and tokens, passed on once the drafter holds those rows too (the step
+  // observer, request.h, then the stream, whose last event may end the request).
+  struct StepOut {
+    Sequence* seq;
+    std::optional<SpecStep> step;
+    std::vector<int32_t> picked;
+    std::vector<std::optional<sampling::Logprobs>> logprobs;
+  };
+  std::vector<StepOut> outs;
   for (size_t i = 0; i < plan.size(); ++i) {
     Sequence& s = *running_[plan[i].seq];
     const int64_t first_row = out.span_first_row[i];
     std::vector<int32_t> picked;
     std::vector<std::optional<sampling::Logprobs>> logprobs;
+    std::optional<SpecStep> step;
 
     if (plan[i].kind == SpanKind::PrefillChunk) {
       s.advance_prefill(plan[i].end);
@@ -242,16 +252,20 @@ void Engine::step() {
                                 features(first_row, 1 + accepted)});
       }
       if (k > 0) metrics_.record_spec_round(k, accepted);
-      if (s.request().on_step) s.request().on_step({s.state().length() - (1 + accepted), s.drafts, accepted, picked});
+      if (s.request().on_step) step = SpecStep{s.state().length() - (1 + accepted), s.drafts, accepted, picked};
       s.drafts.clear();
     }
     s.pending = picked.back();
-    // 8. Tokens out: through the stop checker (stop strings held back across tokens) to the
-    //    request's stream.
-    s.emit(picked, logprobs, token_text_, metrics_);
+    outs.push_back({&s, std::move(step), std::move(picked), std::move(logprobs)});
   }
 
   if (!context_rows.empty()) proposer_->append_contexts(context_rows);
+  for (StepOut& o : outs) {
+    if (o.step) o.seq->request().on_step(*o.step);
+    // 8. Tokens out: through the stop checker (stop strings held back across tokens) to the
+    //    request's stream.
+    o.seq->emit(o.picked, o.logprobs, token_text_, metrics_);
+  }
 
   // 9. One batched drafter propose for every speculating sequence, for the next step's verify —
   //    unless more sequences decode than options_.spec_max_batch: then the next step is a plain decode.

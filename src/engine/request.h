@@ -19,8 +19,9 @@ struct GenerationRequest {
   Clock::time_point arrival = Clock::now();
   std::optional<Clock::time_point> deadline;  // cancelled (freed) when still running past this
   bool speculate = true;  // use the drafter when the engine has one
-  // Optional: called on the scheduler thread after each decode / verify step of this request
-  // (generate --trace, per-request speculation stats).
+  // Optional: called on the scheduler thread after each decode / verify step of this request, once the
+  // step's rows are committed (the drafter's context included; its tokens may already be in the
+  // stream) (generate --trace, per-request speculation stats).
   SpecStepObserver on_step;
 };
 
