@@ -68,6 +68,9 @@ std::shared_ptr<LoadedModel> LoadedModel::load(const ServeSpec& spec, const Prog
   load.threads = spec.threads;
   load.backend = spec.backend;
   m->target_ = TargetModel::load(spec.model_dir, load);
+  // Before the drafter: a --draft-vocab subset always keeps the tokenizer's added tokens.
+  progress(0.88, "loading the tokenizer");
+  m->tokenizer_ = tokenizer::Tokenizer::load(spec.model_dir);
   if (!spec.draft_dir.empty()) {
     progress(0.9, "building the DFlash drafter");
     // Checks the pairing (hidden size, vocabulary, target layer ids) against the loaded target.
@@ -75,8 +78,7 @@ std::shared_ptr<LoadedModel> LoadedModel::load(const ServeSpec& spec, const Prog
     m->drafter_->set_matmul_order(spec.draft_matmul);
     if (!spec.draft_vocab.empty() && spec.draft_vocab != "all") {
       // Before the KV budget: the compact head takes device memory too.
-      const tokenizer::Tokenizer tok = tokenizer::Tokenizer::load(spec.model_dir);
-      m->drafter_->set_vocabulary(spec::draft_vocabulary(spec.draft_vocab, spec::always_drafted(&tok, config),
+      m->drafter_->set_vocabulary(spec::draft_vocabulary(spec.draft_vocab, spec::always_drafted(&m->tokenizer_, config),
                                                          m->target_->vocab_size()));
       SS_LOG_INFO("serve", "the drafter scores {} of {} ids (--draft-vocab {})", m->drafter_->head_rows(),
                   m->target_->vocab_size(), spec.draft_vocab);
@@ -102,8 +104,6 @@ std::shared_ptr<LoadedModel> LoadedModel::load(const ServeSpec& spec, const Prog
         *m->drafter_, spec::proposer_options(spec.engine.gamma, spec.draft_sampling, spec.engine.verify_mode));
   }
 
-  progress(0.93, "loading the tokenizer");
-  m->tokenizer_ = tokenizer::Tokenizer::load(spec.model_dir);
   // Ids a request may name or the sampler may pick: the tokenizer's, within the lm_head's rows
   // (checkpoints pad the head above the tokenizer; a tokenizer larger than the head has ids the
   // model cannot produce).
