@@ -26,15 +26,27 @@ void Ops::add_rms_norm(const TensorView& x, const TensorView& y, const TensorVie
 
 void Ops::qk_norm_rope_kv_store(const TensorView& q, const TensorView& k, const TensorView& v, const QkPrep& prep,
                                 const KvGeometry& geo, int layer, std::span<const AttentionRow> rows) const {
-  const int heads = check_qk_heads(q, geo.head_dim);
+  check_qk_heads(q, geo.head_dim);
   std::vector<int32_t> positions;
   positions.reserve(rows.size());
   for (const auto& row : rows) positions.push_back(row.position);
-  rms_norm(q, prep.q_norm, prep.norm, prep.eps, q);
+  SS_CHECK(q.dim(0) == static_cast<int64_t>(rows.size()), "qk_norm_rope_kv_store: q {} for {} rows", q.describe(),
+           rows.size());
+  qk_norm_rope_kv_store_rows(q, positions, k, v, prep, geo, layer, rows);
+}
+
+void Ops::qk_norm_rope_kv_store_rows(const TensorView& q, std::span<const int32_t> q_positions, const TensorView& k,
+                                     const TensorView& v, const QkPrep& prep, const KvGeometry& geo, int layer,
+                                     std::span<const AttentionRow> kv_rows) const {
+  const int heads = check_qk_heads(q, geo.head_dim);
+  std::vector<int32_t> kv_positions;
+  kv_positions.reserve(kv_rows.size());
+  for (const auto& row : kv_rows) kv_positions.push_back(row.position);
+  if (q.dim(0) > 0) rms_norm(q, prep.q_norm, prep.norm, prep.eps, q);
   rms_norm(k, prep.k_norm, prep.norm, prep.eps, k);
-  rope(q, heads, geo.head_dim, prep.rot_dim, prep.theta, positions);
-  rope(k, geo.num_kv_heads, geo.head_dim, prep.rot_dim, prep.theta, positions);
-  kv_store(k, v, geo, layer, rows);
+  if (q.dim(0) > 0) rope(q, heads, geo.head_dim, prep.rot_dim, prep.theta, q_positions);
+  rope(k, geo.num_kv_heads, geo.head_dim, prep.rot_dim, prep.theta, kv_positions);
+  kv_store(k, v, geo, layer, kv_rows);
 }
 
 }  // namespace specserve

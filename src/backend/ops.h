@@ -173,6 +173,14 @@ class Ops {
   // rope(k); kv_store(k, v, ...): the default calls them, a device does it in one launch.
   virtual void qk_norm_rope_kv_store(const TensorView& q, const TensorView& k, const TensorView& v, const QkPrep& prep,
                                      const KvGeometry& geo, int layer, std::span<const AttentionRow> rows) const;
+  // The same when q's rows are not k's (the DFlash drafter: its queries are the block's rows, its keys
+  // and values the new context rows and the block's): q [Rq, num_heads * hd] rotated at q_positions[r]
+  // (Rq may be 0), k and v [Rk, nkv * hd] at kv_rows[r].position and stored there. The bits of
+  // rms_norm(q); rms_norm(k); rope(q, q_positions); rope(k, the kv positions); kv_store(k, v, ...).
+  virtual void qk_norm_rope_kv_store_rows(const TensorView& q, std::span<const int32_t> q_positions,
+                                          const TensorView& k, const TensorView& v, const QkPrep& prep,
+                                          const KvGeometry& geo, int layer,
+                                          std::span<const AttentionRow> kv_rows) const;
   // Causal GQA attention: out[r] = softmax(q[r] · K[w..pos]ᵀ * scale) V[w..pos] with w = the row's
   // window_start (0 unless windowed), per query head h using KV head h / (num_heads / nkv).
   // q, out: [R, num_heads * hd]. Softmax in f32.

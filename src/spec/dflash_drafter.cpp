@@ -30,8 +30,7 @@ std::vector<TensorView*> weight_views(DrafterWeights& w) {
 struct CallRows {
   int64_t context = 0;                  // Nc
   int64_t block = 0;                    // Nb = blocks · (gamma + 1)
-  std::vector<int32_t> kv_positions;    // per row (context then block): RoPE position and cache slot
-  std::vector<AttentionRow> kv_store;   // per row: where its K/V go
+  std::vector<AttentionRow> kv_store;   // per row (context then block): RoPE position and cache slot
   std::vector<int32_t> q_positions;     // per block row
   std::vector<AttentionRow> full_attn;  // per block row: every context key + the whole block
   std::vector<AttentionRow> slide_attn; // per block row: causal in the block, window W (§1.7)
@@ -217,7 +216,6 @@ MemTensor DFlashDrafter::forward(std::span<DrafterSequence* const> context_of, s
   for (DrafterSequence* s : context_of) {
     rows.context += s->waiting_rows();
     for (int64_t t = s->projected(); t < s->rows(); ++t) {
-      rows.kv_positions.push_back(static_cast<int32_t>(t));
       rows.kv_store.push_back({s->blocks(), static_cast<int32_t>(t)});
     }
   }
@@ -230,7 +228,6 @@ MemTensor DFlashDrafter::forward(std::span<DrafterSequence* const> context_of, s
              s->rows());
     const auto s0 = static_cast<int32_t>(b.position);
     for (int32_t k = 0; k < B; ++k) {
-      rows.kv_positions.push_back(s0 + k);
       rows.kv_store.push_back({s->blocks(), s0 + k});
       rows.q_positions.push_back(s0 + k);
       rows.full_attn.push_back({s->blocks(), s0 + static_cast<int32_t>(gamma), 0});
@@ -274,9 +271,9 @@ MemTensor DFlashDrafter::forward(std::span<DrafterSequence* const> context_of, s
   const int64_t qw = nh * hd, kvw = nkv * hd;
   MemTensor k = MemTensor::empty(mem, DType::F32, {N, kvw});
   MemTensor v = MemTensor::empty(mem, DType::F32, {N, kvw});
-  MemTensor q, attn, mixed, normed, gate, up;
+  MemTensor q = MemTensor::empty(mem, DType::F32, {Nb, qw});  // (no rows when the call has no blocks)
+  MemTensor attn, mixed, normed, gate, up;
   if (Nb > 0) {
-    q = MemTensor::empty(mem, DType::F32, {Nb, qw});
     attn = MemTensor::empty(mem, DType::F32, {Nb, qw});
     mixed = MemTensor::empty(mem, DType::F32, {Nb, H});
     normed = MemTensor::empty(mem, DType::F32, {Nb, H});
@@ -301,13 +298,11 @@ MemTensor DFlashDrafter::forward(std::span<DrafterSequence* const> context_of, s
     TensorView kv_w[] = {L.k_proj, L.v_proj};
     TensorView kv_y[] = {k, v};
     ops.matmul_multi(x, kv_w, kv_y);
-    ops.rms_norm(k, L.k_norm, NormKind::Plain, eps, k);
-    ops.rope(k, nkv, static_cast<int>(hd), rot, theta, rows.kv_positions);
-    ops.kv_store(k, v, kv_, static_cast<int>(l), rows.kv_store);
+    // The heads' norms and RoPE of q and k, and the KV store, in one call (one launch on a GPU).
+    const QkPrep prep{L.q_norm, L.k_norm, NormKind::Plain, eps, rot, theta};
+    ops.qk_norm_rope_kv_store_rows(q, rows.q_positions, k, v, prep, kv_, static_cast<int>(l), rows.kv_store);
     if (Nb == 0) continue;
 
-    ops.rms_norm(q, L.q_norm, NormKind::Plain, eps, q);
-    ops.rope(q, nh, static_cast<int>(hd), rot, theta, rows.q_positions);
     const auto& attn_rows = L.type == LayerType::SlidingAttention ? rows.slide_attn : rows.full_attn;
     ops.attention(q, kv_, static_cast<int>(l), attn_rows, nh, scale, attn);
     // The residual adds in the GEMM where the backend can (ops.h: matmul_accumulate).

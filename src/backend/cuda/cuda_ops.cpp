@@ -322,29 +322,47 @@ class CudaOps final : public Ops {
   // The same operand checks as the calls it fuses (rms_norm, rope, kv_store), then one launch.
   void qk_norm_rope_kv_store(const TensorView& q, const TensorView& kt, const TensorView& v, const QkPrep& prep,
                              const KvGeometry& geo, int layer, std::span<const AttentionRow> rows) const override {
+    SS_CHECK(q.ndim() == 2 && q.dim(0) == static_cast<int64_t>(rows.size()),
+             "qk_norm_rope_kv_store: q {} for {} rows", q.describe(), rows.size());
+    head_prep(q, {}, true, kt, v, prep, geo, layer, rows);
+  }
+  void qk_norm_rope_kv_store_rows(const TensorView& q, std::span<const int32_t> q_positions, const TensorView& kt,
+                                  const TensorView& v, const QkPrep& prep, const KvGeometry& geo, int layer,
+                                  std::span<const AttentionRow> kv_rows) const override {
+    head_prep(q, q_positions, false, kt, v, prep, geo, layer, kv_rows);
+  }
+  // Both head preparations in one launch (head_prep.cu); q's positions are the KV rows' when
+  // q_at_kv_rows, else q_positions (staged with the rows).
+  void head_prep(const TensorView& q, std::span<const int32_t> q_positions, bool q_at_kv_rows, const TensorView& kt,
+                 const TensorView& v, const QkPrep& prep, const KvGeometry& geo, int layer,
+                 std::span<const AttentionRow> rows) const {
     const int hd = geo.head_dim;
     const int heads = check_qk_heads(q, hd);
-    check_norm("qk_norm_rope_kv_store", q, q, prep.q_norm);
+    const size_t q_rows = q_at_kv_rows ? rows.size() : q_positions.size();
+    if (q.dim(0) > 0) check_norm("qk_norm_rope_kv_store", q, q, prep.q_norm);
     check_norm("qk_norm_rope_kv_store", kt, kt, prep.k_norm);
     SS_CHECK(prep.q_norm.numel() == hd && prep.k_norm.numel() == hd,
              "qk_norm_rope_kv_store: head norms {} / {} for head_dim {}", prep.q_norm.describe(),
              prep.k_norm.describe(), hd);
-    check_rope_operands(q, heads, hd, prep.rot_dim, rows.size());
+    check_rope_operands(q, heads, hd, prep.rot_dim, q_rows);
     check_rope_operands(kt, geo.num_kv_heads, hd, prep.rot_dim, rows.size());
     on_device("qk_norm_rope_kv_store", v);
     SS_CHECK(v.dtype == DType::F32 && v.ndim() == 2 && v.dim(1) == kt.dim(1) && v.dim(0) == kt.dim(0) &&
-                 v.strides[1] == 1 && q.dim(0) == kt.dim(0),
-             "qk_norm_rope_kv_store: q {} / k {} / v {} disagree", q.describe(), kt.describe(), v.describe());
+                 v.strides[1] == 1,
+             "qk_norm_rope_kv_store: k {} / v {} disagree", kt.describe(), v.describe());
     SS_CHECK(layer >= 0 && layer < geo.num_layers, "qk_norm_rope_kv_store: layer {} outside [0, {})", layer,
              geo.num_layers);
-    if (rows.empty()) return;
+    if (rows.empty() && q_rows == 0) return;
     const std::vector<float> inv_freq = rope_inv_freq(prep.theta, prep.rot_dim);  // as rope()
     auto& staging = cuda::Staging::global();
     auto lock = staging.lock();
     const StagedKv s = stage_kv(staging, geo, layer, rows);
     k::HeadPrepArgs a;
     a.inv_freq = static_cast<const float*>(staging.stage(inv_freq.data(), inv_freq.size() * sizeof(float)));
-    a.q = q.as<float>();
+    if (!q_at_kv_rows && !q_positions.empty())
+      a.q_pos = static_cast<const int32_t*>(staging.stage(q_positions.data(), q_positions.size() * sizeof(int32_t)));
+    a.q_rows = static_cast<int64_t>(q_rows);
+    a.q = q.dim(0) > 0 ? q.as<float>() : nullptr;
     a.ldq = q.strides[0];
     a.k = kt.as<float>();
     a.ldk = kt.strides[0];

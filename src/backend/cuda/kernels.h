@@ -157,9 +157,10 @@ struct KvArgs {
   int head_dim = 0;
 };
 void kv_store(const KvArgs& kv, const float* k, int64_t ldk, const float* v, int64_t ldv, cudaStream_t stream);
-// Ops::qk_norm_rope_kv_store (head_prep.cu): q [R, num_heads * hd] and k [R, nkv * hd] normed and
-// rotated in place, k and v stored at kv's rows; inv_freq [rot_dim / 2] a device array; kind 0 Plain,
-// 1 ZeroCentred. The bits of rms_norm, rope and kv_store.
+// Ops::qk_norm_rope_kv_store(_rows) (head_prep.cu): q [q_rows, num_heads * hd] and k [R, nkv * hd] normed
+// and rotated in place (q at q_pos[r], or at kv's rows[r].position when q_pos is null), k and v stored at
+// kv's rows; inv_freq [rot_dim / 2] a device array; kind 0 Plain, 1 ZeroCentred. The bits of rms_norm,
+// rope and kv_store.
 struct HeadPrepArgs {
   float* q = nullptr;
   int64_t ldq = 0;
@@ -174,6 +175,8 @@ struct HeadPrepArgs {
   int num_heads = 0;
   int rot_dim = 0;
   const float* inv_freq = nullptr;
+  int64_t q_rows = 0;              // q's rows (the KV rows' count when q_pos is null)
+  const int32_t* q_pos = nullptr;  // device [q_rows], or null
 };
 void qk_norm_rope_kv_store(const HeadPrepArgs& a, const KvArgs& kv, cudaStream_t stream);
 // head_dim must be a multiple of 32 and at most 256 (checked by the caller: attention_supports).
