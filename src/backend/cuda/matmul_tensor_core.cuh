@@ -402,10 +402,30 @@ template <class Part>
 SS_TC_DEV void reduce_tile(const Params& p, int64_t m0, int64_t n0, int bm, int bn, int rank, int tid, int threads,
                            Part part) {
   const int rows = p.M - m0 < bm ? static_cast<int>(p.M - m0) : bm;
-  for (int e = rank * threads + tid; e < rows * bn; e += p.S * threads) {
-    const int r = e / bn, c = e % bn;
-    if (n0 + c >= p.N) continue;
-    p.y[(m0 + r) * p.ldy + n0 + c] = sum_slices(p.S, [&](int s) { return part(s, e); });
+  const int n = rows * bn, stride = p.S * threads;
+  // kU elements per thread at a time, all their partials loaded before any is summed: loads from the
+  // cluster's shared memory are slow, and one element's S loads alone leave the CTA waiting on each
+  // round trip. The sums keep sum_slices' order (the same bits).
+  constexpr int kU = 4;
+  for (int e0 = rank * threads + tid; e0 < n; e0 += kU * stride) {
+    float v[kU][kMaxSlices];
+SS_TC_UNROLL
+    for (int u = 0; u < kU; ++u) {
+      const int e = e0 + u * stride;
+SS_TC_UNROLL
+      for (int s = 0; s < kMaxSlices; ++s) v[u][s] = e < n && s < p.S ? part(s, e) : 0.0f;
+    }
+SS_TC_UNROLL
+    for (int u = 0; u < kU; ++u) {
+      const int e = e0 + u * stride, r = e / bn, c = e % bn;
+      if (e >= n || n0 + c >= p.N) continue;
+      p.y[(m0 + r) * p.ldy + n0 + c] = sum_slices(p.S, [&](int s) {
+        float x = v[u][0];
+SS_TC_UNROLL
+        for (int i = 1; i < kMaxSlices; ++i) x = s == i ? v[u][i] : x;  // no local-memory indexing
+        return x;
+      });
+    }
   }
 }
 
