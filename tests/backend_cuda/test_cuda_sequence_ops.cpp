@@ -3,6 +3,7 @@
 // row inside a batch of other sequences' rows; a K-row stepped span equals K one-row calls).
 #include <algorithm>
 #include <numeric>
+#include <span>
 
 #include "backend/cuda/attention_rows.cuh"
 #include "backend/cuda/cuda_memory.h"
@@ -332,63 +333,95 @@ struct HeadPrepCase {
   NormKind norm;
 };
 
-class HeadPrep : public Gpu, public ::testing::WithParamInterface<HeadPrepCase> {};
+class HeadPrep : public Gpu, public ::testing::WithParamInterface<HeadPrepCase> {
+ protected:
+  // Random q [Rq rows], k and v [R rows] and head norms, with two device copies of q and k: one for the
+  // fused call (q1, k1), one for the ops one by one (q2, k2).
+  struct Inputs {
+    int64_t qw, kvw;
+    std::vector<float> q, k, v, qn, kn;
+    DeviceBuffer q1, q2, k1, k2, dv, dqn, dkn;
+    QkPrep prep;
+    Inputs(const HeadPrepCase& c, int64_t Rq, int64_t R, uint32_t seed)
+        : qw(int64_t(c.nh) * c.hd),
+          kvw(int64_t(c.nkv) * c.hd),
+          q(randn(size_t(std::max<int64_t>(Rq, 1) * qw), seed)),
+          k(randn(size_t(R * kvw), seed + 1, 3.0f)),
+          v(randn(size_t(R * kvw), seed + 2)),
+          qn(randn(size_t(c.hd), seed + 3, 0.3f)),
+          kn(randn(size_t(c.hd), seed + 4, 0.3f)),
+          q1(DeviceBuffer::from(q)),
+          q2(DeviceBuffer::from(q)),
+          k1(DeviceBuffer::from(k)),
+          k2(DeviceBuffer::from(k)),
+          dv(DeviceBuffer::from(v)),
+          dqn(DeviceBuffer::from(qn)),
+          dkn(DeviceBuffer::from(kn)),
+          prep{dev_view(dqn, DType::F32, {c.hd}), dev_view(dkn, DType::F32, {c.hd}), c.norm, 1e-6f, c.rot, 1e6} {}
+    TensorView Q(DeviceBuffer& b, int64_t Rq) const { return dev_view(b, DType::F32, {Rq, qw}); }
+    TensorView K(DeviceBuffer& b) const { return dev_view(b, DType::F32, {int64_t(k.size()) / kvw, kvw}); }
+    TensorView V() { return dev_view(dv, DType::F32, {int64_t(v.size()) / kvw, kvw}); }
+  };
+
+  // rms_norm, rope and kv_store one by one on q2 (Rq rows at q_positions) and k2 (at the rows' positions).
+  static void apart(Inputs& in, int64_t Rq, std::span<const int32_t> q_positions, const KvGeometry& geo, int layer,
+                    std::span<const AttentionRow> rows) {
+    const HeadPrepCase c = GetParam();
+    std::vector<int32_t> kv_positions;
+    for (const auto& row : rows) kv_positions.push_back(row.position);
+    const TensorView Q2 = in.Q(in.q2, Rq), K2 = in.K(in.k2);
+    if (Rq > 0) cuda_ops().rms_norm(Q2, in.prep.q_norm, c.norm, in.prep.eps, Q2);
+    cuda_ops().rms_norm(K2, in.prep.k_norm, c.norm, in.prep.eps, K2);
+    if (Rq > 0) cuda_ops().rope(Q2, c.nh, c.hd, c.rot, in.prep.theta, q_positions);
+    cuda_ops().rope(K2, c.nkv, c.hd, c.rot, in.prep.theta, kv_positions);
+    cuda_ops().kv_store(K2, in.V(), geo, layer, rows);
+  }
+
+  // q, k and every byte of the two caches agree.
+  static void expect_same(Inputs& in, Caches& fused, Caches& one_by_one) {
+    const size_t nq = in.q.size(), nk = in.k.size(), pool = fused.pool.bytes() / 4;
+    EXPECT_TRUE(bit_equal(download(in.q1, nq).data(), download(in.q2, nq).data(), nq));
+    EXPECT_TRUE(bit_equal(download(in.k1, nk).data(), download(in.k2, nk).data(), nk));
+    EXPECT_TRUE(bit_equal(download(fused.pool, pool).data(), download(one_by_one.pool, pool).data(), pool));
+  }
+};
 
 TEST_P(HeadPrep, FusedEqualsNormRopeStore) {
-  const auto [nh, nkv, hd, rot, norm] = GetParam();
+  const HeadPrepCase c = GetParam();
   const int layer = 1;
-  const KvGeometry geo{3, nkv, hd};
-  Caches fused(geo, {1, 40, 300, 17}), apart(geo, {1, 40, 300, 17});
+  const KvGeometry geo{3, c.nkv, c.hd};
+  Caches fused(geo, {1, 40, 300, 17}), one_by_one(geo, {1, 40, 300, 17});
   // A decode row, an extend of 16 rows crossing a block boundary, a prefill-like run, one row.
   std::vector<RowSpec> spec{{0, 0, 0}};
   for (int p = 24; p < 40; ++p) spec.push_back({1, p, 0});
   for (int p = 250; p < 300; ++p) spec.push_back({2, p, std::max(0, p - 7)});
   spec.push_back({3, 16, 0});
-  const int64_t R = int64_t(spec.size()), qw = int64_t(nh) * hd, kvw = int64_t(nkv) * hd;
-  auto q = randn(size_t(R * qw), 301), k = randn(size_t(R * kvw), 302, 3.0f), v = randn(size_t(R * kvw), 303);
-  auto qn = randn(size_t(hd), 304, 0.3f), kn = randn(size_t(hd), 305, 0.3f);
-  DeviceBuffer q1 = DeviceBuffer::from(q), q2 = DeviceBuffer::from(q), k1 = DeviceBuffer::from(k),
-               k2 = DeviceBuffer::from(k), dv = DeviceBuffer::from(v), dqn = DeviceBuffer::from(qn),
-               dkn = DeviceBuffer::from(kn);
-  const QkPrep prep{dev_view(dqn, DType::F32, {hd}), dev_view(dkn, DType::F32, {hd}), norm, 1e-6f, rot, 1e6};
-  const TensorView V = dev_view(dv, DType::F32, {R, kvw});
-
-  auto rows1 = rows_of(spec, fused.dev_tables);
-  cuda_ops().qk_norm_rope_kv_store(dev_view(q1, DType::F32, {R, qw}), dev_view(k1, DType::F32, {R, kvw}), V, prep,
-                                   geo, layer, rows1);
-
-  auto rows2 = rows_of(spec, apart.dev_tables);
+  const int64_t R = int64_t(spec.size());
+  Inputs in(c, R, R, 301);
+  cuda_ops().qk_norm_rope_kv_store(in.Q(in.q1, R), in.K(in.k1), in.V(), in.prep, geo, layer,
+                                   rows_of(spec, fused.dev_tables));
   std::vector<int32_t> positions;
-  for (const auto& s : spec) positions.push_back(s.pos);
-  const TensorView Q2 = dev_view(q2, DType::F32, {R, qw}), K2 = dev_view(k2, DType::F32, {R, kvw});
-  cuda_ops().rms_norm(Q2, prep.q_norm, norm, prep.eps, Q2);
-  cuda_ops().rms_norm(K2, prep.k_norm, norm, prep.eps, K2);
-  cuda_ops().rope(Q2, nh, hd, rot, prep.theta, positions);
-  cuda_ops().rope(K2, nkv, hd, rot, prep.theta, positions);
-  cuda_ops().kv_store(K2, V, geo, layer, rows2);
-
-  EXPECT_TRUE(bit_equal(download(q1, q.size()).data(), download(q2, q.size()).data(), q.size()));
-  EXPECT_TRUE(bit_equal(download(k1, k.size()).data(), download(k2, k.size()).data(), k.size()));
-  const size_t pool = fused.pool.bytes() / 4;
-  EXPECT_TRUE(bit_equal(download(fused.pool, pool).data(), download(apart.pool, pool).data(), pool));
+  for (const auto& sp : spec) positions.push_back(sp.pos);
+  apart(in, R, positions, geo, layer, rows_of(spec, one_by_one.dev_tables));
+  expect_same(in, fused, one_by_one);
 
   // And the result is the CPU's composition within the rope's sincosf tolerance.
-  std::vector<float> qc = q;
-  cpu_ops().rms_norm(host_view(qc.data(), DType::F32, {R, qw}), host_view(qn.data(), DType::F32, {hd}), norm,
-                     prep.eps, host_view(qc.data(), DType::F32, {R, qw}));
-  cpu_ops().rope(host_view(qc.data(), DType::F32, {R, qw}), nh, hd, rot, prep.theta, positions);
-  EXPECT_LT(rel_err(download(q1, q.size()), qc), 1e-5);
+  std::vector<float> qc = in.q;
+  cpu_ops().rms_norm(host_view(qc.data(), DType::F32, {R, in.qw}), host_view(in.qn.data(), DType::F32, {c.hd}), c.norm,
+                     in.prep.eps, host_view(qc.data(), DType::F32, {R, in.qw}));
+  cpu_ops().rope(host_view(qc.data(), DType::F32, {R, in.qw}), c.nh, c.hd, c.rot, in.prep.theta, positions);
+  EXPECT_LT(rel_err(download(in.q1, in.q.size()), qc), 1e-5);
 }
 
 // The form whose queries are other rows than its keys (the DFlash drafter's: queries for the block rows
 // only, at their own positions): the bits of the ops one by one, and with no query rows only k's part.
 TEST_P(HeadPrep, RowsFormEqualsNormRopeStore) {
-  const auto [nh, nkv, hd, rot, norm] = GetParam();
+  const HeadPrepCase c = GetParam();
   const int layer = 2;
-  const KvGeometry geo{3, nkv, hd};
+  const KvGeometry geo{3, c.nkv, c.hd};
   for (const int64_t Rq : {int64_t{0}, int64_t{1}, int64_t{21}}) {
     SCOPED_TRACE("query rows " + std::to_string(Rq));
-    Caches fused(geo, {25, 33, 49}), apart(geo, {25, 33, 49});
+    Caches fused(geo, {25, 33, 49}), one_by_one(geo, {25, 33, 49});
     // Context rows of two sequences, then a block of each.
     std::vector<RowSpec> spec;
     for (int p = 3; p < 9; ++p) spec.push_back({0, p, 0});
@@ -397,39 +430,14 @@ TEST_P(HeadPrep, RowsFormEqualsNormRopeStore) {
     for (int p = 33; p < 49; ++p) spec.push_back({2, p, 0});
     std::vector<int32_t> q_positions;
     for (int64_t r = 0; r < Rq; ++r) q_positions.push_back(static_cast<int32_t>(1000 + 37 * r));
-    const int64_t R = int64_t(spec.size()), qw = int64_t(nh) * hd, kvw = int64_t(nkv) * hd;
-    auto q = randn(size_t(std::max<int64_t>(Rq, 1) * qw), 311), k = randn(size_t(R * kvw), 312, 3.0f),
-         v = randn(size_t(R * kvw), 313);
-    auto qn = randn(size_t(hd), 314, 0.3f), kn = randn(size_t(hd), 315, 0.3f);
-    DeviceBuffer q1 = DeviceBuffer::from(q), q2 = DeviceBuffer::from(q), k1 = DeviceBuffer::from(k),
-                 k2 = DeviceBuffer::from(k), dv = DeviceBuffer::from(v), dqn = DeviceBuffer::from(qn),
-                 dkn = DeviceBuffer::from(kn);
-    const QkPrep prep{dev_view(dqn, DType::F32, {hd}), dev_view(dkn, DType::F32, {hd}), norm, 1e-6f, rot, 1e6};
-    const TensorView V = dev_view(dv, DType::F32, {R, kvw});
-
-    auto rows1 = rows_of(spec, fused.dev_tables);
-    cuda_ops().qk_norm_rope_kv_store_rows(dev_view(q1, DType::F32, {Rq, qw}), q_positions,
-                                          dev_view(k1, DType::F32, {R, kvw}), V, prep, geo, layer, rows1);
-
-    auto rows2 = rows_of(spec, apart.dev_tables);
-    std::vector<int32_t> kv_positions;
-    for (const auto& s : spec) kv_positions.push_back(s.pos);
-    const TensorView Q2 = dev_view(q2, DType::F32, {Rq, qw}), K2 = dev_view(k2, DType::F32, {R, kvw});
+    Inputs in(c, Rq, int64_t(spec.size()), 311);
+    cuda_ops().qk_norm_rope_kv_store_rows(in.Q(in.q1, Rq), q_positions, in.K(in.k1), in.V(), in.prep, geo, layer,
+                                          rows_of(spec, fused.dev_tables));
+    apart(in, Rq, q_positions, geo, layer, rows_of(spec, one_by_one.dev_tables));
+    expect_same(in, fused, one_by_one);
+    // A query row left as it was would pass the comparison of q: check one moved.
     if (Rq > 0) {
-      cuda_ops().rms_norm(Q2, prep.q_norm, norm, prep.eps, Q2);
-      cuda_ops().rope(Q2, nh, hd, rot, prep.theta, q_positions);
-    }
-    cuda_ops().rms_norm(K2, prep.k_norm, norm, prep.eps, K2);
-    cuda_ops().rope(K2, nkv, hd, rot, prep.theta, kv_positions);
-    cuda_ops().kv_store(K2, V, geo, layer, rows2);
-
-    EXPECT_TRUE(bit_equal(download(q1, q.size()).data(), download(q2, q.size()).data(), q.size()));
-    EXPECT_TRUE(bit_equal(download(k1, k.size()).data(), download(k2, k.size()).data(), k.size()));
-    const size_t pool = fused.pool.bytes() / 4;
-    EXPECT_TRUE(bit_equal(download(fused.pool, pool).data(), download(apart.pool, pool).data(), pool));
-    // A query row left as it was would fail the first comparison only by luck: check one moved.
-    if (Rq > 0) {
-      EXPECT_FALSE(bit_equal(download(q1, size_t(qw)).data(), q.data(), size_t(qw)));
+      EXPECT_FALSE(bit_equal(download(in.q1, size_t(in.qw)).data(), in.q.data(), size_t(in.qw)));
     }
   }
 }
