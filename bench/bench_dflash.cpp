@@ -40,7 +40,6 @@
 #include "model/target_model.h"
 #include "spec/dflash_drafter.h"
 #include "spec/dflash_proposer.h"
-#include "spec/draft_vocabulary.h"
 #include "spec/spec_stats.h"
 #include "tokenizer/tokenizer.h"
 
@@ -146,8 +145,7 @@ void bench_pair(const Pair& pair, const Settings& st, const std::string& dtype, 
   auto drafter = spec::DFlashDrafter::load(pair.draft, *target, dtype);
   if (st.draft_vocab != "all") {
     const auto tok = tokenizer::Tokenizer::load(pair.target);
-    drafter->set_vocabulary(spec::draft_vocabulary(
-        st.draft_vocab, spec::always_drafted(&tok, load_model_config(pair.target)), target->vocab_size()));
+    drafter->select_vocabulary(st.draft_vocab, &tok);
     std::printf("the drafter scores %lld of %lld ids (--draft-vocab %s)\n",
                 static_cast<long long>(drafter->head_rows()), static_cast<long long>(target->vocab_size()),
                 st.draft_vocab.c_str());

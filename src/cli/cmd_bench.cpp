@@ -69,8 +69,7 @@ int run_step_bench_command(const BenchArgs& a) {
       std::optional<tokenizer::Tokenizer> tok;
       if (a.synthetic.empty() && std::filesystem::exists(std::filesystem::path(a.spec.model_dir) / "tokenizer.json"))
         tok = tokenizer::Tokenizer::load(a.spec.model_dir);
-      const std::vector<int32_t> always = spec::always_drafted(tok ? &*tok : nullptr, target->config());
-      drafter->set_vocabulary(spec::draft_vocabulary(a.spec.draft_vocab, always, target->vocab_size()));
+      drafter->select_vocabulary(a.spec.draft_vocab, tok ? &*tok : nullptr);
     }
   }
   const nlohmann::json r = run_step_bench(*target, drafter.get(), label, a.step);

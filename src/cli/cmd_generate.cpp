@@ -161,11 +161,7 @@ int run_generate(GenerateOptions& o) {
   if (!o.draft.empty()) {
     drafter = spec::DFlashDrafter::load(o.draft, *model, o.dtype);  // checks the pairing
     drafter->set_matmul_order(spec::parse_draft_matmul(o.draft_matmul));
-    if (o.draft_vocab != "all") {
-      const tokenizer::Tokenizer* t = tok ? &*tok : nullptr;
-      drafter->set_vocabulary(spec::draft_vocabulary(o.draft_vocab, spec::always_drafted(t, model->config()),
-                                                     model->vocab_size()));
-    }
+    drafter->select_vocabulary(o.draft_vocab, tok ? &*tok : nullptr);
     proposer = std::make_unique<spec::DFlashProposer>(
         *drafter, spec::proposer_options(o.gamma, spec::parse_draft_sampling(o.draft_sampling), verify_mode));
   } else {

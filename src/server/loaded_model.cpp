@@ -15,7 +15,6 @@
 #include "io/model_config.h"
 #include "sampling/dry_breakers.h"
 #include "sampling/generation_config.h"
-#include "spec/draft_vocabulary.h"
 #include "sampling/request_json.h"
 #include "server/api_error.h"
 #include "server/openai_request.h"
@@ -76,10 +75,8 @@ std::shared_ptr<LoadedModel> LoadedModel::load(const ServeSpec& spec, const Prog
     // Checks the pairing (hidden size, vocabulary, target layer ids) against the loaded target.
     m->drafter_ = spec::DFlashDrafter::load(spec.draft_dir, *m->target_);
     m->drafter_->set_matmul_order(spec.draft_matmul);
-    if (!spec.draft_vocab.empty() && spec.draft_vocab != "all") {
-      // Before the KV budget: the compact head takes device memory too.
-      m->drafter_->set_vocabulary(spec::draft_vocabulary(spec.draft_vocab, spec::always_drafted(&m->tokenizer_, config),
-                                                         m->target_->vocab_size()));
+    // Before the KV budget: the compact head takes device memory too.
+    if (m->drafter_->select_vocabulary(spec.draft_vocab, &m->tokenizer_)) {
       SS_LOG_INFO("serve", "the drafter scores {} of {} ids (--draft-vocab {})", m->drafter_->head_rows(),
                   m->target_->vocab_size(), spec.draft_vocab);
     }

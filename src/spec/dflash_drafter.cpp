@@ -10,6 +10,7 @@
 
 #include "core/error.h"
 #include "core/log.h"
+#include "spec/draft_vocabulary.h"
 
 namespace specserve::spec {
 
@@ -96,6 +97,12 @@ size_t DFlashDrafter::weight_bytes() const {
 
 size_t DFlashDrafter::head_bytes() const {
   return head_ids_.empty() ? target_.lm_head_weight(mem_->device()).nbytes() : head_.bytes();
+}
+
+bool DFlashDrafter::select_vocabulary(const std::string& arg, const tokenizer::Tokenizer* tok) {
+  if (arg.empty() || arg == "all") return false;
+  set_vocabulary(draft_vocabulary(arg, always_drafted(tok, target_.config()), vocab_size()));
+  return true;
 }
 
 void DFlashDrafter::set_vocabulary(std::vector<int32_t> ids) {

@@ -33,6 +33,7 @@
 #include "model/target_model.h"
 #include "spec/dflash_checkpoint.h"
 #include "spec/drafter_sequence.h"
+#include "tokenizer/tokenizer.h"
 
 namespace specserve::spec {
 
@@ -83,6 +84,10 @@ class DFlashDrafter {
   // every draft, so the output is unchanged and only acceptance can move (an id outside the subset
   // is never drafted). An empty list restores the whole vocabulary.
   void set_vocabulary(std::vector<int32_t> ids);
+  // --draft-vocab ARG (spec/draft_vocabulary.h): nothing for "all" or "", else set_vocabulary with the
+  // subset it names, joined by the added tokens of `tok` (may be null) and the target's EOS ids.
+  // Returns whether a subset was set.
+  bool select_vocabulary(const std::string& arg, const tokenizer::Tokenizer* tok);
   // The ids the drafter scores, ascending (empty: all of them).
   const std::vector<int32_t>& vocabulary() const { return head_ids_; }
   // Columns of the drafter's logits: vocabulary().size(), or vocab_size() for the whole vocabulary.
