@@ -26,12 +26,11 @@ void Ops::add_rms_norm(const TensorView& x, const TensorView& y, const TensorVie
 
 void Ops::qk_norm_rope_kv_store(const TensorView& q, const TensorView& k, const TensorView& v, const QkPrep& prep,
                                 const KvGeometry& geo, int layer, std::span<const AttentionRow> rows) const {
-  check_qk_heads(q, geo.head_dim);
+  SS_CHECK(q.ndim() == 2 && q.dim(0) == static_cast<int64_t>(rows.size()), "qk_norm_rope_kv_store: q {} for {} rows",
+           q.describe(), rows.size());
   std::vector<int32_t> positions;
   positions.reserve(rows.size());
   for (const auto& row : rows) positions.push_back(row.position);
-  SS_CHECK(q.dim(0) == static_cast<int64_t>(rows.size()), "qk_norm_rope_kv_store: q {} for {} rows", q.describe(),
-           rows.size());
   qk_norm_rope_kv_store_rows(q, positions, k, v, prep, geo, layer, rows);
 }
 

@@ -33,7 +33,10 @@
 #include "model/target_model.h"
 #include "spec/dflash_checkpoint.h"
 #include "spec/drafter_sequence.h"
-#include "tokenizer/tokenizer.h"
+
+namespace specserve::tokenizer {
+class Tokenizer;
+}
 
 namespace specserve::spec {
 
