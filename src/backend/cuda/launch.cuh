@@ -44,7 +44,9 @@ __device__ __forceinline__ void pdl_wait() { asm volatile("griddepcontrol.wait;"
 __device__ __forceinline__ void pdl_launch_dependents() {
   asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
 }
-// The start of a kernel with no independent prologue.
+// The start of a kernel with no independent prologue. It waits before it triggers: triggering first (so that
+// a matmul after a chain of small kernels is resident during all of them, not just the last) measured
+// slower, 8B decode 5.09 -> 5.33 ms (docs/GPU_PERF_NOTES.md, session 13).
 __device__ __forceinline__ void pdl_begin() {
   pdl_wait();
   pdl_launch_dependents();
