@@ -181,6 +181,7 @@ class CudaOps final : public Ops {
     std::vector<k::MatmulArgs> args;
     for (size_t i = 0; i < ws.size(); ++i) args.push_back(matmul_args(x, ws[i], ys[i]));
     if (t_matmul_order == MatmulOrder::Free && cuda::matmul_free_order(args)) return;
+    if (k::matmul_bf16_mid(args.data(), static_cast<int>(args.size()), cuda::launch_stream())) return;
     if (k::matmul_bf16_wgmma_multi(args.data(), static_cast<int>(args.size()), cuda::launch_stream())) return;
     std::vector<bool> done(args.size(), false);
     for (size_t i = 0; i < args.size(); ++i) {

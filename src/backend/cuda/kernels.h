@@ -41,8 +41,10 @@ struct XbOut {
 // (matmul_free_order.h), in the matmul's scratch; {} otherwise. Valid until
 // the next matmul launch (a producer writes it, the matmul enqueued right after reads it).
 XbOut matmul_xb_out(int64_t M, int64_t K, cudaStream_t stream, bool free_order = false);
-// Gemv launches that read an XbOut instead of converting x (a counter for tests).
+// Matmul launches (gemv, matmul_bf16_mid) that read an XbOut instead of converting x (a counter for
+// tests), and the launchers' call that counts one.
 uint64_t matmul_xb_reused();
+void matmul_count_xb_reused();
 // f32 weights: CUDA cores, exact f32 products; bf16 weights: matmul_bf16_tensor_core.
 void matmul(const MatmulArgs& a, cudaStream_t stream);
 // bf16 weights on the tensor cores, x rounded to bf16 (the numerics contract heads
@@ -62,7 +64,7 @@ void matmul_bf16_stream_multi(const MatmulArgs* parts, int count, cudaStream_t s
 // The warp-split streaming kernel (matmul_tensor_core_gemv.cu): the same contract and bits, faster at
 // decode and short-verify sizes. matmul_bf16_tensor_core and matmul_bf16_multi use it for
 // M <= gemv_max_rows() (32, or SPECSERVE_TC_GEMV_ROWS: a benchmark knob, fixed for the process; 0 turns
-// it off).
+// it off) where matmul_bf16_mid (below) does not take the call.
 // Tests force its stages per warp (2-5; 0 picks them by the launch's CTA count) and whether the first
 // weight tiles load before the wait for the previous kernel (early_w: -1 the default, 0 off, 1 on); the
 // bits are the same either way.
@@ -73,6 +75,12 @@ struct GemvForce {
 void matmul_bf16_gemv(const MatmulArgs& a, cudaStream_t stream, GemvForce force = {});
 void matmul_bf16_gemv_multi(const MatmulArgs* parts, int count, cudaStream_t stream);
 int gemv_max_rows();
+// The split-K kernel for 17-64 rows (matmul_tensor_core_mid.cu): the same contract and bits, 32-column
+// CTAs so that x's L2 traffic stays near the weights'. Runs one launch over the parts (1 to 4 weights
+// sharing x, M, K and the K split, as matmul_bf16_stream_multi) when they fit it (17 <= M <= 64, S = 4
+// or 8, 16-byte weight loads, K % 8 == 0, SPECSERVE_TC_MID not 0) and returns true; else launches
+// nothing and returns false.
+bool matmul_bf16_mid(const MatmulArgs* parts, int count, cudaStream_t stream);
 // Rows from which the gemv kernel reads x through its bf16 copy (5, or SPECSERVE_TC_GEMV_XB_ROWS).
 int gemv_xb_rows();
 // The Hopper warpgroup kernel (matmul_wgmma_sm90a.cu, sm_90a): the same contract and bits, for

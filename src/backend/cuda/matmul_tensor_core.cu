@@ -23,7 +23,8 @@
 //     tile form a thread-block cluster and read each other's partial tiles from shared memory. No
 //     atomics, no order that depends on timing. This holds for every M (decode, verify, prefill).
 //   - What may depend on M (and N): the kernel (the warp-split streaming kernel for M <= 32,
-//     matmul_tensor_core_gemv.cu; the streaming kernel, matmul_tensor_core_stream.cu; above 32 rows the
+//     matmul_tensor_core_gemv.cu; from 17 to 64 rows where it fits, the 32-column split-K kernel,
+//     matmul_tensor_core_mid.cu; the streaming kernel, matmul_tensor_core_stream.cu; above 32 rows the
 //     Hopper warpgroup kernel, matmul_wgmma_sm90a.cu, whose wgmma k16 step gives an element the bits of
 //     one mma.sync.m16n8k16 (matmul_wgmma.cuh), or where it cannot run this tiled kernel), the CTA tile (rows x columns per CTA and per warp), the pipeline depth, the
 //     raster order, the 16-byte vs scalar load paths (bit copies into the same shared-memory image),
@@ -161,6 +162,7 @@ void launch(const MatmulArgs& a, cudaStream_t stream) {
 
 void matmul_bf16_tensor_core(const MatmulArgs& a, cudaStream_t stream, int tile) {
   if (a.M <= 0 || a.N <= 0 || a.K <= 0) return;  // matmul() handles K == 0 (y = 0)
+  if (tile < 0 && matmul_bf16_mid(&a, 1, stream)) return;
   if (tile < 0 && a.M <= gemv_max_rows()) return matmul_bf16_gemv(a, stream);
   if (tile < 0 && matmul_bf16_wgmma(a, stream)) return;
   const TileKind kind = tile >= 0 && tile < kTileKinds
@@ -187,6 +189,7 @@ void matmul_bf16_tensor_core(const MatmulArgs& a, cudaStream_t stream, int tile)
 }
 
 void matmul_bf16_multi(const MatmulArgs* parts, int count, cudaStream_t stream) {
+  if (matmul_bf16_mid(parts, count, stream)) return;
   if (count >= 1 && parts[0].M <= gemv_max_rows()) return matmul_bf16_gemv_multi(parts, count, stream);
   matmul_bf16_stream_multi(parts, count, stream);
 }

@@ -263,6 +263,7 @@ int gemv_xb_rows() {
 }
 
 uint64_t matmul_xb_reused() { return xb_reused().load(std::memory_order_relaxed); }
+void matmul_count_xb_reused() { xb_reused().fetch_add(1, std::memory_order_relaxed); }
 
 namespace {
 
