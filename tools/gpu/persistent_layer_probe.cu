@@ -19,7 +19,8 @@
 // three. The numerics are not the server's (atomics, one-pass softmax); only the time is measured, and
 // the three variants' outputs are compared to catch a probe that skips work.
 //
-//   /usr/local/cuda/bin/nvcc -std=c++17 -arch=sm_90 -O2 -o persistent_layer_probe tools/gpu/persistent_layer_probe.cu
+//   /usr/local/cuda/bin/nvcc -std=c++20 -arch=sm_90 -O2 --expt-relaxed-constexpr -I src -o persistent_layer_probe \
+//       tools/gpu/persistent_layer_probe.cu
 //   ./persistent_layer_probe          (on an H100 / H200)
 //
 // H200 (driver 580.159.04, 2026-12-01; copy 4.26 TB/s, the step's 14.04 GB -> floor 3.30 ms, 85 %: 3.88 ms):
@@ -42,14 +43,9 @@
 #include <cstdio>
 #include <vector>
 
-#define CK(x)                                                                 \
-  do {                                                                        \
-    cudaError_t e_ = (x);                                                     \
-    if (e_ != cudaSuccess) {                                                  \
-      printf("err %s at %s:%d\n", cudaGetErrorString(e_), __FILE__, __LINE__); \
-      exit(1);                                                                \
-    }                                                                         \
-  } while (0)
+#include "backend/cuda/matmul_tensor_core_ptx.cuh"
+#include "probe_util.h"
+
 
 namespace {
 
@@ -83,20 +79,13 @@ struct Buffers {
   unsigned* bar;        // [2] count, generation
 };
 
-__device__ __forceinline__ uint32_t smem_u32(const void* p) {
-  return static_cast<uint32_t>(__cvta_generic_to_shared(p));
-}
-__device__ __forceinline__ void cp16(uint32_t dst, const void* src) {
-  asm volatile("cp.async.cg.shared.global [%0], [%1], 16;" ::"r"(dst), "l"(src));
-}
-__device__ __forceinline__ void commit() { asm volatile("cp.async.commit_group;"); }
-template <int N>
-__device__ __forceinline__ void wait_groups() {
-  asm volatile("cp.async.wait_group %0;" ::"n"(N));
-}
-__device__ __forceinline__ void wait_all() { asm volatile("cp.async.wait_all;"); }
-__device__ __forceinline__ void pdl_wait() { asm volatile("griddepcontrol.wait;" ::: "memory"); }
-__device__ __forceinline__ void pdl_trigger() { asm volatile("griddepcontrol.launch_dependents;" ::: "memory"); }
+// cp.async, griddepcontrol and warp sums: the server's own wrappers.
+using specserve::cuda::pdl_wait;
+using specserve::cuda::tc::cp_async_commit;
+using specserve::cuda::tc::cp_async_wait;
+using specserve::cuda::tc::cp_async_wait_all;
+using specserve::cuda::tc::smem_addr;
+__device__ __forceinline__ void pdl_trigger() { specserve::cuda::pdl_launch_dependents(); }
 
 __device__ __forceinline__ float warp_sum(float v) {
   for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
@@ -137,19 +126,19 @@ __device__ void grid_barrier(unsigned* bar, unsigned& gen) {
 // cp.async.wait_group with a runtime count (D - 2 groups may stay in flight).
 __device__ __forceinline__ void wait_ahead(int ahead) {
   switch (ahead) {
-    case 0: wait_groups<0>(); break;
-    case 1: wait_groups<1>(); break;
-    case 2: wait_groups<2>(); break;
-    case 3: wait_groups<3>(); break;
-    case 4: wait_groups<4>(); break;
-    case 5: wait_groups<5>(); break;
-    case 6: wait_groups<6>(); break;
-    case 7: wait_groups<7>(); break;
-    case 8: wait_groups<8>(); break;
-    case 9: wait_groups<9>(); break;
-    case 10: wait_groups<10>(); break;
-    case 11: wait_groups<11>(); break;
-    default: wait_groups<12>(); break;
+    case 0: cp_async_wait<0>(); break;
+    case 1: cp_async_wait<1>(); break;
+    case 2: cp_async_wait<2>(); break;
+    case 3: cp_async_wait<3>(); break;
+    case 4: cp_async_wait<4>(); break;
+    case 5: cp_async_wait<5>(); break;
+    case 6: cp_async_wait<6>(); break;
+    case 7: cp_async_wait<7>(); break;
+    case 8: cp_async_wait<8>(); break;
+    case 9: cp_async_wait<9>(); break;
+    case 10: cp_async_wait<10>(); break;
+    case 11: cp_async_wait<11>(); break;
+    default: cp_async_wait<12>(); break;
   }
 }
 
@@ -229,11 +218,11 @@ struct Stream {
       ic.step(job.per_group);
       const uint32_t dst = ring + static_cast<uint32_t>(islot) * (kChunkElems * 2);
 #pragma unroll
-      for (int i = 0; i < kChunkRows; ++i) cp16(dst + (i * 32 + lane) * 16, src + static_cast<long long>(i) * job.K);
+      for (int i = 0; i < kChunkRows; ++i) specserve::cuda::tc::cp_async_cg(dst + (i * 32 + lane) * 16, src + static_cast<long long>(i) * job.K, 16);
       ++ii;
       if (++islot == D) islot = 0;
     }
-    commit();
+    cp_async_commit();
   }
   __device__ void prologue() {
     for (int i = 0; i < D - 1; ++i) issue();
@@ -290,7 +279,7 @@ struct Stream {
 // ---- shared memory: [xs: kXsFloats][ring: kWarps x D x 2 KB]; the attention borrows xs for its tile.
 __host__ __device__ constexpr int smem_bytes(int D) { return kXsFloats * 4 + kWarps * D * kChunkElems * 2; }
 __device__ uint32_t ring_of_warp(unsigned char* smem, int D) {
-  return smem_u32(smem + kXsFloats * 4) + static_cast<uint32_t>((threadIdx.x >> 5) * D * kChunkElems * 2);
+  return smem_addr(smem + kXsFloats * 4) + static_cast<uint32_t>((threadIdx.x >> 5) * D * kChunkElems * 2);
 }
 
 // Residual rows: res[l][0] = before attention (written with layer l's first norm), res[l][1] = before
@@ -445,7 +434,7 @@ __global__ void __launch_bounds__(kThreads, 1) persistent_step(Buffers b, int D,
   if (cross == 2) {  // the matmuls' stream alone: no small phases, no barriers, x fixed
     fill_x(xs, b.h, kInter);
     for (int p = 0; p < kLayers * kPhasesPerLayer; ++p) st.consume(b.mats[p], xs, out_of(b, p / 4, p % 4));
-    wait_all();
+    cp_async_wait_all();
     return;
   }
   for (int l = 0; l < kLayers; ++l) {
@@ -475,7 +464,7 @@ __global__ void __launch_bounds__(kThreads, 1) persistent_step(Buffers b, int D,
     st.consume(b.mats[p + 3], xs, out_of(b, l, 3));
     grid_barrier(b.bar, gen);
   }
-  wait_all();
+  cp_async_wait_all();
 }
 
 // ---- one kernel per phase (programmatic dependent launch: weights before the wait).
@@ -489,7 +478,7 @@ __global__ void __launch_bounds__(kThreads, 1) k_gemv(Buffers b, int p, const fl
   pdl_trigger();
   fill_x(xs, x, n);
   st.consume(b.mats[p], xs, out_of(b, p / kPhasesPerLayer, p % kPhasesPerLayer));
-  wait_all();
+  cp_async_wait_all();
 }
 __global__ void k_norm(Buffers b, int l, int which) {
   __shared__ float red[kWarps];
@@ -627,27 +616,7 @@ int main() {
   CK(cudaEventCreate(&e0));
   CK(cudaEventCreate(&e1));
 
-  // The copy bandwidth (read + write) of a 2 GB device copy.
-  double copy_gbs = 0;
-  {
-    const size_t n = size_t(1) << 31;
-    void *a = nullptr, *c = nullptr;
-    CK(cudaMalloc(&a, n));
-    CK(cudaMalloc(&c, n));
-    float best = 1e9f;
-    for (int i = 0; i < 6; ++i) {
-      CK(cudaEventRecord(e0, s));
-      CK(cudaMemcpyAsync(c, a, n, cudaMemcpyDeviceToDevice, s));
-      CK(cudaEventRecord(e1, s));
-      CK(cudaEventSynchronize(e1));
-      float ms = 0;
-      CK(cudaEventElapsedTime(&ms, e0, e1));
-      best = std::min(best, ms);
-    }
-    copy_gbs = 2.0 * n / (best * 1e-3) / 1e9;
-    CK(cudaFree(a));
-    CK(cudaFree(c));
-  }
+  const double copy_gbs = probe_copy_bandwidth(s);
   const double bytes = double(per_layer) * 2 * kLayers + double(kLayers) * kKvHeads * kCtx * 2 * kHd * 4;
   const double floor_ms = bytes / (copy_gbs * 1e9) * 1e3;
   printf("%s, %d SMs; copy %.0f GB/s; step %.2f GB -> floor %.3f ms (85%%: %.3f ms)\n", prop.name, sms, copy_gbs,

@@ -10,7 +10,8 @@
 // with mma.sync m16n8k16, the partials summed through shared memory at the end. x traffic is then
 // M / 32 times the weights (2x at 64 rows) instead of M / 16 * 4.
 //
-//   /usr/local/cuda/bin/nvcc -std=c++17 -arch=sm_90 -O2 -o rows64_matmul_probe tools/gpu/rows64_matmul_probe.cu
+//   /usr/local/cuda/bin/nvcc -std=c++20 -arch=sm_90 -O2 --expt-relaxed-constexpr -I src -o rows64_matmul_probe \
+//       tools/gpu/rows64_matmul_probe.cu
 //   ./rows64_matmul_probe          (on an H100 / H200)
 //
 // H200 (driver 580.159.04, 2026-12-01; copy 4.27 TB/s), µs a call with cold weights, against the server's
@@ -29,14 +30,9 @@
 #include <cstdio>
 #include <vector>
 
-#define CK(x)                                                                   \
-  do {                                                                          \
-    cudaError_t e_ = (x);                                                       \
-    if (e_ != cudaSuccess) {                                                    \
-      printf("err %s at %s:%d\n", cudaGetErrorString(e_), __FILE__, __LINE__); \
-      exit(1);                                                                  \
-    }                                                                           \
-  } while (0)
+#include "backend/cuda/matmul_tensor_core_ptx.cuh"
+#include "probe_util.h"
+
 
 namespace {
 
@@ -46,27 +42,7 @@ constexpr int kKT = 64;      // k per stage
 constexpr int kPitch = 72;   // bf16 per smem row (64 + 8: ldmatrix rows in distinct bank groups)
 constexpr int kStages = 2;
 
-__device__ __forceinline__ uint32_t smem_u32(const void* p) {
-  return static_cast<uint32_t>(__cvta_generic_to_shared(p));
-}
-__device__ __forceinline__ void cp16_cg(uint32_t dst, const void* src) {
-  asm volatile("cp.async.cg.shared.global [%0], [%1], 16;" ::"r"(dst), "l"(src));
-}
-__device__ __forceinline__ void cp16_ca(uint32_t dst, const void* src) {
-  asm volatile("cp.async.ca.shared.global [%0], [%1], 16;" ::"r"(dst), "l"(src));
-}
-__device__ __forceinline__ void ldsm_x4(uint32_t a, uint32_t& r0, uint32_t& r1, uint32_t& r2, uint32_t& r3) {
-  asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];"
-               : "=r"(r0), "=r"(r1), "=r"(r2), "=r"(r3)
-               : "r"(a));
-}
-__device__ __forceinline__ void mma(float (&d)[4], const uint32_t (&a)[4], uint32_t b0, uint32_t b1) {
-  asm volatile(
-      "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
-      "{%0,%1,%2,%3};"
-      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
-      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
-}
+using namespace specserve::cuda::tc;  // cp.async, ldmatrix, mma (the server's own wrappers)
 
 // MT m16 tiles of rows (M = 16 MT), S slices (S = 8: a warp per slice, 32 columns; S = 4: two warps per
 // slice, 16 columns each).
@@ -84,7 +60,7 @@ __global__ void __launch_bounds__(kThreads, 1)
   const int slice = warp / kWps, half = warp % kWps;
   const int n0 = blockIdx.x * kCols + half * kCW;
   const int ks = K / S, k_begin = slice * ks, tiles = ks / kKT;
-  const uint32_t ring = smem_u32(smem) + warp * kStages * kStageBytes;
+  const uint32_t ring = smem_addr(smem) + warp * kStages * kStageBytes;
 
   auto issue = [&](int t) {
     if (t < tiles) {
@@ -93,22 +69,22 @@ __global__ void __launch_bounds__(kThreads, 1)
 #pragma unroll
       for (int i = 0; i < M * 8 / 32; ++i) {  // x: M rows x 8 pieces
         const int e = i * 32 + lane, r = e >> 3, c = (e & 7) * 8;
-        cp16_ca(st + (r * kPitch + c) * 2, x + size_t(r) * K + k0 + c);
+        cp_async_ca(st + (r * kPitch + c) * 2, x + size_t(r) * K + k0 + c, 16);
       }
 #pragma unroll
       for (int i = 0; i < kCW * 8 / 32; ++i) {  // w: kCW rows x 8 pieces
         const int e = i * 32 + lane, r = e >> 3, c = (e & 7) * 8;
-        cp16_cg(st + kXBytes + (r * kPitch + c) * 2, w + size_t(n0 + r) * K + k0 + c);
+        cp_async_cg(st + kXBytes + (r * kPitch + c) * 2, w + size_t(n0 + r) * K + k0 + c, 16);
       }
     }
-    asm volatile("cp.async.commit_group;");
+    cp_async_commit();
   };
 
   float acc[MT][kNT][4] = {};
   issue(0);
   for (int t = 0; t < tiles; ++t) {
     issue(t + 1);
-    asm volatile("cp.async.wait_group 1;");
+    cp_async_wait<1>();
     __syncwarp();
     const uint32_t st = ring + (t % kStages) * kStageBytes;
 #pragma unroll
@@ -116,23 +92,23 @@ __global__ void __launch_bounds__(kThreads, 1)
       uint32_t a[MT][4];
 #pragma unroll
       for (int i = 0; i < MT; ++i)
-        ldsm_x4(st + ((i * 16 + (lane & 15)) * kPitch + kk * 16 + (lane >> 4) * 8) * 2, a[i][0], a[i][1], a[i][2],
+        ldmatrix_x4(st + ((i * 16 + (lane & 15)) * kPitch + kk * 16 + (lane >> 4) * 8) * 2, a[i][0], a[i][1], a[i][2],
                 a[i][3]);
 #pragma unroll
       for (int j = 0; j < kNT; j += 2) {
         uint32_t b0, b1, b2, b3;
-        ldsm_x4(st + kXBytes + ((j * 8 + (lane & 7) + ((lane >> 4) << 3)) * kPitch + kk * 16 + ((lane >> 3) & 1) * 8) * 2,
+        ldmatrix_x4(st + kXBytes + ((j * 8 + (lane & 7) + ((lane >> 4) << 3)) * kPitch + kk * 16 + ((lane >> 3) & 1) * 8) * 2,
                 b0, b1, b2, b3);
 #pragma unroll
         for (int i = 0; i < MT; ++i) {
-          mma(acc[i][j], a[i], b0, b1);
-          mma(acc[i][j + 1], a[i], b2, b3);
+          mma_bf16(acc[i][j], a[i], b0, b1);
+          mma_bf16(acc[i][j + 1], a[i], b2, b3);
         }
       }
     }
     __syncwarp();  // every lane is done with this stage before the next issue overwrites it
   }
-  asm volatile("cp.async.wait_all;");
+  cp_async_wait_all();
   __syncthreads();
   // The partials, part[slice][row][col of the CTA], then summed in slice order.
   float* part = reinterpret_cast<float*>(smem);
@@ -240,29 +216,7 @@ void run(const char* name, int N, int K, double copy_gbs, cudaStream_t s) {
 int main() {
   cudaStream_t s;
   CK(cudaStreamCreate(&s));
-  double copy_gbs = 0;
-  {
-    const size_t n = size_t(1) << 31;
-    void *a, *c;
-    CK(cudaMalloc(&a, n));
-    CK(cudaMalloc(&c, n));
-    cudaEvent_t e0, e1;
-    CK(cudaEventCreate(&e0));
-    CK(cudaEventCreate(&e1));
-    float best = 1e9f;
-    for (int i = 0; i < 5; ++i) {
-      CK(cudaEventRecord(e0, s));
-      CK(cudaMemcpyAsync(c, a, n, cudaMemcpyDeviceToDevice, s));
-      CK(cudaEventRecord(e1, s));
-      CK(cudaEventSynchronize(e1));
-      float ms;
-      CK(cudaEventElapsedTime(&ms, e0, e1));
-      best = std::min(best, ms);
-    }
-    copy_gbs = 2.0 * n / (best * 1e-3) / 1e9;
-    CK(cudaFree(a));
-    CK(cudaFree(c));
-  }
+  const double copy_gbs = probe_copy_bandwidth(s);
   printf("copy bandwidth %.0f GB/s\n", copy_gbs);
   run<4, 8>("8B q/o 4096x4096", 4096, 4096, copy_gbs, s);
   run<4, 8>("8B down 4096x12288", 4096, 12288, copy_gbs, s);

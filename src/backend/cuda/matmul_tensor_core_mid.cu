@@ -39,6 +39,11 @@ constexpr int kMidKT = 64;     // k per stage (4 chunks)
 constexpr int kMidPitch = 72;  // bf16 per shared row: 64 + 8, so ldmatrix's 8 rows fall in distinct bank groups
 constexpr int kMidStages = 2;
 
+// The CTA tile for make_params: up to 64 rows (one CTA row), kMidCols columns.
+struct MidTile {
+  static constexpr int kBM = 64, kBN = kMidCols;
+};
+
 template <int MT, int S>
 struct Mid {
   static constexpr int kRows = 16 * MT;              // x rows per CTA (the copy's xb_rows(M))
@@ -202,29 +207,13 @@ bool matmul_bf16_mid(const MatmulArgs* parts, int count, cudaStream_t stream) {
   WeightPart wp[Params::kMaxSegments];
   weight_parts(parts, count, wp);
   auto one = [&](const WeightPart& w) {
-    Params p;
-    p.w = w.w;
-    p.ldw = w.ldw;
-    p.y = w.y;
-    p.ldy = w.ldy;
-    p.M = a0.M;
-    p.N = w.N;
-    p.K = a0.K;
-    p.chunks = ceil_div(a0.K, kMmaK);
-    p.S = split.S;
-    p.cps = split.cps;
-    p.vec_w = true;
-    p.nbm = 1;
-    p.nbn = ceil_div(w.N, kMidCols);
-    return p;
+    return make_params<MidTile>(a0.x, a0.ldx, w.w, w.ldw, w.y, w.ldy, a0.M, w.N, a0.K);
   };
-  Params p = make_multi_params(wp, count, one);
+  Params p = make_multi_params(wp, count, one);  // (make_params' x, S and cps are the parts' shared ones)
   if (mid_mode() == 2 && a0.M > 32) {
     const int64_t sms = sm_count(), waves = ceil_div(p.nbn, sms);
     if (p.nbn * 10 < waves * sms * 7) return false;
   }
-  p.x = a0.x;
-  p.ldx = a0.ldx;
   // x's bf16 copy: the producer's (XbOut, in the gemv kernel's layout, whose pitch covers this kernel's
   // tiles too) or a new one.
   const int64_t pitch = xb_pitch(a0.K, kMidKT);
