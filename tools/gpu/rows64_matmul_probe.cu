@@ -8,7 +8,7 @@
 // chunk order, partials summed in slice order), with CTAs of 32 columns: 8 warps, each a slice (S = 8) or
 // half a slice's columns (S = 4), each streaming its own weight and x tiles (64 k a stage, 2 stages)
 // with mma.sync m16n8k16, the partials summed through shared memory at the end. x traffic is then
-// M / 32 times the weights (2x at 64 rows) instead of M / 16 * 4.
+// M / 32 times the weights (2x at 64 rows) instead of M / 16 (4x).
 //
 //   /usr/local/cuda/bin/nvcc -std=c++20 -arch=sm_90 -O2 --expt-relaxed-constexpr -I src -o rows64_matmul_probe \
 //       tools/gpu/rows64_matmul_probe.cu

@@ -4,7 +4,7 @@
 // right by sum_slices), so a row's bits are those the gemv kernel gives it alone.
 //
 // Why another kernel: at these rows the gemv kernel's CTAs cover 16 columns, and every CTA reads all of x
-// (M * K * 2 bytes), so x's L2 traffic is M / 4 times the weights' (134 MB for the 8B q/o at 64 rows);
+// (M * K * 2 bytes), so x's L2 traffic is M / 16 times the weights' (4x at 64 rows: 134 MB for the 8B q/o);
 // the wgmma kernel's short split-K CTAs run at 2-2.3x the weight stream. Here a CTA covers 32 columns
 // with 8 warps: with S = 8 slices a warp per slice (32 columns), with S = 4 two warps per slice (16
 // columns each). Each warp streams its slice's weight tiles and x tiles (64 k a stage, 2 stages,
