@@ -292,6 +292,20 @@ TEST(TcEmulation, ChooseTile) {
   EXPECT_EQ(pick(2048, 4096, 4096), tc::TileKind::M128);
 }
 
+// Where the 17-64-row kernel runs by default (mid_fills_waves) on a 132-multiprocessor H200: up to 32 rows
+// always; above, the 8B's q/o and down (128 CTAs), q/k/v (192) and gate/up (768), not the 27B's o and down
+// (160: a second wave 21 % full) nor a 16-CTA call.
+TEST(TcEmulation, MidFillsWaves) {
+  EXPECT_TRUE(tc::mid_fills_waves(17, 16, 132));
+  EXPECT_TRUE(tc::mid_fills_waves(32, 160, 132));
+  EXPECT_TRUE(tc::mid_fills_waves(64, 128, 132));
+  EXPECT_TRUE(tc::mid_fills_waves(64, 192, 132));
+  EXPECT_TRUE(tc::mid_fills_waves(48, 768, 132));
+  EXPECT_FALSE(tc::mid_fills_waves(64, 160, 132));
+  EXPECT_FALSE(tc::mid_fills_waves(33, 16, 132));
+  EXPECT_FALSE(tc::mid_fills_waves(64, 133, 132));
+}
+
 // The wgmma kernel's shared-memory image (matmul_wgmma.cuh): the pieces a stage's threads load
 // (piece_of) cover each (row, 16-byte k piece) of a tile once; the swizzled offsets (tile_off) are a
 // permutation of the tile's 16-byte slots that keeps every 8-row, 128-byte atom in its own 1024 bytes;

@@ -14,7 +14,7 @@
 // design first (docs/GPU_PERF_NOTES.md, session 13).
 //
 // It runs when 17 <= M <= 64, S is 4 or 8, the weights take 16-byte loads (aligned, ldw % 8 == 0) and
-// K % 8 == 0, and above 32 rows only when one wave holds the launch (mid_mode below); otherwise the
+// K % 8 == 0, and above 32 rows only when its waves are full enough (mid_mode below); otherwise the
 // caller's other kernels do. SPECSERVE_TC_MID (a benchmark knob, read once) changes that.
 #include <cuda_runtime.h>
 
@@ -176,12 +176,10 @@ void launch_mid_rows(const Params& p, cudaStream_t stream) {
   }
 }
 
-// SPECSERVE_TC_MID: 0 off; 1 every call of 17-64 rows that fits; 2 (the default) 17-32 rows always, 33-64
-// only when its waves (a CTA per multiprocessor) are at least 70 % full. At 64 rows a short second wave
-// made the 27B's o and down projections (160 CTAs on 132 multiprocessors: 61 %) slower than the wgmma
-// kernel, 37.3 -> 41.9 and 91.8 -> 118 µs, while the 8B's q/k/v (192 CTAs: 73 %) and gate/up (768: 97 %)
-// gained (8B verify of 64 rows 12.13 ms with them on wgmma, 11.44 with them here). The 70 % lies between
-// those two measured cases.
+// SPECSERVE_TC_MID: 0 off; 1 every call of 17-64 rows that fits; 2 (the default) as mid_fills_waves
+// (matmul_tensor_core.cuh) says. At 64 rows a short second wave made the 27B's o and down projections
+// slower than the wgmma kernel, 37.3 -> 41.9 and 91.8 -> 118 µs, while the 8B's q/k/v and gate/up gained
+// (8B verify of 64 rows 12.13 ms with them on wgmma, 11.44 with them here).
 int mid_mode() {
   static const int mode = static_cast<int>(tuning_knob("SPECSERVE_TC_MID", 2));
   return mode;
@@ -210,10 +208,7 @@ bool matmul_bf16_mid(const MatmulArgs* parts, int count, cudaStream_t stream) {
     return make_params<MidTile>(a0.x, a0.ldx, w.w, w.ldw, w.y, w.ldy, a0.M, w.N, a0.K);
   };
   Params p = make_multi_params(wp, count, one);  // (make_params' x, S and cps are the parts' shared ones)
-  if (mid_mode() == 2 && a0.M > 32) {
-    const int64_t sms = sm_count(), waves = ceil_div(p.nbn, sms);
-    if (p.nbn * 10 < waves * sms * 7) return false;
-  }
+  if (mid_mode() == 2 && !mid_fills_waves(a0.M, p.nbn, sm_count())) return false;
   // x's bf16 copy: the producer's (XbOut, in the gemv kernel's layout, whose pitch covers this kernel's
   // tiles too) or a new one.
   const int64_t pitch = xb_pitch(a0.K, kMidKT);
