@@ -185,29 +185,23 @@ int mid_mode() {
   return mode;
 }
 
-bool aligned16(const void* q) { return (reinterpret_cast<uintptr_t>(q) & 15u) == 0; }
-
 }  // namespace
 
 bool matmul_bf16_mid(const MatmulArgs* parts, int count, cudaStream_t stream) {
-  if (mid_mode() == 0 || count < 1 || count > Params::kMaxSegments) return false;
+  if (mid_mode() == 0 || !parts_share_split(parts, count)) return false;
   const MatmulArgs& a0 = parts[0];
-  if (a0.M < 17 || a0.M > 64 || a0.K <= 0 || a0.K % 8 != 0) return false;
-  const KSplit split = k_split(a0.N, a0.K, split_target_ctas());
-  if (split.S != 4 && split.S != 8) return false;
-  for (int i = 0; i < count; ++i) {
-    const MatmulArgs& a = parts[i];
-    const KSplit si = k_split(a.N, a.K, split_target_ctas());
-    if (!a.w_bf16 || a.N <= 0 || a.x != a0.x || a.ldx != a0.ldx || a.M != a0.M || a.K != a0.K || si.S != split.S ||
-        si.cps != split.cps || !aligned16(a.w) || (a.N > 1 && a.ldw % 8 != 0))
-      return false;
-  }
+  if (a0.M < 17 || a0.M > 64 || a0.K % 8 != 0) return false;
+  const int S = k_split(a0.N, a0.K, split_target_ctas()).S;
+  if (S != 4 && S != 8) return false;
   WeightPart wp[Params::kMaxSegments];
   weight_parts(parts, count, wp);
-  auto one = [&](const WeightPart& w) {
+  Params p = make_multi_params(wp, count, [&](const WeightPart& w) {
     return make_params<MidTile>(a0.x, a0.ldx, w.w, w.ldw, w.y, w.ldy, a0.M, w.N, a0.K);
-  };
-  Params p = make_multi_params(wp, count, one);  // (make_params' x, S and cps are the parts' shared ones)
+  });
+  // Every weight takes 16-byte loads (make_params' vec_w: aligned, ldw % 8 == 0).
+  for (int i = 0; i < p.segments; ++i)
+    if (!p.seg[i].vec_w) return false;
+  if (!p.vec_w) return false;
   if (mid_mode() == 2 && !mid_fills_waves(a0.M, p.nbn, sm_count())) return false;
   // x's bf16 copy: the producer's (XbOut, in the gemv kernel's layout, whose pitch covers this kernel's
   // tiles too) or a new one.
@@ -220,7 +214,7 @@ bool matmul_bf16_mid(const MatmulArgs* parts, int count, cudaStream_t stream) {
     p.ldxb = pitch;
     p.xb = matmul_x_to_bf16(a0.x, a0.ldx, a0.M, a0.K, pitch, stream);
   }
-  if (split.S == 8)
+  if (S == 8)
     launch_mid_rows<8>(p, stream);
   else
     launch_mid_rows<4>(p, stream);

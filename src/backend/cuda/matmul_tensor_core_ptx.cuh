@@ -115,6 +115,24 @@ inline void weight_parts(const kernels::MatmulArgs* parts, int count, WeightPart
     out[i] = {static_cast<const uint16_t*>(parts[i].w), parts[i].ldw, parts[i].y, parts[i].ldy, parts[i].N};
 }
 
+// Whether `count` (1 .. Params::kMaxSegments) matmuls can be the segments of one launch: bf16 weights
+// sharing x, M, K and the K split (k_split), each with columns. Host code; the launchers add their own
+// limits (rows, alignment).
+inline bool parts_share_split(const kernels::MatmulArgs* parts, int count) {
+  if (count < 1 || count > Params::kMaxSegments) return false;
+  const kernels::MatmulArgs& a0 = parts[0];
+  if (a0.M <= 0 || a0.K <= 0) return false;
+  const KSplit split = k_split(a0.N, a0.K, split_target_ctas());
+  for (int i = 0; i < count; ++i) {
+    const kernels::MatmulArgs& a = parts[i];
+    const KSplit si = k_split(a.N, a.K, split_target_ctas());
+    if (!a.w_bf16 || a.x != a0.x || a.ldx != a0.ldx || a.M != a0.M || a.K != a0.K || a.N <= 0 || si.S != split.S ||
+        si.cps != split.cps)
+      return false;
+  }
+  return true;
+}
+
 // Launches kernel<<<grid, threads, smem, stream>>>(p) as clusters of p.S consecutive CTAs (none when
 // S == 1), with programmatic dependent launch (launch.cuh: the kernel calls pdl_wait() first).
 template <class Kernel>

@@ -122,22 +122,10 @@ void matmul_bf16_stream(const MatmulArgs& a, cudaStream_t stream) {
 }
 
 bool matmul_bf16_stream_compatible(const MatmulArgs* parts, int count) {
-  if (count < 1 || count > Params::kMaxSegments) return false;
-  const MatmulArgs& a0 = parts[0];
-  // (17-32 rows run each part alone: the gemv kernel's fused launch over several 16-row blocks has not
-  // been through the GPU bit-identity test yet.)
   // The gemv kernel runs the parts up to gemv_max_rows() rows (several 16-row blocks), the stream
   // kernel up to 16.
-  if (a0.M <= 0 || a0.M > (gemv_max_rows() > Stream::kBM ? gemv_max_rows() : Stream::kBM) || a0.K <= 0) return false;
-  const KSplit split = k_split(a0.N, a0.K, split_target_ctas());
-  for (int i = 0; i < count; ++i) {
-    const MatmulArgs& a = parts[i];
-    const KSplit si = k_split(a.N, a.K, split_target_ctas());
-    if (!a.w_bf16 || a.x != a0.x || a.ldx != a0.ldx || a.M != a0.M || a.K != a0.K || a.N <= 0 || si.S != split.S ||
-        si.cps != split.cps)
-      return false;
-  }
-  return true;
+  const int max_rows = gemv_max_rows() > Stream::kBM ? gemv_max_rows() : Stream::kBM;
+  return parts_share_split(parts, count) && parts[0].M <= max_rows;
 }
 
 void matmul_bf16_stream_multi(const MatmulArgs* parts, int count, cudaStream_t stream) {
