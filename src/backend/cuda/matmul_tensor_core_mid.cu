@@ -188,9 +188,10 @@ int mid_mode() {
 }  // namespace
 
 bool matmul_bf16_mid(const MatmulArgs* parts, int count, cudaStream_t stream) {
-  if (mid_mode() == 0 || !parts_share_split(parts, count)) return false;
+  // (The row count first: every matmul of a step asks, and most have other row counts.)
+  if (mid_mode() == 0 || count < 1 || parts[0].M < 17 || parts[0].M > 64 || parts[0].K % 8 != 0) return false;
+  if (!parts_share_split(parts, count)) return false;
   const MatmulArgs& a0 = parts[0];
-  if (a0.M < 17 || a0.M > 64 || a0.K % 8 != 0) return false;
   const int S = k_split(a0.N, a0.K, split_target_ctas()).S;
   if (S != 4 && S != 8) return false;
   WeightPart wp[Params::kMaxSegments];
