@@ -24,13 +24,6 @@ void Ops::add_rms_norm(const TensorView& x, const TensorView& y, const TensorVie
   rms_norm(x, w, kind, eps, out);
 }
 
-void Ops::norm_matmul_multi(const TensorView& x, const TensorView& norm, NormKind kind, float eps,
-                            const TensorView& normed, std::span<const TensorView> ws,
-                            std::span<const TensorView> ys) const {
-  rms_norm(x, norm, kind, eps, normed);
-  matmul_multi(normed, ws, ys);
-}
-
 void Ops::qk_norm_rope_kv_store(const TensorView& q, const TensorView& k, const TensorView& v, const QkPrep& prep,
                                 const KvGeometry& geo, int layer, std::span<const AttentionRow> rows) const {
   SS_CHECK(q.ndim() == 2 && q.dim(0) == static_cast<int64_t>(rows.size()), "qk_norm_rope_kv_store: q {} for {} rows",

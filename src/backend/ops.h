@@ -127,25 +127,10 @@ class Ops {
   // Several matmuls sharing x in one parallel pass (q/k/v, gate/up): ys[i] = x · ws[i]ᵀ.
   virtual void matmul_multi(const TensorView& x, std::span<const TensorView> ws, std::span<const TensorView> ys) const = 0;
   // y += x · wᵀ in one pass, where the backend has one: the CUDA backend under MatmulOrder::Free (a
-  // cuBLASLt GEMM whose epilogue adds y, as the drafter's residual adds do) and for decode rows (the
-  // gemv kernel's epilogue adds y: the bits of matmul() then add()). Returns false having done nothing
-  // otherwise; the caller then runs matmul() into a scratch and add().
+  // cuBLASLt GEMM whose epilogue adds y, as the drafter's residual adds do). Returns false having done
+  // nothing otherwise; the caller then runs matmul() into a scratch and add().
   virtual bool matmul_accumulate(const TensorView& x, const TensorView& w, const TensorView& y) const {
     (void)x, (void)w, (void)y;
-    return false;
-  }
-  // ys[i] = rms_norm(x, norm) · ws[i]ᵀ: the bits of rms_norm(x, norm, kind, eps, normed) then
-  // matmul_multi(normed, ws, ys), which the default runs. x is not changed; `normed` (x's shape) is
-  // scratch whose contents are unspecified afterwards (it may alias x only when x may be overwritten).
-  virtual void norm_matmul_multi(const TensorView& x, const TensorView& norm, NormKind kind, float eps,
-                                 const TensorView& normed, std::span<const TensorView> ws,
-                                 std::span<const TensorView> ys) const;
-  // Whether, for `rows` rows, this backend runs norm_matmul_multi and matmul_accumulate as one launch
-  // each (the norm inside the matmul, the residual add in its epilogue), so a decoder layer is better
-  // written with them than with add_rms_norm: the CUDA backend's decode rows. The bits are the same
-  // either way.
-  virtual bool fuses_norm_matmul(int64_t rows) const {
-    (void)rows;
     return false;
   }
 

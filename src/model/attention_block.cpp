@@ -22,7 +22,7 @@ AttentionBlock load_attention(WeightStore& w, const ArchSpec& s, int i, int slot
   return b;
 }
 
-void AttentionBlock::forward(BatchContext& ctx, const BlockInput& in, const BlockOutput& out) const {
+void AttentionBlock::forward(BatchContext& ctx, const TensorView& x, const TensorView& out) const {
   const Ops& ops = *ctx.ops;
   const ArchSpec& s = *ctx.spec;
   const int64_t R = ctx.rows, hd = s.head_dim;
@@ -33,7 +33,7 @@ void AttentionBlock::forward(BatchContext& ctx, const BlockInput& in, const Bloc
   MemTensor v = MemTensor::empty(mem, DType::F32, {R, kvw});
   TensorView ws[] = {q_proj, k_proj, v_proj};
   TensorView ys[] = {qfull, k, v};
-  in.matmul_multi(ctx, ws, ys);
+  ops.matmul_multi(x, ws, ys);
 
   // Qwen3.5: each head's 2*hd outputs are [query | gate] (per head, not two flat halves).
   // As R * num_heads rows of 2*hd floats, q takes the first hd of each and gate the rest.
@@ -54,7 +54,7 @@ void AttentionBlock::forward(BatchContext& ctx, const BlockInput& in, const Bloc
   MemTensor attn = MemTensor::empty(mem, DType::F32, {R, qw});
   ops.attention(q, ctx.kv, slot, ctx.attn_rows, s.num_heads, 1.0f / std::sqrt(static_cast<float>(hd)), attn);
   if (s.attn_output_gate) ops.mul_sigmoid(attn, gate);
-  out.matmul(ctx, attn, o_proj);
+  ops.matmul(attn, o_proj, out);
 }
 
 }  // namespace specserve

@@ -4,41 +4,17 @@
 
 namespace specserve {
 
-void BlockInput::matmul_multi(const BatchContext& ctx, std::span<const TensorView> ws,
-                              std::span<const TensorView> ys) const {
-  if (norm != nullptr)
-    ctx.ops->norm_matmul_multi(x, *norm, ctx.spec->norm, ctx.spec->eps, normed, ws, ys);
-  else
-    ctx.ops->matmul_multi(x, ws, ys);
-}
-
-void BlockOutput::matmul(const BatchContext& ctx, const TensorView& a, const TensorView& w) const {
-  if (!accumulate) return ctx.ops->matmul(a, w, out);
-  if (ctx.ops->matmul_accumulate(a, w, out)) return;
-  ctx.ops->matmul(a, w, scratch);
-  ctx.ops->add(out, scratch);
-}
-
 void DecoderLayer::forward(BatchContext& ctx, const TensorView& x, const TensorView& normed,
                            const TensorView* next_norm) const {
   const Ops& ops = *ctx.ops;
   const ArchSpec& s = *ctx.spec;
   MemTensor mixed = MemTensor::empty(*ctx.mem, DType::F32, x.shape);
-  auto mixer = [&](const BlockInput& in, const BlockOutput& out) {
-    if (type == LayerType::LinearAttention)
-      deltanet.forward(ctx, in, out);
-    else
-      attn.forward(ctx, in, out);
-  };
-  if (norms_in_matmuls(ctx)) {
-    const BlockOutput residual{x, true, mixed};
-    mixer(BlockInput{x, &input_norm, normed}, residual);
-    mlp.forward(ctx, BlockInput{x, &post_norm, normed}, residual);
-    return;
-  }
-  mixer(BlockInput{normed, nullptr, {}}, BlockOutput{mixed, false, {}});
+  if (type == LayerType::LinearAttention)
+    deltanet.forward(ctx, normed, mixed);
+  else
+    attn.forward(ctx, normed, mixed);
   ops.add_rms_norm(x, mixed, post_norm, s.norm, s.eps, normed);
-  mlp.forward(ctx, BlockInput{normed, nullptr, {}}, BlockOutput{mixed, false, {}});
+  mlp.forward(ctx, normed, mixed);
   if (next_norm != nullptr)
     ops.add_rms_norm(x, mixed, *next_norm, s.norm, s.eps, normed);
   else

@@ -54,35 +54,17 @@ struct BatchContext {
   std::vector<AttentionRow> attn_rows;  // per row
 };
 
-// A block's input rows: already normed (norm == nullptr), or the residual rows with the block's norm
-// weights, which its first matmuls apply themselves (Ops::norm_matmul_multi; `normed` is scratch).
-struct BlockInput {
-  TensorView x;
-  const TensorView* norm = nullptr;
-  TensorView normed;
-  void matmul_multi(const BatchContext& ctx, std::span<const TensorView> ws, std::span<const TensorView> ys) const;
-};
-
-// Where a block's last matmul goes: into `out`, or with `accumulate` added to it (the residual add:
-// Ops::matmul_accumulate, else a matmul into `scratch` and add()).
-struct BlockOutput {
-  TensorView out;
-  bool accumulate = false;
-  TensorView scratch;
-  void matmul(const BatchContext& ctx, const TensorView& a, const TensorView& w) const;
-};
-
 struct AttentionBlock {
   TensorView q_proj, k_proj, v_proj, o_proj, q_norm, k_norm;
   int slot = 0;  // index among the attention layers (KV cache layer)
-  void forward(BatchContext& ctx, const BlockInput& in, const BlockOutput& out) const;
+  void forward(BatchContext& ctx, const TensorView& x, const TensorView& out) const;
 };
 
 struct DeltaNetBlock {
   TensorView in_qkv, in_z, in_b, in_a, out_proj;  // matrices
   TensorView conv, a_log, dt_bias, norm;          // f32: conv [conv_dim, Kc]
   int slot = 0;                                   // index among the DeltaNet layers
-  void forward(BatchContext& ctx, const BlockInput& in, const BlockOutput& out) const;
+  void forward(BatchContext& ctx, const TensorView& x, const TensorView& out) const;
   // commit(n) of a pending extend (see sequence_state.h). The window copies are appended to `copies`
   // for the caller's one Memory::copy_many; replaced buffers go to `retired` until then.
   void commit(const Ops& ops, const Memory& mem, const ArchSpec& spec, SequenceState& s, int64_t n,
@@ -91,7 +73,7 @@ struct DeltaNetBlock {
 
 struct MlpBlock {
   TensorView gate, up, down;
-  void forward(BatchContext& ctx, const BlockInput& in, const BlockOutput& out) const;
+  void forward(BatchContext& ctx, const TensorView& x, const TensorView& out) const;
 };
 
 struct DecoderLayer {
@@ -100,13 +82,9 @@ struct DecoderLayer {
   AttentionBlock attn;
   DeltaNetBlock deltanet;
   MlpBlock mlp;
-  // x [rows, hidden] is updated in place: x += mixer(norm(x)); x += mlp(norm(x)). Two forms with the
-  // same bits, by Ops::fuses_norm_matmul(rows) (norms_in_matmuls):
-  // - fused (decode rows on the GPU): the blocks' first matmuls norm x themselves and their last ones
-  //   add to x; `normed` is scratch and next_norm unused;
-  // - else `normed` holds input_norm(x) on entry; with `next_norm` (the next layer's input norm) it
-  //   holds next_norm(x) on return: the last residual add and the next layer's norm are one
-  //   add_rms_norm call.
+  // x [rows, hidden] is updated in place: x += mixer(norm(x)); x += mlp(norm(x)). `normed` holds
+  // input_norm(x) on entry; with `next_norm` (the next layer's input norm) it holds next_norm(x) on
+  // return: the last residual add and the next layer's norm are one add_rms_norm call.
   void forward(BatchContext& ctx, const TensorView& x, const TensorView& normed, const TensorView* next_norm) const;
 };
 
@@ -116,9 +94,6 @@ struct ModelParts {
   std::vector<DecoderLayer> layers;
   TensorView embed, final_norm, lm_head;
 };
-
-// Whether a forward of ctx.rows rows takes DecoderLayer's fused form.
-inline bool norms_in_matmuls(const BatchContext& ctx) { return ctx.ops->fuses_norm_matmul(ctx.rows); }
 
 // Shared loaders (`i` is the decoder layer index).
 AttentionBlock load_attention(WeightStore& w, const ArchSpec& spec, int i, int slot);

@@ -12,15 +12,15 @@ MlpBlock load_mlp(WeightStore& w, const ArchSpec& s, int i) {
   return b;
 }
 
-void MlpBlock::forward(BatchContext& ctx, const BlockInput& in, const BlockOutput& out) const {
+void MlpBlock::forward(BatchContext& ctx, const TensorView& x, const TensorView& out) const {
   const Ops& ops = *ctx.ops;
   MemTensor g = MemTensor::empty(*ctx.mem, DType::F32, {ctx.rows, gate.dim(0)});
   MemTensor u = MemTensor::empty(*ctx.mem, DType::F32, {ctx.rows, up.dim(0)});
   TensorView ws[] = {gate, up};
   TensorView ys[] = {g, u};
-  in.matmul_multi(ctx, ws, ys);
+  ops.matmul_multi(x, ws, ys);
   ops.swiglu(g, u, g);
-  out.matmul(ctx, g, down);
+  ops.matmul(g, down, out);
 }
 
 }  // namespace specserve

@@ -345,8 +345,7 @@ ForwardResult TargetModel::forward(const ForwardBatch& batch) {
   }
   const auto& layers = m.parts.layers;
   MemTensor normed = MemTensor::empty(mem, DType::F32, {ctx.rows, H});
-  const bool fused = norms_in_matmuls(ctx);  // DecoderLayer::forward's two forms
-  if (!layers.empty() && !fused) m.ops->rms_norm(x, layers[0].input_norm, spec.norm, spec.eps, normed);
+  if (!layers.empty()) m.ops->rms_norm(x, layers[0].input_norm, spec.norm, spec.eps, normed);
   for (size_t l = 0; l < layers.size(); ++l) {
     layers[l].forward(ctx, x, normed, l + 1 < layers.size() ? &layers[l + 1].input_norm : nullptr);
     for (int64_t c = 0; c < C; ++c) {
@@ -373,24 +372,14 @@ ForwardResult TargetModel::forward(const ForwardBatch& batch) {
     MemTensor sel = MemTensor::empty(mem, DType::F32, {n, H});
     for (int64_t i = 0; i < n; ++i)
       mem.copy(sel.as<float>() + i * H, x.as<float>() + result.logit_rows[i] * H, static_cast<size_t>(H) * 4);
+    m.ops->rms_norm(sel, m.parts.final_norm, spec.norm, spec.eps, sel);
     result.logits = Tensor::empty(DType::F32, {n, spec.vocab});
-    // The final norm and the head: one launch where the backend norms inside the matmul.
-    auto head = [&](const TensorView& logits) {
-      if (m.ops->fuses_norm_matmul(n)) {
-        const TensorView ws[] = {m.parts.lm_head};
-        const TensorView ys[] = {logits};
-        m.ops->norm_matmul_multi(sel, m.parts.final_norm, spec.norm, spec.eps, sel, ws, ys);
-      } else {
-        m.ops->rms_norm(sel, m.parts.final_norm, spec.norm, spec.eps, sel);
-        m.ops->matmul(sel, m.parts.lm_head, logits);
-      }
-    };
     if (on_host) {
-      head(result.logits);
+      m.ops->matmul(sel, m.parts.lm_head, result.logits);
       reduce_logits(batch, result, *m.ops, result.logits, mem);
     } else {
       MemTensor logits = MemTensor::empty(mem, DType::F32, {n, spec.vocab});
-      head(logits);
+      m.ops->matmul(sel, m.parts.lm_head, logits);
       reduce_logits(batch, result, *m.ops, logits, mem);
     }
   }

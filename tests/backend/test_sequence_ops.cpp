@@ -207,27 +207,6 @@ TEST(Norms, AddRmsNormEqualsAddThenNorm) {
   EXPECT_EQ(fused, apart);
 }
 
-// The decoder layer's fused form on a backend without fused kernels (the CPU): norm_matmul_multi is
-// rms_norm then matmul_multi, the layer is never told to use it, and matmul_accumulate declines.
-TEST(Norms, NormMatmulDefaultIsNormThenMatmul) {
-  const int d = 40, n = 3, n1 = 7, n2 = 5;
-  auto x = randn(n * d, 41), w = randn(d, 42), a = randn(n1 * d, 43), b = randn(n2 * d, 44);
-  const auto x0 = x;
-  std::vector<float> normed(n * d), y1(n * n1), y2(n * n2), want_normed(n * d), want1(n * n1), want2(n * n2);
-  const TensorView ws[] = {view(a, {n1, d}), view(b, {n2, d})};
-  const TensorView ys[] = {view(y1, {n, n1}), view(y2, {n, n2})};
-  cpu_ops().norm_matmul_multi(view(x, {n, d}), view(w, {d}), NormKind::Plain, 1e-6f, view(normed, {n, d}), ws, ys);
-  cpu_ops().rms_norm(view(x, {n, d}), view(w, {d}), NormKind::Plain, 1e-6f, view(want_normed, {n, d}));
-  cpu_ops().matmul(view(want_normed, {n, d}), ws[0], view(want1, {n, n1}));
-  cpu_ops().matmul(view(want_normed, {n, d}), ws[1], view(want2, {n, n2}));
-  EXPECT_EQ(x, x0);
-  EXPECT_EQ(y1, want1);
-  EXPECT_EQ(y2, want2);
-  for (int64_t rows : {1, 4, 16}) EXPECT_FALSE(cpu_ops().fuses_norm_matmul(rows));
-  EXPECT_FALSE(cpu_ops().matmul_accumulate(view(normed, {n, d}), ws[0], view(y1, {n, n1})));
-  EXPECT_EQ(y1, want1);
-}
-
 TEST(Norms, FlavoursMatchDefinitions) {
   const int d = 19, n = 3;
   auto x = randn(n * d, 31), w = randn(d, 32), z = randn(n * d, 33);

@@ -370,14 +370,14 @@ void emulate_gemv(const tc::Params& launch, const float* x_end, const uint16_t* 
             std::array<int, 32> aoff;
             for (int lane = 0; lane < 32; ++lane) {
               uint32_t unused[4];
-              tc::gemv_gather_a(lay, lanes[size_t(lane)], stage, kk, c, unused, cvt2,
+              tc::gemv_gather_a(lay, lanes[size_t(lane)], stage, kk, unused, cvt2,
                                 [&](int o, uint32_t(&)[4]) { aoff[size_t(lane)] = o; });
             }
             emu_ldmatrix(smem, aoff, 4, ra, f);
           }
           for (int lane = 0; lane < 32; ++lane) {
             uint32_t regs[4];
-            tc::gemv_gather_a(lay, lanes[size_t(lane)], stage, kk, c, regs, cvt2, [&](int, uint32_t(&v)[4]) {
+            tc::gemv_gather_a(lay, lanes[size_t(lane)], stage, kk, regs, cvt2, [&](int, uint32_t(&v)[4]) {
               for (int q = 0; q < 4; ++q) v[q] = ra[size_t(lane)][size_t(q)];
             });
             a[size_t(lane)] = {regs[0], regs[1], regs[2], regs[3]};

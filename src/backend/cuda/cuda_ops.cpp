@@ -15,7 +15,6 @@
 #include "backend/cuda/matmul_free_order.h"
 #include "backend/cuda/staging.h"
 #include "backend/cuda/step_graphs.h"
-#include "backend/cuda/tuning_knob.h"
 #include "core/error.h"
 
 namespace specserve {
@@ -153,52 +152,9 @@ class CudaOps final : public Ops {
 
   bool matmul_accumulate(const TensorView& x, const TensorView& w, const TensorView& y) const override {
     check_matmul(x, w, y);
-    k::MatmulArgs a = matmul_args(x, w, y);
-    if (t_matmul_order == MatmulOrder::Free && cuda::matmul_free_order({&a, 1}, /*accumulate=*/true)) return true;
-    a.accumulate = true;
-    return k::matmul_bf16_gemv_fused(&a, 1, cuda::launch_stream());
-  }
-
-  // SPECSERVE_FUSED_NORM=0 keeps the unfused layer (a benchmark knob, read once; the same bits).
-  bool fuses_norm_matmul(int64_t rows) const override {
-    static const bool on = cuda::tuning_knob("SPECSERVE_FUSED_NORM", 1) != 0;
-    return on && k::gemv_fused_fits(rows, 1, false);
-  }
-
-  // One gemv launch per group of weights that share a launch, each norming x itself, where the gemv
-  // kernel takes them all (decode rows, bf16 weights, K <= 5,120); else the norm, then matmul_multi.
-  void norm_matmul_multi(const TensorView& x, const TensorView& norm, NormKind kind, float eps,
-                         const TensorView& normed, std::span<const TensorView> ws,
-                         std::span<const TensorView> ys) const override {
-    SS_CHECK(ws.size() == ys.size(), "norm_matmul_multi: {} weights but {} outputs", ws.size(), ys.size());
-    check_norm("norm_matmul_multi", x, normed, norm);
-    SS_CHECK(x.ndim() == 2 && norm.numel() == x.dim(1), "norm_matmul_multi: x {} for norm weights {}", x.describe(),
-             norm.describe());
-    for (size_t i = 0; i < ws.size(); ++i) check_matmul(x, ws[i], ys[i]);
-    if (k::gemv_fused_fits(x.dim(0), x.dim(1), true)) {
-      std::vector<k::MatmulArgs> args;
-      for (size_t i = 0; i < ws.size(); ++i) {
-        k::MatmulArgs a = matmul_args(x, ws[i], ys[i]);
-        a.xb = nullptr;  // x is normed in the kernel
-        a.norm_w = norm.as<const float>();
-        a.norm_kind = kind == NormKind::Plain ? 0 : 1;
-        a.norm_eps = eps;
-        args.push_back(a);
-      }
-      const auto groups = share_launches(args);
-      bool all = true;
-      for (const auto& g : groups) all = all && ws[g.front()].dtype == DType::BF16;
-      if (all) {
-        for (const auto& g : groups) {
-          std::vector<k::MatmulArgs> parts;
-          for (size_t i : g) parts.push_back(args[i]);
-          const bool ran = k::matmul_bf16_gemv_fused(parts.data(), static_cast<int>(parts.size()), cuda::launch_stream());
-          SS_CHECK(ran, "norm_matmul_multi: the gemv kernel declined a call it fits");
-        }
-        return;
-      }
-    }
-    Ops::norm_matmul_multi(x, norm, kind, eps, normed, ws, ys);
+    if (t_matmul_order != MatmulOrder::Free) return false;
+    const k::MatmulArgs a = matmul_args(x, w, y);
+    return cuda::matmul_free_order({&a, 1}, /*accumulate=*/true);
   }
 
   static k::MatmulArgs matmul_args(const TensorView& x, const TensorView& w, const TensorView& y) {
@@ -227,39 +183,23 @@ class CudaOps final : public Ops {
     if (t_matmul_order == MatmulOrder::Free && cuda::matmul_free_order(args)) return;
     if (k::matmul_bf16_mid(args.data(), static_cast<int>(args.size()), cuda::launch_stream())) return;
     if (k::matmul_bf16_wgmma_multi(args.data(), static_cast<int>(args.size()), cuda::launch_stream())) return;
-    for (const auto& g : share_launches(args)) {
-      if (g.size() == 1) {
-        k::matmul(args[g[0]], cuda::launch_stream());
-        continue;
-      }
-      std::vector<k::MatmulArgs> parts;
-      for (size_t i : g) parts.push_back(args[i]);
-      k::matmul_bf16_multi(parts.data(), static_cast<int>(parts.size()), cuda::launch_stream());
-    }
-  }
-
-  // The parts grouped greedily, in order, into launches of up to kMatmulMultiMax that
-  // matmul_bf16_stream_compatible accepts (indices into args; a part alone is a group of one).
-  static std::vector<std::vector<size_t>> share_launches(const std::vector<k::MatmulArgs>& args) {
-    std::vector<std::vector<size_t>> groups;
     std::vector<bool> done(args.size(), false);
     for (size_t i = 0; i < args.size(); ++i) {
       if (done[i]) continue;
-      std::vector<size_t> g{i};
-      std::vector<k::MatmulArgs> parts{args[i]};
-      for (size_t j = i + 1; j < args.size() && parts.size() < k::kMatmulMultiMax; ++j) {
+      std::vector<k::MatmulArgs> group{args[i]};
+      for (size_t j = i + 1; j < args.size() && group.size() < k::kMatmulMultiMax; ++j) {
         if (done[j]) continue;
-        parts.push_back(args[j]);
-        if (k::matmul_bf16_stream_compatible(parts.data(), static_cast<int>(parts.size()))) {
+        group.push_back(args[j]);
+        if (k::matmul_bf16_stream_compatible(group.data(), static_cast<int>(group.size())))
           done[j] = true;
-          g.push_back(j);
-        } else {
-          parts.pop_back();
-        }
+        else
+          group.pop_back();
       }
-      groups.push_back(std::move(g));
+      if (group.size() > 1)
+        k::matmul_bf16_multi(group.data(), static_cast<int>(group.size()), cuda::launch_stream());
+      else
+        k::matmul(group[0], cuda::launch_stream());
     }
-    return groups;
   }
 
   void embedding(const TensorView& table, std::span<const int32_t> ids, const TensorView& out) const override {

@@ -25,13 +25,6 @@ struct MatmulArgs {
   // nullptr: none (every other kernel ignores it).
   const uint16_t* xb = nullptr;
   int64_t ldxb = 0;
-  // The gemv kernel's fused forms (matmul_bf16_gemv_fused; every other launcher ignores them): with
-  // norm_w, x is normed first (rms_norm(x, norm_w, norm_kind, norm_eps)'s bits; x is not changed);
-  // with accumulate, y += x · wᵀ (add(y, x · wᵀ)'s bits).
-  const float* norm_w = nullptr;
-  int norm_kind = 0;
-  float norm_eps = 0.0f;
-  bool accumulate = false;
 };
 
 // A producer's second output: its [M, K] result rounded to bf16 in the layout the gemv kernel reads x
@@ -82,15 +75,6 @@ struct GemvForce {
 void matmul_bf16_gemv(const MatmulArgs& a, cudaStream_t stream, GemvForce force = {});
 void matmul_bf16_gemv_multi(const MatmulArgs* parts, int count, cudaStream_t stream);
 int gemv_max_rows();
-// The gemv kernel with its fused norm (MatmulArgs::norm_w: each CTA norms its rows of x into shared
-// memory first, so no norm launch precedes the matmul) and/or residual add (MatmulArgs::accumulate),
-// over 1-4 parts sharing x, M, K, the K split and the fused forms. Only for decode rows (1 <= M <
-// gemv_xb_rows(), M <= gemv_max_rows()), bf16 weights and, with the norm, K <= 5,120
-// (tc::gemv_xn_fits); returns false having launched nothing otherwise.
-bool matmul_bf16_gemv_fused(const MatmulArgs* parts, int count, cudaStream_t stream);
-// Whether matmul_bf16_gemv_fused takes M rows of width K (with the norm or without), given bf16 weights
-// that share one launch.
-bool gemv_fused_fits(int64_t M, int64_t K, bool norm);
 // The split-K kernel for 17-64 rows (matmul_tensor_core_mid.cu): the same contract and bits, 32-column
 // CTAs so that x's L2 traffic stays near the weights'. Runs one launch over the parts (1 to 4 weights
 // sharing x, M, K and the K split, as matmul_bf16_stream_multi) when they fit it (17 <= M <= 64, S = 4

@@ -161,16 +161,6 @@ struct Params {
   bool early_w = false;  // gemv kernel: its first tiles' weights are loaded before pdl_wait (launch.cuh)
   int64_t nbm = 0, nbn = 0;  // CTA tiles along M and N
   int64_t group = 1;         // M tiles per raster group (tile_of)
-  // The gemv kernel's fused forms for decode rows (Gemv<..., Xn>, matmul_bf16_gemv_fused): with norm_w,
-  // x holds the residual rows and each CTA norms them first (rms_norm's bits: the sum of squares in the
-  // order of a norm block of norm_block threads, norm_math.cuh) into shared memory (row pitch xn_pitch
-  // elements); with accumulate, y += the result (add()'s bits: the residual plus the finished sum).
-  const float* norm_w = nullptr;
-  int norm_kind = 0;
-  float norm_eps = 0.0f;
-  int norm_block = 0;
-  int xn_pitch = 0;
-  bool accumulate = false;
   // Streaming kernel only: several weight matrices sharing x, K and S in one launch (q/k/v, gate/up).
   // When segments > 0, column block b (blockIdx.x / S) belongs to the first segment with b < nbn_end,
   // which supplies w, ldw, vec_w, y, ldy and N; its column blocks count from that segment's start.

@@ -18,7 +18,6 @@
 #include "backend/cuda/kernels.h"
 #include "backend/cuda/launch.cuh"
 #include "backend/cuda/matmul_tensor_core_gemv.cuh"
-#include "backend/cuda/matmul_tensor_core_gemv_norm.cuh"
 #include "backend/cuda/matmul_tensor_core_ptx.cuh"
 #include "backend/cuda/matmul_tensor_core_xb.cuh"
 
@@ -28,16 +27,14 @@ namespace {
 
 using namespace specserve::cuda::tc;
 
-// (Xn: at most 128 registers, so that 4 CTAs fit a multiprocessor as for the f32 kernel's 102; the
-// norm prologue alone would take 152, and spills 12 bytes at this cap.)
 template <class G>
-__global__ void __launch_bounds__(G::kThreads, G::kXn ? 4 : 2) matmul_tc_gemv_kernel(const Params launch) {
+__global__ void __launch_bounds__(G::kThreads, 2) matmul_tc_gemv_kernel(const Params launch) {
   // The CTAs of one column block's 16-row blocks are adjacent (x = column block * nbm + row block), so
   // they run together and the later ones read the weights from L2, not DRAM.
   int64_t block = blockIdx.x / launch.nbm;
   const Params p = segment_of(launch, block);
   extern __shared__ __align__(128) unsigned char smem[];
-  const GemvLayout<G> lay{p.a_rows, p.xn_pitch};
+  const GemvLayout<G> lay{p.a_rows};
   const int tid = static_cast<int>(threadIdx.x), lane = tid & 31, warp = tid >> 5;
   const uint32_t sbase = smem_addr(smem);
   constexpr int kChunks = G::kKT / kMmaK;
@@ -48,12 +45,8 @@ __global__ void __launch_bounds__(G::kThreads, G::kXn ? 4 : 2) matmul_tc_gemv_ke
   auto cp16_x = [&](int off, const auto* src, int bytes) { copy_piece<true>(sbase, smem, off, src, bytes); };
   auto cp16_w = [&](int off, const uint16_t* src, int bytes) { copy_piece<false>(sbase, smem, off, src, bytes); };
   auto cvt2 = [&](int off) {
-    if constexpr (G::kXn) {
-      return *reinterpret_cast<const uint32_t*>(smem + off);  // normed and rounded by the prologue
-    } else {
-      const float2 v = *reinterpret_cast<const float2*>(smem + off);
-      return pack_bf16x2(v.x, v.y);
-    }
+    const float2 v = *reinterpret_cast<const float2*>(smem + off);
+    return pack_bf16x2(v.x, v.y);
   };
 
   const GemvShape shape = gemv_shape(p.S);
@@ -82,9 +75,6 @@ __global__ void __launch_bounds__(G::kThreads, G::kXn ? 4 : 2) matmul_tc_gemv_ke
     if (gemv_tile_whole<G>(p, work, n0w, t)) gemv_load_whole_w<G>(p, lay, l, t, cp_w_whole);
   pdl_wait();
   pdl_launch_dependents();
-  if constexpr (G::kXn)
-    gemv_norm_rows(p, m0, valid_rows, reinterpret_cast<uint16_t*>(smem + lay.xn_off(p.S, 0, 0)),
-                   reinterpret_cast<float*>(smem + lay.xn_red_off(p.S)));
 
   float acc[G::kMaxSlicesPerWarp][2][4] = {};
 #pragma unroll
@@ -110,7 +100,7 @@ __global__ void __launch_bounds__(G::kThreads, G::kXn ? 4 : 2) matmul_tc_gemv_ke
       if (c >= work.end) break;  // never an mma past the last chunk of the warp's last slice
       uint32_t b0, b1, b2, b3, a[4];
       ldmatrix_x4(sbase + gemv_b_off(lay, l, stage, kk), b0, b1, b2, b3);
-      gemv_gather_a(lay, l, stage, kk, c, a, cvt2,
+      gemv_gather_a(lay, l, stage, kk, a, cvt2,
                     [&](int off, uint32_t(&r)[4]) { ldmatrix_x4(sbase + off, r[0], r[1], r[2], r[3]); });
       if (c < work.split) {  // the chunk's slice picks its chain
         mma_bf16(acc[0][0], a, b0, b1);
@@ -123,7 +113,7 @@ __global__ void __launch_bounds__(G::kThreads, G::kXn ? 4 : 2) matmul_tc_gemv_ke
   }
   if (p.S == 1) {
     gemv_for_each_acc(lane, acc[0], [&](int r, int c, float v) {
-      if (r < valid_rows && n0w + c < p.N) gemv_store(p, m0 + r, n0w + c, v);
+      if (r < valid_rows && n0w + c < p.N) p.y[(m0 + r) * p.ldy + n0w + c] = v;
     });
     return;
   }
@@ -156,7 +146,7 @@ void launch_gemv(const Params& p, cudaStream_t stream) {
   if (p.nbn * p.nbm > INT_MAX)
     cuda_fail(cudaErrorInvalidConfiguration, "matmul: more CTAs than a grid holds", __FILE__, __LINE__);
   launch_pdl(matmul_tc_gemv_kernel<G>, static_cast<unsigned>(p.nbn * p.nbm), G::kThreads,
-             static_cast<size_t>(GemvLayout<G>{p.a_rows, p.xn_pitch}.smem_bytes(p.S)), stream, p);
+             static_cast<size_t>(GemvLayout<G>{p.a_rows}.smem_bytes(p.S)), stream, p);
 }
 
 // CTAs of Gemv<G> with `smem` bytes of shared memory that one multiprocessor holds at once: the
@@ -227,7 +217,7 @@ bool gemv_early_w() {
 
 template <int St, bool Xb>
 int gemv_smem(const Params& p) {
-  return GemvLayout<Gemv<St, Xb>>{p.a_rows, p.xn_pitch}.smem_bytes(p.S);
+  return GemvLayout<Gemv<St, Xb>>{p.a_rows}.smem_bytes(p.S);
 }
 // How many CTAs of `stages` stages the device holds at once (0 when one does not fit).
 template <bool Xb>
@@ -305,43 +295,6 @@ void matmul_bf16_gemv_multi(const MatmulArgs* parts, int count, cudaStream_t str
   if (!matmul_bf16_stream_compatible(parts, count))
     cuda_fail(cudaErrorInvalidValue, "matmul_bf16_gemv_multi: parts do not share one launch", __FILE__, __LINE__);
   run_gemv(parts, count, stream);
-}
-
-bool gemv_fused_fits(int64_t M, int64_t K, bool norm) {
-  return M >= 1 && M < gemv_xb_rows() && M <= gemv_max_rows() && K >= 1 && (!norm || gemv_xn_fits(K));
-}
-
-bool matmul_bf16_gemv_fused(const MatmulArgs* parts, int count, cudaStream_t stream) {
-  if (count < 1 || count > static_cast<int>(kMatmulMultiMax)) return false;
-  const MatmulArgs& a = parts[0];
-  const bool norm = a.norm_w != nullptr;
-  if (!gemv_fused_fits(a.M, a.K, norm) || a.N <= 0) return false;
-  for (int i = 0; i < count; ++i) {
-    const MatmulArgs& b = parts[i];
-    if (!b.w_bf16 || b.N <= 0 || b.norm_w != a.norm_w || b.norm_kind != a.norm_kind || b.norm_eps != a.norm_eps ||
-        b.accumulate != a.accumulate)
-      return false;
-  }
-  if (count > 1 && !matmul_bf16_stream_compatible(parts, count)) return false;
-  auto run = [&](auto g) {
-    using G = decltype(g);
-    Params p = gemv_params<G>(parts, count, stream);
-    p.early_w = gemv_early_w();
-    p.accumulate = a.accumulate;
-    if constexpr (G::kXn) {
-      p.norm_w = a.norm_w;
-      p.norm_kind = a.norm_kind;
-      p.norm_eps = a.norm_eps;
-      p.norm_block = norm_threads(a.K);
-      p.xn_pitch = gemv_xn_pitch(a.K);
-    }
-    launch_gemv<G>(p, stream);
-  };
-  if (norm)
-    run(Gemv<2, false, true>{});
-  else
-    run(Gemv<2, false, false>{});
-  return true;
 }
 
 }  // namespace specserve::cuda::kernels

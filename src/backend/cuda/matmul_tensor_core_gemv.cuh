@@ -23,13 +23,9 @@ namespace specserve::cuda::tc {
 
 // Xb: x comes from its bf16 copy (matmul_tensor_core_xb.cuh: 16 rows per CTA row, whole pieces) and
 // the A fragments by ldmatrix, as for verify's 5-16 rows; else from f32 x, rounded per fragment.
-// Xn (decode rows, f32 x): the CTA norms its rows of x once into shared memory before the main loop
-// (Params::norm_w; matmul_tensor_core_gemv_norm.cuh) and the stages hold weights only.
-template <int Stages, bool Xb = false, bool Xn = false>
+template <int Stages, bool Xb = false>
 struct Gemv {
   static constexpr bool kXb = Xb;
-  static constexpr bool kXn = Xn;
-  static_assert(!(Xb && Xn), "x is either a bf16 copy or normed in the CTA");
   static constexpr int kWarps = 4, kThreads = 32 * kWarps;
   static constexpr int kBM = 16;     // x rows per CTA row (blockIdx.y)
   static constexpr int kWarpN = 16;  // columns per warp (two n8 tiles)
@@ -78,17 +74,13 @@ constexpr GemvWork gemv_work(const Params& p, int warp) {
 }
 
 // Byte offsets in the dynamic shared memory: per warp, kStages stages of [w: 16 rows x kSB bf16]
-// [x: x_rows x kSA f32, or with Xb 16 rows x kSB bf16, or with Xn nothing]. After the main loop the
-// same bytes hold the partial tiles for S > 1: part(group, slice, row, col) f32. With Xn, the normed
-// rows follow (xn_off: x_rows rows of xn_pitch bf16), then 32 floats for the norm's warp sums.
+// [x: x_rows x kSA f32, or with Xb 16 rows x kSB bf16]. After the main loop the same bytes hold the partial tiles for S > 1:
+// part(group, slice, row, col) f32.
 template <class G>
 struct GemvLayout {
-  int x_rows = 0;    // min(16, M)
-  int xn_pitch = 0;  // Xn: gemv_xn_pitch(K)
+  int x_rows = 0;  // min(16, M)
   static constexpr int w_bytes() { return G::kWarpN * G::kSB * 2; }
-  constexpr int stage_bytes() const {
-    return w_bytes() + (G::kXn ? 0 : G::kXb ? w_bytes() : x_rows * G::kSA * 4);
-  }
+  constexpr int stage_bytes() const { return w_bytes() + (G::kXb ? w_bytes() : x_rows * G::kSA * 4); }
   constexpr int w_off(int warp, int stage, int n, int k) const {
     return (warp * G::kStages + stage) * stage_bytes() + (n * G::kSB + k) * 2;
   }
@@ -98,22 +90,12 @@ struct GemvLayout {
   static constexpr int part_off(int S, int group, int slice, int row, int col) {
     return (((group * S + slice) * G::kBM + row) * G::kWarpN + col) * 4;
   }
-  constexpr int ring_bytes(int S) const {
+  constexpr int smem_bytes(int S) const {
     const int stages = G::kWarps * G::kStages * stage_bytes();
     const int parts = S > 1 ? part_off(S, gemv_shape(S).groups, 0, 0, 0) : 0;
     return stages > parts ? stages : parts;
   }
-  // Xn: element (row, k) of the normed rows, and the warp sums.
-  constexpr int xn_off(int S, int row, int64_t k) const {
-    return ring_bytes(S) + static_cast<int>((row * int64_t{xn_pitch} + k) * 2);
-  }
-  constexpr int xn_red_off(int S) const { return xn_off(S, x_rows, 0); }
-  constexpr int smem_bytes(int S) const { return G::kXn ? xn_red_off(S) + 32 * 4 : ring_bytes(S); }
 };
-
-// Xn: the normed rows' pitch, whole chunks (+0 past K) and 8 more elements, so that the four rows'
-// A fragment reads of one chunk fall in distinct banks when K is a multiple of 64.
-constexpr int gemv_xn_pitch(int64_t K) { return static_cast<int>(ceil_div(K, kMmaK) * kMmaK + 8); }
 
 // The Params of a launch (host code; the launcher and the emulation share it): nbn counts CTAs of
 // gemv_shape(S).columns() columns, nbm blocks of 16 rows, a_rows = min(16, M).
@@ -142,9 +124,7 @@ SS_TC_DEV void gemv_load_stage(const Params& p, const GemvLayout<G>& lay, const 
                                StB16 st_b16) {
   const int stage = static_cast<int>(t % G::kStages);
   const int64_t k0 = work.begin * kMmaK + t * G::kKT;
-  if constexpr (G::kXn) {
-    // x was normed into shared memory before the main loop.
-  } else if constexpr (G::kXb) {
+  if constexpr (G::kXb) {
     // The copy covers every tile a slice loads, zero past M and K: whole pieces, 16 rows.
 SS_TC_UNROLL
     for (int i = 0; i < 8; ++i) {
@@ -163,7 +143,7 @@ SS_TC_UNROLL
 // recomputed per piece and per fragment register, 58 % issue-active at 65 % of the DRAM bandwidth).
 struct GemvLane {
   int b_off = 0;         // ldmatrix.x4 address (B fragments of the two n8 tiles) of chunk 0, stage 0
-  int a_off[4] = {};     // A fragment register r: the f32 pair of chunk 0, stage 0 (Xn: the bf16 pair at k 0)
+  int a_off[4] = {};     // A fragment register r: the f32 pair of chunk 0, stage 0
   uint32_t a_rows = 0;   // bit r: register r's row is below valid_rows (else the register is zero)
   int w_dst = 0;         // whole tiles: this lane's first weight piece (row lane / 16, k (lane % 16) * 8), stage 0
   int64_t w_src = 0;     // ... and its element offset in w at the warp's first tile
@@ -180,12 +160,6 @@ constexpr GemvLane gemv_lane(const Params& p, const GemvLayout<G>& lay, const Ge
   if constexpr (G::kXb) {
     const RowCol a = a_ldsm(lane);  // one ldmatrix.x4: a[0..3]
     l.a_off[0] = lay.x_off(warp, 0, a.row, a.col);
-  } else if constexpr (G::kXn) {
-    for (int r = 0; r < 4; ++r) {
-      const RowCol a = a_frag(lane, r);
-      l.a_off[r] = a.row < valid_rows ? lay.xn_off(p.S, a.row, a.col) : 0;
-      if (a.row < valid_rows) l.a_rows |= 1u << r;
-    }
   } else {
     for (int r = 0; r < 4; ++r) {
       const RowCol a = a_frag(lane, r);
@@ -209,7 +183,7 @@ constexpr GemvLane gemv_lane(const Params& p, const GemvLayout<G>& lay, const Ge
 // K. Whole tiles take gemv_load_whole (no per-piece bounds), the others gemv_load_stage; same bytes.
 template <class G>
 constexpr bool gemv_tile_whole(const Params& p, const GemvWork& work, int64_t n0w, int64_t t) {
-  return p.vec_w && (G::kXb || G::kXn || p.vec_x) && n0w + G::kWarpN <= p.N && work.begin * kMmaK + (t + 1) * G::kKT <= p.K;
+  return p.vec_w && (G::kXb || p.vec_x) && n0w + G::kWarpN <= p.N && work.begin * kMmaK + (t + 1) * G::kKT <= p.K;
 }
 
 // A whole tile t: 8 weight pieces per lane (rows lane / 16 + 2i) and one x piece per lane per row
@@ -228,9 +202,7 @@ template <class G, class CpX>
 SS_TC_DEV void gemv_load_whole_x(const Params& p, const GemvLayout<G>& lay, const GemvLane& l, int valid_rows,
                                  int64_t t, CpX cp_x) {
   const int sb = static_cast<int>(t % G::kStages) * lay.stage_bytes();
-  if constexpr (G::kXn) {
-    (void)sb, (void)p, (void)l, (void)valid_rows, (void)cp_x;  // x is in shared memory already
-  } else if constexpr (G::kXb) {
+  if constexpr (G::kXb) {
     const uint16_t* x = p.xb + l.x_src + t * G::kKT;
 SS_TC_UNROLL
     for (int i = 0; i < 8; ++i) cp_x(l.x_dst + sb + 2 * i * G::kSB * 2, x + 2 * i * p.ldxb);
@@ -251,22 +223,14 @@ template <class G>
 constexpr int gemv_b_off(const GemvLayout<G>& lay, const GemvLane& l, int stage, int kk) {
   return l.b_off + stage * lay.stage_bytes() + kk * kMmaK * 2;
 }
-//   Xb: ldsm(off, a) loads the four registers by ldmatrix.x4; Xn: cvt2(off) is the bf16 pair at off
-//   (chunk `chunk` of the whole row); else cvt2(off) rounds an f32 pair.
+//   Xb: ldsm(off, a) loads the four registers by ldmatrix.x4; else cvt2(off) rounds an f32 pair.
 template <class G, class Cvt2, class Ldsm>
-SS_TC_DEV void gemv_gather_a(const GemvLayout<G>& lay, const GemvLane& l, int stage, int kk, int64_t chunk,
-                             uint32_t (&a)[4], Cvt2 cvt2, Ldsm ldsm) {
+SS_TC_DEV void gemv_gather_a(const GemvLayout<G>& lay, const GemvLane& l, int stage, int kk, uint32_t (&a)[4],
+                             Cvt2 cvt2, Ldsm ldsm) {
   if constexpr (G::kXb) {
     ldsm(l.a_off[0] + stage * lay.stage_bytes() + kk * kMmaK * 2, a);
     return;
   }
-  if constexpr (G::kXn) {
-    const int base = static_cast<int>(chunk * kMmaK * 2);
-SS_TC_UNROLL
-    for (int r = 0; r < 4; ++r) a[r] = (l.a_rows >> r) & 1u ? cvt2(l.a_off[r] + base) : 0u;
-    return;
-  }
-  (void)chunk;
   const int base = stage * lay.stage_bytes() + kk * kMmaK * 4;
 SS_TC_UNROLL
   for (int r = 0; r < 4; ++r) a[r] = (l.a_rows >> r) & 1u ? cvt2(l.a_off[r] + base) : 0u;
@@ -285,12 +249,6 @@ SS_TC_UNROLL
     }
 }
 
-// Output (row, n) gets v, or with Params::accumulate the residual there plus v (add()'s bits).
-SS_TC_DEV void gemv_store(const Params& p, int64_t row, int64_t n, float v) {
-  float* out = p.y + row * p.ldy + n;
-  *out = p.accumulate ? *out + v : v;
-}
-
 // The sum of the S partials of each output of the CTA (columns n0 .. n0 + columns - 1, rows m0 ..
 // m0 + valid_rows - 1) in slice order, read through part(byte offset); thread tid of kThreads takes
 // elements round robin, one thread per element.
@@ -301,7 +259,8 @@ SS_TC_DEV void gemv_reduce(const Params& p, int64_t m0, int64_t n0, int valid_ro
     const int group = e / (valid_rows * G::kWarpN), r = e / G::kWarpN % valid_rows, c = e % G::kWarpN;
     const int64_t n = n0 + group * G::kWarpN + c;
     if (n >= p.N) continue;
-    gemv_store(p, m0 + r, n, sum_slices(p.S, [&](int s) { return part(GemvLayout<G>::part_off(p.S, group, s, r, c)); }));
+    p.y[(m0 + r) * p.ldy + n] =
+        sum_slices(p.S, [&](int s) { return part(GemvLayout<G>::part_off(p.S, group, s, r, c)); });
   }
 }
 

@@ -1,9 +1,8 @@
 #pragma once
 // The RMSNorm arithmetic shared by norm.cu and the fused kernels that norm a group on the way
-// (head_prep.cu, the gemv kernel's norm prologue): one definition, so a fused launch gives the bits of
-// rms_norm(). A group of d elements is normed by one block of norm_threads(d) threads: thread t
-// accumulates elements t, t + blockDim, ... with fmaf, then warp_sum, then the warps' partials in warp
-// order.
+// (head_prep.cu): one definition, so a fused launch gives the bits of rms_norm(). A group of d elements
+// is normed by one block of norm_threads(d) threads: thread t accumulates elements t, t + blockDim, ...
+// with fmaf, then warp_sum, then the warps' partials in warp order.
 #include <cuda_runtime.h>
 
 #include <cstdint>
@@ -24,16 +23,10 @@ __device__ __forceinline__ float block_sum(float v, float* shared) {
   return total;
 }
 
-// 1 / rms from the block's sum of squares (also the gemv kernel's norm prologue,
-// matmul_tensor_core_gemv_norm.cuh).
-__device__ __forceinline__ float inv_rms_of_total(float total, int64_t d, float eps) {
-  const float mean = total / static_cast<float>(d);
-  return 1.0f / sqrtf(mean + eps);
-}
-
 // 1 / rms from this thread's partial sum of squares (the block's partials summed in fixed order).
 __device__ __forceinline__ float inv_rms_of(float partial, int64_t d, float eps, float* shared) {
-  return inv_rms_of_total(block_sum(partial, shared), d, eps);
+  const float mean = block_sum(partial, shared) / static_cast<float>(d);
+  return 1.0f / sqrtf(mean + eps);
 }
 
 __device__ __forceinline__ float inv_rms(const float* x, int64_t d, float eps, float* shared) {
