@@ -179,7 +179,8 @@ TEST_P(GatedDeltaRule, SteppedSpanEqualsOneRowCalls) {
 
 INSTANTIATE_TEST_SUITE_P(Dims, GatedDeltaRule,
                          ::testing::Values(GdnDims{4, 8, 64, 64, 4}, GdnDims{2, 4, 128, 128, 4},
-                                           GdnDims{2, 2, 16, 12, 4}),
+                                           GdnDims{2, 2, 16, 12, 4}, GdnDims{2, 4, 32, 48, 4},
+                                           GdnDims{1, 3, 48, 80, 4}),
                          [](const ::testing::TestParamInfo<GdnDims>& i) {
                            const auto& d = i.param;
                            return "hk" + std::to_string(d.num_k_heads) + "_hv" + std::to_string(d.num_v_heads) + "_dk" +

@@ -502,13 +502,14 @@ class CudaOps final : public Ops {
     SS_CHECK(dims.num_k_heads > 0 && dims.num_v_heads % dims.num_k_heads == 0,
              "gated_delta_rule: Hv {} not a multiple of Hk {}", dims.num_v_heads, dims.num_k_heads);
     SS_CHECK(k::gdn_rule_supports(dims.k_dim, dims.v_dim),
-             "gated_delta_rule: dk {} / dv {} unsupported on CUDA (dk a multiple of 16, (dk/16)*dv <= 1024)",
+             "gated_delta_rule: dk {} / dv {} unsupported on CUDA (dk a multiple of 16, at most 512)",
              dims.k_dim, dims.v_dim);
     static_assert(k::kGdnChunkRows == kGdnChunk, "the chunked kernel's chunk is kGdnChunk");
     // Stepped spans run the token-by-token kernel, chunked spans the chunked one (each span's bits
     // depend only on its own rows and state, whichever spans share the call).
     std::vector<k::GdnSpanDev> stepped;
     std::vector<k::GdnChunkSpanDev> chunked;
+    int64_t stepped_rows = 0;  // the longest stepped span
     for (const auto& s : spans) {
       SS_CHECK(s.row_begin >= 0 && s.rows >= 0 && s.row_begin + s.rows <= R, "gated_delta_rule: span out of range");
       SS_CHECK(s.state_in == nullptr || !s.chunked, "gated_delta_rule: state_in is for stepped spans only");
@@ -518,7 +519,7 @@ class CudaOps final : public Ops {
       if (s.chunked)
         chunked.push_back({s.state, s.row_begin, s.rows, s.position});
       else
-        stepped.push_back({s.state, s.state_in, s.row_begin, s.rows});
+        stepped.push_back({s.state, s.state_in, s.row_begin, s.rows}), stepped_rows = std::max(stepped_rows, s.rows);
     }
     if (stepped.empty() && chunked.empty()) return;
     cuda::StagingBlob blob;
@@ -530,7 +531,8 @@ class CudaOps final : public Ops {
     if (!stepped.empty())
       k::gated_delta_rule(qkv.as<const float>(), qkv.strides[0], g.as<const float>(), beta.as<const float>(),
                           reinterpret_cast<const k::GdnSpanDev*>(base + off_stepped),
-                          static_cast<int64_t>(stepped.size()), dims.num_k_heads, dims.num_v_heads, dims.k_dim,
+                          static_cast<int64_t>(stepped.size()), stepped_rows, dims.num_k_heads, dims.num_v_heads,
+                          dims.k_dim,
                           dims.v_dim, out.as<float>(), out.strides[0], cuda::launch_stream());
     if (!chunked.empty())
       k::gated_delta_rule_chunked(qkv.as<const float>(), qkv.strides[0], g.as<const float>(), beta.as<const float>(),

@@ -6,12 +6,23 @@
 // CPU's chunk boundaries (multiples of kGdnChunk in absolute position); cuda_ops.cpp sends each span of
 // a call to its kernel, and tests/backend_cuda/test_cuda_gdn_chunked.cpp checks it against the CPU's.
 //
-// Recurrent kernel: one block per (span, value head), dv * (dk / 16) threads. Thread (j, p) keeps the
-// state entries S[i][j] for i in [16 p, 16 p + 16) in registers for the whole span. Per row: q, k, v
-// go to shared memory; S *= exp(g); mem[j] = sum_i S[i][j] k[i] as 16-term fmaf partials (increasing
-// i) summed over p in increasing p; u = (v - mem) * beta; S += k u; out[j] = sum_i S[i][j] q[i] the
-// same way. The per-row arithmetic is identical whatever the span length, and the state round-trips
-// through global memory exactly, so a K-row span equals K one-row calls bit for bit.
+// Recurrent kernel: one block per (span, value head, group of 32 value columns). Thread (j, p) keeps the
+// state entries S[i][j] for i in [16 p, 16 p + 16) in registers for the whole span, p < P = dk / 16.
+// Per row: S *= exp(g); mem[j] = sum_i S[i][j] k[i] as 16-term fmaf partials (increasing i) summed over
+// p in increasing p; u = (v - mem) * beta; S += k u; out[j] = sum_i S[i][j] q[i] the same way. The per-row
+// arithmetic is identical whatever the span length, and the state round-trips through global memory
+// exactly, so a K-row span equals K one-row calls bit for bit.
+//
+// Two kernels with this arithmetic:
+// - rule_head_kernel, a block per (span, value head) of dv * P threads whose partials meet in shared
+//   memory at four block barriers a row: for calls whose spans are all one row (decode), where it is the
+//   faster (27B decode 15.90 against 16.01 ms);
+// - rule_kernel, a block per (span, value head, 32 value columns): a warp holds the P threads of
+//   floor(32 / P) columns (lane = column + floor(32 / P) p), so the sums over p are gathered by shuffles,
+//   in increasing p, with no block barrier, and the block stages up to 16 rows of q, k, v and gates in
+//   shared memory at a time. For longer spans: the 27B's 16-row verify 19.5 -> 18.8 ms (the head kernel
+//   took ~22 µs a head for 16 rows, at its barriers).
+// So a K-row span (rule_kernel) equals K one-row calls (rule_head_kernel) bit for bit, as the tests check.
 #include <cuda_runtime.h>
 
 #include <algorithm>
@@ -26,6 +37,11 @@ namespace specserve::cuda::kernels {
 namespace {
 
 constexpr int kRowsPerThread = 16;  // state rows (along dk) per thread
+constexpr int kRuleCols = 32;       // value columns per block
+constexpr int kRuleRows = 16;       // rows of q, k, v and gates staged in shared memory at a time
+// q and k in shared memory with one padding float after every 16: the 16-element runs that the P
+// threads of a column read (element 16 p + c at the same c) fall in distinct banks.
+__host__ __device__ constexpr int rule_pad(int i) { return i + i / kRowsPerThread; }
 
 // Output (t, c) of one span: rows before the span come from its window.
 __device__ __forceinline__ float conv_one(const float* x, int64_t ldx, const float* window, const float* w, int64_t t,
@@ -93,7 +109,7 @@ __global__ void prepare_kernel(float* qkv, int64_t ld, float* a, float* b, const
   }
 }
 
-__global__ void __launch_bounds__(1024) rule_kernel(const float* qkv, int64_t ld, const float* g, const float* beta, const GdnSpanDev* spans,
+__global__ void __launch_bounds__(1024) rule_head_kernel(const float* qkv, int64_t ld, const float* g, const float* beta, const GdnSpanDev* spans,
                             int Hk, int Hv, int dk, int dv, float* out, int64_t ldo) {
   pdl_begin();
   extern __shared__ float smem[];
@@ -158,6 +174,91 @@ __global__ void __launch_bounds__(1024) rule_kernel(const float* qkv, int64_t ld
   for (int c = 0; c < kRowsPerThread; ++c) S[int64_t{p * kRowsPerThread + c} * dv + j] = s[c];
 }
 
+// blockIdx.x = (span * Hv + head) * col_blocks + column block.
+__global__ void __launch_bounds__(1024) rule_kernel(const float* qkv, int64_t ld, const float* g, const float* beta,
+                                                    const GdnSpanDev* spans, int Hk, int Hv, int dk, int dv,
+                                                    int col_blocks, float* out, int64_t ldo) {
+  pdl_begin();
+  extern __shared__ float smem[];
+  const int P = dk / kRowsPerThread, cpw = 32 / P;  // partials per column, columns per warp (lanes past cpw P idle)
+  const int qk_pitch = rule_pad(dk);
+  float* sq = smem;                            // [kRuleRows][qk_pitch]
+  float* sk = sq + kRuleRows * qk_pitch;       // [kRuleRows][qk_pitch]
+  float* sv = sk + kRuleRows * qk_pitch;       // [kRuleRows][kRuleCols]
+  float* sg = sv + kRuleRows * kRuleCols;      // [kRuleRows]: exp(g)
+  float* sb = sg + kRuleRows;                  // [kRuleRows]: beta
+
+  const int cb = static_cast<int>(blockIdx.x % col_blocks);
+  const int64_t sh = blockIdx.x / col_blocks;
+  const GdnSpanDev sp = spans[sh / Hv];
+  const int h = static_cast<int>(sh % Hv);
+  const int kh = h / (Hv / Hk);
+  if (sp.rows == 0) return;
+  const int col0 = cb * kRuleCols, ncols = dv - col0 < kRuleCols ? dv - col0 : kRuleCols;
+  const int lane = static_cast<int>(threadIdx.x) & 31, c = lane % cpw, p = lane / cpw;
+  const int jl = (static_cast<int>(threadIdx.x) >> 5) * cpw + c;  // column within the block
+  const bool valid = jl < ncols && p < P;
+  const int j = col0 + jl;
+  const int key_dim = Hk * dk;
+  const int64_t head_off = int64_t{h} * dk * dv;
+  const float* src = (sp.state_in != nullptr ? sp.state_in : sp.state) + head_off;
+  float* S = sp.state + head_off;
+
+  float s[kRowsPerThread];
+#pragma unroll
+  for (int e = 0; e < kRowsPerThread; ++e) s[e] = valid ? src[int64_t{p * kRowsPerThread + e} * dv + j] : 0.0f;
+
+  for (int64_t r0 = 0; r0 < sp.rows; r0 += kRuleRows) {
+    const int nr = sp.rows - r0 < kRuleRows ? static_cast<int>(sp.rows - r0) : kRuleRows;
+    __syncthreads();  // the previous rows' shared values are no longer read
+    for (int e = static_cast<int>(threadIdx.x); e < nr * dk; e += blockDim.x) {
+      const int r = e / dk, i = e % dk;
+      const float* row = qkv + (sp.row_begin + r0 + r) * ld;
+      sq[r * qk_pitch + rule_pad(i)] = row[int64_t{kh} * dk + i];
+      sk[r * qk_pitch + rule_pad(i)] = row[key_dim + int64_t{kh} * dk + i];
+    }
+    for (int e = static_cast<int>(threadIdx.x); e < nr * ncols; e += blockDim.x) {
+      const int r = e / ncols, jj = e % ncols;
+      sv[r * kRuleCols + jj] = qkv[(sp.row_begin + r0 + r) * ld + 2 * int64_t{key_dim} + int64_t{h} * dv + col0 + jj];
+    }
+    for (int r = static_cast<int>(threadIdx.x); r < nr; r += blockDim.x) {
+      const int64_t gr = sp.row_begin + r0 + r;
+      sg[r] = expf(g[gr * Hv + h]);
+      sb[r] = beta[gr * Hv + h];
+    }
+    __syncthreads();
+    for (int r = 0; r < nr; ++r) {
+      // (An idle lane, p == P, reads the values of p = 0: its sums are never gathered.)
+      const int pr = p < P ? p : 0;
+      const float* kr = sk + r * qk_pitch + rule_pad(pr * kRowsPerThread);
+      const float* qr = sq + r * qk_pitch + rule_pad(pr * kRowsPerThread);
+      const float alpha = sg[r], bt = sb[r];
+      float pm = 0.0f;
+#pragma unroll
+      for (int e = 0; e < kRowsPerThread; ++e) {
+        s[e] = s[e] * alpha;
+        pm = fmaf(s[e], kr[e], pm);
+      }
+      float mem = 0.0f;  // the column's P partials, in increasing p
+      for (int pp = 0; pp < P; ++pp) mem = mem + __shfl_sync(0xffffffffu, pm, c + cpw * pp);
+      const float u = ((valid ? sv[r * kRuleCols + jl] : 0.0f) - mem) * bt;
+      float po = 0.0f;
+#pragma unroll
+      for (int e = 0; e < kRowsPerThread; ++e) {
+        s[e] = fmaf(kr[e], u, s[e]);
+        po = fmaf(s[e], qr[e], po);
+      }
+      float o = 0.0f;
+      for (int pp = 0; pp < P; ++pp) o = o + __shfl_sync(0xffffffffu, po, c + cpw * pp);
+      if (p == 0 && valid) out[(sp.row_begin + r0 + r) * ldo + int64_t{h} * dv + j] = o;
+    }
+  }
+  if (valid) {
+#pragma unroll
+    for (int e = 0; e < kRowsPerThread; ++e) S[int64_t{p * kRowsPerThread + e} * dv + j] = s[e];
+  }
+}
+
 }  // namespace
 
 void causal_conv_silu(const float* x, int64_t ldx, const float* window, const float* w, float* out, int64_t ldo,
@@ -189,16 +290,26 @@ void gdn_prepare(float* qkv, int64_t ld, float* a, float* b, const float* a_log,
 }
 
 bool gdn_rule_supports(int dk, int dv) {
-  return dk > 0 && dv > 0 && dk % kRowsPerThread == 0 && (dk / kRowsPerThread) * dv <= 1024;
+  return dk > 0 && dv > 0 && dk % kRowsPerThread == 0 && dk <= 32 * kRowsPerThread;
 }
 
 void gated_delta_rule(const float* qkv, int64_t ld, const float* g, const float* beta, const GdnSpanDev* spans,
-                      int64_t num_spans, int Hk, int Hv, int dk, int dv, float* out, int64_t ldo, cudaStream_t stream) {
+                      int64_t num_spans, int64_t max_rows, int Hk, int Hv, int dk, int dv, float* out, int64_t ldo,
+                      cudaStream_t stream) {
   if (num_spans == 0) return;
-  const int P = dk / kRowsPerThread;
-  const size_t shared = sizeof(float) * (2 * size_t(dk) + dv + 2 * size_t(P) * dv);
-  launch_pdl(rule_kernel, static_cast<unsigned>(num_spans * Hv), P * dv, shared, stream, qkv, ld, g, beta, spans, Hk,
-             Hv, dk, dv, out, ldo);
+  const int P = dk / kRowsPerThread, cpw = 32 / P;
+  if (max_rows <= 1 && P * dv <= 1024) {
+    const size_t shared = sizeof(float) * (2 * size_t(dk) + dv + 2 * size_t(P) * dv);
+    launch_pdl(rule_head_kernel, static_cast<unsigned>(num_spans * Hv), P * dv, shared, stream, qkv, ld, g, beta, spans,
+               Hk, Hv, dk, dv, out, ldo);
+    CUDA_CHECK_LAUNCH();
+    return;
+  }
+  const int col_blocks = (dv + kRuleCols - 1) / kRuleCols;
+  const int warps = (std::min(dv, kRuleCols) + cpw - 1) / cpw;
+  const size_t shared = sizeof(float) * (2 * size_t(kRuleRows) * rule_pad(dk) + kRuleRows * kRuleCols + 2 * kRuleRows);
+  launch_pdl(rule_kernel, static_cast<unsigned>(num_spans * Hv * col_blocks), 32 * warps, shared, stream, qkv, ld, g,
+             beta, spans, Hk, Hv, dk, dv, col_blocks, out, ldo);
   CUDA_CHECK_LAUNCH();
 }
 

@@ -241,10 +241,12 @@ struct GdnSpanDev {
   int64_t row_begin = 0;
   int64_t rows = 0;
 };
-// dk a multiple of 16, (dk / 16) * dv <= 1024 (checked by the caller: gdn_rule_supports).
+// dk a multiple of 16 up to 512 (checked by the caller: gdn_rule_supports). max_rows: the most rows a span
+// has (1 at decode picks the kernel for one-row spans; the bits do not depend on it).
 bool gdn_rule_supports(int dk, int dv);
 void gated_delta_rule(const float* qkv, int64_t ld, const float* g, const float* beta, const GdnSpanDev* spans,
-                      int64_t num_spans, int Hk, int Hv, int dk, int dv, float* out, int64_t ldo, cudaStream_t stream);
+                      int64_t num_spans, int64_t max_rows, int Hk, int Hv, int dk, int dv, float* out, int64_t ldo,
+                      cudaStream_t stream);
 // The chunked form for prefill spans (GdnSpan::chunked): chunks end at the absolute positions that are
 // multiples of kGdnChunkRows (= kGdnChunk of backend/ops.h; cuda_ops.cpp checks). Any dk, dv; no state_in.
 inline constexpr int kGdnChunkRows = 64;
