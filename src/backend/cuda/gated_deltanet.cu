@@ -43,6 +43,29 @@ constexpr int kRuleRows = 16;       // rows of q, k, v and gates staged in share
 // threads of a column read (element 16 p + c at the same c) fall in distinct banks.
 __host__ __device__ constexpr int rule_pad(int i) { return i + i / kRowsPerThread; }
 
+// A thread's share of one row of the rule, over its kRowsPerThread state entries s (rows 16 p ...) of
+// one column, with k and q at those rows. Both rule kernels call these, so their arithmetic is one.
+// S *= alpha, then this thread's partial of mem = sum_i S[i][j] k[i].
+__device__ __forceinline__ float rule_decay_dot(float (&s)[kRowsPerThread], float alpha, const float* k) {
+  float pm = 0.0f;
+#pragma unroll
+  for (int e = 0; e < kRowsPerThread; ++e) {
+    s[e] = s[e] * alpha;
+    pm = fmaf(s[e], k[e], pm);
+  }
+  return pm;
+}
+// S += k u, then this thread's partial of out = sum_i S[i][j] q[i].
+__device__ __forceinline__ float rule_update_dot(float (&s)[kRowsPerThread], const float* k, float u, const float* q) {
+  float po = 0.0f;
+#pragma unroll
+  for (int e = 0; e < kRowsPerThread; ++e) {
+    s[e] = fmaf(k[e], u, s[e]);
+    po = fmaf(s[e], q[e], po);
+  }
+  return po;
+}
+
 // Output (t, c) of one span: rows before the span come from its window.
 __device__ __forceinline__ float conv_one(const float* x, int64_t ldx, const float* window, const float* w, int64_t t,
                                           int64_t c, int64_t C, int Kc) {
@@ -145,24 +168,12 @@ __global__ void __launch_bounds__(1024) rule_head_kernel(const float* qkv, int64
     __syncthreads();
     const float alpha = expf(g[r * Hv + h]);
     const float bt = beta[r * Hv + h];
-    float pm = 0.0f;
-#pragma unroll
-    for (int c = 0; c < kRowsPerThread; ++c) {
-      s[c] = s[c] * alpha;
-      pm = fmaf(s[c], sk[p * kRowsPerThread + c], pm);
-    }
-    part_mem[p * dv + j] = pm;
+    part_mem[p * dv + j] = rule_decay_dot(s, alpha, sk + p * kRowsPerThread);
     __syncthreads();
     float mem = 0.0f;
     for (int pp = 0; pp < P; ++pp) mem = mem + part_mem[pp * dv + j];
     const float u = (sv[j] - mem) * bt;
-    float po = 0.0f;
-#pragma unroll
-    for (int c = 0; c < kRowsPerThread; ++c) {
-      s[c] = fmaf(sk[p * kRowsPerThread + c], u, s[c]);
-      po = fmaf(s[c], sq[p * kRowsPerThread + c], po);
-    }
-    part_out[p * dv + j] = po;
+    part_out[p * dv + j] = rule_update_dot(s, sk + p * kRowsPerThread, u, sq + p * kRowsPerThread);
     __syncthreads();
     if (p == 0) {
       float o = 0.0f;
@@ -233,21 +244,11 @@ __global__ void __launch_bounds__(1024) rule_kernel(const float* qkv, int64_t ld
       const float* kr = sk + r * qk_pitch + rule_pad(pr * kRowsPerThread);
       const float* qr = sq + r * qk_pitch + rule_pad(pr * kRowsPerThread);
       const float alpha = sg[r], bt = sb[r];
-      float pm = 0.0f;
-#pragma unroll
-      for (int e = 0; e < kRowsPerThread; ++e) {
-        s[e] = s[e] * alpha;
-        pm = fmaf(s[e], kr[e], pm);
-      }
+      const float pm = rule_decay_dot(s, alpha, kr);
       float mem = 0.0f;  // the column's P partials, in increasing p
       for (int pp = 0; pp < P; ++pp) mem = mem + __shfl_sync(0xffffffffu, pm, c + cpw * pp);
       const float u = ((valid ? sv[r * kRuleCols + jl] : 0.0f) - mem) * bt;
-      float po = 0.0f;
-#pragma unroll
-      for (int e = 0; e < kRowsPerThread; ++e) {
-        s[e] = fmaf(kr[e], u, s[e]);
-        po = fmaf(s[e], qr[e], po);
-      }
+      const float po = rule_update_dot(s, kr, u, qr);
       float o = 0.0f;
       for (int pp = 0; pp < P; ++pp) o = o + __shfl_sync(0xffffffffu, po, c + cpw * pp);
       if (p == 0 && valid) out[(sp.row_begin + r0 + r) * ldo + int64_t{h} * dv + j] = o;
