@@ -11,7 +11,7 @@
 // errors are checked at each call (asynchronous faults surface at the next synchronising call).
 // Row invariance holds as on the CPU; each kernel file documents its reduction order. Limits beyond
 // the CPU's: attention needs head_dim a multiple of 32 up to 256; the gated delta rule needs dk a
-// multiple of 16 and (dk / 16) * dv <= 1024; causal_conv_silu's out must not alias x.
+// multiple of 16 up to 512; causal_conv_silu's out must not alias x.
 #include "backend/ops.h"
 
 namespace specserve {
