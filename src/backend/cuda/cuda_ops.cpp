@@ -516,10 +516,12 @@ class CudaOps final : public Ops {
       SS_CHECK(s.rows == 0 || s.state != nullptr, "gated_delta_rule: span without a state");
       SS_CHECK(!s.chunked || s.position >= 0, "gated_delta_rule: chunked span at position {}", s.position);
       if (s.rows == 0) continue;
-      if (s.chunked)
+      if (s.chunked) {
         chunked.push_back({s.state, s.row_begin, s.rows, s.position});
-      else
-        stepped.push_back({s.state, s.state_in, s.row_begin, s.rows}), stepped_rows = std::max(stepped_rows, s.rows);
+      } else {
+        stepped.push_back({s.state, s.state_in, s.row_begin, s.rows});
+        stepped_rows = std::max(stepped_rows, s.rows);
+      }
     }
     if (stepped.empty() && chunked.empty()) return;
     cuda::StagingBlob blob;
@@ -532,8 +534,7 @@ class CudaOps final : public Ops {
       k::gated_delta_rule(qkv.as<const float>(), qkv.strides[0], g.as<const float>(), beta.as<const float>(),
                           reinterpret_cast<const k::GdnSpanDev*>(base + off_stepped),
                           static_cast<int64_t>(stepped.size()), stepped_rows, dims.num_k_heads, dims.num_v_heads,
-                          dims.k_dim,
-                          dims.v_dim, out.as<float>(), out.strides[0], cuda::launch_stream());
+                          dims.k_dim, dims.v_dim, out.as<float>(), out.strides[0], cuda::launch_stream());
     if (!chunked.empty())
       k::gated_delta_rule_chunked(qkv.as<const float>(), qkv.strides[0], g.as<const float>(), beta.as<const float>(),
                                   reinterpret_cast<const k::GdnChunkSpanDev*>(base + off_chunked),

@@ -43,6 +43,22 @@ constexpr int kRuleRows = 16;       // rows of q, k, v and gates staged in share
 // threads of a column read (element 16 p + c at the same c) fall in distinct banks.
 __host__ __device__ constexpr int rule_pad(int i) { return i + i / kRowsPerThread; }
 
+// A thread's kRowsPerThread state entries S[16 p + e][j] of value head h: loaded from the span's source
+// (state_in, else state; zeros for a thread without a column, !valid) and stored back into its state.
+// Both rule kernels hold the state this way.
+__device__ __forceinline__ void rule_load_state(const GdnSpanDev& sp, int h, int dk, int dv, int p, int j, bool valid,
+                                                float (&s)[kRowsPerThread]) {
+  const float* src = (sp.state_in != nullptr ? sp.state_in : sp.state) + int64_t{h} * dk * dv;
+#pragma unroll
+  for (int e = 0; e < kRowsPerThread; ++e) s[e] = valid ? src[int64_t{p * kRowsPerThread + e} * dv + j] : 0.0f;
+}
+__device__ __forceinline__ void rule_store_state(const GdnSpanDev& sp, int h, int dk, int dv, int p, int j,
+                                                 const float (&s)[kRowsPerThread]) {
+  float* S = sp.state + int64_t{h} * dk * dv;
+#pragma unroll
+  for (int e = 0; e < kRowsPerThread; ++e) S[int64_t{p * kRowsPerThread + e} * dv + j] = s[e];
+}
+
 // A thread's share of one row of the rule, over its kRowsPerThread state entries s (rows 16 p ...) of
 // one column, with k and q at those rows. Both rule kernels call these, so their arithmetic is one.
 // S *= alpha, then this thread's partial of mem = sum_i S[i][j] k[i].
@@ -149,13 +165,9 @@ __global__ void __launch_bounds__(1024) rule_head_kernel(const float* qkv, int64
   if (sp.rows == 0) return;
   const int j = threadIdx.x % dv, p = threadIdx.x / dv;
   const int key_dim = Hk * dk;
-  const int64_t head_off = int64_t{h} * dk * dv;
-  const float* src = (sp.state_in != nullptr ? sp.state_in : sp.state) + head_off;
-  float* S = sp.state + head_off;
 
   float s[kRowsPerThread];
-#pragma unroll
-  for (int c = 0; c < kRowsPerThread; ++c) s[c] = src[int64_t{p * kRowsPerThread + c} * dv + j];
+  rule_load_state(sp, h, dk, dv, p, j, true, s);
 
   for (int64_t r = sp.row_begin; r < sp.row_begin + sp.rows; ++r) {
     const float* row = qkv + r * ld;
@@ -181,8 +193,7 @@ __global__ void __launch_bounds__(1024) rule_head_kernel(const float* qkv, int64
       out[r * ldo + int64_t{h} * dv + j] = o;
     }
   }
-#pragma unroll
-  for (int c = 0; c < kRowsPerThread; ++c) S[int64_t{p * kRowsPerThread + c} * dv + j] = s[c];
+  rule_store_state(sp, h, dk, dv, p, j, s);
 }
 
 // blockIdx.x = (span * Hv + head) * col_blocks + column block.
@@ -211,13 +222,12 @@ __global__ void __launch_bounds__(1024) rule_kernel(const float* qkv, int64_t ld
   const bool valid = jl < ncols && p < P;
   const int j = col0 + jl;
   const int key_dim = Hk * dk;
-  const int64_t head_off = int64_t{h} * dk * dv;
-  const float* src = (sp.state_in != nullptr ? sp.state_in : sp.state) + head_off;
-  float* S = sp.state + head_off;
+  // This thread's runs of q and k in a staged row (an idle lane, p == P, reads p = 0's: its sums are
+  // never gathered).
+  const int run = rule_pad((p < P ? p : 0) * kRowsPerThread);
 
   float s[kRowsPerThread];
-#pragma unroll
-  for (int e = 0; e < kRowsPerThread; ++e) s[e] = valid ? src[int64_t{p * kRowsPerThread + e} * dv + j] : 0.0f;
+  rule_load_state(sp, h, dk, dv, p, j, valid, s);
 
   for (int64_t r0 = 0; r0 < sp.rows; r0 += kRuleRows) {
     const int nr = sp.rows - r0 < kRuleRows ? static_cast<int>(sp.rows - r0) : kRuleRows;
@@ -239,10 +249,8 @@ __global__ void __launch_bounds__(1024) rule_kernel(const float* qkv, int64_t ld
     }
     __syncthreads();
     for (int r = 0; r < nr; ++r) {
-      // (An idle lane, p == P, reads the values of p = 0: its sums are never gathered.)
-      const int pr = p < P ? p : 0;
-      const float* kr = sk + r * qk_pitch + rule_pad(pr * kRowsPerThread);
-      const float* qr = sq + r * qk_pitch + rule_pad(pr * kRowsPerThread);
+      const float* kr = sk + r * qk_pitch + run;
+      const float* qr = sq + r * qk_pitch + run;
       const float alpha = sg[r], bt = sb[r];
       const float pm = rule_decay_dot(s, alpha, kr);
       float mem = 0.0f;  // the column's P partials, in increasing p
@@ -254,10 +262,7 @@ __global__ void __launch_bounds__(1024) rule_kernel(const float* qkv, int64_t ld
       if (p == 0 && valid) out[(sp.row_begin + r0 + r) * ldo + int64_t{h} * dv + j] = o;
     }
   }
-  if (valid) {
-#pragma unroll
-    for (int e = 0; e < kRowsPerThread; ++e) S[int64_t{p * kRowsPerThread + e} * dv + j] = s[e];
-  }
+  if (valid) rule_store_state(sp, h, dk, dv, p, j, s);
 }
 
 }  // namespace
