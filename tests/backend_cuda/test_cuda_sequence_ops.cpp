@@ -176,8 +176,9 @@ std::vector<RowSpec> run_of(int seq, int p0, int K, int ws = 0, int window = 0) 
 class AttentionRows : public Gpu, public ::testing::WithParamInterface<AttnCase> {};
 
 // Calls shaped like verify steps (16 rows of one sequence at consecutive positions, and batches of them
-// with other rows) take the multi-row kernel where the head dim allows; every row's output has the bits
-// of the row computed alone (a decode, the single-row kernel), and agrees with the CPU.
+// with other rows) take the multi-row kernel where the head dim allows, at each of its widths (4, 8 and 16
+// warps a CTA); every row's output has the bits of the row computed alone (a decode, the single-row
+// kernel), and agrees with the CPU.
 TEST_P(AttentionRows, VerifyRowsEqualOneRowCalls) {
   const auto [nh, nkv, hd] = GetParam();
   // Every call whose rows group takes the multi-row kernel (by default only launches the one-row kernel
@@ -223,17 +224,31 @@ TEST_P(AttentionRows, VerifyRowsEqualOneRowCalls) {
     std::vector<float> want(size_t(R * qw));
     cpu_ops().attention(host_view(q.data(), DType::F32, {R, qw}), c.geo, layer, host_rows, nh, scale,
                         host_view(want.data(), DType::F32, {R, qw}));
-    DeviceBuffer dq = DeviceBuffer::from(q), dout = poisoned(size_t(R * qw));
+    DeviceBuffer dq = DeviceBuffer::from(q);
     const TensorView Q = dev_view(dq, DType::F32, {R, qw});
-    cuda_ops().attention(Q, c.geo, layer, dev_rows, nh, scale, dev_view(dout, DType::F32, {R, qw}));
-    const auto got = download(dout, size_t(R * qw));
-    EXPECT_LT(rel_err(got, want), 1e-5);
+    std::vector<float> alone(size_t(R * qw));  // each row computed alone (the single-row kernel)
     for (int64_t r = 0; r < R; ++r) {
       DeviceBuffer one = poisoned(size_t(qw));
       cuda_ops().attention(Q.rows(r, r + 1), c.geo, layer, std::span(&dev_rows[size_t(r)], 1), nh, scale,
                            dev_view(one, DType::F32, {1, qw}));
-      ASSERT_TRUE(bit_equal(download(one, size_t(qw)).data(), got.data() + r * qw, size_t(qw)))
-          << "row " << r << " (seq " << spec[size_t(r)].seq << ", position " << spec[size_t(r)].pos << ")";
+      const auto o = download(one, size_t(qw));
+      std::copy(o.begin(), o.end(), alone.begin() + r * qw);
+    }
+    // Every width of the multi-row CTA (4, 8, 16 warps; head dims other than 128 and 256 always take 4).
+    for (const int warps : {4, 8, 16}) {
+      SCOPED_TRACE("warps " + std::to_string(warps));
+      struct Warps {
+        int was = cuda::attn::row_warps();
+        explicit Warps(int w) { cuda::attn::set_row_warps(w); }
+        ~Warps() { cuda::attn::set_row_warps(was); }
+      } fix(warps);
+      DeviceBuffer dout = poisoned(size_t(R * qw));
+      cuda_ops().attention(Q, c.geo, layer, dev_rows, nh, scale, dev_view(dout, DType::F32, {R, qw}));
+      const auto got = download(dout, size_t(R * qw));
+      EXPECT_LT(rel_err(got, want), 1e-5);
+      for (int64_t r = 0; r < R; ++r)
+        ASSERT_TRUE(bit_equal(alone.data() + r * qw, got.data() + r * qw, size_t(qw)))
+            << "row " << r << " (seq " << spec[size_t(r)].seq << ", position " << spec[size_t(r)].pos << ")";
     }
   }
 }

@@ -55,12 +55,12 @@ __device__ __forceinline__ int64_t tile_blocks(float* const* table, int64_t j0, 
 }
 
 // One cp.async group copying the tile's keys (which 0) or values (1) of KV head kvh, keys j0 .. j0 + nk
-// - 1, into dst [nk][HD].
-template <int HD>
+// - 1, into dst [nk][HD], by the CTA's kThreads threads.
+template <int HD, int kThreads = kWarps * 32>
 __device__ __forceinline__ void copy_tile(float* dst, float* const* blk, int64_t blk0, const Geo& geo, int kvh,
                                           int which, int64_t j0, int nk, int tid) {
   constexpr int kPieces = HD / 4;
-  for (int e = tid; e < nk * kPieces; e += kWarps * 32) {
+  for (int e = tid; e < nk * kPieces; e += kThreads) {
     const int kk = e / kPieces, piece = e % kPieces;
     const int64_t j = j0 + kk;
     const float* src = blk[j / kBlockSize - blk0] + geo.offset(which, kvh, static_cast<int>(j % kBlockSize));
@@ -72,12 +72,12 @@ __device__ __forceinline__ void copy_tile(float* dst, float* const* blk, int64_t
 // The tile's keys, then its values (unless SeqKV: they are copied after the scores, into the keys'
 // buffer), into shared memory as two cp.async groups; returns once this thread's key pieces have
 // landed (the values land meanwhile). The caller synchronises before the keys are read.
-template <int HD, bool SeqKV>
+template <int HD, bool SeqKV, int kThreads = kWarps * 32>
 __device__ __forceinline__ void load_tile(float* s_k, float* s_v, float* const* blk, int64_t blk0, const Geo& geo,
                                           int kvh, int64_t j0, int nk, int tid) {
-  copy_tile<HD>(s_k, blk, blk0, geo, kvh, 0, j0, nk, tid);
+  copy_tile<HD, kThreads>(s_k, blk, blk0, geo, kvh, 0, j0, nk, tid);
   if constexpr (!SeqKV) {
-    copy_tile<HD>(s_v, blk, blk0, geo, kvh, 1, j0, nk, tid);
+    copy_tile<HD, kThreads>(s_v, blk, blk0, geo, kvh, 1, j0, nk, tid);
     cp_async_wait<1>();  // this thread's key pieces
   } else {
     cp_async_wait_all();
@@ -91,14 +91,14 @@ inline int seq_kv_knob() {
   return v;
 }
 
-// The CTAs of one wave of `kernel` (kWarps warps, `smem` bytes of shared memory, whose attribute must
+// The CTAs of one wave of `kernel` (`threads` a CTA, `smem` bytes of shared memory, whose attribute must
 // allow it): asked of the occupancy API once, then kept in `wave`.
 template <class Kernel>
-inline int64_t ctas_per_wave(Kernel kernel, size_t smem, std::atomic<int64_t>& wave) {
+inline int64_t ctas_per_wave(Kernel kernel, size_t smem, std::atomic<int64_t>& wave, int threads = kWarps * 32) {
   int64_t per_wave = wave.load(std::memory_order_relaxed);
   if (per_wave == 0) {
     int per_sm = 0;
-    CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kernel, kWarps * 32, smem));
+    CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kernel, threads, smem));
     per_wave = int64_t{per_sm > 0 ? per_sm : 1} * sm_count();
     wave.store(per_wave, std::memory_order_relaxed);
   }
@@ -109,9 +109,10 @@ inline int64_t ctas_per_wave(Kernel kernel, size_t smem, std::atomic<int64_t>& w
 // needs more than one wave of the overlapped variant (`overlapped`, smem2 bytes of shared memory; 16
 // verify rows of the 8B one row per CTA: 1,152 CTAs against 3 per SM).
 template <class Kernel>
-inline bool use_seq_kv(Kernel overlapped, size_t smem2, int64_t ctas, std::atomic<int64_t>& wave) {
+inline bool use_seq_kv(Kernel overlapped, size_t smem2, int64_t ctas, std::atomic<int64_t>& wave,
+                       int threads = kWarps * 32) {
   if (seq_kv_knob() >= 0) return seq_kv_knob() == 1;
-  return ctas > ctas_per_wave(overlapped, smem2, wave);
+  return ctas > ctas_per_wave(overlapped, smem2, wave, threads);
 }
 
 // The multi-row kernel (attention_rows.cu) for this call's partials when its rows group

@@ -17,7 +17,7 @@ namespace specserve::cuda::kernels::attn_kernel {
 
 namespace {
 
-// The multi-row kernel: one block of kWarps warps per (item, KV head, chunk), an item being up to
+// The multi-row kernel: one block of W warps per (item, KV head, chunk), an item being up to
 // kQ / G consecutive rows of the call whose chunks agree (attention_rows.cuh: one block table, window
 // start and chunk size), so that chunk c of each of them covers keys from the same start to the row's
 // own end. Each tile is loaded once for all of them. Query head qi = (row of the item) * G + head takes
@@ -25,14 +25,16 @@ namespace {
 // softmax bookkeeping, values and scratch record, so the same bits; only the assignment of the work to
 // threads differs. A row past its own end (a shorter window: fewer keys in the last tile or chunk)
 // skips the tile, and a row without chunk c writes no record for it.
-template <int DPL, int kQ, bool SeqKV>
-__global__ void __launch_bounds__(kWarps * 32)
+// W (4, 8 or 16 warps) only sets how the work is spread over the CTA's threads.
+template <int DPL, int kQ, int W, bool SeqKV>
+__global__ void __launch_bounds__(W * 32)
     attention_rows_kernel(const KvRow* rows, const int32_t* items, float* const* ptrs, Geo geo, const float* q,
                           int64_t ldq, int num_heads, float scale, float* part, int max_chunks) {
   pdl_begin();
   constexpr int HD = 32 * DPL;
-  constexpr int kThreads = kWarps * 32;
+  constexpr int kThreads = W * 32;
   static_assert(kThreads % HD == 0 || HD % kThreads == 0, "head dims split evenly over the threads");
+  static_assert(kQ % W == 0, "every warp scores the same number of query heads");
   extern __shared__ __align__(16) float smem[];
   const int G = num_heads / geo.num_kv_heads;
   float* s_q = smem;                       // [kQ][HD] query head qi = row * G + head
@@ -75,13 +77,14 @@ __global__ void __launch_bounds__(kWarps * 32)
       s_q[row * G * HD + e] = q[(r0 + row) * ldq + int64_t{kvh} * G * HD + e];
   for (int e = Q * HD + tid; e < kQ * HD; e += kThreads) s_q[e] = 0.0f;  // no row
 
-  // Scores: warp w takes query heads w, w + kWarps, ...; lane takes keys lane and lane + 32 (one rot).
-  constexpr int kScoreHeads = kQ / kWarps;
+  // Scores: warp w takes query heads w, w + W, ...; lane takes keys lane and lane + 32 (one rot).
+  constexpr int kScoreHeads = kQ / W;
   // Values: this thread's outputs are dims col + kCols * jd of query heads vq0 + kSplit * j.
   constexpr int kCols = HD < kThreads ? HD : kThreads;
   constexpr int kSplit = kThreads / kCols;
   constexpr int kDims = HD / kCols;
   constexpr int kValueHeads = kQ / kSplit;
+  static_assert(kQ % kSplit == 0, "every thread sums the values of the same number of query heads");
   const int col = tid % kCols, vq0 = tid / kCols;
   float acc[kValueHeads][kDims];
 #pragma unroll
@@ -98,7 +101,7 @@ __global__ void __launch_bounds__(kWarps * 32)
       s_nk[qi] = left <= 0 ? 0 : left < kTileKeys ? static_cast<int>(left) : kTileKeys;
     }
     __syncthreads();
-    load_tile<HD, SeqKV>(s_k, s_v, s_blk, blk0, geo, kvh, w0 + t0, nk, tid);
+    load_tile<HD, SeqKV, kThreads>(s_k, s_v, s_blk, blk0, geo, kvh, w0 + t0, nk, tid);
     __syncthreads();
     // Every head's scores, unguarded: those of heads whose row has no keys in the tile (or no row: zero
     // queries) and of keys past a row's end or past the tile's copy (lane + 32 >= nk) are never read.
@@ -108,23 +111,23 @@ __global__ void __launch_bounds__(kWarps * 32)
       bool live[kScoreHeads];
 #pragma unroll
       for (int j = 0; j < kScoreHeads; ++j) {
-        heads[j] = s_q + (warp + kWarps * j) * HD;
+        heads[j] = s_q + (warp + W * j) * HD;
         live[j] = true;
       }
       float s[2][kScoreHeads];
       attn_tile::scores<HD, 2, kScoreHeads>(key, heads, live, lane, scale, s);
 #pragma unroll
       for (int j = 0; j < kScoreHeads; ++j) {
-        float* sp = s_p + (warp + kWarps * j) * kTileKeys;
+        float* sp = s_p + (warp + W * j) * kTileKeys;
         sp[lane] = s[0][j];
         sp[lane + 32] = s[1][j];
       }
     }
     __syncthreads();
-    if constexpr (SeqKV) copy_tile<HD>(s_v, s_blk, blk0, geo, kvh, 1, w0 + t0, nk, tid);  // keys are done
+    if constexpr (SeqKV) copy_tile<HD, kThreads>(s_v, s_blk, blk0, geo, kvh, 1, w0 + t0, nk, tid);  // keys done
 #pragma unroll
     for (int j = 0; j < kScoreHeads; ++j) {
-      const int qi = warp + kWarps * j, n = s_nk[qi];
+      const int qi = warp + W * j, n = s_nk[qi];
       if (n > 0) attn_tile::softmax(s_p + qi * kTileKeys, n, lane, s_m + qi, s_l + qi, s_corr + qi);
     }
     cp_async_wait_all();  // this thread's value pieces
@@ -206,31 +209,58 @@ int row_queries_knob() {
   return v;
 }
 
+// SPECSERVE_ATTN_ROW_GROUPING: -1 (default) RowGrouping::Auto, 1 Always, 0 Never (as ROW_QUERIES = 0).
 std::atomic<int>& grouping_mode() {
-  static std::atomic<int> mode{static_cast<int>(row_queries_knob() == 0 ? attn::RowGrouping::Never
-                                                                         : attn::RowGrouping::Auto)};
+  static std::atomic<int> mode{[] {
+    const int64_t g = tuning_knob("SPECSERVE_ATTN_ROW_GROUPING", -1);
+    if (row_queries_knob() == 0 || g == 0) return static_cast<int>(attn::RowGrouping::Never);
+    return static_cast<int>(g == 1 ? attn::RowGrouping::Always : attn::RowGrouping::Auto);
+  }()};
   return mode;
 }
 
-// The multi-row kernel over n_items items (items: their first rows, then R; device).
-template <int DPL, int kQ>
-void launch_rows(const KvArgs& kv, const int32_t* items, int64_t n_items, const float* q, int64_t ldq, int num_heads,
-                 float scale, float* part, int max_chunks, cudaStream_t stream) {
+// The warps a CTA of the multi-row kernel has: 0 takes the default, 4 (the only width measured so far:
+// docs/GPU_PERF_NOTES.md, session 15), else 4, 8 or 16 (head dims 128 and 256; the others always take 4).
+// Starts at SPECSERVE_ATTN_ROW_WARPS (0 by default; a benchmark knob, read once); attn::set_row_warps
+// changes it (tests). The bits are the same either way.
+std::atomic<int>& warps_mode() {
+  static std::atomic<int> mode{static_cast<int>(tuning_knob("SPECSERVE_ATTN_ROW_WARPS", 0))};
+  return mode;
+}
+
+// The multi-row kernel with W warps a CTA over n_items items (items: their first rows, then R; device).
+template <int DPL, int kQ, int W>
+void launch_rows_w(const KvArgs& kv, const int32_t* items, int64_t n_items, const float* q, int64_t ldq,
+                   int num_heads, float scale, float* part, int max_chunks, cudaStream_t stream) {
   constexpr int HD = 32 * DPL;
   const size_t smem2 = sizeof(float) * static_cast<size_t>(attention_smem_floats(kQ, HD, 2));
   static const bool configured = [smem2] {
-    for (const auto kernel : {attention_rows_kernel<DPL, kQ, false>, attention_rows_kernel<DPL, kQ, true>})
+    for (const auto kernel : {attention_rows_kernel<DPL, kQ, W, false>, attention_rows_kernel<DPL, kQ, W, true>})
       CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(smem2)));
     return true;
   }();
   (void)configured;
   static std::atomic<int64_t> wave{0};
-  const bool seq = use_seq_kv(attention_rows_kernel<DPL, kQ, false>, smem2, n_items * kv.num_kv_heads * max_chunks, wave);
+  const bool seq = use_seq_kv(attention_rows_kernel<DPL, kQ, W, false>, smem2, n_items * kv.num_kv_heads * max_chunks,
+                              wave, W * 32);
   const dim3 grid(static_cast<unsigned>(n_items * kv.num_kv_heads), static_cast<unsigned>(max_chunks));
   const size_t smem = seq ? sizeof(float) * static_cast<size_t>(attention_smem_floats(kQ, HD, 1)) : smem2;
-  launch_pdl(seq ? attention_rows_kernel<DPL, kQ, true> : attention_rows_kernel<DPL, kQ, false>, grid, kWarps * 32,
+  launch_pdl(seq ? attention_rows_kernel<DPL, kQ, W, true> : attention_rows_kernel<DPL, kQ, W, false>, grid, W * 32,
              smem, stream, kv.rows, items, kv.ptrs, geo_of(kv), q, ldq, num_heads, scale, part, max_chunks);
   CUDA_CHECK_LAUNCH();
+}
+
+// The width `warps` asks for where it is built (head dims 128 and 256), else 4 warps.
+template <int DPL, int kQ>
+void launch_rows(int warps, const KvArgs& kv, const int32_t* items, int64_t n_items, const float* q, int64_t ldq,
+                 int num_heads, float scale, float* part, int max_chunks, cudaStream_t stream) {
+  if constexpr (DPL == 4 || DPL == 8) {
+    if (warps == 8)
+      return launch_rows_w<DPL, kQ, 8>(kv, items, n_items, q, ldq, num_heads, scale, part, max_chunks, stream);
+    if (warps == 16)
+      return launch_rows_w<DPL, kQ, 16>(kv, items, n_items, q, ldq, num_heads, scale, part, max_chunks, stream);
+  }
+  launch_rows_w<DPL, kQ, 4>(kv, items, n_items, q, ldq, num_heads, scale, part, max_chunks, stream);
 }
 
 // The multi-row kernel when the call's rows group (attn::row_items over kv.host_rows) and the knob
@@ -251,10 +281,11 @@ bool launch_grouped(const KvArgs& kv, const float* q, int64_t ldq, int num_heads
   const auto* d_items =
       static_cast<const int32_t*>(Staging::global().stage(items.data(), items.size() * sizeof(int32_t)));
   const auto n_items = static_cast<int64_t>(items.size()) - 1;
+  const int warps = warps_mode().load(std::memory_order_relaxed);
   if (queries == 16)
-    launch_rows<DPL, 16>(kv, d_items, n_items, q, ldq, num_heads, scale, part, max_chunks, stream);
+    launch_rows<DPL, 16>(warps, kv, d_items, n_items, q, ldq, num_heads, scale, part, max_chunks, stream);
   else
-    launch_rows<DPL, 32>(kv, d_items, n_items, q, ldq, num_heads, scale, part, max_chunks, stream);
+    launch_rows<DPL, 32>(warps, kv, d_items, n_items, q, ldq, num_heads, scale, part, max_chunks, stream);
   return true;
 }
 
@@ -281,5 +312,8 @@ void set_row_grouping(RowGrouping g) {
 RowGrouping row_grouping() {
   return static_cast<RowGrouping>(kernels::attn_kernel::grouping_mode().load(std::memory_order_relaxed));
 }
+
+void set_row_warps(int warps) { kernels::attn_kernel::warps_mode().store(warps, std::memory_order_relaxed); }
+int row_warps() { return kernels::attn_kernel::warps_mode().load(std::memory_order_relaxed); }
 
 }  // namespace specserve::cuda::attn

@@ -27,6 +27,11 @@ enum class RowGrouping { Auto, Never, Always };
 void set_row_grouping(RowGrouping g);
 RowGrouping row_grouping();
 
+// The warps of a multi-row CTA: 0 (the default) takes 4; 4, 8 or 16 fix it (head dims 128 and 256; the others
+// always take 4). Only how a CTA spreads its work over its threads changes, never the bits.
+void set_row_warps(int warps);
+int row_warps();
+
 // The query heads a CTA of the multi-row kernel holds when each KV head serves `group` query heads: an
 // item has at most item_queries(group) / group rows.
 inline int item_queries(int group) { return group <= 4 ? 16 : 32; }
