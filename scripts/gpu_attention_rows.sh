@@ -33,7 +33,7 @@ SETTINGS=("default::" "one-row:SPECSERVE_ATTN_ROW_QUERIES=0:" "group-w4:SPECSERV
   "q32-w8:SPECSERVE_ATTN_ROW_GROUPING=1:SPECSERVE_ATTN_ROW_WARPS=8:SPECSERVE_ATTN_ROW_QUERIES=32"
   "q32-w16:SPECSERVE_ATTN_ROW_GROUPING=1:SPECSERVE_ATTN_ROW_WARPS=16:SPECSERVE_ATTN_ROW_QUERIES=32")
 run_with() {  # setting, command...
-  local name=${1%%:*} envs=${1#*:}
+  local envs=${1#*:}
   shift
   (IFS=:; for e in $envs; do [ -n "$e" ] && export "$e"; done; "$@")
 }

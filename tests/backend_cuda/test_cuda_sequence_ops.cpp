@@ -175,6 +175,15 @@ std::vector<RowSpec> run_of(int seq, int p0, int K, int ws = 0, int window = 0) 
 
 class AttentionRows : public Gpu, public ::testing::WithParamInterface<AttnCase> {};
 
+// Sets a process-wide kernel choice for a scope and restores the previous one after it.
+template <class T>
+struct Scoped {
+  Scoped(T (*get)(), void (*s)(T), T value) : set(s), was(get()) { set(value); }
+  ~Scoped() { set(was); }
+  void (*set)(T);
+  T was;
+};
+
 // Calls shaped like verify steps (16 rows of one sequence at consecutive positions, and batches of them
 // with other rows) take the multi-row kernel where the head dim allows, at each of its widths (4, 8 and 16
 // warps a CTA); every row's output has the bits of the row computed alone (a decode, the single-row
@@ -183,11 +192,7 @@ TEST_P(AttentionRows, VerifyRowsEqualOneRowCalls) {
   const auto [nh, nkv, hd] = GetParam();
   // Every call whose rows group takes the multi-row kernel (by default only launches the one-row kernel
   // would take in two waves or more do).
-  struct ForceGrouping {
-    cuda::attn::RowGrouping was = cuda::attn::row_grouping();
-    ForceGrouping() { cuda::attn::set_row_grouping(cuda::attn::RowGrouping::Always); }
-    ~ForceGrouping() { cuda::attn::set_row_grouping(was); }
-  } force;
+  Scoped force(cuda::attn::row_grouping, cuda::attn::set_row_grouping, cuda::attn::RowGrouping::Always);
   const int layer = 1, G = nh / nkv;
   Caches c(KvGeometry{2, nkv, hd}, {1100, 560, 300});
   fill_caches(c, layer, 91);
@@ -237,11 +242,7 @@ TEST_P(AttentionRows, VerifyRowsEqualOneRowCalls) {
     // Every width of the multi-row CTA (4, 8, 16 warps; head dims other than 128 and 256 always take 4).
     for (const int warps : {4, 8, 16}) {
       SCOPED_TRACE("warps " + std::to_string(warps));
-      struct Warps {
-        int was = cuda::attn::row_warps();
-        explicit Warps(int w) { cuda::attn::set_row_warps(w); }
-        ~Warps() { cuda::attn::set_row_warps(was); }
-      } fix(warps);
+      Scoped width(cuda::attn::row_warps, cuda::attn::set_row_warps, warps);
       DeviceBuffer dout = poisoned(size_t(R * qw));
       cuda_ops().attention(Q, c.geo, layer, dev_rows, nh, scale, dev_view(dout, DType::F32, {R, qw}));
       const auto got = download(dout, size_t(R * qw));

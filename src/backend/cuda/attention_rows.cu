@@ -219,10 +219,10 @@ std::atomic<int>& grouping_mode() {
   return mode;
 }
 
-// The warps a CTA of the multi-row kernel has: 0 takes the default, 4 (the only width measured so far:
-// docs/GPU_PERF_NOTES.md, session 15), else 4, 8 or 16 (head dims 128 and 256; the others always take 4).
-// Starts at SPECSERVE_ATTN_ROW_WARPS (0 by default; a benchmark knob, read once); attn::set_row_warps
-// changes it (tests). The bits are the same either way.
+// The warps a CTA of the multi-row kernel has: 4, 8 or 16 for head dims 128 and 256 (the others always
+// take 4); 0, the default, takes 4, the only width measured so far (docs/GPU_PERF_NOTES.md, session 15).
+// Starts at SPECSERVE_ATTN_ROW_WARPS (a benchmark knob, read once); attn::set_row_warps changes it
+// (tests). The bits are the same either way.
 std::atomic<int>& warps_mode() {
   static std::atomic<int> mode{static_cast<int>(tuning_knob("SPECSERVE_ATTN_ROW_WARPS", 0))};
   return mode;
