@@ -1,9 +1,9 @@
 #pragma once
-// The op interface the models are written against (design.md §2: "backend/ one op interface; cpu/ and
+// The op interface the models are written against (docs/DESIGN.md §2: "backend/ one op interface; cpu/ and
 // cuda/ implement it"). Every op works on TensorViews of f32 activations laid out row-major as
 // [rows, features]; weights may be f32 or bf16 where noted.
 //
-// The contract that matters most is ROW INVARIANCE (design.md §1): the bits of one row's result depend
+// The contract that matters most is ROW INVARIANCE (docs/DESIGN.md §1): the bits of one row's result depend
 // only on that row's inputs (and, for attention and Gated DeltaNet, on its own sequence's cached
 // state), never on how many rows are in the call or which other rows are present. Verify rows are
 // therefore computed exactly as decode rows, which is what makes speculative decoding lossless.
@@ -15,7 +15,7 @@
 
 namespace specserve {
 
-// RMSNorm flavours (models.md §1.1).
+// RMSNorm flavours (docs/MODELS.md §1.1).
 enum class NormKind {
   Plain,        // y = w * (x * rsqrt(mean(x^2) + eps))           Qwen3, drafter
   ZeroCentred,  // y = (x * rsqrt(mean(x^2) + eps)) * (1 + w)     Qwen3.5/3.6
@@ -49,7 +49,7 @@ struct AttentionRow {
   float* const* blocks = nullptr;
   int32_t position = 0;
   // First position the row attends to (default 0: from the start). Sliding-window layers (e.g. the
-  // DFlash drafter's, dflash.md §1.7) set position - (window - 1); kv_store ignores it.
+  // DFlash drafter's, docs/DFLASH.md §1.7) set position - (window - 1); kv_store ignores it.
   int32_t window_start = 0;
 };
 
@@ -101,7 +101,7 @@ struct ConvSpan {
 // bits reach the output (the target's forward). Free lets a backend pick any order, e.g. a vendor GEMM
 // whose split of K depends on the shape and so on the rows in the call: for work whose result only
 // steers speed, never the output — the DFlash drafter's forward, whose drafts the target verifies
-// (design.md §1: acceptance is sample-match, so a different draft changes acceptance, not tokens).
+// (docs/DESIGN.md §1: acceptance is sample-match, so a different draft changes acceptance, not tokens).
 enum class MatmulOrder { RowInvariant, Free };
 
 class Ops {

@@ -1,5 +1,5 @@
 #pragma once
-// Jinja2 parser for the template subset (models.md §4.4 and what chat templates commonly use):
+// Jinja2 parser for the template subset (docs/MODELS.md §4.4 and what chat templates commonly use):
 // statements for / if / elif / else / set (incl. block set and namespace attributes) / macro /
 // call / filter / with / break / continue / generation, raw blocks, and the full expression
 // grammar with Jinja's precedence (filters bind tighter than arithmetic, `~` between + and *).

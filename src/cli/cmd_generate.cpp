@@ -152,7 +152,7 @@ int run_generate(GenerateOptions& o) {
   for (int32_t id : prompt)
     SS_CHECK(id < model->vocab_size(), "--prompt-ids: {} is outside the vocabulary [0, {})", id, model->vocab_size());
 
-  // Rows past the tokenizer's ids are padding (models.md §2.3): never picked.
+  // Rows past the tokenizer's ids are padding (docs/MODELS.md §2.3): never picked.
   const int64_t real_vocab = tok ? std::min<int64_t>(tok->id_limit(), model->vocab_size()) : 0;
 
   std::unique_ptr<spec::DFlashDrafter> drafter;

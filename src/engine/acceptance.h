@@ -1,5 +1,5 @@
 #pragma once
-// Acceptance of one sequence's drafts at a verify step (design.md §1.4–1.5, dflash.md §6).
+// Acceptance of one sequence's drafts at a verify step (docs/DESIGN.md §1.4–1.5, docs/DFLASH.md §6).
 //
 // The verify rows are [pending, d1..dk]; row r judges d_{r+1}. Every mode returns the accepted
 // drafts followed by one target token (the correction at the first rejection, or the bonus token

@@ -1,6 +1,6 @@
 #pragma once
 // The seam where a speculative proposer (DFlash in src/spec; later MTP, n-gram) plugs into the
-// engine's step loop (design.md §2). The engine owns the loop and the target; a proposer owns
+// engine's step loop (docs/DESIGN.md §2). The engine owns the loop and the target; a proposer owns
 // its drafter and per-sequence context:
 //
 //   forward (captures capture_layers() for every row)
@@ -11,7 +11,7 @@
 //       for the next step's verify rows [pending, d1..dγ].
 //
 // Acceptance lives in the engine because it is just plain decoding's pick compared with the
-// draft (design.md §1.4); a proposer never decides what is emitted.
+// draft (docs/DESIGN.md §1.4); a proposer never decides what is emitted.
 #include <cstdint>
 #include <memory>
 #include <span>
@@ -37,7 +37,7 @@ struct ProposeItem {
   DraftContext* context = nullptr;
   int32_t pending_token = 0;       // the anchor: picked, not yet in the target's KV
   int64_t pending_position = 0;    // its absolute position
-  const sampling::Sampler* sampler = nullptr;       // for penalty-aware drafting (design.md §1.5)
+  const sampling::Sampler* sampler = nullptr;       // for penalty-aware drafting (docs/DESIGN.md §1.5)
   const sampling::SamplerState* history = nullptr;  // prompt + output up to and including the pending
                                                     // token: length() is d1's position
   int max_drafts = 0;              // ≤ gamma(); fewer near max_tokens / the context end

@@ -123,7 +123,7 @@ void Engine::run() {
 }
 
 // ---------------------------------------------------------------------------------------------
-// One engine step (design.md §2). Every arrow of the data flow is one numbered block below.
+// One engine step (docs/DESIGN.md §2). Every arrow of the data flow is one numbered block below.
 // ---------------------------------------------------------------------------------------------
 void Engine::step() {
   // 1. Requests in: new submissions join the FCFS queue; cancelled or timed-out requests free
@@ -228,7 +228,7 @@ void Engine::step() {
       logprobs.push_back(std::move(p.logprobs));
     } else {
       // 5. Per-row picks through the full sampling pipeline, and 6. acceptance: a draft is
-      //    accepted iff it equals the pick plain decoding makes at that position (design.md §1.4;
+      //    accepted iff it equals the pick plain decoding makes at that position (docs/DESIGN.md §1.4;
       //    the other modes in acceptance.h). The pick at the first mismatch (or after the last
       //    draft) is the next pending token.
       const int k = static_cast<int>(s.drafts.size());

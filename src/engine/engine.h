@@ -63,7 +63,7 @@ class Engine {
   void fail_all(const std::string& error);
   // True when this step's picks for `s` need only the backend's argmax of its logits rows: its
   // sampler picks the raw argmax and its drafts (if any) are point masses judged by sample-match.
-  // The rows then need not leave the device (design.md §1: still exactly pick()'s tokens).
+  // The rows then need not leave the device (docs/DESIGN.md §1: still exactly pick()'s tokens).
   bool picks_on_backend(const Sequence& s) const;
   // More sequences decode than options_.spec_max_batch allows to speculate.
   bool speculation_paused() const;

@@ -11,7 +11,7 @@ struct EngineOptions {
   int max_queue = 256;       // requests waiting for admission; more are refused (503)
   int max_batch_rows = 512;  // rows of one target forward (prefill chunks + decode + verify rows)
   // Prefill chunk length. Chunk k of a prompt is always [k·C, (k+1)·C): boundaries depend only
-  // on the sequence, never on what else is in the batch (design.md §1.2). A multiple of 64 so the
+  // on the sequence, never on what else is in the batch (docs/DESIGN.md §1.2). A multiple of 64 so the
   // DeltaNet chunked form sees the same chunks as a whole-prompt prefill.
   int prefill_chunk = 256;
   int64_t kv_blocks = 0;     // KV-cache budget in blocks of 16 positions (set by the loader)

@@ -3,7 +3,7 @@
 // prompt + max_tokens + the verify overhang (γ + 1 rows) and one state slot. Reserving the worst
 // case up front means a running sequence never runs out of memory and is never preempted (a
 // preempted sequence would be recomputed through prefill kernels instead of decode kernels, and its
-// output could change — design.md §1), at the cost of admitting fewer sequences when requests ask
+// output could change — docs/DESIGN.md §1), at the cost of admitting fewer sequences when requests ask
 // for long completions. Requests that do not fit wait in the queue.
 #include <cstdint>
 

@@ -19,7 +19,7 @@ class TensorList {
     out_.push_back({std::move(name), shape, std::move(reason)});
   }
 
-  // Pre-norm decoder layer norms and the SwiGLU MLP (models.md §1.2).
+  // Pre-norm decoder layer norms and the SwiGLU MLP (docs/MODELS.md §1.2).
   void add_norms_and_mlp(const std::string& p, const std::string& why) {
     const int64_t H = c_.hidden_size, I = c_.intermediate_size;
     add(p + "input_layernorm.weight", {H}, why);
@@ -29,7 +29,7 @@ class TensorList {
     add(p + "mlp.down_proj.weight", {H, I}, why);
   }
 
-  // Softmax attention with per-head q/k norms; Qwen3.5's gated form doubles q_proj (models.md §3.2).
+  // Softmax attention with per-head q/k norms; Qwen3.5's gated form doubles q_proj (docs/MODELS.md §3.2).
   void add_attention(const std::string& p, const std::string& why) {
     const int64_t H = c_.hidden_size, hd = c_.head_dim;
     const int64_t q_rows = c_.num_heads * hd * (c_.attn_output_gate ? 2 : 1), kv_rows = c_.num_kv_heads * hd;
@@ -47,7 +47,7 @@ class TensorList {
     }
   }
 
-  // Qwen3.5 Gated DeltaNet: separate qkv / z / b / a projections (models.md §3.6, §3.7).
+  // Qwen3.5 Gated DeltaNet: separate qkv / z / b / a projections (docs/MODELS.md §3.6, §3.7).
   void add_gated_deltanet(const std::string& p, const std::string& why) {
     const int64_t H = c_.hidden_size, Hk = c_.linear_num_key_heads, Hv = c_.linear_num_value_heads;
     const int64_t dk = c_.linear_key_head_dim, dv = c_.linear_value_head_dim;
@@ -73,7 +73,7 @@ std::string anchor_tensor(ModelFamily family) {
   return family == ModelFamily::DFlashDrafter ? "fc.weight" : "embed_tokens.weight";
 }
 
-// Tensors of drafter variants whose math differs from DFlash (dflash.md §1.9): loading one as a plain
+// Tensors of drafter variants whose math differs from DFlash (docs/DFLASH.md §1.9): loading one as a plain
 // DFlash drafter would run, and silently draft garbage.
 constexpr std::array<std::string_view, 5> kUnsupportedDrafterParts = {
     "attention_conv.", "mlp_conv.", "candidate_selector.", "markov_head.", "confidence_head."};

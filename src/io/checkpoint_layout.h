@@ -1,6 +1,6 @@
 #pragma once
 // Which tensors a model reads from its checkpoint, and under which names: resolves the weight prefix
-// of the layouts in models.md §2.4/§3.6 and dflash.md §2.2, lists every tensor the config implies
+// of the layouts in docs/MODELS.md §2.4/§3.6 and docs/DFLASH.md §2.2, lists every tensor the config implies
 // with its shape, and checks a checkpoint against that list. The model loader reads the same list,
 // so a checkpoint that passes here is one the loader finds every tensor in.
 #include <string>
@@ -41,7 +41,7 @@ std::vector<ExpectedTensor> expected_tensors(const ModelConfig& c, std::string_v
 
 // Finds the prefix, then checks that every expected tensor is present with the implied shape and a
 // floating-point dtype. Throws Error naming the first missing or mismatched tensor, or a tensor of
-// an unsupported drafter variant (DFlash2 / DSpark, dflash.md §1.9).
+// an unsupported drafter variant (DFlash2 / DSpark, docs/DFLASH.md §1.9).
 CheckpointLayout resolve_checkpoint_layout(const ModelConfig& c, const Checkpoint& ckpt);
 
 }  // namespace specserve

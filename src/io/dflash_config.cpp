@@ -53,7 +53,7 @@ DFlashConfig parse_dflash_config(const JsonKeys& root, const ModelConfig& c) {
       d.target_layer_ids.push_back(static_cast<int>(id));
     }
   } else {
-    // Historic checkpoints: one tap per drafter layer, spread over the target (dflash.md §1.3).
+    // Historic checkpoints: one tap per drafter layer, spread over the target (docs/DFLASH.md §1.3).
     if (d.num_target_layers == 0)
       fail("missing key '{}' (and no 'num_target_layers' to derive it from)", dc.key_path("target_layer_ids"));
     d.target_layer_ids = default_target_layer_ids(d.num_target_layers, c.num_layers);

@@ -30,7 +30,7 @@ constexpr std::array<SupportedArchitecture, 4> kSupported = {{
     {"Qwen3ForCausalLM", "qwen3", ModelFamily::Qwen3, ConfigLayout::Flat},
     {"Qwen3_5ForConditionalGeneration", "qwen3_5", ModelFamily::Qwen3_5, ConfigLayout::NestedText},
     {"Qwen3_5ForCausalLM", "qwen3_5_text", ModelFamily::Qwen3_5, ConfigLayout::Flat},
-    // z-lab drafters load as a Qwen3Config (dflash.md §2.1).
+    // z-lab drafters load as a Qwen3Config (docs/DFLASH.md §2.1).
     {"DFlashDraftModel", "qwen3", ModelFamily::DFlashDrafter, ConfigLayout::Flat},
 }};
 

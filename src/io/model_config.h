@@ -1,5 +1,5 @@
 #pragma once
-// Hugging Face config.json for the supported families (models.md, dflash.md §2.1):
+// Hugging Face config.json for the supported families (docs/MODELS.md, docs/DFLASH.md §2.1):
 //   qwen3 (Qwen3ForCausalLM), qwen3_5 / qwen3_5_text (Qwen3_5ForConditionalGeneration with nested
 //   text_config, or Qwen3_5ForCausalLM), and DFlash drafters (DFlashDraftModel, model_type qwen3).
 // Unsupported architectures and missing / ill-typed keys give an Error naming the key.
@@ -23,7 +23,7 @@ struct DFlashConfig {
   int block_size = 16;
   int num_target_layers = 0;  // L_T; 0 when the config does not say (then ids are not range-checked)
   int64_t mask_token_id = 0;
-  std::vector<int> target_layer_ids;  // "output of target layer l" convention (dflash.md §8)
+  std::vector<int> target_layer_ids;  // "output of target layer l" convention (docs/DFLASH.md §8)
 };
 
 struct ModelConfig {
@@ -49,7 +49,7 @@ struct ModelConfig {
   int64_t max_position_embeddings = 0;
   bool tie_word_embeddings = false;
   bool attention_bias = false;
-  // Qwen3.5 gated attention: q_proj has 2·nh·hd rows, [query | gate] per head (models.md §3.2).
+  // Qwen3.5 gated attention: q_proj has 2·nh·hd rows, [query | gate] per head (docs/MODELS.md §3.2).
   bool attn_output_gate = false;
   std::optional<int> sliding_window;
   std::vector<LayerType> layer_types;  // one per layer
@@ -78,7 +78,7 @@ ModelConfig parse_model_config(std::string_view json_text);
 // Reads DIR/config.json (errors carry the path).
 ModelConfig load_model_config(const std::string& dir);
 
-// The z-lab default when a drafter config lacks target_layer_ids (dflash.md §1.3): n ids evenly
+// The z-lab default when a drafter config lacks target_layer_ids (docs/DFLASH.md §1.3): n ids evenly
 // spaced from 1 to num_target_layers - 3, rounded half to even as Python's round() does.
 std::vector<int> default_target_layer_ids(int num_target_layers, int n);
 

@@ -5,7 +5,7 @@
 
 namespace specserve {
 
-// The DFlash part of a drafter config (dflash.md §2.1): dflash_config.{mask_token_id,
+// The DFlash part of a drafter config (docs/DFLASH.md §2.1): dflash_config.{mask_token_id,
 // target_layer_ids}, block_size (dflash_config, then top level, then 16) and num_target_layers.
 // `c` holds the already parsed text-model keys (vocab size, drafter layer count).
 DFlashConfig parse_dflash_config(const JsonKeys& root, const ModelConfig& c);

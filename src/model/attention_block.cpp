@@ -1,4 +1,4 @@
-// The (gated) full-attention block: Qwen3 (models.md §2.1) and Qwen3.5/3.6 (§3.2).
+// The (gated) full-attention block: Qwen3 (docs/MODELS.md §2.1) and Qwen3.5/3.6 (§3.2).
 #include <cmath>
 #include <cstring>
 

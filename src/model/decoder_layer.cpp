@@ -1,4 +1,4 @@
-// The pre-norm decoder layer shared by every family (models.md §1.2), and the head loader.
+// The pre-norm decoder layer shared by every family (docs/MODELS.md §1.2), and the head loader.
 #include "core/error.h"
 #include "model/layers.h"
 

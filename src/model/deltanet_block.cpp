@@ -1,4 +1,4 @@
-// The Gated DeltaNet block of Qwen3.5/3.6 (models.md §3.3): projections, causal conv + SiLU, f32
+// The Gated DeltaNet block of Qwen3.5/3.6 (docs/MODELS.md §3.3): projections, causal conv + SiLU, f32
 // gates and L2 norms, the gated delta rule (chunked for prefill, stepped for decode/extend), the
 // gated output norm and out_proj; plus commit() for rollback after a partially accepted extend.
 #include <algorithm>

@@ -1,4 +1,4 @@
-// Dense SwiGLU MLP (models.md §1.2): down(silu(gate(x)) * up(x)).
+// Dense SwiGLU MLP (docs/MODELS.md §1.2): down(silu(gate(x)) * up(x)).
 #include "model/layers.h"
 
 namespace specserve {

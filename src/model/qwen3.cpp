@@ -1,4 +1,4 @@
-// Qwen3 dense (models.md §2): plain RMSNorms (also per-head q/k norms before RoPE), full RoPE, GQA,
+// Qwen3 dense (docs/MODELS.md §2): plain RMSNorms (also per-head q/k norms before RoPE), full RoPE, GQA,
 // tied or untied head. Every layer is attention + SwiGLU MLP.
 #include "core/error.h"
 #include "model/layers.h"

@@ -1,4 +1,4 @@
-// Qwen3.5 / Qwen3.6 dense hybrid (models.md §3): zero-centred norms (1 + w), Gated DeltaNet layers
+// Qwen3.5 / Qwen3.6 dense hybrid (docs/MODELS.md §3): zero-centred norms (1 + w), Gated DeltaNet layers
 // and gated full-attention layers (per-head [query | gate] q_proj, partial RoPE), SwiGLU MLP in every
 // layer. M-RoPE reduces to 1-D partial RoPE for text. Loads the flat `model.*` layout and the
 // Qwen3_5ForConditionalGeneration `model.language_model.*` layout alike (WeightStore resolves it).

@@ -53,7 +53,7 @@ struct Drafter {
   int num_target_layers;
   int64_t vocab, mask_token;
   double theta;
-  int sliding_layers = 0;  // the first ones; the rest full (dflash.md §1.7)
+  int sliding_layers = 0;  // the first ones; the rest full (docs/DFLASH.md §1.7)
 };
 
 json drafter(const Drafter& d) {

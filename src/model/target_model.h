@@ -1,5 +1,5 @@
 #pragma once
-// The target model: Qwen3 dense and Qwen3.5/3.6 dense hybrid (models.md), on the CPU backend or, with
+// The target model: Qwen3 dense and Qwen3.5/3.6 dense hybrid (docs/MODELS.md), on the CPU backend or, with
 // LoadOptions::backend = "cuda", on the GPU (cuda_ops(): weights, activations, the paged KV cache and
 // the DeltaNet state in device memory; logits and captured features come back as host tensors).
 //

@@ -1,5 +1,5 @@
 #pragma once
-// The arithmetic of the sampled-draft mode of speculative decoding (dflash.md §6.3): drafts drawn
+// The arithmetic of the sampled-draft mode of speculative decoding (docs/DFLASH.md §6.3): drafts drawn
 // from the drafter's processed distribution q, accepted with probability min(1, p/q), and on
 // rejection a sample from the residual norm(max(p − q, 0)). Distribution-exact, not bit-identical
 // to plain decoding (that is the argmax-draft mode, which needs only Sampler::pick).

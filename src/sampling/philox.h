@@ -1,5 +1,5 @@
 #pragma once
-// Position-keyed randomness (design.md §1.3, dflash.md §6.5).
+// Position-keyed randomness (docs/DESIGN.md §1.3, docs/DFLASH.md §6.5).
 //
 // The uniform used to sample the token at absolute position p of a request is a pure function of
 // (request seed, p, stream): Philox-4x32-10, a counter-based generator (Salmon et al., "Parallel

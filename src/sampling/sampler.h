@@ -1,7 +1,7 @@
 #pragma once
 // The sampler: one request's whole pipeline from a logits row to a token. Plain decoding, every
 // verify row of speculative decoding, and the drafter all go through this one object, so
-// speculation cannot change what is emitted (design.md §1).
+// speculation cannot change what is emitted (docs/DESIGN.md §1).
 //
 //   row ──mask padded ids──► history stages (bias, penalties, DRY, min_tokens; in params.order)
 //       ──T = 0──► argmax (ties → lowest id)
@@ -13,7 +13,7 @@
 // state, no sequential RNG, single-threaded arithmetic in a fixed order. The position is
 // state.length(), the absolute index of the token being chosen.
 //
-// How the DFlash verifier uses it (dflash.md §4, §6). `state` holds the committed tokens and the
+// How the DFlash verifier uses it (docs/DFLASH.md §4, §6). `state` holds the committed tokens and the
 // pending token x_s, so state.length() = s + 1 is the position row 0 decides:
 //   verify, argmax drafts (the default; bit-identical to plain decoding):
 //     for i = 0..γ: t = pick(row_i, state).token; state.push(t);

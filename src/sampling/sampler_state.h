@@ -2,7 +2,7 @@
 // The history a request's sampling depends on: prompt ids, output ids, and — during a verify step —
 // the provisional draft ids of that step.
 //
-// Verify rows are K consecutive positions: row i must see history + drafts[0..i) (dflash.md §6.4).
+// Verify rows are K consecutive positions: row i must see history + drafts[0..i) (docs/DFLASH.md §6.4).
 // Instead of rebuilding penalty counts per row, the verifier pushes each draft after picking its
 // row and truncates back to the committed length afterwards; push/pop keep the counts exact (they
 // are integers), so the state at row i is identical — not merely equal in value — to the state

@@ -18,7 +18,7 @@ namespace specserve::sampling {
 
 enum class Stage : uint8_t {
   // History stages: they read the request's tokens so far. The drafter applies exactly these
-  // (Sampler::apply_history_processors) so penalties do not collapse acceptance (design.md §1.5).
+  // (Sampler::apply_history_processors) so penalties do not collapse acceptance (docs/DESIGN.md §1.5).
   kLogitBias,          // logit += bias[id]
   kRepetitionPenalty,  // HF: logit / p if logit > 0 else logit * p, for ids seen in prompt + output
   kPresenceFrequency,  // OpenAI: logit -= presence * [c > 0] + frequency * c, c = count in output

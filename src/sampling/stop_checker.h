@@ -5,7 +5,7 @@
 // It consumes the tokens a step emits — one for plain decoding, up to γ + 1 for a speculative step —
 // in order, with their decoded text pieces, and says how many of them belong to the output: a stop
 // inside an accepted run cuts the run there, and the tokens after the cut are never emitted
-// (dflash.md §4 step 8). It also produces the text that is safe to stream now: everything except a
+// (docs/DFLASH.md §4 step 8). It also produces the text that is safe to stream now: everything except a
 // tail that could still become a stop string (or is an incomplete UTF-8 character).
 //
 // Per token, in order: counted as generated; while fewer than min_tokens have been generated no

@@ -8,7 +8,7 @@ namespace specserve::sampling {
 using TokenId = int32_t;
 
 // The logits row's shape. Checkpoints pad the lm_head (Qwen3: 151,936 rows, 151,669 real tokens);
-// ids at or above `real_vocab` are not tokens and must never be picked (models.md §2.3), so
+// ids at or above `real_vocab` are not tokens and must never be picked (docs/MODELS.md §2.3), so
 // every pipeline entry point masks them before anything else.
 struct VocabBounds {
   int64_t vocab_size = 0;  // V, the length of a logits row

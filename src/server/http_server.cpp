@@ -72,7 +72,7 @@ HttpServer::~HttpServer() { stop(); }
 void HttpServer::configure() {
   httplib::Server& svr = *svr_;
   // Debian's build is precompiled, so CPPHTTPLIB_THREAD_POOL_COUNT has no effect; the runtime
-  // hook sets the pool (dependencies.md §3).
+  // hook sets the pool (docs/DEPENDENCIES.md §3).
   const int pool = http_pool_size(options_);
   svr.new_task_queue = [pool] { return new httplib::ThreadPool(static_cast<size_t>(pool)); };
   svr.set_read_timeout(options_.read_timeout_s, 0);

@@ -2,7 +2,7 @@
 // An HTTP load generator for OpenAI-compatible servers (specserve or any peer): N concurrent
 // clients send streaming /v1/completions requests and time every SSE chunk, giving
 // time-to-first-token, inter-token latency and aggregate output tokens/s per concurrency level.
-// It measures, never asserts (design.md §3).
+// It measures, never asserts (docs/DESIGN.md §3).
 #include <cstdint>
 #include <string>
 #include <vector>

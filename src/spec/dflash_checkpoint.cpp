@@ -8,7 +8,7 @@
 namespace specserve::spec {
 namespace {
 
-// Tensors of the related variants (dflash.md §1.9). Ignoring them would load a drafter whose
+// Tensors of the related variants (docs/DFLASH.md §1.9). Ignoring them would load a drafter whose
 // forward we do not compute: acceptance collapses without an error, so refuse instead.
 struct VariantMarker {
   std::string_view fragment, variant;
@@ -82,7 +82,7 @@ std::unique_ptr<DrafterCheckpoint> DrafterCheckpoint::load(const std::string& di
     SS_CHECK(!c.attention_bias, "drafters with attention_bias are not supported");
     d->file_ = Checkpoint::open(dir);
     reject_variants(*d->file_);
-    // z-lab files have no prefix; some re-uploads add `model.` (dflash.md §2.2).
+    // z-lab files have no prefix; some re-uploads add `model.` (docs/DFLASH.md §2.2).
     if (d->file_->contains("fc.weight"))
       d->prefix_ = "";
     else if (d->file_->contains("model.fc.weight"))

@@ -1,5 +1,5 @@
 #pragma once
-// A z-lab DFlash drafter checkpoint (dflash.md §2): config.json with `dflash_config` and the
+// A z-lab DFlash drafter checkpoint (docs/DFLASH.md §2): config.json with `dflash_config` and the
 // safetensors tensors fc / hidden_norm / norm and per-layer Qwen3 attention + MLP weights (names
 // with or without a `model.` prefix). The drafter has no embedding and no lm_head: it borrows the
 // target's, so loading it is only meaningful against a target, and this is where a mismatched pair

@@ -293,7 +293,7 @@ MemTensor DFlashDrafter::forward(std::span<DrafterSequence* const> context_of, s
   for (size_t l = 0; l < w.layers.size(); ++l) {
     const DrafterLayerWeights& L = w.layers[l];
     const TensorView u = x.view().rows(Nc, N);
-    // The context rows are NOT normalised by input_layernorm (dflash.md §1.2): only the block is.
+    // The context rows are NOT normalised by input_layernorm (docs/DFLASH.md §1.2): only the block is.
     // The queries' matmul first, right after u's norm (it reads only u; on a GPU it then takes the
     // norm's bf16 copy of u), and the keys' and values' right after it: the two GEMMs run back to back
     // while the host records the norms, RoPE, KV store and attention that follow, where a GEMM on each

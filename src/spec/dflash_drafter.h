@@ -1,5 +1,5 @@
 #pragma once
-// The DFlash drafter (dflash.md §1): a stack of Qwen3 decoder layers that reads the target's
+// The DFlash drafter (docs/DFLASH.md §1): a stack of Qwen3 decoder layers that reads the target's
 // hidden states as injected K/V and drafts a whole block in one forward pass.
 //
 //   context rows (per committed position t):  c_t = hidden_norm(fc([h_t^(l1); …; h_t^(lK)]))
@@ -17,7 +17,7 @@
 // default, set_matmul_order): then the backend may run the drafter's larger matmuls through a
 // faster GEMM whose summation order follows the call's rows (the CUDA backend: cuBLASLt above 32
 // rows), and a draft may differ with the batch. The emitted tokens never do: the target verifies
-// every draft (design.md §1), so the order moves acceptance at most, by a near-tied draft here and
+// every draft (docs/DESIGN.md §1), so the order moves acceptance at most, by a near-tied draft here and
 // there. RowInvariant keeps the drafts batch-independent (and a seeded --draft-sampling sample run
 // reproducible whatever else is batched).
 #include <cstdint>

@@ -95,7 +95,7 @@ void DFlashProposer::propose(std::span<engine::ProposeItem> items) {
     ctx.q.clear();
     ctx.q_rows = 0;
     if (item.max_drafts <= 0) continue;
-    // The context-accumulation invariant (dflash.md §5): one row per committed position.
+    // The context-accumulation invariant (docs/DFLASH.md §5): one row per committed position.
     SS_DEBUG_CHECK(ctx.sequence->rows() == item.pending_position,
                    "DFlash proposer: drafter context holds {} rows but the pending token is at position {}",
                    ctx.sequence->rows(), item.pending_position);

@@ -1,7 +1,7 @@
 #pragma once
 // The DFlash proposer: the engine's DraftProposer (engine/draft_proposer.h) over a DFlashDrafter.
 //
-// Per sequence it keeps the drafter context: one row per committed position (dflash.md §5). The
+// Per sequence it keeps the drafter context: one row per committed position (docs/DFLASH.md §5). The
 // engine hands it every prefill row and, after each verify, exactly the rows of the pending token
 // and the accepted drafts; never a rejected row, never the new pending token. So at every propose
 //     drafter context rows == the target's committed length == the pending token's position,
@@ -26,7 +26,7 @@ namespace specserve::spec {
 struct DFlashProposerOptions {
   int gamma = 0;  // drafts per step, 1..block_size−1; 0: block_size − 1 (the trained block)
   // true: every draft block is the trained block ([pending, mask × (block_size − 1)]) and gamma only
-  // says how many of its drafts are verified; false: a block of gamma + 1 rows (dflash.md §4 read
+  // says how many of its drafts are verified; false: a block of gamma + 1 rows (docs/DFLASH.md §4 read
   // literally). The drafter was trained on full blocks only and its in-block attention is
   // non-causal, so a shorter block is out of distribution: on the demo pair, γ = 3 accepts its first
   // draft 29 % of the time with a 4-row block against 81 % with the full block (docs/BENCHMARKS.md).

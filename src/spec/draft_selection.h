@@ -2,7 +2,7 @@
 // Turning the drafter's logits rows (slots 1..n of one block) into drafts d1..dn.
 //
 // The drafter's rows go through the same history-dependent processors the verifier applies
-// (logit bias, penalties, DRY, min_tokens; design.md §1.5), with the provisional history
+// (logit bias, penalties, DRY, min_tokens; docs/DESIGN.md §1.5), with the provisional history
 // d1..d_{k−1} for slot k exactly as verify row k−1 will see it: otherwise a penalty the target
 // applies makes the drafter propose the very token the verifier has penalised, and acceptance
 // collapses.

@@ -1,5 +1,5 @@
 #pragma once
-// One sequence's drafter context (dflash.md §3, §5): one context row per committed position.
+// One sequence's drafter context (docs/DFLASH.md §3, §5): one context row per committed position.
 //
 // A row arrives as the target's captured features f_t (K·H floats) of a committed position and is
 // kept WAITING, in the drafter's memory (on a device drafter: copied there from the target's rows on
@@ -39,7 +39,7 @@ class DrafterSequence {
 
   // Queues rows for positions [first_position, first_position + n). Positions must continue the
   // context exactly (first_position == rows()): a gap or a repeated position poisons every later
-  // draft (dflash.md §10.4), so it is an Error.
+  // draft (docs/DFLASH.md §10.4), so it is an Error.
   void append(int64_t first_position, std::span<const float> features);
   // The same from [n, feature_width] f32 rows on the host or in the drafter's memory's device.
   void append(int64_t first_position, const TensorView& features);

@@ -47,7 +47,7 @@ inline std::string tiny_qwen3_5_config(bool nested, bool tied) {
          tie + ", " + text + "}";
 }
 
-// A 2-layer DFlash drafter for a 36-layer target (dflash.md §2.1, scaled down).
+// A 2-layer DFlash drafter for a 36-layer target (docs/DFLASH.md §2.1, scaled down).
 inline std::string tiny_dflash_config() {
   return R"({"architectures": ["DFlashDraftModel"], "model_type": "qwen3", "vocab_size": 64,
     "hidden_size": 16, "intermediate_size": 24, "num_hidden_layers": 2, "num_attention_heads": 2,

@@ -47,7 +47,7 @@ TEST(CheckpointLayout, ResolvesTransformersCheckpoints) {
   EXPECT_EQ(untied.tensors.size(), 3u + 3 * 11);  // embed, norm, lm_head + 11 per layer
 }
 
-// The worked shapes of models.md §3.7.
+// The worked shapes of docs/MODELS.md §3.7.
 TEST(CheckpointLayout, Qwen3_6_27bShapes) {
   ModelConfig c;
   c.family = ModelFamily::Qwen3_5;
@@ -92,7 +92,7 @@ TEST(CheckpointLayout, DrafterTensorsWithAndWithoutPrefix) {
   CheckpointLayout l = layout_of(dir.path().string());
   EXPECT_EQ(l.prefix, "");
   EXPECT_EQ(l.head, "");
-  EXPECT_EQ(l.tensors.size(), 25u);  // dflash.md §2.2: a 2-layer drafter has 3 + 11 per layer
+  EXPECT_EQ(l.tensors.size(), 25u);  // docs/DFLASH.md §2.2: a 2-layer drafter has 3 + 11 per layer
   EXPECT_EQ(find(l.tensors, "fc.weight").shape, Shape({16, 5 * 16}));
   write_checkpoint(dir.path().string(), tiny_dflash_config(), "model.");
   EXPECT_EQ(layout_of(dir.path().string()).prefix, "model.");

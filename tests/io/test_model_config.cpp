@@ -42,7 +42,7 @@ json qwen3_6_27b() {
           {"tie_word_embeddings", false}, {"dtype", "bfloat16"}};
 }
 
-// z-lab Qwen3-8B-DFlash-b16 (dflash.md §2.1).
+// z-lab Qwen3-8B-DFlash-b16 (docs/DFLASH.md §2.1).
 json qwen3_8b_dflash() {
   json j = qwen3_8b();
   j["architectures"] = {"DFlashDraftModel"};
@@ -276,7 +276,7 @@ TEST(ModelConfig, DFlashErrorsNameTheKey) {
 }
 
 TEST(ModelConfig, DefaultTargetLayerIdsMatchReference) {
-  // The examples of dflash.md §1.3, computed by the reference build_target_layer_ids.
+  // The examples of docs/DFLASH.md §1.3, computed by the reference build_target_layer_ids.
   EXPECT_EQ(default_target_layer_ids(36, 5), (std::vector<int>{1, 9, 17, 25, 33}));
   EXPECT_EQ(default_target_layer_ids(64, 5), (std::vector<int>{1, 16, 31, 46, 61}));
   EXPECT_EQ(default_target_layer_ids(40, 5), (std::vector<int>{1, 10, 19, 28, 37}));

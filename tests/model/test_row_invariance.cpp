@@ -1,4 +1,4 @@
-// The lossless promise (design.md §1, dflash.md §6.6): extend rows equal successive decodes bit for bit;
+// The lossless promise (docs/DESIGN.md §1, docs/DFLASH.md §6.6): extend rows equal successive decodes bit for bit;
 // a row's logits and captured features do not depend on the other rows or sequences in the batch;
 // prefill does not depend on its batch neighbours (nor on a split at 64-token chunk boundaries).
 #include <random>

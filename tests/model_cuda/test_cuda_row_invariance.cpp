@@ -1,4 +1,4 @@
-// The lossless promise on the GPU (design.md §1): the CPU row-invariance tests
+// The lossless promise on the GPU (docs/DESIGN.md §1): the CPU row-invariance tests
 // (tests/model/test_row_invariance.cpp) on the CUDA backend, bit for bit: extend rows equal
 // successive decodes; a row alone equals the row inside a batch of 8 unrelated rows; prefill does not
 // depend on its neighbours or on a split at 64-token boundaries; rollback (commit of n < K rows)

@@ -1,4 +1,4 @@
-// The promise (design.md §1), at the sampling layer: picking verify rows with the state advanced
+// The promise (docs/DESIGN.md §1), at the sampling layer: picking verify rows with the state advanced
 // by the drafts (SamplerState push / truncate) emits exactly the tokens plain decoding emits, for
 // every γ, at T = 0 and seeded T > 0, with penalties, DRY and truncation — and penalty-aware drafting
 // keeps acceptance high where raw drafting loses it. Also: the same seeded outputs whatever the
@@ -41,7 +41,7 @@ struct SpecResult {
   size_t drafted = 0, accepted = 0;
 };
 
-// Sample-match verification (dflash.md §6.2) as the DFlash verifier will run it.
+// Sample-match verification (docs/DFLASH.md §6.2) as the DFlash verifier will run it.
 SpecResult speculative_decode(const Sampler& s, size_t n, int gamma, const Drafter& drafter) {
   SamplerState st = s.make_state(kPrompt);
   SamplerWorkspace ws;

@@ -104,7 +104,7 @@ inline engine::GenerationRequest sampled_request(const std::vector<int32_t>& pro
 }
 
 // Checks an engine run of a trace's prompt (T = 0, gamma 15) against the z-lab reference trace
-// (dflash.md §11.3), step by step. The reference always drafts a full block and runs until its
+// (docs/DFLASH.md §11.3), step by step. The reference always drafts a full block and runs until its
 // pending position reaches prompt + max_new_tokens; the engine asks for no more drafts than can
 // still be emitted (max_drafts = remaining − 1, over the same full block), so in the last steps it
 // sees a prefix of the reference's drafts, accepts min(reference, that many) and commits the

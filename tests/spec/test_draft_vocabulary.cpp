@@ -1,7 +1,7 @@
 // --draft-vocab (spec/draft_vocabulary.h, DFlashDrafter::set_vocabulary): which ids a subset holds;
 // that the drafter's logits over it are the whole head's at those ids and -inf elsewhere; that its
 // argmax maps back to ids; that drafts never leave it; and that the output is still exactly plain
-// decoding's (design.md §1: drafts only move acceptance).
+// decoding's (docs/DESIGN.md §1: drafts only move acceptance).
 #include <cmath>
 #include <filesystem>
 #include <fstream>

@@ -1,4 +1,4 @@
-// The drafter is row-invariant like everything on the decode path (design.md §1): a sequence's draft
+// The drafter is row-invariant like everything on the decode path (docs/DESIGN.md §1): a sequence's draft
 // logits are the same bits whether its block runs alone or beside other sequences' blocks and
 // context rows, and whether its context rows were projected eagerly (during a long prefill) or
 // together with the block.

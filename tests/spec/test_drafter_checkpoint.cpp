@@ -1,4 +1,4 @@
-// Loading z-lab drafter checkpoints (dflash.md §2): `model.`-prefixed names load the same drafter;
+// Loading z-lab drafter checkpoints (docs/DFLASH.md §2): `model.`-prefixed names load the same drafter;
 // DFlash2 / DSpark tensors, non-drafter configs and every kind of mismatched target are refused with
 // an error that says what is wrong (a wrong pair would otherwise load and silently accept nothing).
 #include "drafter_fixture_edit.h"

@@ -1,4 +1,4 @@
-// Drafter numerics against the z-lab reference (dflash.md §11.1): teacher-forced from the trace
+// Drafter numerics against the z-lab reference (docs/DFLASH.md §11.1): teacher-forced from the trace
 // (the reference's committed tokens), our drafter's logits for slots 1..15 at steps 0 and 1 match
 // golden.safetensors in f32, and the argmax drafts are the reference's. Step 1 exercises the
 // context accumulation: prefill rows, then the pending token + accepted drafts of step 0.
@@ -50,7 +50,7 @@ TEST_P(DrafterGolden, TeacherForcedLogitsMatchReference) {
   TargetModel& target = *pair.target;
   DFlashDrafter& drafter = *pair.drafter;
   const int gamma = drafter.block_size() - 1;
-  // f32 parity (dflash.md §3: ~2e-6 expected); legacy fixtures carry the reference's bf16-rounded
+  // f32 parity (docs/DFLASH.md §3: ~2e-6 expected); legacy fixtures carry the reference's bf16-rounded
   // rotary frequencies (spec_test_util.h), worth up to ~3e-3.
   const double tol = trace.exact_rope ? 1e-4 : 5e-3;
   RecordProperty("tolerance", std::to_string(tol));

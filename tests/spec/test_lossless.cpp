@@ -1,4 +1,4 @@
-// The promise (design.md §1): with the DFlash drafter, T = 0 output is identical to plain decoding,
+// The promise (docs/DESIGN.md §1): with the DFlash drafter, T = 0 output is identical to plain decoding,
 // for dense and hybrid targets, γ ∈ {1, 3, 7, 15}, f32 and bf16 weights, several requests batched
 // together; and a seeded T > 0 request gives identical text with and without the drafter (argmax
 // drafts, sample-match acceptance). Also with penalties, which the drafter applies too.

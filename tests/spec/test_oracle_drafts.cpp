@@ -1,4 +1,4 @@
-// Control flow with oracle drafts (dflash.md §11.2): the drafts are forced to the target's true
+// Control flow with oracle drafts (docs/DFLASH.md §11.2): the drafts are forced to the target's true
 // greedy continuation for the first j slots and garbage after, with j = 0..γ over successive steps.
 // Exactly j drafts must be accepted, the committed tokens must be the target's, and after every step
 // the drafter holds one context row per committed position (target length == drafter context

@@ -1,4 +1,4 @@
-// End to end against the z-lab reference loop (dflash.md §11.3): the engine with the DFlash proposer,
+// End to end against the z-lab reference loop (docs/DFLASH.md §11.3): the engine with the DFlash proposer,
 // one request at T = 0 from trace.json's prompt, reproduces every step's drafts, accepted count and
 // committed tokens, and the generated ids, for the dense and the hybrid pairs in f32.
 //

@@ -1,4 +1,4 @@
-// Sliding-window drafter layers (dflash.md §1.7): causal inside the block and limited to the window
+// Sliding-window drafter layers (docs/DFLASH.md §1.7): causal inside the block and limited to the window
 // (a block query at position q sees keys ≥ q − (W − 1), and only block slots ≤ its own), while full
 // layers stay bidirectional. The HF reference does not implement this, so the rule itself is tested:
 //   - causal: with every layer sliding, slot k's logits do not depend on how many slots follow it

@@ -1,4 +1,4 @@
-// EOS and max_tokens falling inside a run of accepted drafts (dflash.md §4 step 8): tokens after the
+// EOS and max_tokens falling inside a run of accepted drafts (docs/DFLASH.md §4 step 8): tokens after the
 // cut are never emitted, even though the target accepted them, and the output equals plain
 // decoding's. Uses the hybrid pair, whose reference trace accepts up to 9 drafts per step.
 #include "spec_test_util.h"

@@ -59,7 +59,7 @@ TEST(HfIds, RoundTripIsNfc) {
   }
 }
 
-// The worked ids of models.md §4.1.
+// The worked ids of docs/MODELS.md §4.1.
 TEST(HfIds, Qwen3WorkedExamples) {
   const Tokenizer& tok = variant_tokenizer("qwen3");
   EXPECT_EQ(tok.encode("Hello world"), (std::vector<int32_t>{9707, 1879}));

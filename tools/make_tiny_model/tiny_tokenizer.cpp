@@ -92,7 +92,7 @@ read the error message, find the line that raised it, and fix the code before yo
 again. Good names, small functions and clear comments make the code easier to read and to change.
 )";
 
-// The Qwen2/Qwen3 pre-tokenizer regex (models.md §4.1), so the project's tokenizer meets the real one.
+// The Qwen2/Qwen3 pre-tokenizer regex (docs/MODELS.md §4.1), so the project's tokenizer meets the real one.
 constexpr const char* kQwenSplitRegex =
     R"((?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+)";
 
@@ -244,7 +244,7 @@ std::string tokenizer_config_json(const TinyTokenizer& t) {
   for (const auto& s : t.special_tokens)
     decoder[std::to_string(t.special_id(s))] = {{"content", s}, {"lstrip", false}, {"normalized", false},
                                                 {"rstrip", false}, {"single_word", false}, {"special", true}};
-  // ChatML, the format of every Qwen chat model (models.md §4.4), without tools or thinking.
+  // ChatML, the format of every Qwen chat model (docs/MODELS.md §4.4), without tools or thinking.
   const std::string chat_template =
       "{%- for message in messages %}"
       "{{- '<|im_start|>' + message['role'] + '\\n' + message['content'] + '<|im_end|>' + '\\n' }}"

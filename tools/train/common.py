@@ -13,7 +13,7 @@ import time
 SPECIAL_TOKENS = ["<|endoftext|>", "<|im_start|>", "<|im_end|>", "<|mask|>"]
 EOT, IM_START, IM_END, MASK = SPECIAL_TOKENS
 
-# models.md §4.1: the Qwen2 / Qwen3 pre-tokenizer regex (Split, behaviour Isolated).
+# docs/MODELS.md §4.1: the Qwen2 / Qwen3 pre-tokenizer regex (Split, behaviour Isolated).
 QWEN2_PATTERN = (r"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}"
                  r"| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+")
 
@@ -26,7 +26,7 @@ CHAT_TEMPLATE = (
 
 
 def build_target_layer_ids(num_target_layers, n):
-    """z-lab default rule (dflash.md §1.3): n == 1 -> [L // 2]; else round(1 + i (L - 4) / (n - 1))."""
+    """z-lab default rule (docs/DFLASH.md §1.3): n == 1 -> [L // 2]; else round(1 + i (L - 4) / (n - 1))."""
     if n == 1:
         return [num_target_layers // 2]
     span = num_target_layers - 4
@@ -44,7 +44,7 @@ def default_num_taps(num_target_layers):
 
 
 def loss_weights(block_size, lam=7.0):
-    """Per-slot loss weights (dflash.md §9): slot 0 -> 0, slot k >= 1 -> exp(-(k - 1) / lam)."""
+    """Per-slot loss weights (docs/DFLASH.md §9): slot 0 -> 0, slot k >= 1 -> exp(-(k - 1) / lam)."""
     return [0.0] + [math.exp(-(k - 1) / lam) for k in range(1, block_size)]
 
 

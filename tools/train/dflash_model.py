@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""The DFlash drafter (dflash.md §1), written for this project, in the z-lab checkpoint format (§2).
+"""The DFlash drafter (docs/DFLASH.md §1), written for this project, in the z-lab checkpoint format (§2).
 
 A stack of Qwen3 pre-norm decoder layers with KV injection:
   c_t = hidden_norm(fc([h_t^(l1); ...; h_t^(lK)]))       context rows: outputs of the target layers l_i
@@ -13,7 +13,7 @@ RoPE is rotate_half over the full head_dim with the drafter's own theta.
 
 Two ways to run it:
   forward_train  packed training forward: per sequence, all context rows once plus N anchor blocks; a block at
-                 anchor a sees the context rows < a and its own block, never other blocks (dflash.md §9).
+                 anchor a sees the context rows < a and its own block, never other blocks (docs/DFLASH.md §9).
   append_context + draft   inference: context K/V cached per layer (permanent), block K/V temporary.
 `python3 dflash_model.py --selftest` checks that the two agree (packed == one anchor at a time).
 
@@ -226,7 +226,7 @@ class DFlashDrafter(nn.Module):
     def draft(self, cache, noise_emb, start):
         """Runs the block noise_emb [1, B, H] at positions start .. start+B-1 over the whole cached context
         (no mask); the block K/V are not kept. Returns normed hidden states [1, B, H]."""
-        assert cache.length == start, (cache.length, start)   # dflash.md §5 invariant
+        assert cache.length == start, (cache.length, start)   # docs/DFLASH.md §5 invariant
         bsz = noise_emb.shape[1]
         cos, sin = self.rotary(torch.arange(start, start + bsz, device=noise_emb.device))
         z = noise_emb
@@ -251,7 +251,7 @@ def block_mask(anchors, ctx_len, block_size):
 def drafter_config(*, hidden, intermediate, layers, heads, kv_heads, head_dim, vocab_size, mask_token_id,
                    target_layer_ids, num_target_layers, block_size=16, rope_theta=1e7, max_positions=8192,
                    rms_norm_eps=1e-6, initializer_range=0.02):
-    """config.json of a z-lab DFlash drafter (dflash.md §2.1; key set of transformers' Qwen3Config)."""
+    """config.json of a z-lab DFlash drafter (docs/DFLASH.md §2.1; key set of transformers' Qwen3Config)."""
     try:
         import transformers
         version = transformers.__version__

@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Stage 5: tau and per-position acceptance of the drafter on held-out prompts (validation files).
 
-The speculative loop of dflash.md §4 with gamma = B - 1 = 15, one prompt at a time, in fp32 (TF32 off):
+The speculative loop of docs/DFLASH.md §4 with gamma = B - 1 = 15, one prompt at a time, in fp32 (TF32 off):
 prefill (all prompt rows become drafter context) -> per step: draft the block [pending, mask x 15] (argmax over
 real ids), verify the 16 rows with the target (capturing the tapped features), accept a leading prefix, commit
 a + 1 tokens, append the a + 1 verify rows as new drafter context (§5). Acceptance: T = 0 argmax-match;

@@ -1,5 +1,5 @@
 """Target-side helpers shared by train_drafter.py and eval_tau.py: loading, prompt sampling, batched generation,
-feature capture (dflash.md §1.2 / §8: the output of decoder layer l is HF hidden_states[l + 1]), and token picks
+feature capture (docs/DFLASH.md §1.2 / §8: the output of decoder layer l is HF hidden_states[l + 1]), and token picks
 restricted to real ids (the mask token and the padding rows never win)."""
 import functools
 import inspect

@@ -184,7 +184,7 @@ def test_torch():
         assert g["identical"] == g["checked"] == 4, g     # the fake target is exact: spec == greedy
         assert r["T=0"]["tau"] >= 1.0 and r["T=0.7"]["tau"] >= 1.0
 
-        # Control flow with oracle drafts (dflash.md §11.2): the first j drafts are the true greedy
+        # Control flow with oracle drafts (docs/DFLASH.md §11.2): the first j drafts are the true greedy
         # continuation, the rest garbage -> exactly j accepted per step, output == plain greedy.
         drafter = dm.load_drafter(dout)
         prompt = [int(v) for v in np.fromfile(os.path.join(ddir, "val.bin"), dtype=np.uint16)[:20]]

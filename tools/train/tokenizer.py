@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Stage 2: the byte-level BPE tokenizer, and the packed token streams of the corpus.
 
-Trains a byte-level BPE with HF `tokenizers` (the Rust trainer) in the exact Qwen2/Qwen3 layout (models.md §4.1):
+Trains a byte-level BPE with HF `tokenizers` (the Rust trainer) in the exact Qwen2/Qwen3 layout (docs/MODELS.md §4.1):
 NFC normalizer; pre-tokenizer Sequence[Split(Qwen2 regex, Isolated), ByteLevel(add_prefix_space false,
 use_regex false)]; BPE without byte fallback or unk; ByteLevel post-processor and decoder. The 256 byte symbols
 take ids 0..255 in code-point order (as in Qwen), the merges follow, and the added special tokens come last:

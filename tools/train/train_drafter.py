@@ -1,11 +1,11 @@
 #!/usr/bin/env python3
-"""Stage 4: the DFlash drafter (dflash_model.py), trained against the frozen target (dflash.md §9).
+"""Stage 4: the DFlash drafter (dflash_model.py), trained against the frozen target (docs/DFLASH.md §9).
 
 1. Target alignment: prompts cut from TRAIN files (a file start or a random offset; lengths --prompt-lens) are
    continued by the trained target itself for --gen-len tokens (a --greedy-frac share greedily, the rest sampled
    at --gen-temp). Validation sequences: greedy continuations of prompts from VALIDATION files.
 2. Context features: one target forward per sequence; the outputs of layers target_layer_ids (z-lab default rule
-   for the target's depth, dflash.md §1.3), concatenated, kept in bf16 on the GPU.
+   for the target's depth, docs/DFLASH.md §1.3), concatenated, kept in bf16 on the GPU.
 3. Training: per sequence --anchors random anchors a among the generated positions with a and a+1 generated;
    each anchor is a block [x_a, mask x 15] at positions a..a+15; all blocks of a sequence run in one packed
    forward whose mask lets block n see context rows < a_n and its own block only; loss = cross-entropy of

@@ -1,4 +1,4 @@
-// Causal GQA attention over the paged KV cache (models.md §1.4). Per (row, query head) the scores,
+// Causal GQA attention over the paged KV cache (docs/MODELS.md §1.4). Per (row, query head) the scores,
 // softmax and weighted sum walk its own sequence's keys window_start..position (window_start is 0
 // except for sliding-window layers) in increasing order with no split, so the result depends only
 // on the row and its sequence's cache: one decode row and the same row inside a K-row extend give

@@ -1,4 +1,4 @@
-// Gated DeltaNet kernels (models.md §3.3): causal depthwise conv + SiLU, the f32 gates and L2 norms,
+// Gated DeltaNet kernels (docs/MODELS.md §3.3): causal depthwise conv + SiLU, the f32 gates and L2 norms,
 // and the gated delta rule in its two forms. The recurrent form (decode and extend, one token at a
 // time) is the one that must agree bit for bit between a K-row extend and K decodes: it is the same
 // loop for both. The chunked form is used for prefill only; its chunks are aligned to absolute
@@ -93,7 +93,7 @@ struct HeadIo {
   float* o(int64_t r) const { return out + r * ld_out + int64_t{head} * d.v_dim; }
 };
 
-// Recurrent form (models.md §3.3 step 6) over rows [r0, r1) of one head; S [dk, dv]. The first step
+// Recurrent form (docs/MODELS.md §3.3 step 6) over rows [r0, r1) of one head; S [dk, dv]. The first step
 // reads the state from S_in (S itself when null or equal), the same arithmetic either way.
 void recurrent(const HeadIo& io, float* S, const float* S_in, int64_t r0, int64_t r1) {
   const int dk = io.d.k_dim, dv = io.d.v_dim;
@@ -127,7 +127,7 @@ void recurrent(const HeadIo& io, float* S, const float* S_in, int64_t r0, int64_
   }
 }
 
-// Chunked form (models.md §3.3 step 7) over one chunk of rows [r0, r0 + L), L <= kGdnChunk.
+// Chunked form (docs/MODELS.md §3.3 step 7) over one chunk of rows [r0, r0 + L), L <= kGdnChunk.
 void chunk(const HeadIo& io, float* S, int64_t r0, int64_t L, std::vector<float>& scratch) {
   const int dk = io.d.k_dim, dv = io.d.v_dim;
   scratch.resize(static_cast<size_t>(L + 2 * L * L + L * dv + L * dk + dk * dv));

@@ -1,4 +1,4 @@
-// RMSNorm flavours (models.md §1.1), all normalising in f32. The sum of squares uses the fixed-lane
+// RMSNorm flavours (docs/MODELS.md §1.1), all normalising in f32. The sum of squares uses the fixed-lane
 // reduction of simd.h, so a row's result depends only on the row.
 #include <cmath>
 

@@ -1,4 +1,4 @@
-// Rotate-half RoPE (models.md §1.3), partial when rot_dim < head_dim. cos/sin follow transformers'
+// Rotate-half RoPE (docs/MODELS.md §1.3), partial when rot_dim < head_dim. cos/sin follow transformers'
 // f32 recipe: inv_freq_i = 1 / theta^(2i/rot_dim) in f32, angle = inv_freq_i * position in f32.
 #include <cmath>
 #include <vector>

@@ -1,4 +1,4 @@
-// The chunked gated delta rule (models.md §3.3 step 7) for prefill spans (GdnSpan::chunked): the same
+// The chunked gated delta rule (docs/MODELS.md §3.3 step 7) for prefill spans (GdnSpan::chunked): the same
 // math as the CPU's chunked form (backend/cpu/gated_deltanet.cpp, chunk()), with the same chunks: a
 // chunk ends at every absolute position that is a multiple of kGdnChunkRows (= kGdnChunk), so a span
 // starting at position p first runs the partial chunk up to the next multiple. Stepped spans (decode,

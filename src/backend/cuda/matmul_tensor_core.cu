@@ -2,7 +2,7 @@
 // activations in and out. One kernel template serves every M (decode M = 1, verify M <= 256, prefill
 // M in the thousands); only the CTA tile shape changes with M (matmul_tensor_core.cuh).
 //
-// NUMERICS CONTRACT (row invariance, design.md §1, ops.h: a row's bits never depend on M):
+// NUMERICS CONTRACT (row invariance, docs/DESIGN.md §1, ops.h: a row's bits never depend on M):
 //   - x is rounded to bf16 element by element, round to nearest even (cvt.rn.bf16x2.f32), as the CPU
 //     AVX512-BF16 kernel rounds activations once per call. The streaming kernel rounds while it builds
 //     the A fragments from its f32 copy of x in shared memory; the tiled kernel reads a bf16 copy of x

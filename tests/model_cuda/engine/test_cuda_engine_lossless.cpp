@@ -1,4 +1,4 @@
-// The promise end to end on the GPU (design.md §1): the engine with a DFlash drafter (on the GPU beside
+// The promise end to end on the GPU (docs/DESIGN.md §1): the engine with a DFlash drafter (on the GPU beside
 // the target, or on the CPU fed the target's captured features) produces exactly the tokens of plain
 // decoding on the same GPU target, at T = 0 and for seeded T > 0, with several requests batched; a bf16
 // drafter on the GPU with its default free matmul order (cuBLASLt, drafts that may depend on the batch)

@@ -1,4 +1,4 @@
-// The z-lab reference traces (tests/fixtures/dflash, dflash.md §11.3) with the TARGET on the GPU in
+// The z-lab reference traces (tests/fixtures/dflash, docs/DFLASH.md §11.3) with the TARGET on the GPU in
 // f32 and the DFlash drafter on the GPU beside it: the engine reproduces every step's drafts, accepted count
 // and emitted tokens, and the generated ids — the GPU counterpart of tests/spec/test_reference_traces.cpp,
 // with the same end-of-generation rule (max_drafts = remaining − 1 over the full block, so the last

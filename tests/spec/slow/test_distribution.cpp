@@ -1,4 +1,4 @@
-// The output distribution with speculation is the target's (design.md §1, dflash.md §11.4): at T = 1
+// The output distribution with speculation is the target's (docs/DESIGN.md §1, docs/DFLASH.md §11.4): at T = 1
 // with top-p 0.9, 20,000 sampled 3-token continuations of one prompt with the DFlash drafter and
 // 20,000 without it (disjoint seeds; over a fixed mix of prompts) pass a chi-square homogeneity
 // test (p > 0.001), for sampled

@@ -20,7 +20,7 @@ Pairs:
 Dense pairs run the reference `dflash_generate` itself (its `sample` calls are recorded to get the
 per-step drafts). The reference loop cannot crop recurrent state, so for the hybrid target this script
 runs the same loop with the cache rolled back by restoring a pre-verify copy and replaying the accepted
-rows (dflash.md §7.2, strategy 3); for the dense pairs it checks that this harness reproduces the
+rows (docs/DFLASH.md §7.2, strategy 3); for the dense pairs it checks that this harness reproduces the
 reference loop exactly.
 
 All traces run on the CPU in fp32 (deterministic); training uses the GPU when present.
@@ -176,7 +176,7 @@ def train_target(target, steps, seed, device):
 
 
 # ---------------------------------------------------------------------------------------------------
-# Drafter training (target alignment, random anchors, decayed per-slot loss; dflash.md §9)
+# Drafter training (target alignment, random anchors, decayed per-slot loss; docs/DFLASH.md §9)
 # ---------------------------------------------------------------------------------------------------
 
 def train_drafter(ref, drafter, target, steps, seed, device):

@@ -26,7 +26,7 @@ def add(*texts):
     lines.extend(texts)
 
 
-# --- worked examples from models.md §4.1 -------------------------------------------------------
+# --- worked examples from docs/MODELS.md §4.1 -------------------------------------------------------
 add("Hello world", " Hello world", "Hello, world!", " ", "  ", "   ", "\n", "\n\n", "\t",
     "    Hello\n    Hello", "3", "333", "12345 3.14", "Führer", "нещо на Български",
     "Hello, y'all! How are you 😁 ?我想在apple工作1314151天～",
