@@ -7,7 +7,7 @@
 #   scripts/gpu_attention_rows.sh [BUILD]
 #
 # Each setting runs twice, interleaved, so the spread between two runs of one setting is visible next to the
-# difference between settings (docs/GPU_PERF_NOTES.md, session 15, has the predictions this call checks).
+# difference between settings (docs/history/GPU_PERF_NOTES.md, session 15, has the predictions this call checks).
 # Full outputs go to ${OUT:-.}/attn-rows-*.txt; the last lines printed are the step table.
 set -uo pipefail
 cd "$(dirname "$0")/.."

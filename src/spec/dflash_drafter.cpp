@@ -297,7 +297,7 @@ MemTensor DFlashDrafter::forward(std::span<DrafterSequence* const> context_of, s
     // The queries' matmul first, right after u's norm (it reads only u; on a GPU it then takes the
     // norm's bf16 copy of u), and the keys' and values' right after it: the two GEMMs run back to back
     // while the host records the norms, RoPE, KV store and attention that follow, where a GEMM on each
-    // side of the k/v launches left the GPU waiting for the host (docs/GPU_PERF_NOTES.md, session 11).
+    // side of the k/v launches left the GPU waiting for the host (docs/history/GPU_PERF_NOTES.md, session 11).
     if (Nb > 0) {
       ops.rms_norm(z, L.input_norm, NormKind::Plain, eps, u);
       ops.matmul(u, L.q_proj, q);

@@ -1,6 +1,6 @@
 // Probe: can a bulk L2 prefetch of the next matmul's weights, issued before a latency-bound kernel (a
 // norm, attention), make the weight stream that follows it shorter? Between two matmuls of a decode step
-// the DRAM idles while the small kernels run (docs/GPU_PERF_NOTES.md, session 10: 26 µs an 8B layer); if
+// the DRAM idles while the small kernels run (docs/history/GPU_PERF_NOTES.md, session 10: 26 µs an 8B layer); if
 // the L2 (50 MB on an H200) can hold the next weights by then, the next stream reads them from L2.
 //
 // Per case, on one stream, rotating over 12 matrices (cold L2 for each): [prefetch P bytes of matrix i]

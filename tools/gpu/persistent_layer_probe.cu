@@ -2,7 +2,7 @@
 //
 // The decode's matmuls stream at ~91 % of the copy bandwidth, but between them ~26 µs an 8B layer of small
 // kernels (norms, head preparation, attention and its combine, swiglu) leave the DRAM idle
-// (docs/GPU_PERF_NOTES.md, sessions 10 and 12). A kernel that stays resident across the layer could keep
+// (docs/history/GPU_PERF_NOTES.md, sessions 10 and 12). A kernel that stays resident across the layer could keep
 // the weights streaming into its shared memory while it runs the small phases between grid barriers. This
 // probe measures that design on an emulated qwen3-8b step (36 layers of q/k/v, o, gate/up and down bf16
 // weights, 512 positions of f32 KV cache, batch 1) before anyone builds it for real:

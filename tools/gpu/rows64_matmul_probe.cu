@@ -2,7 +2,7 @@
 // 16 x 4) stream the weights, if its CTAs cover enough columns that x's L2 traffic stops dominating?
 //
 // Today these rows take the wgmma kernel at 2-2.3x the one-row weight stream (8B q/o 29.5 us at 64 rows
-// against 13.7 us at one row; docs/GPU_PERF_NOTES.md, session 13). The gemv cannot take them: every CTA
+// against 13.7 us at one row; docs/history/GPU_PERF_NOTES.md, session 13). The gemv cannot take them: every CTA
 // reads all of x, which is M * K * 2 bytes for each of N / 16 column blocks. This probe's kernel
 // keeps the server's numerics contract in shape (S K-slices fixed by (N, K), one mma chain per slice in
 // chunk order, partials summed in slice order), with CTAs of 32 columns: 8 warps, each a slice (S = 8) or

@@ -11,7 +11,7 @@
 // on S's fragments (each row masked to its own window), O += P V with P's fragments as the A operand.
 // Scores, softmax and sums in f32. With few CTAs (few sequences) the keys are split across CTAs and a
 // second kernel merges the splits. Head dims 32, 64 and 128, two or more sequences; anything else keeps
-// the fixed-order kernels (docs/GPU_PERF_NOTES.md, session 10, has the measurements).
+// the fixed-order kernels (docs/history/GPU_PERF_NOTES.md, session 10, has the measurements).
 #include <cuda_runtime.h>
 
 #include <algorithm>
@@ -44,7 +44,7 @@ constexpr int kFreeMaxRows = 32;             // rows per item (a longer run of o
 // The tiles' f32 keys and values come in by cp.async into a staging area [2][kTileKeys][HD] f32 that
 // overlays q's (q is in registers once the prologue is done), the next tile's while this one is
 // computed. (Each thread loading its 32 pieces of a tile itself took 96 µs a 27B drafter layer at 16
-// sequences against 65 µs so: docs/GPU_PERF_NOTES.md, session 11.)
+// sequences against 65 µs so: docs/history/GPU_PERF_NOTES.md, session 11.)
 template <int HD>
 struct FreeLayout {
   static constexpr int kPitch = HD + 8;
@@ -392,7 +392,7 @@ AttentionFreePlan attention_free_plan(const KvArgs& kv, int num_heads) {
   const auto n_items = static_cast<int64_t>(pl.items.size()) - 1;
   // One sequence: the fixed-order kernels already spread its keys over chunks, and this kernel with its
   // splits and their merge measured slower (27B drafter propose at one sequence 2.16 vs 2.06 ms; 4
-  // sequences 2.46 vs 2.55, 16 sequences 3.72 vs 4.29: docs/GPU_PERF_NOTES.md, session 10).
+  // sequences 2.46 vs 2.55, 16 sequences 3.72 vs 4.29: docs/history/GPU_PERF_NOTES.md, session 10).
   if (n_items < 2 || n_items * kv.num_kv_heads > int64_t{1} << 30) return AttentionFreePlan{};
   const int G = num_heads / kv.num_kv_heads;
   const int64_t ctas = n_items * kv.num_kv_heads * ((pl.max_rows * G + kFreePairs - 1) / kFreePairs);

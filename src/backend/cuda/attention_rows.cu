@@ -220,7 +220,7 @@ std::atomic<int>& grouping_mode() {
 }
 
 // The warps a CTA of the multi-row kernel has: 4, 8 or 16 for head dims 128 and 256 (the others always
-// take 4); 0, the default, takes 4, the only width measured so far (docs/GPU_PERF_NOTES.md, session 15).
+// take 4); 0, the default, takes 4, the only width measured so far (docs/history/GPU_PERF_NOTES.md, session 15).
 // Starts at SPECSERVE_ATTN_ROW_WARPS (a benchmark knob, read once); attn::set_row_warps changes it
 // (tests). The bits are the same either way.
 std::atomic<int>& warps_mode() {

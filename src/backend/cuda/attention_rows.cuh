@@ -20,7 +20,7 @@ namespace specserve::cuda::attn {
 // When the rows that can share CTAs do. Auto: when the one-row kernel would take at least two waves
 // (a verify of several sequences, a prefill); within about one wave every CTA runs at once and a CTA
 // serving 4 rows does 4 rows' serial work, which measured slower (H200, session 8: 16 verify rows of the
-// 27B 0.3-0.45 ms per step, of the 8B at K <= 8 0.1-0.3 ms; docs/GPU_PERF_NOTES.md). Never:
+// 27B 0.3-0.45 ms per step, of the 8B at K <= 8 0.1-0.3 ms; docs/history/GPU_PERF_NOTES.md). Never:
 // SPECSERVE_ATTN_ROW_QUERIES=0. Always: whenever they group (tests of the multi-row kernel). Which
 // kernel serves a row never changes its bits.
 enum class RowGrouping { Auto, Never, Always };

@@ -21,7 +21,7 @@
 // (matmul_tensor_core_gemv.cu), and the one-row norms and the DeltaNet gate preparation their weights.
 //
 // Only the timing changes: every result's bits are those of plain launches. SPECSERVE_PDL=0 launches
-// plainly (a benchmark knob for A/B runs, read once per process).
+// plainly (an off-switch in core/env_registry.h, read once per process).
 //
 // Both launchers go through step_graphs.h: the launch is recorded, then enqueued directly or as a node
 // of a CUDA graph (PDL becomes a programmatic edge there).
@@ -34,7 +34,7 @@
 
 #include "backend/cuda/cuda_check.h"
 #include "backend/cuda/step_graphs.h"
-#include "backend/cuda/tuning_knob.h"
+#include "core/env_registry.h"
 
 namespace specserve::cuda {
 
@@ -46,14 +46,14 @@ __device__ __forceinline__ void pdl_launch_dependents() {
 }
 // The start of a kernel with no independent prologue. It waits before it triggers: triggering first (so that
 // a matmul after a chain of small kernels is resident during all of them, not just the last) measured
-// slower, 8B decode 5.09 -> 5.33 ms (docs/GPU_PERF_NOTES.md, session 13).
+// slower, 8B decode 5.09 -> 5.33 ms (docs/history/GPU_PERF_NOTES.md, session 13).
 __device__ __forceinline__ void pdl_begin() {
   pdl_wait();
   pdl_launch_dependents();
 }
 
 inline bool pdl_enabled() {
-  static const bool on = tuning_knob("SPECSERVE_PDL", 1) != 0;
+  static const bool on = env_switch("SPECSERVE_PDL");
   return on;
 }
 

@@ -134,7 +134,7 @@ constexpr TileKind choose_tile(int64_t M, int64_t N, int sms, int S) {
 // M-row call of `ctas` CTAs (a CTA per multiprocessor, `sms` of them): always up to 32 rows, above only
 // when its waves are at least 70 % full. At 64 rows the 27B's o and down projections (160 CTAs on 132
 // multiprocessors: 61 %) ran slower than on the wgmma kernel and the 8B's q/k/v (192: 73 %) faster
-// (docs/GPU_PERF_NOTES.md, session 13).
+// (docs/history/GPU_PERF_NOTES.md, session 13).
 constexpr bool mid_fills_waves(int64_t M, int64_t ctas, int sms) {
   if (M <= 32) return true;
   const int64_t waves = ceil_div(ctas, sms);

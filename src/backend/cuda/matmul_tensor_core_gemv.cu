@@ -69,7 +69,7 @@ __global__ void __launch_bounds__(G::kThreads, 2) matmul_tc_gemv_kernel(const Pa
   // whole tiles' weights may be loaded now (launch.cuh: no kernel writes weights while a successor may
   // run), so the stream's first round trip overlaps the previous kernel (a norm, attention or swiglu
   // between two matmuls) instead of following it. (An L2 prefetch of them measured no gain in session 6:
-  // docs/GPU_PERF_NOTES.md.) x is the previous kernel's output and waits.
+  // docs/history/GPU_PERF_NOTES.md.) x is the previous kernel's output and waits.
   const int early = p.early_w ? (tiles < G::kStages - 1 ? tiles : G::kStages - 1) : 0;
   for (int t = 0; t < early; ++t)
     if (gemv_tile_whole<G>(p, work, n0w, t)) gemv_load_whole_w<G>(p, lay, l, t, cp_w_whole);
@@ -200,7 +200,7 @@ Params gemv_params(const MatmulArgs* parts, int count, cudaStream_t stream) {
 // than one wave, the CTAs per multiprocessor decide (3 stages made the verify of 4-16 rows 8-17 %
 // slower in session 8); when one wave holds it, the most stages (up to SPECSERVE_TC_GEMV_MAX_STAGES,
 // 4) with which it still does: the 8B verify of 16 rows 6.56 -> 6.39 ms. SPECSERVE_TC_GEMV_STAGES=2..5
-// fixes the count for every launch (benchmark knobs, read once; docs/GPU_PERF_NOTES.md, session 10).
+// fixes the count for every launch (benchmark knobs, read once; docs/history/GPU_PERF_NOTES.md, session 10).
 int gemv_fixed_stages() {
   static const int stages = static_cast<int>(tuning_knob("SPECSERVE_TC_GEMV_STAGES", 0));
   return stages;
@@ -250,7 +250,7 @@ int gemv_stages_for(const Params& p, int forced) {
 
 // Up to 32 rows: at 17-32 rows (verify of 4 sequences x 8 drafts) two row blocks per column block
 // beat the tiled kernel by 1.3-2x (the second block reads the weights from L2); at 64 rows the four
-// blocks stream them from DRAM again and the tiled kernel wins (docs/GPU_PERF_NOTES.md, session 5).
+// blocks stream them from DRAM again and the tiled kernel wins (docs/history/GPU_PERF_NOTES.md, session 5).
 int gemv_max_rows() {
   static const int rows = static_cast<int>(tuning_knob("SPECSERVE_TC_GEMV_ROWS", 32));
   return rows;

@@ -11,7 +11,7 @@
 // cp.async) and keeps MT x (columns / 8) accumulators; the partials meet in shared memory and are summed
 // in slice order. x comes from its bf16 copy (matmul_tensor_core_xb.cuh: xb_rows(M) = 16 MT rows, zero
 // past M and K), so the A fragments are ldmatrix loads. tools/gpu/rows64_matmul_probe.cu measured the
-// design first (docs/GPU_PERF_NOTES.md, session 13).
+// design first (docs/history/GPU_PERF_NOTES.md, session 13).
 //
 // It runs when 17 <= M <= 64, S is 4 or 8, the weights take 16-byte loads (aligned, ldw % 8 == 0) and
 // K % 8 == 0, and above 32 rows only when its waves are full enough (mid_mode below); otherwise the

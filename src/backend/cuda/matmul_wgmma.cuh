@@ -18,7 +18,7 @@
 // k (128 bytes a row) keeps its rows in order, and the 16-byte piece k8 (k 8 k8 .. 8 k8 + 7) of row r
 // sits at piece position k8 ^ (r % 8) (tile_off), so that wgmma's reads of 8 rows' same piece, and a
 // warp's cp.async writes of them, fall in 8 different bank groups. (The plain core-matrix layout,
-// without the swizzle, measured 10-50 % slower on every shape: docs/GPU_PERF_NOTES.md, session 7.)
+// without the swizzle, measured 10-50 % slower on every shape: docs/history/GPU_PERF_NOTES.md, session 7.)
 #include <cstdint>
 
 #include "backend/cuda/matmul_tensor_core.cuh"

@@ -223,7 +223,7 @@ void launch(const MatmulArgs& a, const uint16_t* xb, int64_t ldxb, cudaStream_t 
 
 // Whether an M-row launch runs the pipelined main loop: up to 128 rows (measured 8-19 % faster at 128
 // rows on the 8B and 27B shapes; at 2,048 rows the plain loop, two CTAs per multiprocessor, is 3-15 %
-// faster: docs/GPU_PERF_NOTES.md, session 7). SPECSERVE_TC_WGMMA_PIPE=0 or 1 forces it (a benchmark
+// faster: docs/history/GPU_PERF_NOTES.md, session 7). SPECSERVE_TC_WGMMA_PIPE=0 or 1 forces it (a benchmark
 // knob: the same bits either way).
 bool wgmma_pipelined(int64_t M) {
   static const int64_t knob = tuning_knob("SPECSERVE_TC_WGMMA_PIPE", -1);
@@ -242,7 +242,7 @@ void launch_shape(const MatmulArgs& a, WgKind k, const uint16_t* xb, int64_t ldx
 // kernels do the same work and the cluster kernel's two CTAs per multiprocessor win) and its 128 x 128
 // tiles fill at least 2.5 waves of the multiprocessors (one CTA each): measured 1.2-1.5x faster at
 // 2,048 rows for S = 8 shapes, +4-7 % for the 8B's gate+up at 256-2,048 rows, and slower with fewer
-// tiles (27B up_proj at 128 rows, 1.03 waves: -24 %; docs/GPU_PERF_NOTES.md, session 9).
+// tiles (27B up_proj at 128 rows, 1.03 waves: -24 %; docs/history/GPU_PERF_NOTES.md, session 9).
 // SPECSERVE_TC_WGMMA_SERIAL=0 or 1 forces it (a benchmark knob: the same bits either way).
 bool wgmma_serial(const MatmulArgs& a) {
   static const int64_t knob = tuning_knob("SPECSERVE_TC_WGMMA_SERIAL", -1);
