@@ -15,7 +15,7 @@
 //   ./rows64_matmul_probe          (on an H100 / H200)
 //
 // H200 (driver 580.159.04, 2026-12-01; copy 4.27 TB/s), µs a call with cold weights, against the server's
-// kernels at the same rows (bench_cuda_matmul, BENCHMARKS.md session 13: gemv at 32 rows, wgmma at 64):
+// kernels at the same rows (bench_cuda_matmul, docs/history/BENCHMARKS-log.md session 13: gemv at 32 rows, wgmma at 64):
 //   8B q/o 4096 x 4096       32 rows 13.3 (gemv 25.5)   64 rows 18.2 (wgmma 29.5)
 //   8B down 4096 x 12288     32 rows 32.5 (gemv 66.5)   64 rows 44.0 (wgmma 65.2)
 //   8B gate+up 24576 x 4096  32 rows 65.4 (gemv 94.0)   64 rows 102  (wgmma 103; S = 4: two warps a
