@@ -11,7 +11,7 @@
 // the slices summed in order through the cluster (cluster_reduce). That one wgmma k16 step gives an
 // element the bits one mma.sync.m16n8k16 gives it was measured on the H200 over 2 million chains of
 // 64 chunks with adversarial data (wide exponents, cancellation, zeros of both signs, subnormals,
-// ties: tools/gpu/wgmma_bits_probe.cu); the GPU tests (tests/backend_cuda/test_cuda_matmul_tensor_core.cpp) compare every row of
+// ties: tools/gpu/archive/wgmma_bits_probe.cu); the GPU tests (tests/backend_cuda/test_cuda_matmul_tensor_core.cpp) compare every row of
 // every wgmma tile shape with the same row computed alone by the gemv kernel, bit for bit.
 //
 // Shared-memory image: wgmma's K-major layout with the 128-byte swizzle. An operand tile of R rows x 64

@@ -5,7 +5,7 @@
 // both signs and subnormals; tied magnitudes) and count the elements whose bits differ.
 //
 //   /usr/local/cuda/bin/nvcc -std=c++20 -gencode arch=compute_90a,code=sm_90a -O2 \
-//       -o wgmma_bits tools/gpu/wgmma_bits_probe.cu && ./wgmma_bits      (on an H100 / H200)
+//       -o wgmma_bits tools/gpu/archive/wgmma_bits_probe.cu && ./wgmma_bits      (on an H100 / H200)
 //
 // H200 (driver 580.159.04, 2026-11-30): mode 0 (leading offset = the k-direction stride) 0 of 2,097,152
 // elements differ, with scale-d = 0 on the first step too; mode 1 differs everywhere (wrong layout).

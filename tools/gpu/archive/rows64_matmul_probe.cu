@@ -11,7 +11,7 @@
 // M / 32 times the weights (2x at 64 rows) instead of M / 16 (4x).
 //
 //   /usr/local/cuda/bin/nvcc -std=c++20 -arch=sm_90 -O2 --expt-relaxed-constexpr -I src -o rows64_matmul_probe \
-//       tools/gpu/rows64_matmul_probe.cu
+//       tools/gpu/archive/rows64_matmul_probe.cu
 //   ./rows64_matmul_probe          (on an H100 / H200)
 //
 // H200 (driver 580.159.04, 2026-12-01; copy 4.27 TB/s), µs a call with cold weights, against the server's

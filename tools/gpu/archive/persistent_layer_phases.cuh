@@ -1,5 +1,5 @@
 #pragma once
-// The emulated qwen3-8b layer of tools/gpu/persistent_layer_probe.cu: its shapes, buffers and the small
+// The emulated qwen3-8b layer of tools/gpu/archive/persistent_layer_probe.cu: its shapes, buffers and the small
 // phases between the matmuls (the norms, head preparation, attention partials and their merge, swiglu),
 // each a CTA-level function that the separate kernels and the persistent kernel both call. Real loads and
 // arithmetic, not the server's numerics (one-pass softmax, atomics in the matmuls): only time is measured.

@@ -4,7 +4,7 @@
 // vendor GEMM may run them. Per shape: the first heuristic algorithm and the best of up to 8, 20 timed
 // calls each after 3 warm-up calls, on one stream.
 //
-//   /usr/local/cuda/bin/nvcc -std=c++17 -arch=sm_90 -O2 -o cublaslt_probe tools/gpu/cublaslt_shapes_probe.cu \
+//   /usr/local/cuda/bin/nvcc -std=c++17 -arch=sm_90 -O2 -o cublaslt_probe tools/gpu/archive/cublaslt_shapes_probe.cu \
 //       -lcublasLt && ./cublaslt_probe      (on an H100 / H200)
 //
 // H200 (driver 580.159.04, 2026-11-30), heuristic #0: 27B drafter at 256 rows q 19.8 us (542 TFLOP/s),

@@ -22,7 +22,7 @@
 // weight ring, the grid barrier, the kernels and the timing.
 //
 //   /usr/local/cuda/bin/nvcc -std=c++20 -arch=sm_90 -O2 --expt-relaxed-constexpr -I src -o persistent_layer_probe \
-//       tools/gpu/persistent_layer_probe.cu
+//       tools/gpu/archive/persistent_layer_probe.cu
 //   ./persistent_layer_probe          (on an H100 / H200)
 //
 // H200 (driver 580.159.04, 2026-12-01; copy 4.26 TB/s, the step's 14.04 GB -> floor 3.30 ms, 85 %: 3.88 ms):

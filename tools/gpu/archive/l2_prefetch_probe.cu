@@ -8,7 +8,7 @@
 // events over 60 repetitions. Prefetch kinds: none, cp.async.bulk.prefetch.L2 (one instruction per 64 KB
 // chunk), prefetch.global.L2 (one per 128-byte line).
 //
-//   /usr/local/cuda/bin/nvcc -std=c++17 -arch=sm_90 -O2 -o l2_prefetch_probe tools/gpu/l2_prefetch_probe.cu
+//   /usr/local/cuda/bin/nvcc -std=c++17 -arch=sm_90 -O2 -o l2_prefetch_probe tools/gpu/archive/l2_prefetch_probe.cu
 //   ./l2_prefetch_probe        (on an H100 / H200)
 //
 // H200 (driver 580.159.04, 2026-12-01; L2 60 MB): 33.5 MB read cold 11.0 us, hot (the same kernel reading it

@@ -1,5 +1,5 @@
 #pragma once
-// What the standalone GPU probes (tools/gpu/*_probe.cu: no server library to link) share: CK(call), an
+// What the standalone GPU probes (tools/gpu/archive/*_probe.cu: no server library to link) share: CK(call), an
 // error check that prints the error and where and exits, and the copy bandwidth their rooflines use.
 #include <cuda_runtime.h>
 
