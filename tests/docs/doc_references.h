@@ -40,6 +40,41 @@ inline std::set<std::string> numbered_headings(const fs::path& file) {
   return out;
 }
 
+// Repository paths a document names in backticks (`src/engine/engine.cpp`, `src/spec/x.{h,cpp}`) that do
+// not exist under `root`. Paths with wildcards or placeholders (`*`, `<`, `NAME`) are not checked; a
+// `{a,b}` group is expanded. Each problem is "doc:line: what is wrong".
+inline std::vector<std::string> missing_named_paths(const fs::path& root, const std::string& rel_doc,
+                                                    const std::string& text) {
+  static const std::regex named(R"(`((src|tests|tools|scripts|fuzz|bench|docs)/[^`\s]*)`)");
+  static const std::regex group(R"(\{([^}]*)\})");
+  std::vector<std::string> problems;
+  std::istringstream in(text);
+  std::string line;
+  for (int line_no = 1; std::getline(in, line); ++line_no) {
+    for (std::sregex_iterator it(line.begin(), line.end(), named), end; it != end; ++it) {
+      const std::string path = (*it)[1].str();
+      if (path.find_first_of("*<") != std::string::npos || path.find("NAME") != std::string::npos) continue;
+      std::vector<std::string> expanded;
+      std::smatch g;
+      if (std::regex_search(path, g, group)) {
+        std::istringstream alternatives(g[1].str());
+        std::string alt;
+        while (std::getline(alternatives, alt, ','))
+          expanded.push_back(path.substr(0, g.position(0)) + alt + path.substr(g.position(0) + g.length(0)));
+      } else {
+        expanded.push_back(path);
+      }
+      for (std::string p : expanded) {
+        while (!p.empty() && std::string(".,;:").find(p.back()) != std::string::npos) p.pop_back();
+        std::error_code ec;
+        if (!fs::exists(root / p, ec))
+          problems.push_back(rel_doc + ":" + std::to_string(line_no) + ": names " + p + ", which does not exist");
+      }
+    }
+  }
+  return problems;
+}
+
 class DocReferenceChecker {
  public:
   explicit DocReferenceChecker(fs::path repo_root) : root_(std::move(repo_root)) {}

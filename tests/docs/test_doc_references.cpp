@@ -81,6 +81,23 @@ TEST(DocReferences, EveryCitationInTheRepositoryResolves) {
   EXPECT_TRUE(problems.empty()) << problems.size() << " dangling references:\n" << joined(problems);
 }
 
+// A reader follows the files the documents name (docs/DESIGN.md §2.3 walks a request through them), so
+// every repository path a top-level document names must exist. docs/history/ records the past and may
+// name files that are gone.
+TEST(DocReferences, EveryFileTheDocumentsNameExists) {
+  const fs::path root = SPECSERVE_SOURCE_DIR;
+  std::vector<std::string> problems;
+  int docs = 0;
+  for (const auto& e : fs::directory_iterator(root / "docs")) {
+    if (!e.is_regular_file() || e.path().extension() != ".md") continue;
+    ++docs;
+    const std::string rel = "docs/" + e.path().filename().string();
+    for (std::string& p : missing_named_paths(root, rel, read_file(e.path()))) problems.push_back(std::move(p));
+  }
+  ASSERT_GT(docs, 3);
+  EXPECT_TRUE(problems.empty()) << problems.size() << " missing files:\n" << joined(problems);
+}
+
 TEST(DocReferences, TheDesignDocumentHasTheSectionsTheCodeLeansOn) {
   const std::set<std::string> h = numbered_headings(fs::path(SPECSERVE_SOURCE_DIR) / "docs/DESIGN.md");
   for (const char* s : {"1", "1.1", "1.2", "1.3", "1.4", "1.5", "1.6", "2"}) EXPECT_TRUE(h.count(s)) << s;
@@ -147,6 +164,16 @@ TEST_F(MadeUpTree, DocumentsOutsideTheRepositoryAreCaught) {
   EXPECT_EQ(check("src/a.cpp", "// (" + outside_name + " §1)\n").size(), 1u);
   EXPECT_FALSE(check("tools/t.py", "# Specs: `" + outside_path + "notes`\n").empty());
   EXPECT_FALSE(check("src/a.cpp", "// (docs/" + outside_name + ")\n").empty());
+}
+
+TEST_F(MadeUpTree, AFileADocumentNamesMustExist) {
+  std::ofstream(root_ / "src/a.h") << "// a\n";
+  std::ofstream(root_ / "src/a.cpp") << "// a\n";
+  EXPECT_TRUE(missing_named_paths(root_, "docs/GUIDE.md", "See `src/a.h` and `src/a.{h,cpp}`, `src/*.cc`.\n").empty());
+  const auto p = missing_named_paths(root_, "docs/GUIDE.md", "Two: `src/b.cpp`, `src/a.{h,hpp}`.\n");
+  ASSERT_EQ(p.size(), 2u) << joined(p);
+  EXPECT_NE(p[0].find("src/b.cpp"), std::string::npos) << p[0];
+  EXPECT_NE(p[1].find("src/a.hpp"), std::string::npos) << p[1];
 }
 
 TEST_F(MadeUpTree, UrlsAreNotCitations) {
