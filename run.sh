@@ -24,15 +24,21 @@ if [ $# -eq 0 ]; then
   exec "$BIN" serve --model "$MODEL" ${DRAFT:+--draft "$DRAFT"} "${name[@]}" --host 127.0.0.1 --port 8000
 fi
 # Subcommands that take --model get the default one (and its drafter) unless the caller gave one.
+# `bench` takes them after its mode (bench steps | bench serve-load); --synthetic and --url bring their own model.
 case "$1" in
   generate|serve|info|bench)
-    if ! printf '%s\n' "$@" | grep -q -- '^--model'; then
-      sub=$1; shift
+    if ! printf '%s\n' "$@" | grep -q -- '^--model\|^--synthetic\|^--url'; then
+      sub=("$1"); shift
+      if [ "${sub[0]}" = bench ]; then
+        mode=serve-load
+        if [ $# -gt 0 ] && { [ "$1" = steps ] || [ "$1" = serve-load ]; }; then mode=$1; shift; fi
+        sub+=("$mode")
+      fi
       draft=()
-      if [ "$sub" != info ] && [ -n "$DRAFT" ] && ! printf '%s\n' "$@" | grep -q -- '^--draft$\|^--draft='; then
+      if [ "${sub[0]}" != info ] && [ -n "$DRAFT" ] && ! printf '%s\n' "$@" | grep -q -- '^--draft$\|^--draft='; then
         draft=(--draft "$DRAFT")
       fi
-      exec "$BIN" "$sub" --model "$MODEL" "${draft[@]}" "$@"
+      exec "$BIN" "${sub[@]}" --model "$MODEL" "${draft[@]}" "$@"
     fi
     ;;
 esac

@@ -56,7 +56,7 @@ done | tee "$O/attn-rows-op-table.txt"
 for pass in 1 2; do
   for s in "${SETTINGS[@]}"; do
     for shape in qwen3-8b qwen3.6-27b; do
-      run_with "$s" .gpu-bin/specserve bench --synthetic "$shape" --decode-batches 1 --verify-batches 1,2,4 \
+      run_with "$s" .gpu-bin/specserve bench steps --synthetic "$shape" --decode-batches 1 --verify-batches 1,2,4 \
         --verify-k 8,16 --prefill 64 --iterations 10 --json >"$O/attn-rows-step-${s%%:*}-$shape-$pass.json" \
         2>"$O/attn-rows-step-${s%%:*}-$shape-$pass.log" || say "bench failed: $s $shape"
     done

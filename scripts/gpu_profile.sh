@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# One engine step of `specserve bench --synthetic SHAPE` under Nsight Compute, summarised per kernel.
+# One engine step of `specserve bench steps --synthetic SHAPE` under Nsight Compute, summarised per kernel.
 # On the GPU machine, with the binaries `scripts/gpu_check.sh prepare` gathered in .gpu-bin/:
 #
 #   scripts/gpu_profile.sh SHAPE [decode|verify|propose] [--base-clocks] [-- bench batch flags]
@@ -37,7 +37,7 @@ BIN=.gpu-bin/specserve
 [ -x "$BIN" ] || BIN=build/bin/specserve
 REPORT="${OUT:-.}/ncu-$SHAPE-$STEP.txt"
 SPECSERVE_PROFILE_STEP=$STEP ncu --profile-from-start off "${CLOCKS[@]}" --metrics gpu__time_duration.sum \
-  --print-summary per-kernel "$BIN" bench --synthetic "$SHAPE" --prefill 64 --iterations 3 "${EXTRA[@]}" \
+  --print-summary per-kernel "$BIN" bench steps --synthetic "$SHAPE" --prefill 64 --iterations 3 "${EXTRA[@]}" \
   >"$REPORT" 2>&1 || { tail -n 20 "$REPORT" >&2; exit 1; }
 grep -E "^ +1 +[0-9.]+ " "$REPORT" >&2 || true  # the bench's own decode/verify lines (step times)
 python3 tools/gpu/ncu_summary.py "$REPORT"

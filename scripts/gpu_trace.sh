@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# One engine step of `specserve bench --synthetic SHAPE` as the GPU really runs it (CUDA graphs, PDL,
+# One engine step of `specserve bench steps --synthetic SHAPE` as the GPU really runs it (CUDA graphs, PDL,
 # warm caches): every kernel's start and end from CUPTI (tools/gpu/kernel_trace.cpp), summarised per
 # kernel with its share of the step (tools/gpu/kernel_trace_summary.py). Unlike scripts/gpu_profile.sh
 # (ncu: kernels one at a time, no overlap), the shares add up to the step time.
@@ -40,6 +40,6 @@ BIN=.gpu-bin/specserve
 [ -x "$BIN" ] || BIN=build/bin/specserve
 CSV="${OUT:-.}/trace-$SHAPE-$STEP.csv"
 CUDA_INJECTION64_PATH="$PWD/$LIB" SPECSERVE_TRACE_OUT="$CSV" SPECSERVE_PROFILE_STEP=$STEP \
-  "$BIN" bench --synthetic "$SHAPE" --prefill 512 --iterations 3 "${EXTRA[@]}" >"${CSV%.csv}.txt" 2>&1 ||
+  "$BIN" bench steps --synthetic "$SHAPE" --prefill 512 --iterations 3 "${EXTRA[@]}" >"${CSV%.csv}.txt" 2>&1 ||
   { tail -n 20 "${CSV%.csv}.txt" >&2; exit 1; }
 python3 tools/gpu/kernel_trace_summary.py "$CSV"

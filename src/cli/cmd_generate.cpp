@@ -33,6 +33,8 @@
 
 #include "chat/chat_template.h"
 #include "cli/commands.h"
+#include "cli/common_flags.h"
+#include "cli/drafter_flags.h"
 #include "core/error.h"
 #include "engine/engine.h"
 #include "engine/metrics.h"
@@ -65,13 +67,7 @@ struct GenerateOptions {
   bool json = false;
   int threads = 0;
   sampling::SamplingFlags sampling;
-  // Speculative decoding (issue 5).
-  std::string draft;
-  int gamma = 0;  // 0: block_size − 1
-  std::string draft_sampling = "argmax";
-  std::string draft_matmul = "fast";
-  std::string draft_vocab = "all";
-  std::string verify_mode = "sample-match";
+  DrafterFlags drafter;  // speculative decoding (cli/drafter_flags.h)
   bool trace = false;
 };
 
@@ -120,6 +116,7 @@ std::string read_file(const std::string& path) {
 }
 
 int run_generate(GenerateOptions& o) {
+  o.drafter.check_needs_draft();
   const int sources = !o.prompt.empty() + !o.prompt_ids.empty() + !o.prompt_file.empty();
   SS_CHECK(sources == 1, "give exactly one of --prompt, --prompt-ids or --prompt-file");
   SS_CHECK(!o.chat || o.prompt_ids.empty(), "--chat takes --prompt or --prompt-file, not --prompt-ids");
@@ -157,17 +154,16 @@ int run_generate(GenerateOptions& o) {
 
   std::unique_ptr<spec::DFlashDrafter> drafter;
   std::unique_ptr<spec::DFlashProposer> proposer;
-  const engine::VerifyMode verify_mode = engine::parse_verify_mode(o.verify_mode);
-  if (!o.draft.empty()) {
-    drafter = spec::DFlashDrafter::load(o.draft, *model, o.dtype);  // checks the pairing
-    drafter->set_matmul_order(spec::parse_draft_matmul(o.draft_matmul));
-    drafter->select_vocabulary(o.draft_vocab, tok ? &*tok : nullptr);
+  const DrafterFlags& d = o.drafter;
+  const engine::VerifyMode verify_mode = engine::parse_verify_mode(d.verify_mode);
+  if (!d.draft.empty()) {
+    drafter = spec::DFlashDrafter::load(d.draft, *model, o.dtype);  // checks the pairing
+    drafter->set_matmul_order(spec::parse_draft_matmul(d.draft_matmul));
+    drafter->select_vocabulary(d.draft_vocab, tok ? &*tok : nullptr);
     proposer = std::make_unique<spec::DFlashProposer>(
-        *drafter, spec::proposer_options(o.gamma, spec::parse_draft_sampling(o.draft_sampling), verify_mode));
+        *drafter, spec::proposer_options(d.gamma, spec::parse_draft_sampling(d.draft_sampling), verify_mode));
   } else {
-    SS_CHECK(o.gamma == 0 && !o.trace && o.draft_sampling == "argmax" && o.draft_matmul == "fast" &&
-                 o.draft_vocab == "all" && o.verify_mode == "sample-match",
-             "--gamma, --trace, --draft-sampling, --draft-matmul, --draft-vocab and --verify-mode need --draft");
+    SS_CHECK(!o.trace, "--trace needs --draft DIR (a DFlash drafter)");
   }
 
   // One sequence: KV blocks for the prompt, max_tokens and one verify block beyond.
@@ -244,30 +240,17 @@ int run_generate(GenerateOptions& o) {
 void register_generate(CLI::App& app, CommandRunner& run) {
   auto opts = std::make_shared<GenerateOptions>();
   auto* cmd = app.add_subcommand("generate", "Generate a continuation of one prompt (DFlash speculation with --draft)");
-  cmd->add_option("--model", opts->model, "Model directory (config.json + safetensors)")->required();
+  add_model_flag(*cmd, opts->model)->required();
   cmd->add_option("--prompt", opts->prompt, "Prompt text (needs a tokenizer)");
   cmd->add_option("--prompt-ids", opts->prompt_ids, "Prompt token ids, comma-separated");
   cmd->add_option("--prompt-file", opts->prompt_file, "File holding the prompt text (needs a tokenizer)");
   cmd->add_flag("--chat", opts->chat, "Render the prompt as one user message with the model's chat template");
   cmd->add_flag("--json", opts->json, "Print one JSON object");
-  cmd->add_option("--threads", opts->threads, "CPU threads (default: all cores)");
-  cmd->add_option("--dtype", opts->dtype, "Weight storage: auto (checkpoint's), f32 or bf16");
-  cmd->add_option("--backend", opts->backend,
-                  "Where the target and drafter run: auto (default: cuda when a GPU is usable), cpu or cuda (GPU 0)");
+  add_threads_flag(*cmd, opts->threads);
+  add_dtype_flag(*cmd, opts->dtype);
+  add_backend_flag(*cmd, opts->backend);
   opts->sampling.add_to(*cmd);
-  cmd->add_option("--draft", opts->draft, "DFlash drafter directory (speculative decoding; same output as without)");
-  cmd->add_option("--gamma", opts->gamma, "Drafts per verify step, 1..block_size-1 (0 = block_size - 1)")
-      ->capture_default_str();
-  cmd->add_option("--draft-sampling", opts->draft_sampling,
-                  "argmax (point-mass drafts: bit-identical to plain decoding) or sample (drafts sampled from the "
-                  "drafter, min(1,p/q) acceptance: the same distribution, not the same tokens)")
-      ->capture_default_str();
-  cmd->add_option("--draft-matmul", opts->draft_matmul, spec::kDraftMatmulHelp)->capture_default_str();
-  cmd->add_option("--draft-vocab", opts->draft_vocab, spec::kDraftVocabHelp)->capture_default_str();
-  cmd->add_option("--verify-mode", opts->verify_mode,
-                  "sample-match (lossless) or raw-argmax (Atlas's DFlash behaviour: raw drafter argmax vs raw target "
-                  "argmax, penalties and temperature ignored for speculated tokens; NOT lossless, for comparison only)")
-      ->capture_default_str();
+  add_drafter_flags(*cmd, opts->drafter, DrafterScope::Generate);
   cmd->add_flag("--trace", opts->trace, "With --json: every verify step's drafts, acceptance and emitted tokens");
   cmd->callback([&run, opts] { run = [opts] { return run_generate(*opts); }; });
 }

@@ -2,7 +2,7 @@
 //
 // Order matters for operators: the port is bound first, so /health answers 503 while the weights
 // load (with a progress bar on a terminal); then one line with the URL says the server is ready.
-// SIGINT/SIGTERM drain: new requests get 503, running ones may finish for --shutdown-grace
+// SIGINT/SIGTERM drain: new requests get 503, running ones may finish for --shutdown-grace-s
 // seconds, then everything is cancelled and the process exits 0.
 #include <pthread.h>
 #include <signal.h>
@@ -13,11 +13,13 @@
 #include <fmt/format.h>
 
 #include "cli/commands.h"
+#include "cli/common_flags.h"
+#include "cli/drafter_flags.h"
+#include "cli/hidden_alias.h"
 #include "core/log.h"
 #include "server/http_server.h"
 #include "server/loaded_model.h"
 #include "server/progress_bar.h"
-#include "spec/draft_vocabulary.h"
 
 namespace specserve::cli {
 
@@ -26,6 +28,7 @@ namespace {
 struct ServeArgs {
   server::ServeSpec spec;
   server::ServerOptions http;
+  DrafterFlags drafter;  // applied to spec before loading
 };
 
 // Blocks SIGINT/SIGTERM in this thread and every thread it creates afterwards; they are then
@@ -40,6 +43,8 @@ sigset_t block_shutdown_signals() {
 }
 
 int run_serve(ServeArgs args) {
+  args.drafter.check_needs_draft();
+  args.drafter.apply_to(args.spec);
   sigset_t signals = block_shutdown_signals();
   auto state = std::make_shared<server::ServingState>();
   args.http.max_seqs = args.spec.engine.max_seqs;
@@ -109,8 +114,8 @@ void register_serve(CLI::App& app, CommandRunner& run) {
   auto args = std::make_shared<ServeArgs>();
   auto& s = args->spec;
   auto& h = args->http;
-  cmd->add_option("--model", s.model_dir, "Target model directory (Hugging Face layout)")->required();
-  cmd->add_option("--draft", s.draft_dir, "DFlash drafter directory (speculative decoding)");
+  add_model_flag(*cmd, s.model_dir)->required();
+  add_drafter_flags(*cmd, args->drafter, DrafterScope::Serving);
   cmd->add_option("--host", h.host, "Address to listen on")->capture_default_str();
   cmd->add_option("--port", h.port, "Port (0 = any free port)")->capture_default_str();
   cmd->add_option("--served-model-name", s.served_model_name, "Model id in the API (default: the directory name)");
@@ -119,29 +124,10 @@ void register_serve(CLI::App& app, CommandRunner& run) {
   cmd->add_option("--max-queue", s.engine.max_queue, "Requests waiting for admission before 503")->capture_default_str();
   cmd->add_option("--max-batch-rows", s.engine.max_batch_rows, "Rows of one target forward")->capture_default_str();
   cmd->add_option("--prefill-chunk", s.engine.prefill_chunk, "Prefill chunk length (multiple of 64)")->capture_default_str();
-  cmd->add_option("--gamma", s.engine.gamma, "Draft tokens per verify (with --draft; 0 = the drafter's block size - 1)")
-      ->capture_default_str();
-  cmd->add_option("--spec-max-batch", s.engine.spec_max_batch,
-                  "Speculate only while at most N sequences decode; above it plain decode steps, same outputs (0 = always)")
-      ->check(CLI::NonNegativeNumber)
-      ->capture_default_str();
-  cmd->add_option_function<std::string>(
-      "--draft-sampling", [&s](const std::string& v) { s.draft_sampling = spec::parse_draft_sampling(v); },
-      "argmax (default: bit-identical to plain decoding) or sample (min(1,p/q) acceptance: distribution-exact)");
-  cmd->add_option_function<std::string>(
-      "--draft-matmul", [&s](const std::string& v) { s.draft_matmul = spec::parse_draft_matmul(v); },
-      spec::kDraftMatmulHelp);
-  cmd->add_option("--draft-vocab", s.draft_vocab, spec::kDraftVocabHelp)->capture_default_str();
-  cmd->add_option_function<std::string>(
-      "--verify-mode", [&s](const std::string& v) { s.engine.verify_mode = engine::parse_verify_mode(v); },
-      "sample-match (default, lossless) or raw-argmax (Atlas's behaviour, NOT lossless; for comparison)");
   cmd->add_option("--kv-cache-mib", s.kv_cache_mib, "KV-cache budget in MiB (0 = auto: max-seqs full contexts, <= 1/4 of RAM; on a GPU what is free after weights and state)")
       ->capture_default_str();
-  cmd->add_option("--threads", s.threads, "CPU threads for the model (0 = all cores)")->capture_default_str();
-  cmd->add_option("--backend", s.backend,
-                  "Where the target and drafter run: auto (cuda when a GPU is usable), cpu or cuda (GPU 0)")
-      ->check(CLI::IsMember({"auto", "cpu", "cuda"}))
-      ->capture_default_str();
+  add_threads_flag(*cmd, s.threads);
+  add_backend_flag(*cmd, s.backend);
   cmd->add_option("--max-tokens-limit", h.max_tokens_limit, "Largest max_tokens accepted (0 = the context length)");
   cmd->add_option("--default-max-tokens", h.default_max_tokens, "max_tokens when a request gives none (0 = what fits)");
   cmd->add_option("--max-prompt-tokens", h.max_prompt_tokens, "Longest prompt accepted (0 = the context length)");
@@ -149,12 +135,17 @@ void register_serve(CLI::App& app, CommandRunner& run) {
         h.max_body_bytes = static_cast<size_t>(std::stoll(v.at(0))) << 20;
         return true;
       }, "Largest request body in MiB (413 above; default 8)");
-  cmd->add_option("--request-timeout", s.request_timeout_s, "Cancel a request still running after N seconds (0 = never)");
-  cmd->add_option("--http-threads", h.http_threads, "HTTP worker threads (0 = max-seqs + max-queue + 16)");
-  cmd->add_option("--read-timeout", h.read_timeout_s, "Socket read timeout, seconds")->capture_default_str();
-  cmd->add_option("--write-timeout", h.write_timeout_s, "Socket write timeout, seconds")->capture_default_str();
-  cmd->add_option("--shutdown-grace", h.shutdown_grace_s, "Seconds running requests may finish after SIGTERM")
+  cmd->add_option("--request-timeout-s", s.request_timeout_s, "Cancel a request still running after N seconds (0 = never)")
       ->capture_default_str();
+  add_hidden_alias(*cmd, "--request-timeout", s.request_timeout_s, "--request-timeout-s");
+  cmd->add_option("--http-threads", h.http_threads, "HTTP worker threads (0 = max-seqs + max-queue + 16)");
+  cmd->add_option("--read-timeout-s", h.read_timeout_s, "Socket read timeout, seconds")->capture_default_str();
+  add_hidden_alias(*cmd, "--read-timeout", h.read_timeout_s, "--read-timeout-s");
+  cmd->add_option("--write-timeout-s", h.write_timeout_s, "Socket write timeout, seconds")->capture_default_str();
+  add_hidden_alias(*cmd, "--write-timeout", h.write_timeout_s, "--write-timeout-s");
+  cmd->add_option("--shutdown-grace-s", h.shutdown_grace_s, "Seconds running requests may finish after SIGTERM")
+      ->capture_default_str();
+  add_hidden_alias(*cmd, "--shutdown-grace", h.shutdown_grace_s, "--shutdown-grace-s");
   cmd->callback([&run, args] { run = [args] { return run_serve(*args); }; });
 }
 

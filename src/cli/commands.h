@@ -18,4 +18,7 @@ void register_chat_template(CLI::App& app, CommandRunner& run);
 void register_bench(CLI::App& app, CommandRunner& run);
 void register_draft_vocab(CLI::App& app, CommandRunner& run);
 
+// All of the above, in the order `specserve --help` lists them (main.cpp and the CLI tests).
+void register_commands(CLI::App& app, CommandRunner& run);
+
 }  // namespace specserve::cli

@@ -1,7 +1,10 @@
-// specserve: generate | serve | tokenize | chat-template | bench | info
+// specserve: generate | serve | tokenize | chat-template | bench steps | bench serve-load | draft-vocab | info
 #include <cstdio>
 #include <exception>
+#include <string>
+#include <vector>
 
+#include "cli/bench_modes.h"
 #include "cli/commands.h"
 #include "core/error.h"
 
@@ -11,18 +14,20 @@ int main(int argc, char** argv) {
   app.set_version_flag("--version", "specserve 0.1.0");
 
   specserve::cli::CommandRunner run;
-  specserve::cli::register_generate(app, run);
-  specserve::cli::register_serve(app, run);
-  specserve::cli::register_tokenize(app, run);
-  specserve::cli::register_chat_template(app, run);
-  specserve::cli::register_bench(app, run);
-  specserve::cli::register_draft_vocab(app, run);
-  specserve::cli::register_info(app, run);
+  specserve::cli::register_commands(app, run);
 
+  std::vector<std::string> args(argv, argv + argc);
+  const std::string note = specserve::cli::route_legacy_bench(args);
+  if (!note.empty()) std::fprintf(stderr, "%s\n", note.c_str());
+  std::vector<char*> routed;
+  for (std::string& a : args) routed.push_back(a.data());
   try {
-    app.parse(argc, argv);
+    app.parse(static_cast<int>(routed.size()), routed.data());
   } catch (const CLI::ParseError& e) {
     return app.exit(e);
+  } catch (const specserve::Error& e) {  // a flag's own check (e.g. --max-body-mib) failed
+    std::fprintf(stderr, "error: %s\n", e.what());
+    return 1;
   }
   try {
     return run ? run() : 1;

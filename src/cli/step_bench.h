@@ -1,5 +1,5 @@
 #pragma once
-// The step benchmark behind `specserve bench --synthetic SHAPE` and `bench --model DIR --steps`: the
+// The step benchmark behind `specserve bench steps --synthetic SHAPE` and `bench steps --model DIR`: the
 // three step times DFlash's speed-up is made of (decode, verify, drafter propose; issue "GPU
 // performance"), prefill throughput, the bytes each step must move and the fraction of the measured
 // device-copy bandwidth that achieves, and the projected tokens/s for a given acceptance τ.

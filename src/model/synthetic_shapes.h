@@ -1,5 +1,5 @@
 #pragma once
-// Named real model shapes for `specserve bench --synthetic SHAPE` (docs/MODELS.md §3, docs/DFLASH.md §1.8): the
+// Named real model shapes for `specserve bench steps --synthetic SHAPE` (docs/MODELS.md §3, docs/DFLASH.md §1.8): the
 // target's config and its z-lab DFlash drafter's, as the checkpoints' config.json would give them.
 //   qwen3-8b      Qwen3-8B (36 dense layers, H 4096)        + Qwen3-8B-DFlash-b16 (5 full layers)
 //   qwen3.6-27b   Qwen3.6-27B = Qwen3.5-27B (48 DeltaNet + 16 attention layers, H 5120)

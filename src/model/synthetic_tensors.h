@@ -1,5 +1,5 @@
 #pragma once
-// Weights without a checkpoint, for benchmarks on real model shapes (`specserve bench --synthetic`):
+// Weights without a checkpoint, for benchmarks on real model shapes (`specserve bench steps --synthetic`):
 // every tensor asked for is allocated in one Memory (device memory for CUDA, so an 8B or 27B shape
 // needs no file and no host copy) and filled there with seeded uniform values (Memory::fill_uniform)
 // in ranges that keep activations finite and O(1):

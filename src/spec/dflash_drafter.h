@@ -67,7 +67,7 @@ class DFlashDrafter {
   // Whether the drafter runs on a device (then beside the target, in its forward memory).
   bool on_device() const { return mem_->device() != Device::CPU; }
   // A drafter of `config`'s shapes with seeded random weights, beside `target` (in its memory), for
-  // benchmarks on real shapes (bench --synthetic).
+  // benchmarks on real shapes (bench steps --synthetic).
   static std::unique_ptr<DFlashDrafter> synthetic(const ModelConfig& config, const TargetModel& target,
                                                   uint64_t seed = 2);
 

@@ -1,4 +1,4 @@
-// `specserve bench --synthetic SHAPE`: the step benchmark runs end to end on the tiny synthetic pair
+// `specserve bench steps --synthetic SHAPE`: the step benchmark runs end to end on the tiny synthetic pair
 // (CPU here; the real shapes on the GPU machine) and reports every measurement the JSON promises,
 // with positive times, byte counts that grow with the batch and a projection per verify batch.
 #include <gtest/gtest.h>
@@ -12,7 +12,7 @@ namespace {
 
 TEST(StepBenchCli, SyntheticTinyReportsEveryMeasurement) {
   const CliRun r = run_specserve(
-      "bench --synthetic tiny --backend cpu --threads 2 --iterations 1 --context 40 --prefill 70 "
+      "bench steps --synthetic tiny --backend cpu --threads 2 --iterations 1 --context 40 --prefill 70 "
       "--decode-batches 1,3 --verify-batches 1,3 --verify-k 2,16 --tau 4.5 --json");
   ASSERT_EQ(r.status, 0) << r.out;
   const auto j = nlohmann::json::parse(r.out);
@@ -42,9 +42,9 @@ TEST(StepBenchCli, SyntheticTinyReportsEveryMeasurement) {
 
 const std::string kPair = std::string(SPECSERVE_SOURCE_DIR) + "/tests/fixtures/dflash/hybrid-trained";
 
-// `bench --steps` on the hybrid fixture pair, one batch of each step, with `extra` flags.
+// `bench steps --model` on the hybrid fixture pair, one batch of each step, with `extra` flags.
 CliRun bench_pair(const std::string& extra) {
-  return run_specserve("bench --steps --model " + kPair + "/target --draft " + kPair +
+  return run_specserve("bench steps --model " + kPair + "/target --draft " + kPair +
                        "/draft --backend cpu --threads 2 --iterations 1 --context 20 --prefill 30 "
                        "--decode-batches 1 --verify-batches 1 --verify-k 16 " + extra);
 }
@@ -75,10 +75,24 @@ TEST(StepBenchCli, DraftVocabularySubset) {
   EXPECT_NE(bench_pair("--draft-vocab 0").status, 0);
 }
 
-TEST(StepBenchCli, StepsNeedsAModel) { EXPECT_NE(run_specserve("bench --steps --backend cpu").status, 0); }
+TEST(StepBenchCli, StepsNeedsAModel) { EXPECT_NE(run_specserve("bench steps --backend cpu").status, 0); }
+
+// The spellings from before bench had modes still run (cli/bench_modes.h: route_legacy_bench).
+TEST(StepBenchCli, OldSpellingsStillRun) {
+  const CliRun synthetic = run_specserve(
+      "bench --synthetic tiny --backend cpu --threads 2 --iterations 1 --context 20 --prefill 30 "
+      "--decode-batches 1 --verify-batches 1 --verify-k 2 --json");
+  ASSERT_EQ(synthetic.status, 0) << synthetic.out;
+  EXPECT_EQ(nlohmann::json::parse(synthetic.out)["model"], "synthetic tiny");
+  const CliRun steps = run_specserve("bench --steps --model " + kPair + "/target --backend cpu --threads 2 "
+                                     "--iterations 1 --context 20 --prefill 30 --decode-batches 1 "
+                                     "--verify-batches 1 --verify-k 2 --json");
+  ASSERT_EQ(steps.status, 0) << steps.out;
+  EXPECT_EQ(nlohmann::json::parse(steps.out)["model"], kPair + "/target");
+}
 
 TEST(StepBenchCli, UnknownShapeNamesTheKnownOnes) {
-  const CliRun r = run_specserve("bench --synthetic qwen9-1t --backend cpu 2>&1");
+  const CliRun r = run_specserve("bench steps --synthetic qwen9-1t --backend cpu 2>&1");
   EXPECT_NE(r.status, 0);
 }
 

@@ -1,0 +1,144 @@
+// `specserve bench serve-load`: the serving benchmark. Streams /v1/completions requests at several
+// concurrency levels and reports TTFT, inter-token latency and aggregate output tokens/s.
+//   specserve bench serve-load --model DIR [--draft DIR]   starts an in-process server on a free port
+//   specserve bench serve-load --url http://HOST:PORT      measures a running server (specserve or a peer)
+#include <algorithm>
+#include <cstdio>
+#include <sstream>
+
+#include "cli/bench_modes.h"
+#include "cli/common_flags.h"
+#include "cli/drafter_flags.h"
+#include "cli/hidden_alias.h"
+#include "core/error.h"
+#include "server/http_server.h"
+#include "server/load_generator.h"
+#include "server/loaded_model.h"
+
+namespace specserve::cli {
+
+namespace {
+
+struct LoadArgs {
+  std::string url;
+  server::ServeSpec spec;
+  DrafterFlags drafter;
+  server::LoadOptions load;
+  std::string levels = "1,4,16,64";
+};
+
+std::vector<int> parse_levels(const std::string& s) {
+  std::vector<int> out;
+  std::stringstream in(s);
+  std::string item;
+  while (std::getline(in, item, ',')) {
+    int v = 0;
+    try {
+      v = std::stoi(item);
+    } catch (...) {
+      fail("--concurrency: '{}' is not a number", item);
+    }
+    SS_CHECK(v > 0, "--concurrency: levels must be positive, got {}", v);
+    out.push_back(v);
+  }
+  SS_CHECK(!out.empty(), "--concurrency: no levels given");
+  return out;
+}
+
+void parse_url(const std::string& url, server::LoadOptions& o) {
+  std::string rest = url;
+  if (rest.rfind("http://", 0) == 0) rest = rest.substr(7);
+  SS_CHECK(rest.rfind("https://", 0) != 0, "--url: https is not supported");
+  auto slash = rest.find('/');
+  if (slash != std::string::npos) rest = rest.substr(0, slash);
+  auto colon = rest.rfind(':');
+  SS_CHECK(colon != std::string::npos, "--url must be http://HOST:PORT, got '{}'", url);
+  o.host = rest.substr(0, colon);
+  try {
+    o.port = std::stoi(rest.substr(colon + 1));
+  } catch (...) {
+    fail("--url must be http://HOST:PORT, got '{}'", url);
+  }
+}
+
+int run_serve_load(LoadArgs a) {
+  const std::vector<int> levels = parse_levels(a.levels);
+  SS_CHECK(a.url.empty() != a.spec.model_dir.empty(), "give exactly one of --model DIR or --url URL");
+  SS_CHECK(a.url.empty() || a.drafter.draft.empty(), "--draft starts an in-process drafter: use it with --model");
+  a.drafter.check_needs_draft();
+  a.drafter.apply_to(a.spec);
+  std::shared_ptr<server::ServingState> state;
+  std::unique_ptr<server::HttpServer> http;
+  std::shared_ptr<server::LoadedModel> model;
+  if (!a.spec.model_dir.empty()) {
+    const int max_level = *std::max_element(levels.begin(), levels.end());
+    if (a.spec.engine.max_seqs < max_level) a.spec.engine.max_seqs = max_level;
+    server::ServerOptions ho;
+    ho.port = 0;
+    ho.max_seqs = a.spec.engine.max_seqs;
+    ho.max_queue = a.spec.engine.max_queue;
+    state = std::make_shared<server::ServingState>();
+    http = std::make_unique<server::HttpServer>(ho, state);
+    a.load.port = http->bind();
+    a.load.host = "127.0.0.1";
+    http->start();
+    std::fprintf(stderr, "bench: loading %s\n", a.spec.model_dir.c_str());
+    model = server::LoadedModel::load(a.spec, [](double, const std::string&) {});
+    state->set_ready(model);
+  } else {
+    parse_url(a.url, a.load);
+  }
+  a.load.model = server::discover_model(a.load);
+  std::fprintf(stderr, "bench: model '%s' at %s:%d, max_tokens %d, ~%d-word prompts, T=%g\n", a.load.model.c_str(),
+               a.load.host.c_str(), a.load.port, a.load.max_tokens, a.load.prompt_words, a.load.temperature);
+  std::vector<server::LevelResult> results;
+  for (int c : levels) {
+    results.push_back(server::run_load_level(a.load, c));
+    const auto& r = results.back();
+    std::fprintf(stderr, "bench: concurrency %d: %.1f tok/s, TTFT p50 %.1f ms, ITL p50 %.2f ms, %d errors%s\n", c,
+                 r.tokens_per_s, r.ttft_p50 * 1e3, r.itl_p50 * 1e3, r.errors,
+                 r.first_error.empty() ? "" : (" (" + r.first_error + ")").c_str());
+  }
+  std::fputs(server::format_results(results).c_str(), stdout);
+  if (http) {
+    state->set_draining();
+    model->engine().shutdown(std::chrono::seconds(0));
+    http->stop();
+  }
+  for (const auto& r : results) {
+    if (r.errors > 0) return 1;
+  }
+  return 0;
+}
+
+}  // namespace
+
+void register_bench_serve_load(CLI::App& bench, CommandRunner& run) {
+  auto* cmd = bench.add_subcommand(
+      kBenchServeLoad, "HTTP load: TTFT, inter-token latency and tokens/s per concurrency level");
+  auto a = std::make_shared<LoadArgs>();
+  add_model_flag(*cmd, a->spec.model_dir)->description("Serve this target model in-process and measure it");
+  add_drafter_flags(*cmd, a->drafter, DrafterScope::Serving);
+  cmd->add_option("--url", a->url, "Measure a running server instead (http://HOST:PORT)");
+  cmd->add_option("--api-key", a->load.api_key, "Bearer key for --url");
+  cmd->add_option("--served-model-name", a->load.model, "Model id to request (default: the server's first)");
+  add_hidden_alias(*cmd, "--served-model", a->load.model, "--served-model-name");
+  cmd->add_option("--concurrency", a->levels, "Comma-separated concurrency levels")->capture_default_str();
+  cmd->add_option("--requests", a->load.requests, "Requests per level (0 = max(16, 4 x concurrency))")
+      ->capture_default_str();
+  cmd->add_option("--max-tokens", a->load.max_tokens, "Tokens generated per request")->capture_default_str();
+  cmd->add_option("--prompt-words", a->load.prompt_words, "Approximate prompt length in words")->capture_default_str();
+  cmd->add_option("--temperature", a->load.temperature, "Sampling temperature")->capture_default_str();
+  cmd->add_option("--prompt-id-pattern", a->load.prompt_pattern,
+                  "Send token-id prompts: this comma-separated id pattern repeated to --prompt-words ids "
+                  "(synthetic-vocabulary models)")
+      ->delimiter(',');
+  add_hidden_alias(*cmd, "--prompt-ids", a->load.prompt_pattern, "--prompt-id-pattern")->delimiter(',');
+  add_threads_flag(*cmd, a->spec.threads);
+  add_backend_flag(*cmd, a->spec.backend);
+  cmd->add_option("--max-batch-rows", a->spec.engine.max_batch_rows, "Rows per target forward (in-process)")
+      ->capture_default_str();
+  cmd->callback([&run, a] { run = [a] { return run_serve_load(*a); }; });
+}
+
+}  // namespace specserve::cli

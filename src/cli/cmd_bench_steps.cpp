@@ -1,0 +1,104 @@
+// `specserve bench steps`: step times, bytes moved and roofline of decode, verify, drafter propose and
+// prefill (cli/step_bench.h).
+//   specserve bench steps --synthetic SHAPE                 a real model shape with random weights made on
+//                                                          the device, and its z-lab drafter shape
+//   specserve bench steps --model DIR [--draft DIR]         a checkpoint (and its drafter)
+#include <cstdio>
+#include <filesystem>
+#include <optional>
+
+#include "cli/bench_modes.h"
+#include "cli/common_flags.h"
+#include "cli/drafter_flags.h"
+#include "cli/step_bench.h"
+#include "core/error.h"
+#include "model/synthetic_shapes.h"
+#include "model/target_model.h"
+#include "spec/dflash_drafter.h"
+#include "tokenizer/tokenizer.h"
+
+namespace specserve::cli {
+
+namespace {
+
+struct StepsArgs {
+  std::string synthetic;
+  std::string model;
+  DrafterFlags drafter;
+  std::string backend = "auto";
+  int threads = 0;
+  std::string dtype = "auto";
+  bool json = false;
+  bool legacy_steps = false;  // `bench --steps`, the old spelling of this mode (ignored)
+  StepBenchOptions step;
+};
+
+int run_steps(const StepsArgs& a) {
+  SS_CHECK(a.synthetic.empty() != a.model.empty(), "bench steps: give exactly one of --synthetic SHAPE or --model DIR");
+  SS_CHECK(a.synthetic.empty() || a.drafter.draft.empty(), "--synthetic brings its own drafter shape; drop --draft");
+  if (!a.model.empty()) a.drafter.check_needs_draft();
+  LoadOptions lo;
+  lo.dtype = a.dtype;
+  lo.threads = a.threads;
+  lo.backend = a.backend;
+  std::unique_ptr<TargetModel> target;
+  std::unique_ptr<spec::DFlashDrafter> drafter;
+  std::string label;
+  if (!a.synthetic.empty()) {
+    const SyntheticShape shape = synthetic_shape(a.synthetic);
+    std::fprintf(stderr, "bench: making synthetic %s weights\n", shape.name.c_str());
+    target = TargetModel::synthetic(shape.target, lo);
+    drafter = spec::DFlashDrafter::synthetic(shape.drafter, *target);
+    label = "synthetic " + shape.name;
+  } else {
+    target = TargetModel::load(a.model, lo);
+    if (!a.drafter.draft.empty()) drafter = spec::DFlashDrafter::load(a.drafter.draft, *target, a.dtype);
+    label = a.model;
+  }
+  if (drafter) {
+    drafter->set_matmul_order(spec::parse_draft_matmul(a.drafter.draft_matmul));
+    if (a.drafter.draft_vocab != "all") {
+      // The EOS ids join; a checkpoint with a tokenizer adds its added tokens.
+      std::optional<tokenizer::Tokenizer> tok;
+      if (!a.model.empty() && std::filesystem::exists(std::filesystem::path(a.model) / "tokenizer.json"))
+        tok = tokenizer::Tokenizer::load(a.model);
+      drafter->select_vocabulary(a.drafter.draft_vocab, tok ? &*tok : nullptr);
+    }
+  }
+  const nlohmann::json r = run_step_bench(*target, drafter.get(), label, a.step);
+  std::fputs(a.json ? (r.dump(2) + "\n").c_str() : format_step_bench(r).c_str(), stdout);
+  return 0;
+}
+
+}  // namespace
+
+void register_bench_steps(CLI::App& bench, CommandRunner& run) {
+  auto* cmd = bench.add_subcommand(
+      kBenchSteps, "Step times: decode, verify, drafter propose and prefill, with bytes moved and the roofline");
+  auto a = std::make_shared<StepsArgs>();
+  cmd->add_option("--synthetic", a->synthetic,
+                  "A real model shape with random weights made on the device: qwen3-8b, qwen3.6-27b "
+                  "(= qwen3.5-27b) or tiny, with its z-lab drafter shape");
+  add_model_flag(*cmd, a->model);
+  add_drafter_flags(*cmd, a->drafter, DrafterScope::Forward);
+  add_backend_flag(*cmd, a->backend);
+  add_threads_flag(*cmd, a->threads);
+  add_dtype_flag(*cmd, a->dtype);
+  cmd->add_option("--context", a->step.context, "Positions each sequence holds before the timed steps")
+      ->capture_default_str();
+  cmd->add_option("--prefill", a->step.prefill, "Prompt length of the prefill measurement (tokens)")
+      ->capture_default_str();
+  cmd->add_option("--iterations", a->step.iterations, "Timed calls per measurement (the median is reported)")
+      ->capture_default_str();
+  cmd->add_option("--tau", a->step.tau, "Acceptance length for the projected tokens/s")->capture_default_str();
+  cmd->add_option("--decode-batches", a->step.decode_batches, "Decode batch sizes")->delimiter(',')
+      ->capture_default_str();
+  cmd->add_option("--verify-batches", a->step.verify_batches, "Verify and propose batch sizes")->delimiter(',')
+      ->capture_default_str();
+  cmd->add_option("--verify-k", a->step.verify_ks, "Verify rows per sequence")->delimiter(',')->capture_default_str();
+  cmd->add_flag("--json", a->json, "Print JSON instead of tables");
+  cmd->add_flag("--steps", a->legacy_steps, "Old spelling of this mode")->group("");
+  cmd->callback([&run, a] { run = [a] { return run_steps(*a); }; });
+}
+
+}  // namespace specserve::cli

@@ -1,0 +1,19 @@
+#pragma once
+// Flags that several commands share, registered by one function each so that a concept has one
+// name, one default and one help text everywhere (`--model`, `--backend`, `--threads`, `--dtype`).
+#include <CLI/CLI.hpp>
+
+#include <string>
+
+namespace specserve::cli {
+
+// --model DIR: the target checkpoint (Hugging Face layout). Callers add ->required() where it is.
+CLI::Option* add_model_flag(CLI::App& cmd, std::string& model_dir);
+// --backend auto|cpu|cuda (default auto: cuda when the build has it and a GPU is usable).
+CLI::Option* add_backend_flag(CLI::App& cmd, std::string& backend);
+// --threads N: CPU threads for the model (0 = all cores).
+CLI::Option* add_threads_flag(CLI::App& cmd, int& threads);
+// --dtype auto|f32|bf16: weight storage (auto = the checkpoint's).
+CLI::Option* add_dtype_flag(CLI::App& cmd, std::string& dtype);
+
+}  // namespace specserve::cli
