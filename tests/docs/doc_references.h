@@ -118,7 +118,8 @@ class DocReferenceChecker {
     for (std::sregex_iterator it(line.begin(), line.end(), token), end; it != end; ++it) {
       const std::smatch& m = *it;
       if (m[2].matched) {
-        if (inside_url(line, static_cast<size_t>(m.position(0)))) {
+        // A URL, or the placeholder of a description of the citation form ("docs/NAME.md §N").
+        if (inside_url(line, static_cast<size_t>(m.position(0))) || m[2].str() == "NAME") {
           current.clear();
           continue;
         }

@@ -176,6 +176,10 @@ TEST_F(MadeUpTree, AFileADocumentNamesMustExist) {
   EXPECT_NE(p[1].find("src/a.hpp"), std::string::npos) << p[1];
 }
 
+TEST_F(MadeUpTree, ThePlaceholderOfTheCitationFormIsNotACitation) {
+  EXPECT_TRUE(check("docs/GUIDE.md", "Cite a document as `docs/NAME.md §N`.\n").empty());
+}
+
 TEST_F(MadeUpTree, UrlsAreNotCitations) {
   EXPECT_TRUE(check("docs/GUIDE.md", "From https://github.com/x/y/blob/main/README.md §9.\n").empty());
 }
