@@ -38,6 +38,7 @@
 #include "core/error.h"
 #include "engine/engine.h"
 #include "engine/metrics.h"
+#include "engine/run_request.h"
 #include "model/kv_cache.h"
 #include "model/target_model.h"
 #include "sampling/cli_flags.h"
@@ -45,7 +46,6 @@
 #include "spec/dflash_drafter.h"
 #include "spec/draft_vocabulary.h"
 #include "spec/dflash_proposer.h"
-#include "spec/run_request.h"
 #include "spec/spec_json.h"
 #include "tokenizer/tokenizer.h"
 
@@ -187,7 +187,7 @@ int run_generate(GenerateOptions& o) {
   engine::GenerationRequest request;
   request.prompt = prompt;
   request.params = params;
-  const spec::RequestRun run = spec::run_request(eng, std::move(request));
+  const engine::RequestRun run = engine::run_request(eng, std::move(request));
   eng.shutdown(std::chrono::milliseconds(0));
   SS_CHECK(run.finish_reason != engine::FinishReason::Error, "generation failed: {}", run.error);
 

@@ -5,8 +5,8 @@
 //
 //   forward (captures capture_layers() for every row)
 //     → per-row picks and sample-match acceptance (engine, through the request's Sampler)
-//     → commit: target KV/state keeps pending + accepted rows; append_context() receives exactly
-//       those rows' captured features (and every prefill row)
+//     → commit: target KV/state keeps pending + accepted rows; append_contexts() receives exactly
+//       those rows' captured features (and every prefill row), for all sequences of the step at once
 //     → propose(): ONE batched call for all speculating sequences, filling each one's drafts
 //       for the next step's verify rows [pending, d1..dγ].
 //
@@ -55,24 +55,18 @@ class DraftProposer {
   // engine asks the target to leave them there (ForwardBatch::capture_on_device) instead of
   // downloading them for the proposer to upload again.
   virtual bool wants_device_features() const { return false; }
-  // Rows of committed positions [first_position, first_position + n) of one sequence: `tokens`
-  // and their captured features ([n, capture width] f32 rows, on the host or, when
-  // wants_device_features(), possibly on the target's device; an empty view when nothing is captured).
-  // The view is valid only during the call.
-  virtual void append_context(DraftContext& context, int64_t first_position, std::span<const int32_t> tokens,
-                              const TensorView& features) = 0;
-  // The context rows of several sequences of one step (each as append_context; a sequence at most
-  // once). The views are valid only during the call. The default appends them one by one; a proposer
-  // may move them in one go (on a device: one copy launch instead of one per sequence).
+  // The context rows of one step, for several sequences (each at most once), in ONE call: for each,
+  // the rows of committed positions [first_position, first_position + n): `tokens` and their captured
+  // features ([n, capture width] f32 rows, on the host or, when wants_device_features(), possibly on
+  // the target's device; an empty view when nothing is captured). The views are valid only during the
+  // call, so a proposer may move them in one go (on a device: one copy launch for all sequences).
   struct ContextRows {
     DraftContext* context = nullptr;
     int64_t first_position = 0;
     std::span<const int32_t> tokens;
     TensorView features;
   };
-  virtual void append_contexts(std::span<const ContextRows> rows) {
-    for (const ContextRows& r : rows) append_context(*r.context, r.first_position, r.tokens, r.features);
-  }
+  virtual void append_contexts(std::span<const ContextRows> rows) = 0;
   // One batched propose for every speculating sequence of the step.
   virtual void propose(std::span<ProposeItem> items) = 0;
 };

@@ -1,6 +1,6 @@
 #pragma once
 // The inference engine: a request queue, and one scheduler thread that runs the step loop over a
-// TargetModel with continuous batching (engine.cpp, Engine::step, is the whole loop in one place).
+// TargetModel with continuous batching (engine/step.cpp, Engine::step, is the whole loop on one page).
 //
 // HTTP threads call submit() (cheap: validation and a queue push) and read results from the
 // returned ResultStream; only the scheduler thread touches the model.
@@ -9,17 +9,23 @@
 #include <deque>
 #include <memory>
 #include <mutex>
+#include <optional>
+#include <span>
 #include <thread>
 #include <vector>
 
 #include "core/error.h"
+#include "engine/acceptance.h"
+#include "engine/batch_plan.h"
 #include "engine/draft_proposer.h"
 #include "engine/engine_options.h"
 #include "engine/kv_budget.h"
 #include "engine/metrics.h"
 #include "engine/request.h"
 #include "engine/result_stream.h"
+#include "engine/row_layout.h"
 #include "engine/sequence.h"
+#include "engine/spec_step.h"
 #include "model/target_model.h"
 
 namespace specserve::engine {
@@ -54,19 +60,35 @@ class Engine {
 
  private:
   void run();
+  // One step of the loop: its stages, in order (engine/step.cpp describes them).
   void step();
-  // Steps of the loop, in order (see step()).
+  struct SpanResult;
+  bool schedule_sequences();
+  std::vector<PlannedSpan> plan_rows() const;
+  ForwardResult forward(const StepRows& rows);
+  std::vector<SpanResult> pick_accept_commit(const StepRows& rows, const ForwardResult& out);
+  void hand_over_context(std::span<const SpanResult> results, const ForwardResult& out);
+  void stream_tokens(std::span<const SpanResult> results);
+  void propose_drafts();
+  // More sequences decode than options_.spec_max_batch allows to speculate.
+  bool speculation_paused() const;
+  // Requests in and out (engine.cpp).
   void intake();
   void reap_cancelled();
   void admit();
   void retire_finished();
   void fail_all(const std::string& error);
-  // True when this step's picks for `s` need only the backend's argmax of its logits rows: its
-  // sampler picks the raw argmax and its drafts (if any) are point masses judged by sample-match.
-  // The rows then need not leave the device (docs/DESIGN.md §1: still exactly pick()'s tokens).
-  bool picks_on_backend(const Sequence& s) const;
-  // More sequences decode than options_.spec_max_batch allows to speculate.
-  bool speculation_paused() const;
+
+  // What one span of a step committed and picked (stage 5), for the stages after it.
+  struct SpanResult {
+    Sequence* seq = nullptr;
+    int64_t first_batch_row = 0;          // the span's first row in the forward (its captured rows)
+    int64_t first_position = 0;           // the first committed row's position
+    std::span<const int32_t> committed;   // the rows the target kept: a prefill chunk, or pending + accepted
+    bool picked = false;                  // tokens were picked (not a prefill chunk before the last)
+    Verdict picks;                        // the picked tokens (and logprobs), to stream
+    std::optional<SpecStep> step;         // for the request's step observer
+  };
 
   TargetModel& model_;
   EngineOptions options_;

@@ -59,12 +59,6 @@ int64_t DFlashProposer::context_rows(const engine::DraftContext& context) {
   return as_dflash(context).sequence->rows();
 }
 
-void DFlashProposer::append_context(engine::DraftContext& context, int64_t first_position,
-                                    std::span<const int32_t> tokens, const TensorView& features) {
-  const ContextRows one{&context, first_position, tokens, features};
-  append_contexts(std::span(&one, 1));
-}
-
 void DFlashProposer::append_contexts(std::span<const ContextRows> rows) {
   std::vector<DrafterSequence::Append> appends;
   for (const ContextRows& r : rows) {

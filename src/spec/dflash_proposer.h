@@ -32,7 +32,7 @@ struct DFlashProposerOptions {
   // draft 29 % of the time with a 4-row block against 81 % with the full block (docs/BENCHMARKS.md).
   bool full_block = true;
   DraftSelection selection = {};
-  // Waiting context rows of one sequence beyond which append_context projects them at once
+  // Waiting context rows of one sequence beyond which append_contexts projects them at once
   // instead of at the next propose: bounds the K·H floats held per row during long prefills.
   int64_t max_waiting_rows = 256;
 };
@@ -51,9 +51,7 @@ class DFlashProposer final : public engine::DraftProposer {
   std::unique_ptr<engine::DraftContext> new_context() override;
   // The drafter runs where the target does: on a device it takes the captured rows there.
   bool wants_device_features() const override { return drafter_.on_device(); }
-  void append_context(engine::DraftContext& context, int64_t first_position, std::span<const int32_t> tokens,
-                      const TensorView& features) override;
-  // All rows of a step in one copy launch on a device (DrafterSequence::append_many).
+  // All rows of a step in one DrafterSequence::append_many (on a device: one copy launch).
   void append_contexts(std::span<const ContextRows> rows) override;
   void propose(std::span<engine::ProposeItem> items) override;
 

@@ -13,18 +13,6 @@ DrafterSequence::~DrafterSequence() {
   for (float* b : blocks_) pool_->release(b);
 }
 
-void DrafterSequence::append(int64_t first_position, std::span<const float> features) {
-  SS_CHECK(features.size() % static_cast<size_t>(feature_width_) == 0,
-           "drafter context: {} feature floats is not a whole number of {}-wide rows", features.size(), feature_width_);
-  const auto n = static_cast<int64_t>(features.size()) / feature_width_;
-  append(first_position, TensorView::contiguous(const_cast<float*>(features.data()), DType::F32, {n, feature_width_}));
-}
-
-void DrafterSequence::append(int64_t first_position, const TensorView& features) {
-  const Append one{this, first_position, features};
-  append_many(std::span(&one, 1));
-}
-
 void DrafterSequence::append_many(std::span<const Append> rows) {
   // Every row is checked before any is queued: a refused call leaves every sequence as it was.
   const Memory* mem = nullptr;

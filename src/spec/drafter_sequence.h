@@ -37,15 +37,13 @@ class DrafterSequence {
   int64_t waiting_rows() const { return waiting_rows_; }
   int64_t feature_width() const { return feature_width_; }
 
-  // Queues rows for positions [first_position, first_position + n). Positions must continue the
-  // context exactly (first_position == rows()): a gap or a repeated position poisons every later
-  // draft (docs/DFLASH.md §10.4), so it is an Error.
-  void append(int64_t first_position, std::span<const float> features);
-  // The same from [n, feature_width] f32 rows on the host or in the drafter's memory's device.
-  void append(int64_t first_position, const TensorView& features);
-  // Rows for several sequences (each at most once, all of one drafter's memory), all checked as append()
-  // checks them before any is queued; the device-resident ones are copied in one Memory::copy_many (one
-  // launch on a device).
+  // Queues each sequence's rows for positions [first_position, first_position + n), from
+  // [n, feature_width] f32 rows on the host or in the drafter's memory's device: the one way context
+  // rows arrive (the proposer's append_contexts passes a whole step's rows at once). Positions must
+  // continue each context exactly (first_position == rows()): a gap or a repeated position poisons
+  // every later draft (docs/DFLASH.md §10.4), so it is an Error. Each sequence at most once, all of one
+  // drafter's memory; every row is checked before any is queued, and the device-resident ones are
+  // copied in one Memory::copy_many (one launch on a device).
   struct Append {
     DrafterSequence* sequence = nullptr;
     int64_t first_position = 0;

@@ -160,17 +160,19 @@ class OracleProposer : public DraftProposer {
     c->index = next_++;
     return c;
   }
-  void append_context(DraftContext& context, int64_t first, std::span<const int32_t> tokens,
-                      const TensorView& features) override {
-    auto& c = static_cast<Ctx&>(context);
-    // Rows must arrive in order, once per committed position, with one feature row each (a CPU target:
-    // on the host).
-    EXPECT_EQ(first, c.committed);
-    EXPECT_EQ(features.ndim(), 2);
-    EXPECT_EQ(features.dim(0), static_cast<int64_t>(tokens.size()));
-    EXPECT_GT(features.dim(1), 0);
-    EXPECT_EQ(features.device, Device::CPU);
-    c.committed += static_cast<int64_t>(tokens.size());
+  void append_contexts(std::span<const ContextRows> rows) override {
+    ++handoffs_;
+    for (const ContextRows& r : rows) {
+      auto& c = static_cast<Ctx&>(*r.context);
+      // Rows must arrive in order, once per committed position, with one feature row each (a CPU
+      // target: on the host).
+      EXPECT_EQ(r.first_position, c.committed);
+      EXPECT_EQ(r.features.ndim(), 2);
+      EXPECT_EQ(r.features.dim(0), static_cast<int64_t>(r.tokens.size()));
+      EXPECT_GT(r.features.dim(1), 0);
+      EXPECT_EQ(r.features.device, Device::CPU);
+      c.committed += static_cast<int64_t>(r.tokens.size());
+    }
   }
   void propose(std::span<ProposeItem> items) override {
     ++batches_;
@@ -189,6 +191,7 @@ class OracleProposer : public DraftProposer {
     }
   }
   int batches_ = 0;
+  std::atomic<uint64_t> handoffs_ = 0;  // append_contexts calls
   std::shared_ptr<std::atomic<int>> live_ = std::make_shared<std::atomic<int>>(0);  // contexts alive
 
  private:
@@ -235,6 +238,9 @@ TEST(Engine, VerifyPathKeepsOutputsIdentical) {
   EXPECT_LT(mt.steps.load(), 6u * 30u);
   EXPECT_TRUE(wait_for_idle(engine));
   EXPECT_EQ(proposer.live_->load(), 0);  // every drafter context was freed with its sequence
+  // The context rows of a step reach the proposer in one hand-off, whatever the number of sequences.
+  EXPECT_GT(proposer.handoffs_.load(), 0u);
+  EXPECT_LE(proposer.handoffs_.load(), mt.steps.load());
 }
 
 // Above spec_max_batch decoding sequences the engine proposes no drafts (plain decode steps), and

@@ -12,12 +12,30 @@
 #include <vector>
 
 #include "engine/engine.h"
+#include "engine/run_request.h"
 #include "model/target_model.h"
 #include "spec/dflash_drafter.h"
 #include "spec/dflash_proposer.h"
-#include "spec/run_request.h"
+#include "spec/drafter_sequence.h"
 
 namespace specserve::spec::testing {
+
+using engine::RequestRun;
+using engine::run_request;
+
+// One sequence's context rows through the one hand-off, DrafterSequence::append_many.
+inline void append_rows(DrafterSequence& seq, int64_t first_position, const TensorView& features) {
+  const DrafterSequence::Append one{&seq, first_position, features};
+  DrafterSequence::append_many(std::span(&one, 1));
+}
+// The same from host floats, a whole number of feature_width() rows.
+inline void append_rows(DrafterSequence& seq, int64_t first_position, std::span<const float> features) {
+  const auto n = static_cast<int64_t>(features.size()) / seq.feature_width();
+  SS_CHECK(n * seq.feature_width() == static_cast<int64_t>(features.size()),
+           "append_rows: {} floats is not a whole number of {}-wide rows", features.size(), seq.feature_width());
+  append_rows(seq, first_position,
+              TensorView::contiguous(const_cast<float*>(features.data()), DType::F32, {n, seq.feature_width()}));
+}
 
 // $SPECSERVE_SOURCE_DIR, when set, overrides the build's source tree (a test binary copied to the
 // GPU machine finds the fixtures there).

@@ -53,7 +53,7 @@ class DrafterVocabulary : public ::testing::Test {
     b.capture_layers = d.target_layer_ids();
     const ForwardResult r = pair_->target->forward(b);
     sequences_.push_back(d.new_sequence());
-    sequences_.back()->append(0, std::span<const float>(r.captured.as<float>(), static_cast<size_t>(r.captured.numel())));
+    append_rows(*sequences_.back(), 0, std::span<const float>(r.captured.as<float>(), static_cast<size_t>(r.captured.numel())));
     return DraftBlock{sequences_.back().get(), trace.prompt.back(), static_cast<int64_t>(trace.prompt.size())};
   }
   Tensor block_logits(const DFlashDrafter& d, int gamma) {

@@ -36,14 +36,14 @@ TEST_F(DrafterBatching, BlockAloneEqualsBlockAmongOthers) {
   const int gamma = 15;
 
   auto alone = d.new_sequence();
-  alone->append(0, fa);
+  append_rows(*alone, 0, fa);
   DraftBlock one{alone.get(), 172, 7};
   const Tensor solo = d.draft_logits(std::span(&one, 1), gamma);
 
   auto a = d.new_sequence(), b = d.new_sequence(), c = d.new_sequence();
-  a->append(0, fa);
-  b->append(0, fb);
-  c->append(0, fc);
+  append_rows(*a, 0, fa);
+  append_rows(*b, 0, fb);
+  append_rows(*c, 0, fc);
   const DraftBlock three[] = {{b.get(), 9, 3}, {a.get(), 172, 7}, {c.get(), 77, 40}};
   const Tensor batched = d.draft_logits(three, gamma);
   EXPECT_EQ(rows_of(batched, gamma, gamma), rows_of(solo, 0, gamma));
@@ -58,11 +58,11 @@ TEST_F(DrafterBatching, EagerContextProjectionGivesTheSameDrafts) {
   const auto width = static_cast<size_t>(d.feature_width());
 
   auto lazy = d.new_sequence();
-  lazy->append(0, f);  // all 50 rows projected with the block
+  append_rows(*lazy, 0, f);  // all 50 rows projected with the block
   auto eager = d.new_sequence();
   for (size_t r = 0; r < prompt.size(); r += 16) {  // chunks projected as they arrive
     const size_t n = std::min<size_t>(16, prompt.size() - r);
-    eager->append(static_cast<int64_t>(r), std::span(f).subspan(r * width, n * width));
+    append_rows(*eager, static_cast<int64_t>(r), std::span(f).subspan(r * width, n * width));
     DrafterSequence* s[] = {eager.get()};
     d.project_context(s);
   }
@@ -83,8 +83,8 @@ TEST_F(DrafterBatching, AppendManyEqualsAppendsOneByOne) {
     return TensorView::contiguous(const_cast<float*>(f.data()), DType::F32, {static_cast<int64_t>(f.size()) / width, width});
   };
   auto a1 = d.new_sequence(), b1 = d.new_sequence(), a2 = d.new_sequence(), b2 = d.new_sequence();
-  a1->append(0, view(fa));
-  b1->append(0, view(fb));
+  append_rows(*a1, 0, view(fa));
+  append_rows(*b1, 0, view(fb));
   const DrafterSequence::Append both[] = {{a2.get(), 0, view(fa)}, {b2.get(), 0, view(fb)}};
   DrafterSequence::append_many(both);
   EXPECT_EQ(a2->rows(), 7);

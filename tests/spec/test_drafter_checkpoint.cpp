@@ -37,7 +37,7 @@ Tensor drafts_of(const DFlashDrafter& d, TargetModel& target) {
   b.spans.push_back({state.get(), prompt, SpanMode::Prefill, LogitsWanted::None});
   b.capture_layers = d.target_layer_ids();
   ForwardResult r = target.forward(b);
-  seq->append(0, std::span<const float>(r.captured.as<float>(), static_cast<size_t>(r.captured.numel())));
+  append_rows(*seq, 0, std::span<const float>(r.captured.as<float>(), static_cast<size_t>(r.captured.numel())));
   DraftBlock block{seq.get(), 25, 5};
   return d.draft_logits(std::span(&block, 1), d.block_size() - 1);
 }

@@ -61,7 +61,7 @@ TEST_P(DrafterGolden, TeacherForcedLogitsMatchReference) {
   prefill.spans.push_back({state.get(), trace.prompt, SpanMode::Prefill, LogitsWanted::Last});
   prefill.capture_layers = drafter.target_layer_ids();
   ForwardResult r = target.forward(prefill);
-  ctx->append(0, std::span<const float>(r.captured.as<float>(), static_cast<size_t>(r.captured.numel())));
+  append_rows(*ctx, 0, std::span<const float>(r.captured.as<float>(), static_cast<size_t>(r.captured.numel())));
   int32_t pending = trace.generated.at(0);
   int64_t position = static_cast<int64_t>(trace.prompt.size());
 
@@ -88,7 +88,7 @@ TEST_P(DrafterGolden, TeacherForcedLogitsMatchReference) {
         << name << " step " << step << " verify logits";
     const int kept = ref.accepted + 1;
     target.commit(*state, kept);
-    ctx->append(position, std::span<const float>(v.captured.as<float>(),
+    append_rows(*ctx, position, std::span<const float>(v.captured.as<float>(),
                                                  static_cast<size_t>(kept * v.captured.shape()[1])));
     position += kept;
     pending = ref.emitted.back();

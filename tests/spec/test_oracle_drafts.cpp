@@ -23,10 +23,7 @@ class OracleProposer final : public engine::DraftProposer {
     context_ = c.get();
     return c;
   }
-  void append_context(engine::DraftContext& c, int64_t first, std::span<const int32_t> tokens,
-                      const TensorView& features) override {
-    inner_.append_context(c, first, tokens, features);
-  }
+  void append_contexts(std::span<const ContextRows> rows) override { inner_.append_contexts(rows); }
   void propose(std::span<engine::ProposeItem> items) override {
     for (const auto& item : items)  // the invariant, seen from outside the proposer
       EXPECT_EQ(DFlashProposer::context_rows(*item.context), item.pending_position);
@@ -115,10 +112,10 @@ TEST(DrafterContext, RejectsGapsAndRepeats) {
   Pair pair("dense-random", "f32");
   auto seq = pair.drafter->new_sequence();
   const std::vector<float> row(static_cast<size_t>(pair.drafter->feature_width()), 0.5f);
-  seq->append(0, row);
-  EXPECT_THROW(seq->append(0, row), Error);  // position 0 twice
-  EXPECT_THROW(seq->append(2, row), Error);  // position 1 skipped
-  seq->append(1, row);
+  append_rows(*seq, 0, row);
+  EXPECT_THROW(append_rows(*seq, 0, row), Error);  // position 0 twice
+  EXPECT_THROW(append_rows(*seq, 2, row), Error);  // position 1 skipped
+  append_rows(*seq, 1, row);
   EXPECT_EQ(seq->rows(), 2);
 }
 
@@ -131,9 +128,11 @@ TEST(DrafterContext, ProposeRefusesABrokenInvariant) {
   auto ctx = proposer.new_context();
   const std::vector<int32_t> prompt = {1, 2, 3, 4, 5};
   const std::vector<float> rows(prompt.size() * static_cast<size_t>(pair.drafter->feature_width()), 0.25f);
-  proposer.append_context(*ctx, 0, prompt,
-                          TensorView::contiguous(const_cast<float*>(rows.data()), DType::F32,
-                                                 {static_cast<int64_t>(prompt.size()), pair.drafter->feature_width()}));
+  const engine::DraftProposer::ContextRows context{
+      ctx.get(), 0, prompt,
+      TensorView::contiguous(const_cast<float*>(rows.data()), DType::F32,
+                             {static_cast<int64_t>(prompt.size()), pair.drafter->feature_width()})};
+  proposer.append_contexts(std::span(&context, 1));
   sampling::RequestParams params;
   params.sampling.temperature = 0.0f;
   const sampling::Sampler sampler(params, {pair.target->vocab_size(), 0});

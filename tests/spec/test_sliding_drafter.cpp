@@ -45,7 +45,7 @@ class SlidingDrafter : public ::testing::Test {
     const auto width = static_cast<size_t>(d.feature_width());
     std::vector<float> f(features_.begin(), features_.begin() + static_cast<ptrdiff_t>(s * width));
     for (size_t i = 0; i < width; ++i) f[i] *= row0_scale;
-    seq->append(0, f);
+    append_rows(*seq, 0, f);
     DraftBlock block{seq.get(), prompt_[static_cast<size_t>(s)], s};
     const Tensor t = d.draft_logits(std::span(&block, 1), gamma);
     return std::vector<float>(t.as<float>(), t.as<float>() + t.numel());

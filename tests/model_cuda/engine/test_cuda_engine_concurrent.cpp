@@ -40,10 +40,10 @@ class CudaConcurrent : public ::testing::TestWithParam<ConcurrentCase> {
     ASSERT_EQ(pair.target->backend(), "cuda");
 
     // Alone: one request at a time, plain decoding.
-    std::vector<spec::RequestRun> alone;
+    std::vector<engine::RequestRun> alone;
     {
       auto plain = make_engine(*pair.target, nullptr, engine_options(kSeqs));
-      for (int i = 0; i < kSeqs; ++i) alone.push_back(spec::run_request(*plain, request(i, seeded)));
+      for (int i = 0; i < kSeqs; ++i) alone.push_back(engine::run_request(*plain, request(i, seeded)));
     }
 
     // Together: all eight submitted at once to one speculative engine.

@@ -27,7 +27,7 @@ TEST_P(CudaReferenceTraces, EngineReproducesEveryStep) {
   spec::DFlashProposer proposer(*pair.drafter);
   ASSERT_EQ(proposer.gamma(), 15);
   auto engine = make_engine(*pair.target, &proposer);
-  const spec::RequestRun run = spec::run_request(*engine, greedy_request(trace.prompt, trace.max_new_tokens));
+  const engine::RequestRun run = engine::run_request(*engine, greedy_request(trace.prompt, trace.max_new_tokens));
   ASSERT_TRUE(run.error.empty()) << run.error;
 
   int total_accepted = 0;

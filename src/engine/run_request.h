@@ -8,21 +8,21 @@
 #include "engine/engine.h"
 #include "engine/spec_step.h"
 
-namespace specserve::spec {
+namespace specserve::engine {
 
 struct RequestRun {
   std::vector<int32_t> tokens;  // generated ids (a final stop token included, as the stream gives it)
   std::string text;
-  engine::FinishReason finish_reason = engine::FinishReason::Stop;
+  FinishReason finish_reason = FinishReason::Stop;
   std::string error;
-  engine::Usage usage;
-  std::vector<engine::SpecStep> steps;  // every decode / verify step after the first token
-  double first_token_ms = 0;  // submit → the first token's event (queueing + prefill + the first pick)
-  double total_ms = 0;        // submit → the finishing event
+  Usage usage;
+  std::vector<SpecStep> steps;  // every decode / verify step after the first token
+  double first_token_ms = 0;    // submit → the first token's event (queueing + prefill + the first pick)
+  double total_ms = 0;          // submit → the finishing event
 };
 
 // Submits `request` (its on_step observer, if any, still runs) and blocks until it finishes.
 // Throws whatever submit() throws.
-RequestRun run_request(engine::Engine& engine, engine::GenerationRequest request);
+RequestRun run_request(Engine& engine, GenerationRequest request);
 
-}  // namespace specserve::spec
+}  // namespace specserve::engine

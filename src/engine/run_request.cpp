@@ -1,16 +1,16 @@
-#include "spec/run_request.h"
+#include "engine/run_request.h"
 
 #include <chrono>
 #include <memory>
 
-namespace specserve::spec {
+namespace specserve::engine {
 
-RequestRun run_request(engine::Engine& engine, engine::GenerationRequest request) {
+RequestRun run_request(Engine& engine, GenerationRequest request) {
   // The observer runs on the scheduler thread; the records are read here only after the finishing
   // event, which the stream's mutex orders after every observer call.
-  auto steps = std::make_shared<std::vector<engine::SpecStep>>();
-  engine::SpecStepObserver user = std::move(request.on_step);
-  request.on_step = [steps, user](const engine::SpecStep& s) {
+  auto steps = std::make_shared<std::vector<SpecStep>>();
+  SpecStepObserver user = std::move(request.on_step);
+  request.on_step = [steps, user](const SpecStep& s) {
     steps->push_back(s);
     if (user) user(s);
   };
@@ -20,7 +20,7 @@ RequestRun run_request(engine::Engine& engine, engine::GenerationRequest request
   auto stream = engine.submit(std::move(request));
   RequestRun run;
   bool first = true;
-  std::vector<engine::StreamEvent> events;
+  std::vector<StreamEvent> events;
   for (bool done = false; !done;) {
     events.clear();
     stream->wait(events, std::chrono::milliseconds(1000));
@@ -44,4 +44,4 @@ RequestRun run_request(engine::Engine& engine, engine::GenerationRequest request
   return run;
 }
 
-}  // namespace specserve::spec
+}  // namespace specserve::engine

@@ -1,0 +1,208 @@
+// The engine's step loop: Engine::step, one page of named stages, each defined below it (or in the
+// file named). One step, in order:
+//
+//   1. sequences in      schedule_sequences  new requests queued, cancelled / timed-out ones freed,
+//                                            queued ones admitted while their worst case fits the
+//                                            KV budget (FCFS), finished ones retired
+//   2. rows planned      plan_rows           decode / verify rows of every decoding sequence, then
+//                                            prefill chunks oldest first within the row budget
+//                                            (engine/batch_plan.h)
+//   3. rows laid out     lay_out_rows        prefill chunks, decode rows [pending], verify rows
+//                                            [pending, d1..dk]; one picker per sequence
+//                                            (engine/row_layout.h, engine/row_picker.h)
+//   4. one forward       forward             one target forward over every row, capturing the
+//                                            drafter's target layers for every row
+//   5. picks, acceptance, commit             per span (pick_accept_commit): each row picked by the
+//                                            sequence's picker; a draft is accepted iff it equals the
+//                                            pick plain decoding makes there (engine/acceptance.h);
+//                                            the target keeps pending + accepted rows
+//   6. drafter context   hand_over_context   ONE batched hand-off (DraftProposer::append_contexts)
+//                                            of every committed row: prefill chunks, pending +
+//                                            accepted drafts; never a rejected draft
+//   7. tokens out        stream_tokens       the step observer, then the stop checker and the
+//                                            request's stream
+//   8. drafts proposed   propose_drafts      ONE batched propose for every speculating sequence
+//                                            (none while more than spec_max_batch decode)
+//   9. finished retired  retire_finished     KV blocks, state and drafter context freed
+//
+// The ordering rule: the drafter receives a step's context rows (6) after every commit of the step
+// and before any of its tokens are streamed (7), so an observer or a client that sees a token also
+// sees the drafter holding the rows before it; drafts are proposed (8) after streaming, because the
+// stop checker decides there which sequences finished (they are not drafted for).
+#include "engine/engine.h"
+
+#include <algorithm>
+
+#include "engine/batch_plan.h"
+#include "engine/row_layout.h"
+
+namespace specserve::engine {
+
+void Engine::step() {
+  if (!schedule_sequences()) return;                      // 1
+  const std::vector<PlannedSpan> plan = plan_rows();      // 2
+  if (plan.empty()) return;
+  const StepRows rows = lay_out_rows(plan, running_, proposer_, options_.verify_mode);  // 3
+  const ForwardResult out = forward(rows);                // 4
+  std::vector<SpanResult> results = pick_accept_commit(rows, out);  // 5
+  hand_over_context(results, out);                        // 6
+  stream_tokens(results);                                 // 7
+  propose_drafts();                                       // 8
+  retire_finished();                                      // 9
+}
+
+// 1. Returns false when no sequence is running.
+bool Engine::schedule_sequences() {
+  intake();
+  reap_cancelled();
+  admit();
+  retire_finished();
+  return !running_.empty();
+}
+
+// 2.
+std::vector<PlannedSpan> Engine::plan_rows() const {
+  std::vector<SeqPlanInput> in;
+  in.reserve(running_.size());
+  for (const auto& s : running_) in.push_back({s->prompt_len(), s->prefilled(), static_cast<int>(s->drafts.size())});
+  return plan_step(in, options_);
+}
+
+// 4.
+ForwardResult Engine::forward(const StepRows& rows) {
+  ForwardResult out = model_.forward(rows.batch);
+  metrics_.steps.fetch_add(1, std::memory_order_relaxed);
+  metrics_.step_rows.fetch_add(static_cast<uint64_t>(rows.total_rows()), std::memory_order_relaxed);
+  return out;
+}
+
+namespace {
+
+// The `n` logits rows of one sequence from `first` on, as its picker reads them.
+PickerRows picker_rows(Picker picker, const ForwardResult& out, int64_t first, int64_t n) {
+  PickerRows rows;
+  if (picker == Picker::DeviceArgmax) {
+    SS_CHECK(first + n <= static_cast<int64_t>(out.argmax.size()), "step: argmax rows [{}, {}) of {}", first,
+             first + n, out.argmax.size());
+    rows.argmax = std::span<const int32_t>(out.argmax).subspan(static_cast<size_t>(first), static_cast<size_t>(n));
+    return rows;
+  }
+  rows.vocab = out.logits.shape().ndim > 1 ? out.logits.shape()[1] : 0;
+  rows.logits = std::span<const float>(out.logits.as<float>() + first * rows.vocab, static_cast<size_t>(n * rows.vocab));
+  return rows;
+}
+
+}  // namespace
+
+// 5. Per span, in plan order. A prefill chunk is committed by the forward; its last chunk's last row
+// gives the first token (a verify with no drafts). A decode / verify span keeps pending + the
+// accepted drafts; the pick at the first mismatch (or after the last draft) is the next pending token.
+std::vector<Engine::SpanResult> Engine::pick_accept_commit(const StepRows& rows, const ForwardResult& out) {
+  std::vector<SpanResult> results;
+  results.reserve(rows.spans.size());
+  int64_t next_logits_row = 0;
+  for (size_t i = 0; i < rows.spans.size(); ++i) {
+    const SpanRows& span = rows.spans[i];
+    Sequence& s = *span.seq;
+    SpanResult r;
+    r.seq = &s;
+    r.first_batch_row = out.span_first_row[i];
+    if (span.plan.kind == SpanKind::PrefillChunk) {
+      s.advance_prefill(span.plan.end);
+      r.first_position = span.plan.begin;
+      r.committed = span.tokens;
+      if (span.plan.final_chunk) {
+        metrics_.prompt_tokens.fetch_add(static_cast<uint64_t>(s.prompt_len()), std::memory_order_relaxed);
+        r.picks = pick_rows(span.picker, s.sampler(), s.history(), {}, picker_rows(span.picker, out, next_logits_row, 1),
+                            s.draft_context.get(), options_.verify_mode, workspace_);
+        next_logits_row += 1;
+        r.picked = true;
+      }
+    } else {
+      const int k = static_cast<int>(s.drafts.size());
+      r.picks = pick_rows(span.picker, s.sampler(), s.history(), s.drafts,
+                          picker_rows(span.picker, out, next_logits_row, k + 1), s.draft_context.get(),
+                          options_.verify_mode, workspace_);
+      next_logits_row += 1 + k;
+      r.picked = true;
+      const int accepted = r.picks.accepted;
+      model_.commit(s.state(), 1 + accepted);
+      r.first_position = s.state().length() - (1 + accepted);
+      r.committed = std::span<const int32_t>(span.tokens).first(static_cast<size_t>(1 + accepted));
+      if (k > 0) metrics_.record_spec_round(k, accepted);
+      if (s.request().on_step) r.step = SpecStep{r.first_position, s.drafts, accepted, r.picks.tokens};
+      s.drafts.clear();
+    }
+    if (r.picked) s.pending = r.picks.tokens.back();
+    results.push_back(std::move(r));
+  }
+  return results;
+}
+
+// 6. The captured rows are left on the device when the proposer takes them there, else on the host.
+void Engine::hand_over_context(std::span<const SpanResult> results, const ForwardResult& out) {
+  TensorView captured;  // no dimensions: nothing captured
+  if (out.captured_device.shape().ndim == 2)
+    captured = out.captured_device.view();
+  else if (out.captured.shape().ndim == 2)
+    captured = out.captured.view();
+  std::vector<DraftProposer::ContextRows> context_rows;
+  for (const SpanResult& r : results) {
+    if (!r.seq->draft_context) continue;
+    const auto n = static_cast<int64_t>(r.committed.size());
+    context_rows.push_back({r.seq->draft_context.get(), r.first_position, r.committed,
+                            captured.ndim() == 2 ? captured.rows(r.first_batch_row, r.first_batch_row + n)
+                                                 : TensorView()});
+  }
+  if (!context_rows.empty()) proposer_->append_contexts(context_rows);
+}
+
+// 7. Through the stop checker (stop strings held back across tokens) to the request's stream.
+void Engine::stream_tokens(std::span<const SpanResult> results) {
+  for (const SpanResult& r : results) {
+    if (!r.picked) continue;
+    if (r.step) r.seq->request().on_step(*r.step);
+    r.seq->emit(r.picks.tokens, r.picks.logprobs, token_text_, metrics_);
+  }
+}
+
+// 8. For the next step's verify rows. Past options_.spec_max_batch decoding sequences the next step
+// is a plain decode.
+void Engine::propose_drafts() {
+  if (!proposer_) return;
+  if (speculation_paused()) {
+    metrics_.spec_paused_steps.fetch_add(1, std::memory_order_relaxed);
+    return;
+  }
+  std::vector<ProposeItem> items;
+  for (auto& sp : running_) {
+    Sequence& s = *sp;
+    if (s.finished() || s.prefilling() || !s.draft_context || !s.pending) continue;
+    // Drafts past max_tokens would be cut anyway; the last token needs no drafts.
+    const int max_drafts = static_cast<int>(std::min<int64_t>(options_.gamma, s.remaining_tokens() - 1));
+    if (max_drafts <= 0) continue;
+    ProposeItem item;
+    item.context = s.draft_context.get();
+    item.pending_token = *s.pending;
+    item.pending_position = s.state().length();
+    item.sampler = &s.sampler();
+    item.history = &s.history();
+    item.max_drafts = max_drafts;
+    item.drafts = &s.drafts;
+    items.push_back(item);
+  }
+  if (!items.empty()) proposer_->propose(items);
+  for (const auto& item : items) {
+    if (static_cast<int>(item.drafts->size()) > item.max_drafts) item.drafts->resize(item.max_drafts);
+  }
+}
+
+bool Engine::speculation_paused() const {
+  if (options_.spec_max_batch <= 0) return false;
+  int decoding = 0;
+  for (const auto& sp : running_)
+    if (!sp->finished() && !sp->prefilling() && sp->pending) ++decoding;
+  return decoding > options_.spec_max_batch;
+}
+
+}  // namespace specserve::engine
