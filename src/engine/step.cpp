@@ -32,7 +32,10 @@
 #include "engine/engine.h"
 
 #include <algorithm>
+#include <span>
+#include <vector>
 
+#include "core/error.h"
 #include "engine/batch_plan.h"
 #include "engine/row_layout.h"
 
