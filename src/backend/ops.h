@@ -11,6 +11,7 @@
 #include <span>
 #include <string_view>
 
+#include "backend/matmul_order.h"
 #include "core/tensor.h"
 
 namespace specserve {
@@ -102,8 +103,20 @@ struct ConvSpan {
 // whose split of K depends on the shape and so on the rows in the call: for work whose result only
 // steers speed, never the output — the DFlash drafter's forward, whose drafts the target verifies
 // (docs/DESIGN.md §1: acceptance is sample-match, so a different draft changes acceptance, not tokens).
-enum class MatmulOrder { RowInvariant, Free };
+// The enum is in backend/matmul_order.h: MatmulOrder::RowInvariant, MatmulOrder::Free.
 
+// Per-thread state. One Ops object serves every thread, and its ops take all their operands as
+// arguments, except two things a backend keeps per calling thread:
+//   - the matmul order (set_matmul_order below): MatmulOrder::RowInvariant unless the thread set Free
+//     (the DFlash drafter's forward, through ScopedMatmulOrder); it steers matmul, matmul_multi,
+//     matmul_accumulate and, on CUDA, attention. Which kernel each order gives: backend/matmul_choice.h.
+//   - on CUDA, x's bf16 copy: rms_norm, add_rms_norm, swiglu and attention write their [M, K] output
+//     rounded to bf16 beside it when the matmul that reads it next would convert it (the gemv kernel's
+//     5-32 rows, or the free-order GEMM), and the next matmul on the same thread reads that copy instead,
+//     only if its x is exactly that output and nothing was enqueued on any stream in between
+//     (cuda_ops.cpp: XbNote). The copy is the same rounding the matmul would do, so the bits are the
+//     same either way: a caller never needs to know, but the producer-then-matmul pairing on one thread
+//     is what saves the conversion.
 class Ops {
  public:
   virtual ~Ops() = default;

@@ -11,6 +11,7 @@
 #include <fmt/format.h>
 
 #include "backend/backend.h"
+#include "core/env_registry.h"
 #include "core/error.h"
 #include "core/log.h"
 
@@ -57,8 +58,7 @@ double copy_bandwidth(const Memory& mem) {
 
 // SPECSERVE_PROFILE_STEP: which step to repeat inside a profiler range ("decode", "verify", "propose"), or "".
 std::string profile_step() {
-  const char* v = std::getenv("SPECSERVE_PROFILE_STEP");
-  return v ? v : "";
+  return std::string(env_text("SPECSERVE_PROFILE_STEP"));
 }
 
 std::vector<int32_t> random_tokens(size_t n, std::mt19937& rng, int64_t vocab) {

@@ -5,6 +5,8 @@
 #include <cstdlib>
 #include <cstring>
 
+#include "core/env_registry.h"
+
 namespace specserve {
 
 namespace {
@@ -36,8 +38,7 @@ CpuFeatures detect() {
 }
 
 bool forced_avx2() {
-  const char* isa = std::getenv("SPECSERVE_ISA");
-  return isa && std::strcmp(isa, "avx2") == 0;
+  return env_text("SPECSERVE_ISA") == "avx2";
 }
 }  // namespace
 

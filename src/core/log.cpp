@@ -6,15 +6,16 @@
 #include <cstring>
 #include <mutex>
 
+#include "core/env_registry.h"
+
 namespace specserve {
 
 namespace {
 LogLevel initial_level() {
-  const char* v = std::getenv("SPECSERVE_LOG");
-  if (!v) return LogLevel::Info;
-  if (!std::strcmp(v, "error")) return LogLevel::Error;
-  if (!std::strcmp(v, "warn")) return LogLevel::Warn;
-  if (!std::strcmp(v, "debug")) return LogLevel::Debug;
+  const std::string_view v = env_text("SPECSERVE_LOG");
+  if (v == "error") return LogLevel::Error;
+  if (v == "warn") return LogLevel::Warn;
+  if (v == "debug") return LogLevel::Debug;
   return LogLevel::Info;
 }
 std::atomic<int>& level_slot() {

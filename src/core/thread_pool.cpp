@@ -1,5 +1,7 @@
 #include "core/thread_pool.h"
 
+#include "core/env_registry.h"
+
 #include <algorithm>
 #include <cstdlib>
 #include <memory>
@@ -29,13 +31,10 @@ namespace {
 // calls sched_yield(): on an idle machine that returns at once, but when another process shares
 // the cores it hands the core over (a pure spin there stole the core the partner thread needed and
 // made decoding 4x slower; sleeping at once made an idle 2-core decode 40 % slower).
-// SPECSERVE_POOL_SPIN overrides the count (0: sleep at once).
+// SPECSERVE_POOL_SPIN (core/env_registry.h, default 4000) sets the count (0: sleep at once).
 constexpr int kYieldEvery = 32;
 int spin_iterations() {
-  static const int n = [] {
-    const char* env = std::getenv("SPECSERVE_POOL_SPIN");
-    return env != nullptr ? std::max(0, std::atoi(env)) : 4000;
-  }();
+  static const int n = static_cast<int>(std::max<int64_t>(0, env_int("SPECSERVE_POOL_SPIN")));
   return n;
 }
 

@@ -185,8 +185,7 @@ struct Scoped {
 };
 
 // Calls shaped like verify steps (16 rows of one sequence at consecutive positions, and batches of them
-// with other rows) take the multi-row kernel where the head dim allows, at each of its widths (4, 8 and 16
-// warps a CTA); every row's output has the bits of the row computed alone (a decode, the single-row
+// with other rows) take the multi-row kernel where the head dim allows; every row's output has the bits of the row computed alone (a decode, the single-row
 // kernel), and agrees with the CPU.
 TEST_P(AttentionRows, VerifyRowsEqualOneRowCalls) {
   const auto [nh, nkv, hd] = GetParam();
@@ -239,18 +238,13 @@ TEST_P(AttentionRows, VerifyRowsEqualOneRowCalls) {
       const auto o = download(one, size_t(qw));
       std::copy(o.begin(), o.end(), alone.begin() + r * qw);
     }
-    // Every width of the multi-row CTA (4, 8, 16 warps; head dims other than 128 and 256 always take 4).
-    for (const int warps : {4, 8, 16}) {
-      SCOPED_TRACE("warps " + std::to_string(warps));
-      Scoped width(cuda::attn::row_warps, cuda::attn::set_row_warps, warps);
-      DeviceBuffer dout = poisoned(size_t(R * qw));
-      cuda_ops().attention(Q, c.geo, layer, dev_rows, nh, scale, dev_view(dout, DType::F32, {R, qw}));
-      const auto got = download(dout, size_t(R * qw));
-      EXPECT_LT(rel_err(got, want), 1e-5);
-      for (int64_t r = 0; r < R; ++r)
-        ASSERT_TRUE(bit_equal(alone.data() + r * qw, got.data() + r * qw, size_t(qw)))
-            << "row " << r << " (seq " << spec[size_t(r)].seq << ", position " << spec[size_t(r)].pos << ")";
-    }
+    DeviceBuffer dout = poisoned(size_t(R * qw));
+    cuda_ops().attention(Q, c.geo, layer, dev_rows, nh, scale, dev_view(dout, DType::F32, {R, qw}));
+    const auto got = download(dout, size_t(R * qw));
+    EXPECT_LT(rel_err(got, want), 1e-5);
+    for (int64_t r = 0; r < R; ++r)
+      ASSERT_TRUE(bit_equal(alone.data() + r * qw, got.data() + r * qw, size_t(qw)))
+          << "row " << r << " (seq " << spec[size_t(r)].seq << ", position " << spec[size_t(r)].pos << ")";
   }
 }
 

@@ -98,6 +98,39 @@ TEST(InfoCli, MissingTensorIsAOneLineError) {
                         "missing tensor 'model.norm.weight'");
 }
 
+// A quantised checkpoint is refused by every command that loads it, with one line naming the method.
+TEST(InfoCli, QuantizedCheckpointIsRefusedByInfoAndGenerate) {
+  TempDir model, scratch;
+  ASSERT_EQ(run(kBin + "make_tiny_model --out " + model.path().string() + " --seed 1", scratch).exit_code, 0);
+  auto cfg = nlohmann::json::parse(read_bytes(model.file("config.json")));
+  cfg["quantization_config"] = {{"quant_method", "fp8"}, {"fmt", "e4m3"}, {"weight_block_size", {128, 128}}};
+  write_bytes(model.file("config.json"), cfg.dump());
+  const std::string dir = model.path().string();
+  expect_one_line_error(run(kBin + "specserve info --model " + dir, scratch), "quantization 'fp8' is not implemented");
+  expect_one_line_error(run(kBin + "specserve generate --backend cpu --model " + dir + " --prompt hi --max-tokens 2",
+                            scratch),
+                        "quantization 'fp8' is not implemented");
+}
+
+// `info --env` prints the registry (core/env_registry.h) with the values the process sees; `info` needs
+// --model or --env, and not both.
+TEST(InfoCli, ListsTheEnvironmentVariables) {
+  TempDir scratch;
+  CommandResult r = run("SPECSERVE_POOL_SPIN=7 SPECSERVE_API_KEY=hush-42 " + kBin + "specserve info --env", scratch);
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.out.find("SPECSERVE_GRAPHS  (switch, default \"1\""), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("SPECSERVE_POOL_SPIN  (int, default \"4000\", now \"7\")"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("SPECSERVE_LOG"), std::string::npos);
+  EXPECT_NE(r.out.find("SPECSERVE_API_KEY  (text, default \"\", now set)"), std::string::npos) << r.out;
+  EXPECT_EQ(r.out.find("hush-42"), std::string::npos) << "a secret was printed";
+  EXPECT_EQ(r.out.find("SPECSERVE_TC_"), std::string::npos) << "a settled experiment's knob is back";
+  r = run(kBin + "specserve info", scratch);
+  EXPECT_NE(r.exit_code, 0);
+  EXPECT_NE(r.err.find("--model"), std::string::npos) << r.err;
+  r = run(kBin + "specserve info --env --model /nonexistent", scratch);
+  EXPECT_NE(r.exit_code, 0);
+}
+
 TEST(MakeTinyModelCli, RejectsBadFlags) {
   TempDir model, scratch;
   CommandResult r = run(kBin + "make_tiny_model --out " + model.path().string() + " --family llama", scratch);

@@ -9,6 +9,7 @@
 #include "backend/cpu/matmul_kernels.h"
 #include "backend/cpu/simd.h"
 #include "core/cpu_features.h"
+#include "core/env_registry.h"
 #include "backend/op_checks.h"
 #include "core/error.h"
 #include "core/thread_pool.h"
@@ -105,10 +106,7 @@ void run_cols(const MatmulArgs& a, int64_t n0, int64_t n1) {
 
 // SPECSERVE_ISA=avx512 keeps AVX-512 but not its BF16 dot product (to test that path too).
 bool bf16_dot_kernel() {
-  static const bool v = [] {
-    const char* isa = std::getenv("SPECSERVE_ISA");
-    return use_avx512_bf16() && !(isa && std::strcmp(isa, "avx512") == 0);
-  }();
+  static const bool v = use_avx512_bf16() && env_text("SPECSERVE_ISA") != "avx512";
   return v;
 }
 

@@ -14,7 +14,6 @@
 #include "backend/cuda/kv_layout.cuh"
 #include "backend/cuda/launch.cuh"
 #include "backend/cuda/matmul_tensor_core_ptx.cuh"  // cp.async
-#include "backend/cuda/tuning_knob.h"
 
 namespace specserve::cuda::kernels::attn_kernel {
 
@@ -84,13 +83,6 @@ __device__ __forceinline__ void load_tile(float* s_k, float* s_v, float* const* 
   }
 }
 
-// SPECSERVE_ATTN_SEQ_KV: -1 (default) picks per launch, 0 never uses the SeqKV kernel, 1 always (a
-// benchmark knob, read once; the bits are the same either way).
-inline int seq_kv_knob() {
-  static const int v = static_cast<int>(tuning_knob("SPECSERVE_ATTN_SEQ_KV", -1));
-  return v;
-}
-
 // The CTAs of one wave of `kernel` (`threads` a CTA, `smem` bytes of shared memory, whose attribute must
 // allow it): asked of the occupancy API once, then kept in `wave`.
 template <class Kernel>
@@ -105,13 +97,12 @@ inline int64_t ctas_per_wave(Kernel kernel, size_t smem, std::atomic<int64_t>& w
   return per_wave;
 }
 
-// Whether a launch of `ctas` CTAs takes a partial kernel's SeqKV variant: as the knob says, else when it
+// Whether a launch of `ctas` CTAs takes a partial kernel's SeqKV variant (the same bits either way): when it
 // needs more than one wave of the overlapped variant (`overlapped`, smem2 bytes of shared memory; 16
 // verify rows of the 8B one row per CTA: 1,152 CTAs against 3 per SM).
 template <class Kernel>
 inline bool use_seq_kv(Kernel overlapped, size_t smem2, int64_t ctas, std::atomic<int64_t>& wave,
                        int threads = kWarps * 32) {
-  if (seq_kv_knob() >= 0) return seq_kv_knob() == 1;
   return ctas > ctas_per_wave(overlapped, smem2, wave, threads);
 }
 

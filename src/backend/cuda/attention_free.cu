@@ -27,7 +27,6 @@
 #include "backend/cuda/matmul_tensor_core.cuh"
 #include "backend/cuda/matmul_tensor_core_ptx.cuh"
 #include "backend/cuda/staging.h"
-#include "backend/cuda/tuning_knob.h"
 
 namespace specserve::cuda::kernels {
 
@@ -347,13 +346,6 @@ void launch_free(const KvArgs& kv, const int32_t* items, int64_t n_items, int ma
   }
 }
 
-// SPECSERVE_FREE_ATTENTION_SPLITS: 0 (default) picks the key splits per call; n > 0 fixes them (a
-// benchmark knob, read once).
-int splits_knob() {
-  static const int v = static_cast<int>(tuning_knob("SPECSERVE_FREE_ATTENTION_SPLITS", 0));
-  return v;
-}
-
 }  // namespace
 
 bool attention_free_supports(int head_dim) { return head_dim == 32 || head_dim == 64 || head_dim == 128; }
@@ -399,7 +391,6 @@ AttentionFreePlan attention_free_plan(const KvArgs& kv, int num_heads) {
   const int64_t tiles = (longest + kTileKeys - 1) / kTileKeys;
   const int64_t want = int64_t{free_ctas_per_sm(kv.head_dim)} * sm_count() / ctas;
   pl.splits = static_cast<int>(std::clamp<int64_t>(std::min(want, tiles / 2), 1, 64));
-  if (splits_knob() > 0) pl.splits = std::min(splits_knob(), 64);
   if (pl.splits > 1) pl.scratch_floats = kv.R * num_heads * pl.splits * free_partial_floats(kv.head_dim);
   return pl;
 }

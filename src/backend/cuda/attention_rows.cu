@@ -25,7 +25,7 @@ namespace {
 // softmax bookkeeping, values and scratch record, so the same bits; only the assignment of the work to
 // threads differs. A row past its own end (a shorter window: fewer keys in the last tile or chunk)
 // skips the tile, and a row without chunk c writes no record for it.
-// W (4, 8 or 16 warps) only sets how the work is spread over the CTA's threads.
+// W (4 warps: kRowWarps) only sets how the work is spread over the CTA's threads.
 template <int DPL, int kQ, int W, bool SeqKV>
 __global__ void __launch_bounds__(W * 32)
     attention_rows_kernel(const KvRow* rows, const int32_t* items, float* const* ptrs, Geo geo, const float* q,
@@ -201,32 +201,15 @@ __global__ void __launch_bounds__(W * 32)
     }
 }
 
-// SPECSERVE_ATTN_ROW_QUERIES: -1 (default) attn::item_queries, 0 never groups rows (every row to the
-// single-row kernel), 16 or 32 query heads per CTA of the multi-row kernel (a benchmark knob, read once;
-// the bits are the same either way).
-int row_queries_knob() {
-  static const int v = static_cast<int>(tuning_knob("SPECSERVE_ATTN_ROW_QUERIES", -1));
-  return v;
-}
-
-// SPECSERVE_ATTN_ROW_GROUPING: -1 (default) RowGrouping::Auto, 1 Always, 0 Never (as ROW_QUERIES = 0).
+// When rows group (attention_rows.cuh: RowGrouping): Auto, unless a test sets another mode.
 std::atomic<int>& grouping_mode() {
-  static std::atomic<int> mode{[] {
-    const int64_t g = tuning_knob("SPECSERVE_ATTN_ROW_GROUPING", -1);
-    if (row_queries_knob() == 0 || g == 0) return static_cast<int>(attn::RowGrouping::Never);
-    return static_cast<int>(g == 1 ? attn::RowGrouping::Always : attn::RowGrouping::Auto);
-  }()};
+  static std::atomic<int> mode{static_cast<int>(attn::RowGrouping::Auto)};
   return mode;
 }
 
-// The warps a CTA of the multi-row kernel has: 4, 8 or 16 for head dims 128 and 256 (the others always
-// take 4); 0, the default, takes 4, the only width measured so far (docs/history/GPU_PERF_NOTES.md, session 15).
-// Starts at SPECSERVE_ATTN_ROW_WARPS (a benchmark knob, read once); attn::set_row_warps changes it
-// (tests). The bits are the same either way.
-std::atomic<int>& warps_mode() {
-  static std::atomic<int> mode{static_cast<int>(tuning_knob("SPECSERVE_ATTN_ROW_WARPS", 0))};
-  return mode;
-}
+// The warps of a multi-row CTA. 8 and 16 (head dims 128 and 256) gave the same bits and were never
+// measured faster; they left the tree (docs/DECISIONS.md: attention).
+constexpr int kRowWarps = 4;
 
 // The multi-row kernel with W warps a CTA over n_items items (items: their first rows, then R; device).
 template <int DPL, int kQ, int W>
@@ -250,30 +233,16 @@ void launch_rows_w(const KvArgs& kv, const int32_t* items, int64_t n_items, cons
   CUDA_CHECK_LAUNCH();
 }
 
-// The width `warps` asks for where it is built (head dims 128 and 256), else 4 warps.
-template <int DPL, int kQ>
-void launch_rows(int warps, const KvArgs& kv, const int32_t* items, int64_t n_items, const float* q, int64_t ldq,
-                 int num_heads, float scale, float* part, int max_chunks, cudaStream_t stream) {
-  if constexpr (DPL == 4 || DPL == 8) {
-    if (warps == 8)
-      return launch_rows_w<DPL, kQ, 8>(kv, items, n_items, q, ldq, num_heads, scale, part, max_chunks, stream);
-    if (warps == 16)
-      return launch_rows_w<DPL, kQ, 16>(kv, items, n_items, q, ldq, num_heads, scale, part, max_chunks, stream);
-  }
-  launch_rows_w<DPL, kQ, 4>(kv, items, n_items, q, ldq, num_heads, scale, part, max_chunks, stream);
-}
-
-// The multi-row kernel when the call's rows group (attn::row_items over kv.host_rows) and the knob
-// allows; false when it launched nothing.
+// The multi-row kernel when the call's rows group (attn::row_items over kv.host_rows) and the grouping
+// mode allows; false when it launched nothing.
 template <int DPL>
 bool launch_grouped(const KvArgs& kv, const float* q, int64_t ldq, int num_heads, float scale, float* part,
                     int max_chunks, bool many_waves, cudaStream_t stream) {
   const auto mode = static_cast<attn::RowGrouping>(grouping_mode().load(std::memory_order_relaxed));
   if (mode == attn::RowGrouping::Never || (mode == attn::RowGrouping::Auto && !many_waves)) return false;
   const int G = num_heads / kv.num_kv_heads;
-  int queries = row_queries_knob();
-  if (queries <= 0) queries = attn::item_queries(G);
-  if (kv.host_rows == nullptr || (queries != 16 && queries != 32)) return false;
+  const int queries = attn::item_queries(G);
+  if (kv.host_rows == nullptr) return false;
   const std::vector<int32_t> items = attn::row_items(kv.host_rows, kv.R, queries / G);
   // (A table past a staging segment would take the staging's big buffer, which may hold kv.rows.)
   if (items.empty() || items.size() > 8192) return false;
@@ -281,11 +250,10 @@ bool launch_grouped(const KvArgs& kv, const float* q, int64_t ldq, int num_heads
   const auto* d_items =
       static_cast<const int32_t*>(Staging::global().stage(items.data(), items.size() * sizeof(int32_t)));
   const auto n_items = static_cast<int64_t>(items.size()) - 1;
-  const int warps = warps_mode().load(std::memory_order_relaxed);
   if (queries == 16)
-    launch_rows<DPL, 16>(warps, kv, d_items, n_items, q, ldq, num_heads, scale, part, max_chunks, stream);
+    launch_rows_w<DPL, 16, kRowWarps>(kv, d_items, n_items, q, ldq, num_heads, scale, part, max_chunks, stream);
   else
-    launch_rows<DPL, 32>(warps, kv, d_items, n_items, q, ldq, num_heads, scale, part, max_chunks, stream);
+    launch_rows_w<DPL, 32, kRowWarps>(kv, d_items, n_items, q, ldq, num_heads, scale, part, max_chunks, stream);
   return true;
 }
 
@@ -312,8 +280,5 @@ void set_row_grouping(RowGrouping g) {
 RowGrouping row_grouping() {
   return static_cast<RowGrouping>(kernels::attn_kernel::grouping_mode().load(std::memory_order_relaxed));
 }
-
-void set_row_warps(int warps) { kernels::attn_kernel::warps_mode().store(warps, std::memory_order_relaxed); }
-int row_warps() { return kernels::attn_kernel::warps_mode().load(std::memory_order_relaxed); }
 
 }  // namespace specserve::cuda::attn

@@ -20,17 +20,12 @@ namespace specserve::cuda::attn {
 // When the rows that can share CTAs do. Auto: when the one-row kernel would take at least two waves
 // (a verify of several sequences, a prefill); within about one wave every CTA runs at once and a CTA
 // serving 4 rows does 4 rows' serial work, which measured slower (H200, session 8: 16 verify rows of the
-// 27B 0.3-0.45 ms per step, of the 8B at K <= 8 0.1-0.3 ms; docs/history/GPU_PERF_NOTES.md). Never:
-// SPECSERVE_ATTN_ROW_QUERIES=0. Always: whenever they group (tests of the multi-row kernel). Which
+// 27B 0.3-0.45 ms per step, of the 8B at K <= 8 0.1-0.3 ms; docs/history/GPU_PERF_NOTES.md). Never and
+// Always: whenever they do not or do group (tests of both kernels). Which
 // kernel serves a row never changes its bits.
 enum class RowGrouping { Auto, Never, Always };
 void set_row_grouping(RowGrouping g);
 RowGrouping row_grouping();
-
-// The warps of a multi-row CTA: 0 (the default) takes 4; 4, 8 or 16 fix it (head dims 128 and 256; the others
-// always take 4). Only how a CTA spreads its work over its threads changes, never the bits.
-void set_row_warps(int warps);
-int row_warps();
 
 // The query heads a CTA of the multi-row kernel holds when each KV head serves `group` query heads: an
 // item has at most item_queries(group) / group rows.

@@ -146,14 +146,16 @@ class CudaOps final : public Ops {
   void matmul(const TensorView& x, const TensorView& w, const TensorView& y) const override {
     check_matmul(x, w, y);
     const k::MatmulArgs a = matmul_args(x, w, y);
-    if (t_matmul_order == MatmulOrder::Free && cuda::matmul_free_order({&a, 1})) return;
-    k::matmul(a, cuda::launch_stream());
+    k::matmul_run(&a, 1, t_matmul_order, cuda::launch_stream());
   }
 
   bool matmul_accumulate(const TensorView& x, const TensorView& w, const TensorView& y) const override {
     check_matmul(x, w, y);
-    if (t_matmul_order != MatmulOrder::Free) return false;
     const k::MatmulArgs a = matmul_args(x, w, y);
+    // Only the free-order GEMM adds in its epilogue (ops.h); any other choice: the caller adds.
+    if (choose_matmul(MatmulBackend::Cuda, t_matmul_order, a.M, a.K, k::matmul_weight(a), k::matmul_device()) !=
+        MatmulKernel::FreeOrder)
+      return false;
     return cuda::matmul_free_order({&a, 1}, /*accumulate=*/true);
   }
 
@@ -173,33 +175,14 @@ class CudaOps final : public Ops {
     return a;
   }
 
-  // One streaming launch for the weights that share a K split (decode and short verify), else one
-  // launch each; the bits are the same either way.
+  // The weights that share a launch share it (backend/matmul_choice.h: plan_matmul); the bits are
+  // those of one matmul per weight either way.
   void matmul_multi(const TensorView& x, std::span<const TensorView> ws, std::span<const TensorView> ys) const override {
     SS_CHECK(ws.size() == ys.size(), "matmul_multi: {} weights but {} outputs", ws.size(), ys.size());
     for (size_t i = 0; i < ws.size(); ++i) check_matmul(x, ws[i], ys[i]);
     std::vector<k::MatmulArgs> args;
     for (size_t i = 0; i < ws.size(); ++i) args.push_back(matmul_args(x, ws[i], ys[i]));
-    if (t_matmul_order == MatmulOrder::Free && cuda::matmul_free_order(args)) return;
-    if (k::matmul_bf16_mid(args.data(), static_cast<int>(args.size()), cuda::launch_stream())) return;
-    if (k::matmul_bf16_wgmma_multi(args.data(), static_cast<int>(args.size()), cuda::launch_stream())) return;
-    std::vector<bool> done(args.size(), false);
-    for (size_t i = 0; i < args.size(); ++i) {
-      if (done[i]) continue;
-      std::vector<k::MatmulArgs> group{args[i]};
-      for (size_t j = i + 1; j < args.size() && group.size() < k::kMatmulMultiMax; ++j) {
-        if (done[j]) continue;
-        group.push_back(args[j]);
-        if (k::matmul_bf16_stream_compatible(group.data(), static_cast<int>(group.size())))
-          done[j] = true;
-        else
-          group.pop_back();
-      }
-      if (group.size() > 1)
-        k::matmul_bf16_multi(group.data(), static_cast<int>(group.size()), cuda::launch_stream());
-      else
-        k::matmul(group[0], cuda::launch_stream());
-    }
+    k::matmul_run(args.data(), static_cast<int>(args.size()), t_matmul_order, cuda::launch_stream());
   }
 
   void embedding(const TensorView& table, std::span<const int32_t> ids, const TensorView& out) const override {
@@ -410,7 +393,7 @@ class CudaOps final : public Ops {
     StagedKv s = stage_kv(staging, geo, layer, rows);
     // The drafter's forward (MatmulOrder::Free) takes the free-order kernel where its plan does not decline.
     s.args.host_rows = s.host_rows.data();
-    if (t_matmul_order == MatmulOrder::Free && cuda::free_order_attention_enabled()) {
+    if (t_matmul_order == MatmulOrder::Free) {
       const k::AttentionFreePlan plan = k::attention_free_plan(s.args, num_heads);
       if (!plan.declined()) {
         Buffer part(cuda_memory(), static_cast<size_t>(plan.scratch_floats) * sizeof(float));

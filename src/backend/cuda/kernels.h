@@ -8,6 +8,8 @@
 #include <cstdint>
 #include <vector>
 
+#include "backend/matmul_choice.h"
+
 namespace specserve::cuda::kernels {
 
 // ---- matmul (matmul.cu; bf16 weights: matmul_tensor_core.cu) ------------------------------------------
@@ -45,14 +47,31 @@ XbOut matmul_xb_out(int64_t M, int64_t K, cudaStream_t stream, bool free_order =
 // tests), and the launchers' call that counts one.
 uint64_t matmul_xb_reused();
 void matmul_count_xb_reused();
-// f32 weights: CUDA cores, exact f32 products; bf16 weights: matmul_bf16_tensor_core.
+// ---- which kernel runs a matmul: backend/matmul_choice.h, one function for every caller ---------------
+// The choice's view of one weight of a call, and of this process's device (matmul_tensor_core.cu).
+inline MatmulWeight matmul_weight(const MatmulArgs& a) {
+  return MatmulWeight{a.N, a.w_bf16, a.ldw, (reinterpret_cast<uintptr_t>(a.w) & 15u) == 0, a.ldy};
+}
+const MatmulDevice& matmul_device();
+// Runs `count` matmuls sharing x, M and K (Ops::matmul: one; Ops::matmul_multi: several) as
+// plan_matmul decides under `order` (matmul_run.cpp); a free-order plan cuBLASLt cannot run falls back
+// to the row-invariant plan.
+void matmul_run(const MatmulArgs* parts, int count, MatmulOrder order, cudaStream_t stream);
+// One row-invariant matmul (matmul_run of one part): what Ops::matmul runs in the fixed order.
 void matmul(const MatmulArgs& a, cudaStream_t stream);
+// The two kernels without tensor cores: K == 0 (y = 0) and f32 weights on CUDA cores, exact f32
+// products (matmul.cu).
+void matmul_zero(const MatmulArgs& a, cudaStream_t stream);
+void matmul_f32(const MatmulArgs& a, cudaStream_t stream);
 // bf16 weights on the tensor cores, x rounded to bf16 (the numerics contract heads
-// matmul_tensor_core.cu; K is split into slices by N and K only). `tile` < 0 picks the kernel and CTA
-// tile shape from M and N (the gemv kernel for M <= gemv_max_rows()); tests pass a tc::TileKind
-// (matmul_tensor_core.cuh) to run one shape, which never changes the result's bits.
+// matmul_tensor_core.cu; K is split into slices by N and K only). `tile` < 0 runs the kernel the
+// choice picks (matmul); tests pass a tc::TileKind (matmul_tensor_core.cuh) to run one shape, which
+// never changes the result's bits.
 void matmul_bf16_tensor_core(const MatmulArgs& a, cudaStream_t stream, int tile = -1);
-// The streaming kernel (matmul_tensor_core_stream.cu): 16 rows of x per CTA row, any M.
+// The mma.sync tiled kernel (matmul_tensor_core.cu) in the tile shape choose_tile picks: MatmulKernel::Tiled,
+// above 32 rows on devices without wgmma.
+void matmul_bf16_tiled(const MatmulArgs& a, cudaStream_t stream);
+// The streaming kernel (matmul_tensor_core_stream.cu): 16 rows of x per CTA row, any M (tests force it).
 void matmul_bf16_stream(const MatmulArgs& a, cudaStream_t stream);
 // 2-4 bf16 matmuls sharing x (q/k/v, gate/up) in one streaming launch: each output gets the bits
 // matmul_bf16_tensor_core gives it alone (same K slices, same order). Only for parts that are
@@ -62,9 +81,8 @@ inline constexpr size_t kMatmulMultiMax = 4;
 bool matmul_bf16_stream_compatible(const MatmulArgs* parts, int count);
 void matmul_bf16_stream_multi(const MatmulArgs* parts, int count, cudaStream_t stream);
 // The warp-split streaming kernel (matmul_tensor_core_gemv.cu): the same contract and bits, faster at
-// decode and short-verify sizes. matmul_bf16_tensor_core and matmul_bf16_multi use it for
-// M <= gemv_max_rows() (32, or SPECSERVE_TC_GEMV_ROWS: a benchmark knob, fixed for the process; 0 turns
-// it off) where matmul_bf16_mid (below) does not take the call.
+// decode and short-verify sizes: MatmulKernel::Gemv, M <= gemv_max_rows() (kGemvMaxRows, 32) where
+// matmul_bf16_mid (below) does not take the call.
 // Tests force its stages per warp (2-5; 0 picks them by the launch's CTA count) and whether the first
 // weight tiles load before the wait for the previous kernel (early_w: -1 the default, 0 off, 1 on); the
 // bits are the same either way.
@@ -78,27 +96,27 @@ int gemv_max_rows();
 // The split-K kernel for 17-64 rows (matmul_tensor_core_mid.cu): the same contract and bits, 32-column
 // CTAs so that x's L2 traffic stays near the weights'. Runs one launch over the parts (1 to 4 weights
 // sharing x, M, K and the K split, as matmul_bf16_stream_multi) when they fit it (17 <= M <= 64, S = 4
-// or 8, 16-byte weight loads, K % 8 == 0, SPECSERVE_TC_MID not 0) and returns true; else launches
-// nothing and returns false.
+// or 8, 16-byte weight loads, K % 8 == 0, waves full enough: matmul_mid_takes) and returns true; else
+// launches nothing and returns false.
 bool matmul_bf16_mid(const MatmulArgs* parts, int count, cudaStream_t stream);
-// Rows from which the gemv kernel reads x through its bf16 copy (5, or SPECSERVE_TC_GEMV_XB_ROWS).
+// Rows from which the gemv kernel reads x through its bf16 copy (kGemvXbRows, 5).
 int gemv_xb_rows();
 // The Hopper warpgroup kernel (matmul_wgmma_sm90a.cu, sm_90a): the same contract and bits, for
 // M > gemv_max_rows(). `kind` < 0 picks the tile shape (wg::choose_wgmma_tile), else a wg::WgKind.
 // Returns false, launching nothing, when this process cannot run it (not a compute capability 9.0
-// device, or SPECSERVE_TC_WGMMA=0).
+// device: wgmma_available).
 bool matmul_bf16_wgmma(const MatmulArgs& a, cudaStream_t stream, int kind = -1);
+bool wgmma_available();
 // Several bf16 matmuls of one x (q/k/v, gate/up) above gemv_max_rows() rows: x's bf16 copy is made
 // once and each weight gets its own wgmma launch (the bits of its lone matmul). Returns false,
 // launching nothing, when the wgmma kernel cannot run or the parts do not share x, M and K.
 bool matmul_bf16_wgmma_multi(const MatmulArgs* parts, int count, cudaStream_t stream);
 // The slice-serial warpgroup kernel (matmul_wgmma_serial_sm90a.cu; matmul_wgmma.cuh: WgSerial) over x's
-// bf16 copy xb (pitch ldxb = xb_pitch(K, wg::kKT)); matmul_bf16_wgmma picks it. Only for operands
+// bf16 copy xb (pitch ldxb = xb_pitch(K, wg::kKT)); matmul_bf16_wgmma picks it where
+// matmul_wgmma_serial (matmul_choice.h) says. Only for operands
 // wgmma_serial_fits: bf16 weights, 16-byte aligned rows, K % 8 == 0.
 bool wgmma_serial_fits(const MatmulArgs& a);
 void matmul_bf16_wgmma_serial(const MatmulArgs& a, const uint16_t* xb, int64_t ldxb, cudaStream_t stream);
-// matmul_bf16_stream_multi or matmul_bf16_gemv_multi, by M.
-void matmul_bf16_multi(const MatmulArgs* parts, int count, cudaStream_t stream);
 // The tiled kernel's pre-pass (matmul_tensor_core_xb.cu): x [M, K] (pitch ldx) rounded to bf16 into the
 // process's scratch block as tc::xb_pair lays it out (tc::xb_rows(M) rows of `pitch` elements, zero
 // past M and K); returns the copy, valid for work enqueued on `stream` before the next call.

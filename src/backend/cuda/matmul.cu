@@ -1,7 +1,7 @@
 // y[M, N] = x[M, K] · w[N, K]ᵀ with f32 weights, f32 accumulation, on CUDA cores (the parity path:
-// exact f32 products). bf16 weights go to the tensor cores (matmul_tensor_core.cu, with its own
-// numerics contract: x rounded to bf16); the kernel below still accepts them (BF16 = true) but
-// matmul() no longer launches it for them.
+// exact f32 products): MatmulKernel::CudaCoreF32. bf16 weights go to the tensor cores
+// (matmul_tensor_core.cu, with its own numerics contract: x rounded to bf16); the kernel below still
+// accepts them (BF16 = true) but nothing launches it for them.
 //
 // Reduction order (row invariance, ops.h): every output element y[m, n] is computed by one warp the
 // same way whatever M, the tile shape or the grid:
@@ -138,18 +138,15 @@ bool aligned16(const void* p) { return (reinterpret_cast<uintptr_t>(p) & 15u) ==
 
 }  // namespace
 
-void matmul(const MatmulArgs& a, cudaStream_t stream) {
-  if (a.M == 0 || a.N == 0) return;
-  if (a.K == 0) {
-    flush_launches();  // the memset comes after the kernels recorded before it
-    CUDA_CHECK(cudaMemset2DAsync(a.y, static_cast<size_t>(a.ldy) * 4, 0, static_cast<size_t>(a.N) * 4,
-                                 static_cast<size_t>(a.M), stream));
-    return;
-  }
-  if (a.w_bf16) {
-    matmul_bf16_tensor_core(a, stream);
-    return;
-  }
+void matmul(const MatmulArgs& a, cudaStream_t stream) { matmul_run(&a, 1, MatmulOrder::RowInvariant, stream); }
+
+void matmul_zero(const MatmulArgs& a, cudaStream_t stream) {
+  flush_launches();  // the memset comes after the kernels recorded before it
+  CUDA_CHECK(cudaMemset2DAsync(a.y, static_cast<size_t>(a.ldy) * 4, 0, static_cast<size_t>(a.N) * 4,
+                               static_cast<size_t>(a.M), stream));
+}
+
+void matmul_f32(const MatmulArgs& a, cudaStream_t stream) {
   // 16-byte loads need every chunk start aligned: K a multiple of 8, aligned bases and row strides.
   const bool x_ok = a.K % kChunk == 0 && aligned16(a.x) && (a.M == 1 || a.ldx % 4 == 0);
   const bool w_ok = a.K % kChunk == 0 && aligned16(a.w) && (a.N == 1 || a.ldw % (a.w_bf16 ? 8 : 4) == 0);

@@ -12,7 +12,6 @@
 #include "backend/cuda/cuda_check.h"
 #include "backend/cuda/cuda_stream.h"
 #include "backend/cuda/step_graphs.h"
-#include "backend/cuda/tuning_knob.h"
 #include "core/error.h"
 
 namespace specserve::cuda {
@@ -140,10 +139,7 @@ bool qualifies(std::span<const kernels::MatmulArgs> parts) {
 
 }  // namespace
 
-int64_t free_order_min_rows() {
-  static const int64_t rows = tuning_knob("SPECSERVE_FREE_MATMUL_ROWS", 33);
-  return rows;
-}
+int64_t free_order_min_rows() { return kFreeOrderMinRows; }
 
 uint64_t free_order_matmuls() { return g_free_order_matmuls.load(std::memory_order_relaxed); }
 uint64_t free_order_xb_reused() { return g_free_order_xb_reused.load(std::memory_order_relaxed); }
@@ -152,10 +148,6 @@ namespace {
 std::atomic<uint64_t> g_free_order_attentions{0};
 }  // namespace
 
-bool free_order_attention_enabled() {
-  static const bool on = tuning_knob("SPECSERVE_FREE_ATTENTION", 1) != 0;
-  return on;
-}
 uint64_t free_order_attentions() { return g_free_order_attentions.load(std::memory_order_relaxed); }
 void count_free_order_attention() { g_free_order_attentions.fetch_add(1, std::memory_order_relaxed); }
 

@@ -12,12 +12,12 @@
 #include <span>
 
 #include "backend/cuda/kernels.h"
+#include "backend/matmul_choice.h"
 
 namespace specserve::cuda {
 
-// Rows from which a free-order matmul takes this path (33: above the gemv kernel's rows, where the
-// streaming kernels are at the weight-bandwidth floor already; SPECSERVE_FREE_MATMUL_ROWS, a benchmark
-// knob fixed for the process; 0 turns the path off).
+// Rows from which a free-order matmul takes this path (kFreeOrderMinRows, 33: above the gemv kernel's
+// rows, where the streaming kernels are at the weight-bandwidth floor already; backend/matmul_choice.h).
 int64_t free_order_min_rows();
 
 // Enqueues every part (parts sharing x, M and K: q/k/v, gate/up, or one matmul) and returns true; or
@@ -35,8 +35,7 @@ uint64_t free_order_xb_reused();
 uint64_t free_order_matmuls();
 
 // Attention under MatmulOrder::Free goes to kernels::attention_free (a sequence's rows share its
-// tensor-core tiles) unless SPECSERVE_FREE_ATTENTION=0 (a benchmark knob, fixed for the process).
-bool free_order_attention_enabled();
+// tensor-core tiles) where attention_free_plan takes the call.
 // Attention calls that took it so far in the process (tests check the path was taken).
 uint64_t free_order_attentions();
 void count_free_order_attention();

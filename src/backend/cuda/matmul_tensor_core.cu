@@ -22,7 +22,7 @@
 //     even) in slice order (sum_slices), performed once per element by one thread; the S CTAs of a
 //     tile form a thread-block cluster and read each other's partial tiles from shared memory. No
 //     atomics, no order that depends on timing. This holds for every M (decode, verify, prefill).
-//   - What may depend on M (and N): the kernel (the warp-split streaming kernel for M <= 32,
+//   - What may depend on M (and N): the kernel (backend/matmul_choice.h: the warp-split streaming kernel for M <= 32,
 //     matmul_tensor_core_gemv.cu; from 17 to 64 rows where it fits, the 32-column split-K kernel,
 //     matmul_tensor_core_mid.cu; the streaming kernel, matmul_tensor_core_stream.cu; above 32 rows the
 //     Hopper warpgroup kernel, matmul_wgmma_sm90a.cu, whose wgmma k16 step gives an element the bits of
@@ -160,14 +160,20 @@ void launch(const MatmulArgs& a, cudaStream_t stream) {
 
 }  // namespace
 
+const MatmulDevice& matmul_device() {
+  static const MatmulDevice device{sm_count(), wgmma_available()};
+  return device;
+}
+
+void matmul_bf16_tiled(const MatmulArgs& a, cudaStream_t stream) {
+  matmul_bf16_tensor_core(a, stream,
+                          static_cast<int>(choose_tile(a.M, a.N, sm_count(), k_split(a.N, a.K, split_target_ctas()).S)));
+}
+
 void matmul_bf16_tensor_core(const MatmulArgs& a, cudaStream_t stream, int tile) {
   if (a.M <= 0 || a.N <= 0 || a.K <= 0) return;  // matmul() handles K == 0 (y = 0)
-  if (tile < 0 && matmul_bf16_mid(&a, 1, stream)) return;
-  if (tile < 0 && a.M <= gemv_max_rows()) return matmul_bf16_gemv(a, stream);
-  if (tile < 0 && matmul_bf16_wgmma(a, stream)) return;
-  const TileKind kind = tile >= 0 && tile < kTileKinds
-                            ? static_cast<TileKind>(tile)
-                            : choose_tile(a.M, a.N, sm_count(), k_split(a.N, a.K, split_target_ctas()).S);
+  if (tile < 0 || tile >= kTileKinds) return matmul(a, stream);
+  const TileKind kind = static_cast<TileKind>(tile);
   switch (kind) {
     case TileKind::M16: return launch<TileM16>(a, stream);
     case TileKind::M16N8: return launch<TileM16N8>(a, stream);
@@ -186,12 +192,6 @@ void matmul_bf16_tensor_core(const MatmulArgs& a, cudaStream_t stream, int tile)
       if (matmul_bf16_wgmma(a, stream, static_cast<int>(kind) - static_cast<int>(TileKind::Wgmma64))) return;
       return launch<TileM128>(a, stream);
   }
-}
-
-void matmul_bf16_multi(const MatmulArgs* parts, int count, cudaStream_t stream) {
-  if (matmul_bf16_mid(parts, count, stream)) return;
-  if (count >= 1 && parts[0].M <= gemv_max_rows()) return matmul_bf16_gemv_multi(parts, count, stream);
-  matmul_bf16_stream_multi(parts, count, stream);
 }
 
 }  // namespace specserve::cuda::kernels

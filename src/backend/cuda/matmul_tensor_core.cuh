@@ -9,7 +9,6 @@
 // with its own transcription of the PTX ISA's ldmatrix and mma.m16n8k16 fragment tables.
 #include <cstdint>
 
-#include "backend/cuda/tuning_knob.h"
 
 #if defined(__CUDACC__)
 #define SS_TC_DEV __device__ __forceinline__
@@ -102,15 +101,9 @@ SS_TC_DEV float sum_slices(int S, Part part) {
   return v;
 }
 
-// The CTA count k_split aims at in this process: 512, or SPECSERVE_TC_SPLIT_CTAS when positive (fixed
-// for the process's life, so S stays a function of N and K only).
-inline int64_t split_target_ctas() {
-  static const int64_t target = [] {
-    const int64_t t = tuning_knob("SPECSERVE_TC_SPLIT_CTAS", 512);
-    return t > 0 ? t : int64_t{512};
-  }();
-  return target;
-}
+// The CTA count k_split aims at: 512 (other targets measured no faster: docs/DECISIONS.md, matmul; a
+// constant, so S stays a function of N and K only).
+constexpr int64_t split_target_ctas() { return 512; }
 
 // Which tile shape the launcher uses for an M x N output on a device with `sms` multiprocessors (S
 // CTAs per output tile): the tallest shape M needs (32, 64 or 128 rows: x is read once per column

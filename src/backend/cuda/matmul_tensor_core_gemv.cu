@@ -198,22 +198,13 @@ Params gemv_params(const MatmulArgs* parts, int count, cudaStream_t stream) {
 // (q/k/v, o, down), where more stages only add bytes in flight (session 10). From 5 rows (x's bf16
 // copy, 8.5 KB a stage and warp), more stages pay where they cost no CTAs: when the launch takes more
 // than one wave, the CTAs per multiprocessor decide (3 stages made the verify of 4-16 rows 8-17 %
-// slower in session 8); when one wave holds it, the most stages (up to SPECSERVE_TC_GEMV_MAX_STAGES,
-// 4) with which it still does: the 8B verify of 16 rows 6.56 -> 6.39 ms. SPECSERVE_TC_GEMV_STAGES=2..5
-// fixes the count for every launch (benchmark knobs, read once; docs/history/GPU_PERF_NOTES.md, session 10).
-int gemv_fixed_stages() {
-  static const int stages = static_cast<int>(tuning_knob("SPECSERVE_TC_GEMV_STAGES", 0));
-  return stages;
-}
-int gemv_max_stages() {
-  static const int stages = static_cast<int>(tuning_knob("SPECSERVE_TC_GEMV_MAX_STAGES", 4));
-  return stages;
-}
-// Whether the first tiles' weights are loaded before the wait for the previous kernel (1; 0 after it).
-bool gemv_early_w() {
-  static const bool on = tuning_knob("SPECSERVE_TC_GEMV_EARLY_W", 1) != 0;
-  return on;
-}
+// slower in session 8); when one wave holds it, the most stages (up to kGemvMaxStages) with which it still
+// does: the 8B verify of 16 rows 6.56 -> 6.39 ms (docs/DECISIONS.md, matmul). Tests fix the count
+// (GemvForce) to check that every count has the same bits.
+constexpr int kGemvMaxStages = 4;
+// The first tiles' weights are loaded before the wait for the previous kernel (launch.cuh; tests turn
+// it off through GemvForce to check the bits are the same).
+constexpr bool kGemvEarlyW = true;
 
 template <int St, bool Xb>
 int gemv_smem(const Params& p) {
@@ -237,11 +228,10 @@ int64_t gemv_resident(const Params& p, int stages) {
 }
 template <bool Xb>
 int gemv_stages_for(const Params& p, int forced) {
-  const int fixed = forced != 0 ? forced : gemv_fixed_stages();
-  if (fixed >= 2 && fixed <= 5) return gemv_resident<Xb>(p, fixed) > 0 ? fixed : 2;
+  if (forced >= 2 && forced <= 5) return gemv_resident<Xb>(p, forced) > 0 ? forced : 2;
   if (!Xb) return 2;
   const int64_t ctas = p.nbn * p.nbm;
-  for (int s = gemv_max_stages() < 5 ? gemv_max_stages() : 5; s > 2; --s)
+  for (int s = kGemvMaxStages; s > 2; --s)
     if (gemv_resident<Xb>(p, s) >= ctas) return s;
   return 2;
 }
@@ -251,16 +241,10 @@ int gemv_stages_for(const Params& p, int forced) {
 // Up to 32 rows: at 17-32 rows (verify of 4 sequences x 8 drafts) two row blocks per column block
 // beat the tiled kernel by 1.3-2x (the second block reads the weights from L2); at 64 rows the four
 // blocks stream them from DRAM again and the tiled kernel wins (docs/history/GPU_PERF_NOTES.md, session 5).
-int gemv_max_rows() {
-  static const int rows = static_cast<int>(tuning_knob("SPECSERVE_TC_GEMV_ROWS", 32));
-  return rows;
-}
+int gemv_max_rows() { return kGemvMaxRows; }
 
-// Rows from which x goes through its bf16 copy: 5, or SPECSERVE_TC_GEMV_XB_ROWS (a benchmark knob).
-int gemv_xb_rows() {
-  static const int rows = static_cast<int>(tuning_knob("SPECSERVE_TC_GEMV_XB_ROWS", 5));
-  return rows;
-}
+// Rows from which x goes through its bf16 copy (kGemvXbRows, 5).
+int gemv_xb_rows() { return kGemvXbRows; }
 
 uint64_t matmul_xb_reused() { return xb_reused().load(std::memory_order_relaxed); }
 void matmul_count_xb_reused() { xb_reused().fetch_add(1, std::memory_order_relaxed); }
@@ -270,7 +254,7 @@ namespace {
 template <bool Xb>
 void run_gemv(const MatmulArgs* parts, int count, cudaStream_t stream, GemvForce force) {
   Params p = gemv_params<Gemv<2, Xb>>(parts, count, stream);  // (the Params do not depend on the stages)
-  p.early_w = force.early_w < 0 ? gemv_early_w() : force.early_w != 0;
+  p.early_w = force.early_w < 0 ? kGemvEarlyW : force.early_w != 0;
   switch (gemv_stages_for<Xb>(p, force.stages)) {
     case 5: return launch_gemv<Gemv<5, Xb>>(p, stream);
     case 4: return launch_gemv<Gemv<4, Xb>>(p, stream);

@@ -10,12 +10,12 @@
 // columns each). Each warp streams its slice's weight tiles and x tiles (64 k a stage, 2 stages,
 // cp.async) and keeps MT x (columns / 8) accumulators; the partials meet in shared memory and are summed
 // in slice order. x comes from its bf16 copy (matmul_tensor_core_xb.cuh: xb_rows(M) = 16 MT rows, zero
-// past M and K), so the A fragments are ldmatrix loads. tools/gpu/rows64_matmul_probe.cu measured the
+// past M and K), so the A fragments are ldmatrix loads. tools/gpu/archive/rows64_matmul_probe.cu measured the
 // design first (docs/history/GPU_PERF_NOTES.md, session 13).
 //
 // It runs when 17 <= M <= 64, S is 4 or 8, the weights take 16-byte loads (aligned, ldw % 8 == 0) and
-// K % 8 == 0, and above 32 rows only when its waves are full enough (mid_mode below); otherwise the
-// caller's other kernels do. SPECSERVE_TC_MID (a benchmark knob, read once) changes that.
+// K % 8 == 0, and above 32 rows only when its waves are full enough (mid_fills_waves); otherwise the
+// caller's other kernels do (backend/matmul_choice.h states the whole choice).
 #include <cuda_runtime.h>
 
 #include <climits>
@@ -25,7 +25,6 @@
 #include "backend/cuda/matmul_tensor_core.cuh"
 #include "backend/cuda/matmul_tensor_core_ptx.cuh"
 #include "backend/cuda/matmul_tensor_core_xb.cuh"
-#include "backend/cuda/tuning_knob.h"
 
 namespace specserve::cuda::kernels {
 
@@ -176,20 +175,11 @@ void launch_mid_rows(const Params& p, cudaStream_t stream) {
   }
 }
 
-// SPECSERVE_TC_MID: 0 off; 1 every call of 17-64 rows that fits; 2 (the default) as mid_fills_waves
-// (matmul_tensor_core.cuh) says. At 64 rows a short second wave made the 27B's o and down projections
-// slower than the wgmma kernel, 37.3 -> 41.9 and 91.8 -> 118 µs, while the 8B's q/k/v and gate/up gained
-// (8B verify of 64 rows 12.13 ms with them on wgmma, 11.44 with them here).
-int mid_mode() {
-  static const int mode = static_cast<int>(tuning_knob("SPECSERVE_TC_MID", 2));
-  return mode;
-}
-
 }  // namespace
 
 bool matmul_bf16_mid(const MatmulArgs* parts, int count, cudaStream_t stream) {
   // (The row count first: every matmul of a step asks, and most have other row counts.)
-  if (mid_mode() == 0 || count < 1 || parts[0].M < 17 || parts[0].M > 64 || parts[0].K % 8 != 0) return false;
+  if (count < 1 || parts[0].M < 17 || parts[0].M > 64 || parts[0].K % 8 != 0) return false;
   if (!parts_share_split(parts, count)) return false;
   const MatmulArgs& a0 = parts[0];
   const int S = k_split(a0.N, a0.K, split_target_ctas()).S;
@@ -203,7 +193,10 @@ bool matmul_bf16_mid(const MatmulArgs* parts, int count, cudaStream_t stream) {
   for (int i = 0; i < p.segments; ++i)
     if (!p.seg[i].vec_w) return false;
   if (!p.vec_w) return false;
-  if (mid_mode() == 2 && !mid_fills_waves(a0.M, p.nbn, sm_count())) return false;
+  // Above 32 rows only when its waves are full enough (mid_fills_waves: at 64 rows a short second wave
+  // made the 27B's o and down projections slower than the wgmma kernel, 37.3 -> 41.9 and 91.8 -> 118 µs,
+  // while the 8B's q/k/v and gate/up gained: 8B verify of 64 rows 12.13 -> 11.44 ms).
+  if (!mid_fills_waves(a0.M, p.nbn, sm_count())) return false;
   // x's bf16 copy: the producer's (XbOut, in the gemv kernel's layout, whose pitch covers this kernel's
   // tiles too) or a new one.
   const int64_t pitch = xb_pitch(a0.K, kMidKT);

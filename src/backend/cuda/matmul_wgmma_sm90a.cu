@@ -23,6 +23,7 @@
 #include "backend/cuda/matmul_tensor_core_xb.cuh"
 #include "backend/cuda/matmul_wgmma.cuh"
 #include "backend/cuda/matmul_wgmma_ptx.cuh"
+#include "backend/matmul_choice.h"
 
 namespace specserve::cuda::kernels {
 
@@ -223,12 +224,8 @@ void launch(const MatmulArgs& a, const uint16_t* xb, int64_t ldxb, cudaStream_t 
 
 // Whether an M-row launch runs the pipelined main loop: up to 128 rows (measured 8-19 % faster at 128
 // rows on the 8B and 27B shapes; at 2,048 rows the plain loop, two CTAs per multiprocessor, is 3-15 %
-// faster: docs/history/GPU_PERF_NOTES.md, session 7). SPECSERVE_TC_WGMMA_PIPE=0 or 1 forces it (a benchmark
-// knob: the same bits either way).
-bool wgmma_pipelined(int64_t M) {
-  static const int64_t knob = tuning_knob("SPECSERVE_TC_WGMMA_PIPE", -1);
-  return knob >= 0 ? knob != 0 : M <= 128;
-}
+// faster: docs/DECISIONS.md, matmul). The same bits either way.
+bool wgmma_pipelined(int64_t M) { return M <= 128; }
 
 template <bool Pipelined>
 void launch_shape(const MatmulArgs& a, WgKind k, const uint16_t* xb, int64_t ldxb, cudaStream_t stream) {
@@ -242,14 +239,11 @@ void launch_shape(const MatmulArgs& a, WgKind k, const uint16_t* xb, int64_t ldx
 // kernels do the same work and the cluster kernel's two CTAs per multiprocessor win) and its 128 x 128
 // tiles fill at least 2.5 waves of the multiprocessors (one CTA each): measured 1.2-1.5x faster at
 // 2,048 rows for S = 8 shapes, +4-7 % for the 8B's gate+up at 256-2,048 rows, and slower with fewer
-// tiles (27B up_proj at 128 rows, 1.03 waves: -24 %; docs/history/GPU_PERF_NOTES.md, session 9).
-// SPECSERVE_TC_WGMMA_SERIAL=0 or 1 forces it (a benchmark knob: the same bits either way).
+// tiles (27B up_proj at 128 rows, 1.03 waves: -24 %; docs/DECISIONS.md, matmul). The same bits either way.
+// The rule is backend/matmul_choice.h's (matmul_wgmma_serial), so the plan and the launch agree.
+static_assert(WgSerial::kBM == kWgmmaSerialTile && WgSerial::kBN == kWgmmaSerialTile);
 bool wgmma_serial(const MatmulArgs& a) {
-  static const int64_t knob = tuning_knob("SPECSERVE_TC_WGMMA_SERIAL", -1);
-  if (!wgmma_serial_fits(a) || knob == 0) return false;
-  if (knob > 0) return true;
-  const int64_t tiles = ceil_div(a.M, WgSerial::kBM) * ceil_div(a.N, WgSerial::kBN);
-  return k_split(a.N, a.K, split_target_ctas()).S > 1 && 2 * tiles >= 5 * int64_t{sm_count()};
+  return wgmma_serial_fits(a) && matmul_wgmma_serial(a.M, a.K, matmul_weight(a), sm_count());
 }
 
 void launch_kind(const MatmulArgs& a, int kind, const uint16_t* xb, int64_t ldxb, cudaStream_t stream) {
@@ -265,19 +259,21 @@ void launch_kind(const MatmulArgs& a, int kind, const uint16_t* xb, int64_t ldxb
 }
 
 // Whether this process may run the wgmma kernel: a device of compute capability 9.0 (the sm_90a code
-// runs nowhere else) and SPECSERVE_TC_WGMMA not 0 (a benchmark knob: 0 keeps the mma.sync tiled kernel).
+// runs nowhere else; elsewhere the mma.sync tiled kernel serves these rows).
 bool wgmma_enabled() {
   static const bool enabled = [] {
     int dev = 0, major = 0, minor = 0;
     CUDA_CHECK(cudaGetDevice(&dev));
     CUDA_CHECK(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev));
     CUDA_CHECK(cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, dev));
-    return major == 9 && minor == 0 && tuning_knob("SPECSERVE_TC_WGMMA", 1) != 0;
+    return major == 9 && minor == 0;
   }();
   return enabled;
 }
 
 }  // namespace
+
+bool wgmma_available() { return wgmma_enabled(); }
 
 bool matmul_bf16_wgmma(const MatmulArgs& a, cudaStream_t stream, int kind) {
   if (!wgmma_enabled()) return false;

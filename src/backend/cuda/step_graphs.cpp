@@ -13,7 +13,7 @@
 #include "backend/cuda/cuda_check.h"
 #include "backend/cuda/launch_segment.h"
 #include "backend/cuda/pinned_ring.h"
-#include "backend/cuda/tuning_knob.h"
+#include "core/env_registry.h"
 
 namespace specserve::cuda {
 
@@ -33,20 +33,18 @@ constexpr size_t kRecentStages = 16;  // stages of the segment checked for ident
 constexpr size_t kMaxGraphs = 512;
 constexpr size_t kMaxSeen = 8192;
 
-size_t first_segment_launches() {
-  static const size_t n = static_cast<size_t>(std::max<int64_t>(1, tuning_knob("SPECSERVE_GRAPH_FIRST", 8)));
-  return n;
-}
-// SPECSERVE_GRAPH_DEBUG=N: the first N node updates are logged to stderr (which kernel, which
-// argument changed), to find arguments that change when they need not.
-bool debug_updates() {
-  static int64_t left = tuning_knob("SPECSERVE_GRAPH_DEBUG", 0);
-  return left > 0 && left-- > 0;
-}
+// Launches in a segment, and in the first one after a stream use other than a launch (shorter, so the GPU
+// starts early). Both were measured in session 14 (docs/DECISIONS.md: graph segment lengths).
+constexpr size_t kFirstSegmentLaunches = 8;
+constexpr size_t kSegmentLaunches = 64;
+size_t first_segment_launches() { return kFirstSegmentLaunches; }
+size_t segment_launches() { return kSegmentLaunches; }
 
-size_t segment_launches() {
-  static const size_t n = static_cast<size_t>(std::max<int64_t>(1, tuning_knob("SPECSERVE_GRAPH_SEGMENT", 64)));
-  return n;
+// SPECSERVE_GRAPH_DEBUG=N (core/env_registry.h): the first N node updates are logged to stderr (which
+// kernel, which argument changed), to find arguments that change when they need not.
+bool debug_updates() {
+  static int64_t left = env_int("SPECSERVE_GRAPH_DEBUG");
+  return left > 0 && left-- > 0;
 }
 
 struct Graph {
@@ -139,7 +137,7 @@ class Recorder {
   }
 
  private:
-  Recorder() : enabled_(tuning_knob("SPECSERVE_GRAPHS", 1) != 0) {}
+  Recorder() : enabled_(env_switch("SPECSERVE_GRAPHS")) {}
 
   // Enqueues the current segment; the next one is the first of a new round when `reset`.
   void end_segment(bool reset) {

@@ -5,7 +5,7 @@
 // Every kernel launch on launch_stream() goes through enqueue_launch(): the launch (function, grid,
 // block, shared memory, cluster, PDL, and a copy of its argument bytes) is appended to the current
 // segment, and the metadata an op stages (staging.h) goes into that segment's own staging region. A
-// segment is enqueued when it is full (SPECSERVE_GRAPH_SEGMENT launches; the first one after a
+// segment is enqueued when it is full (64 launches; the first one after a
 // stream use other than a launch is shorter, so the GPU starts early) or when anything else touches
 // the stream: cuda_stream() calls flush_launches(), so a copy, an event, a synchronisation or a
 // download always comes after every launch recorded before it.
@@ -24,7 +24,7 @@
 // positions and block tables change in content, not in address). Small device copies
 // (cuda_memory.cpp) are copy kernels while graphs are on, so they do not end a segment.
 //
-// SPECSERVE_GRAPHS=0 launches directly (no recording), a benchmark knob for A/B runs.
+// SPECSERVE_GRAPHS=0 launches directly (no recording): an off-switch (core/env_registry.h).
 #include <cuda_runtime_api.h>
 
 #include <cstddef>

@@ -1,0 +1,73 @@
+// Runs a matmul as backend/matmul_choice.h plans it: the one place where a CUDA matmul's kernel is
+// chosen (Ops::matmul, Ops::matmul_multi and kernels::matmul all come here).
+#include <vector>
+
+#include "backend/cuda/cuda_check.h"
+#include "backend/cuda/kernels.h"
+#include "backend/cuda/matmul_free_order.h"
+#include "backend/matmul_choice.h"
+#include "core/error.h"
+
+namespace specserve::cuda::kernels {
+
+namespace {
+
+MatmulPlan plan_of(const MatmulArgs* parts, int count, MatmulOrder order) {
+  MatmulCall call;
+  call.backend = MatmulBackend::Cuda;
+  call.order = order;
+  call.M = parts[0].M;
+  call.K = parts[0].K;
+  call.device = matmul_device();
+  call.weights.reserve(static_cast<size_t>(count));
+  for (int i = 0; i < count; ++i) call.weights.push_back(matmul_weight(parts[i]));
+  return plan_matmul(call);
+}
+
+void run_launch(const MatmulLaunch& l, const std::vector<MatmulArgs>& g, cudaStream_t stream) {
+  const int n = static_cast<int>(g.size());
+  switch (l.kernel) {
+    case MatmulKernel::Empty: return;
+    case MatmulKernel::ZeroFill: return matmul_zero(g[0], stream);
+    case MatmulKernel::CudaCoreF32: return matmul_f32(g[0], stream);
+    case MatmulKernel::Mid:
+      SS_CHECK(matmul_bf16_mid(g.data(), n, stream), "matmul: the 17-64-row kernel declined a call the choice gave it");
+      return;
+    case MatmulKernel::Gemv:
+      if (n > 1) return matmul_bf16_gemv_multi(g.data(), n, stream);
+      return matmul_bf16_gemv(g[0], stream);
+    case MatmulKernel::Wgmma:
+    case MatmulKernel::WgmmaSerial:
+      // (matmul_bf16_wgmma picks the slice-serial kernel by matmul_wgmma_serial, the rule that chose it.)
+      SS_CHECK(matmul_bf16_wgmma(g[0], stream), "matmul: the wgmma kernel cannot run on this device");
+      return;
+    case MatmulKernel::Tiled: return matmul_bf16_tiled(g[0], stream);
+    case MatmulKernel::FreeOrder:
+    case MatmulKernel::Cpu: break;
+  }
+  fail("matmul: kernel {} is not the CUDA backend's to run here", matmul_kernel_name(l.kernel));
+}
+
+}  // namespace
+
+void matmul_run(const MatmulArgs* parts, int count, MatmulOrder order, cudaStream_t stream) {
+  if (count < 1) return;
+  MatmulPlan plan = plan_of(parts, count, order);
+  if (plan.launches.size() == 1 && plan.launches[0].kernel == MatmulKernel::FreeOrder) {
+    if (matmul_free_order({parts, static_cast<size_t>(count)})) return;
+    plan = plan_of(parts, count, MatmulOrder::RowInvariant);  // cuBLASLt has no algorithm for a shape
+  }
+  if (plan.one_x_copy) {
+    // One bf16 copy of x for every weight, each its own wgmma launch (cluster or slice-serial).
+    SS_CHECK(matmul_bf16_wgmma_multi(parts, count, stream), "matmul: the wgmma kernel cannot run on this device");
+    return;
+  }
+  std::vector<MatmulArgs> g;
+  for (const MatmulLaunch& l : plan.launches) {
+    g.clear();
+    for (int i : l.parts) g.push_back(parts[i]);
+    run_launch(l, g, stream);
+  }
+}
+
+}  // namespace specserve::cuda::kernels

@@ -1,0 +1,137 @@
+#include "backend/matmul_choice.h"
+
+// The K split and the 17-64-row kernel's wave rule are the kernels' own (plain C++ on the host too).
+#include "backend/cuda/matmul_tensor_core.cuh"
+
+namespace specserve {
+
+namespace {
+
+// The tensor-core kernels' 16-byte weight loads: an aligned address and rows a multiple of 8 elements
+// apart (or one row).
+bool vec_w(const MatmulWeight& w) { return w.w_aligned16 && (w.N == 1 || w.ldw % 8 == 0); }
+
+// cuBLASLt's conditions (matmul_free_order.cpp): bf16 weights it can address, from kFreeOrderMinRows.
+bool free_order_takes(int64_t M, int64_t K, const std::vector<MatmulWeight>& ws) {
+  if (ws.empty() || static_cast<int>(ws.size()) > kFreeOrderMaxParts || M < kFreeOrderMinRows || K % 8 != 0)
+    return false;
+  for (const MatmulWeight& w : ws)
+    if (!w.bf16 || w.ldw % 8 != 0 || !w.w_aligned16 || w.ldy < w.N || w.N <= 0) return false;
+  return true;
+}
+
+// One weight, row-invariant order.
+MatmulKernel choose_one(int64_t M, int64_t K, const MatmulWeight& w, const MatmulDevice& d) {
+  if (M <= 0 || w.N <= 0) return MatmulKernel::Empty;
+  if (K <= 0) return MatmulKernel::ZeroFill;
+  if (!w.bf16) return MatmulKernel::CudaCoreF32;
+  if (matmul_mid_takes(M, K, {w}, d.sms)) return MatmulKernel::Mid;
+  if (M <= kGemvMaxRows) return MatmulKernel::Gemv;
+  if (d.wgmma) return matmul_wgmma_serial(M, K, w, d.sms) ? MatmulKernel::WgmmaSerial : MatmulKernel::Wgmma;
+  return MatmulKernel::Tiled;
+}
+
+std::vector<int> all_parts(size_t n) {
+  std::vector<int> v(n);
+  for (size_t i = 0; i < n; ++i) v[i] = static_cast<int>(i);
+  return v;
+}
+
+}  // namespace
+
+std::string_view matmul_kernel_name(MatmulKernel k) {
+  switch (k) {
+    case MatmulKernel::Cpu: return "cpu";
+    case MatmulKernel::Empty: return "empty";
+    case MatmulKernel::ZeroFill: return "zero-fill";
+    case MatmulKernel::CudaCoreF32: return "cuda-core-f32";
+    case MatmulKernel::FreeOrder: return "free-order-cublaslt";
+    case MatmulKernel::Mid: return "mid";
+    case MatmulKernel::Gemv: return "gemv";
+    case MatmulKernel::Wgmma: return "wgmma";
+    case MatmulKernel::WgmmaSerial: return "wgmma-serial";
+    case MatmulKernel::Tiled: return "tiled";
+  }
+  return "?";
+}
+
+bool matmul_parts_share_split(int64_t M, int64_t K, const std::vector<MatmulWeight>& ws) {
+  if (ws.empty() || static_cast<int>(ws.size()) > kMatmulGroupMax || M <= 0 || K <= 0) return false;
+  const cuda::tc::KSplit split = cuda::tc::k_split(ws[0].N, K, cuda::tc::split_target_ctas());
+  for (const MatmulWeight& w : ws) {
+    const cuda::tc::KSplit s = cuda::tc::k_split(w.N, K, cuda::tc::split_target_ctas());
+    if (!w.bf16 || w.N <= 0 || s.S != split.S || s.cps != split.cps) return false;
+  }
+  return true;
+}
+
+bool matmul_mid_takes(int64_t M, int64_t K, const std::vector<MatmulWeight>& ws, int sms) {
+  if (M < kMidMinRows || M > kMidMaxRows || K % 8 != 0 || !matmul_parts_share_split(M, K, ws)) return false;
+  const int S = cuda::tc::k_split(ws[0].N, K, cuda::tc::split_target_ctas()).S;
+  if (S != 4 && S != 8) return false;
+  int64_t ctas = 0;  // column blocks over all the weights (one CTA row: M <= 64)
+  for (const MatmulWeight& w : ws) {
+    if (!vec_w(w)) return false;
+    ctas += cuda::tc::ceil_div(w.N, kMidColumns);
+  }
+  return cuda::tc::mid_fills_waves(M, ctas, sms);
+}
+
+bool matmul_wgmma_serial(int64_t M, int64_t K, const MatmulWeight& w, int sms) {
+  if (!w.bf16 || !vec_w(w) || K % 8 != 0 || K <= 0 || M <= 0 || w.N <= 0) return false;
+  const int64_t tiles = cuda::tc::ceil_div(M, kWgmmaSerialTile) * cuda::tc::ceil_div(w.N, kWgmmaSerialTile);
+  return cuda::tc::k_split(w.N, K, cuda::tc::split_target_ctas()).S > 1 && 2 * tiles >= 5 * int64_t{sms};
+}
+
+MatmulPlan plan_matmul(const MatmulCall& c) {
+  const std::vector<MatmulWeight>& ws = c.weights;
+  const size_t n = ws.size();
+  if (n == 0) return {};
+  if (c.backend == MatmulBackend::Cpu) return {{{MatmulKernel::Cpu, all_parts(n)}}};
+  if (c.order == MatmulOrder::Free && free_order_takes(c.M, c.K, ws))
+    return {{{MatmulKernel::FreeOrder, all_parts(n)}}};
+  if (matmul_mid_takes(c.M, c.K, ws, c.device.sms)) return {{{MatmulKernel::Mid, all_parts(n)}}};
+  MatmulPlan plan;
+  // Above the gemv kernel's rows, one bf16 copy of x for every weight, each its own wgmma launch.
+  bool all_wgmma = c.device.wgmma && c.M > kGemvMaxRows && c.K > 0;
+  for (const MatmulWeight& w : ws) all_wgmma = all_wgmma && w.bf16 && w.N > 0;
+  if (all_wgmma) {
+    for (size_t i = 0; i < n; ++i) {
+      const bool serial = matmul_wgmma_serial(c.M, c.K, ws[i], c.device.sms);
+      plan.launches.push_back({serial ? MatmulKernel::WgmmaSerial : MatmulKernel::Wgmma, {static_cast<int>(i)}});
+    }
+    plan.one_x_copy = true;
+    return plan;
+  }
+  // Else the weights that share a K split share a streaming launch (up to 32 rows), in order; the rest
+  // run alone.
+  std::vector<bool> done(n, false);
+  for (size_t i = 0; i < n; ++i) {
+    if (done[i]) continue;
+    std::vector<int> group{static_cast<int>(i)};
+    std::vector<MatmulWeight> gw{ws[i]};
+    for (size_t j = i + 1; j < n && static_cast<int>(group.size()) < kMatmulGroupMax; ++j) {
+      if (done[j]) continue;
+      gw.push_back(ws[j]);
+      if (c.M <= kGemvMaxRows && matmul_parts_share_split(c.M, c.K, gw)) {
+        group.push_back(static_cast<int>(j));
+        done[j] = true;
+      } else {
+        gw.pop_back();
+      }
+    }
+    if (group.size() > 1)
+      plan.launches.push_back({matmul_mid_takes(c.M, c.K, gw, c.device.sms) ? MatmulKernel::Mid : MatmulKernel::Gemv, group});
+    else
+      plan.launches.push_back({choose_one(c.M, c.K, ws[i], c.device), group});
+  }
+  return plan;
+}
+
+MatmulKernel choose_matmul(MatmulBackend backend, MatmulOrder order, int64_t M, int64_t K, const MatmulWeight& w,
+                           const MatmulDevice& device) {
+  const MatmulCall call{backend, order, M, K, {w}, device};
+  return plan_matmul(call).launches.front().kernel;
+}
+
+}  // namespace specserve

@@ -1,0 +1,200 @@
+// The matmul kernel choice (backend/matmul_choice.h) as a table: for the shapes the models run (Qwen3-8B
+// and the 27B's projections at decode, verify and prefill row counts) and the edges of every rule, the
+// kernel each call gets. The expected column was read off the take-or-decline chains the CUDA backend
+// had before the choice became one function (cuda_ops.cpp's matmul / matmul_multi, matmul.cu,
+// matmul_tensor_core.cu, matmul_tensor_core_mid.cu, matmul_wgmma_sm90a.cu, matmul_free_order.cpp at
+// 5f6c57e), so a change of any default kernel shows here. Runs without a GPU.
+#include <gtest/gtest.h>
+
+#include <string>
+#include <vector>
+
+#include "backend/matmul_choice.h"
+
+using namespace specserve;
+using Kn = MatmulKernel;
+
+namespace {
+
+MatmulWeight bf16(int64_t N) { return {N, true, 0, true, N}; }
+MatmulWeight f32(int64_t N) { return {N, false, 0, true, N}; }
+// A weight with its row stride: a view of a wider matrix (ldw) or a packed one (ldw = K).
+MatmulWeight with_ldw(MatmulWeight w, int64_t ldw) {
+  w.ldw = ldw;
+  return w;
+}
+MatmulWeight unaligned(MatmulWeight w) {
+  w.w_aligned16 = false;
+  return w;
+}
+
+// Row strides as a packed matrix has them (ldw = K), unless set.
+std::vector<MatmulWeight> packed(std::vector<MatmulWeight> ws, int64_t K) {
+  for (auto& w : ws)
+    if (w.ldw == 0) w.ldw = K;
+  return ws;
+}
+
+MatmulPlan plan(int64_t M, int64_t K, std::vector<MatmulWeight> ws, MatmulOrder order = MatmulOrder::RowInvariant,
+                MatmulDevice device = {}) {
+  return plan_matmul(MatmulCall{MatmulBackend::Cuda, order, M, K, packed(std::move(ws), K), device});
+}
+
+Kn one(int64_t M, int64_t K_, MatmulWeight w, MatmulOrder order = MatmulOrder::RowInvariant, MatmulDevice device = {}) {
+  if (w.ldw == 0) w.ldw = K_;
+  return choose_matmul(MatmulBackend::Cuda, order, M, K_, w, device);
+}
+
+std::string describe(const MatmulPlan& p) {
+  std::string s = p.one_x_copy ? "one x copy: " : "";
+  for (const auto& l : p.launches) {
+    s += std::string(matmul_kernel_name(l.kernel)) + "[";
+    for (int i : l.parts) s += std::to_string(i);
+    s += "] ";
+  }
+  return s;
+}
+
+// Qwen3-8B: hidden 4096, q 4096, k/v 1024, gate/up 12288, vocabulary 151936.
+constexpr int64_t kH = 4096, kKv = 1024, kI = 12288, kVocab = 151936;
+const MatmulDevice kH200{132, true};
+const MatmulDevice kNoWgmma{132, false};
+
+}  // namespace
+
+// One weight (Ops::matmul) on an H200, row-invariant order.
+TEST(MatmulChoice, OneWeightByRows) {
+  struct Row {
+    int64_t M, N, K;
+    Kn want;
+  };
+  const Row table[] = {
+      {1, kH, kH, Kn::Gemv},          // decode: o_proj
+      {1, kVocab, kH, Kn::Gemv},      // decode: lm_head
+      {16, kH, kH, Kn::Gemv},         // verify of 16 rows: below the 17-64-row kernel
+      {17, kH, kH, Kn::Mid},          // S = 8, 128 CTAs
+      {32, kH, kI, Kn::Mid},          // down_proj, S = 8
+      {32, kI, kH, Kn::Mid},          // S = 4
+      {32, kVocab, kH, Kn::Gemv},     // lm_head: S = 1, not the mid kernel's
+      {33, kH, kH, Kn::Mid},          // 128 CTAs: one wave 97 % full
+      {64, kH, kH, Kn::Mid},
+      {64, 5120, 6144, Kn::Wgmma},    // 27B o_proj: 160 CTAs fill 2 waves 61 %
+      {64, 5120, 17408, Kn::Wgmma},   // 27B down_proj
+      {33, kVocab, kH, Kn::Wgmma},    // S = 1
+      {128, 17408, 5120, Kn::Wgmma},  // 27B up_proj: 136 tiles, 1.03 waves: the cluster kernel
+      {512, kI, kH, Kn::WgmmaSerial}, // S = 4, 384 tiles
+      {2048, kH, kH, Kn::WgmmaSerial},
+      {2048, kVocab, kH, Kn::Wgmma},  // S = 1: the cluster kernel
+      {65, kH, kH, Kn::Wgmma},        // past the mid kernel's rows; 32 tiles
+  };
+  for (const auto& r : table)
+    EXPECT_EQ(one(r.M, r.K, bf16(r.N)), r.want) << "M " << r.M << " N " << r.N << " K " << r.K << ": got "
+                                                << matmul_kernel_name(one(r.M, r.K, bf16(r.N)));
+}
+
+TEST(MatmulChoice, EdgesAndDtypes) {
+  EXPECT_EQ(one(0, kH, bf16(kH)), Kn::Empty);
+  EXPECT_EQ(one(4, kH, bf16(0)), Kn::Empty);
+  EXPECT_EQ(one(4, 0, bf16(kH)), Kn::ZeroFill);
+  EXPECT_EQ(one(64, 0, bf16(kH)), Kn::ZeroFill);
+  EXPECT_EQ(one(4, 0, f32(kH)), Kn::ZeroFill);
+  for (int64_t M : {1, 16, 17, 64, 2048}) EXPECT_EQ(one(M, kH, f32(kH)), Kn::CudaCoreF32) << M;
+  // The mid kernel needs 16-byte weight loads and K % 8 == 0; else the gemv kernel (<= 32 rows) or wgmma.
+  EXPECT_EQ(one(24, kH, unaligned(bf16(kH))), Kn::Gemv);
+  EXPECT_EQ(one(24, kH, with_ldw(bf16(kH), kH + 4)), Kn::Gemv);
+  EXPECT_EQ(one(48, kH, unaligned(bf16(kH))), Kn::Wgmma);
+  EXPECT_EQ(one(24, 4100, bf16(kH)), Kn::Gemv);
+  // Slice-serial wgmma needs the same aligned weights.
+  EXPECT_EQ(one(2048, kH, unaligned(bf16(kH))), Kn::Wgmma);
+  // The CPU backend has one family (its ISA is core/cpu_features.h's choice).
+  EXPECT_EQ(choose_matmul(MatmulBackend::Cpu, MatmulOrder::Free, 64, kH, with_ldw(bf16(kH), kH)), Kn::Cpu);
+}
+
+// Without wgmma (a device other than compute capability 9.0) the tiled mma.sync kernel serves > 32 rows.
+TEST(MatmulChoice, TiledWhereWgmmaCannotRun) {
+  EXPECT_EQ(one(64, kH, bf16(kH), MatmulOrder::RowInvariant, kNoWgmma), Kn::Mid);
+  EXPECT_EQ(one(64, 5120, bf16(5120), MatmulOrder::RowInvariant, kNoWgmma), Kn::Tiled);
+  EXPECT_EQ(one(2048, kH, bf16(kH), MatmulOrder::RowInvariant, kNoWgmma), Kn::Tiled);
+  EXPECT_EQ(one(32, kH, bf16(kVocab), MatmulOrder::RowInvariant, kNoWgmma), Kn::Gemv);
+  // Fewer multiprocessors fill the mid kernel's waves sooner: 160 CTAs on 80 SMs are 2 full waves.
+  EXPECT_EQ(one(64, 6144, bf16(5120), MatmulOrder::RowInvariant, MatmulDevice{80, true}), Kn::Mid);
+}
+
+// MatmulOrder::Free (the drafter): cuBLASLt from 33 rows for bf16 weights it can address; otherwise the
+// row-invariant choice.
+TEST(MatmulChoice, FreeOrder) {
+  const auto free = MatmulOrder::Free;
+  EXPECT_EQ(one(33, kH, bf16(kH), free), Kn::FreeOrder);
+  EXPECT_EQ(one(2048, kH, bf16(kVocab), free), Kn::FreeOrder);
+  EXPECT_EQ(one(32, kH, bf16(kH), free), Kn::Mid);
+  EXPECT_EQ(one(16, kH, bf16(kH), free), Kn::Gemv);
+  EXPECT_EQ(one(64, kH, f32(kH), free), Kn::CudaCoreF32);
+  EXPECT_EQ(one(64, kH, unaligned(bf16(kH)), free), Kn::Wgmma);
+  EXPECT_EQ(one(64, 4100, bf16(kH), free), Kn::Wgmma);
+  MatmulWeight short_y = bf16(kH);
+  short_y.ldy = kH - 1;
+  EXPECT_EQ(one(64, kH, short_y, free), Kn::Mid);
+  // Nine weights are more than one cuBLASLt sequence takes: each row-invariant.
+  const auto nine = plan(64, kH, std::vector<MatmulWeight>(9, bf16(kKv)), free);
+  EXPECT_FALSE(nine.launches.empty());
+  for (const auto& l : nine.launches) EXPECT_NE(l.kernel, Kn::FreeOrder);
+  // One part it cannot address keeps every part off cuBLASLt (the parts share x's copy).
+  const auto mixed = plan(64, kH, {bf16(kH), unaligned(bf16(kKv))}, free);
+  EXPECT_EQ(describe(mixed), "one x copy: wgmma[0] wgmma[1] ") << describe(mixed);
+  EXPECT_EQ(describe(plan(40, kH, {bf16(kH), bf16(kKv), bf16(kKv)}, free)), "free-order-cublaslt[012] ");
+}
+
+// Several weights sharing x (Ops::matmul_multi): q/k/v and gate/up.
+TEST(MatmulChoice, SharedX) {
+  const std::vector<MatmulWeight> qkv = {bf16(kH), bf16(kKv), bf16(kKv)}, gate_up = {bf16(kI), bf16(kI)};
+  struct Row {
+    int64_t M;
+    std::vector<MatmulWeight> ws;
+    std::string want;
+  };
+  const std::vector<Row> table = {
+      {1, qkv, "gemv[012] "},               // decode: one streaming launch (same K split)
+      {1, gate_up, "gemv[01] "},
+      {16, qkv, "gemv[012] "},
+      {17, qkv, "mid[012] "},
+      {32, gate_up, "mid[01] "},
+      {64, qkv, "mid[012] "},               // 192 CTAs: 2 waves 73 % full
+      {64, gate_up, "mid[01] "},            // 768 CTAs: 6 waves 97 % full
+      {128, qkv, "one x copy: wgmma[0] wgmma[1] wgmma[2] "},
+      {2048, gate_up, "one x copy: wgmma-serial[0] wgmma-serial[1] "},
+      {2048, qkv, "one x copy: wgmma-serial[0] wgmma[1] wgmma[2] "},
+      // Weights of different K splits: those that share one share a launch, the rest run alone.
+      {1, {bf16(kH), bf16(kVocab), bf16(kKv)}, "gemv[02] gemv[1] "},
+      {24, {bf16(kH), bf16(kVocab), bf16(kKv)}, "mid[02] gemv[1] "},
+      // More than four weights: four share a launch.
+      {1, std::vector<MatmulWeight>(5, bf16(kKv)), "gemv[0123] gemv[4] "},
+      // Above 32 rows every weight takes wgmma with one copy of x, even one the mid kernel would take alone.
+      {40, {bf16(kH), bf16(kVocab)}, "one x copy: wgmma[0] wgmma[1] "},
+      // f32 weights run alone on CUDA cores.
+      {1, {f32(kH), f32(kKv)}, "cuda-core-f32[0] cuda-core-f32[1] "},
+      // (k/v's 32 CTAs at 64 rows fill a quarter wave: not the mid kernel's.)
+      {64, {f32(kH), bf16(kKv)}, "cuda-core-f32[0] wgmma[1] "},
+  };
+  for (const auto& r : table) {
+    const auto p = plan(r.M, kH, r.ws);
+    EXPECT_EQ(describe(p), r.want) << "M " << r.M;
+  }
+  // Without wgmma, above 32 rows each weight is chosen alone.
+  EXPECT_EQ(describe(plan(40, kH, {bf16(kH), bf16(kVocab)}, MatmulOrder::RowInvariant, kNoWgmma)), "mid[0] tiled[1] ");
+  EXPECT_EQ(describe(plan(2048, kH, gate_up, MatmulOrder::RowInvariant, kNoWgmma)), "tiled[0] tiled[1] ");
+}
+
+// Every weight of a call is in exactly one launch, whatever the shape.
+TEST(MatmulChoice, EveryWeightOnce) {
+  for (int64_t M : {0, 1, 5, 16, 17, 32, 33, 64, 65, 128, 2048})
+    for (int64_t K : {0, 64, 4096, 4100})
+      for (bool wg : {false, true})
+        for (auto order : {MatmulOrder::RowInvariant, MatmulOrder::Free}) {
+          const auto p = plan(M, K, {bf16(kH), f32(kKv), bf16(kKv), unaligned(bf16(kI)), bf16(kVocab)}, order,
+                              MatmulDevice{132, wg});
+          std::vector<int> seen(5, 0);
+          for (const auto& l : p.launches)
+            for (int i : l.parts) ++seen[size_t(i)];
+          for (int i = 0; i < 5; ++i) EXPECT_EQ(seen[size_t(i)], 1) << "M " << M << " K " << K << " part " << i;
+        }
+}
