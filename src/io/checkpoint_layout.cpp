@@ -74,16 +74,40 @@ std::string anchor_tensor(ModelFamily family) {
 }
 
 // Tensors of drafter variants whose math differs from DFlash (docs/DFLASH.md §1.9): loading one as a plain
-// DFlash drafter would run, and silently draft garbage.
-constexpr std::array<std::string_view, 5> kUnsupportedDrafterParts = {
-    "attention_conv.", "mlp_conv.", "candidate_selector.", "markov_head.", "confidence_head."};
+// DFlash drafter would run, acceptance would collapse without an error; refuse it, naming the variant.
+struct VariantMarker {
+  std::string_view fragment, variant;
+};
+constexpr std::array<VariantMarker, 5> kVariantMarkers = {{
+    {"attention_conv.", "DFlash2"},
+    {"mlp_conv.", "DFlash2"},
+    {"candidate_selector.", "DFlash2"},
+    {"markov_head.", "DSpark"},
+    {"confidence_head.", "DSpark"},
+}};
 
 void reject_unsupported_drafter_variants(const Checkpoint& ckpt) {
   for (const auto& name : ckpt.names())
-    for (auto part : kUnsupportedDrafterParts)
-      if (name.find(part) != std::string::npos)
-        fail("tensor {} belongs to a DFlash2/DSpark-style drafter, which specserve does not support",
-             quoted_name(name));
+    for (const auto& m : kVariantMarkers)
+      if (name.find(m.fragment) != std::string::npos)
+        fail("tensor {} belongs to a {} drafter, which is not supported (only plain DFlash drafters are)",
+             quoted_name(name), m.variant);
+}
+
+bool is_plain_float(DType t) { return t == DType::F32 || t == DType::F16 || t == DType::BF16; }
+
+bool starts_with(std::string_view s, std::string_view p) { return s.substr(0, p.size()) == p; }
+
+bool ends_with(std::string_view s, std::string_view p) {
+  return s.size() >= p.size() && s.substr(s.size() - p.size()) == p;
+}
+
+// "'a', 'b', 'c' and 7 more": the first few names of a list for a one-line error.
+std::string first_names(const std::vector<std::string>& names, size_t shown = 3) {
+  std::string out;
+  for (size_t i = 0; i < names.size() && i < shown; ++i) out += (i ? ", " : "") + quoted_name(names[i]);
+  if (names.size() > shown) out += fmt::format(" and {} more", names.size() - shown);
+  return out;
 }
 
 std::string find_prefix(const ModelConfig& c, const Checkpoint& ckpt) {
@@ -97,6 +121,25 @@ std::string find_prefix(const ModelConfig& c, const Checkpoint& ckpt) {
 }
 
 }  // namespace
+
+bool is_known_extra_tensor(const ModelConfig& c, std::string_view name) {
+  if (ends_with(name, "rotary_emb.inv_freq")) return true;
+  if (c.family == ModelFamily::DFlashDrafter) return false;
+  if (name == "lm_head.weight") return c.tie_word_embeddings;
+  for (std::string_view part : {"model.visual.", "visual.", "mtp."})
+    if (starts_with(name, part)) return true;
+  return false;
+}
+
+void require_implemented(const ModelConfig& c, const Checkpoint& ckpt) {
+  if (!c.quantization.empty())
+    fail("{}: quantization '{}' is not implemented: specserve loads checkpoints whose weights are f32, f16 or "
+         "bf16",
+         ckpt.path(), c.quantization);
+  if (c.rope_type != "default")
+    fail("{}: rope type '{}' is not implemented (only plain RoPE): positions would be encoded wrongly", ckpt.path(),
+         c.rope_type);
+}
 
 std::vector<std::string> candidate_weight_prefixes(ModelFamily family) {
   switch (family) {
@@ -136,6 +179,7 @@ std::vector<ExpectedTensor> expected_tensors(const ModelConfig& c, std::string_v
 }
 
 CheckpointLayout resolve_checkpoint_layout(const ModelConfig& c, const Checkpoint& ckpt) {
+  require_implemented(c, ckpt);
   if (c.family == ModelFamily::DFlashDrafter) reject_unsupported_drafter_variants(ckpt);
   CheckpointLayout layout;
   layout.prefix = find_prefix(c, ckpt);
@@ -149,15 +193,21 @@ CheckpointLayout resolve_checkpoint_layout(const ModelConfig& c, const Checkpoin
     if (!(e.shape == t.shape))
       fail("{}: tensor {} has shape {}, the config implies {}", ckpt.path(), quoted_name(t.name),
            e.shape.to_string(), t.shape.to_string());
-    if (!is_float(e.dtype))
-      fail("{}: tensor {} has dtype {}; weights must be floating point", ckpt.path(), quoted_name(t.name),
-           dtype_name(e.dtype));
+    if (!is_plain_float(e.dtype))
+      fail("{}: tensor {} has dtype {}; weights must be F32, F16 or BF16{}", ckpt.path(), quoted_name(t.name),
+           dtype_name(e.dtype), is_float(e.dtype) ? " (fp8 weights need a quantization_config)" : "");
     read.insert(t.name);
   }
   if (c.family != ModelFamily::DFlashDrafter)
     layout.head = c.tie_word_embeddings ? layout.prefix + "embed_tokens.weight" : "lm_head.weight";
-  for (const auto& name : ckpt.names())
-    if (!read.count(name)) layout.unused.push_back(name);
+  std::vector<std::string> unread;
+  for (const auto& name : ckpt.names()) {
+    if (read.count(name)) continue;
+    (is_known_extra_tensor(c, name) ? layout.unused : unread).push_back(name);
+  }
+  if (!unread.empty())
+    fail("{}: {} tensor{} the {} architecture does not read, so this is not the model config.json describes: {}",
+         ckpt.path(), unread.size(), unread.size() == 1 ? "" : "s", family_name(c.family), first_names(unread));
   return layout;
 }
 

@@ -27,7 +27,7 @@ struct CheckpointLayout {
   // for drafters, which use their target's head.
   std::string head;
   std::vector<ExpectedTensor> tensors;  // every tensor the model reads, embedding/fc first, then per layer
-  std::vector<std::string> unused;      // present but not read: vision tower, MTP head, tied lm_head, ...
+  std::vector<std::string> unused;      // present, not read, and a known extra (is_known_extra_tensor)
 
   std::string layer_prefix(int layer) const { return prefix + "layers." + std::to_string(layer) + "."; }
 };
@@ -39,9 +39,22 @@ std::vector<std::string> candidate_weight_prefixes(ModelFamily family);
 // included when the head is untied; a tied model reads the embedding instead.
 std::vector<ExpectedTensor> expected_tensors(const ModelConfig& c, std::string_view prefix);
 
+// Tensors a checkpoint may hold that the model does not read, because they belong to a part specserve
+// does not run: a vision tower ("model.visual.", "visual."), a multi-token-prediction head ("mtp."), a
+// stored lm_head of a tied model, rotary inv_freq buffers. Any other tensor left over means the
+// checkpoint is not the model the config describes (quantisation scales, adapters, another
+// architecture's parts), and loading it would run something else: it is refused.
+bool is_known_extra_tensor(const ModelConfig& c, std::string_view name);
+
+// Refuses a config the models do not implement although it parses: a quantised checkpoint
+// (ModelConfig::quantization) or a RoPE scaling other than plain RoPE (yarn, linear, dynamic, ...).
+// The message is one line naming the method.
+void require_implemented(const ModelConfig& c, const Checkpoint& ckpt);
+
 // Finds the prefix, then checks that every expected tensor is present with the implied shape and a
-// floating-point dtype. Throws Error naming the first missing or mismatched tensor, or a tensor of
-// an unsupported drafter variant (DFlash2 / DSpark, docs/DFLASH.md §1.9).
+// float dtype (F32, F16, BF16), and that every other tensor is a known extra. Throws Error naming the
+// first missing or mismatched tensor, what require_implemented refuses, the unread tensors, or a tensor of an
+// unsupported drafter variant (DFlash2 / DSpark, docs/DFLASH.md §1.9). Every loader calls it first.
 CheckpointLayout resolve_checkpoint_layout(const ModelConfig& c, const Checkpoint& ckpt);
 
 }  // namespace specserve

@@ -64,6 +64,11 @@ struct ModelConfig {
   std::optional<int64_t> bos_token_id;
   std::vector<int64_t> eos_token_ids;  // from "eos_token_id" (int or list)
   DType dtype = DType::BF16;           // "torch_dtype" / "dtype"
+  // The checkpoint's quantisation scheme, empty when its weights are plain floats: quantization_config's
+  // quant_method (top level or text_config), "compressed-tensors" for a compression_config, or the
+  // quantize_config.json of GPTQ/AWQ exports. The loaders refuse every scheme they do not implement
+  // (io/checkpoint_layout.h).
+  std::string quantization;
 
   std::optional<DFlashConfig> dflash;  // set for drafters
 

@@ -9,6 +9,7 @@
 #include "backend/backend.h"
 #include "core/error.h"
 #include "core/thread_pool.h"
+#include "io/checkpoint_layout.h"
 #include "model/layers.h"
 
 namespace specserve {
@@ -143,6 +144,7 @@ std::unique_ptr<TargetModel> TargetModel::load(const std::string& dir, const Loa
     impl->mem = impl->backend.memory;
     const bool on_host = impl->mem->device() == Device::CPU;
     auto checkpoint = Checkpoint::open(dir);
+    resolve_checkpoint_layout(impl->cfg, *checkpoint);  // refuses what the model would not run as stored
     DType dt = choose_dtype(options.dtype, *checkpoint);
     // On a device the host copy of a matrix is only an upload source: read it from the mapping.
     impl->weights = std::make_unique<WeightStore>(std::move(checkpoint), dt, options.map_weights || !on_host);

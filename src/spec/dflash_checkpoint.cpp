@@ -4,30 +4,10 @@
 #include <string_view>
 
 #include "core/error.h"
+#include "io/checkpoint_layout.h"
 
 namespace specserve::spec {
 namespace {
-
-// Tensors of the related variants (docs/DFLASH.md §1.9). Ignoring them would load a drafter whose
-// forward we do not compute: acceptance collapses without an error, so refuse instead.
-struct VariantMarker {
-  std::string_view fragment, variant;
-};
-constexpr std::array<VariantMarker, 5> kVariantMarkers = {{
-    {"attention_conv.", "DFlash2"},
-    {"mlp_conv.", "DFlash2"},
-    {"candidate_selector.", "DFlash2"},
-    {"markov_head.", "DSpark"},
-    {"confidence_head.", "DSpark"},
-}};
-
-void reject_variants(const Checkpoint& c) {
-  for (const std::string& name : c.names())
-    for (const auto& m : kVariantMarkers)
-      if (name.find(m.fragment) != std::string::npos)
-        fail("tensor '{}' belongs to a {} drafter, which is not supported (only plain DFlash drafters are)", name,
-             m.variant);
-}
 
 DType choose_dtype(const std::string& option, const Checkpoint& c, const std::string& fc_name) {
   if (option == "f32") return DType::F32;
@@ -78,10 +58,11 @@ std::unique_ptr<DrafterCheckpoint> DrafterCheckpoint::load(const std::string& di
     SS_CHECK(c.family == ModelFamily::DFlashDrafter && c.dflash,
              "config.json describes a {} model, not a DFlash drafter (architectures DFlashDraftModel)",
              family_name(c.family));
-    SS_CHECK(c.rope_type == "default", "drafter rope type '{}' is not supported (only plain RoPE)", c.rope_type);
     SS_CHECK(!c.attention_bias, "drafters with attention_bias are not supported");
     d->file_ = Checkpoint::open(dir);
-    reject_variants(*d->file_);
+    // Refuses quantised checkpoints, RoPE scaling, DFlash2 / DSpark tensors and any tensor a DFlash drafter
+    // does not read.
+    resolve_checkpoint_layout(c, *d->file_);
     // z-lab files have no prefix; some re-uploads add `model.` (docs/DFLASH.md §2.2).
     if (d->file_->contains("fc.weight"))
       d->prefix_ = "";
