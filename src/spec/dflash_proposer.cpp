@@ -103,7 +103,8 @@ void DFlashProposer::propose(std::span<engine::ProposeItem> items) {
   const int block_gamma = options_.full_block ? drafter_.block_size() - 1 : gamma_;
 
   // Requests whose pick is the raw argmax take the argmax of the drafter rows too: penalty-aware
-  // processing is then the identity, and the rows need not leave the device.
+  // processing is then the identity, and the rows need not leave the device (the drafter's side of
+  // the engine's DeviceArgmax picker, engine/row_picker.h; here all of the batch or none).
   const int64_t columns = drafting.front()->sampler->vocab().real();
   const bool by_argmax =
       options_.selection.sampling == DraftSampling::Argmax && !options_.selection.raw &&
