@@ -46,9 +46,9 @@ Verdict verify_drafts(const sampling::Sampler& sampler, sampling::SamplerState& 
                       const DraftContext* drafts_from, VerifyMode mode, sampling::SamplerWorkspace& ws);
 
 // Sample-match for a request whose rows the backend reduced to their argmaxes (the DeviceArgmax
-// picker, engine/row_picker.h: Sampler::picks_raw_argmax(), point-mass drafts): ids[r] is row r's Ops::argmax over the real
-// vocabulary, which is exactly pick()'s token there (-1, no finite entry, is the Error pick() throws).
-// Accepts while the draft equals it, pushing the tokens onto `history`.
+// picker, engine/row_picker.h: Sampler::picks_raw_argmax(), point-mass drafts): ids[r] is row r's
+// Ops::argmax over the real vocabulary, which is exactly pick()'s token there (-1, no finite entry,
+// is the Error pick() throws). Accepts while the draft equals it, pushing the tokens onto `history`.
 Verdict verify_drafts_by_argmax(sampling::SamplerState& history, std::span<const int32_t> drafts,
                                 std::span<const int32_t> ids);
 
