@@ -6,7 +6,7 @@ set -euo pipefail
 PACKAGES=(
   build-essential cmake ninja-build pkg-config git ca-certificates
   libgtest-dev libgmock-dev libbenchmark-dev
-  libcpp-httplib-dev nlohmann-json3-dev libpcre2-dev libcli11-dev libfmt-dev
+  libcpp-httplib-dev libevent-dev nlohmann-json3-dev libpcre2-dev libcli11-dev libfmt-dev
   libxxhash-dev libutf8proc-dev
   clang-14 libclang-rt-14-dev
   nodejs npm python3

@@ -1,22 +1,18 @@
 #pragma once
-// The HTTP front end (cpp-httplib 0.11.4, Debian's compiled build). Its threads are thin: they
-// parse, validate, tokenize and enqueue; they never run model work. Responsibilities here are
-// the transport ones: the worker pool size, socket timeouts, keep-alive, body size limit,
-// bearer auth, OpenAI-shaped bodies for every error status, and an orderly stop.
+// The HTTP/1.1 front end: one event loop (libevent) owns every socket, so an idle, slow or
+// streaming connection costs a little memory and no thread. Requests are parsed by
+// HttpRequestParser under fixed limits; complete ones are authorised and routed on the loop, then
+// run on a few handler threads (JSON, chat template, tokenizer, enqueue) — never model work. Engine
+// output reaches the sockets through the stream pump. Responsibilities here are the transport
+// ones: limits and timeouts, keep-alive, the connection cap, bearer auth, CORS, OpenAI-shaped bodies
+// for every error status, and a shutdown bounded in time whatever the clients do.
 #include <memory>
-#include <thread>
 
 #include "server/http_counters.h"
 #include "server/server_options.h"
 #include "server/serving_state.h"
 
-namespace httplib {
-class Server;
-}
-
 namespace specserve::server {
-
-struct RouteContext;
 
 class HttpServer {
  public:
@@ -28,25 +24,25 @@ class HttpServer {
   // Binds the listening socket (port 0 picks a free one) and returns the port. Throws Error when
   // the address cannot be bound. Binding happens before loading so /health answers 503 at once.
   int bind();
-  // Serves on a background thread.
+  // Serves on a background thread (the event loop).
   void start();
-  // Stops accepting connections and returns once every handler thread has finished.
-  void stop();
+  // Stops accepting, closes idle and half-received connections at once; requests being served
+  // continue (their responses say Connection: close). Returns immediately.
+  void begin_shutdown();
+  // begin_shutdown(), then waits at most `flush_ms` for the open responses to finish writing, then
+  // closes every connection and stops the loop and the handler threads.
+  void stop(int flush_ms = 500);
   bool running() const;
 
-  const ServerOptions& options() const { return options_; }
-  HttpCounters& counters() { return counters_; }
+  const ServerOptions& options() const;
+  HttpCounters& counters();
+  // Open client connections (for tests and /metrics).
+  size_t open_connections() const;
+
+  class Impl;
 
  private:
-  void configure();
-
-  ServerOptions options_;
-  std::shared_ptr<ServingState> state_;
-  HttpCounters counters_;
-  std::unique_ptr<RouteContext> route_context_;  // handlers hold references into it
-  std::unique_ptr<httplib::Server> svr_;
-  std::thread thread_;
-  int port_ = -1;
+  std::unique_ptr<Impl> impl_;
 };
 
 }  // namespace specserve::server

@@ -83,7 +83,8 @@ void parse_common(const json& body, const RequestLimits& limits, CommonRequest& 
   if (!mt) mt = f.integer("max_tokens", 1, limits.max_tokens_limit);
   r.max_tokens_given = mt.has_value();
   r.max_tokens = mt.value_or(limits.default_max_tokens);
-  if (auto n = f.integer("n", 1, 128); n && *n != 1) throw_bad_param("n", "only 'n' = 1 is supported");
+  if (auto n = f.integer("n", 1, 128); n && *n != 1) throw_bad_param("n", fmt::format("'n' = {} is not supported: this server returns one choice per request (n = 1); send "
+                                     "the request n times for more", *n));
   if (auto b = f.integer("best_of", 1, 128); b && *b != 1) throw_bad_param("best_of", "only 'best_of' = 1 is supported");
   f.string("user");  // type-checked, otherwise unused
   r.ignore_eos = f.boolean("ignore_eos").value_or(false);

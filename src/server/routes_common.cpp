@@ -1,6 +1,4 @@
 // Helpers shared by the route handlers.
-#include <httplib.h>
-
 #include <nlohmann/json.hpp>
 
 #include <fmt/format.h>
@@ -10,6 +8,21 @@
 #include "server/sse.h"
 
 namespace specserve::server {
+
+Router::Match Router::match(const std::string& method, const std::string& path) const {
+  Match m;
+  for (const auto& r : routes_) {
+    const bool path_ok = r.prefix ? path.size() > r.path.size() && path.compare(0, r.path.size(), r.path) == 0
+                                  : path == r.path;
+    if (!path_ok) continue;
+    if (r.method == method) {
+      m.route = &r;
+      return m;
+    }
+    if (m.allow.find(r.method) == std::string::npos) m.allow += (m.allow.empty() ? "" : ", ") + r.method;
+  }
+  return m;
+}
 
 std::shared_ptr<ModelServices> require_model(const RouteContext& ctx) {
   switch (ctx.state.phase()) {
@@ -33,16 +46,18 @@ void check_model_name(const std::string& requested, const ModelServices& model) 
                  "invalid_request_error", "model", "model_not_found");
 }
 
-void send_json(httplib::Response& res, int status, const nlohmann::json& body) {
-  res.status = status;
-  res.set_content(dump_json(body), "application/json");
+HttpResponse json_response(int status, const nlohmann::json& body) {
+  HttpResponse r;
+  r.status = status;
+  r.body = dump_json(body);
+  return r;
 }
 
-void send_error(httplib::Response& res, const ApiError& e) { send_json(res, e.status(), error_body(e)); }
+HttpResponse error_response(const ApiError& e) { return json_response(e.status(), error_body(e)); }
 
-void send_internal_error(httplib::Response& res, const std::exception& e) {
+HttpResponse internal_error_response(const std::exception& e) {
   SS_LOG_ERROR("http", "internal error: {}", e.what());
-  send_error(res, ApiError(500, std::string("internal server error: ") + e.what(), "server_error"));
+  return error_response(ApiError(500, std::string("internal server error: ") + e.what(), "server_error"));
 }
 
 }  // namespace specserve::server

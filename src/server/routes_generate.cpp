@@ -1,7 +1,5 @@
 // POST /v1/chat/completions and POST /v1/completions: validate → render/tokenize → check the
-// context budget → enqueue → stream or wait. No model work happens on these threads.
-#include <httplib.h>
-
+// context budget → enqueue → hand the output to the stream pump. No model work happens here.
 #include <nlohmann/json.hpp>
 
 #include <atomic>
@@ -44,15 +42,16 @@ RequestLimits limits_for(const ServerOptions& o, const ModelInfo& info) {
 }
 
 // Prompt and completion must fit the context; an absent max_tokens shrinks to what fits.
-void check_budget(const ServerOptions& o, const ModelInfo& info, size_t prompt_len, CommonRequest& r) {
+void check_budget(const ServerOptions& o, const ModelInfo& info, size_t prompt_len, CommonRequest& r,
+                  const char* prompt_param) {
   const int64_t ctx = info.context_length;
   const int64_t max_prompt = o.max_prompt_tokens > 0 ? std::min(o.max_prompt_tokens, ctx - 1) : ctx - 1;
   const int64_t n = static_cast<int64_t>(prompt_len);
-  if (n == 0) throw_bad_param("prompt", "the prompt is empty after tokenization");
+  if (n == 0) throw_bad_param(prompt_param, "the prompt is empty after tokenization");
   if (n > max_prompt) {
     throw ApiError(400, fmt::format("The prompt is {} tokens; this server accepts at most {} prompt tokens "
                                     "(context length {}).", n, max_prompt, ctx),
-                   "invalid_request_error", "messages", "context_length_exceeded");
+                   "invalid_request_error", prompt_param, "context_length_exceeded");
   }
   if (n + r.max_tokens > ctx) {
     if (!r.max_tokens_given) {
@@ -95,9 +94,9 @@ class CancelUnlessReleased {
 
 }  // namespace
 
-void register_generate_routes(httplib::Server& svr, RouteContext& ctx) {
-  svr.Post("/v1/chat/completions", [&ctx](const httplib::Request& req, httplib::Response& res) {
-    guarded(res, [&] {
+void register_generate_routes(Router& router, RouteContext& ctx) {
+  router.add({"POST", "/v1/chat/completions", false, false, [&ctx](const HttpRequest& req) {
+    return guarded([&]() -> RouteResult {
       auto model = require_model(ctx);
       const ModelInfo& info = model->info();
       auto body = std::make_shared<nlohmann::json>(parse_json_body(req.body));
@@ -105,7 +104,7 @@ void register_generate_routes(httplib::Server& svr, RouteContext& ctx) {
       check_model_name(request->model, *model);
       ChatPrompt prompt = model->render_chat(*request);
       std::vector<int32_t> tokens = model->encode(prompt.text, /*add_special_tokens=*/false);
-      check_budget(ctx.options, info, tokens.size(), *request);
+      check_budget(ctx.options, info, tokens.size(), *request, "messages");
 
       OutputOptions opt = output_options(*model, *request, "chatcmpl-");
       opt.reasoning = prompt.reasoning;
@@ -113,19 +112,16 @@ void register_generate_routes(httplib::Server& svr, RouteContext& ctx) {
       auto stream = model->submit(*request, std::move(tokens));
       CancelUnlessReleased guard(stream);
       auto output = std::make_shared<ChatOutput>(std::move(opt));
-      if (request->stream) {
-        // The model and the request (whose tools the output reads) must outlive the provider.
-        auto keep = std::shared_ptr<ChatOutput>(output.get(), [output, request, model, body](ChatOutput*) {});
-        serve_sse(res, stream, keep, ctx.counters, ctx.options.heartbeat_ms);
-      } else {
-        serve_blocking(res, *stream, *output);
-      }
+      // The model and the request (whose tools the output reads) must outlive the job.
+      auto keep = std::shared_ptr<ChatOutput>(output.get(), [output, request, model, body](ChatOutput*) {});
+      std::shared_ptr<PumpJob> job = request->stream ? make_sse_job(stream, keep) : make_json_job(stream, keep);
       guard.release();
+      return job;
     });
-  });
+  }});
 
-  svr.Post("/v1/completions", [&ctx](const httplib::Request& req, httplib::Response& res) {
-    guarded(res, [&] {
+  router.add({"POST", "/v1/completions", false, false, [&ctx](const HttpRequest& req) {
+    return guarded([&]() -> RouteResult {
       auto model = require_model(ctx);
       const ModelInfo& info = model->info();
       nlohmann::json body = parse_json_body(req.body);
@@ -133,7 +129,7 @@ void register_generate_routes(httplib::Server& svr, RouteContext& ctx) {
       check_model_name(request.model, *model);
       std::vector<int32_t> tokens = request.prompt_text ? model->encode(*request.prompt_text, /*add_special_tokens=*/true)
                                                          : request.prompt_tokens;
-      check_budget(ctx.options, info, tokens.size(), request);
+      check_budget(ctx.options, info, tokens.size(), request, "prompt");
       std::string echo;
       if (request.echo) echo = request.prompt_text ? *request.prompt_text : model->decode(tokens);
 
@@ -141,15 +137,12 @@ void register_generate_routes(httplib::Server& svr, RouteContext& ctx) {
       auto stream = model->submit(request, std::move(tokens));
       CancelUnlessReleased guard(stream);
       auto output = std::make_shared<CompletionOutput>(std::move(opt), std::move(echo));
-      if (request.stream) {
-        auto keep = std::shared_ptr<CompletionOutput>(output.get(), [output, model](CompletionOutput*) {});
-        serve_sse(res, stream, keep, ctx.counters, ctx.options.heartbeat_ms);
-      } else {
-        serve_blocking(res, *stream, *output);
-      }
+      auto keep = std::shared_ptr<CompletionOutput>(output.get(), [output, model](CompletionOutput*) {});
+      std::shared_ptr<PumpJob> job = request.stream ? make_sse_job(stream, keep) : make_json_job(stream, keep);
       guard.release();
+      return job;
     });
-  });
+  }});
 }
 
 }  // namespace specserve::server

@@ -1,6 +1,4 @@
 // POST /tokenize and POST /detokenize (vLLM's field names; llama.cpp's "content" accepted too).
-#include <httplib.h>
-
 #include <nlohmann/json.hpp>
 
 #include <fmt/format.h>
@@ -11,11 +9,11 @@
 
 namespace specserve::server {
 
-void register_tokenize_routes(httplib::Server& svr, RouteContext& ctx) {
+void register_tokenize_routes(Router& router, RouteContext& ctx) {
   // {"prompt": "text", "add_special_tokens": true} or {"messages": [...]} (rendered with the chat
   // template, as /v1/chat/completions would) → {"tokens": [...], "count": n, "max_model_len": c}
-  svr.Post("/tokenize", [&ctx](const httplib::Request& req, httplib::Response& res) {
-    guarded(res, [&] {
+  router.add({"POST", "/tokenize", false, false, [&ctx](const HttpRequest& req) {
+    return guarded([&]() -> RouteResult {
       auto model = require_model(ctx);
       nlohmann::json body = parse_json_body(req.body);
       require_object(body, "the request body");
@@ -33,13 +31,13 @@ void register_tokenize_routes(httplib::Server& svr, RouteContext& ctx) {
         if (!text) throw_bad_param("prompt", "'prompt' (a string) or 'messages' is required");
         tokens = model->encode(*text, f.boolean("add_special_tokens").value_or(true));
       }
-      send_json(res, 200, {{"tokens", tokens}, {"count", tokens.size()}, {"max_model_len", model->info().context_length}});
+      return json_response(200, {{"tokens", tokens}, {"count", tokens.size()}, {"max_model_len", model->info().context_length}});
     });
-  });
+  }});
 
   // {"tokens": [...]} → {"prompt": "text"}
-  svr.Post("/detokenize", [&ctx](const httplib::Request& req, httplib::Response& res) {
-    guarded(res, [&] {
+  router.add({"POST", "/detokenize", false, false, [&ctx](const HttpRequest& req) {
+    return guarded([&]() -> RouteResult {
       auto model = require_model(ctx);
       nlohmann::json body = parse_json_body(req.body);
       require_object(body, "the request body");
@@ -56,9 +54,9 @@ void register_tokenize_routes(httplib::Server& svr, RouteContext& ctx) {
         tokens.push_back(static_cast<int32_t>(id));
       }
       std::string text = model->decode(tokens);
-      send_json(res, 200, {{"prompt", text}});
+      return json_response(200, {{"prompt", text}});
     });
-  });
+  }});
 }
 
 }  // namespace specserve::server

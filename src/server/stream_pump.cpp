@@ -1,92 +1,180 @@
 #include "server/stream_pump.h"
 
-#include <httplib.h>
-
 #include <nlohmann/json.hpp>
 
-#include "core/log.h"
+#include <vector>
+
 #include "server/api_error.h"
 #include "server/chat_output.h"
 #include "server/completion_output.h"
-#include "server/routes.h"
 #include "server/sse.h"
 
 namespace specserve::server {
 
 namespace {
+
 // The finish of a request that failed inside the engine, as an SSE error event.
 std::string sse_error(const std::string& message) {
   return sse_data(error_body(ApiError(500, message, "server_error")));
 }
+
+template <typename Output>
+class SseJob : public PumpJob {
+ public:
+  SseJob(std::shared_ptr<engine::ResultStream> s, std::shared_ptr<Output> o) : stream_(std::move(s)), output_(std::move(o)) {}
+  bool streaming() const override { return true; }
+  bool poll(std::string& out) override {
+    events_.clear();
+    if (!stream_->wait(events_, std::chrono::milliseconds(0))) return false;
+    std::vector<nlohmann::json> chunks;
+    for (const auto& ev : events_) output_->consume(ev, &chunks);
+    for (const auto& c : chunks) out += sse_data(c);
+    if (!output_->finished()) return false;
+    if (output_->error()) out += sse_error(*output_->error());
+    out += sse_done();
+    return true;
+  }
+  HttpResponse response() override { return {}; }
+  void cancel() override { stream_->cancel(); }
+
+ private:
+  std::shared_ptr<engine::ResultStream> stream_;
+  std::shared_ptr<Output> output_;
+  std::vector<engine::StreamEvent> events_;
+};
+
+template <typename Output>
+class JsonJob : public PumpJob {
+ public:
+  JsonJob(std::shared_ptr<engine::ResultStream> s, std::shared_ptr<Output> o) : stream_(std::move(s)), output_(std::move(o)) {}
+  bool streaming() const override { return false; }
+  bool poll(std::string&) override {
+    events_.clear();
+    if (!stream_->wait(events_, std::chrono::milliseconds(0))) return false;
+    for (const auto& ev : events_) output_->consume(ev, nullptr);
+    return output_->finished();
+  }
+  HttpResponse response() override {
+    HttpResponse r;
+    if (output_->error()) {
+      r.status = 500;
+      r.body = dump_json(error_body(ApiError(500, *output_->error(), "server_error")));
+    } else {
+      // A request the server stopped (request timeout, shutdown) returns what it generated with
+      // finish_reason "abort" rather than a retryable error that would run it again.
+      r.body = dump_json(output_->response());
+    }
+    return r;
+  }
+  void cancel() override { stream_->cancel(); }
+
+ private:
+  std::shared_ptr<engine::ResultStream> stream_;
+  std::shared_ptr<Output> output_;
+  std::vector<engine::StreamEvent> events_;
+};
+
 }  // namespace
 
 template <typename Output>
-void serve_sse(httplib::Response& res, std::shared_ptr<engine::ResultStream> stream, std::shared_ptr<Output> output,
-               HttpCounters& counters, int heartbeat_ms) {
-  counters.open_streams.fetch_add(1);
-  // The provider runs on this request's HTTP thread after the handler returns. It waits on the
-  // result queue; a timeout writes a heartbeat comment, which is also how a client that went
-  // away is noticed while nothing else is written (a write to a closed socket fails).
-  res.set_chunked_content_provider(
-      "text/event-stream",
-      [stream, output, &counters, heartbeat_ms](size_t, httplib::DataSink& sink) {
-        std::vector<engine::StreamEvent> events;
-        std::string buf;
-        if (!stream->wait(events, std::chrono::milliseconds(heartbeat_ms))) {
-          buf = sse_heartbeat();
-        } else {
-          std::vector<nlohmann::json> chunks;
-          for (const auto& ev : events) output->consume(ev, &chunks);
-          for (const auto& c : chunks) buf += sse_data(c);
-          if (output->finished()) {
-            if (output->error()) buf += sse_error(*output->error());
-            buf += sse_done();
-          }
-        }
-        // Events that release no text yet (a tag or stop-string prefix held back, a partial UTF-8
-        // character) produce no chunk. Never write zero bytes: httplib 0.11.4 takes an empty write as
-        // the end of the data and closes the response without its terminating chunk.
-        if (buf.empty()) return true;
-        if (!sink.is_writable() || !sink.write(buf.data(), buf.size())) {
-          stream->cancel();  // frees the sequence at the scheduler's next step
-          counters.client_disconnects.fetch_add(1);
-          return false;
-        }
-        if (output->finished()) sink.done();
-        return true;
-      },
-      [stream, &counters](bool success) {
-        // Runs when the response is torn down: on any failure (disconnect, server stop, write
-        // timeout) the engine must stop working for this request.
-        if (!success) stream->cancel();
-        counters.open_streams.fetch_sub(1);
-      });
-  res.set_header("X-Accel-Buffering", "no");
+std::shared_ptr<PumpJob> make_sse_job(std::shared_ptr<engine::ResultStream> stream, std::shared_ptr<Output> output) {
+  return std::make_shared<SseJob<Output>>(std::move(stream), std::move(output));
+}
+template <typename Output>
+std::shared_ptr<PumpJob> make_json_job(std::shared_ptr<engine::ResultStream> stream, std::shared_ptr<Output> output) {
+  return std::make_shared<JsonJob<Output>>(std::move(stream), std::move(output));
+}
+template std::shared_ptr<PumpJob> make_sse_job<ChatOutput>(std::shared_ptr<engine::ResultStream>, std::shared_ptr<ChatOutput>);
+template std::shared_ptr<PumpJob> make_sse_job<CompletionOutput>(std::shared_ptr<engine::ResultStream>,
+                                                                 std::shared_ptr<CompletionOutput>);
+template std::shared_ptr<PumpJob> make_json_job<ChatOutput>(std::shared_ptr<engine::ResultStream>, std::shared_ptr<ChatOutput>);
+template std::shared_ptr<PumpJob> make_json_job<CompletionOutput>(std::shared_ptr<engine::ResultStream>,
+                                                                  std::shared_ptr<CompletionOutput>);
+
+StreamPump::StreamPump(Deliver deliver, int heartbeat_ms, HttpCounters& counters)
+    : deliver_(std::move(deliver)), heartbeat_(std::max(1, heartbeat_ms)), counters_(counters) {
+  thread_ = std::thread([this] { run(); });
 }
 
-template <typename Output>
-void serve_blocking(httplib::Response& res, engine::ResultStream& stream, Output& output) {
-  std::vector<engine::StreamEvent> events;
-  bool cancelled = false;
-  while (!output.finished()) {
-    events.clear();
-    stream.wait(events, std::chrono::milliseconds(1000));
-    for (const auto& ev : events) {
-      output.consume(ev, nullptr);
-      cancelled |= ev.finished && ev.finish_reason == engine::FinishReason::Cancelled;
+StreamPump::~StreamPump() {
+  {
+    std::lock_guard lock(mutex_);
+    stopping_ = true;
+    for (auto& [id, e] : jobs_) {
+      e.job->cancel();
+      if (e.job->streaming()) counters_.open_streams.fetch_sub(1);
+    }
+    jobs_.clear();
+  }
+  cv_.notify_all();
+  thread_.join();
+}
+
+void StreamPump::add(uint64_t conn, std::shared_ptr<PumpJob> job) {
+  {
+    std::lock_guard lock(mutex_);
+    if (stopping_) {
+      job->cancel();
+      return;
+    }
+    if (job->streaming()) counters_.open_streams.fetch_add(1);
+    jobs_[conn] = Entry{std::move(job), std::chrono::steady_clock::now()};
+  }
+  cv_.notify_all();
+}
+
+void StreamPump::drop(uint64_t conn) {
+  std::lock_guard lock(mutex_);
+  auto it = jobs_.find(conn);
+  if (it == jobs_.end()) return;
+  it->second.job->cancel();  // the scheduler frees the sequence at its next step
+  if (it->second.job->streaming()) counters_.open_streams.fetch_sub(1);
+  counters_.client_disconnects.fetch_add(1);
+  jobs_.erase(it);
+}
+
+size_t StreamPump::open_jobs() const {
+  std::lock_guard lock(mutex_);
+  return jobs_.size();
+}
+
+void StreamPump::run() {
+  std::vector<std::pair<uint64_t, std::shared_ptr<PumpJob>>> snapshot;
+  for (;;) {
+    {
+      std::unique_lock lock(mutex_);
+      // Poll every millisecond while jobs are open (a token's latency gains at most that).
+      if (jobs_.empty()) cv_.wait(lock, [&] { return stopping_ || !jobs_.empty(); });
+      else cv_.wait_for(lock, std::chrono::milliseconds(1), [&] { return stopping_; });
+      if (stopping_) return;
+      snapshot.clear();
+      for (auto& [id, e] : jobs_) snapshot.emplace_back(id, e.job);
+    }
+    const auto now = std::chrono::steady_clock::now();
+    for (auto& [id, job] : snapshot) {
+      std::string bytes;
+      const bool finished = job->poll(bytes);
+      std::optional<HttpResponse> response;
+      if (finished && !job->streaming()) response = job->response();
+      bool heartbeat = false;
+      {
+        std::lock_guard lock(mutex_);
+        auto it = jobs_.find(id);
+        if (it == jobs_.end() || it->second.job != job) continue;  // dropped meanwhile
+        if (!bytes.empty()) it->second.last_write = now;
+        else if (job->streaming() && !finished && now - it->second.last_write >= heartbeat_) {
+          heartbeat = true;
+          it->second.last_write = now;
+        }
+        if (finished) {
+          if (job->streaming()) counters_.open_streams.fetch_sub(1);
+          jobs_.erase(it);
+        }
+      }
+      if (heartbeat) bytes = sse_heartbeat();
+      if (!bytes.empty() || finished) deliver_(id, std::move(bytes), finished, std::move(response));
     }
   }
-  if (output.error()) throw ApiError(500, *output.error(), "server_error");
-  // Only the server cancels a non-streaming request (shutdown or request timeout).
-  if (cancelled) throw ApiError(503, "the request was cancelled (server shutting down or request timeout)", "service_unavailable");
-  send_json(res, 200, output.response());
 }
-
-template void serve_sse<ChatOutput>(httplib::Response&, std::shared_ptr<engine::ResultStream>,
-                                    std::shared_ptr<ChatOutput>, HttpCounters&, int);
-template void serve_sse<CompletionOutput>(httplib::Response&, std::shared_ptr<engine::ResultStream>,
-                                          std::shared_ptr<CompletionOutput>, HttpCounters&, int);
-template void serve_blocking<ChatOutput>(httplib::Response&, engine::ResultStream&, ChatOutput&);
-template void serve_blocking<CompletionOutput>(httplib::Response&, engine::ResultStream&, CompletionOutput&);
 
 }  // namespace specserve::server

@@ -6,7 +6,9 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <chrono>
 #include <cstdio>
+#include <thread>
 #include <regex>
 #include <stdexcept>
 #include <string>
@@ -72,6 +74,32 @@ class ServerProcess {
   }
   int port() const { return port_; }
   const std::string& model() const { return model_; }
+  pid_t pid() const { return pid_; }
+  // SIGTERM, then waits at most `limit_s` for the exit: returns the exit status, -1 when killed by
+  // a signal, -2 when it had to be killed after the limit. `took_s` receives the seconds waited.
+  int terminate_within(double limit_s, double* took_s) {
+    if (pid_ <= 0) return exit_code_;
+    const auto t0 = std::chrono::steady_clock::now();
+    kill(pid_, SIGTERM);
+    int status = 0;
+    for (;;) {
+      if (waitpid(pid_, &status, WNOHANG) == pid_) {
+        exit_code_ = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+        break;
+      }
+      if (std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count() > limit_s) {
+        kill(pid_, SIGKILL);
+        waitpid(pid_, &status, 0);
+        exit_code_ = -2;
+        break;
+      }
+      std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    }
+    *took_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    pid_ = -1;
+    if (exit_code_ == 0) unlink(log_path_.c_str());
+    return exit_code_;
+  }
   // SIGTERM, then the exit status (or -1 when killed by a signal).
   int stop() {
     if (pid_ <= 0) return exit_code_;
