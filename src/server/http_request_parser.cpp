@@ -106,6 +106,11 @@ void HttpRequestParser::reset() {
   error_message_.clear();
 }
 
+bool HttpRequestParser::expects_continue() const {
+  const std::string* expect = request_.header("expect");
+  return head_complete() && request_.version_minor == 1 && expect && lower(*expect) == "100-continue";
+}
+
 HttpRequest HttpRequestParser::take() {
   HttpRequest r = std::move(request_);
   reset();

@@ -33,6 +33,8 @@ class HttpRequestParser {
   Status status() const { return status_; }
   bool started() const { return started_; }             // any byte of this request seen
   bool head_complete() const { return stage_ > Stage::Head; }
+  // After the head: whether the client waits for "100 Continue" before sending its body.
+  bool expects_continue() const;
   // After Failed: the HTTP status to answer with (400, 413, 414, 431, 501, 505) and why.
   int error_status() const { return error_status_; }
   const std::string& error_message() const { return error_message_; }

@@ -331,7 +331,11 @@ class HttpServer::Impl {
       // A new request's head must complete within the header timeout of its first byte, and
       // its body within the read timeout after the head, however slowly the bytes trickle in.
       if (!was_started && c->parser.started()) arm(c, options_.header_timeout_s);
-      if (!had_head && c->parser.head_complete()) arm(c, options_.read_timeout_s);
+      if (!had_head && c->parser.head_complete()) {
+        arm(c, options_.read_timeout_s);
+        // curl and others wait (about a second) for this before sending a larger body.
+        if (c->parser.expects_continue()) bufferevent_write(c->bev, "HTTP/1.1 100 Continue\r\n\r\n", 25);
+      }
       if (used == 0) break;
     }
   }
