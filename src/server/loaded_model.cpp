@@ -66,6 +66,7 @@ std::shared_ptr<LoadedModel> LoadedModel::load(const ServeSpec& spec, const Prog
   LoadOptions load;
   load.threads = spec.threads;
   load.backend = spec.backend;
+  load.dtype = spec.dtype;
   m->target_ = TargetModel::load(spec.model_dir, load);
   // Before the drafter: a --draft-vocab subset always keeps the tokenizer's added tokens.
   progress(0.88, "loading the tokenizer");
@@ -73,7 +74,7 @@ std::shared_ptr<LoadedModel> LoadedModel::load(const ServeSpec& spec, const Prog
   if (!spec.draft_dir.empty()) {
     progress(0.9, "building the DFlash drafter");
     // Checks the pairing (hidden size, vocabulary, target layer ids) against the loaded target.
-    m->drafter_ = spec::DFlashDrafter::load(spec.draft_dir, *m->target_);
+    m->drafter_ = spec::DFlashDrafter::load(spec.draft_dir, *m->target_, spec.dtype);
     m->drafter_->set_matmul_order(spec.draft_matmul);
     // Before the KV budget: the compact head takes device memory too.
     if (m->drafter_->select_vocabulary(spec.draft_vocab, &m->tokenizer_)) {
