@@ -101,6 +101,7 @@ int run_serve(ServeArgs args) {
   waiter.join();  // until SIGINT / SIGTERM
   std::fprintf(stderr, "specserve: signal %d, draining (up to %ds)\n", received.load(), args.http.shutdown_grace_s);
   state->set_draining();
+  http.begin_shutdown();  // stop accepting; close idle and half-received connections now
   model->engine().shutdown(std::chrono::seconds(args.http.shutdown_grace_s));
   http.stop();
   std::fprintf(stderr, "specserve: stopped\n");
@@ -119,7 +120,17 @@ void register_serve(CLI::App& app, CommandRunner& run) {
   cmd->add_option("--host", h.host, "Address to listen on")->capture_default_str();
   cmd->add_option("--port", h.port, "Port (0 = any free port)")->capture_default_str();
   cmd->add_option("--served-model-name", s.served_model_name, "Model id in the API (default: the directory name)");
-  cmd->add_option("--api-key", h.api_key, "Require 'Authorization: Bearer KEY' on /v1/*, /tokenize, /detokenize");
+  cmd->add_option("--api-key", h.api_key, "Require 'Authorization: Bearer KEY' on /v1/*, /tokenize, /detokenize")
+      ->envname("SPECSERVE_API_KEY");
+  cmd->add_option("--api-key-file", h.api_key_file, "Read the API key from this file (first line; not visible in ps)");
+  cmd->add_option("--allowed-origins", h.allowed_origins, "Answer CORS requests from these origins ('*' = any; default none)")
+      ->delimiter(',');
+  cmd->add_option("--max-connections", h.max_connections, "Open connections; a new one above this gets 503 and is closed")
+      ->capture_default_str();
+  cmd->add_option("--header-timeout-s", h.header_timeout_s, "Seconds a request head may take to arrive, from its first byte")
+      ->capture_default_str();
+  cmd->add_option("--keep-alive-timeout-s", h.keep_alive_timeout_s, "Seconds an idle keep-alive connection stays open")
+      ->capture_default_str();
   cmd->add_option("--max-seqs", s.engine.max_seqs, "Sequences decoded concurrently")->capture_default_str();
   cmd->add_option("--max-queue", s.engine.max_queue, "Requests waiting for admission before 503")->capture_default_str();
   cmd->add_option("--max-batch-rows", s.engine.max_batch_rows, "Rows of one target forward")->capture_default_str();
@@ -130,7 +141,8 @@ void register_serve(CLI::App& app, CommandRunner& run) {
   add_dtype_flag(*cmd, s.dtype);
   add_backend_flag(*cmd, s.backend);
   cmd->add_option("--max-tokens-limit", h.max_tokens_limit, "Largest max_tokens accepted (0 = the context length)");
-  cmd->add_option("--default-max-tokens", h.default_max_tokens, "max_tokens when a request gives none (0 = what fits)");
+  cmd->add_option("--default-max-tokens", h.default_max_tokens, "max_tokens when a request gives none (capped by what fits; 0 = what fits)")
+      ->capture_default_str();
   cmd->add_option("--max-prompt-tokens", h.max_prompt_tokens, "Longest prompt accepted (0 = the context length)");
   cmd->add_option("--max-body-mib", [&h](const std::vector<std::string>& v) {
         h.max_body_bytes = static_cast<size_t>(std::stoll(v.at(0))) << 20;
@@ -139,10 +151,10 @@ void register_serve(CLI::App& app, CommandRunner& run) {
   cmd->add_option("--request-timeout-s", s.request_timeout_s, "Cancel a request still running after N seconds (0 = never)")
       ->capture_default_str();
   add_hidden_alias(*cmd, "--request-timeout", s.request_timeout_s, "--request-timeout-s");
-  cmd->add_option("--http-threads", h.http_threads, "HTTP worker threads (0 = max-seqs + max-queue + 16)");
-  cmd->add_option("--read-timeout-s", h.read_timeout_s, "Socket read timeout, seconds")->capture_default_str();
+  cmd->add_option("--http-threads", h.http_threads, "Request handler threads (JSON, template, tokenizer; 0 = 4)");
+  cmd->add_option("--read-timeout-s", h.read_timeout_s, "Seconds a request body may take to arrive after its head")->capture_default_str();
   add_hidden_alias(*cmd, "--read-timeout", h.read_timeout_s, "--read-timeout-s");
-  cmd->add_option("--write-timeout-s", h.write_timeout_s, "Socket write timeout, seconds")->capture_default_str();
+  cmd->add_option("--write-timeout-s", h.write_timeout_s, "Seconds a response write may make no progress before the connection closes")->capture_default_str();
   add_hidden_alias(*cmd, "--write-timeout", h.write_timeout_s, "--write-timeout-s");
   cmd->add_option("--shutdown-grace-s", h.shutdown_grace_s, "Seconds running requests may finish after SIGTERM")
       ->capture_default_str();
