@@ -4,13 +4,14 @@
 // tokens/s and the achieved weight bandwidth (every matmul weight and the head are read once per
 // token; the KV cache at this context is negligible), to compare with the machine's memory roofline.
 //
-//   build/bin/bench_cpu_decode [--benchmark_filter=bf16]   (SPECSERVE_BENCH_THREADS=N to pin threads)
+//   build/bin/bench_cpu_decode [--threads=N] [--benchmark_filter=bf16]   (--threads: pool threads; default all cores)
 //
 // The checkpoint (bf16, ~1.2 GB) is written once to $TMPDIR and removed at exit. BM_MemoryReadRoofline
 // measures the read bandwidth all threads reach on a plain stream, for the ratio.
 #include <benchmark/benchmark.h>
 #include <immintrin.h>
 
+#include <cstdio>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
@@ -18,6 +19,7 @@
 #include <memory>
 #include <random>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "core/dtype.h"
@@ -105,7 +107,6 @@ RandomCheckpoint& checkpoint() {
 }
 
 void BM_Decode(benchmark::State& state, const char* dtype, bool map_weights) {
-  if (const char* t = std::getenv("SPECSERVE_BENCH_THREADS")) ThreadPool::set_global_threads(std::atoi(t));
   auto model = TargetModel::load(checkpoint().dir(), LoadOptions{dtype, 0, map_weights});
   auto seq = model->new_sequence();
   std::vector<int32_t> prompt(128);
@@ -134,7 +135,6 @@ void BM_Decode(benchmark::State& state, const char* dtype, bool map_weights) {
 // The roofline the decode numbers are compared with: all pool threads streaming a 1 GiB buffer
 // (read-only, like weights during decode).
 void BM_MemoryReadRoofline(benchmark::State& state) {
-  if (const char* t = std::getenv("SPECSERVE_BENCH_THREADS")) ThreadPool::set_global_threads(std::atoi(t));
   const int64_t n = int64_t{1} << 28;  // floats
   Tensor buf = Tensor::empty(DType::F32, {n});
   ThreadPool::global().parallel_for(n, [&](int64_t b, int64_t e) {
@@ -168,4 +168,27 @@ BENCHMARK_CAPTURE(BM_Decode, bf16_mmap, "bf16", true)->Unit(benchmark::kMillisec
 
 }  // namespace
 
-BENCHMARK_MAIN();
+// --threads=N (this binary's own flag) sets the pool's threads before any benchmark runs; the rest goes
+// to Google Benchmark.
+int main(int argc, char** argv) {
+  std::vector<char*> rest;
+  for (int i = 0; i < argc; ++i) {
+    const std::string_view a = argv[i];
+    if (i > 0 && a.rfind("--threads=", 0) == 0) {
+      const int n = std::atoi(argv[i] + 10);
+      if (n < 1) {
+        std::fprintf(stderr, "error: --threads takes a positive count, got '%s'\n", argv[i] + 10);
+        return 2;
+      }
+      specserve::ThreadPool::set_global_threads(n);
+    } else {
+      rest.push_back(argv[i]);
+    }
+  }
+  int rest_argc = static_cast<int>(rest.size());
+  benchmark::Initialize(&rest_argc, rest.data());
+  if (benchmark::ReportUnrecognizedArguments(rest_argc, rest.data())) return 1;
+  benchmark::RunSpecifiedBenchmarks();
+  benchmark::Shutdown();
+  return 0;
+}

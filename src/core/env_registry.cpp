@@ -75,8 +75,9 @@ const std::vector<EnvVar>& env_registry() {
 
 std::string_view env_text(std::string_view name) { return values()[index_of(name)]; }
 
-int64_t env_int(std::string_view name) {
-  const std::string_view v = env_text(name);
+int64_t env_int(std::string_view name) { return parse_env_int(name, env_text(name)); }
+
+int64_t parse_env_int(std::string_view name, std::string_view v) {
   int64_t out = 0;
   const auto [end, ec] = std::from_chars(v.data(), v.data() + v.size(), out);
   SS_CHECK(ec == std::errc() && end == v.data() + v.size(), "environment variable {}=\"{}\" is not an integer", name,

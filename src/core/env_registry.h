@@ -33,6 +33,9 @@ const std::vector<EnvVar>& env_registry();
 std::string_view env_text(std::string_view name);
 // env_text as an integer; fails with a clear error when it is not one.
 int64_t env_int(std::string_view name);
+// The integer parse env_int applies to a variable's text: an optional '-' and decimal digits that fit in
+// int64_t, nothing else (fuzz/fuzz_env_int.cpp). Fails naming `name` otherwise.
+int64_t parse_env_int(std::string_view name, std::string_view text);
 // Switches: false when the value is "0", true otherwise.
 bool env_switch(std::string_view name);
 

@@ -11,7 +11,6 @@
 
 #include "backend/cuda/matmul_tensor_core.cuh"
 #include "backend/cuda/matmul_tensor_core_gemv.cuh"
-#include "backend/cuda/matmul_tensor_core_stream.cuh"
 #include "backend/cuda/matmul_tensor_core_xb.cuh"
 #include "core/dtype.h"
 #include "cuda_test_util.h"
@@ -211,91 +210,6 @@ inline void emulate(const tc::Params& p, const uint16_t* xb_end, const uint16_t*
   }
 }
 
-// The streaming kernel (matmul_tc_stream_kernel) on the host, CTA after CTA, in its issue order: the
-// weight ring and x windows loaded as the device issues them (a load overwriting a stage or window
-// still to be read would show as a wrong result).
-inline void emulate_stream(const tc::Params& p, const float* x_end, const uint16_t* w_end, Fault& f) {
-  using S = tc::Stream;
-  const tc::StreamLayout lay{p.a_rows};
-  std::vector<uint8_t> smem(size_t(lay.smem_bytes(p.S)));
-  auto in_smem = [&](int off, int bytes) { return off >= 0 && off + bytes <= lay.part_off(); };
-  auto cp16 = [&](int off, const auto* src, int bytes, const auto* lo, const auto* hi) {
-    emu_cp16(smem, f, in_smem, off, src, bytes, lo, hi);
-  };
-  auto cp16_x = [&](int off, const float* src, int bytes) { cp16(off, src, bytes, p.x, x_end); };
-  auto cp16_w = [&](int off, const uint16_t* src, int bytes) { cp16(off, src, bytes, p.w, w_end); };
-  auto st = [&](int off, auto v) {
-    f.check(off % int(sizeof v) == 0 && in_smem(off, int(sizeof v)), "scalar smem store");
-    if (in_smem(off, int(sizeof v))) std::memcpy(&smem[size_t(off)], &v, sizeof v);
-  };
-  auto cvt2 = [&](int off) -> uint32_t {
-    f.check(off % 8 == 0 && in_smem(off, 8), "A fragment read");
-    float v[2] = {NAN, NAN};
-    if (in_smem(off, 8)) std::memcpy(v, &smem[size_t(off)], 8);
-    return uint32_t(f32_to_bf16(v[0])) | uint32_t(f32_to_bf16(v[1])) << 16;
-  };
-  for (int64_t mb = 0; mb < p.nbm; ++mb)
-    for (int64_t nb = 0; nb < p.nbn; ++nb) {
-      const int64_t m0 = mb * S::kBM, n0 = nb * S::kBN;
-      const int valid_rows = int(std::min<int64_t>(S::kBM, p.M - m0));
-      std::vector<std::vector<float>> parts(size_t(p.S), std::vector<float>(size_t(S::kBM * S::kBN), NAN));
-      for (int s = 0; s < p.S; ++s) {
-        std::fill(smem.begin(), smem.end(), uint8_t{0xff});
-        const tc::Slice sl = tc::slice_of(p, s);
-        const int64_t tiles = sl.tiles(S::kKT);
-        float acc[S::kWarps][32][2][4] = {};
-        auto issue = [&](int64_t t) {
-          const int64_t k0 = sl.k0() + t * S::kKT;
-          if (t % S::kXTiles == 0)
-            for (int tid = 0; tid < S::kThreads; ++tid)
-              tc::stream_load_x(p, lay, int(t / S::kXTiles % 2), m0, k0, tid, cp16_x, st);
-          for (int warp = 0; warp < S::kWarps; ++warp)
-            for (int lane = 0; lane < 32; ++lane)
-              tc::stream_load_w(p, lay, warp, int(t % S::kStages), n0 + warp * S::kWarpN, k0, lane, cp16_w, st);
-        };
-        for (int t = 0; t < S::kStages - 1; ++t)
-          if (t < tiles) issue(t);
-        for (int64_t kt = 0; kt < tiles; ++kt) {
-          if (kt + S::kStages - 1 < tiles) issue(kt + S::kStages - 1);
-          const int stage = int(kt % S::kStages), buf = int(kt / S::kXTiles % 2);
-          const int kw = int(kt % S::kXTiles) * S::kKT;
-          for (int kk = 0; kk < S::kKT / tc::kMmaK; ++kk) {
-            if (sl.begin + kt * (S::kKT / tc::kMmaK) + kk >= sl.end) break;
-            for (int warp = 0; warp < S::kWarps; ++warp) {
-              std::array<int, 32> off;
-              for (int lane = 0; lane < 32; ++lane) off[size_t(lane)] = tc::stream_b_off(lay, warp, stage, lane, kk);
-              Regs32 r{}, a{}, b0{}, b1{};
-              emu_ldmatrix(smem, off, 4, r, f);
-              for (int lane = 0; lane < 32; ++lane) {
-                uint32_t regs[4];
-                tc::stream_gather_a(lay, buf, lane, kw + kk * tc::kMmaK, valid_rows, regs, cvt2);
-                a[size_t(lane)] = {regs[0], regs[1], regs[2], regs[3]};
-                b0[size_t(lane)] = {r[size_t(lane)][0], r[size_t(lane)][1], 0, 0};
-                b1[size_t(lane)] = {r[size_t(lane)][2], r[size_t(lane)][3], 0, 0};
-              }
-              std::array<float*, 32> c0, c1;
-              for (int lane = 0; lane < 32; ++lane) {
-                c0[size_t(lane)] = acc[warp][lane][0];
-                c1[size_t(lane)] = acc[warp][lane][1];
-              }
-              emu_mma(c0, a, b0);
-              emu_mma(c1, a, b1);
-            }
-          }
-        }
-        for (int warp = 0; warp < S::kWarps; ++warp)
-          for (int lane = 0; lane < 32; ++lane)
-            tc::stream_for_each_acc(lane, warp, acc[warp][lane], [&](int r, int c, float v) {
-              if (p.S > 1)
-                parts[size_t(s)][size_t(r * S::kBN + c)] = v;
-              else if (r < valid_rows && n0 + c < p.N)
-                p.y[(m0 + r) * p.ldy + n0 + c] = v;
-            });
-      }
-      if (p.S > 1) emu_reduce(p, m0, n0, S::kBM, S::kBN, S::kThreads, parts);
-    }
-}
-
 // The warp-split streaming kernel (matmul_tc_gemv_kernel) on the host, CTA after CTA: each warp's
 // ring loaded as the device issues it (a warp's load overwriting a stage it still has to read would
 // show as a wrong result), then the partials written over the stages and summed (gemv_reduce). CTA x
@@ -424,7 +338,7 @@ inline constexpr bool kIsGemv = false;
 template <int St, bool Xb>
 inline constexpr bool kIsGemv<tc::Gemv<St, Xb>> = true;
 
-// Runs the emulation of kernel T (a tc::Tile, tc::Stream or a tc::Gemv) into y.
+// Runs the emulation of kernel T (a tc::Tile or a tc::Gemv) into y.
 template <class T>
 inline void emulate_into(const float* x, int64_t ldx, const uint16_t* w, int64_t ldw, float* y, int64_t ldy, int64_t M,
                   int64_t N, int64_t K, bool force_scalar, const float* x_end, const uint16_t* w_end, Fault& f) {
@@ -438,10 +352,6 @@ inline void emulate_into(const float* x, int64_t ldx, const uint16_t* w, int64_t
     }
     if (force_scalar) p.vec_x = p.vec_w = false;
     emulate_gemv<T>(p, x_end, xb.data() + xb.size(), w_end, f);
-  } else if constexpr (std::is_same_v<T, tc::Stream>) {
-    tc::Params p = tc::make_stream_params(x, ldx, w, ldw, y, ldy, M, N, K);
-    if (force_scalar) p.vec_x = p.vec_w = false;
-    emulate_stream(p, x_end, w_end, f);
   } else {
     (void)x_end;  // the kernel reads x only through its copy
     const int64_t pitch = tc::xb_pitch(K, T::kKT);

@@ -1,8 +1,8 @@
 // The bf16 tensor-core matmul's index code on the host (no GPU needed; tc_emulation.h runs it):
 // matmul_tensor_core_xb.cuh (the bf16 copy of x), matmul_tensor_core.cuh (stage loads, ldmatrix
-// addresses, stores, tile order, K slices and their fixed-order sum), matmul_tensor_core_stream.cuh and
-// matmul_tensor_core_gemv.cuh (the two streaming kernels) run for every tile shape against the
-// contract's reference, and the tiled and streaming emulations bit-identical to each other; the wgmma
+// addresses, stores, tile order, K slices and their fixed-order sum) and matmul_tensor_core_gemv.cuh (the
+// streaming kernel) run for every tile shape against the contract's reference, and the tiled and
+// streaming emulations bit-identical to each other; the wgmma
 // kernel's shared-memory image and shape choice (matmul_wgmma.cuh).
 #include <algorithm>
 #include <vector>
@@ -82,7 +82,6 @@ TEST(TcEmulation, TileM64N64) { emulate_shapes<tc::TileM64N64>(); }
 TEST(TcEmulation, TileM64) { emulate_shapes<tc::TileM64>(); }
 TEST(TcEmulation, TileM128N64) { emulate_shapes<tc::TileM128N64>(); }
 TEST(TcEmulation, TileM128) { emulate_shapes<tc::TileM128>(); }
-TEST(TcEmulation, Stream) { emulate_shapes<tc::Stream>(); }
 TEST(TcEmulation, Gemv) { emulate_shapes<tc::Gemv<4>>(); }
 TEST(TcEmulation, Gemv3Stages) { emulate_shapes<tc::Gemv<3>>(); }
 TEST(TcEmulation, Gemv5Stages) { emulate_shapes<tc::Gemv<5>>(); }
@@ -246,7 +245,7 @@ TEST(TcEmulation, RowsAloneEqualRowsInBatchesAcrossKernels) {
     Fault f;
     std::vector<std::vector<float>> alone;
     for (int64_t m = 0; m < rows; ++m)
-      alone.push_back(m % 2 ? emulated<tc::Stream>(x, w, m, 1, N, K, f) : emulated<tc::Gemv<3>>(x, w, m, 1, N, K, f));
+      alone.push_back(m % 2 ? emulated<tc::Gemv<2>>(x, w, m, 1, N, K, f) : emulated<tc::Gemv<3>>(x, w, m, 1, N, K, f));
     auto expect_rows = [&](const std::vector<float>& y, int64_t first, int64_t M, const char* what) {
       for (int64_t m = 0; m < M; ++m)
         ASSERT_TRUE(bit_equal(y.data() + m * N, alone[size_t(first + m)].data(), size_t(N)))
@@ -254,7 +253,6 @@ TEST(TcEmulation, RowsAloneEqualRowsInBatchesAcrossKernels) {
     };
     for (int64_t M : {2, 16, 17, 37}) {
       const int64_t first = rows - M;
-      expect_rows(emulated<tc::Stream>(x, w, first, M, N, K, f), first, M, "stream");
       expect_rows(emulated<tc::Gemv<4>>(x, w, first, M, N, K, f), first, M, "gemv");
       expect_rows(emulated<tc::Gemv<3, true>>(x, w, first, M, N, K, f), first, M, "gemv, bf16 x");
       expect_rows(emulated<tc::TileM16>(x, w, first, M, N, K, f), first, M, "TileM16");
@@ -276,10 +274,10 @@ TEST(TcEmulation, RowsAloneEqualRowsInBatchesAcrossKernels) {
 }
 
 // The verify sizes get the tall, 128-column shapes on an H200 (132 multiprocessors) for the 8B / 27B
-// weights, narrower ones where those would leave multiprocessors idle; M <= 16 streams.
+// weights, narrower ones where those would leave multiprocessors idle.
 TEST(TcEmulation, ChooseTile) {
   auto pick = [](int64_t M, int64_t N, int64_t K) { return tc::choose_tile(M, N, 132, tc::k_split(N, K).S); };
-  EXPECT_EQ(pick(16, 4096, 4096), tc::TileKind::Stream);
+  EXPECT_EQ(pick(16, 4096, 4096), tc::TileKind::M32);
   EXPECT_EQ(pick(17, 4096, 4096), tc::TileKind::M32);
   EXPECT_EQ(pick(32, 151936, 4096), tc::TileKind::M32);
   EXPECT_EQ(pick(32, 1024, 4096), tc::TileKind::M32N32);

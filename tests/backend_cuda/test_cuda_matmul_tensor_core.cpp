@@ -1,4 +1,4 @@
-// The bf16 tensor-core matmul (backend/cuda/matmul_tensor_core.cu, matmul_tensor_core_stream.cu,
+// The bf16 tensor-core matmul (backend/cuda/matmul_tensor_core.cu,
 // matmul_tensor_core_gemv.cu: the launcher's default for up to 32 rows, and every kernel forced) on the
 // GPU: agreement with cpu_ops() and with the contract's reference (x rounded to bf16), row invariance in
 // the last bit (a row alone equals the row in batches, in every tile shape, from strided and misaligned
@@ -14,7 +14,6 @@
 #include "backend/cuda/cuda_memory.h"
 #include "backend/cuda/kernels.h"
 #include "backend/cuda/matmul_tensor_core.cuh"
-#include "backend/cuda/matmul_tensor_core_stream.cuh"
 #include "backend/cuda/matmul_tensor_core_xb.cuh"
 #include "cuda_test_util.h"
 #include "tc_reference.h"
@@ -104,7 +103,7 @@ INSTANTIATE_TEST_SUITE_P(Shapes, TcMatmul, ::testing::ValuesIn(tc_cases()),
 
 // Row invariance in the last bit: every row computed alone (M = 1, the gemv kernel) equals the
 // same row inside batches of unrelated rows of M = 2 .. 1024 (batches starting at different rows, so
-// a row sits at different fragment positions), in every tile shape and both streaming kernels forced,
+// a row sits at different fragment positions), in every tile shape and the streaming (gemv) kernel forced,
 // and from a misaligned, oddly pitched copy of x or of w (the scalar load paths). Most shapes here
 // split K (k_split: S = 2 or 8, K not a multiple of 16 * S), so the slices' fixed-order sum is checked
 // too.

@@ -58,6 +58,14 @@ TEST(EnvRegistry, TheTableListsEveryVariable) {
   }
 }
 
+TEST(EnvRegistry, IntegersParseStrictly) {
+  EXPECT_EQ(parse_env_int("X", "4000"), 4000);
+  EXPECT_EQ(parse_env_int("X", "-3"), -3);
+  for (const char* bad : {"", " 1", "1 ", "12x", "0x10", "1e3", "99999999999999999999", "+"}) {
+    EXPECT_THROW(parse_env_int("X", bad), Error) << bad;
+  }
+}
+
 // A secret's value never reaches the table.
 TEST(EnvRegistry, SecretsAreNotPrinted) {
   const std::string table = format_env_registry();

@@ -71,15 +71,6 @@ void matmul_bf16_tensor_core(const MatmulArgs& a, cudaStream_t stream, int tile 
 // The mma.sync tiled kernel (matmul_tensor_core.cu) in the tile shape choose_tile picks: MatmulKernel::Tiled,
 // above 32 rows on devices without wgmma.
 void matmul_bf16_tiled(const MatmulArgs& a, cudaStream_t stream);
-// The streaming kernel (matmul_tensor_core_stream.cu): 16 rows of x per CTA row, any M (tests force it).
-void matmul_bf16_stream(const MatmulArgs& a, cudaStream_t stream);
-// 2-4 bf16 matmuls sharing x (q/k/v, gate/up) in one streaming launch: each output gets the bits
-// matmul_bf16_tensor_core gives it alone (same K slices, same order). Only for parts that are
-// matmul_bf16_stream_compatible: M <= 16 (or <= gemv_max_rows(): the gemv kernel runs them), bf16
-// weights, the same x, M, K and K split.
-inline constexpr size_t kMatmulMultiMax = 4;
-bool matmul_bf16_stream_compatible(const MatmulArgs* parts, int count);
-void matmul_bf16_stream_multi(const MatmulArgs* parts, int count, cudaStream_t stream);
 // The warp-split streaming kernel (matmul_tensor_core_gemv.cu): the same contract and bits, faster at
 // decode and short-verify sizes: MatmulKernel::Gemv, M <= gemv_max_rows() (kGemvMaxRows, 32) where
 // matmul_bf16_mid (below) does not take the call.
@@ -91,11 +82,15 @@ struct GemvForce {
   int early_w = -1;
 };
 void matmul_bf16_gemv(const MatmulArgs& a, cudaStream_t stream, GemvForce force = {});
+// 2-4 bf16 matmuls sharing x (q/k/v, gate/up) in one gemv launch: each output gets the bits of its lone
+// matmul (same K slices, same order). Only for parts that are matmul_bf16_gemv_compatible: M <=
+// gemv_max_rows(), bf16 weights, the same x, M, K and K split (matmul_parts_share_split).
+bool matmul_bf16_gemv_compatible(const MatmulArgs* parts, int count);
 void matmul_bf16_gemv_multi(const MatmulArgs* parts, int count, cudaStream_t stream);
 int gemv_max_rows();
 // The split-K kernel for 17-64 rows (matmul_tensor_core_mid.cu): the same contract and bits, 32-column
 // CTAs so that x's L2 traffic stays near the weights'. Runs one launch over the parts (1 to 4 weights
-// sharing x, M, K and the K split, as matmul_bf16_stream_multi) when they fit it (17 <= M <= 64, S = 4
+// sharing x, M, K and the K split, as matmul_bf16_gemv_multi) when they fit it (17 <= M <= 64, S = 4
 // or 8, 16-byte weight loads, K % 8 == 0, waves full enough: matmul_mid_takes) and returns true; else
 // launches nothing and returns false.
 bool matmul_bf16_mid(const MatmulArgs* parts, int count, cudaStream_t stream);

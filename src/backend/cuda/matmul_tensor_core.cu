@@ -24,7 +24,7 @@
 //     atomics, no order that depends on timing. This holds for every M (decode, verify, prefill).
 //   - What may depend on M (and N): the kernel (backend/matmul_choice.h: the warp-split streaming kernel for M <= 32,
 //     matmul_tensor_core_gemv.cu; from 17 to 64 rows where it fits, the 32-column split-K kernel,
-//     matmul_tensor_core_mid.cu; the streaming kernel, matmul_tensor_core_stream.cu; above 32 rows the
+//     matmul_tensor_core_mid.cu; above 32 rows the
 //     Hopper warpgroup kernel, matmul_wgmma_sm90a.cu, whose wgmma k16 step gives an element the bits of
 //     one mma.sync.m16n8k16 (matmul_wgmma.cuh), or where it cannot run this tiled kernel), the CTA tile (rows x columns per CTA and per warp), the pipeline depth, the
 //     raster order, the 16-byte vs scalar load paths (bit copies into the same shared-memory image),
@@ -184,7 +184,6 @@ void matmul_bf16_tensor_core(const MatmulArgs& a, cudaStream_t stream, int tile)
     case TileKind::M64: return launch<TileM64>(a, stream);
     case TileKind::M128N64: return launch<TileM128N64>(a, stream);
     case TileKind::M128: return launch<TileM128>(a, stream);
-    case TileKind::Stream: return matmul_bf16_stream(a, stream);
     case TileKind::Gemv: return matmul_bf16_gemv(a, stream);
     case TileKind::Wgmma64:
     case TileKind::Wgmma128:

@@ -45,10 +45,11 @@ struct Tile {
 };
 
 // The tile shapes the launcher picks from (by M and by how many CTAs a shape gives: tiles never
-// change an element's arithmetic, so the choice is free). M <= 32 normally runs the warp-split
-// streaming kernel (matmul_tensor_core_gemv.cuh, TileKind::Gemv; the launcher decides that before
-// choose_tile), and the older streaming kernel (matmul_tensor_core_stream.cuh, TileKind::Stream) is
-// choose_tile's answer for M <= 16 when that is turned off; the tiled shapes below serve larger M.
+// change an element's arithmetic, so the choice is free). M <= 32 runs the warp-split streaming kernel
+// (matmul_tensor_core_gemv.cuh, TileKind::Gemv) or the 17-64-row kernel (backend/matmul_choice.h decides
+// before choose_tile), so by default the tiled shapes serve M > 32 on devices without wgmma; the shapes
+// of up to 32 rows run only when tests force them. (A first-generation streaming kernel for M <= 16 left
+// the tree in issue 31: docs/DECISIONS.md §7.)
 // The shapes of 128 columns keep two CTAs (110 KB of stages each) per multiprocessor: 6-8 weight
 // tiles of 18 KB in flight per SM for the memory-bound verify shapes, and two CTAs to overlap one's
 // pipeline fill and epilogue with the other's mma for the compute-bound ones.
@@ -65,9 +66,9 @@ using TileM128 = Tile<2, 4, 4, 4, 64, 3, 2>;     // 128 x 128: verify M > 64, pr
 // Wgmma64 / Wgmma128: the Hopper warpgroup kernel's shapes (matmul_wgmma.cuh), which the launcher
 // prefers for M > 32 on a compute capability 9.0 device (the M128 tile where it cannot run).
 enum class TileKind {
-  M16, M16N8, M32N32, M32, M64N32, M64N64, M64, M128N64, M128, Stream, Gemv, Wgmma64, Wgmma128, WgmmaSerial
+  M16, M16N8, M32N32, M32, M64N32, M64N64, M64, M128N64, M128, Gemv, Wgmma64, Wgmma128, WgmmaSerial
 };
-inline constexpr int kTileKinds = 14;
+inline constexpr int kTileKinds = 13;
 
 constexpr int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
 
@@ -108,11 +109,10 @@ constexpr int64_t split_target_ctas() { return 512; }
 // Which tile shape the launcher uses for an M x N output on a device with `sms` multiprocessors (S
 // CTAs per output tile): the tallest shape M needs (32, 64 or 128 rows: x is read once per column
 // tile, the weights once per row tile), 128 columns wide when that still gives about 3/4 of a CTA per
-// multiprocessor, narrower otherwise; M <= 16 streams (see above for the gemv kernel).
+// multiprocessor, narrower otherwise (see above for the gemv kernel).
 constexpr TileKind choose_tile(int64_t M, int64_t N, int sms, int S) {
   const int64_t want = (int64_t{sms} * 3 + 3) / 4;
   auto enough = [&](int bm, int bn) { return ceil_div(M, bm) * ceil_div(N, bn) * S >= want; };
-  if (M <= 16) return TileKind::Stream;
   if (M <= 32) return enough(TileM32::kBM, TileM32::kBN) ? TileKind::M32 : TileKind::M32N32;
   if (M > 64) {
     if (enough(TileM128::kBM, TileM128::kBN)) return TileKind::M128;

@@ -275,8 +275,12 @@ void matmul_bf16_gemv(const MatmulArgs& a, cudaStream_t stream, GemvForce force)
   run_gemv(&a, 1, stream, force);
 }
 
+bool matmul_bf16_gemv_compatible(const MatmulArgs* parts, int count) {
+  return parts_share_split(parts, count) && parts[0].M <= gemv_max_rows();
+}
+
 void matmul_bf16_gemv_multi(const MatmulArgs* parts, int count, cudaStream_t stream) {
-  if (!matmul_bf16_stream_compatible(parts, count))
+  if (!matmul_bf16_gemv_compatible(parts, count))
     cuda_fail(cudaErrorInvalidValue, "matmul_bf16_gemv_multi: parts do not share one launch", __FILE__, __LINE__);
   run_gemv(parts, count, stream);
 }

@@ -3,8 +3,8 @@
 // matmul_tensor_core_gemv.cu): its shape, shared-memory layout and per-thread index code, plain C++
 // that also compiles on the host so tests/backend_cuda/test_cuda_matmul_tc_emulation.cpp emulates it.
 //
-// Why another streaming kernel: the one in matmul_tensor_core_stream.cuh gives every K slice its own
-// CTA and sums the slices through a thread-block cluster, so a 4096 x 4096 matrix runs as 512 short
+// Why not the first streaming kernel (removed in issue 31; git keeps it): it gave every K slice its own
+// CTA and summed the slices through a thread-block cluster, so a 4096 x 4096 matrix ran as 512 short
 // CTAs of 64 KB each (pipeline fill, cluster barrier and wave tail are a large share of ~20 µs). Here
 // the 4 warps of a CTA split the slices of the SAME columns among themselves, each warp streaming its
 // slices' weights back to back through a private ring (no CTA barrier in the main loop), and the CTA
@@ -33,7 +33,7 @@ struct Gemv {
   static constexpr int kKT = 128;    // k per stage
   static constexpr int kStages = Stages;
   static constexpr int kSB = kKT + 8;  // bf16 pitch: ldmatrix rows in 8 distinct bank groups
-  static constexpr int kSA = kKT + 8;  // f32 pitch: conflict-free 8-byte A reads (as Stream::kSA)
+  static constexpr int kSA = kKT + 8;  // f32 pitch: conflict-free 8-byte A reads
   static constexpr int kMaxSlicesPerWarp = 2;
   static_assert(Stages >= 2, "at least double buffering");
   static_assert((kMaxSlices + kWarps - 1) / kWarps <= kMaxSlicesPerWarp, "a warp holds at most 2 chains");

@@ -34,6 +34,7 @@ using namespace specserve::cuda::tc;
 
 constexpr int kMidWarps = 8, kMidThreads = 32 * kMidWarps;
 constexpr int kMidCols = 32;   // columns per CTA
+static_assert(kMidCols == kMidColumns, "backend/matmul_choice.h counts the CTAs with this width");
 constexpr int kMidKT = 64;     // k per stage (4 chunks)
 constexpr int kMidPitch = 72;  // bf16 per shared row: 64 + 8, so ldmatrix's 8 rows fall in distinct bank groups
 constexpr int kMidStages = 2;

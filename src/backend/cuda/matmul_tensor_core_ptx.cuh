@@ -1,6 +1,6 @@
 #pragma once
 // Device-only wrappers of the PTX the bf16 tensor-core matmul kernels use (matmul_tensor_core.cu, the
-// tiled kernel; matmul_tensor_core_stream.cu, the streaming kernel): cp.async, ldmatrix,
+// tiled kernel, and the gemv, mid and wgmma kernels): cp.async, ldmatrix,
 // mma.m16n8k16, the f32 -> bf16x2 rounding, the thread-block-cluster reduction of split-K partials,
 // and the launch that sets the cluster size.
 #include <cooperative_groups.h>

@@ -1,6 +1,6 @@
 #pragma once
-// The loads and the A-fragment code the two streaming tensor-core kernels share
-// (matmul_tensor_core_stream.cuh, matmul_tensor_core_gemv.cuh): up to 16 rows of weights or of f32 x
+// The loads and the A-fragment code of the streaming tensor-core kernel (matmul_tensor_core_gemv.cuh;
+// a first streaming kernel shared them until issue 31): up to 16 rows of weights or of f32 x
 // into shared memory through an offset function, and an A fragment built from f32 x. Plain C++ that
 // also compiles on the host (the emulation test runs it).
 #include "backend/cuda/matmul_tensor_core.cuh"
