@@ -230,7 +230,8 @@ json run_step_bench(TargetModel& target, const spec::DFlashDrafter* drafter, con
     for (int b : o.verify_batches) {
       while (static_cast<int>(ctx.size()) < b) {
         ctx.push_back(drafter->new_sequence());
-        ctx.back()->append(0, rows.view().rows(0, o.context));
+        const spec::DrafterSequence::Append prompt[] = {{ctx.back().get(), 0, rows.view().rows(0, o.context)}};
+        spec::DrafterSequence::append_many(prompt);
         spec::DrafterSequence* one[] = {ctx.back().get()};
         drafter->project_context(one);
       }
