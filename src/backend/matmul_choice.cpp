@@ -11,13 +11,39 @@ namespace {
 // apart (or one row).
 bool vec_w(const MatmulWeight& w) { return w.w_aligned16 && (w.N == 1 || w.ldw % 8 == 0); }
 
+// The rules over n weights ws[0 .. n) (pointer and count: a one-weight call allocates nothing).
+
 // cuBLASLt's conditions (matmul_free_order.cpp): bf16 weights it can address, from kFreeOrderMinRows.
-bool free_order_takes(int64_t M, int64_t K, const std::vector<MatmulWeight>& ws) {
-  if (ws.empty() || static_cast<int>(ws.size()) > kFreeOrderMaxParts || M < kFreeOrderMinRows || K % 8 != 0)
-    return false;
-  for (const MatmulWeight& w : ws)
+bool free_order_takes(int64_t M, int64_t K, const MatmulWeight* ws, size_t n) {
+  if (n == 0 || n > size_t{kFreeOrderMaxParts} || M < kFreeOrderMinRows || K % 8 != 0) return false;
+  for (size_t i = 0; i < n; ++i) {
+    const MatmulWeight& w = ws[i];
     if (!w.bf16 || w.ldw % 8 != 0 || !w.w_aligned16 || w.ldy < w.N || w.N <= 0) return false;
+  }
   return true;
+}
+
+bool share_split(int64_t M, int64_t K, const MatmulWeight* ws, size_t n) {
+  if (n == 0 || n > size_t{kMatmulGroupMax} || M <= 0 || K <= 0) return false;
+  const cuda::tc::KSplit split = cuda::tc::k_split(ws[0].N, K, cuda::tc::split_target_ctas());
+  for (size_t i = 0; i < n; ++i) {
+    const MatmulWeight& w = ws[i];
+    const cuda::tc::KSplit s = cuda::tc::k_split(w.N, K, cuda::tc::split_target_ctas());
+    if (!w.bf16 || w.N <= 0 || s.S != split.S || s.cps != split.cps) return false;
+  }
+  return true;
+}
+
+bool mid_takes(int64_t M, int64_t K, const MatmulWeight* ws, size_t n, int sms) {
+  if (M < kMidMinRows || M > kMidMaxRows || K % 8 != 0 || !share_split(M, K, ws, n)) return false;
+  const int S = cuda::tc::k_split(ws[0].N, K, cuda::tc::split_target_ctas()).S;
+  if (S != 4 && S != 8) return false;
+  int64_t ctas = 0;  // column blocks over all the weights (one CTA row: M <= 64)
+  for (size_t i = 0; i < n; ++i) {
+    if (!vec_w(ws[i])) return false;
+    ctas += cuda::tc::ceil_div(ws[i].N, kMidColumns);
+  }
+  return cuda::tc::mid_fills_waves(M, ctas, sms);
 }
 
 // One weight, row-invariant order.
@@ -25,7 +51,7 @@ MatmulKernel choose_one(int64_t M, int64_t K, const MatmulWeight& w, const Matmu
   if (M <= 0 || w.N <= 0) return MatmulKernel::Empty;
   if (K <= 0) return MatmulKernel::ZeroFill;
   if (!w.bf16) return MatmulKernel::CudaCoreF32;
-  if (matmul_mid_takes(M, K, {w}, d.sms)) return MatmulKernel::Mid;
+  if (mid_takes(M, K, &w, 1, d.sms)) return MatmulKernel::Mid;
   if (M <= kGemvMaxRows) return MatmulKernel::Gemv;
   if (d.wgmma) return matmul_wgmma_serial(M, K, w, d.sms) ? MatmulKernel::WgmmaSerial : MatmulKernel::Wgmma;
   return MatmulKernel::Tiled;
@@ -56,25 +82,11 @@ std::string_view matmul_kernel_name(MatmulKernel k) {
 }
 
 bool matmul_parts_share_split(int64_t M, int64_t K, const std::vector<MatmulWeight>& ws) {
-  if (ws.empty() || static_cast<int>(ws.size()) > kMatmulGroupMax || M <= 0 || K <= 0) return false;
-  const cuda::tc::KSplit split = cuda::tc::k_split(ws[0].N, K, cuda::tc::split_target_ctas());
-  for (const MatmulWeight& w : ws) {
-    const cuda::tc::KSplit s = cuda::tc::k_split(w.N, K, cuda::tc::split_target_ctas());
-    if (!w.bf16 || w.N <= 0 || s.S != split.S || s.cps != split.cps) return false;
-  }
-  return true;
+  return share_split(M, K, ws.data(), ws.size());
 }
 
 bool matmul_mid_takes(int64_t M, int64_t K, const std::vector<MatmulWeight>& ws, int sms) {
-  if (M < kMidMinRows || M > kMidMaxRows || K % 8 != 0 || !matmul_parts_share_split(M, K, ws)) return false;
-  const int S = cuda::tc::k_split(ws[0].N, K, cuda::tc::split_target_ctas()).S;
-  if (S != 4 && S != 8) return false;
-  int64_t ctas = 0;  // column blocks over all the weights (one CTA row: M <= 64)
-  for (const MatmulWeight& w : ws) {
-    if (!vec_w(w)) return false;
-    ctas += cuda::tc::ceil_div(w.N, kMidColumns);
-  }
-  return cuda::tc::mid_fills_waves(M, ctas, sms);
+  return mid_takes(M, K, ws.data(), ws.size(), sms);
 }
 
 bool matmul_wgmma_serial(int64_t M, int64_t K, const MatmulWeight& w, int sms) {
@@ -88,7 +100,7 @@ MatmulPlan plan_matmul(const MatmulCall& c) {
   const size_t n = ws.size();
   if (n == 0) return {};
   if (c.backend == MatmulBackend::Cpu) return {{{MatmulKernel::Cpu, all_parts(n)}}};
-  if (c.order == MatmulOrder::Free && free_order_takes(c.M, c.K, ws))
+  if (c.order == MatmulOrder::Free && free_order_takes(c.M, c.K, ws.data(), n))
     return {{{MatmulKernel::FreeOrder, all_parts(n)}}};
   if (matmul_mid_takes(c.M, c.K, ws, c.device.sms)) return {{{MatmulKernel::Mid, all_parts(n)}}};
   MatmulPlan plan;
@@ -130,8 +142,11 @@ MatmulPlan plan_matmul(const MatmulCall& c) {
 
 MatmulKernel choose_matmul(MatmulBackend backend, MatmulOrder order, int64_t M, int64_t K, const MatmulWeight& w,
                            const MatmulDevice& device) {
-  const MatmulCall call{backend, order, M, K, {w}, device};
-  return plan_matmul(call).launches.front().kernel;
+  // plan_matmul's rules for one weight, without building a plan (no allocation: most matmuls of a step
+  // are one-weight calls); tests/backend/test_matmul_choice.cpp checks the two agree.
+  if (backend == MatmulBackend::Cpu) return MatmulKernel::Cpu;
+  if (order == MatmulOrder::Free && free_order_takes(M, K, &w, 1)) return MatmulKernel::FreeOrder;
+  return choose_one(M, K, w, device);
 }
 
 }  // namespace specserve

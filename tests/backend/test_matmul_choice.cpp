@@ -184,6 +184,27 @@ TEST(MatmulChoice, SharedX) {
   EXPECT_EQ(describe(plan(2048, kH, gate_up, MatmulOrder::RowInvariant, kNoWgmma)), "tiled[0] tiled[1] ");
 }
 
+// choose_matmul (the one-weight rule, which the CUDA backend uses for Ops::matmul without building a plan)
+// gives the kernel of plan_matmul's only launch, everywhere.
+TEST(MatmulChoice, OneWeightRuleIsThePlansRule) {
+  for (int64_t M : {0, 1, 4, 5, 16, 17, 24, 32, 33, 40, 64, 65, 128, 512, 2048})
+    for (int64_t K : {0, 64, 1001, 4096, 4100, 12288})
+      for (int64_t N : {int64_t{0}, int64_t{1}, int64_t{70}, kKv, kH, int64_t{5120}, kI, kVocab})
+        for (bool wg : {false, true})
+          for (auto order : {MatmulOrder::RowInvariant, MatmulOrder::Free})
+            for (int variant = 0; variant < 4; ++variant) {
+              MatmulWeight w = variant == 3 ? f32(N) : bf16(N);
+              w.ldw = variant == 1 ? K + 4 : K;
+              if (variant == 2) w = unaligned(w);
+              const MatmulDevice d{variant == 0 ? 132 : 80, wg};
+              const MatmulPlan p =
+                  plan_matmul(MatmulCall{MatmulBackend::Cuda, order, M, K, std::vector<MatmulWeight>{w}, d});
+              ASSERT_EQ(p.launches.size(), 1u);
+              ASSERT_EQ(choose_matmul(MatmulBackend::Cuda, order, M, K, w, d), p.launches[0].kernel)
+                  << "M " << M << " K " << K << " N " << N << " wgmma " << wg << " variant " << variant;
+            }
+}
+
 // Every weight of a call is in exactly one launch, whatever the shape.
 TEST(MatmulChoice, EveryWeightOnce) {
   for (int64_t M : {0, 1, 5, 16, 17, 32, 33, 64, 65, 128, 2048})

@@ -24,17 +24,17 @@ MatmulPlan plan_of(const MatmulArgs* parts, int count, MatmulOrder order) {
   return plan_matmul(call);
 }
 
-void run_launch(const MatmulLaunch& l, const std::vector<MatmulArgs>& g, cudaStream_t stream) {
-  const int n = static_cast<int>(g.size());
-  switch (l.kernel) {
+// Launches `kernel` over the n parts g[0 .. n) (several only for Mid and Gemv).
+void run_launch(MatmulKernel kernel, const MatmulArgs* g, int n, cudaStream_t stream) {
+  switch (kernel) {
     case MatmulKernel::Empty: return;
     case MatmulKernel::ZeroFill: return matmul_zero(g[0], stream);
     case MatmulKernel::CudaCoreF32: return matmul_f32(g[0], stream);
     case MatmulKernel::Mid:
-      SS_CHECK(matmul_bf16_mid(g.data(), n, stream), "matmul: the 17-64-row kernel declined a call the choice gave it");
+      SS_CHECK(matmul_bf16_mid(g, n, stream), "matmul: the 17-64-row kernel declined a call the choice gave it");
       return;
     case MatmulKernel::Gemv:
-      if (n > 1) return matmul_bf16_gemv_multi(g.data(), n, stream);
+      if (n > 1) return matmul_bf16_gemv_multi(g, n, stream);
       return matmul_bf16_gemv(g[0], stream);
     case MatmulKernel::Wgmma:
     case MatmulKernel::WgmmaSerial:
@@ -45,13 +45,22 @@ void run_launch(const MatmulLaunch& l, const std::vector<MatmulArgs>& g, cudaStr
     case MatmulKernel::FreeOrder:
     case MatmulKernel::Cpu: break;
   }
-  fail("matmul: kernel {} is not the CUDA backend's to run here", matmul_kernel_name(l.kernel));
+  fail("matmul: kernel {} is not the CUDA backend's to run here", matmul_kernel_name(kernel));
 }
 
 }  // namespace
 
 void matmul_run(const MatmulArgs* parts, int count, MatmulOrder order, cudaStream_t stream) {
   if (count < 1) return;
+  if (count == 1) {  // the common case, without building a plan (choose_matmul is plan_matmul's one-weight rule)
+    const MatmulArgs& a = parts[0];
+    MatmulKernel k = choose_matmul(MatmulBackend::Cuda, order, a.M, a.K, matmul_weight(a), matmul_device());
+    if (k == MatmulKernel::FreeOrder) {
+      if (matmul_free_order({parts, 1})) return;
+      k = choose_matmul(MatmulBackend::Cuda, MatmulOrder::RowInvariant, a.M, a.K, matmul_weight(a), matmul_device());
+    }
+    return run_launch(k, parts, 1, stream);
+  }
   MatmulPlan plan = plan_of(parts, count, order);
   if (plan.launches.size() == 1 && plan.launches[0].kernel == MatmulKernel::FreeOrder) {
     if (matmul_free_order({parts, static_cast<size_t>(count)})) return;
@@ -66,7 +75,7 @@ void matmul_run(const MatmulArgs* parts, int count, MatmulOrder order, cudaStrea
   for (const MatmulLaunch& l : plan.launches) {
     g.clear();
     for (int i : l.parts) g.push_back(parts[i]);
-    run_launch(l, g, stream);
+    run_launch(l.kernel, g.data(), static_cast<int>(g.size()), stream);
   }
 }
 
