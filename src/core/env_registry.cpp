@@ -85,7 +85,10 @@ int64_t parse_env_int(std::string_view name, std::string_view v) {
   return out;
 }
 
-bool env_switch(std::string_view name) { return env_text(name) != "0"; }
+bool env_switch(std::string_view name) {
+  const std::string_view v = env_text(name);
+  return !(v == "0" || v == "off" || v == "false" || v == "no");
+}
 
 std::string format_env_registry() {
   std::string out;

@@ -11,7 +11,7 @@
 namespace specserve {
 
 enum class EnvType {
-  Switch,  // "0" turns it off, anything else (or unset: the default) as the default says
+  Switch,  // "0", "off", "false" or "no" turns it off; anything else, or unset with default "1", keeps it on
   Int,     // a decimal integer
   Text,    // one of the words the meaning lists
 };
@@ -36,7 +36,7 @@ int64_t env_int(std::string_view name);
 // The integer parse env_int applies to a variable's text: an optional '-' and decimal digits that fit in
 // int64_t, nothing else (fuzz/fuzz_env_int.cpp). Fails naming `name` otherwise.
 int64_t parse_env_int(std::string_view name, std::string_view text);
-// Switches: false when the value is "0", true otherwise.
+// Switches: false when the value is "0", "off", "false" or "no", true otherwise.
 bool env_switch(std::string_view name);
 
 // The table as `specserve info --env` prints it: one line per variable (name, type, default, current

@@ -11,7 +11,13 @@
 
 namespace specserve {
 
+namespace {
+int spin_iterations();
+}  // namespace
+
 ThreadPool::ThreadPool(int threads) {
+  // Reads SPECSERVE_POOL_SPIN now, so a malformed value fails here with an Error, not in a worker.
+  (void)spin_iterations();
   if (threads <= 0) threads = std::max(1u, std::thread::hardware_concurrency());
   for (int i = 0; i < threads - 1; ++i) workers_.emplace_back([this, i] { worker_loop(i + 1); });
 }

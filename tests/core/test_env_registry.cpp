@@ -75,10 +75,11 @@ TEST(EnvRegistry, SecretsAreNotPrinted) {
     }
 }
 
-TEST(EnvRegistry, SwitchesAreOffOnlyAtZero) {
+TEST(EnvRegistry, SwitchesAreOffOnlyWhenSaidSo) {
   for (const EnvVar& e : env_registry())
     if (e.type == EnvType::Switch) {
-      EXPECT_EQ(env_switch(e.name), env_text(e.name) != "0") << e.name;
+      const std::string_view v = env_text(e.name);
+      EXPECT_EQ(env_switch(e.name), !(v == "0" || v == "off" || v == "false" || v == "no")) << e.name;
     }
 }
 
