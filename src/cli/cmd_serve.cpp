@@ -93,8 +93,8 @@ int run_serve(ServeArgs args) {
   std::fprintf(stdout, "specserve ready: %s  (model '%s', context %lld tokens%s)\n", url.c_str(), info.id.c_str(),
                static_cast<long long>(info.context_length), spec_note.c_str());
   std::fprintf(stdout,
-               "  try: curl %s/v1/chat/completions -H 'Content-Type: application/json'%s -d '{\"model\": \"%s\", "
-               "\"messages\": [{\"role\": \"user\", \"content\": \"def fib(n):\"}], \"max_tokens\": 64}'\n",
+               "  try: curl %s/v1/completions -H 'Content-Type: application/json'%s -d '{\"model\": \"%s\", "
+               "\"prompt\": \"def fib(n):\\n\", \"max_tokens\": 64, \"temperature\": 0}'\n",
                url.c_str(), args.http.api_key.empty() ? "" : " -H 'Authorization: Bearer $KEY'", info.id.c_str());
   std::fflush(stdout);
 
