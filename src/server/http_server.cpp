@@ -281,9 +281,11 @@ class HttpServer::Impl {
     bufferevent_enable(c->bev, EV_READ);
     conns_.emplace(c->id, std::move(conn));
     open_count_.store(conns_.size());
+    counters_.open_connections.store(static_cast<int64_t>(conns_.size()));
     if (over_cap) {
       // A clear refusal rather than a silent close or an unanswered socket.
       ++refusing_;
+      counters_.connections_refused.fetch_add(1);
       c->refused = true;
       c->keep_alive = false;
       send_response(c, transport_error(503, fmt::format("the server has too many open connections (limit {}); retry "
@@ -544,6 +546,7 @@ class HttpServer::Impl {
     if (c->state == State::Reading && c->parser.started()) {
       // A head or body that did not arrive in time.
       c->keep_alive = false;
+      self->counters_.request_timeouts.fetch_add(1);
       self->active_responses_.fetch_add(1);
       self->send_response(c, transport_error(408, c->parser.head_complete() ? "the request body was not received in time"
                                                                             : "the request header was not received in time"));
@@ -564,6 +567,7 @@ class HttpServer::Impl {
     bufferevent_free(c->bev);
     conns_.erase(c->id);
     open_count_.store(conns_.size());
+    counters_.open_connections.store(static_cast<int64_t>(conns_.size()));
   }
 
   void on_shutdown() {

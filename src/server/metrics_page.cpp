@@ -22,8 +22,13 @@ std::string render_metrics_page(const engine::EngineMetrics* m, const HttpCounte
     if (n > 0) w.sample(p + "http_responses_total", {{"code", std::to_string(code)}}, n);
   }
   w.gauge(p + "http_open_streams", "SSE responses currently streaming", load(http.open_streams));
-  w.counter(p + "http_client_disconnects_total", "Streaming clients that went away before the end",
+  w.counter(p + "http_client_disconnects_total", "Clients that went away before their response ended",
             load(http.client_disconnects));
+  w.gauge(p + "http_open_connections", "Client connections open", load(http.open_connections));
+  w.counter(p + "http_connections_refused_total", "Connections answered 503 because --max-connections were open",
+            load(http.connections_refused));
+  w.counter(p + "http_request_timeouts_total", "Requests whose head or body did not arrive in time (408)",
+            load(http.request_timeouts));
 
   if (!m) return w.text();
 

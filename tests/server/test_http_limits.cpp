@@ -120,6 +120,8 @@ TEST(HttpLimits, IdleAndSlowHeaderConnectionsNeitherBlockServingNorEscapeTheHead
   stop = true;
   trickler.join();
   EXPECT_EQ(timed_out, kSlow);
+  EXPECT_NE(f.client().Get("/metrics")->body.find("specserve:http_request_timeouts_total " + std::to_string(kSlow) + "\n"),
+            std::string::npos);
   // Silent connections are closed at the same deadline.
   int closed = 0;
   for (auto& c : idle) {
@@ -204,6 +206,7 @@ TEST(HttpLimits, ConnectionCapRefusesWithAClear503) {
   held.resize(6);  // two clients leave; new connections are served again
   EXPECT_TRUE(test::wait_for([&] { return f.server->open_connections() <= 6; }, std::chrono::seconds(5)));
   EXPECT_EQ(f.client().Get("/health")->status, 200);
+  EXPECT_NE(f.client().Get("/metrics")->body.find("specserve:http_connections_refused_total 1\n"), std::string::npos);
 }
 
 TEST(HttpLimits, IdleKeepAliveConnectionIsClosed) {
