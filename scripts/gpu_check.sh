@@ -5,7 +5,7 @@
 #   here:   scripts/gpu_check.sh prepare [BUILD]
 #             builds the gpu-labelled test binaries, specserve and the bench_cuda_* binaries in BUILD (default
 #             build/, configured with CUDA) and copies the shared libraries a bare machine lacks (fmt,
-#             utf8proc, cpp-httplib, libevent, pcre2) into .gpu-bin/. Prints the paths to carry.
+#             utf8proc, libevent, pcre2) into .gpu-bin/. Prints the paths to carry.
 #   carry:  .gpu-bin and BUILD/tests/backend_cuda BUILD/tests/model_cuda (the device tool's `carry`;
 #           the working tree must stay under its size limit: move models/demo-coder aside meanwhile)
 #   there:  scripts/gpu_check.sh run [BUILD] [--memcheck]
@@ -34,7 +34,7 @@ case "$MODE" in
     cmake --build "$BUILD" --target "${TARGETS[@]}" specserve -j "${GPU_CHECK_JOBS:-2}" || { say "build failed"; exit 1; }
     cmake --build "$BUILD" --target bench_cuda_matmul bench_cuda_attention -j "${GPU_CHECK_JOBS:-2}" 2>/dev/null || true
     mkdir -p .gpu-bin
-    for lib in libfmt.so.9 libutf8proc.so.2 libcpp-httplib.so.0.11 libevent_core-2.1.so.7 libevent_pthreads-2.1.so.7 libpcre2-8.so.0 libbenchmark.so.1debian; do
+    for lib in libfmt.so.9 libutf8proc.so.2 libevent_core-2.1.so.7 libevent_pthreads-2.1.so.7 libpcre2-8.so.0 libbenchmark.so.1debian; do
       src=$(ldconfig -p | awk -v l="$lib" '$1 == l { print $NF; exit }')
       [ -n "$src" ] && cp -L "$src" .gpu-bin/ || say "note: $lib not found here"
     done

@@ -1,6 +1,5 @@
 #include "server/load_generator.h"
 
-#include <httplib.h>
 
 #include <algorithm>
 #include <atomic>
@@ -16,6 +15,7 @@
 #include <fmt/format.h>
 
 #include "core/error.h"
+#include "server/http_client.h"
 
 namespace specserve::server {
 
@@ -32,10 +32,17 @@ struct Sample {
   std::string error;
 };
 
-httplib::Headers auth_headers(const LoadOptions& o) {
-  httplib::Headers h;
-  if (!o.api_key.empty()) h.emplace("Authorization", "Bearer " + o.api_key);
+std::vector<std::pair<std::string, std::string>> auth_headers(const LoadOptions& o) {
+  std::vector<std::pair<std::string, std::string>> h;
+  if (!o.api_key.empty()) h.emplace_back("Authorization", "Bearer " + o.api_key);
   return h;
+}
+
+HttpClientResponse get(const LoadOptions& o, const std::string& path, int timeout_s) {
+  HttpClientRequest req;
+  req.path = path;
+  req.headers = auth_headers(o);
+  return http_fetch(o.host, o.port, req, timeout_s);
 }
 
 // Synthetic, request-specific text so prompts differ (no prefix reuse between requests).
@@ -56,9 +63,6 @@ std::string prompt_text(int index, int words) {
 
 Sample one_request(const LoadOptions& o, int index) {
   Sample s;
-  httplib::Client cli(o.host, o.port);
-  cli.set_read_timeout(o.timeout_s, 0);
-  cli.set_write_timeout(30, 0);
   nlohmann::json prompt = prompt_text(index, o.prompt_words);
   if (!o.prompt_pattern.empty()) {
     prompt = nlohmann::json::array();
@@ -68,17 +72,17 @@ Sample one_request(const LoadOptions& o, int index) {
                          {"max_tokens", o.max_tokens}, {"temperature", o.temperature},
                          {"stream", true},             {"stream_options", {{"include_usage", true}}},
                          {"ignore_eos", o.ignore_eos}};
-  httplib::Request req;
+  HttpClientRequest req;
   req.method = "POST";
   req.path = "/v1/completions";
   req.headers = auth_headers(o);
+  req.headers.emplace_back("Content-Type", "application/json");
   req.body = body.dump();
-  req.set_header("Content-Type", "application/json");
   const auto start = Clock::now();
   std::optional<Clock::time_point> first, last;
   std::string buffer;
   int64_t usage_tokens = -1;
-  req.content_receiver = [&](const char* data, size_t len, uint64_t, uint64_t) {
+  auto on_body = [&](const char* data, size_t len) {
     const auto now = Clock::now();
     buffer.append(data, len);
     size_t pos;
@@ -102,10 +106,9 @@ Sample one_request(const LoadOptions& o, int index) {
     }
     return true;
   };
-  httplib::Response res;
-  httplib::Error err = httplib::Error::Success;
-  if (!cli.send(req, res, err)) {
-    s.error = "transport: " + httplib::to_string(err);
+  HttpClientResponse res = http_fetch(o.host, o.port, req, o.timeout_s, on_body);
+  if (!res.error.empty() && res.status == 0) {
+    s.error = "transport: " + res.error;
     return s;
   }
   if (res.status != 200) {
@@ -125,12 +128,10 @@ Sample one_request(const LoadOptions& o, int index) {
 
 // A counter from GET /metrics (the first sample line starting with `name `), or -1.
 double scrape(const LoadOptions& o, const std::string& name) {
-  httplib::Client cli(o.host, o.port);
-  cli.set_read_timeout(10, 0);
-  auto r = cli.Get("/metrics", auth_headers(o));
-  if (!r || r->status != 200) return -1;
+  HttpClientResponse r = get(o, "/metrics", 10);
+  if (r.status != 200) return -1;
   size_t pos = 0;
-  const std::string& body = r->body;
+  const std::string& body = r.body;
   while ((pos = body.find(name + " ", pos)) != std::string::npos) {
     if (pos == 0 || body[pos - 1] == '\n') return std::atof(body.c_str() + pos + name.size() + 1);
     pos += name.size();
@@ -153,12 +154,10 @@ double mean(const std::vector<double>& v) {
 
 std::string discover_model(const LoadOptions& o) {
   if (!o.model.empty()) return o.model;
-  httplib::Client cli(o.host, o.port);
-  cli.set_read_timeout(30, 0);
-  auto r = cli.Get("/v1/models", auth_headers(o));
-  SS_CHECK(r && r->status == 200, "cannot list models at {}:{} ({})", o.host, o.port,
-           r ? fmt::format("HTTP {}", r->status) : httplib::to_string(r.error()));
-  auto j = nlohmann::json::parse(r->body, nullptr, false);
+  HttpClientResponse r = get(o, "/v1/models", 30);
+  SS_CHECK(r.status == 200, "cannot list models at {}:{} ({})", o.host, o.port,
+           r.status ? fmt::format("HTTP {}", r.status) : r.error);
+  auto j = nlohmann::json::parse(r.body, nullptr, false);
   SS_CHECK(!j.is_discarded() && j.contains("data") && !j["data"].empty(), "GET /v1/models returned no model");
   return j["data"][0].value("id", std::string());
 }
