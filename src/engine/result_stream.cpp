@@ -3,12 +3,15 @@
 namespace specserve::engine {
 
 void ResultStream::push(StreamEvent event) {
+  std::function<void()> ready;
   {
     std::lock_guard lock(mutex_);
     if (event.finished) finished_.store(true, std::memory_order_release);
     queue_.push_back(std::move(event));
+    ready = ready_hook_;
   }
   cv_.notify_all();
+  if (ready) ready();
 }
 
 bool ResultStream::wait(std::vector<StreamEvent>& out, std::chrono::milliseconds timeout) {
@@ -32,6 +35,11 @@ void ResultStream::cancel() {
 void ResultStream::set_cancel_hook(std::function<void()> hook) {
   std::lock_guard lock(mutex_);
   cancel_hook_ = std::move(hook);
+}
+
+void ResultStream::set_ready_hook(std::function<void()> hook) {
+  std::lock_guard lock(mutex_);
+  ready_hook_ = std::move(hook);
 }
 
 }  // namespace specserve::engine

@@ -63,6 +63,10 @@ class ResultStream {
 
   // Called on cancel() so an idle scheduler wakes up and frees the sequence at once.
   void set_cancel_hook(std::function<void()> hook);
+  // Called after every push(), on the scheduler thread and outside the stream's lock, so a consumer
+  // that serves many streams from one thread (the HTTP server's pump) wakes on output instead of
+  // polling. The hook must be cheap and must not call back into the stream's producer side.
+  void set_ready_hook(std::function<void()> hook);
 
  private:
   std::mutex mutex_;
@@ -71,6 +75,7 @@ class ResultStream {
   std::atomic<bool> cancelled_{false};
   std::atomic<bool> finished_{false};
   std::function<void()> cancel_hook_;
+  std::function<void()> ready_hook_;
 };
 
 }  // namespace specserve::engine

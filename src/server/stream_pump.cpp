@@ -2,6 +2,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include <algorithm>
 #include <vector>
 
 #include "server/api_error.h"
@@ -36,6 +37,7 @@ class SseJob : public PumpJob {
   }
   HttpResponse response() override { return {}; }
   void cancel() override { stream_->cancel(); }
+  void set_wake(std::function<void()> wake) override { stream_->set_ready_hook(std::move(wake)); }
 
  private:
   std::shared_ptr<engine::ResultStream> stream_;
@@ -67,6 +69,7 @@ class JsonJob : public PumpJob {
     return r;
   }
   void cancel() override { stream_->cancel(); }
+  void set_wake(std::function<void()> wake) override { stream_->set_ready_hook(std::move(wake)); }
 
  private:
   std::shared_ptr<engine::ResultStream> stream_;
@@ -96,31 +99,51 @@ StreamPump::StreamPump(Deliver deliver, int heartbeat_ms, HttpCounters& counters
   thread_ = std::thread([this] { run(); });
 }
 
+void StreamPump::Waker::wake() {
+  {
+    std::lock_guard lock(mutex);
+    woken = true;
+  }
+  cv.notify_one();
+}
+
 StreamPump::~StreamPump() {
   {
-    std::lock_guard lock(mutex_);
-    stopping_ = true;
-    for (auto& [id, e] : jobs_) {
-      e.job->cancel();
-      if (e.job->streaming()) counters_.open_streams.fetch_sub(1);
-    }
-    jobs_.clear();
+    std::lock_guard lock(waker_->mutex);
+    waker_->stopping = true;
   }
-  cv_.notify_all();
+  waker_->cv.notify_all();
   thread_.join();
+  std::lock_guard lock(mutex_);
+  for (auto& [id, e] : jobs_) {
+    e.job->cancel();
+    forget(e);
+  }
+  jobs_.clear();
+}
+
+bool StreamPump::stopping() const {
+  std::lock_guard lock(waker_->mutex);
+  return waker_->stopping;
+}
+
+void StreamPump::forget(Entry& e) {
+  e.job->set_wake(nullptr);
+  if (e.job->streaming()) counters_.open_streams.fetch_sub(1);
 }
 
 void StreamPump::add(uint64_t conn, std::shared_ptr<PumpJob> job) {
   {
     std::lock_guard lock(mutex_);
-    if (stopping_) {
+    if (stopping()) {
       job->cancel();
       return;
     }
     if (job->streaming()) counters_.open_streams.fetch_add(1);
+    job->set_wake([w = waker_] { w->wake(); });
     jobs_[conn] = Entry{std::move(job), std::chrono::steady_clock::now()};
   }
-  cv_.notify_all();
+  waker_->wake();  // output queued before the hook was set is polled at once
 }
 
 void StreamPump::drop(uint64_t conn) {
@@ -128,7 +151,7 @@ void StreamPump::drop(uint64_t conn) {
   auto it = jobs_.find(conn);
   if (it == jobs_.end()) return;
   it->second.job->cancel();  // the scheduler frees the sequence at its next step
-  if (it->second.job->streaming()) counters_.open_streams.fetch_sub(1);
+  forget(it->second);
   counters_.client_disconnects.fetch_add(1);
   jobs_.erase(it);
 }
@@ -138,15 +161,31 @@ size_t StreamPump::open_jobs() const {
   return jobs_.size();
 }
 
+std::chrono::steady_clock::time_point StreamPump::next_heartbeat() const {
+  auto next = std::chrono::steady_clock::time_point::max();
+  std::lock_guard lock(mutex_);
+  for (const auto& [id, e] : jobs_)
+    if (e.job->streaming()) next = std::min(next, e.last_write + heartbeat_);
+  return next;
+}
+
 void StreamPump::run() {
   std::vector<std::pair<uint64_t, std::shared_ptr<PumpJob>>> snapshot;
   for (;;) {
+    const auto heartbeat_due = next_heartbeat();
     {
-      std::unique_lock lock(mutex_);
-      // Poll every millisecond while jobs are open (a token's latency gains at most that).
-      if (jobs_.empty()) cv_.wait(lock, [&] { return stopping_ || !jobs_.empty(); });
-      else cv_.wait_for(lock, std::chrono::milliseconds(1), [&] { return stopping_; });
-      if (stopping_) return;
+      // Sleep until a stream has output, a job was added, or a heartbeat is due.
+      std::unique_lock lock(waker_->mutex);
+      const auto woken = [&] { return waker_->woken || waker_->stopping; };
+      if (heartbeat_due == std::chrono::steady_clock::time_point::max())
+        waker_->cv.wait(lock, woken);
+      else
+        waker_->cv.wait_until(lock, heartbeat_due, woken);
+      if (waker_->stopping) return;
+      waker_->woken = false;
+    }
+    {
+      std::lock_guard lock(mutex_);
       snapshot.clear();
       for (auto& [id, e] : jobs_) snapshot.emplace_back(id, e.job);
     }
@@ -167,7 +206,7 @@ void StreamPump::run() {
           it->second.last_write = now;
         }
         if (finished) {
-          if (job->streaming()) counters_.open_streams.fetch_sub(1);
+          forget(it->second);
           jobs_.erase(it);
         }
       }

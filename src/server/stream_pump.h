@@ -1,9 +1,11 @@
 #pragma once
 // Moving engine output to the event loop without a thread per request. A PumpJob turns one
 // request's ResultStream into bytes: SSE events while streaming, one JSON response otherwise. A
-// single pump thread polls every open job (each poll takes what the scheduler queued, never
-// blocks) and hands the bytes to the event loop through `Deliver`; a streaming job silent for
-// heartbeat_ms gets an SSE comment, whose write is also how a vanished client is noticed.
+// single pump thread sleeps until a stream has output (each stream's ready hook wakes it: no
+// polling interval is added to a token's latency), then polls every open job (each poll takes what
+// the scheduler queued, never blocks) and hands the bytes to the event loop through `Deliver`; a
+// streaming job silent for heartbeat_ms gets an SSE comment, whose write is also how a vanished
+// client is noticed.
 #include <chrono>
 #include <condition_variable>
 #include <cstdint>
@@ -33,6 +35,8 @@ class PumpJob {
   virtual HttpResponse response() = 0;
   // The client went away: stop the engine work.
   virtual void cancel() = 0;
+  // `wake` is called whenever the engine produced output for this job (any thread); empty to stop.
+  virtual void set_wake(std::function<void()> wake) = 0;
 };
 
 // Output is ChatOutput or CompletionOutput. `keep_alive` holds whatever the output refers to.
@@ -62,15 +66,27 @@ class StreamPump {
     std::shared_ptr<PumpJob> job;
     std::chrono::steady_clock::time_point last_write;
   };
+  // What the streams' ready hooks hold: it outlives the pump, so a hook that fires while the pump
+  // is being destroyed touches nothing freed.
+  struct Waker {
+    std::mutex mutex;
+    std::condition_variable cv;
+    bool woken = false;
+    bool stopping = false;
+    void wake();
+  };
   void run();
+  // When the next heartbeat is due (a time far away when no stream is open). Takes mutex_.
+  std::chrono::steady_clock::time_point next_heartbeat() const;
+  void forget(Entry& e);  // detaches the job's wake hook and stream count; under mutex_
+  bool stopping() const;
 
   Deliver deliver_;
   const std::chrono::milliseconds heartbeat_;
   HttpCounters& counters_;
-  mutable std::mutex mutex_;
-  std::condition_variable cv_;
+  mutable std::mutex mutex_;  // guards jobs_
   std::unordered_map<uint64_t, Entry> jobs_;
-  bool stopping_ = false;
+  std::shared_ptr<Waker> waker_ = std::make_shared<Waker>();
   std::thread thread_;
 };
 
