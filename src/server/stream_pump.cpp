@@ -19,62 +19,66 @@ std::string sse_error(const std::string& message) {
   return sse_data(error_body(ApiError(500, message, "server_error")));
 }
 
+// What both kinds of job share: the request's stream, its output builder, and the events of a poll.
 template <typename Output>
-class SseJob : public PumpJob {
+class StreamJob : public PumpJob {
  public:
-  SseJob(std::shared_ptr<engine::ResultStream> s, std::shared_ptr<Output> o) : stream_(std::move(s)), output_(std::move(o)) {}
-  bool streaming() const override { return true; }
-  bool poll(std::string& out) override {
-    events_.clear();
-    if (!stream_->wait(events_, std::chrono::milliseconds(0))) return false;
-    std::vector<nlohmann::json> chunks;
-    for (const auto& ev : events_) output_->consume(ev, &chunks);
-    for (const auto& c : chunks) out += sse_data(c);
-    if (!output_->finished()) return false;
-    if (output_->error()) out += sse_error(*output_->error());
-    out += sse_done();
-    return true;
-  }
-  HttpResponse response() override { return {}; }
+  StreamJob(std::shared_ptr<engine::ResultStream> s, std::shared_ptr<Output> o)
+      : stream_(std::move(s)), output_(std::move(o)) {}
   void cancel() override { stream_->cancel(); }
   void set_wake(std::function<void()> wake) override { stream_->set_ready_hook(std::move(wake)); }
 
- private:
+ protected:
+  // Feeds what the engine queued since the last poll to the output (SSE chunks into `chunks` when
+  // given). False when nothing was queued.
+  bool consume_queued(std::vector<nlohmann::json>* chunks) {
+    events_.clear();
+    if (!stream_->wait(events_, std::chrono::milliseconds(0))) return false;
+    for (const auto& ev : events_) output_->consume(ev, chunks);
+    return true;
+  }
   std::shared_ptr<engine::ResultStream> stream_;
   std::shared_ptr<Output> output_;
+
+ private:
   std::vector<engine::StreamEvent> events_;
 };
 
 template <typename Output>
-class JsonJob : public PumpJob {
+class SseJob : public StreamJob<Output> {
  public:
-  JsonJob(std::shared_ptr<engine::ResultStream> s, std::shared_ptr<Output> o) : stream_(std::move(s)), output_(std::move(o)) {}
-  bool streaming() const override { return false; }
-  bool poll(std::string&) override {
-    events_.clear();
-    if (!stream_->wait(events_, std::chrono::milliseconds(0))) return false;
-    for (const auto& ev : events_) output_->consume(ev, nullptr);
-    return output_->finished();
+  using StreamJob<Output>::StreamJob;
+  bool streaming() const override { return true; }
+  bool poll(std::string& out) override {
+    std::vector<nlohmann::json> chunks;
+    if (!this->consume_queued(&chunks)) return false;
+    for (const auto& c : chunks) out += sse_data(c);
+    if (!this->output_->finished()) return false;
+    if (this->output_->error()) out += sse_error(*this->output_->error());
+    out += sse_done();
+    return true;
   }
+  HttpResponse response() override { return {}; }
+};
+
+template <typename Output>
+class JsonJob : public StreamJob<Output> {
+ public:
+  using StreamJob<Output>::StreamJob;
+  bool streaming() const override { return false; }
+  bool poll(std::string&) override { return this->consume_queued(nullptr) && this->output_->finished(); }
   HttpResponse response() override {
     HttpResponse r;
-    if (output_->error()) {
+    if (this->output_->error()) {
       r.status = 500;
-      r.body = dump_json(error_body(ApiError(500, *output_->error(), "server_error")));
+      r.body = dump_json(error_body(ApiError(500, *this->output_->error(), "server_error")));
     } else {
       // A request the server stopped (request timeout, shutdown) returns what it generated with
       // finish_reason "abort" rather than a retryable error that would run it again.
-      r.body = dump_json(output_->response());
+      r.body = dump_json(this->output_->response());
     }
     return r;
   }
-  void cancel() override { stream_->cancel(); }
-  void set_wake(std::function<void()> wake) override { stream_->set_ready_hook(std::move(wake)); }
-
- private:
-  std::shared_ptr<engine::ResultStream> stream_;
-  std::shared_ptr<Output> output_;
-  std::vector<engine::StreamEvent> events_;
 };
 
 }  // namespace
