@@ -125,11 +125,13 @@ void BM_Decode(benchmark::State& state, const char* dtype, bool map_weights) {
     benchmark::DoNotOptimize(r.logits.as<float>());
   }
   const double bytes = checkpoint().decode_bytes(model->weight_dtype() == DType::BF16 ? 2.0 : 4.0);
-  state.counters["tokens_per_s"] = benchmark::Counter(static_cast<double>(state.iterations()), benchmark::Counter::kIsRate);
+  state.counters["tokens_per_s"] =
+      benchmark::Counter(static_cast<double>(state.iterations()), benchmark::Counter::kIsRate);
   state.counters["weight_GB_per_s"] =
       benchmark::Counter(bytes * static_cast<double>(state.iterations()) / 1e9, benchmark::Counter::kIsRate);
   state.counters["threads"] = ThreadPool::global().size();
-  state.SetLabel(std::string(dtype) + (map_weights ? " (weights read through the file mapping)" : "") + ", " + std::to_string(bytes / 1e9).substr(0, 4) + " GB weights/token");
+  state.SetLabel(std::string(dtype) + (map_weights ? " (weights read through the file mapping)" : "") + ", " +
+                 std::to_string(bytes / 1e9).substr(0, 4) + " GB weights/token");
 }
 
 // The roofline the decode numbers are compared with: all pool threads streaming a 1 GiB buffer
@@ -142,23 +144,26 @@ void BM_MemoryReadRoofline(benchmark::State& state) {
   });
   std::vector<double> partial(static_cast<size_t>(ThreadPool::global().size()) * 8);
   for (auto _ : state) {
-    ThreadPool::global().parallel_for(n, [&](int64_t b, int64_t e) {
-      const float* p = buf.as<float>();
-      __m256 a0 = _mm256_setzero_ps(), a1 = a0, a2 = a0, a3 = a0;
-      for (int64_t i = b; i + 32 <= e; i += 32) {
-        a0 = _mm256_add_ps(a0, _mm256_loadu_ps(p + i));
-        a1 = _mm256_add_ps(a1, _mm256_loadu_ps(p + i + 8));
-        a2 = _mm256_add_ps(a2, _mm256_loadu_ps(p + i + 16));
-        a3 = _mm256_add_ps(a3, _mm256_loadu_ps(p + i + 24));
-      }
-      alignas(32) float out[8];
-      _mm256_store_ps(out, _mm256_add_ps(_mm256_add_ps(a0, a1), _mm256_add_ps(a2, a3)));
-      partial[static_cast<size_t>(b / (n / 64 + 1)) % partial.size()] += out[0];
-    }, 1 << 20);
+    ThreadPool::global().parallel_for(
+        n,
+        [&](int64_t b, int64_t e) {
+          const float* p = buf.as<float>();
+          __m256 a0 = _mm256_setzero_ps(), a1 = a0, a2 = a0, a3 = a0;
+          for (int64_t i = b; i + 32 <= e; i += 32) {
+            a0 = _mm256_add_ps(a0, _mm256_loadu_ps(p + i));
+            a1 = _mm256_add_ps(a1, _mm256_loadu_ps(p + i + 8));
+            a2 = _mm256_add_ps(a2, _mm256_loadu_ps(p + i + 16));
+            a3 = _mm256_add_ps(a3, _mm256_loadu_ps(p + i + 24));
+          }
+          alignas(32) float out[8];
+          _mm256_store_ps(out, _mm256_add_ps(_mm256_add_ps(a0, a1), _mm256_add_ps(a2, a3)));
+          partial[static_cast<size_t>(b / (n / 64 + 1)) % partial.size()] += out[0];
+        },
+        1 << 20);
     benchmark::DoNotOptimize(partial.data());
   }
-  state.counters["read_GB_per_s"] =
-      benchmark::Counter(static_cast<double>(n) * 4 * static_cast<double>(state.iterations()) / 1e9, benchmark::Counter::kIsRate);
+  state.counters["read_GB_per_s"] = benchmark::Counter(
+      static_cast<double>(n) * 4 * static_cast<double>(state.iterations()) / 1e9, benchmark::Counter::kIsRate);
 }
 
 BENCHMARK(BM_MemoryReadRoofline)->Unit(benchmark::kMillisecond)->UseRealTime()->MinTime(2.0);

@@ -97,8 +97,8 @@ class HybridCheckpoint {
       "linear_key_head_dim":128,"linear_value_head_dim":128,"linear_num_key_heads":16,
       "linear_num_value_heads":16,"tie_word_embeddings":true,"max_position_embeddings":4096,
       "rope_parameters":{"rope_type":"default","rope_theta":10000000,"partial_rotary_factor":0.25},
-      "layer_types":[)" << types
-        << R"(],"torch_dtype":"bfloat16"})";
+      "layer_types":[)"
+        << types << R"(],"torch_dtype":"bfloat16"})";
   }
   std::filesystem::path dir_;
   uint64_t state_ = 0x2545F4914F6CDD1Dull;
@@ -164,8 +164,21 @@ void BM_SnapshotCopies(benchmark::State& state) {
   state.counters["MiB_per_step"] = static_cast<double>(bytes) * gdn_layers * state.range(0) / (1 << 20);
 }
 
-BENCHMARK(BM_VerifyStep)->Args({16, 16})->Args({16, 8})->Args({16, 1})->Iterations(4)->Unit(benchmark::kMillisecond)->UseRealTime();
-BENCHMARK(BM_CommitReplay)->Args({16, 16})->Args({16, 15})->Args({16, 8})->Args({16, 1})->Iterations(4)->Unit(benchmark::kMillisecond)->UseRealTime();
+BENCHMARK(BM_VerifyStep)
+    ->Args({16, 16})
+    ->Args({16, 8})
+    ->Args({16, 1})
+    ->Iterations(4)
+    ->Unit(benchmark::kMillisecond)
+    ->UseRealTime();
+BENCHMARK(BM_CommitReplay)
+    ->Args({16, 16})
+    ->Args({16, 15})
+    ->Args({16, 8})
+    ->Args({16, 1})
+    ->Iterations(4)
+    ->Unit(benchmark::kMillisecond)
+    ->UseRealTime();
 BENCHMARK(BM_SnapshotCopies)->Arg(16)->Unit(benchmark::kMillisecond)->UseRealTime();
 
 }  // namespace

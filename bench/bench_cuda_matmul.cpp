@@ -34,19 +34,19 @@
 namespace {
 
 using namespace specserve;
-using cuda::DeviceBuffer;
 using bench::BM_CopyRoofline;
 using bench::check;
 using bench::copy_bandwidth;
 using bench::time_calls;
+using cuda::DeviceBuffer;
 
 struct WeightShape {
   int64_t N, K;
   const char* name;
 };
 constexpr WeightShape kShapes[] = {
-    {4096, 4096, "8B q/o_proj"},  {24576, 4096, "8B gate+up"}, {4096, 12288, "8B down_proj"},
-    {151936, 4096, "8B lm_head"}, {5120, 5120, "27B o_proj"},  {17408, 5120, "27B up_proj"},
+    {4096, 4096, "8B q/o_proj"},    {24576, 4096, "8B gate+up"}, {4096, 12288, "8B down_proj"},
+    {151936, 4096, "8B lm_head"},   {5120, 5120, "27B o_proj"},  {17408, 5120, "27B up_proj"},
     {5120, 17408, "27B down_proj"},
 };
 constexpr int64_t kRows[] = {1, 4, 16, 32, 64, 128, 256, 2048};

@@ -58,7 +58,7 @@ struct Settings {
   int64_t max_tokens = 128;
   float temperature = 0.0f;
   float repetition_penalty = 1.0f;
-  bool full_block = true;  // --draft-block full|gamma (spec/dflash_proposer.h)
+  bool full_block = true;           // --draft-block full|gamma (spec/dflash_proposer.h)
   std::string draft_vocab = "all";  // --draft-vocab (spec/draft_vocabulary.h)
 };
 
@@ -225,25 +225,40 @@ int main(int argc, char** argv) {
   std::string backend = "cpu";
   for (int i = 1; i + 1 < argc; i += 2) {
     const std::string a = argv[i];
-    if (a == "--max-tokens") st.max_tokens = std::atoll(argv[i + 1]);
-    else if (a == "--repeats") repeats = std::atoi(argv[i + 1]);
-    else if (a == "--dtype") dtype = argv[i + 1];
-    else if (a == "--fixtures") root = std::string(argv[i + 1]) + "/";
-    else if (a == "--threads") threads = std::atoi(argv[i + 1]);
-    else if (a == "--backend") backend = argv[i + 1];
-    else if (a == "--gammas") gammas = parse_list(argv[i + 1]);
-    else if (a == "--temperature") st.temperature = std::strtof(argv[i + 1], nullptr);
-    else if (a == "--repetition-penalty") st.repetition_penalty = std::strtof(argv[i + 1], nullptr);
-    else if (a == "--target") target_dir = argv[i + 1];
-    else if (a == "--draft") draft_dir = argv[i + 1];
-    else if (a == "--prompts") prompts_file = argv[i + 1];
-    else if (a == "--draft-block") st.full_block = std::string(argv[i + 1]) != "gamma";
-    else if (a == "--draft-vocab") st.draft_vocab = argv[i + 1];
+    if (a == "--max-tokens")
+      st.max_tokens = std::atoll(argv[i + 1]);
+    else if (a == "--repeats")
+      repeats = std::atoi(argv[i + 1]);
+    else if (a == "--dtype")
+      dtype = argv[i + 1];
+    else if (a == "--fixtures")
+      root = std::string(argv[i + 1]) + "/";
+    else if (a == "--threads")
+      threads = std::atoi(argv[i + 1]);
+    else if (a == "--backend")
+      backend = argv[i + 1];
+    else if (a == "--gammas")
+      gammas = parse_list(argv[i + 1]);
+    else if (a == "--temperature")
+      st.temperature = std::strtof(argv[i + 1], nullptr);
+    else if (a == "--repetition-penalty")
+      st.repetition_penalty = std::strtof(argv[i + 1], nullptr);
+    else if (a == "--target")
+      target_dir = argv[i + 1];
+    else if (a == "--draft")
+      draft_dir = argv[i + 1];
+    else if (a == "--prompts")
+      prompts_file = argv[i + 1];
+    else if (a == "--draft-block")
+      st.full_block = std::string(argv[i + 1]) != "gamma";
+    else if (a == "--draft-vocab")
+      st.draft_vocab = argv[i + 1];
     else {
-      std::fprintf(stderr,
-                   "usage: bench_dflash [--max-tokens N] [--repeats R] [--dtype f32|bf16|auto] [--threads N] [--backend B] "
-                   "[--gammas 15,7,3] [--temperature T] [--repetition-penalty P] [--draft-block full|gamma] [--draft-vocab V] "
-                   "[--fixtures DIR | --target DIR --draft DIR --prompts FILE]\n");
+      std::fprintf(
+          stderr,
+          "usage: bench_dflash [--max-tokens N] [--repeats R] [--dtype f32|bf16|auto] [--threads N] [--backend B] "
+          "[--gammas 15,7,3] [--temperature T] [--repetition-penalty P] [--draft-block full|gamma] [--draft-vocab V] "
+          "[--fixtures DIR | --target DIR --draft DIR --prompts FILE]\n");
       return 2;
     }
   }

@@ -36,15 +36,29 @@ RequestParams params_for(int config) {
   auto& s = p.sampling;
   switch (config) {
     case kGreedy: s.temperature = 0.0f; break;
-    case kQwenDefaults: s.temperature = 0.6f; s.top_k = 20; s.top_p = 0.95f; break;
+    case kQwenDefaults:
+      s.temperature = 0.6f;
+      s.top_k = 20;
+      s.top_p = 0.95f;
+      break;
     case kFullVocab: break;
     case kTopP: s.top_p = 0.9f; break;
     case kMinP: s.min_p = 0.05f; break;
     case kPenalties:
-      s.temperature = 0.6f; s.top_k = 20; s.top_p = 0.95f;
-      s.repetition_penalty = 1.3f; s.presence_penalty = 0.5f; s.dry.multiplier = 0.8f;
+      s.temperature = 0.6f;
+      s.top_k = 20;
+      s.top_p = 0.95f;
+      s.repetition_penalty = 1.3f;
+      s.presence_penalty = 0.5f;
+      s.dry.multiplier = 0.8f;
       break;
-    case kLogprobs: s.temperature = 0.6f; s.top_k = 20; s.top_p = 0.95f; s.logprobs = true; s.top_logprobs = 20; break;
+    case kLogprobs:
+      s.temperature = 0.6f;
+      s.top_k = 20;
+      s.top_p = 0.95f;
+      s.logprobs = true;
+      s.top_logprobs = 20;
+      break;
   }
   return p;
 }

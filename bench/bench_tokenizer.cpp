@@ -49,7 +49,8 @@ std::string code_text() {
   const fs::path root = find_repo_root() / "src";
   std::vector<fs::path> files;
   for (const auto& e : fs::recursive_directory_iterator(root)) {
-    if (e.is_regular_file() && (e.path().extension() == ".cpp" || e.path().extension() == ".h")) files.push_back(e.path());
+    if (e.is_regular_file() && (e.path().extension() == ".cpp" || e.path().extension() == ".h"))
+      files.push_back(e.path());
   }
   std::sort(files.begin(), files.end());
   while (all.size() < kTextBytes && !files.empty()) {

@@ -60,7 +60,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   if (whole.status != HttpRequestParser::Status::Failed && whole.consumed != split.consumed) std::abort();
   if (whole.status == HttpRequestParser::Status::Complete &&
       (whole.request.body != split.request.body || whole.request.target != split.request.target ||
-       whole.request.headers.size() != split.request.headers.size() || whole.request.keep_alive != split.request.keep_alive)) {
+       whole.request.headers.size() != split.request.headers.size() ||
+       whole.request.keep_alive != split.request.keep_alive)) {
     std::abort();
   }
   return 0;

@@ -29,7 +29,8 @@ const jinja::Dict& context() {
       "tools": [{"type": "function", "function": {"name": "f", "parameters": {"type": "object"}}}],
       "add_generation_prompt": true, "enable_thinking": false, "bos_token": "<s>", "eos_token": "</s>"})");
     jinja::Dict d;
-    for (auto it = j.begin(); it != j.end(); ++it) d.set(jinja::Value::string(it.key()), jinja::Value::from_json(it.value()));
+    for (auto it = j.begin(); it != j.end(); ++it)
+      d.set(jinja::Value::string(it.key()), jinja::Value::from_json(it.value()));
     return d;
   }();
   return ctx;

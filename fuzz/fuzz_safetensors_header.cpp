@@ -14,8 +14,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   std::string_view bytes(reinterpret_cast<const char*>(data), size);
   try {
     specserve::SafetensorsFraming framing = specserve::read_safetensors_framing(bytes, size);
-    specserve::SafetensorsHeader header = specserve::parse_safetensors_header(
-        bytes.substr(8, framing.header_size), framing.data_size);
+    specserve::SafetensorsHeader header =
+        specserve::parse_safetensors_header(bytes.substr(8, framing.header_size), framing.data_size);
     uint64_t covered = 0;
     for (const auto& e : header.entries) {
       const uint64_t expected = static_cast<uint64_t>(e.shape.numel()) * specserve::dtype_size(e.dtype);

@@ -27,7 +27,8 @@ namespace {
 using namespace specserve::tokenizer;
 
 nlohmann::json load_fixture() {
-  const auto path = std::filesystem::path(__FILE__).parent_path().parent_path() / "tests/fixtures/tokenizer/gpt2_style/tokenizer.json";
+  const auto path = std::filesystem::path(__FILE__).parent_path().parent_path() /
+                    "tests/fixtures/tokenizer/gpt2_style/tokenizer.json";
   std::ifstream in(path);
   if (!in) {
     std::fprintf(stderr, "fuzz_tokenizer: cannot open %s\n", path.c_str());
@@ -39,8 +40,8 @@ nlohmann::json load_fixture() {
 }
 
 struct Setup {
-  Tokenizer with_added;    // the fixture as is (lstrip / rstrip / single_word / normalized tokens)
-  Tokenizer qwen_regex;    // no added tokens, NFC, the Qwen regex: lossless round trip
+  Tokenizer with_added;  // the fixture as is (lstrip / rstrip / single_word / normalized tokens)
+  Tokenizer qwen_regex;  // no added tokens, NFC, the Qwen regex: lossless round trip
   Tokenizer qwen35_regex;
   std::unique_ptr<SplitMatcher> fast[3], pcre[3];
 
@@ -50,10 +51,11 @@ struct Setup {
     auto variant = [&](const char* pattern) {
       nlohmann::json t = base;
       t["added_tokens"] = nlohmann::json::array();
-      t["pre_tokenizer"] = {{"type", "Sequence"},
-                            {"pretokenizers",
-                             {{{"type", "Split"}, {"pattern", {{"Regex", pattern}}}, {"behavior", "Isolated"}, {"invert", false}},
-                              {{"type", "ByteLevel"}, {"add_prefix_space", false}, {"trim_offsets", false}, {"use_regex", false}}}}};
+      t["pre_tokenizer"] = {
+          {"type", "Sequence"},
+          {"pretokenizers",
+           {{{"type", "Split"}, {"pattern", {{"Regex", pattern}}}, {"behavior", "Isolated"}, {"invert", false}},
+            {{"type", "ByteLevel"}, {"add_prefix_space", false}, {"trim_offsets", false}, {"use_regex", false}}}}};
       return Tokenizer::from_json(t);
     };
     qwen_regex = variant(kQwen2Pattern);
@@ -78,8 +80,8 @@ Setup& setup() {
 // The scanner comparison is made only on text whose code points both classify alike (\p{L},
 // \p{N}, \p{M}); HF tokenizers, the reference, is tested against on the real corpora.
 bool tables_agree(const std::string& text) {
-  static const std::unique_ptr<SplitMatcher> classes[3] = {
-      make_pcre2_matcher("\\p{L}"), make_pcre2_matcher("\\p{N}"), make_pcre2_matcher("\\p{M}")};
+  static const std::unique_ptr<SplitMatcher> classes[3] = {make_pcre2_matcher("\\p{L}"), make_pcre2_matcher("\\p{N}"),
+                                                           make_pcre2_matcher("\\p{M}")};
   static const uint8_t bits[3] = {kLetter, kNumber, kMark};
   std::vector<Span> m;
   for (size_t i = 0; i < text.size();) {
@@ -138,7 +140,9 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
       // Bytes as ids (little-endian 16-bit, some beyond the vocabulary).
       std::vector<int32_t> ids;
       for (size_t i = 0; i + 1 < input.size(); i += 2) {
-        ids.push_back(static_cast<int32_t>(static_cast<uint8_t>(input[i]) | (static_cast<uint8_t>(input[i + 1]) << 8)) % 2000 - 10);
+        ids.push_back(static_cast<int32_t>(static_cast<uint8_t>(input[i]) | (static_cast<uint8_t>(input[i + 1]) << 8)) %
+                          2000 -
+                      10);
       }
       const std::string all = s.qwen_regex.decode(ids);
       check(is_valid_utf8(all), "decode produced invalid UTF-8");

@@ -8,7 +8,7 @@ PACKAGES=(
   libgtest-dev libgmock-dev libbenchmark-dev
   libcpp-httplib-dev libevent-dev nlohmann-json3-dev libpcre2-dev libcli11-dev libfmt-dev
   libxxhash-dev libutf8proc-dev
-  clang-14 libclang-rt-14-dev
+  clang-14 libclang-rt-14-dev clang-format-14
   nodejs npm python3
 )
 

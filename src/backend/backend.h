@@ -8,7 +8,7 @@
 namespace specserve {
 
 struct Backend {
-  std::string_view name;         // "cpu" or "cuda"
+  std::string_view name;  // "cpu" or "cuda"
   const Ops* ops = nullptr;
   const Memory* memory = nullptr;
 };

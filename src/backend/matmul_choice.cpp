@@ -133,7 +133,8 @@ MatmulPlan plan_matmul(const MatmulCall& c) {
       }
     }
     if (group.size() > 1)
-      plan.launches.push_back({matmul_mid_takes(c.M, c.K, gw, c.device.sms) ? MatmulKernel::Mid : MatmulKernel::Gemv, group});
+      plan.launches.push_back(
+          {matmul_mid_takes(c.M, c.K, gw, c.device.sms) ? MatmulKernel::Mid : MatmulKernel::Gemv, group});
     else
       plan.launches.push_back({choose_one(c.M, c.K, ws[i], c.device), group});
   }

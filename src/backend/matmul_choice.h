@@ -18,9 +18,9 @@
 namespace specserve {
 
 // The thresholds of the choice (each measured: docs/DECISIONS.md, matmul).
-inline constexpr int64_t kGemvMaxRows = 32;       // the warp-split streaming kernel serves 1..32 rows
-inline constexpr int64_t kGemvXbRows = 5;         // from 5 rows it reads x through a bf16 copy
-inline constexpr int64_t kMidMinRows = 17;        // the 32-column split-K kernel: 17..64 rows
+inline constexpr int64_t kGemvMaxRows = 32;  // the warp-split streaming kernel serves 1..32 rows
+inline constexpr int64_t kGemvXbRows = 5;    // from 5 rows it reads x through a bf16 copy
+inline constexpr int64_t kMidMinRows = 17;   // the 32-column split-K kernel: 17..64 rows
 inline constexpr int64_t kMidMaxRows = 64;
 inline constexpr int64_t kMidColumns = 32;        // its columns per CTA
 inline constexpr int64_t kFreeOrderMinRows = 33;  // MatmulOrder::Free takes cuBLASLt from 33 rows
@@ -46,17 +46,17 @@ enum class MatmulBackend { Cpu, Cuda };
 
 // The device facts the choice reads (CUDA); the defaults are an H200's.
 struct MatmulDevice {
-  int sms = 132;       // multiprocessors
-  bool wgmma = true;   // compute capability 9.0 (the sm_90a kernels run)
+  int sms = 132;      // multiprocessors
+  bool wgmma = true;  // compute capability 9.0 (the sm_90a kernels run)
 };
 
 // One weight of a call: y_i[M, N] = x[M, K] · w_i[N, K]ᵀ.
 struct MatmulWeight {
   int64_t N = 0;
   bool bf16 = true;
-  int64_t ldw = 0;           // w's row stride in elements
-  bool w_aligned16 = true;   // w's address is a multiple of 16 bytes
-  int64_t ldy = 0;           // y's row stride in elements
+  int64_t ldw = 0;          // w's row stride in elements
+  bool w_aligned16 = true;  // w's address is a multiple of 16 bytes
+  int64_t ldy = 0;          // y's row stride in elements
 };
 
 // A call: one x [M, K] and one or more weights sharing it (Ops::matmul is one; Ops::matmul_multi

@@ -42,8 +42,7 @@ class Memory {
   // Within this memory; the ranges must not overlap.
   virtual void copy(void* dst, const void* src, size_t bytes) const = 0;
   // `height` rows of `width` bytes, rows `dpitch` / `spitch` bytes apart, within this memory.
-  virtual void copy_2d(void* dst, size_t dpitch, const void* src, size_t spitch, size_t width,
-                       size_t height) const = 0;
+  virtual void copy_2d(void* dst, size_t dpitch, const void* src, size_t spitch, size_t width, size_t height) const = 0;
   // Several copies within this memory, as copy() each (no range overlaps another); a device does
   // them in one launch (e.g. a batch's per-sequence rows).
   virtual void copy_many(std::span<const CopyRegion> regions) const {
@@ -125,7 +124,9 @@ class MemTensor {
   const TensorView& view() const { return view_; }
   operator const TensorView&() const { return view_; }
   template <typename T>
-  T* as() const { return view_.as<T>(); }
+  T* as() const {
+    return view_.as<T>();
+  }
   const Shape& shape() const { return view_.shape; }
   size_t nbytes() const { return view_.nbytes(); }
 

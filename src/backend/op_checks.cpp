@@ -7,18 +7,19 @@
 namespace specserve {
 
 void check_matmul_operands(const TensorView& x, const TensorView& w, const TensorView& y) {
-  SS_CHECK(x.dtype == DType::F32 && y.dtype == DType::F32, "matmul: activations must be F32 (x {}, y {})",
-           x.describe(), y.describe());
+  SS_CHECK(x.dtype == DType::F32 && y.dtype == DType::F32, "matmul: activations must be F32 (x {}, y {})", x.describe(),
+           y.describe());
   SS_CHECK(w.dtype == DType::F32 || w.dtype == DType::BF16, "matmul: weight dtype {} unsupported", w.describe());
-  SS_CHECK(x.ndim() == 2 && w.ndim() == 2 && y.ndim() == 2, "matmul: 2-D operands expected ({}, {}, {})",
-           x.describe(), w.describe(), y.describe());
+  SS_CHECK(x.ndim() == 2 && w.ndim() == 2 && y.ndim() == 2, "matmul: 2-D operands expected ({}, {}, {})", x.describe(),
+           w.describe(), y.describe());
   SS_CHECK(x.dim(1) == w.dim(1) && y.dim(0) == x.dim(0) && y.dim(1) == w.dim(0),
            "matmul: shapes {} x {}^T -> {} do not agree", x.describe(), w.describe(), y.describe());
   SS_CHECK(x.strides[1] == 1 && w.strides[1] == 1 && y.strides[1] == 1, "matmul: rows must be contiguous");
 }
 
 void check_rope_operands(const TensorView& x, int heads, int head_dim, int rot_dim, size_t positions) {
-  SS_CHECK(x.dtype == DType::F32 && x.ndim() == 2 && x.strides[1] == 1, "rope: f32 rows expected, got {}", x.describe());
+  SS_CHECK(x.dtype == DType::F32 && x.ndim() == 2 && x.strides[1] == 1, "rope: f32 rows expected, got {}",
+           x.describe());
   SS_CHECK(x.dim(1) == int64_t{heads} * head_dim, "rope: {} is not {} heads of {}", x.describe(), heads, head_dim);
   SS_CHECK(rot_dim > 0 && rot_dim % 2 == 0 && rot_dim <= head_dim, "rope: bad rotary dim {} (head_dim {})", rot_dim,
            head_dim);

@@ -82,8 +82,8 @@ struct GdnSpan {
   float* state = nullptr;  // [Hv, dk, dv] f32, updated in place
   int64_t row_begin = 0;   // first row of the span in the call's row tensors
   int64_t rows = 0;
-  int64_t position = 0;    // absolute position of the first row (chunk alignment, prefill only)
-  bool chunked = false;    // prefill: chunked form; otherwise stepped token by token
+  int64_t position = 0;  // absolute position of the first row (chunk alignment, prefill only)
+  bool chunked = false;  // prefill: chunked form; otherwise stepped token by token
   // Stepped spans only: when set, the first step reads the state from here and every write goes to
   // `state` (so an extend can run on top of a committed state without copying it first).
   const float* state_in = nullptr;
@@ -138,7 +138,8 @@ class Ops {
   // around it).
   virtual void matmul(const TensorView& x, const TensorView& w, const TensorView& y) const = 0;
   // Several matmuls sharing x in one parallel pass (q/k/v, gate/up): ys[i] = x · ws[i]ᵀ.
-  virtual void matmul_multi(const TensorView& x, std::span<const TensorView> ws, std::span<const TensorView> ys) const = 0;
+  virtual void matmul_multi(const TensorView& x, std::span<const TensorView> ws,
+                            std::span<const TensorView> ys) const = 0;
   // y += x · wᵀ in one pass, where the backend has one: the CUDA backend under MatmulOrder::Free (a
   // cuBLASLt GEMM whose epilogue adds y, as the drafter's residual adds do). Returns false having done
   // nothing otherwise; the caller then runs matmul() into a scratch and add().
@@ -151,7 +152,8 @@ class Ops {
   virtual void embedding(const TensorView& table, std::span<const int32_t> ids, const TensorView& out) const = 0;
 
   // RMSNorm over the last dim of x viewed as [n, d] (d = w's length); y may alias x.
-  virtual void rms_norm(const TensorView& x, const TensorView& w, NormKind kind, float eps, const TensorView& y) const = 0;
+  virtual void rms_norm(const TensorView& x, const TensorView& w, NormKind kind, float eps,
+                        const TensorView& y) const = 0;
   // Gated RMSNorm (DeltaNet output): y = (w * norm(x)) * silu(z), over groups of d = w's length.
   virtual void rms_norm_gated(const TensorView& x, const TensorView& z, const TensorView& w, float eps,
                               const TensorView& y) const = 0;

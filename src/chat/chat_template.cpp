@@ -67,8 +67,9 @@ ChatTemplate ChatTemplate::from_tokenizer_config(const nlohmann::json& config) {
   } else if (ct.is_array()) {
     std::string dflt, tool_use;
     for (const auto& entry : ct) {
-      SS_CHECK(entry.is_object() && entry.contains("name") && entry.contains("template") && entry["template"].is_string(),
-               "tokenizer_config.json: chat_template list entries need a name and a template");
+      SS_CHECK(
+          entry.is_object() && entry.contains("name") && entry.contains("template") && entry["template"].is_string(),
+          "tokenizer_config.json: chat_template list entries need a name and a template");
       const std::string name = entry["name"].get<std::string>();
       if (name == "default") dflt = entry["template"].get<std::string>();
       if (name == "tool_use") tool_use = entry["template"].get<std::string>();
@@ -125,7 +126,8 @@ void check_depth(const nlohmann::ordered_json& root) {
   while (!stack.empty()) {
     auto [j, d] = stack.back();
     stack.pop_back();
-    SS_CHECK(d <= jinja::Value::kMaxJsonDepth, "chat template request is nested deeper than {} levels", jinja::Value::kMaxJsonDepth);
+    SS_CHECK(d <= jinja::Value::kMaxJsonDepth, "chat template request is nested deeper than {} levels",
+             jinja::Value::kMaxJsonDepth);
     if (j->is_structured()) {
       for (const auto& child : *j) stack.emplace_back(&child, d + 1);
     }
@@ -138,7 +140,8 @@ std::string ChatTemplate::render(const nlohmann::ordered_json& request) const {
   using jinja::Value;
   SS_CHECK(request.is_object(), "chat template request must be a JSON object");
   check_depth(request);
-  SS_CHECK(request.contains("messages") && request["messages"].is_array(), "chat template request needs a \"messages\" array");
+  SS_CHECK(request.contains("messages") && request["messages"].is_array(),
+           "chat template request needs a \"messages\" array");
   nlohmann::ordered_json messages = request["messages"];
   SS_CHECK(!messages.empty(), "Cannot apply chat template to an empty conversation. Provide at least one message.");
   for (const auto& m : messages) SS_CHECK(m.is_object(), "each message must be a JSON object");
@@ -148,7 +151,8 @@ std::string ChatTemplate::render(const nlohmann::ordered_json& request) const {
     SS_CHECK(request["tools"].is_array(), "\"tools\" must be an array");
     for (const auto& t : request["tools"]) SS_CHECK(t.is_object(), "each tool must be a JSON object (a JSON schema)");
   }
-  const bool add_generation_prompt = request.contains("add_generation_prompt") && truthy_json(request["add_generation_prompt"]);
+  const bool add_generation_prompt =
+      request.contains("add_generation_prompt") && truthy_json(request["add_generation_prompt"]);
 
   // continue_final_message: mark the end of the final message, render, cut after the mark.
   std::string continue_field;
@@ -193,12 +197,14 @@ std::string ChatTemplate::render(const nlohmann::ordered_json& request) const {
       ctx.set(Value::string(key), Value::from_json(it.value()));
     }
   };
-  if (request.contains("chat_template_kwargs") && request["chat_template_kwargs"].is_object()) add_kwargs(request["chat_template_kwargs"]);
+  if (request.contains("chat_template_kwargs") && request["chat_template_kwargs"].is_object())
+    add_kwargs(request["chat_template_kwargs"]);
   add_kwargs(request);
   ctx.set(Value::string("messages"), Value::from_json(messages));
   ctx.set(Value::string("tools"), has_tools ? Value::from_json(request["tools"]) : Value::none());
-  ctx.set(Value::string("documents"),
-          request.contains("documents") && !request["documents"].is_null() ? Value::from_json(request["documents"]) : Value::none());
+  ctx.set(Value::string("documents"), request.contains("documents") && !request["documents"].is_null()
+                                          ? Value::from_json(request["documents"])
+                                          : Value::none());
   ctx.set(Value::string("add_generation_prompt"), Value::boolean(add_generation_prompt));
 
   const jinja::Template& tmpl = (has_tools && !tool_use_source_.empty()) ? tool_use_ : default_;

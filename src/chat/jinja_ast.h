@@ -38,13 +38,13 @@ struct Expr {
   Kind kind;
   int line = 0;
   Value value;
-  std::string name;                 // Name, attribute, filter / test name, binary operator
-  std::vector<ExprPtr> args;        // operands
-  std::vector<std::string> ops;     // Compare operators: == != < <= > >= in notin
+  std::string name;              // Name, attribute, filter / test name, binary operator
+  std::vector<ExprPtr> args;     // operands
+  std::vector<std::string> ops;  // Compare operators: == != < <= > >= in notin
   // Call / Filter / Test arguments (args[0] is the callee or the filtered / tested value).
   std::vector<ExprPtr> call_args;
   std::vector<std::pair<std::string, ExprPtr>> call_kwargs;
-  ExprPtr dyn_args, dyn_kwargs;     // *args, **kwargs
+  ExprPtr dyn_args, dyn_kwargs;  // *args, **kwargs
 
   Expr(Kind k, int l) : kind(k), line(l) {}
 };
@@ -56,15 +56,15 @@ using Body = std::vector<StmtPtr>;
 // Assignment targets: a name, a tuple of names, or namespace.attr.
 struct Target {
   enum class Kind { Name, Tuple, NsAttr } kind = Kind::Name;
-  std::string name;                // Name; NsAttr: the namespace variable
-  std::string attr;                // NsAttr
-  std::vector<Target> items;       // Tuple
+  std::string name;           // Name; NsAttr: the namespace variable
+  std::string attr;           // NsAttr
+  std::vector<Target> items;  // Tuple
 };
 
 struct MacroDef {
   std::string name;
   std::vector<std::string> params;
-  std::vector<ExprPtr> defaults;   // for the last defaults.size() params
+  std::vector<ExprPtr> defaults;  // for the last defaults.size() params
   Body body;
   bool uses_varargs = false, uses_kwargs = false, uses_caller = false;
 };
@@ -83,19 +83,19 @@ struct Stmt {
     With,
     Break,
     Continue,
-    Scope,      // a plain body (e.g. the {% generation %} extension tag)
+    Scope,  // a plain body (e.g. the {% generation %} extension tag)
   };
   Kind kind;
   int line = 0;
-  std::string text;                   // Output
-  ExprPtr expr;                       // Print, For iterable, Set value, CallBlock call, FilterBlock filter
-  ExprPtr cond;                       // For filter
-  Target target;                      // For, Set, SetBlock
-  std::vector<ExprPtr> tests;         // If
-  std::vector<Body> bodies;           // If branches
-  Body body;                          // For, SetBlock, CallBlock, FilterBlock, With, Scope
-  Body else_body;                     // If, For
-  std::shared_ptr<MacroDef> macro;    // Macro, CallBlock (the caller's parameters)
+  std::string text;                 // Output
+  ExprPtr expr;                     // Print, For iterable, Set value, CallBlock call, FilterBlock filter
+  ExprPtr cond;                     // For filter
+  Target target;                    // For, Set, SetBlock
+  std::vector<ExprPtr> tests;       // If
+  std::vector<Body> bodies;         // If branches
+  Body body;                        // For, SetBlock, CallBlock, FilterBlock, With, Scope
+  Body else_body;                   // If, For
+  std::shared_ptr<MacroDef> macro;  // Macro, CallBlock (the caller's parameters)
   std::vector<std::pair<Target, ExprPtr>> assignments;  // With
 
   Stmt(Kind k, int l) : kind(k), line(l) {}

@@ -24,7 +24,8 @@ Bound bind(const std::string& fn, CallArgs& args, std::initializer_list<const ch
   Bound b;
   b.values.resize(params.size());
   b.given.assign(params.size(), false);
-  if (args.positional.size() > params.size()) template_error(fn + "() takes at most " + std::to_string(params.size()) + " arguments");
+  if (args.positional.size() > params.size())
+    template_error(fn + "() takes at most " + std::to_string(params.size()) + " arguments");
   for (size_t i = 0; i < args.positional.size(); ++i) {
     b.values[i] = args.positional[i];
     b.given[i] = true;

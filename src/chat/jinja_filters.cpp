@@ -38,7 +38,8 @@ Value attribute_of(const Value& item, const std::string& attribute) {
   while (true) {
     const size_t dot = attribute.find('.', start);
     const std::string part = attribute.substr(start, dot == std::string::npos ? std::string::npos : dot - start);
-    const bool numeric = !part.empty() && std::all_of(part.begin(), part.end(), [](char c) { return c >= '0' && c <= '9'; });
+    const bool numeric =
+        !part.empty() && std::all_of(part.begin(), part.end(), [](char c) { return c >= '0' && c <= '9'; });
     cur = numeric ? get_item(cur, Value::integer(std::stoll(part))) : get_item(cur, Value::string(part));
     if (dot == std::string::npos) return cur;
     start = dot + 1;
@@ -63,7 +64,8 @@ Value filter_tojson(const Value& value, CallArgs& args) {
     o.item_separator = ",";
   }
   if (!b[2].is_none()) {
-    if (!b[2].is_sequence_like() || b[2].items().size() != 2) template_error("tojson: separators must be a pair of strings");
+    if (!b[2].is_sequence_like() || b[2].items().size() != 2)
+      template_error("tojson: separators must be a pair of strings");
     o.item_separator = need_str(b[2].items()[0], "separator");
     o.key_separator = need_str(b[2].items()[1], "separator");
   }
@@ -100,7 +102,8 @@ Value run_filter(Interpreter& interp, const std::string& name, const Value& v, C
   return it->second(interp, v, args);
 }
 
-std::vector<Value> select_items(Interpreter& interp, const Value& seq, CallArgs& args, bool keep_matching, bool by_attr) {
+std::vector<Value> select_items(Interpreter& interp, const Value& seq, CallArgs& args, bool keep_matching,
+                                bool by_attr) {
   std::vector<Value> out;
   std::string attr;
   size_t next = 0;
@@ -306,17 +309,27 @@ const std::map<std::string, FilterFn>& filters() {
       for (const auto& item : iterate(v)) out.push_back(run_filter(interp, name, item, rest));
       return Value::list(std::move(out));
     };
-    m["select"] = [](Interpreter& interp, const Value& v, CallArgs& a) { return Value::list(select_items(interp, v, a, true, false)); };
-    m["reject"] = [](Interpreter& interp, const Value& v, CallArgs& a) { return Value::list(select_items(interp, v, a, false, false)); };
-    m["selectattr"] = [](Interpreter& interp, const Value& v, CallArgs& a) { return Value::list(select_items(interp, v, a, true, true)); };
-    m["rejectattr"] = [](Interpreter& interp, const Value& v, CallArgs& a) { return Value::list(select_items(interp, v, a, false, true)); };
+    m["select"] = [](Interpreter& interp, const Value& v, CallArgs& a) {
+      return Value::list(select_items(interp, v, a, true, false));
+    };
+    m["reject"] = [](Interpreter& interp, const Value& v, CallArgs& a) {
+      return Value::list(select_items(interp, v, a, false, false));
+    };
+    m["selectattr"] = [](Interpreter& interp, const Value& v, CallArgs& a) {
+      return Value::list(select_items(interp, v, a, true, true));
+    };
+    m["rejectattr"] = [](Interpreter& interp, const Value& v, CallArgs& a) {
+      return Value::list(select_items(interp, v, a, false, true));
+    };
     m["sort"] = [](Interpreter&, const Value& v, CallArgs& a) {
-      Bound b = bind("sort", a, {"reverse", "case_sensitive", "attribute"}, {Value::boolean(false), Value::boolean(false), Value::none()});
+      Bound b = bind("sort", a, {"reverse", "case_sensitive", "attribute"},
+                     {Value::boolean(false), Value::boolean(false), Value::none()});
       auto items = iterate(v);
       const bool cs = truthy(b[1]);
       const std::string attr = b[2].is_none() ? "" : soft_str(b[2]);
       auto key = [&](const Value& x) { return sort_key(attr.empty() ? x : attribute_of(x, attr), cs); };
-      std::stable_sort(items.begin(), items.end(), [&](const Value& x, const Value& y) { return less_than(key(x), key(y)); });
+      std::stable_sort(items.begin(), items.end(),
+                       [&](const Value& x, const Value& y) { return less_than(key(x), key(y)); });
       if (truthy(b[0])) std::reverse(items.begin(), items.end());
       return Value::list(std::move(items));
     };
@@ -333,7 +346,8 @@ const std::map<std::string, FilterFn>& filters() {
       return Value::list(std::move(out));
     };
     m["dictsort"] = [](Interpreter&, const Value& v, CallArgs& a) {
-      Bound b = bind("dictsort", a, {"case_sensitive", "by", "reverse"}, {Value::boolean(false), Value::string("key"), Value::boolean(false)});
+      Bound b = bind("dictsort", a, {"case_sensitive", "by", "reverse"},
+                     {Value::boolean(false), Value::string("key"), Value::boolean(false)});
       if (!v.is_dict()) template_error("dictsort needs a mapping");
       std::vector<Value> items;
       for (const auto& [k, val] : v.dict().items) items.push_back(Value::tuple({k, val}));
@@ -347,16 +361,20 @@ const std::map<std::string, FilterFn>& filters() {
     m["sum"] = [](Interpreter& interp, const Value& v, CallArgs& a) {
       Bound b = bind("sum", a, {"attribute", "start"}, {Value::none(), Value::integer(0)});
       Value total = b[1];
-      for (const auto& item : iterate(v)) total = binary_op("+", total, b[0].is_none() ? item : attribute_of(item, soft_str(b[0])), interp);
+      for (const auto& item : iterate(v))
+        total = binary_op("+", total, b[0].is_none() ? item : attribute_of(item, soft_str(b[0])), interp);
       return total;
     };
     auto minmax = [](bool want_max) {
       return [want_max](Interpreter&, const Value& v, CallArgs& a) {
-        Bound b = bind(want_max ? "max" : "min", a, {"case_sensitive", "attribute"}, {Value::boolean(false), Value::none()});
+        Bound b =
+            bind(want_max ? "max" : "min", a, {"case_sensitive", "attribute"}, {Value::boolean(false), Value::none()});
         const auto items = iterate(v);
         if (items.empty()) return Value::undefined(std::string("No aggregated item, sequence was empty."));
         const Value* best = &items[0];
-        auto key = [&](const Value& x) { return sort_key(b[1].is_none() ? x : attribute_of(x, soft_str(b[1])), truthy(b[0])); };
+        auto key = [&](const Value& x) {
+          return sort_key(b[1].is_none() ? x : attribute_of(x, soft_str(b[1])), truthy(b[0]));
+        };
         for (const auto& x : items) {
           if (want_max ? less_than(key(*best), key(x)) : less_than(key(x), key(*best))) best = &x;
         }
@@ -366,8 +384,12 @@ const std::map<std::string, FilterFn>& filters() {
     m["max"] = minmax(true);
     m["min"] = minmax(false);
     m["indent"] = [](Interpreter&, const Value& v, CallArgs& a) {
-      Bound b = bind("indent", a, {"width", "first", "blank"}, {Value::integer(4), Value::boolean(false), Value::boolean(false)});
-      const std::string ind = b[0].is_string() ? b[0].str() : std::string(static_cast<size_t>(std::clamp<int64_t>(need_int(b[0], "width"), 0, 1024)), ' ');
+      Bound b = bind("indent", a, {"width", "first", "blank"},
+                     {Value::integer(4), Value::boolean(false), Value::boolean(false)});
+      const std::string ind =
+          b[0].is_string()
+              ? b[0].str()
+              : std::string(static_cast<size_t>(std::clamp<int64_t>(need_int(b[0], "width"), 0, 1024)), ' ');
       return str_value(indent_text(soft_str(v), ind, truthy(b[1]), truthy(b[2])), v);
     };
     m["center"] = [](Interpreter&, const Value& v, CallArgs& a) {
@@ -388,7 +410,8 @@ const std::map<std::string, FilterFn>& filters() {
       return Value::integer(n);
     };
     m["format"] = [](Interpreter&, const Value& v, CallArgs& a) {
-      if (!a.keyword.empty() && !a.positional.empty()) template_error("can't handle positional and keyword arguments at the same time");
+      if (!a.keyword.empty() && !a.positional.empty())
+        template_error("can't handle positional and keyword arguments at the same time");
       if (!a.keyword.empty()) {
         Dict d;
         for (const auto& [k, val] : a.keyword) d.set(Value::string(k), val);

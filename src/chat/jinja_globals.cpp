@@ -102,11 +102,13 @@ std::string percent_format(const std::string& fmt, const Value& args) {
         size_t k = 1;
         while (k < spec.size() && std::strchr("-+ #0", spec[k])) left |= spec[k++] == '-';
         size_t width = 0, precision = std::string::npos;
-        while (k < spec.size() && std::isdigit(static_cast<unsigned char>(spec[k]))) width = width * 10 + static_cast<size_t>(spec[k++] - '0');
+        while (k < spec.size() && std::isdigit(static_cast<unsigned char>(spec[k])))
+          width = width * 10 + static_cast<size_t>(spec[k++] - '0');
         if (k < spec.size() && spec[k] == '.') {
           precision = 0;
           ++k;
-          while (k < spec.size() && std::isdigit(static_cast<unsigned char>(spec[k]))) precision = precision * 10 + static_cast<size_t>(spec[k++] - '0');
+          while (k < spec.size() && std::isdigit(static_cast<unsigned char>(spec[k])))
+            precision = precision * 10 + static_cast<size_t>(spec[k++] - '0');
         }
         auto cps = py::code_points(text);
         if (precision < cps.size()) cps.resize(precision);
@@ -119,7 +121,8 @@ std::string percent_format(const std::string& fmt, const Value& args) {
       case 'i':
       case 'u': {
         if (!v.is_number()) template_error("%d format: a real number is required, not " + v.type_name());
-        std::snprintf(buf, sizeof buf, (spec + "lld").c_str(), static_cast<long long>(v.is_float() ? static_cast<int64_t>(v.as_double()) : v.as_int()));
+        std::snprintf(buf, sizeof buf, (spec + "lld").c_str(),
+                      static_cast<long long>(v.is_float() ? static_cast<int64_t>(v.as_double()) : v.as_int()));
         out += buf;
         break;
       }
@@ -145,13 +148,15 @@ std::string percent_format(const std::string& fmt, const Value& args) {
       default: template_error(std::string("unsupported format character '") + conv + "'");
     }
   }
-  if (next < positional.size() && !mapping && args.is_tuple()) template_error("not all arguments converted during string formatting");
+  if (next < positional.size() && !mapping && args.is_tuple())
+    template_error("not all arguments converted during string formatting");
   return out;
 }
 
 void add_globals(Dict& g) {
   g.set(Value::string("range"), make_native("range", [](Interpreter& interp, CallArgs& a) {
-          if (!a.keyword.empty() || a.positional.empty() || a.positional.size() > 3) template_error("range expected 1 to 3 integer arguments");
+          if (!a.keyword.empty() || a.positional.empty() || a.positional.size() > 3)
+            template_error("range expected 1 to 3 integer arguments");
           int64_t start = 0, stop, step = 1;
           if (a.positional.size() == 1) {
             stop = need_int(a.positional[0], "range argument");
@@ -162,7 +167,8 @@ void add_globals(Dict& g) {
           }
           if (step == 0) template_error("range() arg 3 must not be zero");
           // The sandbox caps ranges at 100000 items (jinja2.sandbox.MAX_RANGE).
-          const double count = std::max(0.0, std::ceil((static_cast<double>(stop) - static_cast<double>(start)) / static_cast<double>(step)));
+          const double count = std::max(
+              0.0, std::ceil((static_cast<double>(stop) - static_cast<double>(start)) / static_cast<double>(step)));
           if (count > 100000 || count > static_cast<double>(interp.limits().max_range)) {
             template_error("Range too big. The sandbox blocks ranges larger than MAX_RANGE (100000).");
           }
@@ -243,9 +249,8 @@ void add_globals(Dict& g) {
             return sep;
           });
         }));
-  g.set(Value::string("lipsum"), make_native("lipsum", [](Interpreter&, CallArgs&) -> Value {
-          template_error("lipsum() is not supported");
-        }));
+  g.set(Value::string("lipsum"),
+        make_native("lipsum", [](Interpreter&, CallArgs&) -> Value { template_error("lipsum() is not supported"); }));
 }
 
 }  // namespace specserve::chat::jinja

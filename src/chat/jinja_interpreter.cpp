@@ -50,7 +50,8 @@ class MacroCallable final : public Callable {
       } else if (def_->uses_varargs) {
         varargs.push_back(args.positional[i]);
       } else {
-        template_error("macro '" + def_->name + "' takes not more than " + std::to_string(params.size()) + " argument(s)");
+        template_error("macro '" + def_->name + "' takes not more than " + std::to_string(params.size()) +
+                       " argument(s)");
       }
     }
     Dict kwargs;
@@ -152,11 +153,13 @@ const Value* Frame::lookup(const std::string& name) const {
 }
 
 void Interpreter::check_size(size_t bytes) const {
-  if (bytes > limits_.max_output_bytes) template_error("output exceeds the limit of " + std::to_string(limits_.max_output_bytes) + " bytes");
+  if (bytes > limits_.max_output_bytes)
+    template_error("output exceeds the limit of " + std::to_string(limits_.max_output_bytes) + " bytes");
 }
 
 void Interpreter::step() {
-  if (++steps_ > limits_.max_steps) template_error("template exceeded its evaluation budget (infinite or very long loop?)");
+  if (++steps_ > limits_.max_steps)
+    template_error("template exceeded its evaluation budget (infinite or very long loop?)");
 }
 
 CallArgs Interpreter::eval_args(const Expr& e, const std::shared_ptr<Frame>& frame, size_t first_arg) {
@@ -220,12 +223,15 @@ Value Interpreter::eval(const Expr& e, const std::shared_ptr<Frame>& frame) {
       const Value v = e.args[0] ? eval(*e.args[0], frame) : Value::undefined();
       return apply_filter(*this, e.name, v, eval_args(e, frame, 0));
     }
-    case Expr::Kind::Test: return Value::boolean(apply_test(*this, e.name, eval(*e.args[0], frame), eval_args(e, frame, 0)));
+    case Expr::Kind::Test:
+      return Value::boolean(apply_test(*this, e.name, eval(*e.args[0], frame), eval_args(e, frame, 0)));
     case Expr::Kind::Neg:
     case Expr::Kind::Pos: {
       const Value v = eval(*e.args[0], frame);
       if (v.is_undefined()) template_error(undefined_message(v));
-      if (!v.is_number()) template_error("bad operand type for unary " + std::string(e.kind == Expr::Kind::Neg ? "-" : "+") + ": '" + v.type_name() + "'");
+      if (!v.is_number())
+        template_error("bad operand type for unary " + std::string(e.kind == Expr::Kind::Neg ? "-" : "+") + ": '" +
+                       v.type_name() + "'");
       if (e.kind == Expr::Kind::Pos) return v.is_bool() ? Value::integer(v.as_int()) : v;
       if (v.is_float()) return Value::floating(-v.as_double());
       if (v.as_int() == INT64_MIN) template_error("integer overflow");
@@ -297,7 +303,8 @@ void Interpreter::assign(const Target& t, const Value& v, const std::shared_ptr<
       const std::vector<Value> items = iterate(v);
       if (items.size() != t.items.size()) {
         template_error(items.size() < t.items.size()
-                           ? "not enough values to unpack (expected " + std::to_string(t.items.size()) + ", got " + std::to_string(items.size()) + ")"
+                           ? "not enough values to unpack (expected " + std::to_string(t.items.size()) + ", got " +
+                                 std::to_string(items.size()) + ")"
                            : "too many values to unpack (expected " + std::to_string(t.items.size()) + ")");
       }
       for (size_t i = 0; i < items.size(); ++i) assign(t.items[i], items[i], frame, line);
@@ -384,7 +391,8 @@ Interpreter::Flow Interpreter::exec_stmt(const Stmt& s, const std::shared_ptr<Fr
         // The filter chain was parsed with an empty input slot (args[0] of the innermost filter).
         std::vector<const Expr*> chain;
         for (const Expr* f = s.expr.get(); f; f = f->args[0].get()) chain.push_back(f);
-        for (auto it = chain.rbegin(); it != chain.rend(); ++it) v = apply_filter(*this, (*it)->name, v, eval_args(**it, frame, 0));
+        for (auto it = chain.rbegin(); it != chain.rend(); ++it)
+          v = apply_filter(*this, (*it)->name, v, eval_args(**it, frame, 0));
       }
       assign(s.target, v, frame, s.line);
       break;
@@ -407,7 +415,8 @@ Interpreter::Flow Interpreter::exec_stmt(const Stmt& s, const std::shared_ptr<Fr
       Value v = Value::string(std::move(text));
       std::vector<const Expr*> chain;
       for (const Expr* f = s.expr.get(); f; f = f->args[0].get()) chain.push_back(f);
-      for (auto it = chain.rbegin(); it != chain.rend(); ++it) v = apply_filter(*this, (*it)->name, v, eval_args(**it, frame, 0));
+      for (auto it = chain.rbegin(); it != chain.rend(); ++it)
+        v = apply_filter(*this, (*it)->name, v, eval_args(**it, frame, 0));
       out += to_str(v);
       break;
     }

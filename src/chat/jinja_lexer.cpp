@@ -68,7 +68,8 @@ std::string decode_string_literal(std::string_view body, int line) {
       for (size_t k = 1; k <= digits; ++k) {
         const char h = body[i + k];
         if (!std::isxdigit(static_cast<unsigned char>(h))) syntax_error(line, "bad escape in string literal");
-        v = v * 16 + static_cast<uint32_t>(std::isdigit(static_cast<unsigned char>(h)) ? h - '0' : (std::tolower(h) - 'a' + 10));
+        v = v * 16 +
+            static_cast<uint32_t>(std::isdigit(static_cast<unsigned char>(h)) ? h - '0' : (std::tolower(h) - 'a' + 10));
       }
       i += digits;
       return v;
@@ -170,7 +171,8 @@ class Lexer {
     size_t raw_body = 0;
     if (kind == '%') {
       size_t p = skip_spaces(src_, after);
-      if (src_.compare(p, 3, "raw") == 0 && !(p + 3 < src_.size() && (std::isalnum(static_cast<unsigned char>(src_[p + 3])) || src_[p + 3] == '_'))) {
+      if (src_.compare(p, 3, "raw") == 0 &&
+          !(p + 3 < src_.size() && (std::isalnum(static_cast<unsigned char>(src_[p + 3])) || src_[p + 3] == '_'))) {
         p = skip_spaces(src_, p + 3);
         if (src_.compare(p, 3, "-%}") == 0) {
           raw = true;
@@ -277,7 +279,8 @@ class Lexer {
     std::vector<char> balance;
     while (true) {
       if (p >= src_.size()) {
-        syntax_error(line_, block ? "unexpected end of template, expected end of block" : "unexpected end of template, expected 'end of print statement'");
+        syntax_error(line_, block ? "unexpected end of template, expected end of block"
+                                  : "unexpected end of template, expected 'end of print statement'");
       }
       if (balance.empty()) {
         const size_t end = block ? match_block_end(p) : match_var_end(p);
@@ -318,8 +321,8 @@ class Lexer {
         p = e + 1;
         continue;
       }
-      static const char* const kOps[] = {"//", "**", "==", "!=", ">=", "<=", "+", "-", "/", "*", "%", "~", "[", "]",
-                                         "(", ")", "{", "}", ">", "<", "=", ".", ":", "|", ",", ";"};
+      static const char* const kOps[] = {"//", "**", "==", "!=", ">=", "<=", "+", "-", "/", "*", "%", "~", "[",
+                                         "]",  "(",  ")",  "{",  "}",  ">",  "<", "=", ".", ":", "|", ",", ";"};
       bool matched = false;
       for (const char* op : kOps) {
         const size_t n = std::char_traits<char>::length(op);
@@ -329,7 +332,8 @@ class Lexer {
             balance.push_back(o == "(" ? ')' : o == "[" ? ']' : '}');
           } else if (o == ")" || o == "]" || o == "}") {
             if (balance.empty()) syntax_error(line_, "unexpected '" + o + "'");
-            if (balance.back() != o[0]) syntax_error(line_, "unexpected '" + o + "', expected '" + std::string(1, balance.back()) + "'");
+            if (balance.back() != o[0])
+              syntax_error(line_, "unexpected '" + o + "', expected '" + std::string(1, balance.back()) + "'");
             balance.pop_back();
           }
           emit(TokenType::Operator, o, line_);
@@ -346,7 +350,9 @@ class Lexer {
   size_t lex_number(size_t p) {
     auto digits = [&](size_t q, auto pred) {
       size_t e = q;
-      while (e < src_.size() && (pred(src_[e]) || (src_[e] == '_' && e + 1 < src_.size() && pred(src_[e + 1]) && e > q))) ++e;
+      while (e < src_.size() &&
+             (pred(src_[e]) || (src_[e] == '_' && e + 1 < src_.size() && pred(src_[e + 1]) && e > q)))
+        ++e;
       return e;
     };
     auto dec = [](char ch) { return ch >= '0' && ch <= '9'; };
@@ -394,7 +400,8 @@ class Lexer {
       unsigned long long v = 0;
       for (char ch : body) {
         const int d = std::isdigit(static_cast<unsigned char>(ch)) ? ch - '0' : std::tolower(ch) - 'a' + 10;
-        if (v > (~0ULL - static_cast<unsigned>(d)) / static_cast<unsigned>(base)) syntax_error(line_, "integer literal too large");
+        if (v > (~0ULL - static_cast<unsigned>(d)) / static_cast<unsigned>(base))
+          syntax_error(line_, "integer literal too large");
         v = v * static_cast<unsigned>(base) + static_cast<unsigned>(d);
       }
       emit(TokenType::Integer, std::to_string(v), line_);

@@ -17,10 +17,10 @@ enum class TokenType : uint8_t {
   BlockBegin,  // {%
   BlockEnd,    // %}
   Name,
-  String,      // value: the decoded string
-  Integer,     // value: decimal digits
-  Float,       // value: the literal (underscores removed)
-  Operator,    // value: the operator text
+  String,    // value: the decoded string
+  Integer,   // value: decimal digits
+  Float,     // value: the literal (underscores removed)
+  Operator,  // value: the operator text
   End,
 };
 

@@ -15,7 +15,8 @@ bool Parser::is_tuple_end(const std::set<std::string>& extra_end) const {
   return t.type == TokenType::Name && extra_end.count(t.value);
 }
 
-ExprPtr Parser::parse_tuple(bool simplified, bool with_condexpr, const std::set<std::string>& extra_end, bool explicit_parens) {
+ExprPtr Parser::parse_tuple(bool simplified, bool with_condexpr, const std::set<std::string>& extra_end,
+                            bool explicit_parens) {
   const int line = cur().line;
   std::vector<ExprPtr> args;
   bool is_tuple = false;
@@ -101,9 +102,8 @@ ExprPtr Parser::parse_compare() {
   std::vector<std::string> ops;
   std::vector<ExprPtr> operands;
   while (true) {
-    if (cur().type == TokenType::Operator &&
-        (cur().value == "==" || cur().value == "!=" || cur().value == "<" || cur().value == "<=" || cur().value == ">" ||
-         cur().value == ">=")) {
+    if (cur().type == TokenType::Operator && (cur().value == "==" || cur().value == "!=" || cur().value == "<" ||
+                                              cur().value == "<=" || cur().value == ">" || cur().value == ">=")) {
       ops.push_back(cur().value);
       next();
     } else if (is_name("in")) {
@@ -374,7 +374,8 @@ void Parser::parse_call_args(Expr& e) {
       next();
       e.call_kwargs.emplace_back(std::move(key), parse_expression(true));
     } else {
-      if (e.dyn_args || e.dyn_kwargs || !e.call_kwargs.empty()) fail_here("invalid syntax for function call expression");
+      if (e.dyn_args || e.dyn_kwargs || !e.call_kwargs.empty())
+        fail_here("invalid syntax for function call expression");
       e.call_args.push_back(parse_expression(true));
     }
     require_comma = true;

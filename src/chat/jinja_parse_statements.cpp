@@ -1,4 +1,5 @@
-// The Jinja parser's statements: the template body, for / if / set / macro / call / filter / with and assignment targets.
+// The Jinja parser's statements: the template body, for / if / set / macro / call / filter / with and assignment
+// targets.
 #include <charconv>
 #include <set>
 
@@ -241,7 +242,8 @@ Target Parser::parse_assign_target(bool with_tuple, bool with_namespace, const s
 Target Parser::to_target(const Expr& e) {
   Target t;
   if (e.kind == Expr::Kind::Name) {
-    if (e.name == "true" || e.name == "false" || e.name == "none" || e.name == "True" || e.name == "False" || e.name == "None") {
+    if (e.name == "true" || e.name == "false" || e.name == "none" || e.name == "True" || e.name == "False" ||
+        e.name == "None") {
       fail_here("can't assign to '" + e.name + "'");
     }
     t.kind = Target::Kind::Name;

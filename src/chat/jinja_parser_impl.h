@@ -44,7 +44,9 @@ class Parser {
     next();
     return true;
   }
-  [[noreturn]] void fail_here(const std::string& msg) const { fail("template syntax error: line {}: {}", cur().line, msg); }
+  [[noreturn]] void fail_here(const std::string& msg) const {
+    fail("template syntax error: line {}: {}", cur().line, msg);
+  }
   std::string describe(const Token& t) const {
     switch (t.type) {
       case TokenType::End: return "end of template";
@@ -99,7 +101,8 @@ class Parser {
 
   // ---- expressions (jinja_parse_expressions.cpp) -----------------------------------------------
   bool is_tuple_end(const std::set<std::string>& extra_end) const;
-  ExprPtr parse_tuple(bool simplified, bool with_condexpr, const std::set<std::string>& extra_end, bool explicit_parens);
+  ExprPtr parse_tuple(bool simplified, bool with_condexpr, const std::set<std::string>& extra_end,
+                      bool explicit_parens);
   ExprPtr parse_expression(bool with_condexpr) { return with_condexpr ? parse_condexpr() : parse_or(); }
   ExprPtr parse_condexpr();
   ExprPtr binary(Expr::Kind k, ExprPtr a, ExprPtr b, int line, std::string op = {});

@@ -137,7 +137,9 @@ std::string replace_all(const std::string& s, const std::string& old, const std:
 namespace {
 
 // Code-point index of a byte offset.
-int64_t cp_index(const std::string& s, size_t byte_offset) { return static_cast<int64_t>(py::length(std::string_view(s).substr(0, byte_offset))); }
+int64_t cp_index(const std::string& s, size_t byte_offset) {
+  return static_cast<int64_t>(py::length(std::string_view(s).substr(0, byte_offset)));
+}
 
 std::string py_title(const std::string& s) {
   std::string out;
@@ -187,10 +189,12 @@ std::string py_str_format(const std::string& fmt, const CallArgs& args) {
       const size_t close = fmt.find('}', i);
       if (close == std::string::npos) template_error("Single '{' encountered in format string");
       const std::string field = fmt.substr(i + 1, close - i - 1);
-      if (field.find_first_of(":!") != std::string::npos) template_error("format specs are not supported in str.format");
+      if (field.find_first_of(":!") != std::string::npos)
+        template_error("format specs are not supported in str.format");
       Value v;
       if (field.empty()) {
-        if (auto_index >= args.positional.size()) template_error("Replacement index out of range for positional args tuple");
+        if (auto_index >= args.positional.size())
+          template_error("Replacement index out of range for positional args tuple");
         v = args.positional[auto_index++];
       } else if (std::all_of(field.begin(), field.end(), [](char ch) { return ch >= '0' && ch <= '9'; })) {
         const size_t k = std::stoul(field);
@@ -301,7 +305,9 @@ Value call_str_method(const Value& self, const std::string& m, CallArgs args) {
   }
   if (m == "replace") {
     Bound b = bind(m, args, {"old", "new", "count"}, {Value::integer(-1)});
-    return str_value(replace_all(s, need_str(b[0], "replace arg 1"), need_str(b[1], "replace arg 2"), need_int(b[2], "count")), self);
+    return str_value(
+        replace_all(s, need_str(b[0], "replace arg 1"), need_str(b[1], "replace arg 2"), need_int(b[2], "count")),
+        self);
   }
   if (m == "find" || m == "rfind" || m == "index" || m == "rindex" || m == "count") {
     Bound b = bind(m, args, {"sub"});
@@ -358,7 +364,8 @@ Value call_str_method(const Value& self, const std::string& m, CallArgs args) {
   if (m == "removeprefix" || m == "removesuffix") {
     Bound b = bind(m, args, {"affix"});
     const std::string& a = need_str(b[0], m + " arg");
-    if (m == "removeprefix" && s.compare(0, a.size(), a) == 0 && s.size() >= a.size()) return str_value(s.substr(a.size()), self);
+    if (m == "removeprefix" && s.compare(0, a.size(), a) == 0 && s.size() >= a.size())
+      return str_value(s.substr(a.size()), self);
     if (m == "removesuffix" && s.size() >= a.size() && s.compare(s.size() - a.size(), a.size(), a) == 0) {
       return str_value(s.substr(0, s.size() - a.size()), self);
     }
@@ -408,10 +415,11 @@ namespace {
 
 const std::set<std::string>& str_methods() {
   static const std::set<std::string> m = {
-      "strip", "lstrip", "rstrip", "startswith", "endswith", "split", "rsplit", "splitlines", "lower", "upper",
-      "title", "capitalize", "swapcase", "casefold", "replace", "find", "rfind", "index", "rindex", "count", "join",
-      "isdigit", "isalpha", "isalnum", "isspace", "isdecimal", "isnumeric", "islower", "isupper", "removeprefix",
-      "removesuffix", "zfill", "center", "ljust", "rjust", "format", "partition", "rpartition"};
+      "strip",   "lstrip",    "rstrip",    "startswith", "endswith",  "split",        "rsplit",       "splitlines",
+      "lower",   "upper",     "title",     "capitalize", "swapcase",  "casefold",     "replace",      "find",
+      "rfind",   "index",     "rindex",    "count",      "join",      "isdigit",      "isalpha",      "isalnum",
+      "isspace", "isdecimal", "isnumeric", "islower",    "isupper",   "removeprefix", "removesuffix", "zfill",
+      "center",  "ljust",     "rjust",     "format",     "partition", "rpartition"};
   return m;
 }
 
@@ -469,14 +477,14 @@ Value get_method(const Value& self, const std::string& name) {
     return Value::undefined();
   }
   if (self.is_dict()) {
-    static const std::set<std::string> dict_methods = {"items", "keys", "values", "get", "copy", "pop", "popitem",
-                                                       "update", "setdefault", "clear", "fromkeys"};
+    static const std::set<std::string> dict_methods = {"items",   "keys",   "values",     "get",   "copy",    "pop",
+                                                       "popitem", "update", "setdefault", "clear", "fromkeys"};
     if (dict_methods.count(name)) return Value::callable(std::make_shared<BoundMethod>(self, name));
     return Value::undefined();
   }
   if (self.is_sequence_like()) {
-    static const std::set<std::string> list_methods = {"count", "index", "append", "extend", "insert", "pop",
-                                                       "remove", "reverse", "sort", "clear", "copy"};
+    static const std::set<std::string> list_methods = {"count",  "index",   "append", "extend", "insert", "pop",
+                                                       "remove", "reverse", "sort",   "clear",  "copy"};
     if (list_methods.count(name) && !(self.is_tuple() && name != "count" && name != "index")) {
       return Value::callable(std::make_shared<BoundMethod>(self, name));
     }

@@ -42,12 +42,10 @@ const std::map<std::string, TestFn>& tests() {
     m["none"] = unary([](const Value& v) { return v.is_none(); });
     m["string"] = unary([](const Value& v) { return v.is_string(); });
     m["mapping"] = unary([](const Value& v) { return v.is_dict(); });
-    m["iterable"] = unary([](const Value& v) {
-      return v.is_undefined() || v.is_string() || v.is_sequence_like() || v.is_dict();
-    });
-    m["sequence"] = unary([](const Value& v) {
-      return v.is_undefined() || v.is_string() || v.is_sequence_like() || v.is_dict();
-    });
+    m["iterable"] =
+        unary([](const Value& v) { return v.is_undefined() || v.is_string() || v.is_sequence_like() || v.is_dict(); });
+    m["sequence"] =
+        unary([](const Value& v) { return v.is_undefined() || v.is_string() || v.is_sequence_like() || v.is_dict(); });
     m["number"] = unary([](const Value& v) { return v.is_number(); });
     m["integer"] = unary([](const Value& v) { return v.is_int(); });
     m["float"] = unary([](const Value& v) { return v.is_float(); });

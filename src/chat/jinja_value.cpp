@@ -392,7 +392,8 @@ void json_into(const Value& v, const JsonOptions& o, int level, std::string& out
       entries.reserve(items.size());
       for (const auto& [k, val] : items) entries.emplace_back(json_key(k), &val);
       if (o.sort_keys) {
-        std::stable_sort(entries.begin(), entries.end(), [](const auto& a, const auto& b) { return a.first < b.first; });
+        std::stable_sort(entries.begin(), entries.end(),
+                         [](const auto& a, const auto& b) { return a.first < b.first; });
       }
       out += "{";
       for (size_t i = 0; i < entries.size(); ++i) {

@@ -12,7 +12,8 @@
 namespace specserve::chat::jinja {
 
 std::string undefined_message(const Value& v) {
-  return v.str().empty() ? "value is undefined" : (v.str().find(' ') == std::string::npos ? "'" + v.str() + "' is undefined" : v.str());
+  return v.str().empty() ? "value is undefined"
+                         : (v.str().find(' ') == std::string::npos ? "'" + v.str() + "' is undefined" : v.str());
 }
 
 namespace {
@@ -53,8 +54,10 @@ Value loop_attr(const std::shared_ptr<LoopState>& l, const std::string& name) {
   if (name == "length") return Value::integer(n);
   if (name == "depth") return Value::integer(1);
   if (name == "depth0") return Value::integer(0);
-  if (name == "previtem") return i > 0 ? l->items[static_cast<size_t>(i - 1)] : Value::undefined("there is no previous item");
-  if (name == "nextitem") return i + 1 < n ? l->items[static_cast<size_t>(i + 1)] : Value::undefined("there is no next item");
+  if (name == "previtem")
+    return i > 0 ? l->items[static_cast<size_t>(i - 1)] : Value::undefined("there is no previous item");
+  if (name == "nextitem")
+    return i + 1 < n ? l->items[static_cast<size_t>(i + 1)] : Value::undefined("there is no next item");
   if (name == "cycle" || name == "changed") return Value::callable(std::make_shared<LoopMethod>(l, name));
   return Value::undefined("loop has no attribute '" + name + "'");
 }
@@ -113,7 +116,8 @@ Value get_item(const Value& obj, const Value& key) {
         }
         const auto n = static_cast<int64_t>(obj.items().size());
         if (i < 0) i += n;
-        if (i < 0 || i >= n) return Value::undefined(obj.type_name() + " object has no element " + std::to_string(key.as_int()));
+        if (i < 0 || i >= n)
+          return Value::undefined(obj.type_name() + " object has no element " + std::to_string(key.as_int()));
         return obj.items()[static_cast<size_t>(i)];
       }
       if (key.is_string()) return get_attr(obj, key.str());
@@ -165,7 +169,8 @@ bool contains(const Value& container, const Value& item) {
       }
       return false;
     case Value::Kind::Dict: return container.dict().find(item) != nullptr;
-    case Value::Kind::Namespace: return item.is_string() && container.namespace_ptr()->attrs.find(std::string_view(item.str()));
+    case Value::Kind::Namespace:
+      return item.is_string() && container.namespace_ptr()->attrs.find(std::string_view(item.str()));
     default: template_error("argument of type '" + container.type_name() + "' is not iterable");
   }
 }
@@ -223,7 +228,9 @@ Value binary_op(const std::string& op, const Value& a, const Value& b, const Int
       interp.check_size(a.str().size() + b.str().size());
       // markupsafe: Markup + str escapes the str (and the other way round).
       if (a.is_safe() || b.is_safe()) {
-        return Value::string((a.is_safe() ? a.str() : detail::escape_html(a.str())) + (b.is_safe() ? b.str() : detail::escape_html(b.str())), true);
+        return Value::string((a.is_safe() ? a.str() : detail::escape_html(a.str())) +
+                                 (b.is_safe() ? b.str() : detail::escape_html(b.str())),
+                             true);
       }
       return Value::string(a.str() + b.str());
     }

@@ -17,9 +17,8 @@ std::string route_legacy_bench(std::vector<std::string>& args) {
   if (args.size() < 3 || args[1] != "bench") return "";
   const std::string& first = args[2];
   if (first.empty() || first[0] != '-' || first == "-h" || first == "--help" || first == "--help-all") return "";
-  const bool steps = std::any_of(args.begin() + 2, args.end(), [](const std::string& a) {
-    return is_flag(a, "--synthetic") || a == "--steps";
-  });
+  const bool steps = std::any_of(args.begin() + 2, args.end(),
+                                 [](const std::string& a) { return is_flag(a, "--synthetic") || a == "--steps"; });
   const char* mode = steps ? kBenchSteps : kBenchServeLoad;
   args.insert(args.begin() + 2, mode);
   return std::string("note: `specserve bench ") + first + " ...` is now `specserve bench " + mode + " " + first +

@@ -7,8 +7,9 @@ namespace specserve::cli {
 
 void register_bench(CLI::App& app, CommandRunner& run) {
   auto* cmd = app.add_subcommand(
-      "bench", "Benchmarks: `bench steps` (decode/verify/propose/prefill step times) or `bench serve-load` (HTTP "
-               "load: TTFT, inter-token latency, tokens/s)");
+      "bench",
+      "Benchmarks: `bench steps` (decode/verify/propose/prefill step times) or `bench serve-load` (HTTP "
+      "load: TTFT, inter-token latency, tokens/s)");
   cmd->require_subcommand(1);
   register_bench_steps(*cmd, run);
   register_bench_serve_load(*cmd, run);

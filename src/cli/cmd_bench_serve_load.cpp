@@ -114,8 +114,8 @@ int run_serve_load(LoadArgs a) {
 }  // namespace
 
 void register_bench_serve_load(CLI::App& bench, CommandRunner& run) {
-  auto* cmd = bench.add_subcommand(
-      kBenchServeLoad, "HTTP load: TTFT, inter-token latency and tokens/s per concurrency level");
+  auto* cmd =
+      bench.add_subcommand(kBenchServeLoad, "HTTP load: TTFT, inter-token latency and tokens/s per concurrency level");
   auto a = std::make_shared<LoadArgs>();
   add_model_flag(*cmd, a->spec.model_dir)->description("Serve this target model in-process and measure it");
   add_drafter_flags(*cmd, a->drafter, DrafterScope::Serving);

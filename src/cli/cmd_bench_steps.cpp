@@ -91,9 +91,11 @@ void register_bench_steps(CLI::App& bench, CommandRunner& run) {
   cmd->add_option("--iterations", a->step.iterations, "Timed calls per measurement (the median is reported)")
       ->capture_default_str();
   cmd->add_option("--tau", a->step.tau, "Acceptance length for the projected tokens/s")->capture_default_str();
-  cmd->add_option("--decode-batches", a->step.decode_batches, "Decode batch sizes")->delimiter(',')
+  cmd->add_option("--decode-batches", a->step.decode_batches, "Decode batch sizes")
+      ->delimiter(',')
       ->capture_default_str();
-  cmd->add_option("--verify-batches", a->step.verify_batches, "Verify and propose batch sizes")->delimiter(',')
+  cmd->add_option("--verify-batches", a->step.verify_batches, "Verify and propose batch sizes")
+      ->delimiter(',')
       ->capture_default_str();
   cmd->add_option("--verify-k", a->step.verify_ks, "Verify rows per sequence")->delimiter(',')->capture_default_str();
   cmd->add_flag("--json", a->json, "Print JSON instead of tables");

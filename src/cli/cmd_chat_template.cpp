@@ -36,7 +36,8 @@ int run_chat_template(const ChatTemplateArgs& a) {
   }
   const std::string text = tmpl.render_json(ss.str());
   if (a.json) {
-    const std::string out = nlohmann::json({{"text", text}}).dump(-1, ' ', false, nlohmann::json::error_handler_t::replace) + "\n";
+    const std::string out =
+        nlohmann::json({{"text", text}}).dump(-1, ' ', false, nlohmann::json::error_handler_t::replace) + "\n";
     std::fwrite(out.data(), 1, out.size(), stdout);
   } else {
     std::fwrite(text.data(), 1, text.size(), stdout);
@@ -50,8 +51,10 @@ int run_chat_template(const ChatTemplateArgs& a) {
 void register_chat_template(CLI::App& app, CommandRunner& run) {
   auto args = std::make_shared<ChatTemplateArgs>();
   auto* cmd = app.add_subcommand("chat-template", "Render a chat request with the checkpoint's chat template");
-  cmd->add_option("--tokenizer", args->tokenizer, "directory with chat_template.jinja or tokenizer_config.json")->required();
-  cmd->add_option("--request-file", args->request_file, "JSON request: messages, tools, add_generation_prompt, kwargs; '-' = stdin")
+  cmd->add_option("--tokenizer", args->tokenizer, "directory with chat_template.jinja or tokenizer_config.json")
+      ->required();
+  cmd->add_option("--request-file", args->request_file,
+                  "JSON request: messages, tools, add_generation_prompt, kwargs; '-' = stdin")
       ->required();
   cmd->add_flag("--json", args->json, "print {\"text\": ...} instead of the raw prompt");
   cmd->callback([args, &run] { run = [args] { return run_chat_template(*args); }; });

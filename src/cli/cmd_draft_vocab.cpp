@@ -99,10 +99,12 @@ int run_draft_vocab(const DraftVocabArgs& a) {
   std::vector<int32_t> order(counts.size());
   for (size_t i = 0; i < order.size(); ++i) order[i] = static_cast<int32_t>(i);
   const size_t n = std::min(order.size(), static_cast<size_t>(a.top));
-  std::partial_sort(order.begin(), order.begin() + static_cast<std::ptrdiff_t>(n), order.end(), [&](int32_t x, int32_t y) {
-    return counts[static_cast<size_t>(x)] != counts[static_cast<size_t>(y)] ? counts[static_cast<size_t>(x)] > counts[static_cast<size_t>(y)]
-                                                                            : x < y;
-  });
+  std::partial_sort(order.begin(), order.begin() + static_cast<std::ptrdiff_t>(n), order.end(),
+                    [&](int32_t x, int32_t y) {
+                      return counts[static_cast<size_t>(x)] != counts[static_cast<size_t>(y)]
+                                 ? counts[static_cast<size_t>(x)] > counts[static_cast<size_t>(y)]
+                                 : x < y;
+                    });
   order.resize(n);
   uint64_t covered = 0;
   for (int32_t id : order) covered += counts[static_cast<size_t>(id)];
@@ -130,8 +132,8 @@ int run_draft_vocab(const DraftVocabArgs& a) {
 
 void register_draft_vocab(CLI::App& app, CommandRunner& run) {
   auto args = std::make_shared<DraftVocabArgs>();
-  auto* cmd = app.add_subcommand("draft-vocab",
-                                 "The most frequent token ids of some text: the id list for --draft-vocab FILE");
+  auto* cmd =
+      app.add_subcommand("draft-vocab", "The most frequent token ids of some text: the id list for --draft-vocab FILE");
   cmd->add_option("--tokenizer", args->tokenizer, "tokenizer.json, or a model directory holding one")->required();
   cmd->add_option("--top", args->top, "how many ids to keep")->required();
   cmd->add_option("--out", args->out, "where to write the list ('-' = stdout)")->capture_default_str();

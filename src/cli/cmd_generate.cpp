@@ -16,8 +16,8 @@
 // per step) and "accept_rate_per_position"; --trace adds "steps":[{"pos","drafts","accepted","emitted"}]
 // (spec/spec_json.h). Outputs with and without --draft are identical at T=0 and at seeded T>0
 // (--draft-sampling argmax, --verify-mode sample-match: the defaults).
-// `text` is omitted when DIR has no tokenizer.json (then only --prompt-ids works). The temperature defaults to 0 (greedy, ties to
-// the lowest id) whatever generation_config.json says, so a bare command is deterministic; the other
+// `text` is omitted when DIR has no tokenizer.json (then only --prompt-ids works). The temperature defaults to 0
+// (greedy, ties to the lowest id) whatever generation_config.json says, so a bare command is deterministic; the other
 // sampling defaults come from generation_config.json.
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
@@ -173,8 +173,8 @@ int run_generate(GenerateOptions& o) {
   eo.prefill_chunk = kPrefillChunk;
   eo.verify_mode = verify_mode;
   eo.real_vocab = real_vocab;
-  const int64_t positions = static_cast<int64_t>(prompt.size()) + *params.stop.max_tokens +
-                            (proposer ? proposer->gamma() + 1 : 0);
+  const int64_t positions =
+      static_cast<int64_t>(prompt.size()) + *params.stop.max_tokens + (proposer ? proposer->gamma() + 1 : 0);
   eo.kv_blocks = (positions + kKvBlockSize - 1) / kKvBlockSize + 1;
   // Special tokens add no text (as HF decode with skip_special_tokens); without a tokenizer, none.
   engine::Engine eng(

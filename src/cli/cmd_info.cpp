@@ -20,8 +20,9 @@ void register_info(CLI::App& app, CommandRunner& run) {
   };
   auto opts = std::make_shared<Options>();
   auto* cmd = app.add_subcommand(
-      "info", "Describe a checkpoint: architecture, layer schedule, parameters per dtype, head, weight layout, "
-              "drafter settings; fails if a tensor the config implies is missing");
+      "info",
+      "Describe a checkpoint: architecture, layer schedule, parameters per dtype, head, weight layout, "
+      "drafter settings; fails if a tensor the config implies is missing");
   auto* model = cmd->add_option("--model", opts->model, "Model directory (config.json and *.safetensors)");
   cmd->add_flag("--json", opts->json, "Print one JSON object instead of text");
   auto* env = cmd->add_flag("--env", opts->env,

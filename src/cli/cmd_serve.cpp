@@ -123,38 +123,53 @@ void register_serve(CLI::App& app, CommandRunner& run) {
   cmd->add_option("--api-key", h.api_key, "Require 'Authorization: Bearer KEY' on /v1/*, /tokenize, /detokenize")
       ->envname("SPECSERVE_API_KEY");
   cmd->add_option("--api-key-file", h.api_key_file, "Read the API key from this file (first line; not visible in ps)");
-  cmd->add_option("--allowed-origins", h.allowed_origins, "Answer CORS requests from these origins ('*' = any; default none)")
+  cmd->add_option("--allowed-origins", h.allowed_origins,
+                  "Answer CORS requests from these origins ('*' = any; default none)")
       ->delimiter(',');
-  cmd->add_option("--max-connections", h.max_connections, "Open connections; a new one above this gets 503 and is closed")
+  cmd->add_option("--max-connections", h.max_connections,
+                  "Open connections; a new one above this gets 503 and is closed")
       ->capture_default_str();
-  cmd->add_option("--header-timeout-s", h.header_timeout_s, "Seconds a request head may take to arrive, from its first byte")
+  cmd->add_option("--header-timeout-s", h.header_timeout_s,
+                  "Seconds a request head may take to arrive, from its first byte")
       ->capture_default_str();
   cmd->add_option("--keep-alive-timeout-s", h.keep_alive_timeout_s, "Seconds an idle keep-alive connection stays open")
       ->capture_default_str();
   cmd->add_option("--max-seqs", s.engine.max_seqs, "Sequences decoded concurrently")->capture_default_str();
-  cmd->add_option("--max-queue", s.engine.max_queue, "Requests waiting for admission before 503")->capture_default_str();
+  cmd->add_option("--max-queue", s.engine.max_queue, "Requests waiting for admission before 503")
+      ->capture_default_str();
   cmd->add_option("--max-batch-rows", s.engine.max_batch_rows, "Rows of one target forward")->capture_default_str();
-  cmd->add_option("--prefill-chunk", s.engine.prefill_chunk, "Prefill chunk length (multiple of 64)")->capture_default_str();
-  cmd->add_option("--kv-cache-mib", s.kv_cache_mib, "KV-cache budget in MiB (0 = auto: max-seqs full contexts, <= 1/4 of RAM; on a GPU what is free after weights and state)")
+  cmd->add_option("--prefill-chunk", s.engine.prefill_chunk, "Prefill chunk length (multiple of 64)")
+      ->capture_default_str();
+  cmd->add_option(
+         "--kv-cache-mib", s.kv_cache_mib,
+         "KV-cache budget in MiB (0 = auto: max-seqs full contexts, <= 1/4 of RAM; on a GPU what is free after weights and state)")
       ->capture_default_str();
   add_threads_flag(*cmd, s.threads);
   add_dtype_flag(*cmd, s.dtype);
   add_backend_flag(*cmd, s.backend);
   cmd->add_option("--max-tokens-limit", h.max_tokens_limit, "Largest max_tokens accepted (0 = the context length)");
-  cmd->add_option("--default-max-tokens", h.default_max_tokens, "max_tokens when a request gives none (capped by what fits; 0 = what fits)")
+  cmd->add_option("--default-max-tokens", h.default_max_tokens,
+                  "max_tokens when a request gives none (capped by what fits; 0 = what fits)")
       ->capture_default_str();
   cmd->add_option("--max-prompt-tokens", h.max_prompt_tokens, "Longest prompt accepted (0 = the context length)");
-  cmd->add_option("--max-body-mib", [&h](const std::vector<std::string>& v) {
+  cmd->add_option(
+      "--max-body-mib",
+      [&h](const std::vector<std::string>& v) {
         h.max_body_bytes = static_cast<size_t>(std::stoll(v.at(0))) << 20;
         return true;
-      }, "Largest request body in MiB (413 above; default 8)");
-  cmd->add_option("--request-timeout-s", s.request_timeout_s, "Cancel a request still running after N seconds (0 = never)")
+      },
+      "Largest request body in MiB (413 above; default 8)");
+  cmd->add_option("--request-timeout-s", s.request_timeout_s,
+                  "Cancel a request still running after N seconds (0 = never)")
       ->capture_default_str();
   add_hidden_alias(*cmd, "--request-timeout", s.request_timeout_s, "--request-timeout-s");
   cmd->add_option("--http-threads", h.http_threads, "Request handler threads (JSON, template, tokenizer; 0 = 4)");
-  cmd->add_option("--read-timeout-s", h.read_timeout_s, "Seconds a request body may take to arrive after its head")->capture_default_str();
+  cmd->add_option("--read-timeout-s", h.read_timeout_s, "Seconds a request body may take to arrive after its head")
+      ->capture_default_str();
   add_hidden_alias(*cmd, "--read-timeout", h.read_timeout_s, "--read-timeout-s");
-  cmd->add_option("--write-timeout-s", h.write_timeout_s, "Seconds a response write may make no progress before the connection closes")->capture_default_str();
+  cmd->add_option("--write-timeout-s", h.write_timeout_s,
+                  "Seconds a response write may make no progress before the connection closes")
+      ->capture_default_str();
   add_hidden_alias(*cmd, "--write-timeout", h.write_timeout_s, "--write-timeout-s");
   cmd->add_option("--shutdown-grace-s", h.shutdown_grace_s, "Seconds running requests may finish after SIGTERM")
       ->capture_default_str();

@@ -59,8 +59,8 @@ int run_tokenize(const TokenizeArgs& a) {
       }
       out += "]}\n";
     } else {
-      SS_CHECK(j.is_object() && j.contains("ids") && j["ids"].is_array(), "{} line {}: expected {{\"ids\": [...]}}", a.input,
-               line_no);
+      SS_CHECK(j.is_object() && j.contains("ids") && j["ids"].is_array(), "{} line {}: expected {{\"ids\": [...]}}",
+               a.input, line_no);
       ids.clear();
       for (const auto& x : j["ids"]) {
         SS_CHECK(x.is_number_integer(), "{} line {}: ids must be integers", a.input, line_no);
@@ -82,7 +82,8 @@ void register_tokenize(CLI::App& app, CommandRunner& run) {
   auto args = std::make_shared<TokenizeArgs>();
   auto* cmd = app.add_subcommand("tokenize", "Token ids of text (or text of ids) with a Hugging Face tokenizer.json");
   cmd->add_option("--tokenizer", args->tokenizer, "tokenizer.json, or a directory holding one")->required();
-  cmd->add_option("--input-jsonl", args->input, "input lines: JSON strings (or {\"ids\": [...]} with --decode); '-' = stdin")
+  cmd->add_option("--input-jsonl", args->input,
+                  "input lines: JSON strings (or {\"ids\": [...]} with --decode); '-' = stdin")
       ->required();
   cmd->add_flag("--decode", args->decode, "decode {\"ids\": [...]} lines to {\"text\": ...}");
   cmd->add_flag("--skip-special-tokens", args->skip_special_tokens, "with --decode: drop special tokens");

@@ -14,7 +14,8 @@ void add_drafter_flags(CLI::App& cmd, DrafterFlags& f, DrafterScope scope) {
     f.given_options.push_back(o);
     return o;
   };
-  cmd.add_option("--draft", f.draft, "DFlash drafter directory (speculative decoding; the output is the same as without)");
+  cmd.add_option("--draft", f.draft,
+                 "DFlash drafter directory (speculative decoding; the output is the same as without)");
   keep(cmd.add_option("--draft-matmul", f.draft_matmul, spec::kDraftMatmulHelp)
            ->check(CLI::IsMember({"fast", "exact"}))
            ->capture_default_str());

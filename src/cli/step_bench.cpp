@@ -57,9 +57,7 @@ double copy_bandwidth(const Memory& mem) {
 }
 
 // SPECSERVE_PROFILE_STEP: which step to repeat inside a profiler range ("decode", "verify", "propose"), or "".
-std::string profile_step() {
-  return std::string(env_text("SPECSERVE_PROFILE_STEP"));
-}
+std::string profile_step() { return std::string(env_text("SPECSERVE_PROFILE_STEP")); }
 
 std::vector<int32_t> random_tokens(size_t n, std::mt19937& rng, int64_t vocab) {
   std::vector<int32_t> v(n);
@@ -78,7 +76,8 @@ std::string device_name(const TargetModel& target) {
 
 json run_step_bench(TargetModel& target, const spec::DFlashDrafter* drafter, const std::string& label,
                     const StepBenchOptions& o) {
-  SS_CHECK(o.context >= 1 && o.prefill >= 1 && o.iterations >= 1, "bench: --context, --prefill and --iterations must be >= 1");
+  SS_CHECK(o.context >= 1 && o.prefill >= 1 && o.iterations >= 1,
+           "bench: --context, --prefill and --iterations must be >= 1");
   const int64_t V = target.vocab_size();
   const Memory& mem = target.forward_memory();
   std::mt19937 rng(7);
@@ -187,8 +186,12 @@ json run_step_bench(TargetModel& target, const spec::DFlashDrafter* drafter, con
     decode_s[b] = s;
     const double bytes = step_bytes(b);
     const double enqueue = enqueue_seconds(b);
-    decode.push_back({{"batch", b}, {"ms", s * 1e3}, {"bytes", bytes}, {"gb_s", bytes / s / 1e9},
-                      {"roofline_fraction", bytes / s / bw}, {"tokens_per_s", b / s},
+    decode.push_back({{"batch", b},
+                      {"ms", s * 1e3},
+                      {"bytes", bytes},
+                      {"gb_s", bytes / s / 1e9},
+                      {"roofline_fraction", bytes / s / bw},
+                      {"tokens_per_s", b / s},
                       {"host_enqueue_ms", enqueue * 1e3}});
     maybe_profile("decode", b, 1);
     SS_LOG_INFO("bench", "decode B={}: {:.3f} ms", b, s * 1e3);
@@ -264,7 +267,9 @@ json run_step_bench(TargetModel& target, const spec::DFlashDrafter* drafter, con
       SS_LOG_INFO("bench", "propose B={}: {:.3f} ms", b, s * 1e3);
       if (verify_s.count({b, gamma + 1}) && decode_s.count(b)) {
         const double spec_s = verify_s[{b, gamma + 1}] + s;
-        r["projection"].push_back({{"batch", b}, {"tau", o.tau}, {"k", gamma + 1},
+        r["projection"].push_back({{"batch", b},
+                                   {"tau", o.tau},
+                                   {"k", gamma + 1},
                                    {"plain_tokens_per_s", b / decode_s[b]},
                                    {"dflash_tokens_per_s", b * o.tau / spec_s},
                                    {"speedup", o.tau * decode_s[b] / spec_s}});
@@ -276,19 +281,21 @@ json run_step_bench(TargetModel& target, const spec::DFlashDrafter* drafter, con
   if (target.backend() == "cuda") {
     // How the run's kernel launches were enqueued (backend/cuda/step_graphs.h).
     const cuda::GraphStats g = cuda::graph_stats();
-    r["cuda_graphs"] = {{"enabled", cuda::graphs_enabled()}, {"launches", g.launches}, {"segments", g.segments},
-                        {"graph_launches", g.graph_launches}, {"captures", g.captures},
-                        {"direct_segments", g.direct_segments}, {"node_updates", g.node_updates}};
+    r["cuda_graphs"] = {
+        {"enabled", cuda::graphs_enabled()},  {"launches", g.launches}, {"segments", g.segments},
+        {"graph_launches", g.graph_launches}, {"captures", g.captures}, {"direct_segments", g.direct_segments},
+        {"node_updates", g.node_updates}};
   }
 #endif
   return r;
 }
 
 std::string format_step_bench(const json& r) {
-  std::string out = fmt::format("{} on {} ({}, {}), context {} positions; copy bandwidth {:.0f} GB/s; step weights {:.2f} GB\n",
-                                r["model"].get<std::string>(), r["device"].get<std::string>(),
-                                r["backend"].get<std::string>(), r["dtype"].get<std::string>(), r["context"].get<int>(),
-                                r["copy_bandwidth_gb_s"].get<double>(), r["step_weight_bytes"].get<double>() / 1e9);
+  std::string out =
+      fmt::format("{} on {} ({}, {}), context {} positions; copy bandwidth {:.0f} GB/s; step weights {:.2f} GB\n",
+                  r["model"].get<std::string>(), r["device"].get<std::string>(), r["backend"].get<std::string>(),
+                  r["dtype"].get<std::string>(), r["context"].get<int>(), r["copy_bandwidth_gb_s"].get<double>(),
+                  r["step_weight_bytes"].get<double>() / 1e9);
   const auto& p = r["prefill"];
   out += fmt::format("prefill: {} tokens in {:.3f} s = {:.0f} tokens/s\n", p["tokens"].get<int>(),
                      p["seconds"].get<double>(), p["tokens_per_s"].get<double>());
@@ -301,18 +308,19 @@ std::string format_step_bench(const json& r) {
                        d["host_enqueue_ms"].get<double>());
   out += fmt::format("{:>8} {:>4} {:>10} {:>12}\n", "verify B", "K", "ms", "/ decode(B)");
   for (const auto& v : r["verify"])
-    out += fmt::format("{:>8} {:>4} {:>10.3f} {:>12}\n", v["batch"].get<int>(), v["k"].get<int>(), v["ms"].get<double>(),
-                       v.contains("ratio_to_decode") ? fmt::format("{:.2f}x", v["ratio_to_decode"].get<double>()) : "");
+    out +=
+        fmt::format("{:>8} {:>4} {:>10.3f} {:>12}\n", v["batch"].get<int>(), v["k"].get<int>(), v["ms"].get<double>(),
+                    v.contains("ratio_to_decode") ? fmt::format("{:.2f}x", v["ratio_to_decode"].get<double>()) : "");
   if (r.contains("propose")) {
-    out += fmt::format("{:>9} {:>10} {:>12}   (drafter weights {:.2f} GB, head {:.2f} GB over {} ids, --draft-matmul {})\n",
-                       "propose B", "ms", "/ decode(B)", r["drafter_weight_bytes"].get<double>() / 1e9,
-                       r["draft_head_bytes"].get<double>() / 1e9, r["draft_vocab"].get<int64_t>(),
-                       r["draft_matmul"].get<std::string>());
+    out += fmt::format(
+        "{:>9} {:>10} {:>12}   (drafter weights {:.2f} GB, head {:.2f} GB over {} ids, --draft-matmul {})\n",
+        "propose B", "ms", "/ decode(B)", r["drafter_weight_bytes"].get<double>() / 1e9,
+        r["draft_head_bytes"].get<double>() / 1e9, r["draft_vocab"].get<int64_t>(),
+        r["draft_matmul"].get<std::string>());
     for (const auto& v : r["propose"])
-      out += fmt::format("{:>9} {:>10.3f} {:>12}\n", v["batch"].get<int>(), v["ms"].get<double>(),
-                         v.contains("fraction_of_decode")
-                             ? fmt::format("{:.1f}%", 100 * v["fraction_of_decode"].get<double>())
-                             : "");
+      out += fmt::format(
+          "{:>9} {:>10.3f} {:>12}\n", v["batch"].get<int>(), v["ms"].get<double>(),
+          v.contains("fraction_of_decode") ? fmt::format("{:.1f}%", 100 * v["fraction_of_decode"].get<double>()) : "");
   }
   if (r.contains("projection"))
     for (const auto& v : r["projection"])
@@ -321,12 +329,12 @@ std::string format_step_bench(const json& r) {
                          v["dflash_tokens_per_s"].get<double>(), v["speedup"].get<double>());
   if (r.contains("cuda_graphs")) {
     const auto& g = r["cuda_graphs"];
-    out += fmt::format("CUDA graphs {}: {} launches in {} segments; {} graph launches ({} captures), {} direct, "
-                       "{} node updates\n",
-                       g["enabled"].get<bool>() ? "on" : "off", g["launches"].get<uint64_t>(),
-                       g["segments"].get<uint64_t>(), g["graph_launches"].get<uint64_t>(),
-                       g["captures"].get<uint64_t>(), g["direct_segments"].get<uint64_t>(),
-                       g["node_updates"].get<uint64_t>());
+    out += fmt::format(
+        "CUDA graphs {}: {} launches in {} segments; {} graph launches ({} captures), {} direct, "
+        "{} node updates\n",
+        g["enabled"].get<bool>() ? "on" : "off", g["launches"].get<uint64_t>(), g["segments"].get<uint64_t>(),
+        g["graph_launches"].get<uint64_t>(), g["captures"].get<uint64_t>(), g["direct_segments"].get<uint64_t>(),
+        g["node_updates"].get<uint64_t>());
   }
   return out;
 }

@@ -19,10 +19,10 @@
 namespace specserve::cli {
 
 struct StepBenchOptions {
-  int context = 512;       // positions each sequence holds before the timed steps
-  int prefill = 2048;      // prompt length of the prefill measurement (chunks of 512)
+  int context = 512;   // positions each sequence holds before the timed steps
+  int prefill = 2048;  // prompt length of the prefill measurement (chunks of 512)
   int iterations = 10;
-  double tau = 6.5;        // acceptance length for the projection
+  double tau = 6.5;  // acceptance length for the projection
   std::vector<int> decode_batches{1, 4, 16, 64};
   std::vector<int> verify_ks{2, 4, 8, 16};
   std::vector<int> verify_batches{1, 4, 16};

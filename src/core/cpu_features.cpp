@@ -37,9 +37,7 @@ CpuFeatures detect() {
   return f;
 }
 
-bool forced_avx2() {
-  return env_text("SPECSERVE_ISA") == "avx2";
-}
+bool forced_avx2() { return env_text("SPECSERVE_ISA") == "avx2"; }
 }  // namespace
 
 const CpuFeatures& cpu_features() {

@@ -62,7 +62,7 @@ uint16_t f32_to_f16(float x) {
   uint32_t u = std::bit_cast<uint32_t>(x);
   uint32_t sign = (u >> 16) & 0x8000u;
   uint32_t abs = u & 0x7fffffffu;
-  if (abs > 0x7f800000u) return static_cast<uint16_t>(sign | 0x7e00u);  // NaN
+  if (abs > 0x7f800000u) return static_cast<uint16_t>(sign | 0x7e00u);   // NaN
   if (abs >= 0x477ff000u) return static_cast<uint16_t>(sign | 0x7c00u);  // overflow -> inf (>= 65520)
   if (abs < 0x38800000u) {
     // Result is subnormal (or zero): value = m * 2^-24.
@@ -138,20 +138,46 @@ void convert_to_f32(const void* src, DType from, float* dst, size_t n) {
   };
   switch (from) {
     case DType::F32: std::memcpy(dst, src, n * 4); return;
-    case DType::BF16: for (size_t i = 0; i < n; ++i) dst[i] = bf16_to_f32(load(uint16_t{}, i)); return;
-    case DType::F16: for (size_t i = 0; i < n; ++i) dst[i] = f16_to_f32(load(uint16_t{}, i)); return;
-    case DType::F8_E4M3: for (size_t i = 0; i < n; ++i) dst[i] = e4m3_to_f32(b[i]); return;
-    case DType::F8_E5M2: for (size_t i = 0; i < n; ++i) dst[i] = e5m2_to_f32(b[i]); return;
-    case DType::F64: for (size_t i = 0; i < n; ++i) dst[i] = static_cast<float>(load(double{}, i)); return;
-    case DType::I8: for (size_t i = 0; i < n; ++i) dst[i] = static_cast<float>(load(int8_t{}, i)); return;
-    case DType::I16: for (size_t i = 0; i < n; ++i) dst[i] = static_cast<float>(load(int16_t{}, i)); return;
-    case DType::I32: for (size_t i = 0; i < n; ++i) dst[i] = static_cast<float>(load(int32_t{}, i)); return;
-    case DType::I64: for (size_t i = 0; i < n; ++i) dst[i] = static_cast<float>(load(int64_t{}, i)); return;
+    case DType::BF16:
+      for (size_t i = 0; i < n; ++i) dst[i] = bf16_to_f32(load(uint16_t{}, i));
+      return;
+    case DType::F16:
+      for (size_t i = 0; i < n; ++i) dst[i] = f16_to_f32(load(uint16_t{}, i));
+      return;
+    case DType::F8_E4M3:
+      for (size_t i = 0; i < n; ++i) dst[i] = e4m3_to_f32(b[i]);
+      return;
+    case DType::F8_E5M2:
+      for (size_t i = 0; i < n; ++i) dst[i] = e5m2_to_f32(b[i]);
+      return;
+    case DType::F64:
+      for (size_t i = 0; i < n; ++i) dst[i] = static_cast<float>(load(double{}, i));
+      return;
+    case DType::I8:
+      for (size_t i = 0; i < n; ++i) dst[i] = static_cast<float>(load(int8_t{}, i));
+      return;
+    case DType::I16:
+      for (size_t i = 0; i < n; ++i) dst[i] = static_cast<float>(load(int16_t{}, i));
+      return;
+    case DType::I32:
+      for (size_t i = 0; i < n; ++i) dst[i] = static_cast<float>(load(int32_t{}, i));
+      return;
+    case DType::I64:
+      for (size_t i = 0; i < n; ++i) dst[i] = static_cast<float>(load(int64_t{}, i));
+      return;
     case DType::U8:
-    case DType::BOOL: for (size_t i = 0; i < n; ++i) dst[i] = static_cast<float>(b[i]); return;
-    case DType::U16: for (size_t i = 0; i < n; ++i) dst[i] = static_cast<float>(load(uint16_t{}, i)); return;
-    case DType::U32: for (size_t i = 0; i < n; ++i) dst[i] = static_cast<float>(load(uint32_t{}, i)); return;
-    case DType::U64: for (size_t i = 0; i < n; ++i) dst[i] = static_cast<float>(load(uint64_t{}, i)); return;
+    case DType::BOOL:
+      for (size_t i = 0; i < n; ++i) dst[i] = static_cast<float>(b[i]);
+      return;
+    case DType::U16:
+      for (size_t i = 0; i < n; ++i) dst[i] = static_cast<float>(load(uint16_t{}, i));
+      return;
+    case DType::U32:
+      for (size_t i = 0; i < n; ++i) dst[i] = static_cast<float>(load(uint32_t{}, i));
+      return;
+    case DType::U64:
+      for (size_t i = 0; i < n; ++i) dst[i] = static_cast<float>(load(uint64_t{}, i));
+      return;
   }
 }
 

@@ -14,9 +14,7 @@ class Error : public std::runtime_error {
   explicit Error(std::string message) : std::runtime_error(std::move(message)) {}
 
   // Returns a new error whose message is "context: <this message>".
-  [[nodiscard]] Error with_context(const std::string& context) const {
-    return Error(context + ": " + what());
-  }
+  [[nodiscard]] Error with_context(const std::string& context) const { return Error(context + ": " + what()); }
 };
 
 template <typename... Args>
@@ -37,8 +35,8 @@ decltype(auto) with_context(const std::string& context, Fn&& fn) {
 }  // namespace specserve
 
 // Checks an invariant that depends on input or configuration; throws specserve::Error.
-#define SS_CHECK(cond, ...)                 \
-  do {                                      \
+#define SS_CHECK(cond, ...)                      \
+  do {                                           \
     if (!(cond)) ::specserve::fail(__VA_ARGS__); \
   } while (0)
 

@@ -31,8 +31,8 @@ void log_line(LogLevel level, std::string_view component, std::string_view messa
   static std::mutex mutex;
   static const char* names[] = {"error", "warn", "info", "debug"};
   std::lock_guard lock(mutex);
-  std::fprintf(stderr, "[specserve] %s %.*s: %.*s\n", names[static_cast<int>(level)], static_cast<int>(component.size()),
-               component.data(), static_cast<int>(message.size()), message.data());
+  std::fprintf(stderr, "[specserve] %s %.*s: %.*s\n", names[static_cast<int>(level)],
+               static_cast<int>(component.size()), component.data(), static_cast<int>(message.size()), message.data());
 }
 
 }  // namespace specserve

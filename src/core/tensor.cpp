@@ -62,8 +62,8 @@ bool TensorView::is_contiguous() const {
 }
 
 TensorView TensorView::rows(int64_t begin, int64_t end) const {
-  SS_CHECK(ndim() >= 1 && begin >= 0 && begin <= end && end <= dim(0), "rows [{}, {}) out of range for {}", begin,
-           end, describe());
+  SS_CHECK(ndim() >= 1 && begin >= 0 && begin <= end && end <= dim(0), "rows [{}, {}) out of range for {}", begin, end,
+           describe());
   TensorView v = *this;
   v.shape.dims[0] = end - begin;
   v.data = static_cast<char*>(data) + begin * strides[0] * static_cast<int64_t>(dtype_size(dtype));

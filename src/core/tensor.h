@@ -51,7 +51,9 @@ struct TensorView {
   bool valid() const { return data != nullptr || numel() == 0; }
 
   template <typename T>
-  T* as() const { return static_cast<T*>(data); }
+  T* as() const {
+    return static_cast<T*>(data);
+  }
 
   // A view of rows [begin, end) along dimension 0.
   TensorView rows(int64_t begin, int64_t end) const;
@@ -73,7 +75,9 @@ class Tensor {
   TensorView& view() { return view_; }
   operator const TensorView&() const { return view_; }
   template <typename T>
-  T* as() const { return view_.as<T>(); }
+  T* as() const {
+    return view_.as<T>();
+  }
   DType dtype() const { return view_.dtype; }
   const Shape& shape() const { return view_.shape; }
   int64_t numel() const { return view_.numel(); }

@@ -5,9 +5,7 @@
 
 namespace specserve::engine {
 
-std::string_view verify_mode_name(VerifyMode m) {
-  return m == VerifyMode::RawArgmax ? "raw-argmax" : "sample-match";
-}
+std::string_view verify_mode_name(VerifyMode m) { return m == VerifyMode::RawArgmax ? "raw-argmax" : "sample-match"; }
 
 VerifyMode parse_verify_mode(std::string_view name) {
   if (name == "sample-match") return VerifyMode::SampleMatch;

@@ -29,7 +29,7 @@ namespace specserve::engine {
 
 enum class VerifyMode { SampleMatch, RawArgmax };
 
-std::string_view verify_mode_name(VerifyMode m);  // "sample-match", "raw-argmax"
+std::string_view verify_mode_name(VerifyMode m);      // "sample-match", "raw-argmax"
 VerifyMode parse_verify_mode(std::string_view name);  // throws Error naming the accepted values
 
 struct Verdict {

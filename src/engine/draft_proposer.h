@@ -35,13 +35,13 @@ class DraftContext {
 
 struct ProposeItem {
   DraftContext* context = nullptr;
-  int32_t pending_token = 0;       // the anchor: picked, not yet in the target's KV
-  int64_t pending_position = 0;    // its absolute position
+  int32_t pending_token = 0;                        // the anchor: picked, not yet in the target's KV
+  int64_t pending_position = 0;                     // its absolute position
   const sampling::Sampler* sampler = nullptr;       // for penalty-aware drafting (docs/DESIGN.md §1.5)
   const sampling::SamplerState* history = nullptr;  // prompt + output up to and including the pending
                                                     // token: length() is d1's position
-  int max_drafts = 0;              // ≤ gamma(); fewer near max_tokens / the context end
-  std::vector<int32_t>* drafts = nullptr;  // out: 0..max_drafts tokens
+  int max_drafts = 0;                               // ≤ gamma(); fewer near max_tokens / the context end
+  std::vector<int32_t>* drafts = nullptr;           // out: 0..max_drafts tokens
 };
 
 class DraftProposer {

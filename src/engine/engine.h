@@ -82,12 +82,12 @@ class Engine {
   // What one span of a step committed and picked (stage 5), for the stages after it.
   struct SpanResult {
     Sequence* seq = nullptr;
-    int64_t first_batch_row = 0;          // the span's first row in the forward (its captured rows)
-    int64_t first_position = 0;           // the first committed row's position
-    std::span<const int32_t> committed;   // the rows the target kept: a prefill chunk, or pending + accepted
-    bool picked = false;                  // tokens were picked (not a prefill chunk before the last)
-    Verdict picks;                        // the picked tokens (and logprobs), to stream
-    std::optional<SpecStep> step;         // for the request's step observer
+    int64_t first_batch_row = 0;         // the span's first row in the forward (its captured rows)
+    int64_t first_position = 0;          // the first committed row's position
+    std::span<const int32_t> committed;  // the rows the target kept: a prefill chunk, or pending + accepted
+    bool picked = false;                 // tokens were picked (not a prefill chunk before the last)
+    Verdict picks;                       // the picked tokens (and logprobs), to stream
+    std::optional<SpecStep> step;        // for the request's step observer
   };
 
   TargetModel& model_;

@@ -14,8 +14,8 @@ struct EngineOptions {
   // on the sequence, never on what else is in the batch (docs/DESIGN.md §1.2). A multiple of 64 so the
   // DeltaNet chunked form sees the same chunks as a whole-prompt prefill.
   int prefill_chunk = 256;
-  int64_t kv_blocks = 0;     // KV-cache budget in blocks of 16 positions (set by the loader)
-  int gamma = 0;             // drafts per verify (0: no speculation)
+  int64_t kv_blocks = 0;  // KV-cache budget in blocks of 16 positions (set by the loader)
+  int gamma = 0;          // drafts per verify (0: no speculation)
   // Speculate only while at most this many sequences decode (0: always). Above it a step's verify rows
   // cost more than the drafts save (on an H200 at 16 sequences a 16-row verify per sequence makes
   // DFlash slower than plain decoding: docs/BENCHMARKS.md), so the engine proposes no drafts and the

@@ -4,8 +4,7 @@
 
 namespace specserve::engine {
 
-Histogram::Histogram(std::vector<double> upper_bounds)
-    : bounds_(std::move(upper_bounds)), counts_(bounds_.size() + 1) {
+Histogram::Histogram(std::vector<double> upper_bounds) : bounds_(std::move(upper_bounds)), counts_(bounds_.size() + 1) {
   std::sort(bounds_.begin(), bounds_.end());
   for (auto& c : counts_) c.store(0, std::memory_order_relaxed);
 }
@@ -48,11 +47,14 @@ namespace {
 std::vector<double> latency_buckets() {
   return {0.001, 0.005, 0.01, 0.02, 0.04, 0.06, 0.08, 0.1, 0.25, 0.5, 0.75, 1.0, 2.5, 5.0, 7.5, 10.0, 20.0, 40.0, 80.0};
 }
-std::vector<double> request_buckets() { return {0.1, 0.3, 0.5, 1, 2.5, 5, 10, 15, 20, 30, 40, 50, 60, 120, 240, 480, 960}; }
+std::vector<double> request_buckets() {
+  return {0.1, 0.3, 0.5, 1, 2.5, 5, 10, 15, 20, 30, 40, 50, 60, 120, 240, 480, 960};
+}
 }  // namespace
 
 EngineMetrics::EngineMetrics()
-    : time_to_first_token(latency_buckets()), inter_token_latency(latency_buckets()),
+    : time_to_first_token(latency_buckets()),
+      inter_token_latency(latency_buckets()),
       request_latency(request_buckets()) {}
 
 void EngineMetrics::record_spec_round(int num_drafts_proposed, int num_accepted) {

@@ -41,8 +41,8 @@ struct EngineMetrics {
   // Requests.
   std::atomic<uint64_t> requests_received{0};
   std::array<std::atomic<uint64_t>, kNumFinishReasons> requests_finished{};
-  std::atomic<int64_t> requests_running{0};  // admitted: holding KV / state
-  std::atomic<int64_t> requests_waiting{0};  // queued for admission
+  std::atomic<int64_t> requests_running{0};    // admitted: holding KV / state
+  std::atomic<int64_t> requests_waiting{0};    // queued for admission
   std::atomic<uint64_t> requests_rejected{0};  // queue full at submission
 
   // Tokens.
@@ -62,8 +62,8 @@ struct EngineMetrics {
 
   // Speculative decoding (names follow vLLM's spec_decode_*).
   static constexpr int kMaxDraftPositions = 32;
-  std::atomic<uint64_t> spec_num_drafts{0};         // verify rounds
-  std::atomic<uint64_t> spec_num_draft_tokens{0};   // draft tokens proposed
+  std::atomic<uint64_t> spec_num_drafts{0};        // verify rounds
+  std::atomic<uint64_t> spec_num_draft_tokens{0};  // draft tokens proposed
   std::atomic<uint64_t> spec_num_accepted_tokens{0};
   std::array<std::atomic<uint64_t>, kMaxDraftPositions> spec_accepted_per_pos{};  // accepted at draft index i
   std::atomic<uint64_t> spec_paused_steps{0};  // steps that proposed no drafts (EngineOptions::spec_max_batch)

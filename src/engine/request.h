@@ -18,7 +18,7 @@ struct GenerationRequest {
   sampling::RequestParams params;  // stop.max_tokens must be set (the caller resolves the default)
   Clock::time_point arrival = Clock::now();
   std::optional<Clock::time_point> deadline;  // cancelled (freed) when still running past this
-  bool speculate = true;  // use the drafter when the engine has one
+  bool speculate = true;                      // use the drafter when the engine has one
   // Optional: called on the scheduler thread after each decode / verify step of this request, once the
   // step's rows are committed (the drafter's context included; its tokens may already be in the
   // stream) (generate --trace, per-request speculation stats).

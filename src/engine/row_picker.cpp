@@ -25,8 +25,8 @@ Verdict pick_rows(Picker picker, const sampling::Sampler& sampler, sampling::Sam
   const auto V = static_cast<size_t>(rows.vocab);
   SS_CHECK(rows.logits.size() >= n * V, "pick: {} logits floats for {} rows of {}", rows.logits.size(), n, V);
   return verify_drafts(
-      sampler, history, drafts, [&](int r) { return rows.logits.subspan(static_cast<size_t>(r) * V, V); },
-      drafts_from, mode, ws);
+      sampler, history, drafts, [&](int r) { return rows.logits.subspan(static_cast<size_t>(r) * V, V); }, drafts_from,
+      mode, ws);
 }
 
 }  // namespace specserve::engine

@@ -42,16 +42,16 @@
 namespace specserve::engine {
 
 void Engine::step() {
-  if (!schedule_sequences()) return;                      // 1
-  const std::vector<PlannedSpan> plan = plan_rows();      // 2
+  if (!schedule_sequences()) return;                  // 1
+  const std::vector<PlannedSpan> plan = plan_rows();  // 2
   if (plan.empty()) return;
   const StepRows rows = lay_out_rows(plan, running_, proposer_, options_.verify_mode);  // 3
-  const ForwardResult out = forward(rows);                // 4
-  std::vector<SpanResult> results = pick_accept_commit(rows, out);  // 5
-  hand_over_context(results, out);                        // 6
-  stream_tokens(results);                                 // 7
-  propose_drafts();                                       // 8
-  retire_finished();                                      // 9
+  const ForwardResult out = forward(rows);                                              // 4
+  std::vector<SpanResult> results = pick_accept_commit(rows, out);                      // 5
+  hand_over_context(results, out);                                                      // 6
+  stream_tokens(results);                                                               // 7
+  propose_drafts();                                                                     // 8
+  retire_finished();                                                                    // 9
 }
 
 // 1. Returns false when no sequence is running.
@@ -85,13 +85,14 @@ namespace {
 PickerRows picker_rows(Picker picker, const ForwardResult& out, int64_t first, int64_t n) {
   PickerRows rows;
   if (picker == Picker::DeviceArgmax) {
-    SS_CHECK(first + n <= static_cast<int64_t>(out.argmax.size()), "step: argmax rows [{}, {}) of {}", first,
-             first + n, out.argmax.size());
+    SS_CHECK(first + n <= static_cast<int64_t>(out.argmax.size()), "step: argmax rows [{}, {}) of {}", first, first + n,
+             out.argmax.size());
     rows.argmax = std::span<const int32_t>(out.argmax).subspan(static_cast<size_t>(first), static_cast<size_t>(n));
     return rows;
   }
   rows.vocab = out.logits.shape().ndim > 1 ? out.logits.shape()[1] : 0;
-  rows.logits = std::span<const float>(out.logits.as<float>() + first * rows.vocab, static_cast<size_t>(n * rows.vocab));
+  rows.logits =
+      std::span<const float>(out.logits.as<float>() + first * rows.vocab, static_cast<size_t>(n * rows.vocab));
   return rows;
 }
 
@@ -116,8 +117,9 @@ std::vector<Engine::SpanResult> Engine::pick_accept_commit(const StepRows& rows,
       r.committed = span.tokens;
       if (span.plan.final_chunk) {
         metrics_.prompt_tokens.fetch_add(static_cast<uint64_t>(s.prompt_len()), std::memory_order_relaxed);
-        r.picks = pick_rows(span.picker, s.sampler(), s.history(), {}, picker_rows(span.picker, out, next_logits_row, 1),
-                            s.draft_context.get(), options_.verify_mode, workspace_);
+        r.picks =
+            pick_rows(span.picker, s.sampler(), s.history(), {}, picker_rows(span.picker, out, next_logits_row, 1),
+                      s.draft_context.get(), options_.verify_mode, workspace_);
         next_logits_row += 1;
         r.picked = true;
       }
@@ -153,9 +155,9 @@ void Engine::hand_over_context(std::span<const SpanResult> results, const Forwar
   for (const SpanResult& r : results) {
     if (!r.seq->draft_context) continue;
     const auto n = static_cast<int64_t>(r.committed.size());
-    context_rows.push_back({r.seq->draft_context.get(), r.first_position, r.committed,
-                            captured.ndim() == 2 ? captured.rows(r.first_batch_row, r.first_batch_row + n)
-                                                 : TensorView()});
+    context_rows.push_back(
+        {r.seq->draft_context.get(), r.first_position, r.committed,
+         captured.ndim() == 2 ? captured.rows(r.first_batch_row, r.first_batch_row + n) : TensorView()});
   }
   if (!context_rows.empty()) proposer_->append_contexts(context_rows);
 }

@@ -133,9 +133,10 @@ bool is_known_extra_tensor(const ModelConfig& c, std::string_view name) {
 
 void require_implemented(const ModelConfig& c, const Checkpoint& ckpt) {
   if (!c.quantization.empty())
-    fail("{}: quantization '{}' is not implemented: specserve loads checkpoints whose weights are f32, f16 or "
-         "bf16",
-         ckpt.path(), c.quantization);
+    fail(
+        "{}: quantization '{}' is not implemented: specserve loads checkpoints whose weights are f32, f16 or "
+        "bf16",
+        ckpt.path(), c.quantization);
   if (c.rope_type != "default")
     fail("{}: rope type '{}' is not implemented (only plain RoPE): positions would be encoded wrongly", ckpt.path(),
          c.rope_type);
@@ -151,8 +152,8 @@ std::vector<std::string> candidate_weight_prefixes(ModelFamily family) {
 }
 
 std::vector<ExpectedTensor> expected_tensors(const ModelConfig& c, std::string_view prefix_view) {
-  SS_CHECK(c.layer_types.size() == static_cast<size_t>(c.num_layers),
-           "model config has {} layer types for {} layers", c.layer_types.size(), c.num_layers);
+  SS_CHECK(c.layer_types.size() == static_cast<size_t>(c.num_layers), "model config has {} layer types for {} layers",
+           c.layer_types.size(), c.num_layers);
   const std::string prefix(prefix_view);
   const int64_t H = c.hidden_size;
   TensorList list(c);
@@ -191,8 +192,8 @@ CheckpointLayout resolve_checkpoint_layout(const ModelConfig& c, const Checkpoin
            t.reason.empty() ? "" : " (" + t.reason + ")");
     const SafetensorsEntry& e = ckpt.entry(t.name);
     if (!(e.shape == t.shape))
-      fail("{}: tensor {} has shape {}, the config implies {}", ckpt.path(), quoted_name(t.name),
-           e.shape.to_string(), t.shape.to_string());
+      fail("{}: tensor {} has shape {}, the config implies {}", ckpt.path(), quoted_name(t.name), e.shape.to_string(),
+           t.shape.to_string());
     if (!is_plain_float(e.dtype))
       fail("{}: tensor {} has dtype {}; weights must be F32, F16 or BF16{}", ckpt.path(), quoted_name(t.name),
            dtype_name(e.dtype), is_float(e.dtype) ? " (fp8 weights need a quantization_config)" : "");

@@ -50,8 +50,7 @@ std::vector<int32_t> parse_id_list(std::string_view text) {
       ids.push_back(static_cast<int32_t>(v));
       i += n;
     } else {
-      fail("id list, line {}: unexpected {} (expected token ids separated by spaces, commas or lines)", line,
-           where(i));
+      fail("id list, line {}: unexpected {} (expected token ids separated by spaces, commas or lines)", line, where(i));
     }
   }
   SS_CHECK(opened == closed, "id list: '[' without ']'");

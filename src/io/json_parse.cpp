@@ -23,8 +23,7 @@ std::string one_line_reason(const char* what) {
 }
 }  // namespace
 
-nlohmann::json parse_json(std::string_view text, std::string_view what,
-                          std::optional<DuplicateKey>* duplicate) {
+nlohmann::json parse_json(std::string_view text, std::string_view what, std::optional<DuplicateKey>* duplicate) {
   using json = nlohmann::json;
   std::vector<std::set<std::string>> open_objects;  // keys seen so far, per enclosing object
   std::optional<DuplicateKey> first_duplicate;

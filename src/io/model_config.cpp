@@ -48,20 +48,18 @@ const SupportedArchitecture& detect_architecture(const JsonKeys& root, ModelConf
     for (const auto& a : kSupported) {
       if (c.architectures[0] != a.architecture) continue;
       if (!model_type.empty() && model_type != a.model_type)
-        fail("architecture '{}' expects model_type '{}', found '{}' (key 'model_type')", a.architecture,
-             a.model_type, model_type);
+        fail("architecture '{}' expects model_type '{}', found '{}' (key 'model_type')", a.architecture, a.model_type,
+             model_type);
       return a;
     }
-    fail("unsupported architecture '{}' (key 'architectures'); supported: {}", c.architectures[0],
-         supported_list());
+    fail("unsupported architecture '{}' (key 'architectures'); supported: {}", c.architectures[0], supported_list());
   }
   if (model_type.empty()) fail("missing key 'architectures' (and no 'model_type' either)");
   // Without "architectures", a qwen3 config with a dflash_config block is a drafter.
   const bool drafter = root.has("dflash_config");
   for (const auto& a : kSupported)
     if (a.model_type == model_type && (a.family == ModelFamily::DFlashDrafter) == drafter) return a;
-  fail("unsupported model_type '{}' (key 'model_type'); supported architectures: {}", model_type,
-       supported_list());
+  fail("unsupported model_type '{}' (key 'model_type'); supported architectures: {}", model_type, supported_list());
 }
 
 DType parse_torch_dtype(const JsonKeys& keys, std::string_view key) {
@@ -119,14 +117,13 @@ void parse_rope(const JsonKeys& t, ModelConfig& c, double default_partial_rotary
   if (!(c.rope_theta > 0)) fail("key 'rope_theta' must be positive, found {}", c.rope_theta);
 
   const JsonKeys* factor_from = params && params->has("partial_rotary_factor") ? &*params : &t;
-  c.partial_rotary_factor =
-      factor_from->opt_number("partial_rotary_factor").value_or(default_partial_rotary_factor);
+  c.partial_rotary_factor = factor_from->opt_number("partial_rotary_factor").value_or(default_partial_rotary_factor);
   if (!(c.partial_rotary_factor > 0 && c.partial_rotary_factor <= 1))
     fail("key '{}' must be in (0, 1], found {}", factor_from->key_path("partial_rotary_factor"),
          c.partial_rotary_factor);
   if (c.rotary_dim() < 2 || c.rotary_dim() % 2 != 0)
-    fail("head_dim {} × partial_rotary_factor {} gives {} rotated dims; RoPE needs an even number ≥ 2",
-         c.head_dim, c.partial_rotary_factor, c.rotary_dim());
+    fail("head_dim {} × partial_rotary_factor {} gives {} rotated dims; RoPE needs an even number ≥ 2", c.head_dim,
+         c.partial_rotary_factor, c.rotary_dim());
 
   std::optional<std::string> type;
   if (params) type = params->opt_string("rope_type");
@@ -168,8 +165,7 @@ bool parse_layer_type_list(const JsonKeys& t, ModelConfig& c, std::initializer_l
 // Qwen3 and drafters: full attention, or sliding-window attention on layers ≥ max_window_layers
 // when use_sliding_window is set (transformers' Qwen3Config rule), unless layer_types says otherwise.
 void parse_qwen3_schedule(const JsonKeys& t, ModelConfig& c) {
-  const bool explicit_list =
-      parse_layer_type_list(t, c, {LayerType::FullAttention, LayerType::SlidingAttention});
+  const bool explicit_list = parse_layer_type_list(t, c, {LayerType::FullAttention, LayerType::SlidingAttention});
   const bool listed_sliding =
       std::find(c.layer_types.begin(), c.layer_types.end(), LayerType::SlidingAttention) != c.layer_types.end();
   const bool use_sliding = t.boolean("use_sliding_window", listed_sliding);
@@ -213,7 +209,8 @@ void parse_gated_deltanet(const JsonKeys& t, ModelConfig& c) {
 // is still a quantised checkpoint: it reads as "unknown" so that the loader refuses it.
 std::string parse_quantization(const JsonKeys& root, const JsonKeys& text) {
   for (const JsonKeys* keys : {&root, &text})
-    if (const auto q = keys->opt_object("quantization_config")) return q->opt_string("quant_method").value_or("unknown");
+    if (const auto q = keys->opt_object("quantization_config"))
+      return q->opt_string("quant_method").value_or("unknown");
   if (root.has("compression_config")) return "compressed-tensors";
   return "";
 }

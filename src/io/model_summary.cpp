@@ -132,18 +132,18 @@ std::string format_summary_text(const ModelSummary& s) {
     out += fmt::format("{:<14}{}\n", fmt::format("{}:", label), value);
   };
   line("model", s.dir);
-  line("architecture", fmt::format("{} (model_type {}, family {}, {} config.json)",
-                                   c.architectures.empty() ? "-" : c.architectures[0], c.model_type,
-                                   family_name(c.family), c.nested_text_config ? "text_config in" : "flat"));
+  line("architecture",
+       fmt::format("{} (model_type {}, family {}, {} config.json)", c.architectures.empty() ? "-" : c.architectures[0],
+                   c.model_type, family_name(c.family), c.nested_text_config ? "text_config in" : "flat"));
   std::vector<std::string> counts;
   for (const auto& [type, n] : layer_counts(c)) counts.push_back(fmt::format("{} {}", n, type));
   line("layers", fmt::format("{}: {} ({})", c.num_layers, layer_schedule(c.layer_types), join(counts, ", ")));
   line("sizes", fmt::format("hidden {}, intermediate {}, vocab {}, max positions {}", c.hidden_size,
                             c.intermediate_size, c.vocab_size, c.max_position_embeddings));
-  line("attention", fmt::format("{} query / {} kv heads × {}, rotary {} dims (theta {:g}, {}){}{}", c.num_heads,
-                                c.num_kv_heads, c.head_dim, c.rotary_dim(), c.rope_theta, c.rope_type,
-                                c.attn_output_gate ? ", gated output" : "",
-                                c.sliding_window ? fmt::format(", sliding window {}", *c.sliding_window) : ""));
+  line("attention",
+       fmt::format("{} query / {} kv heads × {}, rotary {} dims (theta {:g}, {}){}{}", c.num_heads, c.num_kv_heads,
+                   c.head_dim, c.rotary_dim(), c.rope_theta, c.rope_type, c.attn_output_gate ? ", gated output" : "",
+                   c.sliding_window ? fmt::format(", sliding window {}", *c.sliding_window) : ""));
   if (c.num_linear_layers() > 0)
     line("deltanet", fmt::format("{} key heads × {}, {} value heads × {}, conv kernel {}", c.linear_num_key_heads,
                                  c.linear_key_head_dim, c.linear_num_value_heads, c.linear_value_head_dim,
@@ -152,9 +152,9 @@ std::string format_summary_text(const ModelSummary& s) {
     line("head", "the target's lm_head (drafters have none)");
   else
     line("head", c.tie_word_embeddings ? fmt::format("tied (reads {})", s.layout.head) : "untied (lm_head.weight)");
-  line("weights", fmt::format("{} layout (prefix '{}'), {} file{}, {} tensors, {}", weight_layout_name(s),
-                              s.layout.prefix, s.num_files, s.num_files == 1 ? "" : "s", s.num_tensors,
-                              human_bytes(s.file_bytes)));
+  line("weights",
+       fmt::format("{} layout (prefix '{}'), {} file{}, {} tensors, {}", weight_layout_name(s), s.layout.prefix,
+                   s.num_files, s.num_files == 1 ? "" : "s", s.num_tensors, human_bytes(s.file_bytes)));
   std::vector<std::string> params;
   for (const auto& [dtype, n] : s.parameters_by_dtype)
     params.push_back(fmt::format("{} {}", dtype_name(dtype), human_count(n)));
@@ -169,11 +169,11 @@ std::string format_summary_text(const ModelSummary& s) {
     line("unused", join(groups, ", "));
   }
   if (c.dflash)
-    line("drafter", fmt::format("block size {}, mask token id {}, target layer ids {}{}", c.dflash->block_size,
-                                c.dflash->mask_token_id, join_ints(c.dflash->target_layer_ids),
-                                c.dflash->num_target_layers
-                                    ? fmt::format(" of {} target layers", c.dflash->num_target_layers)
-                                    : ""));
+    line("drafter",
+         fmt::format(
+             "block size {}, mask token id {}, target layer ids {}{}", c.dflash->block_size, c.dflash->mask_token_id,
+             join_ints(c.dflash->target_layer_ids),
+             c.dflash->num_target_layers ? fmt::format(" of {} target layers", c.dflash->num_target_layers) : ""));
   return out;
 }
 
@@ -203,8 +203,10 @@ std::string format_summary_json(const ModelSummary& s) {
   j["sliding_window"] = c.sliding_window ? nlohmann::ordered_json(*c.sliding_window) : nlohmann::ordered_json();
   j["max_position_embeddings"] = c.max_position_embeddings;
   if (c.num_linear_layers() > 0)
-    j["linear_attention"] = {{"num_key_heads", c.linear_num_key_heads}, {"key_head_dim", c.linear_key_head_dim},
-                             {"num_value_heads", c.linear_num_value_heads}, {"value_head_dim", c.linear_value_head_dim},
+    j["linear_attention"] = {{"num_key_heads", c.linear_num_key_heads},
+                             {"key_head_dim", c.linear_key_head_dim},
+                             {"num_value_heads", c.linear_num_value_heads},
+                             {"value_head_dim", c.linear_value_head_dim},
                              {"conv_kernel_dim", c.linear_conv_kernel_dim}};
   j["tie_word_embeddings"] = c.tie_word_embeddings;
   j["head_tensor"] = s.layout.head;

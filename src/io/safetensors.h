@@ -66,8 +66,7 @@ enum class MapAdvice { Normal, WillNeed, Sequential, Random };
 // truncated while it is open (reading a vanished page raises SIGBUS); replacing it by rename is safe.
 class SafetensorsFile {
  public:
-  static std::unique_ptr<SafetensorsFile> open(const std::string& path,
-                                               MapAdvice advice = MapAdvice::WillNeed);
+  static std::unique_ptr<SafetensorsFile> open(const std::string& path, MapAdvice advice = MapAdvice::WillNeed);
   ~SafetensorsFile();
   SafetensorsFile(const SafetensorsFile&) = delete;
   SafetensorsFile& operator=(const SafetensorsFile&) = delete;
@@ -106,8 +105,7 @@ class Checkpoint {
   static constexpr const char* kIndexFile = "model.safetensors.index.json";
 
   // `path` is a directory or a single .safetensors file.
-  static std::unique_ptr<Checkpoint> open(const std::string& path,
-                                          MapAdvice advice = MapAdvice::WillNeed);
+  static std::unique_ptr<Checkpoint> open(const std::string& path, MapAdvice advice = MapAdvice::WillNeed);
 
   const std::string& path() const { return path_; }
   bool contains(std::string_view name) const;

@@ -116,9 +116,7 @@ bool Checkpoint::contains(std::string_view name) const { return where_.find(name
 
 TensorView Checkpoint::get(std::string_view name) const { return files_[file_index(name)]->view(name); }
 
-const SafetensorsEntry& Checkpoint::entry(std::string_view name) const {
-  return files_[file_index(name)]->entry(name);
-}
+const SafetensorsEntry& Checkpoint::entry(std::string_view name) const { return files_[file_index(name)]->entry(name); }
 
 const SafetensorsFile& Checkpoint::file_of(std::string_view name) const { return *files_[file_index(name)]; }
 

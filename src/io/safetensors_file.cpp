@@ -58,8 +58,7 @@ std::unique_ptr<SafetensorsFile> SafetensorsFile::open(const std::string& path, 
     SafetensorsFraming framing = read_safetensors_framing({bytes, 8}, file_size);
     file->header_ = parse_safetensors_header({bytes + 8, framing.header_size}, framing.data_size);
     file->data_ = reinterpret_cast<const uint8_t*>(bytes) + framing.data_offset;
-    for (size_t i = 0; i < file->header_.entries.size(); ++i)
-      file->index_.emplace(file->header_.entries[i].name, i);
+    for (size_t i = 0; i < file->header_.entries.size(); ++i) file->index_.emplace(file->header_.entries[i].name, i);
     // Advice is a hint: a kernel that refuses it loads the same bytes, just with other read-ahead.
     if (advice != MapAdvice::Normal) ::madvise(file->map_, file_size, madvise_flag(advice));
     return file;

@@ -19,8 +19,7 @@ using json = nlohmann::json;
 
 // Dtypes the format defines that specserve has no element type for (sub-byte floats, MX scales,
 // complex): named in a clearer error than a misspelt dtype gets.
-constexpr std::array<std::string_view, 5> kKnownUnsupportedDTypes = {"F4", "F6_E2M3", "F6_E3M2",
-                                                                      "F8_E8M0", "C64"};
+constexpr std::array<std::string_view, 5> kKnownUnsupportedDTypes = {"F4", "F6_E2M3", "F6_E3M2", "F8_E8M0", "C64"};
 
 DType parse_entry_dtype(const json& entry) {
   auto it = entry.find("dtype");
@@ -28,8 +27,7 @@ DType parse_entry_dtype(const json& entry) {
   if (!it->is_string()) fail("'dtype' is {}, expected a string", json_type_name(*it));
   const auto& name = it->get_ref<const std::string&>();
   if (auto t = parse_dtype(name)) return *t;
-  if (std::find(kKnownUnsupportedDTypes.begin(), kKnownUnsupportedDTypes.end(), name) !=
-      kKnownUnsupportedDTypes.end())
+  if (std::find(kKnownUnsupportedDTypes.begin(), kKnownUnsupportedDTypes.end(), name) != kKnownUnsupportedDTypes.end())
     fail("dtype {} is not supported by specserve", quoted_name(name));
   fail("unknown dtype {}", quoted_name(name));
 }
@@ -73,14 +71,13 @@ void parse_entry_offsets(const json& entry, SafetensorsEntry& e, uint64_t data_s
   e.end = parse_count((*it)[1], "data_offsets end", std::numeric_limits<uint64_t>::max());
   if (e.begin > e.end) fail("data_offsets [{}, {}] end before they begin", e.begin, e.end);
   if (e.end > data_size)
-    fail("data_offsets [{}, {}] out of range: the data section is {} bytes", e.begin, e.end,
-         data_size);
+    fail("data_offsets [{}, {}] out of range: the data section is {} bytes", e.begin, e.end, data_size);
   uint64_t expected = 0;
   if (__builtin_mul_overflow(static_cast<uint64_t>(e.shape.numel()), dtype_size(e.dtype), &expected))
     fail("shape {} × {} overflows the byte size", e.shape.to_string(), dtype_name(e.dtype));
   if (e.end - e.begin != expected)
-    fail("shape {} × {} is {} bytes, but data_offsets [{}, {}] span {} bytes", e.shape.to_string(),
-         dtype_name(e.dtype), expected, e.begin, e.end, e.end - e.begin);
+    fail("shape {} × {} is {} bytes, but data_offsets [{}, {}] span {} bytes", e.shape.to_string(), dtype_name(e.dtype),
+         expected, e.begin, e.end, e.end - e.begin);
 }
 
 SafetensorsEntry parse_entry(const std::string& name, const json& entry, uint64_t data_size) {
@@ -111,11 +108,11 @@ void check_tiling(const std::vector<SafetensorsEntry>& entries, uint64_t data_si
   const SafetensorsEntry* previous = nullptr;
   for (const auto& e : entries) {
     if (e.begin < expected_begin)
-      fail("tensor {}: data_offsets [{}, {}] overlap tensor {} [{}, {}]", quoted_name(e.name), e.begin,
-           e.end, quoted_name(previous->name), previous->begin, previous->end);
+      fail("tensor {}: data_offsets [{}, {}] overlap tensor {} [{}, {}]", quoted_name(e.name), e.begin, e.end,
+           quoted_name(previous->name), previous->begin, previous->end);
     if (e.begin > expected_begin)
-      fail("tensor {}: data_offsets [{}, {}] leave a gap of {} bytes before it", quoted_name(e.name),
-           e.begin, e.end, e.begin - expected_begin);
+      fail("tensor {}: data_offsets [{}, {}] leave a gap of {} bytes before it", quoted_name(e.name), e.begin, e.end,
+           e.begin - expected_begin);
     expected_begin = e.end;
     previous = &e;
   }
@@ -133,8 +130,7 @@ SafetensorsFraming read_safetensors_framing(std::string_view file_start, uint64_
   if (n > kMaxSafetensorsHeaderBytes)
     fail("header length {} is above the {}-byte limit (corrupt or not a safetensors file)", n,
          kMaxSafetensorsHeaderBytes);
-  if (n > file_size - 8)
-    fail("truncated: header length {} runs past the end of the {}-byte file", n, file_size);
+  if (n > file_size - 8) fail("truncated: header length {} runs past the end of the {}-byte file", n, file_size);
   return SafetensorsFraming{n, 8 + n, file_size - 8 - n};
 }
 
@@ -157,13 +153,11 @@ SafetensorsHeader parse_safetensors_header(std::string_view header_json, uint64_
       continue;
     }
     if (name.empty()) fail("a tensor has an empty name");
-    header.entries.push_back(with_context("tensor " + quoted_name(name), [&] {
-      return parse_entry(name, value, data_size);
-    }));
+    header.entries.push_back(
+        with_context("tensor " + quoted_name(name), [&] { return parse_entry(name, value, data_size); }));
   }
-  std::sort(header.entries.begin(), header.entries.end(), [](const auto& a, const auto& b) {
-    return a.begin != b.begin ? a.begin < b.begin : a.end < b.end;
-  });
+  std::sort(header.entries.begin(), header.entries.end(),
+            [](const auto& a, const auto& b) { return a.begin != b.begin ? a.begin < b.begin : a.end < b.end; });
   check_tiling(header.entries, data_size);
   return header;
 }

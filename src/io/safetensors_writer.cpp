@@ -48,8 +48,7 @@ void write_atomically(const std::string& path, WriteBody&& body) {
 }  // namespace
 
 void SafetensorsWriter::add(const std::string& name, const TensorView& v) {
-  SS_CHECK(!name.empty() && name != "__metadata__", "safetensors writer: invalid tensor name {}",
-           quoted_name(name));
+  SS_CHECK(!name.empty() && name != "__metadata__", "safetensors writer: invalid tensor name {}", quoted_name(name));
   SS_CHECK(v.device == Device::CPU, "safetensors writer: tensor {} is not on the host", quoted_name(name));
   SS_CHECK(v.is_contiguous(), "safetensors writer: tensor {} is not contiguous", quoted_name(name));
   SS_CHECK(v.valid(), "safetensors writer: tensor {} has no data", quoted_name(name));
@@ -61,9 +60,7 @@ void SafetensorsWriter::add(const std::string& name, const TensorView& v) {
   items_.push_back(std::move(item));
 }
 
-void SafetensorsWriter::set_metadata(const std::string& key, const std::string& value) {
-  metadata_[key] = value;
-}
+void SafetensorsWriter::set_metadata(const std::string& key, const std::string& value) { metadata_[key] = value; }
 
 void SafetensorsWriter::write_file(const std::string& path, std::vector<const Item*> items) const {
   // Largest element size first, then by name (the reference writer's order): with the header padded
@@ -77,9 +74,8 @@ void SafetensorsWriter::write_file(const std::string& path, std::vector<const It
   uint64_t offset = 0;
   for (const Item* it : items) {
     std::vector<int64_t> shape(it->shape.dims.begin(), it->shape.dims.begin() + it->shape.ndim);
-    header[it->name] = {{"dtype", dtype_name(it->dtype)},
-                        {"shape", shape},
-                        {"data_offsets", {offset, offset + it->bytes.size()}}};
+    header[it->name] = {
+        {"dtype", dtype_name(it->dtype)}, {"shape", shape}, {"data_offsets", {offset, offset + it->bytes.size()}}};
     offset += it->bytes.size();
   }
   std::string text = header.dump();
@@ -100,8 +96,7 @@ void SafetensorsWriter::write(const std::string& path) const {
   write_file(path, std::move(all));
 }
 
-std::vector<std::string> SafetensorsWriter::write_sharded(const std::string& dir,
-                                                          uint64_t max_shard_bytes) const {
+std::vector<std::string> SafetensorsWriter::write_sharded(const std::string& dir, uint64_t max_shard_bytes) const {
   SS_CHECK(max_shard_bytes > 0, "safetensors writer: max_shard_bytes must be positive");
   std::error_code ec;
   fs::create_directories(dir, ec);

@@ -72,8 +72,8 @@ void DeltaNetBlock::forward(BatchContext& ctx, const TensorView& x, const Tensor
   MemTensor qkv = MemTensor::empty(mem, DType::F32, {R, C});
   std::vector<ConvSpan> conv_spans;
   for (const auto& sp : ctx.spans)
-    conv_spans.push_back({ModelInternals::deltanet(*sp.state, slot).window.view(DType::F32, {keep, C}), sp.row_begin,
-                          sp.rows});
+    conv_spans.push_back(
+        {ModelInternals::deltanet(*sp.state, slot).window.view(DType::F32, {keep, C}), sp.row_begin, sp.rows});
   ops.causal_conv_silu_spans(pre, conv_spans, conv, qkv);
   ops.gdn_prepare(qkv, g, beta, a_log, dt_bias, d);  // g <- log-decay, beta <- sigmoid(b)
 

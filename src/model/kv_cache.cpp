@@ -24,7 +24,8 @@ float* KvBlockPool::allocate() {
   if (free_.empty()) {
     // Slabs of 64 blocks (or fewer for very large blocks): few allocations, stable addresses.
     const size_t block_bytes = static_cast<size_t>(geo_.block_floats()) * sizeof(float);
-    const size_t per_slab = std::max<size_t>(1, std::min<size_t>(64, (size_t{256} << 20) / std::max<size_t>(1, block_bytes)));
+    const size_t per_slab =
+        std::max<size_t>(1, std::min<size_t>(64, (size_t{256} << 20) / std::max<size_t>(1, block_bytes)));
     slabs_.emplace_back(*memory_, block_bytes * per_slab);
     float* base = slabs_.back().f32();
     for (size_t i = per_slab; i-- > 0;) free_.push_back(base + i * geo_.block_floats());

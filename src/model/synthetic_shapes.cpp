@@ -18,11 +18,20 @@ struct Dense {
 };
 
 json qwen3_target(const Dense& d) {
-  return {{"architectures", {"Qwen3ForCausalLM"}}, {"model_type", "qwen3"}, {"hidden_size", d.hidden},
-          {"num_hidden_layers", d.layers}, {"num_attention_heads", d.heads}, {"num_key_value_heads", d.kv_heads},
-          {"head_dim", d.head_dim}, {"intermediate_size", d.intermediate}, {"vocab_size", d.vocab},
-          {"rms_norm_eps", 1e-6}, {"rope_theta", d.theta}, {"max_position_embeddings", 40960},
-          {"tie_word_embeddings", false}, {"eos_token_id", 151645}};
+  return {{"architectures", {"Qwen3ForCausalLM"}},
+          {"model_type", "qwen3"},
+          {"hidden_size", d.hidden},
+          {"num_hidden_layers", d.layers},
+          {"num_attention_heads", d.heads},
+          {"num_key_value_heads", d.kv_heads},
+          {"head_dim", d.head_dim},
+          {"intermediate_size", d.intermediate},
+          {"vocab_size", d.vocab},
+          {"rms_norm_eps", 1e-6},
+          {"rope_theta", d.theta},
+          {"max_position_embeddings", 40960},
+          {"tie_word_embeddings", false},
+          {"eos_token_id", 151645}};
 }
 
 struct Hybrid {
@@ -37,14 +46,27 @@ json qwen3_5_target(const Hybrid& h) {
   for (int g = 0; g < h.groups; ++g)
     for (const char* t : {"linear_attention", "linear_attention", "linear_attention", "full_attention"})
       types.push_back(t);
-  return {{"architectures", {"Qwen3_5ForCausalLM"}}, {"model_type", "qwen3_5_text"}, {"hidden_size", h.hidden},
-          {"num_hidden_layers", 4 * h.groups}, {"layer_types", types}, {"num_attention_heads", h.heads},
-          {"num_key_value_heads", h.kv_heads}, {"head_dim", h.head_dim}, {"intermediate_size", h.intermediate},
-          {"linear_conv_kernel_dim", 4}, {"linear_key_head_dim", h.lin_dim}, {"linear_value_head_dim", h.lin_dim},
-          {"linear_num_key_heads", h.lin_k_heads}, {"linear_num_value_heads", h.lin_v_heads}, {"vocab_size", h.vocab},
-          {"rms_norm_eps", 1e-6}, {"partial_rotary_factor", 0.25}, {"max_position_embeddings", 262144},
+  return {{"architectures", {"Qwen3_5ForCausalLM"}},
+          {"model_type", "qwen3_5_text"},
+          {"hidden_size", h.hidden},
+          {"num_hidden_layers", 4 * h.groups},
+          {"layer_types", types},
+          {"num_attention_heads", h.heads},
+          {"num_key_value_heads", h.kv_heads},
+          {"head_dim", h.head_dim},
+          {"intermediate_size", h.intermediate},
+          {"linear_conv_kernel_dim", 4},
+          {"linear_key_head_dim", h.lin_dim},
+          {"linear_value_head_dim", h.lin_dim},
+          {"linear_num_key_heads", h.lin_k_heads},
+          {"linear_num_value_heads", h.lin_v_heads},
+          {"vocab_size", h.vocab},
+          {"rms_norm_eps", 1e-6},
+          {"partial_rotary_factor", 0.25},
+          {"max_position_embeddings", 262144},
           {"rope_parameters", {{"rope_type", "default"}, {"rope_theta", 1e7}, {"partial_rotary_factor", 0.25}}},
-          {"tie_word_embeddings", false}, {"eos_token_id", 248044}};
+          {"tie_word_embeddings", false},
+          {"eos_token_id", 248044}};
 }
 
 struct Drafter {
@@ -59,11 +81,21 @@ struct Drafter {
 json drafter(const Drafter& d) {
   json types = json::array();
   for (int i = 0; i < d.layers; ++i) types.push_back(i < d.sliding_layers ? "sliding_attention" : "full_attention");
-  json j = {{"architectures", {"DFlashDraftModel"}}, {"model_type", "qwen3"}, {"hidden_size", d.hidden},
-            {"num_hidden_layers", d.layers}, {"num_attention_heads", d.heads}, {"num_key_value_heads", d.kv_heads},
-            {"head_dim", d.head_dim}, {"intermediate_size", d.intermediate}, {"vocab_size", d.vocab},
-            {"rms_norm_eps", 1e-6}, {"rope_theta", d.theta}, {"max_position_embeddings", 262144},
-            {"block_size", 16}, {"num_target_layers", d.num_target_layers}, {"layer_types", types},
+  json j = {{"architectures", {"DFlashDraftModel"}},
+            {"model_type", "qwen3"},
+            {"hidden_size", d.hidden},
+            {"num_hidden_layers", d.layers},
+            {"num_attention_heads", d.heads},
+            {"num_key_value_heads", d.kv_heads},
+            {"head_dim", d.head_dim},
+            {"intermediate_size", d.intermediate},
+            {"vocab_size", d.vocab},
+            {"rms_norm_eps", 1e-6},
+            {"rope_theta", d.theta},
+            {"max_position_embeddings", 262144},
+            {"block_size", 16},
+            {"num_target_layers", d.num_target_layers},
+            {"layer_types", types},
             {"dflash_config", {{"mask_token_id", d.mask_token}, {"target_layer_ids", d.taps}}},
             {"tie_word_embeddings", false}};
   if (d.sliding_layers > 0) {

@@ -41,10 +41,11 @@ DType choose_dtype(const std::string& option, const Checkpoint& c) {
 std::vector<TensorView*> weight_views(ModelParts& p) {
   std::vector<TensorView*> v{&p.embed, &p.final_norm, &p.lm_head};
   for (auto& l : p.layers)
-    v.insert(v.end(), {&l.input_norm, &l.post_norm, &l.attn.q_proj, &l.attn.k_proj, &l.attn.v_proj, &l.attn.o_proj,
-                       &l.attn.q_norm, &l.attn.k_norm, &l.deltanet.in_qkv, &l.deltanet.in_z, &l.deltanet.in_b,
-                       &l.deltanet.in_a, &l.deltanet.out_proj, &l.deltanet.conv, &l.deltanet.a_log,
-                       &l.deltanet.dt_bias, &l.deltanet.norm, &l.mlp.gate, &l.mlp.up, &l.mlp.down});
+    v.insert(v.end(),
+             {&l.input_norm,       &l.post_norm,     &l.attn.q_proj,       &l.attn.k_proj,     &l.attn.v_proj,
+              &l.attn.o_proj,      &l.attn.q_norm,   &l.attn.k_norm,       &l.deltanet.in_qkv, &l.deltanet.in_z,
+              &l.deltanet.in_b,    &l.deltanet.in_a, &l.deltanet.out_proj, &l.deltanet.conv,   &l.deltanet.a_log,
+              &l.deltanet.dt_bias, &l.deltanet.norm, &l.mlp.gate,          &l.mlp.up,          &l.mlp.down});
   return v;
 }
 
@@ -244,7 +245,6 @@ size_t TargetModel::step_weight_bytes() const {
 }
 
 size_t TargetModel::kv_block_bytes() const { return static_cast<size_t>(impl_->kv.block_floats()) * sizeof(float); }
-
 
 size_t TargetModel::sequence_state_bytes() const {
   return static_cast<size_t>(impl_->num_deltanet) * DeltaNetBytes(impl_->parts.spec.gdn).total();

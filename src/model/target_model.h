@@ -82,7 +82,7 @@ struct ForwardResult {
   // Per logits row: the row's argmax for spans with argmax_columns > 0 (-1: no finite entry), -2 for
   // other spans' rows. Empty when no span asked.
   std::vector<int32_t> argmax;
-  Tensor captured;                      // [rows, capture_layers.size() * hidden] f32 (empty if none)
+  Tensor captured;  // [rows, capture_layers.size() * hidden] f32 (empty if none)
   // The same rows left in the model's forward memory when the batch asked (capture_on_device) and the
   // model runs on a device; `captured` is then empty.
   MemTensor captured_device;
@@ -104,9 +104,9 @@ class TargetModel {
   ~TargetModel();
 
   const ModelConfig& config() const;
-  int64_t vocab_size() const;   // rows of the lm_head
+  int64_t vocab_size() const;  // rows of the lm_head
   int64_t hidden_size() const;
-  DType weight_dtype() const;   // storage of the matmul weights
+  DType weight_dtype() const;        // storage of the matmul weights
   std::string_view backend() const;  // "cpu" or "cuda": where forward() runs
   // The ops of the host-side helpers (and of a drafter running on the host): cpu_ops() on every
   // backend.

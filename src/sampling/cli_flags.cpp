@@ -32,32 +32,41 @@ std::pair<TokenId, float> parse_bias(const std::string& text) {
 }  // namespace
 
 void SamplingFlags::add_to(CLI::App& app) {
-  temperature_opt_ = app.add_option("--temperature", temperature_, "Sampling temperature; 0 = greedy (argmax)")->group(kGroup);
+  temperature_opt_ =
+      app.add_option("--temperature", temperature_, "Sampling temperature; 0 = greedy (argmax)")->group(kGroup);
   top_k_opt_ = app.add_option("--top-k", top_k_, "Keep the k most likely tokens (0 = off)")->group(kGroup);
-  top_p_opt_ = app.add_option("--top-p", top_p_, "Nucleus sampling: smallest set with this mass (1 = off)")->group(kGroup);
-  min_p_opt_ = app.add_option("--min-p", min_p_, "Drop tokens below min_p x the top probability (0 = off)")->group(kGroup);
-  top_n_sigma_opt_ = app.add_option("--top-n-sigma", top_n_sigma_, "Keep logits >= max - n*sigma (0 = off)")->group(kGroup);
-  repetition_penalty_opt_ =
-      app.add_option("--repetition-penalty", repetition_penalty_, "HF repetition penalty on prompt + output tokens (1 = off)")
-          ->group(kGroup);
-  repetition_window_opt_ =
-      app.add_option("--repetition-window", repetition_window_, "Repetition penalty sees only the last N tokens (0 = all)")
-          ->group(kGroup);
+  top_p_opt_ =
+      app.add_option("--top-p", top_p_, "Nucleus sampling: smallest set with this mass (1 = off)")->group(kGroup);
+  min_p_opt_ =
+      app.add_option("--min-p", min_p_, "Drop tokens below min_p x the top probability (0 = off)")->group(kGroup);
+  top_n_sigma_opt_ =
+      app.add_option("--top-n-sigma", top_n_sigma_, "Keep logits >= max - n*sigma (0 = off)")->group(kGroup);
+  repetition_penalty_opt_ = app.add_option("--repetition-penalty", repetition_penalty_,
+                                           "HF repetition penalty on prompt + output tokens (1 = off)")
+                                ->group(kGroup);
+  repetition_window_opt_ = app.add_option("--repetition-window", repetition_window_,
+                                          "Repetition penalty sees only the last N tokens (0 = all)")
+                               ->group(kGroup);
   presence_penalty_opt_ =
-      app.add_option("--presence-penalty", presence_penalty_, "OpenAI presence penalty over output tokens")->group(kGroup);
+      app.add_option("--presence-penalty", presence_penalty_, "OpenAI presence penalty over output tokens")
+          ->group(kGroup);
   frequency_penalty_opt_ =
-      app.add_option("--frequency-penalty", frequency_penalty_, "OpenAI frequency penalty over output tokens")->group(kGroup);
-  logit_bias_opt_ = app.add_option("--logit-bias", logit_bias_, "ID=BIAS added to a token's logit (repeatable)")->group(kGroup);
-  dry_multiplier_opt_ = app.add_option("--dry-multiplier", dry_multiplier_, "DRY penalty strength (0 = off)")->group(kGroup);
+      app.add_option("--frequency-penalty", frequency_penalty_, "OpenAI frequency penalty over output tokens")
+          ->group(kGroup);
+  logit_bias_opt_ =
+      app.add_option("--logit-bias", logit_bias_, "ID=BIAS added to a token's logit (repeatable)")->group(kGroup);
+  dry_multiplier_opt_ =
+      app.add_option("--dry-multiplier", dry_multiplier_, "DRY penalty strength (0 = off)")->group(kGroup);
   dry_base_opt_ = app.add_option("--dry-base", dry_base_, "DRY exponential base (default 1.75)")->group(kGroup);
-  dry_allowed_length_opt_ =
-      app.add_option("--dry-allowed-length", dry_allowed_length_, "Repeats up to this length are not penalised (default 2)")
-          ->group(kGroup);
+  dry_allowed_length_opt_ = app.add_option("--dry-allowed-length", dry_allowed_length_,
+                                           "Repeats up to this length are not penalised (default 2)")
+                                ->group(kGroup);
   dry_penalty_last_n_opt_ =
-      app.add_option("--dry-penalty-last-n", dry_penalty_last_n_, "DRY scans the last N tokens (-1 = all, 0 = off)")->group(kGroup);
-  dry_breakers_opt_ =
-      app.add_option("--dry-sequence-breaker", dry_breakers_, "DRY sequence breaker string (repeatable; replaces the defaults)")
+      app.add_option("--dry-penalty-last-n", dry_penalty_last_n_, "DRY scans the last N tokens (-1 = all, 0 = off)")
           ->group(kGroup);
+  dry_breakers_opt_ = app.add_option("--dry-sequence-breaker", dry_breakers_,
+                                     "DRY sequence breaker string (repeatable; replaces the defaults)")
+                          ->group(kGroup);
   sampler_order_opt_ =
       app.add_option("--sampler-order", sampler_order_,
                      "Comma-separated stages (default " + format_stage_order(default_stage_order()) + ")")
@@ -66,9 +75,11 @@ void SamplingFlags::add_to(CLI::App& app) {
   stop_opt_ = app.add_option("--stop", stop_, "Stop string, not included in the output (repeatable)")->group(kGroup);
   stop_token_ids_opt_ = app.add_option("--stop-token-id", stop_token_ids_, "Stop token id (repeatable)")->group(kGroup);
   max_tokens_opt_ = app.add_option("--max-tokens", max_tokens_, "Maximum number of generated tokens")->group(kGroup);
-  min_tokens_opt_ = app.add_option("--min-tokens", min_tokens_, "EOS and stops are ignored before this many tokens")->group(kGroup);
+  min_tokens_opt_ =
+      app.add_option("--min-tokens", min_tokens_, "EOS and stops are ignored before this many tokens")->group(kGroup);
   ignore_eos_opt_ = app.add_flag("--ignore-eos", ignore_eos_, "Do not stop at EOS")->group(kGroup);
-  logprobs_opt_ = app.add_option("--logprobs", logprobs_, "Report the chosen token's logprob and the top N (0-20)")->group(kGroup);
+  logprobs_opt_ =
+      app.add_option("--logprobs", logprobs_, "Report the chosen token's logprob and the top N (0-20)")->group(kGroup);
   logprobs_mode_opt_ =
       app.add_option("--logprobs-mode", logprobs_mode_, "before_truncation (default) or final")->group(kGroup);
 }
@@ -107,9 +118,12 @@ RequestParams SamplingFlags::resolve(const RequestParams& defaults) const {
     s.top_logprobs = logprobs_;
   }
   if (given(logprobs_mode_opt_)) {
-    if (logprobs_mode_ == "before_truncation") s.logprobs_source = LogprobsSource::kBeforeTruncation;
-    else if (logprobs_mode_ == "final") s.logprobs_source = LogprobsSource::kFinal;
-    else fail("--logprobs-mode must be before_truncation or final, got '{}'", logprobs_mode_);
+    if (logprobs_mode_ == "before_truncation")
+      s.logprobs_source = LogprobsSource::kBeforeTruncation;
+    else if (logprobs_mode_ == "final")
+      s.logprobs_source = LogprobsSource::kFinal;
+    else
+      fail("--logprobs-mode must be before_truncation or final, got '{}'", logprobs_mode_);
   }
   if (given(stop_opt_)) stop.stop = stop_;
   if (given(stop_token_ids_opt_)) {

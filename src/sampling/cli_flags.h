@@ -25,11 +25,11 @@ namespace specserve::sampling {
 
 class SamplingFlags {
  public:
-  void add_to(CLI::App& app);
-  RequestParams resolve(const RequestParams& defaults) const;
+  void add_to(CLI::App &app);
+  RequestParams resolve(const RequestParams &defaults) const;
 
  private:
-  static bool given(const CLI::Option* o) { return o != nullptr && o->count() > 0; }
+  static bool given(const CLI::Option *o) { return o != nullptr && o->count() > 0; }
 
   float temperature_ = 0, top_p_ = 0, min_p_ = 0, top_n_sigma_ = 0, repetition_penalty_ = 0;
   float presence_penalty_ = 0, frequency_penalty_ = 0, dry_multiplier_ = 0, dry_base_ = 0;

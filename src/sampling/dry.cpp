@@ -49,8 +49,8 @@ int64_t repeat_limit(std::span<const TokenId> w, const DryBreakers& breakers) {
 void apply_dry(std::span<float> logits, std::span<const TokenId> history, const DryParams& params,
                const DryBreakers& breakers, DryScratch& scratch) {
   if (!params.enabled()) return;
-  const size_t window = params.penalty_last_n < 0 ? history.size()
-                                                  : std::min(history.size(), size_t(params.penalty_last_n));
+  const size_t window =
+      params.penalty_last_n < 0 ? history.size() : std::min(history.size(), size_t(params.penalty_last_n));
   const std::span<const TokenId> w = history.last(window);
   const int64_t n = static_cast<int64_t>(w.size());
   const int64_t allowed = params.allowed_length;

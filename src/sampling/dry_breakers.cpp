@@ -16,8 +16,7 @@ void add_unique(std::vector<std::vector<TokenId>>& out, std::vector<TokenId> seq
 }  // namespace
 
 std::vector<std::vector<TokenId>> dry_breaker_sequences(
-    std::span<const std::string> breakers, TokenId vocab_tokens,
-    const std::function<std::string(TokenId)>& token_text,
+    std::span<const std::string> breakers, TokenId vocab_tokens, const std::function<std::string(TokenId)>& token_text,
     const std::function<std::vector<TokenId>(std::string_view)>& encode) {
   std::vector<std::vector<TokenId>> out;
   // Decode each token once, not once per breaker.

@@ -20,8 +20,7 @@ namespace specserve::sampling {
 
 // token_text(id): the token's decoded bytes. encode(text): token ids of `text` (no special tokens).
 std::vector<std::vector<TokenId>> dry_breaker_sequences(
-    std::span<const std::string> breakers, TokenId vocab_tokens,
-    const std::function<std::string(TokenId)>& token_text,
+    std::span<const std::string> breakers, TokenId vocab_tokens, const std::function<std::string(TokenId)>& token_text,
     const std::function<std::vector<TokenId>(std::string_view)>& encode);
 
 }  // namespace specserve::sampling

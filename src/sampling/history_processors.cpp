@@ -25,8 +25,7 @@ void apply_repetition_penalty(std::span<float> logits, const TokenCounts& seen, 
   }
 }
 
-void apply_presence_frequency(std::span<float> logits, const TokenCounts& generated, float presence,
-                              float frequency) {
+void apply_presence_frequency(std::span<float> logits, const TokenCounts& generated, float presence, float frequency) {
   if (presence == 0.0f && frequency == 0.0f) return;
   for (const auto& [id, count] : generated) {
     if (!in_row(logits, id)) continue;

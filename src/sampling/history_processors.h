@@ -21,8 +21,7 @@ void apply_repetition_penalty(std::span<float> logits, const TokenCounts& seen, 
 
 // OpenAI presence/frequency penalties over the generated tokens:
 // logit[j] -= count[j] * frequency + [count[j] > 0] * presence.
-void apply_presence_frequency(std::span<float> logits, const TokenCounts& generated, float presence,
-                              float frequency);
+void apply_presence_frequency(std::span<float> logits, const TokenCounts& generated, float presence, float frequency);
 
 // logit[id] = −inf for every id (min_tokens: the stop ids before enough tokens were generated).
 void mask_ids(std::span<float> logits, std::span<const TokenId> ids);

@@ -61,13 +61,12 @@ Logprobs logprobs_over_row(std::span<const float> logits, TokenId chosen, int to
   }
   const double lse = double(max) + std::log(exp_sum(logits, max));
   const auto to_logprob = [lse](double l) { return static_cast<float>(l - lse); };
-  out.chosen = chosen >= 0 && size_t(chosen) < logits.size() && logits[chosen] > kNegInf ? to_logprob(logits[chosen])
-                                                                                          : kNegInf;
+  out.chosen =
+      chosen >= 0 && size_t(chosen) < logits.size() && logits[chosen] > kNegInf ? to_logprob(logits[chosen]) : kNegInf;
   std::vector<std::pair<float, TokenId>> best;
   select_top_k(logits, static_cast<size_t>(std::max(top_n, 0)), best);
-  std::sort(best.begin(), best.end(), [](const auto& a, const auto& b) {
-    return a.first != b.first ? a.first > b.first : a.second < b.second;
-  });
+  std::sort(best.begin(), best.end(),
+            [](const auto& a, const auto& b) { return a.first != b.first ? a.first > b.first : a.second < b.second; });
   for (const auto& [l, id] : best) out.top.push_back({id, to_logprob(l)});
   return out;
 }

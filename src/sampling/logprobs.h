@@ -15,8 +15,8 @@ struct TokenLogprob {
 };
 
 struct Logprobs {
-  float chosen = 0.0f;             // the emitted token's logprob (−inf if it had probability 0)
-  std::vector<TokenLogprob> top;   // best first by (logprob desc, id asc); at most the asked-for n
+  float chosen = 0.0f;            // the emitted token's logprob (−inf if it had probability 0)
+  std::vector<TokenLogprob> top;  // best first by (logprob desc, id asc); at most the asked-for n
 };
 
 // log-softmax over every finite entry of `logits`, for `chosen` and the best `top_n` ids.

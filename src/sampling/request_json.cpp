@@ -70,8 +70,8 @@ std::vector<std::pair<TokenId, float>> parse_logit_bias(const json& v) {
   for (const auto& [key, value] : v.items()) {
     TokenId id = -1;
     const auto [end, ec] = std::from_chars(key.data(), key.data() + key.size(), id);
-    SS_CHECK(ec == std::errc() && end == key.data() + key.size() && id >= 0,
-             "logit_bias: key '{}' is not a token id", key);
+    SS_CHECK(ec == std::errc() && end == key.data() + key.size() && id >= 0, "logit_bias: key '{}' is not a token id",
+             key);
     const float bias = as_float(value, "logit_bias value");
     SS_CHECK(bias >= -100.0f && bias <= 100.0f, "logit_bias: bias for token {} must be in [-100, 100], got {}", id,
              bias);
@@ -104,9 +104,12 @@ void parse_logprobs(const json& body, SamplingParams& s) {
   if (!s.logprobs) s.top_logprobs = 0;
   if (const json* v = field(body, "logprobs_mode")) {
     const std::string mode = as_string(*v, "logprobs_mode");
-    if (mode == "before_truncation") s.logprobs_source = LogprobsSource::kBeforeTruncation;
-    else if (mode == "final") s.logprobs_source = LogprobsSource::kFinal;
-    else fail("logprobs_mode must be \"before_truncation\" or \"final\", got \"{}\"", mode);
+    if (mode == "before_truncation")
+      s.logprobs_source = LogprobsSource::kBeforeTruncation;
+    else if (mode == "final")
+      s.logprobs_source = LogprobsSource::kFinal;
+    else
+      fail("logprobs_mode must be \"before_truncation\" or \"final\", got \"{}\"", mode);
   }
 }
 

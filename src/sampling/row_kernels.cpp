@@ -62,8 +62,10 @@ float sanitize_row(std::span<float> row) {
   float m = *std::max_element(lanes, lanes + 8);
   for (; i < row.size(); ++i) {
     float& l = row[i];
-    if (l != l) l = kNegInf;
-    else if (l == std::numeric_limits<float>::infinity()) l = FLT_MAX;
+    if (l != l)
+      l = kNegInf;
+    else if (l == std::numeric_limits<float>::infinity())
+      l = FLT_MAX;
     m = std::max(m, l);
   }
   return m;
@@ -87,8 +89,10 @@ float copy_sanitized(std::span<const float> src, std::span<float> dst) {
   float m = *std::max_element(lanes, lanes + 8);
   for (; i < src.size(); ++i) {
     float l = src[i];
-    if (l != l) l = kNegInf;
-    else if (l == std::numeric_limits<float>::infinity()) l = FLT_MAX;
+    if (l != l)
+      l = kNegInf;
+    else if (l == std::numeric_limits<float>::infinity())
+      l = FLT_MAX;
     dst[i] = l;
     m = std::max(m, l);
   }
@@ -122,8 +126,8 @@ size_t select_top_k(std::span<const float> row, size_t k, std::vector<std::pair<
   const __m256 neg_inf = _mm256_set1_ps(kNegInf);
   for (; i + 8 <= row.size(); i += 8) {
     const __m256 v = _mm256_loadu_ps(row.data() + i);
-    finite += static_cast<size_t>(__builtin_popcount(
-        static_cast<unsigned>(_mm256_movemask_ps(_mm256_cmp_ps(v, neg_inf, _CMP_NEQ_OQ)))));
+    finite += static_cast<size_t>(
+        __builtin_popcount(static_cast<unsigned>(_mm256_movemask_ps(_mm256_cmp_ps(v, neg_inf, _CMP_NEQ_OQ)))));
     auto gt = static_cast<unsigned>(_mm256_movemask_ps(_mm256_cmp_ps(v, _mm256_set1_ps(worst), _CMP_GT_OQ)));
     while (gt != 0) {
       offer(i + static_cast<size_t>(__builtin_ctz(gt)));

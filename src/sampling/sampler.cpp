@@ -33,7 +33,8 @@ Sampler::Sampler(RequestParams params, VocabBounds vocab) : params_(std::move(pa
   }
   check_ids(params_.stop.stop_token_ids, vocab_.vocab_size, "stop_token_ids");
   check_ids(params_.stop.eos_token_ids, vocab_.vocab_size, "eos_token_id");
-  for (const auto& seq : params_.sampling.dry.sequence_breakers) check_ids(seq, vocab_.vocab_size, "dry_sequence_breakers");
+  for (const auto& seq : params_.sampling.dry.sequence_breakers)
+    check_ids(seq, vocab_.vocab_size, "dry_sequence_breakers");
   seed_ = params_.sampling.seed ? *params_.sampling.seed : random_seed();
   stop_ids_ = params_.stop.stopping_ids();
   dry_breakers_ = DryBreakers(params_.sampling.dry.sequence_breakers);
@@ -80,8 +81,7 @@ void Sampler::run_history(std::span<const float> logits, const SamplerState& sta
   history_in_place(ws.logits, state, ws);
 }
 
-void Sampler::apply_history_processors(std::span<float> logits, const SamplerState& state,
-                                       SamplerWorkspace& ws) const {
+void Sampler::apply_history_processors(std::span<float> logits, const SamplerState& state, SamplerWorkspace& ws) const {
   check_row(logits.size());
   sanitize_row(logits);
   history_in_place(logits, state, ws);
@@ -169,8 +169,8 @@ Pick Sampler::pick(std::span<const float> logits, const SamplerState& state) con
 
 void Sampler::processed_distribution(std::span<const float> logits, const SamplerState& state, SamplerWorkspace& ws,
                                      std::span<float> out) const {
-  SS_CHECK(int64_t(out.size()) == vocab_.vocab_size, "sampler: distribution has {} entries, expected {}",
-           out.size(), vocab_.vocab_size);
+  SS_CHECK(int64_t(out.size()) == vocab_.vocab_size, "sampler: distribution has {} entries, expected {}", out.size(),
+           vocab_.vocab_size);
   run_history(logits, state, ws);
   std::fill(out.begin(), out.end(), 0.0f);
   if (params_.sampling.greedy()) {

@@ -39,8 +39,8 @@ void SamplerState::pop() {
 }
 
 void SamplerState::truncate(size_t length) {
-  SS_CHECK(length >= prompt_length_ && length <= tokens_.size(),
-           "SamplerState: truncate to {} outside [{}, {}]", length, prompt_length_, tokens_.size());
+  SS_CHECK(length >= prompt_length_ && length <= tokens_.size(), "SamplerState: truncate to {} outside [{}, {}]",
+           length, prompt_length_, tokens_.size());
   while (tokens_.size() > length) pop();
 }
 

@@ -27,9 +27,7 @@ constexpr std::array<StageInfo, 10> kStages = {{
     {Stage::kMinP, "min_p"},
 }};
 
-void check_finite(float v, const char* field) {
-  SS_CHECK(std::isfinite(v), "{} must be a finite number", field);
-}
+void check_finite(float v, const char* field) { SS_CHECK(std::isfinite(v), "{} must be a finite number", field); }
 
 void check_range(float v, float lo, float hi, const char* field) {
   check_finite(v, field);
@@ -111,8 +109,7 @@ void validate(const SamplingParams& p) {
   SS_CHECK(p.top_n_sigma >= 0.0f, "top_n_sigma must be >= 0 (0 disables), got {}", p.top_n_sigma);
   check_finite(p.repetition_penalty, "repetition_penalty");
   SS_CHECK(p.repetition_penalty > 0.0f, "repetition_penalty must be > 0, got {}", p.repetition_penalty);
-  SS_CHECK(p.repetition_window >= 0, "repetition_window must be >= 0 (0 = all tokens), got {}",
-           p.repetition_window);
+  SS_CHECK(p.repetition_window >= 0, "repetition_window must be >= 0 (0 = all tokens), got {}", p.repetition_window);
   check_range(p.presence_penalty, -2.0f, 2.0f, "presence_penalty");
   check_range(p.frequency_penalty, -2.0f, 2.0f, "frequency_penalty");
   for (size_t i = 0; i < p.logit_bias.size(); ++i) {
@@ -128,14 +125,12 @@ void validate(const SamplingParams& p) {
   SS_CHECK(d.base >= 1.0f, "dry_base must be >= 1, got {}", d.base);
   // llama.cpp accepts 0, which penalises every token that ever followed anything; not useful.
   SS_CHECK(d.allowed_length >= 1, "dry_allowed_length must be >= 1, got {}", d.allowed_length);
-  SS_CHECK(d.penalty_last_n >= -1, "dry_penalty_last_n must be >= -1 (-1 = whole history), got {}",
-           d.penalty_last_n);
+  SS_CHECK(d.penalty_last_n >= -1, "dry_penalty_last_n must be >= -1 (-1 = whole history), got {}", d.penalty_last_n);
   for (const auto& seq : d.sequence_breakers) {
     SS_CHECK(!seq.empty(), "dry_sequence_breakers: an empty breaker");
     for (TokenId id : seq) SS_CHECK(id >= 0, "dry_sequence_breakers: token id {} is negative", id);
   }
-  SS_CHECK(p.top_logprobs >= 0 && p.top_logprobs <= 20, "top_logprobs must be in [0, 20], got {}",
-           p.top_logprobs);
+  SS_CHECK(p.top_logprobs >= 0 && p.top_logprobs <= 20, "top_logprobs must be in [0, 20], got {}", p.top_logprobs);
   SS_CHECK(p.top_logprobs == 0 || p.logprobs, "top_logprobs needs logprobs to be enabled");
   // Stage order: each once; history stages first.
   for (size_t i = 0; i < p.order.size(); ++i) {
@@ -143,9 +138,10 @@ void validate(const SamplingParams& p) {
       SS_CHECK(p.order[j] != p.order[i], "sampler order: stage '{}' appears twice", stage_name(p.order[i]));
     }
     if (i > 0 && is_history_stage(p.order[i]) && !is_history_stage(p.order[i - 1])) {
-      fail("sampler order: history stage '{}' comes after shaping stage '{}'; the history stages "
-           "(logit_bias, repetition_penalty, presence_frequency, dry, min_tokens) must come first",
-           stage_name(p.order[i]), stage_name(p.order[i - 1]));
+      fail(
+          "sampler order: history stage '{}' comes after shaping stage '{}'; the history stages "
+          "(logit_bias, repetition_penalty, presence_frequency, dry, min_tokens) must come first",
+          stage_name(p.order[i]), stage_name(p.order[i - 1]));
     }
   }
 }

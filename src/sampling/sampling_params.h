@@ -33,7 +33,7 @@ enum class Stage : uint8_t {
 };
 
 bool is_history_stage(Stage s);
-std::string_view stage_name(Stage s);  // "logit_bias", "repetition_penalty", ..., "min_p"
+std::string_view stage_name(Stage s);      // "logit_bias", "repetition_penalty", ..., "min_p"
 Stage parse_stage(std::string_view name);  // throws Error naming the unknown stage
 
 // logit_bias, repetition_penalty, presence_frequency, dry, min_tokens, temperature, top_n_sigma,
@@ -78,11 +78,11 @@ enum class LogprobsSource : uint8_t {
 };
 
 struct SamplingParams {
-  float temperature = 1.0f;  // 0 → greedy: argmax of the history-processed logits, ties to low id
-  int top_k = 0;             // 0 (or −1 in requests) disables
-  float top_p = 1.0f;        // (0, 1]; 1 disables
-  float min_p = 0.0f;        // [0, 1]; 0 disables
-  float top_n_sigma = 0.0f;  // > 0 enables
+  float temperature = 1.0f;         // 0 → greedy: argmax of the history-processed logits, ties to low id
+  int top_k = 0;                    // 0 (or −1 in requests) disables
+  float top_p = 1.0f;               // (0, 1]; 1 disables
+  float min_p = 0.0f;               // [0, 1]; 0 disables
+  float top_n_sigma = 0.0f;         // > 0 enables
   float repetition_penalty = 1.0f;  // > 0; 1 disables
   int repetition_window = 0;        // only the last N tokens of prompt + output; 0 = all of them
   float presence_penalty = 0.0f;    // [−2, 2]

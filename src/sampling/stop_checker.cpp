@@ -24,8 +24,7 @@ bool StopChecker::is_stop_id(TokenId id) const { return std::binary_search(stop_
 
 StopStep StopChecker::consume(std::span<const TokenId> tokens, std::span<const std::string> pieces) {
   SS_CHECK(!finished(), "stop checker: tokens consumed after the output finished");
-  SS_CHECK(tokens.size() == pieces.size(), "stop checker: {} tokens but {} text pieces", tokens.size(),
-           pieces.size());
+  SS_CHECK(tokens.size() == pieces.size(), "stop checker: {} tokens but {} text pieces", tokens.size(), pieces.size());
   StopStep step;
   for (size_t i = 0; i < tokens.size() && !finished(); ++i) {
     ++generated_;

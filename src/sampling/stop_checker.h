@@ -33,7 +33,7 @@ const char* finish_reason_name(FinishReason r);
 struct StopStep {
   size_t tokens_kept = 0;  // how many of the consumed tokens belong to the output (a prefix)
   FinishReason reason = FinishReason::kNone;
-  std::string text;        // newly safe text to stream (concatenated over steps: the output text)
+  std::string text;                        // newly safe text to stream (concatenated over steps: the output text)
   std::optional<std::string> stop_string;  // the stop string that ended the output
   std::optional<TokenId> stop_token;       // the stop id that ended the output
 

@@ -16,8 +16,8 @@ class StopStringMatcher {
   explicit StopStringMatcher(std::vector<std::string> stops);
 
   struct Match {
-    size_t begin = 0;        // byte offset of the stop string in the text
-    size_t stop_index = 0;   // which stop string
+    size_t begin = 0;       // byte offset of the stop string in the text
+    size_t stop_index = 0;  // which stop string
   };
 
   // The earliest-beginning stop string in `text` that ends after byte `old_size` (text[0, old_size)

@@ -120,8 +120,10 @@ void truncate_top_p(std::span<const float> logits, Candidates& cands, float top_
   order.clear();
   const auto place = [&](TokenId id) {
     const size_t b = bucket_of(max, logits[id]);
-    if (b < crossing) kept.push_back(id);
-    else if (b == crossing) order.push_back(id);
+    if (b < crossing)
+      kept.push_back(id);
+    else if (b == crossing)
+      order.push_back(id);
   };
   if (cands.all) {
     // A bucket at or below the crossing means logit > max − (crossing + 1)/64: a cheap test first

@@ -20,8 +20,8 @@ namespace specserve::sampling {
 // Scratch reused across calls.
 struct TruncationScratch {
   std::vector<TokenId> order;
-  std::vector<float> weights;       // dense over the row (candidates.all) or aligned with ids
-  std::vector<double> block_sums;   // dense weights only
+  std::vector<float> weights;      // dense over the row (candidates.all) or aligned with ids
+  std::vector<double> block_sums;  // dense weights only
   std::vector<std::pair<float, TokenId>> heap;
   std::vector<double> bucket_mass;
 };

@@ -14,7 +14,10 @@ class ApiError : public Error {
  public:
   ApiError(int status, std::string message, std::string type = "invalid_request_error", std::string param = "",
            std::string code = "")
-      : Error(std::move(message)), status_(status), type_(std::move(type)), param_(std::move(param)),
+      : Error(std::move(message)),
+        status_(status),
+        type_(std::move(type)),
+        param_(std::move(param)),
         code_(std::move(code)) {}
 
   int status() const { return status_; }

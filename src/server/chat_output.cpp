@@ -33,7 +33,8 @@ json chat_logprobs_content(const std::vector<engine::TokenLogprob>& lps, int top
       std::string tb = token_bytes(lp.top[i].token);
       top.push_back({{"token", tb}, {"logprob", lp.top[i].logprob}, {"bytes", byte_array(tb)}});
     }
-    content.push_back({{"token", b}, {"logprob", lp.logprob}, {"bytes", byte_array(b)}, {"top_logprobs", std::move(top)}});
+    content.push_back(
+        {{"token", b}, {"logprob", lp.logprob}, {"bytes", byte_array(b)}, {"top_logprobs", std::move(top)}});
   }
   return content;
 }
@@ -50,8 +51,8 @@ ChatOutput::ChatOutput(OutputOptions options) : opt_(std::move(options)), splitt
 
 json ChatOutput::chunk(json delta, const json& finish_reason) const {
   json choice = {{"index", 0}, {"delta", std::move(delta)}, {"logprobs", nullptr}, {"finish_reason", finish_reason}};
-  json c = {{"id", opt_.id},           {"object", "chat.completion.chunk"}, {"created", opt_.created},
-            {"model", opt_.model},     {"system_fingerprint", nullptr},     {"choices", json::array({std::move(choice)})}};
+  json c = {{"id", opt_.id},       {"object", "chat.completion.chunk"}, {"created", opt_.created},
+            {"model", opt_.model}, {"system_fingerprint", nullptr},     {"choices", json::array({std::move(choice)})}};
   // With include_usage every chunk carries "usage": null; the last one carries the totals.
   if (opt_.include_usage) c["usage"] = nullptr;
   return c;
@@ -131,7 +132,8 @@ json ChatOutput::response() const {
     message["tool_calls"] = std::move(tcs);
     if (content_.empty()) message["content"] = nullptr;
   }
-  json choice = {{"index", 0}, {"message", std::move(message)}, {"logprobs", nullptr}, {"finish_reason", finish_reason_}};
+  json choice = {
+      {"index", 0}, {"message", std::move(message)}, {"logprobs", nullptr}, {"finish_reason", finish_reason_}};
   if (opt_.logprobs) choice["logprobs"] = {{"content", logprobs_}};
   return {{"id", opt_.id},
           {"object", "chat.completion"},

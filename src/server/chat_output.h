@@ -24,7 +24,7 @@ struct OutputOptions {
   bool logprobs = false;
   int top_logprobs = 0;
   ReasoningStart reasoning = ReasoningStart::Detect;  // from the rendered prompt
-  const nlohmann::json* tools = nullptr;  // enables tool-call parsing (request's tools array)
+  const nlohmann::json* tools = nullptr;              // enables tool-call parsing (request's tools array)
   // Raw bytes of a token (for logprobs "token"/"bytes"); required when logprobs is set.
   std::function<std::string(int32_t)> token_bytes;
 };

@@ -10,12 +10,13 @@ CompletionOutput::CompletionOutput(OutputOptions options, std::string echo_text)
 }
 
 json CompletionOutput::chunk(const std::string& text, const json& logprobs, const json& finish) const {
-  json c = {{"id", opt_.id},
-            {"object", "text_completion"},
-            {"created", opt_.created},
-            {"model", opt_.model},
-            {"system_fingerprint", nullptr},
-            {"choices", json::array({{{"index", 0}, {"text", text}, {"logprobs", logprobs}, {"finish_reason", finish}}})}};
+  json c = {
+      {"id", opt_.id},
+      {"object", "text_completion"},
+      {"created", opt_.created},
+      {"model", opt_.model},
+      {"system_fingerprint", nullptr},
+      {"choices", json::array({{{"index", 0}, {"text", text}, {"logprobs", logprobs}, {"finish_reason", finish}}})}};
   if (opt_.include_usage) c["usage"] = nullptr;
   return c;
 }
@@ -75,15 +76,19 @@ void CompletionOutput::consume(const engine::StreamEvent& ev, std::vector<json>*
 json CompletionOutput::response() const {
   json lp = nullptr;
   if (opt_.logprobs) {
-    lp = {{"tokens", lp_tokens_}, {"token_logprobs", lp_values_}, {"top_logprobs", lp_top_}, {"text_offset", lp_offsets_}};
+    lp = {{"tokens", lp_tokens_},
+          {"token_logprobs", lp_values_},
+          {"top_logprobs", lp_top_},
+          {"text_offset", lp_offsets_}};
   }
-  return {{"id", opt_.id},
-          {"object", "text_completion"},
-          {"created", opt_.created},
-          {"model", opt_.model},
-          {"system_fingerprint", nullptr},
-          {"choices", json::array({{{"index", 0}, {"text", text_}, {"logprobs", lp}, {"finish_reason", finish_reason_}}})},
-          {"usage", usage_json(usage_)}};
+  return {
+      {"id", opt_.id},
+      {"object", "text_completion"},
+      {"created", opt_.created},
+      {"model", opt_.model},
+      {"system_fingerprint", nullptr},
+      {"choices", json::array({{{"index", 0}, {"text", text_}, {"logprobs", lp}, {"finish_reason", finish_reason_}}})},
+      {"usage", usage_json(usage_)}};
 }
 
 }  // namespace specserve::server

@@ -124,8 +124,10 @@ HttpClientResponse http_fetch(const std::string& host, int port, const HttpClien
   const bool streamed = on_body && res.status >= 200 && res.status < 300;
   auto deliver = [&](const char* data, size_t n) {
     if (n == 0 || !keep_reading) return;
-    if (streamed) keep_reading = on_body(data, n);
-    else res.body.append(data, n);
+    if (streamed)
+      keep_reading = on_body(data, n);
+    else
+      res.body.append(data, n);
   };
   if (!chunked) {
     // Content-Length, or until the server closes (Connection: close).

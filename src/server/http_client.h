@@ -18,9 +18,9 @@ struct HttpClientRequest {
 };
 
 struct HttpClientResponse {
-  int status = 0;       // 0 when no response was read (see error)
-  std::string body;     // the body when no callback consumed it
-  std::string error;    // transport error ("" on success)
+  int status = 0;     // 0 when no response was read (see error)
+  std::string body;   // the body when no callback consumed it
+  std::string error;  // transport error ("" on success)
 };
 
 // Sends `request` to host:port and reads the whole response. `on_body`, when set, receives the

@@ -13,9 +13,9 @@ struct HttpHeader {
 };
 
 struct HttpRequest {
-  std::string method;  // as sent ("GET", "POST", ...)
-  std::string target;  // request-target as sent ("/v1/models?x=1")
-  std::string path;    // target without the query
+  std::string method;     // as sent ("GET", "POST", ...)
+  std::string target;     // request-target as sent ("/v1/models?x=1")
+  std::string path;       // target without the query
   int version_minor = 1;  // HTTP/1.0 or HTTP/1.1
   std::vector<HttpHeader> headers;
   std::string body;  // de-chunked

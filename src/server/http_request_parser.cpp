@@ -12,14 +12,28 @@ namespace {
 bool is_token_char(unsigned char c) {
   if (std::isalnum(c)) return true;
   switch (c) {
-    case '!': case '#': case '$': case '%': case '&': case '\'': case '*': case '+': case '-': case '.':
-    case '^': case '_': case '`': case '|': case '~': return true;
+    case '!':
+    case '#':
+    case '$':
+    case '%':
+    case '&':
+    case '\'':
+    case '*':
+    case '+':
+    case '-':
+    case '.':
+    case '^':
+    case '_':
+    case '`':
+    case '|':
+    case '~': return true;
     default: return false;
   }
 }
 
 bool is_token(std::string_view s) {
-  return !s.empty() && std::all_of(s.begin(), s.end(), [](char c) { return is_token_char(static_cast<unsigned char>(c)); });
+  return !s.empty() &&
+         std::all_of(s.begin(), s.end(), [](char c) { return is_token_char(static_cast<unsigned char>(c)); });
 }
 
 std::string lower(std::string_view s) {
@@ -156,8 +170,14 @@ size_t HttpRequestParser::feed_head(std::string_view data) {
   size_t end = std::string::npos;
   for (size_t i = scanned_ > 0 ? scanned_ - 1 : 0; i < head_.size(); ++i) {
     if (head_[i] != '\n') continue;
-    if (i + 1 < head_.size() && head_[i + 1] == '\n') { end = i + 2; break; }
-    if (i + 2 < head_.size() && head_[i + 1] == '\r' && head_[i + 2] == '\n') { end = i + 3; break; }
+    if (i + 1 < head_.size() && head_[i + 1] == '\n') {
+      end = i + 2;
+      break;
+    }
+    if (i + 2 < head_.size() && head_[i + 1] == '\r' && head_[i + 2] == '\n') {
+      end = i + 3;
+      break;
+    }
   }
   if (end == std::string::npos) {
     scanned_ = head_.size() >= 2 ? head_.size() - 2 : 0;
@@ -199,9 +219,8 @@ bool HttpRequestParser::parse_head() {
     fail(414, "the request URI is too long");
     return false;
   }
-  if (target.empty() || std::any_of(target.begin(), target.end(), [](char c) {
-        return static_cast<unsigned char>(c) <= 0x20 || c == 0x7f;
-      })) {
+  if (target.empty() || std::any_of(target.begin(), target.end(),
+                                    [](char c) { return static_cast<unsigned char>(c) <= 0x20 || c == 0x7f; })) {
     fail(400, "malformed request target");
     return false;
   }
@@ -235,9 +254,8 @@ bool HttpRequestParser::parse_head() {
       return false;
     }
     std::string_view value = trim(line.substr(colon + 1));
-    if (std::any_of(value.begin(), value.end(), [](char c) {
-          return (static_cast<unsigned char>(c) < 0x20 && c != '\t') || c == 0x7f;
-        })) {
+    if (std::any_of(value.begin(), value.end(),
+                    [](char c) { return (static_cast<unsigned char>(c) < 0x20 && c != '\t') || c == 0x7f; })) {
       fail(400, "control character in a header value");
       return false;
     }
@@ -263,8 +281,10 @@ bool HttpRequestParser::parse_head() {
     }
   }
   const std::string* conn = request_.header("connection");
-  if (request_.version_minor == 0) request_.keep_alive = conn && lists_token(*conn, "keep-alive");
-  else request_.keep_alive = !(conn && lists_token(*conn, "close"));
+  if (request_.version_minor == 0)
+    request_.keep_alive = conn && lists_token(*conn, "keep-alive");
+  else
+    request_.keep_alive = !(conn && lists_token(*conn, "close"));
 
   if (te) {
     if (cl) {
@@ -325,8 +345,9 @@ size_t HttpRequestParser::feed_chunked(std::string_view data) {
           return used;
         }
         std::string_view size_text = trim(std::string_view(line_).substr(0, line_.find(';')));
-        if (size_text.empty() || size_text.size() > 15 ||
-            !std::all_of(size_text.begin(), size_text.end(), [](char c) { return std::isxdigit(static_cast<unsigned char>(c)); })) {
+        if (size_text.empty() || size_text.size() > 15 || !std::all_of(size_text.begin(), size_text.end(), [](char c) {
+              return std::isxdigit(static_cast<unsigned char>(c));
+            })) {
           fail(400, "malformed chunk size");
           return used;
         }

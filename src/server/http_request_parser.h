@@ -15,10 +15,10 @@
 namespace specserve::server {
 
 struct HttpLimits {
-  size_t max_head_bytes = 16 * 1024;  // request line + headers (and chunked trailers); 431 above
-  size_t max_headers = 64;            // header lines; 431 above
-  size_t max_target_bytes = 8 * 1024; // request-target; 414 above
-  size_t max_body_bytes = 8u << 20;   // de-chunked body; 413 above
+  size_t max_head_bytes = 16 * 1024;   // request line + headers (and chunked trailers); 431 above
+  size_t max_headers = 64;             // header lines; 431 above
+  size_t max_target_bytes = 8 * 1024;  // request-target; 414 above
+  size_t max_body_bytes = 8u << 20;    // de-chunked body; 413 above
 };
 
 class HttpRequestParser {
@@ -31,7 +31,7 @@ class HttpRequestParser {
   // rest belongs to the next, pipelined one) or at the first error.
   size_t feed(std::string_view data);
   Status status() const { return status_; }
-  bool started() const { return started_; }             // any byte of this request seen
+  bool started() const { return started_; }  // any byte of this request seen
   bool head_complete() const { return stage_ > Stage::Head; }
   // After the head: whether the client waits for "100 Continue" before sending its body.
   bool expects_continue() const;
@@ -54,9 +54,9 @@ class HttpRequestParser {
   Status status_ = Status::NeedMore;
   Stage stage_ = Stage::Head;
   bool started_ = false;
-  std::string head_;     // bytes of the head so far
-  size_t scanned_ = 0;   // head_ bytes already searched for the blank line
-  std::string line_;     // chunk-size or trailer line being read
+  std::string head_;    // bytes of the head so far
+  size_t scanned_ = 0;  // head_ bytes already searched for the blank line
+  std::string line_;    // chunk-size or trailer line being read
   size_t trailer_bytes_ = 0;
   size_t remaining_ = 0;  // body or chunk bytes still to read
   HttpRequest request_;

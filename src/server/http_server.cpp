@@ -117,7 +117,7 @@ class HttpServer::Impl {
     bool keep_alive = true;  // of the request being served
     bool http10 = false;
     bool shut_wr = false;
-    bool refused = false;  // over the connection cap: answered 503 and closing
+    bool refused = false;          // over the connection cap: answered 503 and closing
     std::vector<HttpHeader> cors;  // headers every response to this request carries
     explicit Conn(HttpLimits limits) : parser(limits) {}
   };
@@ -152,7 +152,8 @@ class HttpServer::Impl {
     hints.ai_flags = AI_PASSIVE;
     addrinfo* found = nullptr;
     const std::string port = std::to_string(options_.port);
-    if (getaddrinfo(options_.host.empty() ? nullptr : options_.host.c_str(), port.c_str(), &hints, &found) != 0 || !found)
+    if (getaddrinfo(options_.host.empty() ? nullptr : options_.host.c_str(), port.c_str(), &hints, &found) != 0 ||
+        !found)
       fail("cannot listen on {}:{} (unknown address)", options_.host, options_.port);
     int fd = -1;
     for (addrinfo* a = found; a && fd < 0; a = a->ai_next) {
@@ -288,8 +289,12 @@ class HttpServer::Impl {
       counters_.connections_refused.fetch_add(1);
       c->refused = true;
       c->keep_alive = false;
-      send_response(c, transport_error(503, fmt::format("the server has too many open connections (limit {}); retry "
-                                                        "later", cap_), "too_many_connections"),
+      send_response(c,
+                    transport_error(503,
+                                    fmt::format("the server has too many open connections (limit {}); retry "
+                                                "later",
+                                                cap_),
+                                    "too_many_connections"),
                     /*counts_as_active=*/false, {{"Retry-After", "1"}});
       return;
     }
@@ -378,15 +383,18 @@ class HttpServer::Impl {
       if (m.allow.empty()) {
         send_response(c, transport_error(404, fmt::format("no such endpoint: {} {}", req.method, req.path)));
       } else {
-        send_response(c, transport_error(405, fmt::format("{} is not allowed on {} (allowed: {})", req.method, req.path,
-                                                          m.allow)),
-                      true, {{"Allow", m.allow}});
+        send_response(
+            c,
+            transport_error(405, fmt::format("{} is not allowed on {} (allowed: {})", req.method, req.path, m.allow)),
+            true, {{"Allow", m.allow}});
       }
       return;
     }
-    if (!options_.api_key.empty() && needs_auth(req.path) && !bearer_matches(req.header("authorization"), options_.api_key)) {
-      send_response(c, error_response(ApiError(401, "Invalid or missing API key (expected 'Authorization: Bearer <key>')",
-                                               "authentication_error", "", "invalid_api_key")),
+    if (!options_.api_key.empty() && needs_auth(req.path) &&
+        !bearer_matches(req.header("authorization"), options_.api_key)) {
+      send_response(c,
+                    error_response(ApiError(401, "Invalid or missing API key (expected 'Authorization: Bearer <key>')",
+                                            "authentication_error", "", "invalid_api_key")),
                     true, {{"WWW-Authenticate", "Bearer"}});
       return;
     }
@@ -426,8 +434,9 @@ class HttpServer::Impl {
     auto job = std::get<std::shared_ptr<PumpJob>>(std::move(result));
     if (job->streaming()) {
       if (draining_) c->keep_alive = false;
-      std::string head = "HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nCache-Control: no-cache\r\n"
-                         "X-Accel-Buffering: no\r\n";
+      std::string head =
+          "HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nCache-Control: no-cache\r\n"
+          "X-Accel-Buffering: no\r\n";
       for (const auto& h : c->cors) head += h.name + ": " + h.value + "\r\n";
       if (c->http10) {
         c->keep_alive = false;  // the end of the stream is the end of the connection
@@ -480,8 +489,10 @@ class HttpServer::Impl {
     for (const auto& h : r.headers) head += h.name + ": " + h.value + "\r\n";
     for (const auto& h : extra) head += h.name + ": " + h.value + "\r\n";
     for (const auto& h : c->cors) head += h.name + ": " + h.value + "\r\n";
-    if (close) head += "Connection: close\r\n";
-    else if (c->http10) head += "Connection: keep-alive\r\n";
+    if (close)
+      head += "Connection: close\r\n";
+    else if (c->http10)
+      head += "Connection: keep-alive\r\n";
     head += "\r\n";
     evbuffer* out = bufferevent_get_output(c->bev);
     evbuffer_add(out, head.data(), head.size());
@@ -548,8 +559,9 @@ class HttpServer::Impl {
       c->keep_alive = false;
       self->counters_.request_timeouts.fetch_add(1);
       self->active_responses_.fetch_add(1);
-      self->send_response(c, transport_error(408, c->parser.head_complete() ? "the request body was not received in time"
-                                                                            : "the request header was not received in time"));
+      self->send_response(
+          c, transport_error(408, c->parser.head_complete() ? "the request body was not received in time"
+                                                            : "the request header was not received in time"));
       return;
     }
     self->close_now(c);  // idle keep-alive, a silent new connection, or the end of a linger
@@ -577,8 +589,10 @@ class HttpServer::Impl {
     }
     std::vector<Conn*> reading;
     for (auto& [id, c] : conns_) {
-      if (c->state == State::Reading) reading.push_back(c.get());
-      else c->keep_alive = false;  // the response being served is the last
+      if (c->state == State::Reading)
+        reading.push_back(c.get());
+      else
+        c->keep_alive = false;  // the response being served is the last
     }
     for (Conn* c : reading) close_now(c);  // idle keep-alive and half-received requests
   }

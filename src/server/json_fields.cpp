@@ -27,14 +27,16 @@ bool JsonFields::has(const char* name) const { return any(name) != nullptr; }
 std::optional<std::string> JsonFields::string(const char* name) const {
   const auto* v = any(name);
   if (!v) return std::nullopt;
-  if (!v->is_string()) throw_bad_param(param(name), fmt::format("'{}' must be a string, got {}", param(name), type_name(*v)));
+  if (!v->is_string())
+    throw_bad_param(param(name), fmt::format("'{}' must be a string, got {}", param(name), type_name(*v)));
   return v->get<std::string>();
 }
 
 std::optional<bool> JsonFields::boolean(const char* name) const {
   const auto* v = any(name);
   if (!v) return std::nullopt;
-  if (!v->is_boolean()) throw_bad_param(param(name), fmt::format("'{}' must be a boolean, got {}", param(name), type_name(*v)));
+  if (!v->is_boolean())
+    throw_bad_param(param(name), fmt::format("'{}' must be a boolean, got {}", param(name), type_name(*v)));
   return v->get<bool>();
 }
 
@@ -66,7 +68,8 @@ std::optional<int64_t> JsonFields::integer(const char* name, int64_t min, int64_
 std::optional<double> JsonFields::number(const char* name, double min, double max) const {
   const auto* v = any(name);
   if (!v) return std::nullopt;
-  if (!v->is_number()) throw_bad_param(param(name), fmt::format("'{}' must be a number, got {}", param(name), type_name(*v)));
+  if (!v->is_number())
+    throw_bad_param(param(name), fmt::format("'{}' must be a number, got {}", param(name), type_name(*v)));
   double d = v->get<double>();
   if (!std::isfinite(d) || d < min || d > max) {
     throw_bad_param(param(name), fmt::format("'{}' must be between {} and {}, got {}", param(name), min, max, d));
@@ -77,14 +80,16 @@ std::optional<double> JsonFields::number(const char* name, double min, double ma
 const nlohmann::json* JsonFields::object(const char* name) const {
   const auto* v = any(name);
   if (!v) return nullptr;
-  if (!v->is_object()) throw_bad_param(param(name), fmt::format("'{}' must be an object, got {}", param(name), type_name(*v)));
+  if (!v->is_object())
+    throw_bad_param(param(name), fmt::format("'{}' must be an object, got {}", param(name), type_name(*v)));
   return v;
 }
 
 const nlohmann::json* JsonFields::array(const char* name) const {
   const auto* v = any(name);
   if (!v) return nullptr;
-  if (!v->is_array()) throw_bad_param(param(name), fmt::format("'{}' must be an array, got {}", param(name), type_name(*v)));
+  if (!v->is_array())
+    throw_bad_param(param(name), fmt::format("'{}' must be an array, got {}", param(name), type_name(*v)));
   return v;
 }
 
@@ -99,9 +104,12 @@ nlohmann::json parse_json_body(const std::string& body) {
   bool in_string = false, escaped = false;
   for (char c : body) {
     if (in_string) {
-      if (escaped) escaped = false;
-      else if (c == '\\') escaped = true;
-      else if (c == '"') in_string = false;
+      if (escaped)
+        escaped = false;
+      else if (c == '\\')
+        escaped = true;
+      else if (c == '"')
+        in_string = false;
     } else if (c == '"') {
       in_string = true;
     } else if (c == '[' || c == '{') {

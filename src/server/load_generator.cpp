@@ -1,6 +1,5 @@
 #include "server/load_generator.h"
 
-
 #include <algorithm>
 #include <atomic>
 #include <chrono>
@@ -47,8 +46,8 @@ HttpClientResponse get(const LoadOptions& o, const std::string& path, int timeou
 
 // Synthetic, request-specific text so prompts differ (no prefix reuse between requests).
 std::string prompt_text(int index, int words) {
-  static const char* vocab[] = {"data", "value", "return", "list", "index", "result", "model", "token",
-                                "server", "stream", "batch", "queue", "thread", "cache", "block", "layer"};
+  static const char* vocab[] = {"data",   "value",  "return", "list",  "index",  "result", "model", "token",
+                                "server", "stream", "batch",  "queue", "thread", "cache",  "block", "layer"};
   std::string s = fmt::format("# request {}\n", index);
   uint64_t x = 0x9E3779B97F4A7C15ull * static_cast<uint64_t>(index + 1);
   for (int i = 0; i < words; ++i) {
@@ -68,9 +67,12 @@ Sample one_request(const LoadOptions& o, int index) {
     prompt = nlohmann::json::array();
     for (int i = 0; i < o.prompt_words; ++i) prompt.push_back(o.prompt_pattern[(i + index) % o.prompt_pattern.size()]);
   }
-  nlohmann::json body = {{"model", o.model},           {"prompt", prompt},
-                         {"max_tokens", o.max_tokens}, {"temperature", o.temperature},
-                         {"stream", true},             {"stream_options", {{"include_usage", true}}},
+  nlohmann::json body = {{"model", o.model},
+                         {"prompt", prompt},
+                         {"max_tokens", o.max_tokens},
+                         {"temperature", o.temperature},
+                         {"stream", true},
+                         {"stream_options", {{"include_usage", true}}},
                          {"ignore_eos", o.ignore_eos}};
   HttpClientRequest req;
   req.method = "POST";

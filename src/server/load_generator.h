@@ -35,7 +35,7 @@ struct LevelResult {
   // Seconds, over successful requests.
   double ttft_mean = 0, ttft_p50 = 0, ttft_p99 = 0;
   double itl_mean = 0, itl_p50 = 0, itl_p99 = 0;  // per request: (t_last − t_first) / (tokens − 1)
-  double tokens_per_s = 0;                         // output tokens / wall time
+  double tokens_per_s = 0;                        // output tokens / wall time
   // From the server's /metrics (specserve's names) over the level; -1 when not exposed.
   double spec_drafts = -1, spec_draft_tokens = -1, spec_accepted = -1;
   std::string first_error;

@@ -153,10 +153,10 @@ std::shared_ptr<LoadedModel> LoadedModel::load(const ServeSpec& spec, const Prog
   m->info_.gamma = m->proposer_ ? m->proposer_->gamma() : 0;
 
   m->info_.id = !spec.served_model_name.empty() ? spec.served_model_name
-                                                 : fs::path(spec.model_dir).lexically_normal().filename().string();
+                                                : fs::path(spec.model_dir).lexically_normal().filename().string();
   if (m->info_.id.empty()) m->info_.id = fs::path(spec.model_dir).parent_path().filename().string();
-  m->info_.created = std::chrono::duration_cast<std::chrono::seconds>(
-                         std::chrono::system_clock::now().time_since_epoch()).count();
+  m->info_.created =
+      std::chrono::duration_cast<std::chrono::seconds>(std::chrono::system_clock::now().time_since_epoch()).count();
   m->info_.vocab_size = vocab;
   m->info_.context_length = m->engine_->max_sequence_tokens();
   m->info_.root = spec.model_dir;

@@ -18,25 +18,25 @@ namespace specserve::server {
 
 struct ServeSpec {
   std::string model_dir;
-  std::string draft_dir;          // DFlash drafter ("" = plain decoding)
+  std::string draft_dir;                                             // DFlash drafter ("" = plain decoding)
   spec::DraftSampling draft_sampling = spec::DraftSampling::Argmax;  // engine.verify_mode pairs with it
   MatmulOrder draft_matmul = MatmulOrder::Free;  // the drafter's matmul order (spec/dflash_drafter.h)
-  std::string draft_vocab = "all";  // the ids the drafter scores (spec/draft_vocabulary.h)
-  std::string served_model_name;  // "" = the model directory's name
-  int threads = 0;                // CPU threads (0 = all cores)
-  std::string backend = "auto";   // where the target and drafter run: "auto" (cuda when present), "cpu" or "cuda"
-  std::string dtype = "auto";     // weight storage of target and drafter: "auto" (the checkpoint's), "f32", "bf16"
-  engine::EngineOptions engine;   // kv_blocks is derived from kv_cache_mib here
-  int64_t kv_cache_mib = 0;       // KV-cache budget; 0 = auto (see kv_budget_blocks)
-  int request_timeout_s = 0;      // 0 = none
+  std::string draft_vocab = "all";               // the ids the drafter scores (spec/draft_vocabulary.h)
+  std::string served_model_name;                 // "" = the model directory's name
+  int threads = 0;                               // CPU threads (0 = all cores)
+  std::string backend = "auto";  // where the target and drafter run: "auto" (cuda when present), "cpu" or "cuda"
+  std::string dtype = "auto";    // weight storage of target and drafter: "auto" (the checkpoint's), "f32", "bf16"
+  engine::EngineOptions engine;  // kv_blocks is derived from kv_cache_mib here
+  int64_t kv_cache_mib = 0;      // KV-cache budget; 0 = auto (see kv_budget_blocks)
+  int request_timeout_s = 0;     // 0 = none
 };
 
 // The KV budget in blocks for `spec`: kv_cache_mib when given, else enough for max_seqs full-
 // context sequences but at most a quarter of physical memory.
 // What one KV block and one sequence cost, and the memory they come from.
 struct KvSizing {
-  size_t block_bytes = 0;      // target + drafter KV per 16 positions
-  size_t sequence_bytes = 0;   // DeltaNet state per sequence
+  size_t block_bytes = 0;     // target + drafter KV per 16 positions
+  size_t sequence_bytes = 0;  // DeltaNet state per sequence
   bool on_device = false;
   size_t available_bytes = 0;  // device: free after the weights; host: physical RAM
 };

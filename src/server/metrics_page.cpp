@@ -14,7 +14,8 @@ double load(const std::atomic<int64_t>& v) { return static_cast<double>(v.load(s
 std::string render_metrics_page(const engine::EngineMetrics* m, const HttpCounters& http, const ServingState& state) {
   PrometheusWriter w;
   const std::string p = "specserve:";
-  w.gauge(p + "model_ready", "1 when the model is loaded and requests are served", state.phase() == Phase::Ready ? 1 : 0);
+  w.gauge(p + "model_ready", "1 when the model is loaded and requests are served",
+          state.phase() == Phase::Ready ? 1 : 0);
 
   w.family(p + "http_responses_total", "counter", "HTTP responses by status code");
   for (int code = 100; code < 600; ++code) {
@@ -35,11 +36,13 @@ std::string render_metrics_page(const engine::EngineMetrics* m, const HttpCounte
   w.counter(p + "requests_total", "Generation requests accepted by the engine", load(m->requests_received));
   w.family(p + "requests_finished_total", "counter", "Finished generation requests by finish reason");
   for (int r = 0; r < engine::kNumFinishReasons; ++r) {
-    w.sample(p + "requests_finished_total", {{"finished_reason", engine::finish_reason_name(static_cast<engine::FinishReason>(r))}},
+    w.sample(p + "requests_finished_total",
+             {{"finished_reason", engine::finish_reason_name(static_cast<engine::FinishReason>(r))}},
              load(m->requests_finished[r]));
   }
   w.counter(p + "requests_rejected_total", "Requests refused because the queue was full", load(m->requests_rejected));
-  w.gauge(p + "num_requests_running", "Requests admitted to the engine (holding KV / state)", load(m->requests_running));
+  w.gauge(p + "num_requests_running", "Requests admitted to the engine (holding KV / state)",
+          load(m->requests_running));
   w.gauge(p + "num_requests_waiting", "Requests queued for admission", load(m->requests_waiting));
   w.counter(p + "prompt_tokens_total", "Prompt tokens processed", load(m->prompt_tokens));
   w.counter(p + "generation_tokens_total", "Tokens generated", load(m->generation_tokens));
@@ -61,10 +64,12 @@ std::string render_metrics_page(const engine::EngineMetrics* m, const HttpCounte
   w.counter(p + "spec_decode_paused_steps_total",
             "Steps that proposed no drafts because more sequences decoded than --spec-max-batch",
             load(m->spec_paused_steps));
-  w.family(p + "spec_decode_num_accepted_tokens_per_pos_total", "counter", "Draft tokens accepted at each draft position");
+  w.family(p + "spec_decode_num_accepted_tokens_per_pos_total", "counter",
+           "Draft tokens accepted at each draft position");
   for (int i = 0; i < engine::EngineMetrics::kMaxDraftPositions; ++i) {
     double n = load(m->spec_accepted_per_pos[i]);
-    if (n > 0 || i == 0) w.sample(p + "spec_decode_num_accepted_tokens_per_pos_total", {{"position", std::to_string(i)}}, n);
+    if (n > 0 || i == 0)
+      w.sample(p + "spec_decode_num_accepted_tokens_per_pos_total", {{"position", std::to_string(i)}}, n);
   }
   return w.text();
 }

@@ -25,7 +25,7 @@ struct ModelInfo {
   int64_t vocab_size = 0;
   int64_t context_length = 0;  // prompt + completion tokens
   std::string owned_by = "specserve";
-  std::string root;  // model directory
+  std::string root;          // model directory
   bool speculative = false;  // a DFlash drafter proposes drafts
   int gamma = 0;             // drafts per verify
 };

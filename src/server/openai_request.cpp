@@ -37,9 +37,11 @@ void check_sampling_fields(const JsonFields& f, const RequestLimits& limits) {
         throw_bad_param("logit_bias", fmt::format("'logit_bias' keys must be token ids, got '{}'", key));
       }
       if (id < 0 || (limits.vocab_size > 0 && id >= limits.vocab_size)) {
-        throw_bad_param("logit_bias", fmt::format("'logit_bias' token id {} is out of range [0, {})", id, limits.vocab_size));
+        throw_bad_param("logit_bias",
+                        fmt::format("'logit_bias' token id {} is out of range [0, {})", id, limits.vocab_size));
       }
-      if (!value.is_number()) throw_bad_param("logit_bias", fmt::format("'logit_bias' value for {} must be a number", key));
+      if (!value.is_number())
+        throw_bad_param("logit_bias", fmt::format("'logit_bias' value for {} must be a number", key));
       double b = value.get<double>();
       if (!(b >= -100.0 && b <= 100.0)) {
         throw_bad_param("logit_bias", fmt::format("'logit_bias' value for {} must be between -100 and 100", key));
@@ -83,9 +85,13 @@ void parse_common(const json& body, const RequestLimits& limits, CommonRequest& 
   if (!mt) mt = f.integer("max_tokens", 1, limits.max_tokens_limit);
   r.max_tokens_given = mt.has_value();
   r.max_tokens = mt.value_or(limits.default_max_tokens);
-  if (auto n = f.integer("n", 1, 128); n && *n != 1) throw_bad_param("n", fmt::format("'n' = {} is not supported: this server returns one choice per request (n = 1); send "
-                                     "the request n times for more", *n));
-  if (auto b = f.integer("best_of", 1, 128); b && *b != 1) throw_bad_param("best_of", "only 'best_of' = 1 is supported");
+  if (auto n = f.integer("n", 1, 128); n && *n != 1)
+    throw_bad_param("n",
+                    fmt::format("'n' = {} is not supported: this server returns one choice per request (n = 1); send "
+                                "the request n times for more",
+                                *n));
+  if (auto b = f.integer("best_of", 1, 128); b && *b != 1)
+    throw_bad_param("best_of", "only 'best_of' = 1 is supported");
   f.string("user");  // type-checked, otherwise unused
   r.ignore_eos = f.boolean("ignore_eos").value_or(false);
   parse_stop(f, limits, r.stop);
@@ -95,7 +101,8 @@ void parse_common(const json& body, const RequestLimits& limits, CommonRequest& 
   if (chat) {
     r.logprobs = f.boolean("logprobs").value_or(false);
     auto top = f.integer("top_logprobs", 0, limits.max_top_logprobs);
-    if (top && *top > 0 && !r.logprobs) throw_bad_param("top_logprobs", "'top_logprobs' requires 'logprobs' to be true");
+    if (top && *top > 0 && !r.logprobs)
+      throw_bad_param("top_logprobs", "'top_logprobs' requires 'logprobs' to be true");
     r.top_logprobs = static_cast<int>(top.value_or(0));
   } else {
     // Completions: logprobs is the number of alternatives (0 = only the sampled token).
@@ -112,7 +119,8 @@ json normalise_content(const json& content, const std::string& param, bool allow
     return nullptr;
   }
   if (content.is_string()) return content;
-  if (!content.is_array()) throw_bad_param(param, fmt::format("'{}' must be a string or an array of content parts", param));
+  if (!content.is_array())
+    throw_bad_param(param, fmt::format("'{}' must be a string or an array of content parts", param));
   std::string text;
   for (size_t i = 0; i < content.size(); ++i) {
     const json& part = content[i];
@@ -184,7 +192,9 @@ json normalise_messages(const json& messages, const RequestLimits& limits) {
     if (!role) throw_bad_param(mp + ".role", fmt::format("'{}.role' is required", mp));
     if (*role == "developer") role = "system";  // OpenAI's newer name for the system role
     if (*role != "system" && *role != "user" && *role != "assistant" && *role != "tool") {
-      throw_bad_param(mp + ".role", fmt::format("'{}.role' must be one of system, developer, user, assistant, tool; got '{}'", mp, *role));
+      throw_bad_param(
+          mp + ".role",
+          fmt::format("'{}.role' must be one of system, developer, user, assistant, tool; got '{}'", mp, *role));
     }
     json msg = {{"role", *role}};
     const json* tool_calls = (*role == "assistant") ? mf.array("tool_calls") : nullptr;
@@ -239,7 +249,8 @@ ChatRequest parse_chat_request(const json& body, const RequestLimits& limits) {
   if (const json* choice = f.any("tool_choice")) {
     if (choice->is_string()) {
       std::string c = choice->get<std::string>();
-      if (c == "none") r.tools_enabled = false;
+      if (c == "none")
+        r.tools_enabled = false;
       else if (c != "auto") {
         throw_bad_param("tool_choice", fmt::format("'tool_choice' '{}' is not supported (use 'auto' or 'none')", c));
       }

@@ -41,8 +41,8 @@ struct CommonRequest {
 };
 
 struct ChatRequest : CommonRequest {
-  nlohmann::json messages;  // validated array, normalised (text parts joined into strings)
-  nlohmann::json tools;     // array or null
+  nlohmann::json messages;     // validated array, normalised (text parts joined into strings)
+  nlohmann::json tools;        // array or null
   bool tools_enabled = false;  // tools present and tool_choice != "none"
   nlohmann::json chat_template_kwargs = nlohmann::json::object();
 };

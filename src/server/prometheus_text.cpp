@@ -10,10 +10,14 @@ std::string escape_label_value(const std::string& v) {
   std::string out;
   out.reserve(v.size());
   for (char c : v) {
-    if (c == '\\') out += "\\\\";
-    else if (c == '"') out += "\\\"";
-    else if (c == '\n') out += "\\n";
-    else out += c;
+    if (c == '\\')
+      out += "\\\\";
+    else if (c == '"')
+      out += "\\\"";
+    else if (c == '\n')
+      out += "\\n";
+    else
+      out += c;
   }
   return out;
 }
@@ -21,9 +25,12 @@ std::string escape_label_value(const std::string& v) {
 static std::string escape_help(const std::string& v) {
   std::string out;
   for (char c : v) {
-    if (c == '\\') out += "\\\\";
-    else if (c == '\n') out += "\\n";
-    else out += c;
+    if (c == '\\')
+      out += "\\\\";
+    else if (c == '\n')
+      out += "\\n";
+    else
+      out += c;
   }
   return out;
 }
@@ -64,8 +71,8 @@ void PrometheusWriter::gauge(const std::string& name, const std::string& help, d
   sample(name, value);
 }
 
-void PrometheusWriter::histogram(const std::string& name, const std::string& help,
-                                 const engine::Histogram::Snapshot& h, const Labels& labels) {
+void PrometheusWriter::histogram(const std::string& name, const std::string& help, const engine::Histogram::Snapshot& h,
+                                 const Labels& labels) {
   family(name, "histogram", help);
   for (size_t i = 0; i < h.upper_bounds.size(); ++i) {
     Labels l = labels;

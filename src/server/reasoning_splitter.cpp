@@ -27,7 +27,9 @@ ReasoningStart reasoning_start_of(std::string_view prompt) {
   size_t end = prompt.size();
   while (end > 0 && is_space(prompt[end - 1])) --end;
   const std::string_view p = prompt.substr(0, end);
-  auto ends_with = [&](std::string_view tag) { return p.size() >= tag.size() && p.substr(p.size() - tag.size()) == tag; };
+  auto ends_with = [&](std::string_view tag) {
+    return p.size() >= tag.size() && p.substr(p.size() - tag.size()) == tag;
+  };
   if (ends_with(kThinkOpen)) return ReasoningStart::Inside;
   if (ends_with(kThinkClose)) return ReasoningStart::Off;
   return ReasoningStart::Detect;

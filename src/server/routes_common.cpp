@@ -12,8 +12,8 @@ namespace specserve::server {
 Router::Match Router::match(const std::string& method, const std::string& path) const {
   Match m;
   for (const auto& r : routes_) {
-    const bool path_ok = r.prefix ? path.size() > r.path.size() && path.compare(0, r.path.size(), r.path) == 0
-                                  : path == r.path;
+    const bool path_ok =
+        r.prefix ? path.size() > r.path.size() && path.compare(0, r.path.size(), r.path) == 0 : path == r.path;
     if (!path_ok) continue;
     if (r.method == method) {
       m.route = &r;
@@ -42,7 +42,8 @@ std::shared_ptr<ModelServices> require_model(const RouteContext& ctx) {
 
 void check_model_name(const std::string& requested, const ModelServices& model) {
   if (requested.empty() || requested == model.info().id) return;
-  throw ApiError(404, fmt::format("The model '{}' does not exist (this server serves '{}')", requested, model.info().id),
+  throw ApiError(404,
+                 fmt::format("The model '{}' does not exist (this server serves '{}')", requested, model.info().id),
                  "invalid_request_error", "model", "model_not_found");
 }
 

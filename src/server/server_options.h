@@ -10,8 +10,8 @@ namespace specserve::server {
 
 struct ServerOptions {
   std::string host = "127.0.0.1";
-  int port = 8000;  // 0 = any free port (tests)
-  std::string api_key;  // non-empty: /v1/*, /tokenize, /detokenize need "Authorization: Bearer <key>"
+  int port = 8000;           // 0 = any free port (tests)
+  std::string api_key;       // non-empty: /v1/*, /tokenize, /detokenize need "Authorization: Bearer <key>"
   std::string api_key_file;  // read into api_key when set (its first line, whitespace trimmed)
   // Origins answered with CORS headers ("*" = any); empty = no CORS headers.
   std::vector<std::string> allowed_origins;
@@ -22,12 +22,12 @@ struct ServerOptions {
   int max_seqs = 16;    // engine concurrency (informational)
   int max_queue = 256;  // requests waiting for admission (informational)
 
-  size_t max_body_bytes = 8u << 20;  // 413 above, for Content-Length and chunked bodies
+  size_t max_body_bytes = 8u << 20;     // 413 above, for Content-Length and chunked bodies
   size_t max_header_bytes = 16 * 1024;  // request line + headers; 431 above
   size_t max_headers = 64;              // header lines; 431 above
-  int max_connections = 4096;  // open sockets; above it a new connection gets 503 and is closed
-  int64_t max_prompt_tokens = 0;     // 0 = the model's context length
-  int64_t max_tokens_limit = 0;      // largest max_tokens accepted; 0 = the model's context length
+  int max_connections = 4096;           // open sockets; above it a new connection gets 503 and is closed
+  int64_t max_prompt_tokens = 0;        // 0 = the model's context length
+  int64_t max_tokens_limit = 0;         // largest max_tokens accepted; 0 = the model's context length
   // max_tokens of a request that gives none, capped by what fits in the context after the prompt;
   // 0 = what fits. A demo client that forgets max_tokens gets an answer in seconds, not minutes.
   int64_t default_max_tokens = 1024;
@@ -40,7 +40,7 @@ struct ServerOptions {
   int read_timeout_s = 30;
   int write_timeout_s = 60;
   int keep_alive_timeout_s = 15;
-  int heartbeat_ms = 1000;  // SSE comment when a stream has been silent this long
+  int heartbeat_ms = 1000;    // SSE comment when a stream has been silent this long
   int request_timeout_s = 0;  // 0 = none; otherwise a request still running is stopped (finish "abort")
 
   int shutdown_grace_s = 10;  // on SIGINT/SIGTERM, how long running requests may finish

@@ -91,10 +91,12 @@ template <typename Output>
 std::shared_ptr<PumpJob> make_json_job(std::shared_ptr<engine::ResultStream> stream, std::shared_ptr<Output> output) {
   return std::make_shared<JsonJob<Output>>(std::move(stream), std::move(output));
 }
-template std::shared_ptr<PumpJob> make_sse_job<ChatOutput>(std::shared_ptr<engine::ResultStream>, std::shared_ptr<ChatOutput>);
+template std::shared_ptr<PumpJob> make_sse_job<ChatOutput>(std::shared_ptr<engine::ResultStream>,
+                                                           std::shared_ptr<ChatOutput>);
 template std::shared_ptr<PumpJob> make_sse_job<CompletionOutput>(std::shared_ptr<engine::ResultStream>,
                                                                  std::shared_ptr<CompletionOutput>);
-template std::shared_ptr<PumpJob> make_json_job<ChatOutput>(std::shared_ptr<engine::ResultStream>, std::shared_ptr<ChatOutput>);
+template std::shared_ptr<PumpJob> make_json_job<ChatOutput>(std::shared_ptr<engine::ResultStream>,
+                                                            std::shared_ptr<ChatOutput>);
 template std::shared_ptr<PumpJob> make_json_job<CompletionOutput>(std::shared_ptr<engine::ResultStream>,
                                                                   std::shared_ptr<CompletionOutput>);
 
@@ -204,7 +206,8 @@ void StreamPump::run() {
         std::lock_guard lock(mutex_);
         auto it = jobs_.find(id);
         if (it == jobs_.end() || it->second.job != job) continue;  // dropped meanwhile
-        if (!bytes.empty()) it->second.last_write = now;
+        if (!bytes.empty())
+          it->second.last_write = now;
         else if (job->streaming() && !finished && now - it->second.last_write >= heartbeat_) {
           heartbeat = true;
           it->second.last_write = now;

@@ -78,7 +78,8 @@ bool parse_xml_call(std::string_view body, const nlohmann::json* tools, ToolCall
   call.name = std::string(trim(body.substr(f + kFn.size(), gt - f - kFn.size())));
   if (call.name.empty()) return false;
   size_t end_fn = body.find("</function>", gt);
-  std::string_view inner = body.substr(gt + 1, end_fn == std::string_view::npos ? std::string_view::npos : end_fn - gt - 1);
+  std::string_view inner =
+      body.substr(gt + 1, end_fn == std::string_view::npos ? std::string_view::npos : end_fn - gt - 1);
   nlohmann::json args = nlohmann::json::object();
   constexpr std::string_view kParam = "<parameter=";
   size_t pos = 0;
@@ -130,7 +131,8 @@ ToolCallParse parse_tool_calls(std::string_view text, const nlohmann::json* tool
     size_t body_begin = open + kCallOpen.size();
     size_t close = text.find(kCallClose, body_begin);
     // An unclosed final block (the model hit max_tokens or stopped early) is still tried.
-    std::string_view body = text.substr(body_begin, close == std::string_view::npos ? std::string_view::npos : close - body_begin);
+    std::string_view body =
+        text.substr(body_begin, close == std::string_view::npos ? std::string_view::npos : close - body_begin);
     size_t next = close == std::string_view::npos ? text.size() : close + kCallClose.size();
     ToolCall call;
     std::string_view tb = trim(body);

@@ -19,7 +19,7 @@
 namespace specserve::server {
 
 struct ToolCall {
-  std::string id;         // "call_…"
+  std::string id;  // "call_…"
   std::string name;
   std::string arguments;  // a JSON object, serialised (OpenAI sends arguments as a string)
 };

@@ -18,15 +18,18 @@ DType choose_dtype(const std::string& option, const Checkpoint& c, const std::st
 
 void check_pair(const ModelConfig& d, const TargetShape& t) {
   const DFlashConfig& df = *d.dflash;
-  SS_CHECK(d.hidden_size == t.hidden, "drafter hidden_size {} differs from the target's {}: wrong target for this drafter",
-           d.hidden_size, t.hidden);
-  SS_CHECK(d.vocab_size == t.vocab, "drafter vocab_size {} differs from the target's lm_head rows {}: wrong target for this drafter",
+  SS_CHECK(d.hidden_size == t.hidden,
+           "drafter hidden_size {} differs from the target's {}: wrong target for this drafter", d.hidden_size,
+           t.hidden);
+  SS_CHECK(d.vocab_size == t.vocab,
+           "drafter vocab_size {} differs from the target's lm_head rows {}: wrong target for this drafter",
            d.vocab_size, t.vocab);
   SS_CHECK(df.num_target_layers == 0 || df.num_target_layers == t.num_layers,
            "the drafter was trained on a {}-layer target (num_target_layers) but the target has {} layers",
            df.num_target_layers, t.num_layers);
   for (int id : df.target_layer_ids)
-    SS_CHECK(id < t.num_layers, "drafter target_layer_ids holds {}, but the target has only {} layers", id, t.num_layers);
+    SS_CHECK(id < t.num_layers, "drafter target_layer_ids holds {}, but the target has only {} layers", id,
+             t.num_layers);
   SS_CHECK(df.mask_token_id < t.embedding_rows,
            "drafter mask_token_id {} is not a row of the target's {}-row embedding table", df.mask_token_id,
            t.embedding_rows);
@@ -76,9 +79,10 @@ std::unique_ptr<DrafterCheckpoint> DrafterCheckpoint::load(const std::string& di
     const int64_t H = c.hidden_size;
     const int64_t K = static_cast<int64_t>(c.dflash->target_layer_ids.size());
     const TensorView fc = d->file_->get(d->prefix_ + "fc.weight");
-    SS_CHECK(fc.ndim() == 2 && fc.dim(0) == H && fc.dim(1) == K * H,
-             "drafter fc.weight is {} but {} target layers of hidden size {} need [{}, {}]: wrong target for this drafter",
-             fc.shape.to_string(), K, H, H, K * H);
+    SS_CHECK(
+        fc.ndim() == 2 && fc.dim(0) == H && fc.dim(1) == K * H,
+        "drafter fc.weight is {} but {} target layers of hidden size {} need [{}, {}]: wrong target for this drafter",
+        fc.shape.to_string(), K, H, H, K * H);
     d->read_weights();
     return d;
   });
@@ -109,7 +113,8 @@ void DrafterCheckpoint::read_weights() {
     const std::string p = "layers." + std::to_string(i) + ".";
     DrafterLayerWeights l;
     l.type = c.layer_types.at(static_cast<size_t>(i));
-    SS_CHECK(l.type != LayerType::LinearAttention, "drafter layer {} is linear_attention, which drafters do not have", i);
+    SS_CHECK(l.type != LayerType::LinearAttention, "drafter layer {} is linear_attention, which drafters do not have",
+             i);
     l.input_norm = tensor(p + "input_layernorm.weight", {H}, false);
     l.post_norm = tensor(p + "post_attention_layernorm.weight", {H}, false);
     l.q_proj = tensor(p + "self_attn.q_proj.weight", {c.num_heads * hd, H}, true);

@@ -66,7 +66,7 @@ class DrafterCheckpoint {
   ModelConfig config_;
   std::unique_ptr<Checkpoint> file_;
   std::shared_ptr<SyntheticTensors> synthetic_;  // instead of file_
-  std::string prefix_;  // "" or "model."
+  std::string prefix_;                           // "" or "model."
   DType matrix_dtype_ = DType::F32;
   DrafterWeights weights_;
   std::deque<Tensor> owned_;  // converted copies (stable addresses)

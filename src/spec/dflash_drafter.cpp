@@ -29,12 +29,12 @@ std::vector<TensorView*> weight_views(DrafterWeights& w) {
 // block]. Context and block rows share the k/v projections (one matmul per weight); only block
 // rows have queries.
 struct CallRows {
-  int64_t context = 0;                  // Nc
-  int64_t block = 0;                    // Nb = blocks · (gamma + 1)
-  std::vector<AttentionRow> kv_store;   // per row (context then block): RoPE position and cache slot
-  std::vector<int32_t> q_positions;     // per block row
-  std::vector<AttentionRow> full_attn;  // per block row: every context key + the whole block
-  std::vector<AttentionRow> slide_attn; // per block row: causal in the block, window W (§1.7)
+  int64_t context = 0;                   // Nc
+  int64_t block = 0;                     // Nb = blocks · (gamma + 1)
+  std::vector<AttentionRow> kv_store;    // per row (context then block): RoPE position and cache slot
+  std::vector<int32_t> q_positions;      // per block row
+  std::vector<AttentionRow> full_attn;   // per block row: every context key + the whole block
+  std::vector<AttentionRow> slide_attn;  // per block row: causal in the block, window W (§1.7)
 };
 
 }  // namespace
@@ -153,9 +153,7 @@ std::unique_ptr<DrafterSequence> DFlashDrafter::new_sequence() const {
   return std::make_unique<DrafterSequence>(pool_, feature_width(), *mem_);
 }
 
-void DFlashDrafter::project_context(std::span<DrafterSequence* const> sequences) const {
-  forward(sequences, {}, 0, 0);
-}
+void DFlashDrafter::project_context(std::span<DrafterSequence* const> sequences) const { forward(sequences, {}, 0, 0); }
 
 MemTensor DFlashDrafter::run_blocks(std::span<const DraftBlock> blocks, int gamma, int slots) const {
   SS_CHECK(gamma >= 1 && gamma < block_size(), "drafter: gamma {} outside [1, {}]", gamma, block_size() - 1);
@@ -213,7 +211,8 @@ MemTensor DFlashDrafter::forward(std::span<DrafterSequence* const> context_of, s
   const int64_t B = gamma + 1;
 
   std::set<const DrafterSequence*> seen;
-  for (const DrafterSequence* s : context_of) SS_CHECK(seen.insert(s).second, "drafter: a sequence appears twice in one call");
+  for (const DrafterSequence* s : context_of)
+    SS_CHECK(seen.insert(s).second, "drafter: a sequence appears twice in one call");
 
   // ---- lay out the rows -------------------------------------------------------------------------
   // Grow every block table first: the rows below keep pointers into them.

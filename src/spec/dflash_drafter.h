@@ -139,12 +139,12 @@ class DFlashDrafter {
   std::unique_ptr<DrafterCheckpoint> checkpoint_;
   const Ops* ops_;
   const Memory* mem_;
-  DrafterWeights weights_;  // views into mem_ (the checkpoint's own on the host)
-  Buffer device_weights_;   // the uploaded weights (device drafters)
+  DrafterWeights weights_;         // views into mem_ (the checkpoint's own on the host)
+  Buffer device_weights_;          // the uploaded weights (device drafters)
   std::vector<int32_t> head_ids_;  // set_vocabulary: the compact head's ids, ascending
   Buffer head_;                    // ... and its rows of the target's lm_head, in the drafter's memory
   DType head_dtype_ = DType::F32;
-  int64_t head_pitch_ = 0;         // the compact head's rows: head_rows() padded to a multiple of 64
+  int64_t head_pitch_ = 0;  // the compact head's rows: head_rows() padded to a multiple of 64
   KvGeometry kv_;
   std::shared_ptr<KvBlockPool> pool_;
   MatmulOrder matmul_order_ = MatmulOrder::Free;

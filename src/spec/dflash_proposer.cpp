@@ -94,8 +94,8 @@ void DFlashProposer::propose(std::span<engine::ProposeItem> items) {
                    "DFlash proposer: drafter context holds {} rows but the pending token is at position {}",
                    ctx.sequence->rows(), item.pending_position);
     SS_DEBUG_CHECK(static_cast<int64_t>(item.history->length()) == item.pending_position + 1,
-                   "DFlash proposer: history of {} tokens for a pending token at position {}",
-                   item.history->length(), item.pending_position);
+                   "DFlash proposer: history of {} tokens for a pending token at position {}", item.history->length(),
+                   item.pending_position);
     blocks.push_back({ctx.sequence.get(), item.pending_token, item.pending_position});
     drafting.push_back(&item);
   }
@@ -106,11 +106,10 @@ void DFlashProposer::propose(std::span<engine::ProposeItem> items) {
   // processing is then the identity, and the rows need not leave the device (the drafter's side of
   // the engine's DeviceArgmax picker, engine/row_picker.h; here all of the batch or none).
   const int64_t columns = drafting.front()->sampler->vocab().real();
-  const bool by_argmax =
-      options_.selection.sampling == DraftSampling::Argmax && !options_.selection.raw &&
-      std::all_of(drafting.begin(), drafting.end(), [&](const engine::ProposeItem* item) {
-        return item->sampler->picks_raw_argmax() && item->sampler->vocab().real() == columns;
-      });
+  const bool by_argmax = options_.selection.sampling == DraftSampling::Argmax && !options_.selection.raw &&
+                         std::all_of(drafting.begin(), drafting.end(), [&](const engine::ProposeItem* item) {
+                           return item->sampler->picks_raw_argmax() && item->sampler->vocab().real() == columns;
+                         });
   if (by_argmax) {
     const std::vector<int32_t> ids = drafter_.draft_argmax(blocks, block_gamma, gamma_, columns);
     for (size_t i = 0; i < drafting.size(); ++i) {

@@ -23,8 +23,8 @@ namespace specserve::spec {
 
 enum class DraftSampling { Argmax, Sample };
 
-std::string_view draft_sampling_name(DraftSampling s);        // "argmax", "sample"
-DraftSampling parse_draft_sampling(std::string_view name);    // throws Error naming the values
+std::string_view draft_sampling_name(DraftSampling s);      // "argmax", "sample"
+DraftSampling parse_draft_sampling(std::string_view name);  // throws Error naming the values
 
 struct DraftSelection {
   DraftSampling sampling = DraftSampling::Argmax;

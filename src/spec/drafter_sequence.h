@@ -5,8 +5,8 @@
 // kept WAITING, in the drafter's memory (on a device drafter: copied there from the target's rows on
 // the same device, or uploaded from the host), until the drafter next runs, so the fc projection and
 // the per-layer k/v projections of every waiting row of every sequence happen in one matmul per weight
-// together with the drafted blocks. The drafter then stores the row's per-layer context K/V (k_norm, RoPE at its absolute
-// position) in this sequence's paged cache, where it stays: a context row is computed exactly once.
+// together with the drafted blocks. The drafter then stores the row's per-layer context K/V (k_norm, RoPE at its
+// absolute position) in this sequence's paged cache, where it stays: a context row is computed exactly once.
 //
 // Invariant (checked by the proposer): projected + waiting == the target's committed length.
 //

@@ -14,7 +14,8 @@ void add_spec_json(std::span<const engine::SpecStep> steps, bool trace, nlohmann
   if (!trace) return;
   nlohmann::ordered_json records = nlohmann::ordered_json::array();
   for (const auto& st : steps)
-    records.push_back({{"pos", st.position}, {"drafts", st.drafts}, {"accepted", st.accepted}, {"emitted", st.emitted}});
+    records.push_back(
+        {{"pos", st.position}, {"drafts", st.drafts}, {"accepted", st.accepted}, {"emitted", st.emitted}});
   root["steps"] = std::move(records);
 }
 

@@ -60,7 +60,8 @@ bool is_space_char(uint32_t cp) { return char_class(cp) & kWhitespace; }
 
 }  // namespace
 
-void AddedVocab::split(std::string_view text, bool normalized_set, bool split_special, std::vector<Segment>& out) const {
+void AddedVocab::split(std::string_view text, bool normalized_set, bool split_special,
+                       std::vector<Segment>& out) const {
   const TokenTrie& trie = normalized_set ? normalized_ : raw_;
   const size_t n = text.size();
   if (trie.empty()) {
@@ -108,7 +109,8 @@ void AddedVocab::split(std::string_view text, bool normalized_set, bool split_sp
         stop += clen;
       }
     }
-    if (start_offset < start) out.push_back(Segment{static_cast<uint32_t>(start_offset), static_cast<uint32_t>(start), -1});
+    if (start_offset < start)
+      out.push_back(Segment{static_cast<uint32_t>(start_offset), static_cast<uint32_t>(start), -1});
     out.push_back(Segment{static_cast<uint32_t>(start), static_cast<uint32_t>(stop), tok.id});
     start_offset = stop;
     pos = std::max(pos, stop);

@@ -73,7 +73,8 @@ BpeModel& BpeModel::operator=(BpeModel&&) noexcept = default;
 
 BpeModel BpeModel::from_json(const nlohmann::json& model) {
   SS_CHECK(model.is_object(), "tokenizer.json: \"model\" must be an object");
-  const std::string type = model.contains("type") && model["type"].is_string() ? model["type"].get<std::string>() : "BPE";
+  const std::string type =
+      model.contains("type") && model["type"].is_string() ? model["type"].get<std::string>() : "BPE";
   SS_CHECK(type == "BPE", "tokenizer.json: model type '{}' is not supported (only BPE)", type);
   SS_CHECK(!model.contains("dropout") || model["dropout"].is_null(), "tokenizer.json: BPE dropout is not supported");
   auto string_or_empty = [&](const char* key) {
@@ -81,12 +82,15 @@ BpeModel BpeModel::from_json(const nlohmann::json& model) {
   };
   const std::string prefix = string_or_empty("continuing_subword_prefix");
   const std::string suffix = string_or_empty("end_of_word_suffix");
-  SS_CHECK(prefix.empty() && suffix.empty(), "tokenizer.json: BPE continuing_subword_prefix / end_of_word_suffix are not supported");
-  SS_CHECK(!(model.contains("byte_fallback") && model["byte_fallback"].is_boolean() && model["byte_fallback"].get<bool>()),
-           "tokenizer.json: BPE byte_fallback is not supported");
+  SS_CHECK(prefix.empty() && suffix.empty(),
+           "tokenizer.json: BPE continuing_subword_prefix / end_of_word_suffix are not supported");
+  SS_CHECK(
+      !(model.contains("byte_fallback") && model["byte_fallback"].is_boolean() && model["byte_fallback"].get<bool>()),
+      "tokenizer.json: BPE byte_fallback is not supported");
 
   BpeModel m;
-  m.ignore_merges_ = model.contains("ignore_merges") && model["ignore_merges"].is_boolean() && model["ignore_merges"].get<bool>();
+  m.ignore_merges_ =
+      model.contains("ignore_merges") && model["ignore_merges"].is_boolean() && model["ignore_merges"].get<bool>();
   SS_CHECK(model.contains("vocab") && model["vocab"].is_object(), "tokenizer.json: model.vocab must be an object");
   const auto& bl = ByteLevelMap::get();
   m.vocab_.reserve(model["vocab"].size());
@@ -136,8 +140,10 @@ BpeModel BpeModel::from_json(const nlohmann::json& model) {
       fail("tokenizer.json: merge #{} is neither \"a b\" nor [\"a\", \"b\"]", rank);
     }
     const auto ia = m.vocab_.find(a), ib = m.vocab_.find(b), iab = m.vocab_.find(a + b);
-    SS_CHECK(ia != m.vocab_.end() && ib != m.vocab_.end(), "tokenizer.json: merge '{} {}' uses a token not in the vocab", a, b);
-    SS_CHECK(iab != m.vocab_.end(), "tokenizer.json: merge '{} {}' makes '{}{}', which is not in the vocab", a, b, a, b);
+    SS_CHECK(ia != m.vocab_.end() && ib != m.vocab_.end(),
+             "tokenizer.json: merge '{} {}' uses a token not in the vocab", a, b);
+    SS_CHECK(iab != m.vocab_.end(), "tokenizer.json: merge '{} {}' makes '{}{}', which is not in the vocab", a, b, a,
+             b);
     m.merges_->put(ia->second, ib->second, rank, iab->second);
     ++rank;
   }

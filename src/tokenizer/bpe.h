@@ -49,10 +49,10 @@ class BpeModel {
   void merge_small(std::vector<int32_t>& symbols) const;
   void merge_large(std::vector<int32_t>& symbols) const;
 
-  std::unordered_map<std::string, int32_t> vocab_;            // byte-level spelling -> id
-  std::unordered_map<std::string, int32_t> vocab_bytes_;      // raw bytes -> id (ignore_merges)
-  std::vector<const std::string*> id_to_token_;               // into vocab_ keys
-  std::array<int32_t, 256> byte_id_{};                        // initial symbol per byte, -1 if absent
+  std::unordered_map<std::string, int32_t> vocab_;        // byte-level spelling -> id
+  std::unordered_map<std::string, int32_t> vocab_bytes_;  // raw bytes -> id (ignore_merges)
+  std::vector<const std::string*> id_to_token_;           // into vocab_ keys
+  std::array<int32_t, 256> byte_id_{};                    // initial symbol per byte, -1 if absent
   std::unique_ptr<MergeTable> merges_;
   std::unique_ptr<Cache> cache_;
   size_t merge_count_ = 0;

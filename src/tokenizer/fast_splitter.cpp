@@ -184,8 +184,6 @@ class FastMatcher final : public SplitMatcher {
 
 }  // namespace
 
-std::unique_ptr<SplitMatcher> make_fast_matcher(FastPattern which) {
-  return std::make_unique<FastMatcher>(which);
-}
+std::unique_ptr<SplitMatcher> make_fast_matcher(FastPattern which) { return std::make_unique<FastMatcher>(which); }
 
 }  // namespace specserve::tokenizer

@@ -10,7 +10,8 @@ namespace {
 
 void collect(const nlohmann::json& j, std::vector<NormalForm>& forms) {
   if (j.is_null()) return;
-  SS_CHECK(j.is_object() && j.contains("type") && j["type"].is_string(), "normalizer: expected an object with a \"type\"");
+  SS_CHECK(j.is_object() && j.contains("type") && j["type"].is_string(),
+           "normalizer: expected an object with a \"type\"");
   const std::string type = j["type"];
   if (type == "NFC") {
     forms.push_back(NormalForm::NFC);

@@ -78,8 +78,8 @@ class Pcre2Matcher final : public SplitMatcher {
     const std::string rewritten = rewrite_for_oniguruma(pattern);
     int err = 0;
     PCRE2_SIZE err_off = 0;
-    code_.reset(pcre2_compile(reinterpret_cast<PCRE2_SPTR>(rewritten.data()), rewritten.size(),
-                              PCRE2_UTF | PCRE2_UCP, &err, &err_off, nullptr));
+    code_.reset(pcre2_compile(reinterpret_cast<PCRE2_SPTR>(rewritten.data()), rewritten.size(), PCRE2_UTF | PCRE2_UCP,
+                              &err, &err_off, nullptr));
     if (!code_) {
       PCRE2_UCHAR msg[256];
       pcre2_get_error_message(err, msg, sizeof msg);
@@ -132,7 +132,8 @@ class LiteralMatcher final : public SplitMatcher {
   std::string describe() const override { return "literal '" + literal_ + "'"; }
   void find_matches(std::string_view text, std::vector<Span>& out) const override {
     if (literal_.empty()) return;
-    for (size_t at = text.find(literal_); at != std::string_view::npos; at = text.find(literal_, at + literal_.size())) {
+    for (size_t at = text.find(literal_); at != std::string_view::npos;
+         at = text.find(literal_, at + literal_.size())) {
       out.push_back(Span{static_cast<uint32_t>(at), static_cast<uint32_t>(at + literal_.size())});
     }
   }

@@ -35,8 +35,8 @@ struct Piece {
 
 // HF NormalizedString::split: the matches and the gaps between them cover the piece; then the
 // behaviour decides which become words and which are merged or removed.
-void split_piece(const SplitMatcher& matcher, SplitBehavior behavior, bool invert, std::string_view text,
-                 Span piece, std::vector<Span>& out, std::vector<Span>& matches, std::vector<Piece>& pieces) {
+void split_piece(const SplitMatcher& matcher, SplitBehavior behavior, bool invert, std::string_view text, Span piece,
+                 std::vector<Span>& out, std::vector<Span>& matches, std::vector<Piece>& pieces) {
   matches.clear();
   pieces.clear();
   const std::string_view sub = text.substr(piece.begin, piece.end - piece.begin);
@@ -58,9 +58,7 @@ void split_piece(const SplitMatcher& matcher, SplitBehavior behavior, bool inver
       for (auto& p : pieces) p.is_match = false;
       merged = std::move(pieces);
       break;
-    case SplitBehavior::Removed:
-      merged = std::move(pieces);
-      break;
+    case SplitBehavior::Removed: merged = std::move(pieces); break;
     case SplitBehavior::Contiguous: {
       bool previous_match = false;
       for (const Piece& p : pieces) {
@@ -107,10 +105,12 @@ void split_piece(const SplitMatcher& matcher, SplitBehavior behavior, bool inver
 
 void collect(const nlohmann::json& j, bool allow_fast, std::vector<std::unique_ptr<PreTokenizer::Step>>& steps) {
   if (j.is_null()) return;
-  SS_CHECK(j.is_object() && j.contains("type") && j["type"].is_string(), "pre_tokenizer: expected an object with a \"type\"");
+  SS_CHECK(j.is_object() && j.contains("type") && j["type"].is_string(),
+           "pre_tokenizer: expected an object with a \"type\"");
   const std::string type = j["type"];
   if (type == "Sequence") {
-    SS_CHECK(j.contains("pretokenizers") && j["pretokenizers"].is_array(), "pre_tokenizer Sequence: missing \"pretokenizers\"");
+    SS_CHECK(j.contains("pretokenizers") && j["pretokenizers"].is_array(),
+             "pre_tokenizer Sequence: missing \"pretokenizers\"");
     for (const auto& p : j["pretokenizers"]) collect(p, allow_fast, steps);
     return;
   }

@@ -9,11 +9,11 @@
 namespace specserve::tokenizer {
 
 enum CharClass : uint8_t {
-  kLetter = 1,       // \p{L}
-  kNumber = 2,       // \p{N}
-  kMark = 4,         // \p{M}
-  kWhitespace = 8,   // \s as Oniguruma and Rust define it: the White_Space property
-  kWordChar = 16,    // Rust regex \w: Alphabetic, M, Nd, Pc, Join_Control
+  kLetter = 1,      // \p{L}
+  kNumber = 2,      // \p{N}
+  kMark = 4,        // \p{M}
+  kWhitespace = 8,  // \s as Oniguruma and Rust define it: the White_Space property
+  kWordChar = 16,   // Rust regex \w: Alphabetic, M, Nd, Pc, Join_Control
 };
 
 // Class bits of a code point (0 for code points beyond U+10FFFF).

@@ -106,7 +106,7 @@ size_t utf8_stable_prefix(std::string_view s) {
     const int need = sequence_length(p[start], lo, hi);
     if (need == 0 || need == 1) {
       if (p[start] >= 0x80 && p[start] <= 0xBF) continue;  // continuation byte: look further back
-      return n;                                          // ASCII or invalid lead: nothing held
+      return n;                                            // ASCII or invalid lead: nothing held
     }
     if (static_cast<size_t>(need) <= back) return n;  // complete (or already decided) sequence
     for (size_t k = 1; k < back; ++k) {

@@ -19,9 +19,7 @@ std::vector<int32_t> run(std::vector<float> x, int64_t rows, int64_t cols, int64
   return out;
 }
 
-TEST(Argmax, TiesGoToTheLowestIndex) {
-  EXPECT_EQ(run({1, 3, 2, 3, 3}, 1, 5, 5), (std::vector<int32_t>{1}));
-}
+TEST(Argmax, TiesGoToTheLowestIndex) { EXPECT_EQ(run({1, 3, 2, 3, 3}, 1, 5, 5), (std::vector<int32_t>{1})); }
 
 TEST(Argmax, SanitisesLikeTheSampler) {
   const float nan = NAN, inf = INFINITY;

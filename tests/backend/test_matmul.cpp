@@ -99,7 +99,8 @@ TEST_P(MatmulTest, MultiEqualsSeparate) {
 }
 
 TEST(Matmul, RejectsMismatchedShapes) {
-  Tensor x = Tensor::zeros(DType::F32, {2, 8}), w = Tensor::zeros(DType::F32, {4, 9}), y = Tensor::zeros(DType::F32, {2, 4});
+  Tensor x = Tensor::zeros(DType::F32, {2, 8}), w = Tensor::zeros(DType::F32, {4, 9}),
+         y = Tensor::zeros(DType::F32, {2, 4});
   EXPECT_THROW(cpu_ops().matmul(x, w, y), Error);
 }
 

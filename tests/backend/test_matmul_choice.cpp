@@ -69,27 +69,25 @@ TEST(MatmulChoice, OneWeightByRows) {
     Kn want;
   };
   const Row table[] = {
-      {1, kH, kH, Kn::Gemv},          // decode: o_proj
-      {1, kVocab, kH, Kn::Gemv},      // decode: lm_head
-      {16, kH, kH, Kn::Gemv},         // verify of 16 rows: below the 17-64-row kernel
-      {17, kH, kH, Kn::Mid},          // S = 8, 128 CTAs
-      {32, kH, kI, Kn::Mid},          // down_proj, S = 8
-      {32, kI, kH, Kn::Mid},          // S = 4
-      {32, kVocab, kH, Kn::Gemv},     // lm_head: S = 1, not the mid kernel's
-      {33, kH, kH, Kn::Mid},          // 128 CTAs: one wave 97 % full
-      {64, kH, kH, Kn::Mid},
-      {64, 5120, 6144, Kn::Wgmma},    // 27B o_proj: 160 CTAs fill 2 waves 61 %
-      {64, 5120, 17408, Kn::Wgmma},   // 27B down_proj
-      {33, kVocab, kH, Kn::Wgmma},    // S = 1
-      {128, 17408, 5120, Kn::Wgmma},  // 27B up_proj: 136 tiles, 1.03 waves: the cluster kernel
-      {512, kI, kH, Kn::WgmmaSerial}, // S = 4, 384 tiles
-      {2048, kH, kH, Kn::WgmmaSerial},
-      {2048, kVocab, kH, Kn::Wgmma},  // S = 1: the cluster kernel
-      {65, kH, kH, Kn::Wgmma},        // past the mid kernel's rows; 32 tiles
+      {1, kH, kH, Kn::Gemv},                                         // decode: o_proj
+      {1, kVocab, kH, Kn::Gemv},                                     // decode: lm_head
+      {16, kH, kH, Kn::Gemv},                                        // verify of 16 rows: below the 17-64-row kernel
+      {17, kH, kH, Kn::Mid},                                         // S = 8, 128 CTAs
+      {32, kH, kI, Kn::Mid},                                         // down_proj, S = 8
+      {32, kI, kH, Kn::Mid},                                         // S = 4
+      {32, kVocab, kH, Kn::Gemv},                                    // lm_head: S = 1, not the mid kernel's
+      {33, kH, kH, Kn::Mid},                                         // 128 CTAs: one wave 97 % full
+      {64, kH, kH, Kn::Mid},           {64, 5120, 6144, Kn::Wgmma},  // 27B o_proj: 160 CTAs fill 2 waves 61 %
+      {64, 5120, 17408, Kn::Wgmma},                                  // 27B down_proj
+      {33, kVocab, kH, Kn::Wgmma},                                   // S = 1
+      {128, 17408, 5120, Kn::Wgmma},   // 27B up_proj: 136 tiles, 1.03 waves: the cluster kernel
+      {512, kI, kH, Kn::WgmmaSerial},  // S = 4, 384 tiles
+      {2048, kH, kH, Kn::WgmmaSerial}, {2048, kVocab, kH, Kn::Wgmma},  // S = 1: the cluster kernel
+      {65, kH, kH, Kn::Wgmma},                                         // past the mid kernel's rows; 32 tiles
   };
   for (const auto& r : table)
-    EXPECT_EQ(one(r.M, r.K, bf16(r.N)), r.want) << "M " << r.M << " N " << r.N << " K " << r.K << ": got "
-                                                << matmul_kernel_name(one(r.M, r.K, bf16(r.N)));
+    EXPECT_EQ(one(r.M, r.K, bf16(r.N)), r.want)
+        << "M " << r.M << " N " << r.N << " K " << r.K << ": got " << matmul_kernel_name(one(r.M, r.K, bf16(r.N)));
 }
 
 TEST(MatmulChoice, EdgesAndDtypes) {
@@ -153,13 +151,13 @@ TEST(MatmulChoice, SharedX) {
     std::string want;
   };
   const std::vector<Row> table = {
-      {1, qkv, "gemv[012] "},               // decode: one streaming launch (same K split)
+      {1, qkv, "gemv[012] "},  // decode: one streaming launch (same K split)
       {1, gate_up, "gemv[01] "},
       {16, qkv, "gemv[012] "},
       {17, qkv, "mid[012] "},
       {32, gate_up, "mid[01] "},
-      {64, qkv, "mid[012] "},               // 192 CTAs: 2 waves 73 % full
-      {64, gate_up, "mid[01] "},            // 768 CTAs: 6 waves 97 % full
+      {64, qkv, "mid[012] "},     // 192 CTAs: 2 waves 73 % full
+      {64, gate_up, "mid[01] "},  // 768 CTAs: 6 waves 97 % full
       {128, qkv, "one x copy: wgmma[0] wgmma[1] wgmma[2] "},
       {2048, gate_up, "one x copy: wgmma-serial[0] wgmma-serial[1] "},
       {2048, qkv, "one x copy: wgmma-serial[0] wgmma[1] wgmma[2] "},

@@ -22,9 +22,9 @@ struct GdnInputs {
     g = randn(size_t(T * Hv), seed + 1);
     beta = randn(size_t(T * Hv), seed + 2);
     auto alog = randn(size_t(Hv), seed + 3, 0.5f), dt = randn(size_t(Hv), seed + 4, 0.5f);
-    cpu_ops().gdn_prepare(host_view(qkv.data(), DType::F32, {T, d.conv_dim()}), host_view(g.data(), DType::F32, {T, Hv}),
-                          host_view(beta.data(), DType::F32, {T, Hv}), host_view(alog.data(), DType::F32, {Hv}),
-                          host_view(dt.data(), DType::F32, {Hv}), d);
+    cpu_ops().gdn_prepare(host_view(qkv.data(), DType::F32, {T, d.conv_dim()}),
+                          host_view(g.data(), DType::F32, {T, Hv}), host_view(beta.data(), DType::F32, {T, Hv}),
+                          host_view(alog.data(), DType::F32, {Hv}), host_view(dt.data(), DType::F32, {Hv}), d);
     dqkv = DeviceBuffer::from(qkv);
     dg = DeviceBuffer::from(g);
     dbeta = DeviceBuffer::from(beta);
@@ -41,10 +41,9 @@ struct GdnInputs {
                                host_view(out.data(), DType::F32, {T, d.value_dim()}));
   }
   void gpu(std::span<const GdnSpan> spans, DeviceBuffer& out) {
-    cuda_ops().gated_delta_rule(dev_view(dqkv, DType::F32, {T, d.conv_dim()}),
-                                dev_view(dg, DType::F32, {T, d.num_v_heads}),
-                                dev_view(dbeta, DType::F32, {T, d.num_v_heads}), spans, d,
-                                dev_view(out, DType::F32, {T, d.value_dim()}));
+    cuda_ops().gated_delta_rule(
+        dev_view(dqkv, DType::F32, {T, d.conv_dim()}), dev_view(dg, DType::F32, {T, d.num_v_heads}),
+        dev_view(dbeta, DType::F32, {T, d.num_v_heads}), spans, d, dev_view(out, DType::F32, {T, d.value_dim()}));
   }
 };
 

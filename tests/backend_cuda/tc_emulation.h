@@ -33,7 +33,8 @@ using Regs32 = std::array<std::array<uint32_t, 4>, 32>;
 
 // ldmatrix.m8n8.x{1,2,4}.b16: lanes 8q..8q+7 address the rows of matrix q; lane l receives, in
 // register q, elements 2 (l % 4) and 2 (l % 4) + 1 of row l / 4 of matrix q (low half first).
-inline void emu_ldmatrix(const std::vector<uint8_t>& smem, const std::array<int, 32>& off, int nmat, Regs32& out, Fault& f) {
+inline void emu_ldmatrix(const std::vector<uint8_t>& smem, const std::array<int, 32>& off, int nmat, Regs32& out,
+                         Fault& f) {
   for (int q = 0; q < nmat; ++q)
     for (int lane = 0; lane < 32; ++lane) {
       const int a = off[size_t(8 * q + lane / 4)] + 4 * (lane % 4);
@@ -73,11 +74,10 @@ inline void emu_mma(std::array<float*, 32> c, const Regs32& a, const Regs32& b) 
 // Sums the S partial tiles (bm x bn, row-major) of the output tile at (m0, n0) into p.y as the CTAs of
 // its cluster do (reduce_tile: every rank, every thread).
 inline void emu_reduce(const tc::Params& p, int64_t m0, int64_t n0, int bm, int bn, int threads,
-                const std::vector<std::vector<float>>& parts) {
+                       const std::vector<std::vector<float>>& parts) {
   for (int rank = 0; rank < p.S; ++rank)
     for (int tid = 0; tid < threads; ++tid)
-      tc::reduce_tile(p, m0, n0, bm, bn, rank, tid, threads,
-                      [&](int s, int e) { return parts[size_t(s)][size_t(e)]; });
+      tc::reduce_tile(p, m0, n0, bm, bn, rank, tid, threads, [&](int s, int e) { return parts[size_t(s)][size_t(e)]; });
 }
 
 // A fragment register holding a half that is all ones (0xffff, the fill of shared memory never loaded;
@@ -105,8 +105,8 @@ inline std::vector<uint16_t> emulate_xb(const float* x, int64_t ldx, int64_t M, 
 // cp.async 16 (src-size `bytes`) from [lo, hi) operand memory into the emulated shared memory: checks the
 // destination, the alignment and the source range, then copies `bytes` and zero-fills the rest.
 template <class InSmem, class E>
-inline void emu_cp16(std::vector<uint8_t>& smem, Fault& f, InSmem in_smem, int off, const E* src, int bytes, const E* lo,
-              const E* hi) {
+inline void emu_cp16(std::vector<uint8_t>& smem, Fault& f, InSmem in_smem, int off, const E* src, int bytes,
+                     const E* lo, const E* hi) {
   const int esize = int(sizeof(E));
   f.check(off % 16 == 0 && in_smem(off, 16) && bytes >= 0 && bytes <= 16 && bytes % esize == 0, "cp16 dst/bytes");
   f.check(reinterpret_cast<uintptr_t>(src) % 16 == 0 && src >= lo && src + bytes / esize <= hi, "cp16 src");
@@ -182,8 +182,7 @@ inline void emulate(const tc::Params& p, const uint16_t* xb_end, const uint16_t*
             for (int i = 0; i < T::kWarpM16; ++i) {
               if (!tc::m16_active<T>(wm, i, valid_rows)) continue;
               std::array<int, 32> aoff;
-              for (int lane = 0; lane < 32; ++lane)
-                aoff[size_t(lane)] = tc::a_ldsm_off<T>(lay, stage, lane, wm, i, kk);
+              for (int lane = 0; lane < 32; ++lane) aoff[size_t(lane)] = tc::a_ldsm_off<T>(lay, stage, lane, wm, i, kk);
               Regs32 a{};
               emu_ldmatrix(smem, aoff, 4, a, f);
               f.check(!unloaded(a, 4), "A fragment of shared memory never loaded");
@@ -261,8 +260,7 @@ void emulate_gemv(const tc::Params& launch, const float* x_end, const uint16_t* 
         for (int lane = 0; lane < 32; ++lane) {
           if (whole)
             tc::gemv_load_whole<G>(
-                p, lay, lanes[size_t(lane)], valid_rows, t,
-                [&](int off, const auto* src) { cp16_x(off, src, 16); },
+                p, lay, lanes[size_t(lane)], valid_rows, t, [&](int off, const auto* src) { cp16_x(off, src, 16); },
                 [&](int off, const uint16_t* src) { cp16_w(off, src, 16); });
           else
             tc::gemv_load_stage<G>(p, lay, work, warp, n0w, m0, t, lane, cp16_x, cp16_w, st, st);
@@ -341,7 +339,7 @@ inline constexpr bool kIsGemv<tc::Gemv<St, Xb>> = true;
 // Runs the emulation of kernel T (a tc::Tile or a tc::Gemv) into y.
 template <class T>
 inline void emulate_into(const float* x, int64_t ldx, const uint16_t* w, int64_t ldw, float* y, int64_t ldy, int64_t M,
-                  int64_t N, int64_t K, bool force_scalar, const float* x_end, const uint16_t* w_end, Fault& f) {
+                         int64_t N, int64_t K, bool force_scalar, const float* x_end, const uint16_t* w_end, Fault& f) {
   if constexpr (kIsGemv<T>) {
     tc::Params p = tc::make_gemv_params<T>(x, ldx, w, ldw, y, ldy, M, N, K);
     std::vector<uint16_t> xb;

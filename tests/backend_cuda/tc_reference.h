@@ -9,7 +9,7 @@ namespace specserve::cuda_test {
 
 // y = bf16(x) · wᵀ in double: the contract's operands (x rounded to nearest even), exact products.
 inline std::vector<float> reference(const float* x, int64_t ldx, const uint16_t* w, int64_t ldw, int64_t M, int64_t N,
-                             int64_t K) {
+                                    int64_t K) {
   std::vector<float> y(size_t(M * N));
   std::vector<double> xr(static_cast<size_t>(K));
   for (int64_t m = 0; m < M; ++m) {

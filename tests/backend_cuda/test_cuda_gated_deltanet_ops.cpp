@@ -55,7 +55,8 @@ TEST_F(Gpu, CausalConvSiluSpansEqualOneSpanCalls) {
   EXPECT_TRUE(bit_equal(got.data(), each.data(), got.size()));
   std::vector<float> want(size_t(R * C));
   cpu_ops().causal_conv_silu_spans(host_view(x.data(), DType::F32, {R, C}), host_spans,
-                                   host_view(w.data(), DType::F32, {C, Kc}), host_view(want.data(), DType::F32, {R, C}));
+                                   host_view(w.data(), DType::F32, {C, Kc}),
+                                   host_view(want.data(), DType::F32, {R, C}));
   EXPECT_LT(rel_err(got, want), 1e-6);
   // A span past the rows is a clear error, not a launch.
   std::vector<ConvSpan> bad{{dev_spans[0].window, R - 1, 2}};
@@ -70,12 +71,13 @@ TEST_F(Gpu, CopyManyCopiesEveryRegion) {
   DeviceBuffer dsrc = DeviceBuffer::from(src), ddst = DeviceBuffer::from(std::vector<unsigned char>(src.size(), 0));
   auto* s = static_cast<const unsigned char*>(dsrc.data());
   auto* d = static_cast<unsigned char*>(ddst.data());
-  const std::vector<CopyRegion> regions{{d, s + 4000, 4096}, {d + 5000, s, 13}, {d + 6001, s + 77, 60001}, {d + 9, s, 0}};
+  const std::vector<CopyRegion> regions{
+      {d, s + 4000, 4096}, {d + 5000, s, 13}, {d + 6001, s + 77, 60001}, {d + 9, s, 0}};
   mem.copy_many(regions);
   std::vector<unsigned char> want(src.size(), 0);
   for (const auto& r : regions)
-    std::memcpy(want.data() + (static_cast<unsigned char*>(r.dst) - d), src.data() + (static_cast<const unsigned char*>(r.src) - s),
-                r.bytes);
+    std::memcpy(want.data() + (static_cast<unsigned char*>(r.dst) - d),
+                src.data() + (static_cast<const unsigned char*>(r.src) - s), r.bytes);
   EXPECT_EQ(ddst.to_vector<unsigned char>(src.size()), want);
 }
 
@@ -125,9 +127,9 @@ TEST_P(GatedDeltaRule, SpansAgreeWithCpu) {
                     std::vector<float>(want.begin(), want.begin() + split)),
             2e-5)
       << "stepped";
-  EXPECT_LT(rel_err(std::vector<float>(got.begin() + split, got.end()),
-                    std::vector<float>(want.begin() + split, want.end())),
-            5e-5)
+  EXPECT_LT(
+      rel_err(std::vector<float>(got.begin() + split, got.end()), std::vector<float>(want.begin() + split, want.end())),
+      5e-5)
       << "chunked (run as the recurrence on CUDA)";
   EXPECT_LT(rel_err(download(dA, SF), hA), 2e-5);
   EXPECT_LT(rel_err(download(dB, SF), hB), 5e-5);

@@ -81,9 +81,11 @@ TEST_P(GdnChunked, MixedCallAgreesWithCpuAndEachSpanAloneIsBitIdentical) {
     // kernel); stepped spans as in the GatedDeltaRule tests.
     const double tol = l.chunked ? 1e-5 : 2e-5;
     EXPECT_LT(rel_err(slice(got, o, n), slice(want, o, n)), tol)
-        << (l.chunked ? "chunked" : "stepped") << " span at position " << l.position << ", " << l.rows << " rows: output";
+        << (l.chunked ? "chunked" : "stepped") << " span at position " << l.position << ", " << l.rows
+        << " rows: output";
     EXPECT_LT(rel_err(download(dev_states[i], SF), host_states[i]), tol)
-        << (l.chunked ? "chunked" : "stepped") << " span at position " << l.position << ", " << l.rows << " rows: state";
+        << (l.chunked ? "chunked" : "stepped") << " span at position " << l.position << ", " << l.rows
+        << " rows: state";
   }
 
   // Each span alone (same rows of the same tensors, same initial state) gives the same bits.
@@ -95,9 +97,11 @@ TEST_P(GdnChunked, MixedCallAgreesWithCpuAndEachSpanAloneIsBitIdentical) {
     const auto alone = download(one, in.out_floats());
     const size_t o = size_t(l.begin) * VD, n = size_t(l.rows) * VD;
     EXPECT_TRUE(bit_equal(alone.data() + o, got.data() + o, n))
-        << (l.chunked ? "chunked" : "stepped") << " span at position " << l.position << ", " << l.rows << " rows: output";
+        << (l.chunked ? "chunked" : "stepped") << " span at position " << l.position << ", " << l.rows
+        << " rows: output";
     EXPECT_TRUE(bit_equal(download(state, SF).data(), download(dev_states[i], SF).data(), SF))
-        << (l.chunked ? "chunked" : "stepped") << " span at position " << l.position << ", " << l.rows << " rows: state";
+        << (l.chunked ? "chunked" : "stepped") << " span at position " << l.position << ", " << l.rows
+        << " rows: state";
   }
 }
 

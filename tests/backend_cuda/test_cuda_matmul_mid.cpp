@@ -20,12 +20,22 @@ struct Operands {
   std::vector<float> x;
   DeviceBuffer dx, dw;
   Operands(int64_t rows, int64_t n, int64_t kk, uint32_t w_seed = 0)
-      : N(n), K(kk), x(randn(size_t(rows * kk), uint32_t(11 + n + kk))),
+      : N(n),
+        K(kk),
+        x(randn(size_t(rows * kk), uint32_t(11 + n + kk))),
         dx(DeviceBuffer::from(x)),
         dw(DeviceBuffer::from(to_bf16(randn(size_t(n * kk), uint32_t(13 + n) + w_seed, 0.05f)))) {}
   k::MatmulArgs args(int64_t first, int64_t M, float* y, const void* w = nullptr, int64_t ldw = 0) const {
-    return k::MatmulArgs{.x = dx.as<const float>() + first * K, .ldx = K, .w = w != nullptr ? w : dw.data(),
-                         .w_bf16 = true, .ldw = ldw != 0 ? ldw : K, .y = y, .ldy = N, .M = M, .N = N, .K = K};
+    return k::MatmulArgs{.x = dx.as<const float>() + first * K,
+                         .ldx = K,
+                         .w = w != nullptr ? w : dw.data(),
+                         .w_bf16 = true,
+                         .ldw = ldw != 0 ? ldw : K,
+                         .y = y,
+                         .ldy = N,
+                         .M = M,
+                         .N = N,
+                         .K = K};
   }
   // Row m computed alone through the launcher (one row: the gemv kernel).
   std::vector<float> alone(int64_t m) const {

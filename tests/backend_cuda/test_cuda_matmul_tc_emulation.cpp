@@ -55,20 +55,20 @@ template <class T>
 void emulate_shapes() {
   const int64_t BM = T::kBM, BN = T::kBN, KT = T::kKT;
   const std::array<std::array<int64_t, 3>, 10> shapes = {{{1, 8, 16},
-                                                           {1, 37, 1},
-                                                           {3, 41, 300},
-                                                           {BM, BN, KT},
-                                                           {BM - 1, BN + 1, KT + 1},
-                                                           {BM + 1, 2 * BN + 5, 2 * KT + 17},
-                                                           {2 * BM + 3, 3, 5},
-                                                           {5, 2 * BN + 3, T::kStages * KT + 40},
-                                                           {2, 70, 1032},     // S = 4, a short last slice
-                                                           {1, 9, 4104}}};    // S = 8, K % 16 == 8
+                                                          {1, 37, 1},
+                                                          {3, 41, 300},
+                                                          {BM, BN, KT},
+                                                          {BM - 1, BN + 1, KT + 1},
+                                                          {BM + 1, 2 * BN + 5, 2 * KT + 17},
+                                                          {2 * BM + 3, 3, 5},
+                                                          {5, 2 * BN + 3, T::kStages * KT + 40},
+                                                          {2, 70, 1032},   // S = 4, a short last slice
+                                                          {1, 9, 4104}}};  // S = 8, K % 16 == 8
   for (const auto& s : shapes) {
-    emulate_case<T>(s[0], s[1], s[2], 0, 0, 0, 0, 0, false);      // contiguous (vector loads iff K allows)
+    emulate_case<T>(s[0], s[1], s[2], 0, 0, 0, 0, 0, false);  // contiguous (vector loads iff K allows)
     emulate_case<T>(s[0], s[1], s[2], 4 - s[2] % 4, 8 - s[2] % 8, 3, 0, 0, false);  // padded rows: vector loads
     emulate_case<T>(s[0], s[1], s[2], 4 - s[2] % 4, 8 - s[2] % 8, 3, 0, 0, true);   // the same on the scalar path
-    emulate_case<T>(s[0], s[1], s[2], 1, 3, 0, 1, 1, false);      // misaligned: scalar loads
+    emulate_case<T>(s[0], s[1], s[2], 1, 3, 0, 1, 1, false);                        // misaligned: scalar loads
     if (::testing::Test::HasFatalFailure()) return;
   }
 }
@@ -114,9 +114,9 @@ TEST(TcEmulation, GemvWorkCoversEverySliceOnce) {
         ASSERT_EQ(next_slice, p.S);
       }
     }
-  EXPECT_EQ(tc::gemv_shape(tc::k_split(4096, 4096).S).columns(), 16);     // S = 8: 2 slices per warp
-  EXPECT_EQ(tc::gemv_shape(tc::k_split(24576, 4096).S).columns(), 32);    // S = 2
-  EXPECT_EQ(tc::gemv_shape(tc::k_split(151936, 4096).S).columns(), 64);   // S = 1
+  EXPECT_EQ(tc::gemv_shape(tc::k_split(4096, 4096).S).columns(), 16);    // S = 8: 2 slices per warp
+  EXPECT_EQ(tc::gemv_shape(tc::k_split(24576, 4096).S).columns(), 32);   // S = 2
+  EXPECT_EQ(tc::gemv_shape(tc::k_split(151936, 4096).S).columns(), 64);  // S = 1
 }
 
 // A launch over several weights (matmul_multi: q/k/v, gate/up) as segments, at 1-32 rows (one and two
@@ -326,7 +326,8 @@ TEST(TcEmulation, WgmmaTileImage) {
     for (int v : slot) EXPECT_EQ(v, 1);
     for (int first = 0; first < rows * 8; first += 8) {
       std::vector<int> groups;
-      for (int i = first; i < first + 8; ++i) groups.push_back(wg::tile_off(wg::piece_of(i).row, wg::piece_of(i).k8) / 16 % 8);
+      for (int i = first; i < first + 8; ++i)
+        groups.push_back(wg::tile_off(wg::piece_of(i).row, wg::piece_of(i).k8) / 16 % 8);
       std::sort(groups.begin(), groups.end());
       EXPECT_EQ(std::unique(groups.begin(), groups.end()), groups.end()) << "pieces " << first << "..";
     }

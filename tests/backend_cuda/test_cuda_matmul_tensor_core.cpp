@@ -154,8 +154,16 @@ void check_row_invariance(int64_t N, int64_t K) {
   for (int tile = 0; tile < tc::kTileKinds; ++tile)
     for (int64_t M : {1, 5, 40, 300}) {
       DeviceBuffer y = poisoned(size_t(M * N));
-      const cuda::kernels::MatmulArgs a{.x = dx.as<const float>() + 7 * K, .ldx = K, .w = dw.data(), .w_bf16 = true,
-                                        .ldw = K, .y = y.as<float>(), .ldy = N, .M = M, .N = N, .K = K};
+      const cuda::kernels::MatmulArgs a{.x = dx.as<const float>() + 7 * K,
+                                        .ldx = K,
+                                        .w = dw.data(),
+                                        .w_bf16 = true,
+                                        .ldw = K,
+                                        .y = y.as<float>(),
+                                        .ldy = N,
+                                        .M = M,
+                                        .N = N,
+                                        .K = K};
       cuda::kernels::matmul_bf16_tensor_core(a, cuda::cuda_stream(), tile);
       expect_rows(y, 7, M, "tile " + std::to_string(tile) + ", M=" + std::to_string(M));
     }
@@ -165,8 +173,8 @@ TEST_F(Gpu, TcRowInvarianceN3072K2048) { check_row_invariance(3072, 2048); }
 TEST_F(Gpu, TcRowInvarianceOddK) { check_row_invariance(257, 1001); }
 TEST_F(Gpu, TcRowInvarianceN1000K4104) { check_row_invariance(1000, 4104); }
 TEST_F(Gpu, TcRowInvarianceTinyK) { check_row_invariance(130, 3); }
-TEST_F(Gpu, TcRowInvarianceN64K12288) { check_row_invariance(64, 12288); }  // S = 8, 48 windows a slice
-TEST_F(Gpu, TcRowInvarianceN3000K496) { check_row_invariance(3000, 496); }  // S = 1: no cluster
+TEST_F(Gpu, TcRowInvarianceN64K12288) { check_row_invariance(64, 12288); }      // S = 8, 48 windows a slice
+TEST_F(Gpu, TcRowInvarianceN3000K496) { check_row_invariance(3000, 496); }      // S = 1: no cluster
 TEST_F(Gpu, TcRowInvarianceN33000K1001) { check_row_invariance(33000, 1001); }  // S = 1, odd K, wide
 TEST_F(Gpu, TcRowInvarianceN24576K1001) { check_row_invariance(24576, 1001); }  // S = 2, odd K, wide
 TEST_F(Gpu, TcRowInvarianceN4096K4096) { check_row_invariance(4096, 4096); }    // S = 8: q/o_proj
@@ -184,8 +192,8 @@ TEST_F(Gpu, TcEveryTileKindBitEqualOnAdversarialData) {
     const int kind = pick(rng);
     if (kind == 0) return 0.0f;
     if (kind == 1) return -0.0f;
-    if (kind == 2) return std::ldexp(nd(rng), -128);                  // bf16 subnormal range
-    if (kind == 3) return std::ldexp(1.0f, exponent(rng) / 4);          // powers of two: ties
+    if (kind == 2) return std::ldexp(nd(rng), -128);            // bf16 subnormal range
+    if (kind == 3) return std::ldexp(1.0f, exponent(rng) / 4);  // powers of two: ties
     return std::ldexp(nd(rng), exponent(rng));
   };
   for (auto [M, N, K] : {std::array<int64_t, 3>{200, 384, 2056}, {64, 4096, 1000}, {300, 520, 48}}) {
@@ -198,8 +206,15 @@ TEST_F(Gpu, TcEveryTileKindBitEqualOnAdversarialData) {
     DeviceBuffer dx = DeviceBuffer::from(x), dw = DeviceBuffer::from(w);
     auto run = [&](int tile, int64_t first, int64_t rows) {
       DeviceBuffer y = poisoned(size_t(rows * N));
-      const cuda::kernels::MatmulArgs a{.x = dx.as<const float>() + first * K, .ldx = K, .w = dw.data(),
-                                        .w_bf16 = true, .ldw = K, .y = y.as<float>(), .ldy = N, .M = rows, .N = N,
+      const cuda::kernels::MatmulArgs a{.x = dx.as<const float>() + first * K,
+                                        .ldx = K,
+                                        .w = dw.data(),
+                                        .w_bf16 = true,
+                                        .ldw = K,
+                                        .y = y.as<float>(),
+                                        .ldy = N,
+                                        .M = rows,
+                                        .N = N,
                                         .K = K};
       cuda::kernels::matmul_bf16_tensor_core(a, cuda::cuda_stream(), tile);
       return download(y, size_t(rows * N));
@@ -267,8 +282,16 @@ TEST_F(Gpu, GemvStagesAndEarlyWeightsKeepTheBits) {
       for (int64_t rows : {1, 3, 5, 16, 24, 32}) {
         auto run = [&](cuda::kernels::GemvForce force) {
           DeviceBuffer y = poisoned(size_t(rows * N));
-          const cuda::kernels::MatmulArgs a{.x = dx.as<const float>(), .ldx = K, .w = wp, .w_bf16 = true, .ldw = ldw,
-                                            .y = y.as<float>(), .ldy = N, .M = rows, .N = N, .K = K};
+          const cuda::kernels::MatmulArgs a{.x = dx.as<const float>(),
+                                            .ldx = K,
+                                            .w = wp,
+                                            .w_bf16 = true,
+                                            .ldw = ldw,
+                                            .y = y.as<float>(),
+                                            .ldy = N,
+                                            .M = rows,
+                                            .N = N,
+                                            .K = K};
           cuda::kernels::matmul_bf16_gemv(a, cuda::cuda_stream(), force);
           return download(y, size_t(rows * N));
         };
@@ -317,8 +340,9 @@ TEST_F(Gpu, GemvEarlyWeightsWaitForTheKernelBefore) {
     DeviceBuffer dw2 = DeviceBuffer::from(zeros), copied_y = poisoned(size_t(N));
     // (Two regions: one would be a cudaMemcpyAsync, which no kernel overlaps anyway.)
     const size_t half = w.size();  // bytes in each half
-    const std::vector<CopyRegion> regions{{dw2.data(), dw.data(), half},
-                                          {static_cast<char*>(dw2.data()) + half, static_cast<const char*>(dw.data()) + half, half}};
+    const std::vector<CopyRegion> regions{
+        {dw2.data(), dw.data(), half},
+        {static_cast<char*>(dw2.data()) + half, static_cast<const char*>(dw.data()) + half, half}};
     cuda_memory().copy_many(regions);
     cuda_ops().matmul(X, dev_view(dw2, DType::BF16, {N, K}), dev_view(copied_y, DType::F32, {1, N}));
     DeviceBuffer direct_y = poisoned(size_t(N));

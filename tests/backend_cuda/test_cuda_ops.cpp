@@ -13,7 +13,8 @@ struct MatmulCase {
 };
 
 // y = x · wᵀ in double from the exact operand values (bf16 weights as their f32 values).
-std::vector<float> matmul_ref(const std::vector<float>& x, const std::vector<float>& w, int64_t M, int64_t N, int64_t K) {
+std::vector<float> matmul_ref(const std::vector<float>& x, const std::vector<float>& w, int64_t M, int64_t N,
+                              int64_t K) {
   std::vector<float> y(size_t(M * N));
   for (int64_t m = 0; m < M; ++m)
     for (int64_t n = 0; n < N; ++n) {
@@ -188,9 +189,11 @@ TEST_F(Gpu, RmsNormFlavoursAgreeWithCpu) {
 TEST_F(Gpu, NormRowAloneEqualsRowInBatch) {
   const int64_t n = 64, d = 512;
   auto x = randn(size_t(n * d), 51), w = randn(size_t(d), 52, 0.3f);
-  DeviceBuffer dx = DeviceBuffer::from(x), dw = DeviceBuffer::from(w), all = poisoned(x.size()), one = poisoned(size_t(d));
+  DeviceBuffer dx = DeviceBuffer::from(x), dw = DeviceBuffer::from(w), all = poisoned(x.size()),
+               one = poisoned(size_t(d));
   const TensorView X = dev_view(dx, DType::F32, {n, d});
-  cuda_ops().rms_norm(X, dev_view(dw, DType::F32, {d}), NormKind::ZeroCentred, 1e-6f, dev_view(all, DType::F32, {n, d}));
+  cuda_ops().rms_norm(X, dev_view(dw, DType::F32, {d}), NormKind::ZeroCentred, 1e-6f,
+                      dev_view(all, DType::F32, {n, d}));
   cuda_ops().rms_norm(X.rows(17, 18), dev_view(dw, DType::F32, {d}), NormKind::ZeroCentred, 1e-6f,
                       dev_view(one, DType::F32, {1, d}));
   EXPECT_TRUE(bit_equal(download(all, x.size()).data() + 17 * d, download(one, size_t(d)).data(), size_t(d)));
@@ -282,10 +285,10 @@ TEST_F(Gpu, ArgmaxAgreesWithCpu) {
   x[5] = NAN;
   x[size_t(1 * W + 77)] = INFINITY;
   x[size_t(1 * W + 78)] = FLT_MAX;
-  x[size_t(2 * W + n + 3)] = 1e30f;  // past n: ignored
+  x[size_t(2 * W + n + 3)] = 1e30f;                                                // past n: ignored
   for (int64_t i = 0; i < W; ++i) x[size_t(3 * W + i)] = i % 2 ? -INFINITY : NAN;  // nothing finite
   x[size_t(4 * W + W - 1 - 36)] = 99.0f;  // the maximum in the last columns before n
-  x[size_t(6 * W + 140000)] = 50.0f;       // a tie between two of the device's parts: the lower index
+  x[size_t(6 * W + 140000)] = 50.0f;      // a tie between two of the device's parts: the lower index
   x[size_t(6 * W + 10)] = 50.0f;
   x[size_t(7 * W + 4095)] = 60.0f;  // the same value at the end of one part and the start of the next
   x[size_t(7 * W + 4096)] = 60.0f;

@@ -75,7 +75,8 @@ TEST_P(ProducerXb, MatmulOfTheOutputEqualsMatmulOfItsCopy) {
   const auto [M, K, N] = GetParam();
   const DeviceBuffer x = DeviceBuffer::from(randn(size_t(M * K), 1)), r = DeviceBuffer::from(randn(size_t(M * K), 2));
   const DeviceBuffer nw = DeviceBuffer::from(randn(size_t(K), 3, 0.3f));
-  const DeviceBuffer gate = DeviceBuffer::from(randn(size_t(M * K), 4)), up = DeviceBuffer::from(randn(size_t(M * K), 6));
+  const DeviceBuffer gate = DeviceBuffer::from(randn(size_t(M * K), 4)),
+                     up = DeviceBuffer::from(randn(size_t(M * K), 6));
   const TensorView X = dev_view(x, DType::F32, {M, K}), W = dev_view(nw, DType::F32, {K});
   for (NormKind kind : {NormKind::Plain, NormKind::ZeroCentred})
     check("rms_norm", [&](const TensorView& out) { cuda_ops().rms_norm(X, W, kind, 1e-6f, out); });

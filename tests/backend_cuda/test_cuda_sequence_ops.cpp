@@ -84,8 +84,8 @@ TEST_P(Attention, KvStoreAndAttentionAgreeWithCpuAndRowsAreBatchInvariant) {
   auto host_rows = rows_of(spec, c.host_tables);
   auto dev_rows = rows_of(spec, c.dev_tables);
 
-  cpu_ops().kv_store(host_view(k.data(), DType::F32, {R, kvw}), host_view(v.data(), DType::F32, {R, kvw}), c.geo,
-                     layer, host_rows);
+  cpu_ops().kv_store(host_view(k.data(), DType::F32, {R, kvw}), host_view(v.data(), DType::F32, {R, kvw}), c.geo, layer,
+                     host_rows);
   DeviceBuffer dk = DeviceBuffer::from(k), dv = DeviceBuffer::from(v), dq = DeviceBuffer::from(q);
   cuda_ops().kv_store(dev_view(dk, DType::F32, {R, kvw}), dev_view(dv, DType::F32, {R, kvw}), c.geo, layer, dev_rows);
 
@@ -158,8 +158,8 @@ void fill_caches(Caches& c, int layer, uint32_t seed) {
     for (int p = 0; p < c.lengths[size_t(s)]; ++p) spec.push_back({s, p, 0});
   const int64_t R = int64_t(spec.size()), kvw = int64_t(c.geo.num_kv_heads) * c.geo.head_dim;
   auto k = randn(size_t(R * kvw), seed), v = randn(size_t(R * kvw), seed + 1);
-  cpu_ops().kv_store(host_view(k.data(), DType::F32, {R, kvw}), host_view(v.data(), DType::F32, {R, kvw}), c.geo,
-                     layer, rows_of(spec, c.host_tables));
+  cpu_ops().kv_store(host_view(k.data(), DType::F32, {R, kvw}), host_view(v.data(), DType::F32, {R, kvw}), c.geo, layer,
+                     rows_of(spec, c.host_tables));
   DeviceBuffer dk = DeviceBuffer::from(k), dv = DeviceBuffer::from(v);
   cuda_ops().kv_store(dev_view(dk, DType::F32, {R, kvw}), dev_view(dv, DType::F32, {R, kvw}), c.geo, layer,
                       rows_of(spec, c.dev_tables));
@@ -185,8 +185,8 @@ struct Scoped {
 };
 
 // Calls shaped like verify steps (16 rows of one sequence at consecutive positions, and batches of them
-// with other rows) take the multi-row kernel where the head dim allows; every row's output has the bits of the row computed alone (a decode, the single-row
-// kernel), and agrees with the CPU.
+// with other rows) take the multi-row kernel where the head dim allows; every row's output has the bits of the row
+// computed alone (a decode, the single-row kernel), and agrees with the CPU.
 TEST_P(AttentionRows, VerifyRowsEqualOneRowCalls) {
   const auto [nh, nkv, hd] = GetParam();
   // Every call whose rows group takes the multi-row kernel (by default only launches the one-row kernel
@@ -209,8 +209,8 @@ TEST_P(AttentionRows, VerifyRowsEqualOneRowCalls) {
       {"a 100-key sliding window not yet full (start 0)", run_of(2, 84, 16, 0, 100)},
       {"two verifies, a sliding verify (a start per row) and a decode row",
        cat({run_of(0, 700, 16), run_of(1, 530, 16), run_of(2, 150, 4, 0, 100), run_of(2, 299, 1)})},
-      {"a decode row between two verifies of one sequence", cat({run_of(1, 100, 16), run_of(2, 40, 1),
-                                                                 run_of(1, 116, 16)})},
+      {"a decode row between two verifies of one sequence",
+       cat({run_of(1, 100, 16), run_of(2, 40, 1), run_of(1, 116, 16)})},
   };
   const float scale = 1.0f / std::sqrt(float(hd));
   const int64_t qw = int64_t(nh) * hd;

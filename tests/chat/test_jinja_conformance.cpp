@@ -27,7 +27,8 @@ TEST(JinjaConformance, MatchesJinja2) {
   for (const auto& c : cases) {
     const std::string name = c["name"];
     Dict ctx;
-    for (auto it = c["context"].begin(); it != c["context"].end(); ++it) ctx.set(Value::string(it.key()), Value::from_json(it.value()));
+    for (auto it = c["context"].begin(); it != c["context"].end(); ++it)
+      ctx.set(Value::string(it.key()), Value::from_json(it.value()));
     std::string out, err;
     try {
       out = Template::parse(c["template"].get<std::string>()).render(ctx);
@@ -44,7 +45,8 @@ TEST(JinjaConformance, MatchesJinja2) {
       ADD_FAILURE() << name << ": unexpected error: " << err << "\n  template " << c["template"];
     } else if (out != c["text"].get<std::string>()) {
       ++failures;
-      ADD_FAILURE() << name << "\n  got  " << nlohmann::json(out).dump() << "\n  want " << c["text"] << "\n  template " << c["template"];
+      ADD_FAILURE() << name << "\n  got  " << nlohmann::json(out).dump() << "\n  want " << c["text"] << "\n  template "
+                    << c["template"];
     }
   }
   EXPECT_EQ(failures, 0u);

@@ -17,7 +17,9 @@ using jinja::RenderLimits;
 using jinja::Template;
 using jinja::Value;
 
-std::string render(const std::string& src, const RenderLimits& limits = {}) { return Template::parse(src).render(Dict{}, limits); }
+std::string render(const std::string& src, const RenderLimits& limits = {}) {
+  return Template::parse(src).render(Dict{}, limits);
+}
 
 std::string error_of(const std::string& src, const RenderLimits& limits = {}) {
   try {
@@ -48,8 +50,9 @@ TEST(JinjaRobustness, RuntimeErrorsNameTheLine) {
 TEST(JinjaRobustness, InfiniteWorkIsBounded) {
   RenderLimits l;
   l.max_steps = 100000;
-  EXPECT_NE(error_of("{% for i in range(100000) %}{% for j in range(100000) %}x{% endfor %}{% endfor %}", l).find("budget"),
-            std::string::npos);
+  EXPECT_NE(
+      error_of("{% for i in range(100000) %}{% for j in range(100000) %}x{% endfor %}{% endfor %}", l).find("budget"),
+      std::string::npos);
   EXPECT_NE(error_of("{{ range(1000000)|length }}").find("Range too big"), std::string::npos);
 }
 
@@ -57,8 +60,10 @@ TEST(JinjaRobustness, HugeOutputIsBounded) {
   RenderLimits l;
   l.max_output_bytes = 1 << 16;
   EXPECT_NE(error_of("{{ 'x' * 100000000 }}", l).find("exceeds"), std::string::npos);
-  EXPECT_NE(error_of("{% set ns = namespace(s='ab') %}{% for i in range(40) %}{% set ns.s = ns.s ~ ns.s %}{% endfor %}", l).find("exceeds"),
-            std::string::npos);
+  EXPECT_NE(
+      error_of("{% set ns = namespace(s='ab') %}{% for i in range(40) %}{% set ns.s = ns.s ~ ns.s %}{% endfor %}", l)
+          .find("exceeds"),
+      std::string::npos);
   EXPECT_NE(error_of("{% for i in range(100000) %}xxxxxxxxxx{% endfor %}", l).find("exceeds"), std::string::npos);
 }
 
@@ -76,28 +81,34 @@ TEST(JinjaRobustness, RecursionIsBounded) {
 }
 
 TEST(JinjaRobustness, DeepValuesAndSelfReferenceAreErrors) {
-  EXPECT_NE(error_of("{% set ns = namespace(x=[]) %}{% for i in range(2000) %}{% set ns.x = [ns.x] %}{% endfor %}{{ ns.x }}")
-                .find("nested deeper"),
-            std::string::npos);
+  EXPECT_NE(
+      error_of("{% set ns = namespace(x=[]) %}{% for i in range(2000) %}{% set ns.x = [ns.x] %}{% endfor %}{{ ns.x }}")
+          .find("nested deeper"),
+      std::string::npos);
   EXPECT_NE(error_of("{% set ns = namespace() %}{% set ns.me = ns %}{{ ns }}").find("recursion"), std::string::npos);
   // A cycle through a namespace and a macro must not leak (checked under ASan / LSan in the fuzz
   // build); here it must simply render.
-  EXPECT_EQ(render("{% set ns = namespace() %}{% macro m() %}M{% endmacro %}{% set ns.m = m %}{% set ns.self = ns %}{{ ns.m() }}"), "M");
+  EXPECT_EQ(
+      render(
+          "{% set ns = namespace() %}{% macro m() %}M{% endmacro %}{% set ns.m = m %}{% set ns.self = ns %}{{ ns.m() }}"),
+      "M");
 }
 
 // A {% call %} body that calls caller() itself has no caller: an error naming it (found by the fuzzer:
 // the undefined value carried no hint, and the error message read through a null pointer).
 TEST(JinjaRobustness, CallerInsideACallBodyIsUndefined) {
-  const std::string src = "{% macro wrap() %}<{{ caller() }}>{% endmacro %}{% call wrap() %}[{{ caller() }}]{% endcall %}";
+  const std::string src =
+      "{% macro wrap() %}<{{ caller() }}>{% endmacro %}{% call wrap() %}[{{ caller() }}]{% endcall %}";
   EXPECT_NE(error_of(src).find("'caller' is undefined"), std::string::npos) << error_of(src);
   EXPECT_NE(error_of("{{ caller() }}").find("'caller' is undefined"), std::string::npos) << error_of("{{ caller() }}");
   EXPECT_EQ(render("{% macro wrap() %}<{{ caller() }}>{% endmacro %}{% call wrap() %}in{% endcall %}"), "<in>");
 }
 
 TEST(JinjaRobustness, MacroOutlivingItsFrameStillWorks) {
-  EXPECT_EQ(render("{% set ns = namespace() %}{% for i in [1] %}{% macro m() %}in{% endmacro %}{% set ns.m = m %}{% endfor %}"
-                   "{{ ns.m() }}"),
-            "in");
+  EXPECT_EQ(
+      render("{% set ns = namespace() %}{% for i in [1] %}{% macro m() %}in{% endmacro %}{% set ns.m = m %}{% endfor %}"
+             "{{ ns.m() }}"),
+      "in");
 }
 
 TEST(JinjaRobustness, BadRequests) {
@@ -112,7 +123,8 @@ TEST(JinjaRobustness, BadRequests) {
   for (int i = 0; i < 100000; ++i) deep += "]";
   deep += "}]}";
   EXPECT_THROW(t.render_json(deep), Error);
-  EXPECT_EQ(t.render_json(R"({"messages": [{"role": "user", "content": "x"}, {"role": "user", "content": "y"}]})"), "xy");
+  EXPECT_EQ(t.render_json(R"({"messages": [{"role": "user", "content": "x"}, {"role": "user", "content": "y"}]})"),
+            "xy");
 }
 
 TEST(ChatTemplateApi, KwargsSpecialTokensAndContinue) {
@@ -126,13 +138,15 @@ TEST(ChatTemplateApi, KwargsSpecialTokensAndContinue) {
   EXPECT_EQ(t.render(r), "<s>[user:hi]GENF");
   r["flag"] = "top";  // top-level kwargs win over chat_template_kwargs
   EXPECT_EQ(t.render(r), "<s>[user:hi]GENtop");
-  nlohmann::ordered_json c = {{"messages", {{{"role", "assistant"}, {"content", "partial"}}}}, {"continue_final_message", true}};
+  nlohmann::ordered_json c = {{"messages", {{{"role", "assistant"}, {"content", "partial"}}}},
+                              {"continue_final_message", true}};
   EXPECT_EQ(ChatTemplate::from_source("{% for m in messages %}<{{ m.content }}>{% endfor %}").render(c), "<partial");
 }
 
 TEST(ChatTemplateApi, NamedTemplatesInTokenizerConfig) {
-  const nlohmann::json config = {{"chat_template", {{{"name", "default"}, {"template", "D"}}, {{"name", "tool_use"}, {"template", "T"}}}},
-                                 {"eos_token", {{"content", "</s>"}, {"lstrip", false}}}};
+  const nlohmann::json config = {
+      {"chat_template", {{{"name", "default"}, {"template", "D"}}, {{"name", "tool_use"}, {"template", "T"}}}},
+      {"eos_token", {{"content", "</s>"}, {"lstrip", false}}}};
   const ChatTemplate t = ChatTemplate::from_tokenizer_config(config);
   EXPECT_EQ(t.render_json(R"({"messages": [{"role": "user", "content": "x"}]})"), "D");
   EXPECT_EQ(t.render_json(R"({"messages": [{"role": "user", "content": "x"}], "tools": [{"name": "f"}]})"), "T");
@@ -142,8 +156,9 @@ TEST(ChatTemplateApi, NamedTemplatesInTokenizerConfig) {
 
 TEST(ChatTemplateApi, KeyOrderIsKept) {
   const ChatTemplate t = ChatTemplate::from_source("{{ tools[0]|tojson }}");
-  EXPECT_EQ(t.render_json(R"({"messages": [{"role": "user", "content": "x"}], "tools": [{"z": 1, "a": {"y": 2, "b": 3}}]})"),
-            R"({"z": 1, "a": {"y": 2, "b": 3}})");
+  EXPECT_EQ(
+      t.render_json(R"({"messages": [{"role": "user", "content": "x"}], "tools": [{"z": 1, "a": {"y": 2, "b": 3}}]})"),
+      R"({"z": 1, "a": {"y": 2, "b": 3}})");
 }
 
 }  // namespace

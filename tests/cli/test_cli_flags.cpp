@@ -56,8 +56,8 @@ bool hidden(CLI::App* cmd, const std::string& flag) {
   return o != nullptr && o->get_group().empty();
 }
 
-const std::vector<std::string> kDrafterGenerate = {"--draft",         "--draft-matmul", "--draft-vocab",
-                                                   "--gamma",         "--draft-sampling", "--verify-mode"};
+const std::vector<std::string> kDrafterGenerate = {"--draft", "--draft-matmul",   "--draft-vocab",
+                                                   "--gamma", "--draft-sampling", "--verify-mode"};
 
 TEST(CliFlags, EveryCommandKeepsItsFlags) {
   Cli cli;
@@ -66,18 +66,37 @@ TEST(CliFlags, EveryCommandKeepsItsFlags) {
        {"--model", "--prompt", "--prompt-ids", "--prompt-file", "--chat", "--json", "--threads", "--dtype", "--backend",
         "--max-tokens", "--temperature", "--seed", "--trace"}},
       {"serve",
-       {"--model", "--host", "--port", "--served-model-name", "--api-key", "--max-seqs", "--max-queue",
-        "--max-batch-rows", "--prefill-chunk", "--kv-cache-mib", "--threads", "--dtype", "--backend", "--max-tokens-limit",
-        "--default-max-tokens", "--max-prompt-tokens", "--max-body-mib", "--request-timeout-s", "--http-threads",
-        "--read-timeout-s", "--write-timeout-s", "--shutdown-grace-s", "--spec-max-batch"}},
+       {"--model",
+        "--host",
+        "--port",
+        "--served-model-name",
+        "--api-key",
+        "--max-seqs",
+        "--max-queue",
+        "--max-batch-rows",
+        "--prefill-chunk",
+        "--kv-cache-mib",
+        "--threads",
+        "--dtype",
+        "--backend",
+        "--max-tokens-limit",
+        "--default-max-tokens",
+        "--max-prompt-tokens",
+        "--max-body-mib",
+        "--request-timeout-s",
+        "--http-threads",
+        "--read-timeout-s",
+        "--write-timeout-s",
+        "--shutdown-grace-s",
+        "--spec-max-batch"}},
       {"bench steps",
        {"--synthetic", "--model", "--draft", "--draft-matmul", "--draft-vocab", "--backend", "--threads", "--dtype",
         "--context", "--prefill", "--iterations", "--tau", "--decode-batches", "--verify-batches", "--verify-k",
         "--json"}},
       {"bench serve-load",
        {"--model", "--url", "--api-key", "--served-model-name", "--concurrency", "--requests", "--max-tokens",
-        "--prompt-words", "--temperature", "--prompt-id-pattern", "--threads", "--dtype", "--backend", "--max-batch-rows",
-        "--spec-max-batch"}},
+        "--prompt-words", "--temperature", "--prompt-id-pattern", "--threads", "--dtype", "--backend",
+        "--max-batch-rows", "--spec-max-batch"}},
       {"tokenize", {"--tokenizer", "--input-jsonl"}},
       {"chat-template", {"--tokenizer", "--request-file"}},
       {"draft-vocab", {"--tokenizer", "--top"}},
@@ -124,8 +143,9 @@ TEST(CliFlags, RenamedFlagsKeepTheirOldNamesHidden) {
   EXPECT_TRUE(hidden(cli.command("bench serve-load"), "--served-model"));
   EXPECT_TRUE(hidden(cli.command("bench serve-load"), "--prompt-ids"));
   EXPECT_TRUE(hidden(cli.command("bench steps"), "--steps"));
-  EXPECT_NO_THROW(cli.parse("serve --model m --shutdown-grace 3 --request-timeout 5 --read-timeout 1 "
-                            "--write-timeout 2"));
+  EXPECT_NO_THROW(
+      cli.parse("serve --model m --shutdown-grace 3 --request-timeout 5 --read-timeout 1 "
+                "--write-timeout 2"));
   Cli again;
   EXPECT_NO_THROW(again.parse("bench serve-load --model m --served-model x --prompt-ids 1,2,3"));
 }
@@ -141,10 +161,10 @@ TEST(CliFlags, BadValuesAreParseErrors) {
 
 TEST(CliFlags, DrafterOnlyFlagsNeedADrafter) {
   // Checked before anything loads, so the missing model directory is never reached.
-  for (const char* line : {"generate --model /nonexistent --prompt x --max-tokens 1 --gamma 3",
-                           "serve --model /nonexistent --spec-max-batch 4",
-                           "bench serve-load --model /nonexistent --draft-vocab 64",
-                           "bench steps --model /nonexistent --draft-matmul exact"}) {
+  for (const char* line :
+       {"generate --model /nonexistent --prompt x --max-tokens 1 --gamma 3",
+        "serve --model /nonexistent --spec-max-batch 4", "bench serve-load --model /nonexistent --draft-vocab 64",
+        "bench steps --model /nonexistent --draft-matmul exact"}) {
     Cli cli;
     ASSERT_NO_THROW(cli.parse(line)) << line;
     try {

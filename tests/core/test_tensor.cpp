@@ -53,9 +53,12 @@ TEST(ThreadPool, CoversRangeExactlyOnce) {
     ThreadPool pool(threads);
     for (int64_t n : {0, 1, 7, 64, 1000}) {
       std::vector<std::atomic<int>> hits(n);
-      pool.parallel_for(n, [&](int64_t b, int64_t e) {
-        for (int64_t i = b; i < e; ++i) hits[i]++;
-      }, 4);
+      pool.parallel_for(
+          n,
+          [&](int64_t b, int64_t e) {
+            for (int64_t i = b; i < e; ++i) hits[i]++;
+          },
+          4);
       for (int64_t i = 0; i < n; ++i) ASSERT_EQ(hits[i].load(), 1) << threads << " " << n << " " << i;
     }
   }
@@ -65,10 +68,13 @@ TEST(ThreadPool, ChunkBoundariesRespectGrain) {
   ThreadPool pool(3);
   std::mutex m;
   std::vector<std::pair<int64_t, int64_t>> chunks;
-  pool.parallel_for(100, [&](int64_t b, int64_t e) {
-    std::lock_guard lock(m);
-    chunks.push_back({b, e});
-  }, 16);
+  pool.parallel_for(
+      100,
+      [&](int64_t b, int64_t e) {
+        std::lock_guard lock(m);
+        chunks.push_back({b, e});
+      },
+      16);
   for (auto [b, e] : chunks) {
     EXPECT_EQ(b % 16, 0);
     EXPECT_TRUE(e == 100 || e % 16 == 0);

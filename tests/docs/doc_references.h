@@ -91,7 +91,8 @@ class DocReferenceChecker {
       auto report = [&](const std::string& what) {
         problems.push_back(rel_path + ":" + std::to_string(line_no) + ": " + what);
       };
-      if (line.find(kSharedFolder) != std::string::npos) report("mentions " + kSharedFolder + " (outside the repository)");
+      if (line.find(kSharedFolder) != std::string::npos)
+        report("mentions " + kSharedFolder + " (outside the repository)");
       if (line.find(".md") == std::string::npos && line.find("§") == std::string::npos) continue;
       check_outside_names(line, report);
       check_citations(line, is_doc ? root_ / rel_path : fs::path(), file_dir, report);

@@ -15,8 +15,8 @@ namespace {
 // Folders and top-level files whose text may cite documents, and the file kinds read in them.
 const char* const kScannedFolders[] = {"src", "tests", "tools", "fuzz", "bench", "scripts", "docs", ".ci"};
 const char* const kScannedRootFiles[] = {"README.md", "CMakeLists.txt", "run.sh", "test.sh", ".ci/run"};
-const char* const kTextExtensions[] = {".h",  ".hpp", ".cc",  ".cpp", ".cu",  ".cuh", ".c",
-                                       ".py", ".sh",  ".md",  ".txt", ".cmake", ".in", ".toml"};
+const char* const kTextExtensions[] = {".h",  ".hpp", ".cc", ".cpp", ".cu",    ".cuh", ".c",
+                                       ".py", ".sh",  ".md", ".txt", ".cmake", ".in",  ".toml"};
 // This test's own folder holds deliberately broken references (the made-up trees below) and the
 // checker's description of the citation forms.
 const char* const kThisTestsFolder = "tests/docs/";

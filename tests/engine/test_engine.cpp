@@ -191,7 +191,7 @@ class OracleProposer : public DraftProposer {
     }
   }
   int batches_ = 0;
-  std::atomic<uint64_t> handoffs_ = 0;  // append_contexts calls
+  std::atomic<uint64_t> handoffs_ = 0;                                              // append_contexts calls
   std::shared_ptr<std::atomic<int>> live_ = std::make_shared<std::atomic<int>>(0);  // contexts alive
 
  private:

@@ -68,8 +68,8 @@ TEST(RowPicker, BothPickersAgreeForAGreedySequence) {
     sampling::SamplerState on_host = sampler.make_state(prompt), on_device = sampler.make_state(prompt);
     const Verdict host = pick_rows(Picker::SamplingPipeline, sampler, on_host, drafts, {logits, V, {}}, nullptr,
                                    VerifyMode::SampleMatch, ws);
-    const Verdict device = pick_rows(Picker::DeviceArgmax, sampler, on_device, drafts, {{}, 0, ids}, nullptr,
-                                     VerifyMode::SampleMatch, ws);
+    const Verdict device =
+        pick_rows(Picker::DeviceArgmax, sampler, on_device, drafts, {{}, 0, ids}, nullptr, VerifyMode::SampleMatch, ws);
     EXPECT_EQ(device.accepted, host.accepted) << "trial " << trial;
     EXPECT_EQ(device.tokens, host.tokens) << "trial " << trial;
     EXPECT_EQ(on_device.length(), on_host.length()) << "trial " << trial;
@@ -81,9 +81,9 @@ TEST(RowPicker, RefusesTooFewRows) {
   sampling::SamplerWorkspace ws;
   sampling::SamplerState history = sampler.make_state(std::vector<int32_t>{1});
   const std::vector<int32_t> drafts = {4, 5}, one_id = {4};
-  EXPECT_THROW(pick_rows(Picker::DeviceArgmax, sampler, history, drafts, {{}, 0, one_id}, nullptr,
-                         VerifyMode::SampleMatch, ws),
-               Error);
+  EXPECT_THROW(
+      pick_rows(Picker::DeviceArgmax, sampler, history, drafts, {{}, 0, one_id}, nullptr, VerifyMode::SampleMatch, ws),
+      Error);
   const std::vector<float> one_row(10, 0.0f);
   EXPECT_THROW(pick_rows(Picker::SamplingPipeline, sampler, history, drafts, {one_row, 10, {}}, nullptr,
                          VerifyMode::SampleMatch, ws),

@@ -42,9 +42,10 @@ inline std::string tiny_qwen3_5_config(bool nested, bool tied) {
   std::string tie = tied ? "true" : "false";
   if (nested)
     return R"({"architectures": ["Qwen3_5ForConditionalGeneration"], "model_type": "qwen3_5",
-      "tie_word_embeddings": )" + tie + R"(, "text_config": {"model_type": "qwen3_5_text", )" + text + "}}";
-  return R"({"architectures": ["Qwen3_5ForCausalLM"], "model_type": "qwen3_5_text", "tie_word_embeddings": )" +
-         tie + ", " + text + "}";
+      "tie_word_embeddings": )" +
+           tie + R"(, "text_config": {"model_type": "qwen3_5_text", )" + text + "}}";
+  return R"({"architectures": ["Qwen3_5ForCausalLM"], "model_type": "qwen3_5_text", "tie_word_embeddings": )" + tie +
+         ", " + text + "}";
 }
 
 // A 2-layer DFlash drafter for a 36-layer target (docs/DFLASH.md §2.1, scaled down).

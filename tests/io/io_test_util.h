@@ -21,8 +21,7 @@ class TempDir {
     const auto* info = ::testing::UnitTest::GetInstance()->current_test_info();
     static int counter = 0;  // several TempDirs in one test get different names
     std::string name = std::string("specserve-io-") + (info ? info->test_suite_name() : "x") + "-" +
-                       (info ? info->name() : "x") + "-" + std::to_string(::getpid()) + "-" +
-                       std::to_string(counter++);
+                       (info ? info->name() : "x") + "-" + std::to_string(::getpid()) + "-" + std::to_string(counter++);
     path_ = std::filesystem::temp_directory_path() / name;
     std::filesystem::remove_all(path_);
     std::filesystem::create_directories(path_);

@@ -120,8 +120,9 @@ TEST(CheckpointLayout, UntiedModelNeedsLmHead) {
 
 TEST(CheckpointLayout, TiedModelListsAStoredLmHeadAsUnused) {
   TempDir dir;
-  write_checkpoint(dir.path().string(), tiny_qwen3_5_config(false, true), "model.",
-                   [](auto& t) { t.push_back({"lm_head.weight", Shape({64, 16}), ""}); });
+  write_checkpoint(dir.path().string(), tiny_qwen3_5_config(false, true), "model.", [](auto& t) {
+    t.push_back({"lm_head.weight", Shape({64, 16}), ""});
+  });
   CheckpointLayout l = layout_of(dir.path().string());
   EXPECT_EQ(l.head, "model.embed_tokens.weight");
   EXPECT_EQ(l.unused, std::vector<std::string>{"lm_head.weight"});
@@ -145,15 +146,16 @@ TEST(CheckpointLayout, DrafterFcMustMatchTheTaps) {
     for (auto& e : t)
       if (e.name == "fc.weight") e.shape = Shape({16, 4 * 16});
   });
-  expect_error([&] { layout_of(dir.path().string()); }, "tensor 'fc.weight' has shape [16, 64], the config implies [16, 80]");
+  expect_error([&] { layout_of(dir.path().string()); },
+               "tensor 'fc.weight' has shape [16, 64], the config implies [16, 80]");
 }
 
 TEST(CheckpointLayout, RejectsDFlash2AndDSparkDrafters) {
   TempDir dir;
-  write_checkpoint(dir.path().string(), tiny_dflash_config(), "",
-                   [](auto& t) { t.push_back({"markov_head.markov_w1", Shape({4}), ""}); });
-  expect_error([&] { layout_of(dir.path().string()); },
-               "tensor 'markov_head.markov_w1' belongs to a DSpark drafter");
+  write_checkpoint(dir.path().string(), tiny_dflash_config(), "", [](auto& t) {
+    t.push_back({"markov_head.markov_w1", Shape({4}), ""});
+  });
+  expect_error([&] { layout_of(dir.path().string()); }, "tensor 'markov_head.markov_w1' belongs to a DSpark drafter");
 }
 
 TEST(CheckpointLayout, WrongFamilyCheckpointIsNamed) {

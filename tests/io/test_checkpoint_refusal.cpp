@@ -59,9 +59,8 @@ void write_fp8_checkpoint(const std::string& dir, const std::string& config_json
   quantize_projections(tensors, scales);
   SafetensorsWriter w;
   for (const auto& t : tensors) {
-    const bool fp8 = std::any_of(scales.begin(), scales.end(), [&](const ExpectedTensor& s) {
-      return s.name.rfind(t.name, 0) == 0;
-    });
+    const bool fp8 = std::any_of(scales.begin(), scales.end(),
+                                 [&](const ExpectedTensor& s) { return s.name.rfind(t.name, 0) == 0; });
     w.add(t.name, Tensor::zeros(fp8 ? DType::F8_E4M3 : DType::BF16, t.shape));
   }
   for (const auto& s : scales) w.add(s.name, Tensor::zeros(DType::F32, s.shape));
@@ -71,7 +70,8 @@ void write_fp8_checkpoint(const std::string& dir, const std::string& config_json
 
 TEST(CheckpointRefusal, Fp8CheckpointNamesTheMethod) {
   TempDir dir;
-  write_fp8_checkpoint(dir.path().string(), with_key(tiny_qwen3_5_config(false, true), "quantization_config", kFp8Config));
+  write_fp8_checkpoint(dir.path().string(),
+                       with_key(tiny_qwen3_5_config(false, true), "quantization_config", kFp8Config));
   EXPECT_EQ(load_model_config(dir.path().string()).quantization, "fp8");
   expect_error([&] { layout_of(dir.path().string()); }, "quantization 'fp8' is not implemented");
 }
@@ -145,8 +145,9 @@ TEST(CheckpointRefusal, KnownExtrasStillLoad) {
 TEST(CheckpointRefusal, DrafterWithUnreadTensorsOrQuantizationIsRefused) {
   TempDir dir;
   // A drafter reads its target's embedding and head: its own copies are not known extras.
-  write_checkpoint(dir.path().string(), tiny_dflash_config(), "",
-                   [](auto& t) { t.push_back({"lm_head.weight", Shape({64, 16}), ""}); });
+  write_checkpoint(dir.path().string(), tiny_dflash_config(), "", [](auto& t) {
+    t.push_back({"lm_head.weight", Shape({64, 16}), ""});
+  });
   expect_error([&] { layout_of(dir.path().string()); },
                "1 tensor the dflash architecture does not read, so this is not the model config.json describes: "
                "'lm_head.weight'");

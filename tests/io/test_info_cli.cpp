@@ -64,7 +64,8 @@ TEST(InfoCli, DescribesDrafter) {
   test::write_checkpoint(model.path().string(), test::tiny_dflash_config(), "");
   CommandResult r = run(kBin + "specserve info --model " + model.path().string(), scratch);
   EXPECT_EQ(r.exit_code, 0) << r.err;
-  EXPECT_NE(r.out.find("block size 16, mask token id 60, target layer ids [1, 9, 17, 25, 33]"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("block size 16, mask token id 60, target layer ids [1, 9, 17, 25, 33]"), std::string::npos)
+      << r.out;
 }
 
 TEST(InfoCli, MalformedSafetensorsIsAOneLineError) {
@@ -107,9 +108,9 @@ TEST(InfoCli, QuantizedCheckpointIsRefusedByInfoAndGenerate) {
   write_bytes(model.file("config.json"), cfg.dump());
   const std::string dir = model.path().string();
   expect_one_line_error(run(kBin + "specserve info --model " + dir, scratch), "quantization 'fp8' is not implemented");
-  expect_one_line_error(run(kBin + "specserve generate --backend cpu --model " + dir + " --prompt hi --max-tokens 2",
-                            scratch),
-                        "quantization 'fp8' is not implemented");
+  expect_one_line_error(
+      run(kBin + "specserve generate --backend cpu --model " + dir + " --prompt hi --max-tokens 2", scratch),
+      "quantization 'fp8' is not implemented");
 }
 
 // `info --env` prints the registry (core/env_registry.h) with the values the process sees; `info` needs

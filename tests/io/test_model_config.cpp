@@ -27,19 +27,43 @@ json qwen3_8b() {
 json qwen3_6_27b() {
   json layer_types = json::array();
   for (int i = 0; i < 64; ++i) layer_types.push_back((i + 1) % 4 == 0 ? "full_attention" : "linear_attention");
-  json text = {{"model_type", "qwen3_5_text"}, {"vocab_size", 248320}, {"hidden_size", 5120},
-               {"intermediate_size", 17408}, {"num_hidden_layers", 64}, {"num_attention_heads", 24},
-               {"num_key_value_heads", 4}, {"head_dim", 256}, {"hidden_act", "silu"}, {"rms_norm_eps", 1e-6},
-               {"max_position_embeddings", 262144}, {"layer_types", layer_types}, {"full_attention_interval", 4},
-               {"linear_conv_kernel_dim", 4}, {"linear_key_head_dim", 128}, {"linear_value_head_dim", 128},
-               {"linear_num_key_heads", 16}, {"linear_num_value_heads", 48}, {"partial_rotary_factor", 0.25},
-               {"rope_parameters", {{"rope_type", "default"}, {"rope_theta", 10000000}, {"partial_rotary_factor", 0.25},
-                                    {"mrope_section", {11, 11, 10}}, {"mrope_interleaved", true}}},
-               {"attn_output_gate", true}, {"attention_bias", false}, {"mtp_num_hidden_layers", 1},
-               {"bos_token_id", 248044}, {"eos_token_id", 248044}};
-  return {{"architectures", {"Qwen3_5ForConditionalGeneration"}}, {"model_type", "qwen3_5"},
-          {"text_config", text}, {"vision_config", {{"depth", 27}}}, {"image_token_id", 248056},
-          {"tie_word_embeddings", false}, {"dtype", "bfloat16"}};
+  json text = {{"model_type", "qwen3_5_text"},
+               {"vocab_size", 248320},
+               {"hidden_size", 5120},
+               {"intermediate_size", 17408},
+               {"num_hidden_layers", 64},
+               {"num_attention_heads", 24},
+               {"num_key_value_heads", 4},
+               {"head_dim", 256},
+               {"hidden_act", "silu"},
+               {"rms_norm_eps", 1e-6},
+               {"max_position_embeddings", 262144},
+               {"layer_types", layer_types},
+               {"full_attention_interval", 4},
+               {"linear_conv_kernel_dim", 4},
+               {"linear_key_head_dim", 128},
+               {"linear_value_head_dim", 128},
+               {"linear_num_key_heads", 16},
+               {"linear_num_value_heads", 48},
+               {"partial_rotary_factor", 0.25},
+               {"rope_parameters",
+                {{"rope_type", "default"},
+                 {"rope_theta", 10000000},
+                 {"partial_rotary_factor", 0.25},
+                 {"mrope_section", {11, 11, 10}},
+                 {"mrope_interleaved", true}}},
+               {"attn_output_gate", true},
+               {"attention_bias", false},
+               {"mtp_num_hidden_layers", 1},
+               {"bos_token_id", 248044},
+               {"eos_token_id", 248044}};
+  return {{"architectures", {"Qwen3_5ForConditionalGeneration"}},
+          {"model_type", "qwen3_5"},
+          {"text_config", text},
+          {"vision_config", {{"depth", 27}}},
+          {"image_token_id", 248056},
+          {"tie_word_embeddings", false},
+          {"dtype", "bfloat16"}};
 }
 
 // z-lab Qwen3-8B-DFlash-b16 (docs/DFLASH.md §2.1).
@@ -50,7 +74,8 @@ json qwen3_8b_dflash() {
   j["block_size"] = 16;
   j["num_target_layers"] = 36;
   j["dflash_config"] = {{"mask_token_id", 151669}, {"target_layer_ids", {1, 9, 17, 25, 33}}};
-  j["layer_types"] = json::array({"full_attention", "full_attention", "full_attention", "full_attention", "full_attention"});
+  j["layer_types"] =
+      json::array({"full_attention", "full_attention", "full_attention", "full_attention", "full_attention"});
   j.erase("torch_dtype");
   j["dtype"] = "bfloat16";
   return j;
@@ -238,7 +263,8 @@ TEST(ModelConfig, DFlashDefaultTargetLayerIds) {
 
 TEST(ModelConfig, DFlashSlidingWindowDrafter) {
   json j = qwen3_8b_dflash();  // Qwen3.6-27B-DFlash: 4 sliding + 1 full
-  j["layer_types"] = {"sliding_attention", "sliding_attention", "sliding_attention", "sliding_attention", "full_attention"};
+  j["layer_types"] = {"sliding_attention", "sliding_attention", "sliding_attention", "sliding_attention",
+                      "full_attention"};
   j["use_sliding_window"] = true;
   j["sliding_window"] = 2048;
   ModelConfig c = parse(j);
@@ -309,7 +335,8 @@ TEST(ModelConfig, DetectsFamilyFromModelTypeWithoutArchitectures) {
 TEST(ModelConfig, RejectsUnsupportedArchitecture) {
   json j = qwen3_8b();
   j["architectures"] = {"LlamaForCausalLM"};
-  expect_config_error(j, "unsupported architecture 'LlamaForCausalLM' (key 'architectures'); supported: Qwen3ForCausalLM");
+  expect_config_error(j,
+                      "unsupported architecture 'LlamaForCausalLM' (key 'architectures'); supported: Qwen3ForCausalLM");
   j["architectures"] = {"Qwen3ForCausalLM"};
   j["model_type"] = "qwen2";
   expect_config_error(j, "architecture 'Qwen3ForCausalLM' expects model_type 'qwen3', found 'qwen2'");
@@ -322,8 +349,8 @@ TEST(ModelConfig, RejectsUnsupportedArchitecture) {
 }
 
 TEST(ModelConfig, MissingKeysAreNamedWithTheirPath) {
-  for (const char* key : {"vocab_size", "hidden_size", "intermediate_size", "num_hidden_layers",
-                          "num_attention_heads", "num_key_value_heads", "head_dim"}) {
+  for (const char* key : {"vocab_size", "hidden_size", "intermediate_size", "num_hidden_layers", "num_attention_heads",
+                          "num_key_value_heads", "head_dim"}) {
     json j = qwen3_8b();
     j.erase(key);
     expect_config_error(j, std::string("missing key '") + key + "'");
@@ -356,17 +383,26 @@ TEST(ModelConfig, IllTypedKeysAreNamed) {
   expect_config_error(with(qwen3_8b(), "hidden_size", "4096"), "key 'hidden_size' must be an integer, found a string");
   expect_config_error(with(qwen3_8b(), "hidden_size", 4096.5), "key 'hidden_size' must be an integer, found a number");
   expect_config_error(with(qwen3_8b(), "hidden_size", 0), "key 'hidden_size' must be a positive integer, found 0");
-  expect_config_error(with(qwen3_8b(), "hidden_size", 2147483647), "key 'hidden_size' (2147483647) is larger than 16777216");
-  expect_config_error(with(qwen3_8b(), "hidden_size", 4294967296), "key 'hidden_size' must be a positive integer, found 4294967296");
-  expect_config_error(with(qwen3_8b(), "num_key_value_heads", 5), "key 'num_attention_heads' (32) must be a multiple of key 'num_key_value_heads' (5)");
-  expect_config_error(with(qwen3_8b(), "tie_word_embeddings", "yes"), "key 'tie_word_embeddings' must be true or false, found a string");
-  expect_config_error(with(qwen3_8b(), "eos_token_id", "x"), "key 'eos_token_id' must be an integer or a list of integers, found a string");
-  expect_config_error(with(qwen3_8b(), "eos_token_id", json::array({1, "2"})), "key 'eos_token_id[1]' must be an integer, found a string");
+  expect_config_error(with(qwen3_8b(), "hidden_size", 2147483647),
+                      "key 'hidden_size' (2147483647) is larger than 16777216");
+  expect_config_error(with(qwen3_8b(), "hidden_size", 4294967296),
+                      "key 'hidden_size' must be a positive integer, found 4294967296");
+  expect_config_error(with(qwen3_8b(), "num_key_value_heads", 5),
+                      "key 'num_attention_heads' (32) must be a multiple of key 'num_key_value_heads' (5)");
+  expect_config_error(with(qwen3_8b(), "tie_word_embeddings", "yes"),
+                      "key 'tie_word_embeddings' must be true or false, found a string");
+  expect_config_error(with(qwen3_8b(), "eos_token_id", "x"),
+                      "key 'eos_token_id' must be an integer or a list of integers, found a string");
+  expect_config_error(with(qwen3_8b(), "eos_token_id", json::array({1, "2"})),
+                      "key 'eos_token_id[1]' must be an integer, found a string");
   expect_config_error(with(qwen3_8b(), "rope_theta", "1e6"), "key 'rope_theta' must be a number, found a string");
   expect_config_error(with(qwen3_8b(), "torch_dtype", "int8"), "key 'torch_dtype' has unsupported value 'int8'");
-  expect_config_error(with(qwen3_8b(), "architectures", "Qwen3ForCausalLM"), "key 'architectures' must be a list of strings, found a string");
-  expect_config_error(with(qwen3_8b(), "rope_parameters", 3), "key 'rope_parameters' must be an object, found an integer");
-  expect_config_error(with(qwen3_8b(), "layer_types", json::array({"full_attention"})), "key 'layer_types' has 1 entries but 'num_hidden_layers' is 36");
+  expect_config_error(with(qwen3_8b(), "architectures", "Qwen3ForCausalLM"),
+                      "key 'architectures' must be a list of strings, found a string");
+  expect_config_error(with(qwen3_8b(), "rope_parameters", 3),
+                      "key 'rope_parameters' must be an object, found an integer");
+  expect_config_error(with(qwen3_8b(), "layer_types", json::array({"full_attention"})),
+                      "key 'layer_types' has 1 entries but 'num_hidden_layers' is 36");
   json j = qwen3_8b();
   j["num_hidden_layers"] = 2;
   j["layer_types"] = {"full_attention", "linear_attention"};
@@ -379,14 +415,17 @@ TEST(ModelConfig, IllTypedKeysAreNamed) {
   expect_config_error(j, "key 'text_config.rope_parameters.partial_rotary_factor' must be in (0, 1], found 1.5");
   j = qwen3_6_27b();
   j["text_config"]["linear_num_value_heads"] = 20;
-  expect_config_error(j, "key 'text_config.linear_num_value_heads' (20) must be a multiple of key 'text_config.linear_num_key_heads' (16)");
+  expect_config_error(
+      j,
+      "key 'text_config.linear_num_value_heads' (20) must be a multiple of key 'text_config.linear_num_key_heads' (16)");
   j = qwen3_6_27b();
   j["text_config"] = json::array();
   expect_config_error(j, "key 'text_config' must be an object, found an array");
 }
 
 TEST(ModelConfig, RejectsMalformedJson) {
-  expect_error([] { parse_model_config("{\"architectures\": [\"Qwen3ForCausalLM\""); }, "config.json is not valid JSON");
+  expect_error([] { parse_model_config("{\"architectures\": [\"Qwen3ForCausalLM\""); },
+               "config.json is not valid JSON");
   expect_error([] { parse_model_config("[]"); }, "config.json is an array, expected an object");
   expect_error([] { parse_model_config(R"({"model_type":"qwen3","model_type":"llama"})"); },
                "config.json: duplicate key 'model_type'");

@@ -14,7 +14,8 @@ const std::string kFixtures = std::string(SPECSERVE_SOURCE_DIR) + "/tests/fixtur
 
 std::vector<LayerType> hybrid(int layers) {
   std::vector<LayerType> t;
-  for (int i = 0; i < layers; ++i) t.push_back((i + 1) % 4 == 0 ? LayerType::FullAttention : LayerType::LinearAttention);
+  for (int i = 0; i < layers; ++i)
+    t.push_back((i + 1) % 4 == 0 ? LayerType::FullAttention : LayerType::LinearAttention);
   return t;
 }
 
@@ -24,8 +25,8 @@ TEST(ModelSummary, LayerSchedulePatterns) {
   EXPECT_EQ(layer_schedule(hybrid(4)), "linear×3, full");
   EXPECT_EQ(layer_schedule(std::vector<L>(36, L::FullAttention)), "full×36");
   EXPECT_EQ(layer_schedule({L::FullAttention}), "full");
-  EXPECT_EQ(layer_schedule({L::SlidingAttention, L::SlidingAttention, L::SlidingAttention, L::SlidingAttention,
-                            L::FullAttention}),
+  EXPECT_EQ(layer_schedule(
+                {L::SlidingAttention, L::SlidingAttention, L::SlidingAttention, L::SlidingAttention, L::FullAttention}),
             "sliding×4, full");
   EXPECT_EQ(layer_schedule({L::FullAttention, L::LinearAttention, L::FullAttention, L::LinearAttention}),
             "(full, linear)×2");
@@ -46,8 +47,13 @@ TEST(ModelSummary, DescribesVisionLanguageCheckpoint) {
   EXPECT_LT(s.model_parameters, s.total_parameters);  // the vision tower and MTP are not read
   EXPECT_EQ(s.num_files, 1u);
   const std::string text = format_summary_text(s);
-  EXPECT_NE(text.find("Qwen3_5ForConditionalGeneration (model_type qwen3_5_text, family qwen3_5, text_config in config.json)"), std::string::npos) << text;
-  EXPECT_NE(text.find("layers:       4: linear×3, full (1 full_attention, 3 linear_attention)"), std::string::npos) << text;
+  EXPECT_NE(
+      text.find(
+          "Qwen3_5ForConditionalGeneration (model_type qwen3_5_text, family qwen3_5, text_config in config.json)"),
+      std::string::npos)
+      << text;
+  EXPECT_NE(text.find("layers:       4: linear×3, full (1 full_attention, 3 linear_attention)"), std::string::npos)
+      << text;
   EXPECT_NE(text.find("head:         untied (lm_head.weight)"), std::string::npos) << text;
   EXPECT_NE(text.find("language_model layout (prefix 'model.language_model.')"), std::string::npos) << text;
   EXPECT_NE(text.find("unused:       model.visual.* ("), std::string::npos) << text;
@@ -90,7 +96,11 @@ TEST(ModelSummary, DescribesDrafterAndCountsPerDtype) {
   EXPECT_EQ(s.parameters_by_dtype.at(DType::F32), 16);
   EXPECT_EQ(s.parameters_by_dtype.at(DType::BF16), s.total_parameters - 16);
   const std::string text = format_summary_text(s);
-  EXPECT_NE(text.find("drafter:      block size 16, mask token id 60, target layer ids [1, 9, 17, 25, 33] of 36 target layers"), std::string::npos) << text;
+  EXPECT_NE(
+      text.find(
+          "drafter:      block size 16, mask token id 60, target layer ids [1, 9, 17, 25, 33] of 36 target layers"),
+      std::string::npos)
+      << text;
   EXPECT_NE(text.find("parameters:   F32 16; BF16 "), std::string::npos) << text;
   auto j = nlohmann::json::parse(format_summary_json(s));
   EXPECT_EQ(j["family"], "dflash");

@@ -135,8 +135,9 @@ TEST(Checkpoint, RejectsMissingShard) {
   TempDir dir;
   auto shards = three_tensor_writer().write_sharded(dir.path().string(), 40);
   std::filesystem::remove(dir.file(shards[1]));
-  expect_error([&] { Checkpoint::open(dir.path().string()); },
-               "model.safetensors.index.json: missing shard 'model-00002-of-00002.safetensors' (listed for tensor 'w.c')");
+  expect_error(
+      [&] { Checkpoint::open(dir.path().string()); },
+      "model.safetensors.index.json: missing shard 'model-00002-of-00002.safetensors' (listed for tensor 'w.c')");
 }
 
 TEST(Checkpoint, RejectsNameInIndexAbsentFromShard) {
@@ -175,7 +176,8 @@ TEST(Checkpoint, RejectsMalformedShard) {
 
 TEST(Checkpoint, RejectsDirectoryWithoutWeights) {
   TempDir dir;
-  expect_error([&] { Checkpoint::open(dir.path().string()); }, "no .safetensors file and no model.safetensors.index.json");
+  expect_error([&] { Checkpoint::open(dir.path().string()); },
+               "no .safetensors file and no model.safetensors.index.json");
   expect_error([&] { Checkpoint::open(dir.file("missing")); }, "no such checkpoint file or directory");
 }
 

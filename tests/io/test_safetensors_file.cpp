@@ -23,7 +23,8 @@ std::string f32_bytes(std::initializer_list<float> values) {
 TEST(SafetensorsFile, ViewsPointIntoTheMappingWithoutCopying) {
   TempDir dir;
   // Header padded to 8 bytes, as writers do, so both tensors are aligned.
-  std::string header = R"({"a":{"dtype":"F32","shape":[2],"data_offsets":[0,8]},"b":{"dtype":"F32","shape":[1],"data_offsets":[8,12]}})";
+  std::string header =
+      R"({"a":{"dtype":"F32","shape":[2],"data_offsets":[0,8]},"b":{"dtype":"F32","shape":[1],"data_offsets":[8,12]}})";
   header.append((8 - header.size() % 8) % 8, ' ');
   write_bytes(dir.file("t.safetensors"), safetensors_bytes(header, f32_bytes({1.5f, -2.f, 7.f})));
 
@@ -48,7 +49,8 @@ TEST(SafetensorsFile, ViewsPointIntoTheMappingWithoutCopying) {
 TEST(SafetensorsFile, MisalignedTensorsAreCopiedToAlignedMemory) {
   TempDir dir;
   // A 9-byte header puts the data at byte 17: a legal file no reference writer would produce.
-  std::string header = R"({"b":{"dtype":"U8","shape":[1],"data_offsets":[0,1]},"a":{"dtype":"F32","shape":[2],"data_offsets":[1,9]}})";
+  std::string header =
+      R"({"b":{"dtype":"U8","shape":[1],"data_offsets":[0,1]},"a":{"dtype":"F32","shape":[2],"data_offsets":[1,9]}})";
   header.append((8 - header.size() % 8) % 8 + 1, ' ');
   std::string data = f32_bytes({3.f, 4.f});
   data.insert(data.begin(), '\x05');
@@ -76,8 +78,8 @@ TEST(SafetensorsFile, RejectsTruncatedFiles) {
   write_bytes(dir.file("short.safetensors"), std::string("\x10\0\0", 3));
   expect_error([&] { SafetensorsFile::open(dir.file("short.safetensors")); }, "truncated: 3 bytes");
   // Valid header, but the data was cut off.
-  std::string full = safetensors_bytes(R"({"a":{"dtype":"F32","shape":[4],"data_offsets":[0,16]}})",
-                                       f32_bytes({1, 2, 3, 4}));
+  std::string full =
+      safetensors_bytes(R"({"a":{"dtype":"F32","shape":[4],"data_offsets":[0,16]}})", f32_bytes({1, 2, 3, 4}));
   write_bytes(dir.file("cut.safetensors"), full.substr(0, full.size() - 5));
   expect_error([&] { SafetensorsFile::open(dir.file("cut.safetensors")); },
                "cut.safetensors: tensor 'a': data_offsets [0, 16] out of range: the data section is 11 bytes");
@@ -101,8 +103,11 @@ TEST(SafetensorsFile, HeaderErrorsNameTheFile) {
   write_bytes(dir.file("bad.safetensors"), safetensors_bytes("{not json", ""));
   expect_error([&] { SafetensorsFile::open(dir.file("bad.safetensors")); },
                dir.file("bad.safetensors") + ": header is not valid JSON");
-  write_bytes(dir.file("dup.safetensors"),
-              safetensors_bytes(R"({"x":{"dtype":"U8","shape":[1],"data_offsets":[0,1]},"x":{"dtype":"U8","shape":[1],"data_offsets":[1,2]}})", "ab"));
+  write_bytes(
+      dir.file("dup.safetensors"),
+      safetensors_bytes(
+          R"({"x":{"dtype":"U8","shape":[1],"data_offsets":[0,1]},"x":{"dtype":"U8","shape":[1],"data_offsets":[1,2]}})",
+          "ab"));
   expect_error([&] { SafetensorsFile::open(dir.file("dup.safetensors")); },
                "dup.safetensors: duplicate tensor name 'x'");
 }

@@ -31,15 +31,13 @@ TEST(SafetensorsHeader, ParsesEntriesInOffsetOrderWithMetadata) {
 
 TEST(SafetensorsHeader, AcceptsEveryDtypeOfTheFormat) {
   const std::pair<const char*, DType> all[] = {
-      {"BOOL", DType::BOOL}, {"U8", DType::U8},         {"I8", DType::I8},
-      {"F8_E5M2", DType::F8_E5M2}, {"F8_E4M3", DType::F8_E4M3}, {"I16", DType::I16},
-      {"U16", DType::U16},   {"F16", DType::F16},       {"BF16", DType::BF16},
-      {"I32", DType::I32},   {"U32", DType::U32},       {"F32", DType::F32},
-      {"F64", DType::F64},   {"I64", DType::I64},       {"U64", DType::U64}};
+      {"BOOL", DType::BOOL},       {"U8", DType::U8},   {"I8", DType::I8},   {"F8_E5M2", DType::F8_E5M2},
+      {"F8_E4M3", DType::F8_E4M3}, {"I16", DType::I16}, {"U16", DType::U16}, {"F16", DType::F16},
+      {"BF16", DType::BF16},       {"I32", DType::I32}, {"U32", DType::U32}, {"F32", DType::F32},
+      {"F64", DType::F64},         {"I64", DType::I64}, {"U64", DType::U64}};
   for (const auto& [name, dtype] : all) {
     size_t bytes = 3 * dtype_size(dtype);
-    auto h = parse(fmt::format(R"({{"t":{{"dtype":"{}","shape":[3],"data_offsets":[0,{}]}}}})", name, bytes),
-                   bytes);
+    auto h = parse(fmt::format(R"({{"t":{{"dtype":"{}","shape":[3],"data_offsets":[0,{}]}}}})", name, bytes), bytes);
     ASSERT_EQ(h.entries.size(), 1u) << name;
     EXPECT_EQ(h.entries[0].dtype, dtype) << name;
   }
@@ -142,29 +140,37 @@ TEST(SafetensorsHeader, RejectsOffsetsOutOfRange) {
 }
 
 TEST(SafetensorsHeader, RejectsOverlappingOffsets) {
-  expect_error([] {
-    parse(R"({"a":{"dtype":"F32","shape":[4],"data_offsets":[0,16]},
-              "b":{"dtype":"F32","shape":[2],"data_offsets":[8,16]}})", 16);
-  }, "overlap tensor 'a' [0, 16]");
+  expect_error(
+      [] {
+        parse(R"({"a":{"dtype":"F32","shape":[4],"data_offsets":[0,16]},
+              "b":{"dtype":"F32","shape":[2],"data_offsets":[8,16]}})",
+              16);
+      },
+      "overlap tensor 'a' [0, 16]");
   // A zero-size tensor inside another is an overlap too.
-  expect_error([] {
-    parse(R"({"a":{"dtype":"U8","shape":[8],"data_offsets":[0,8]},
-              "b":{"dtype":"U8","shape":[0],"data_offsets":[4,4]}})", 8);
-  }, "tensor 'b': data_offsets [4, 4] overlap");
+  expect_error(
+      [] {
+        parse(R"({"a":{"dtype":"U8","shape":[8],"data_offsets":[0,8]},
+              "b":{"dtype":"U8","shape":[0],"data_offsets":[4,4]}})",
+              8);
+      },
+      "tensor 'b': data_offsets [4, 4] overlap");
 }
 
 TEST(SafetensorsHeader, RejectsGapsAndUncoveredBytes) {
-  expect_error([] { parse(R"({"a":{"dtype":"U8","shape":[4],"data_offsets":[4,8]}})", 8); },
-               "leave a gap of 4 bytes");
+  expect_error([] { parse(R"({"a":{"dtype":"U8","shape":[4],"data_offsets":[4,8]}})", 8); }, "leave a gap of 4 bytes");
   expect_error([] { parse(R"({"a":{"dtype":"U8","shape":[4],"data_offsets":[0,4]}})", 10); },
                "the data section is 10 bytes but the tensors cover only 4");
 }
 
 TEST(SafetensorsHeader, RejectsDuplicateNames) {
-  expect_error([] {
-    parse(R"({"a":{"dtype":"U8","shape":[1],"data_offsets":[0,1]},
-              "a":{"dtype":"U8","shape":[1],"data_offsets":[1,2]}})", 2);
-  }, "duplicate tensor name 'a'");
+  expect_error(
+      [] {
+        parse(R"({"a":{"dtype":"U8","shape":[1],"data_offsets":[0,1]},
+              "a":{"dtype":"U8","shape":[1],"data_offsets":[1,2]}})",
+              2);
+      },
+      "duplicate tensor name 'a'");
   expect_error([] { parse(R"({"a":{"dtype":"U8","dtype":"F32","shape":[1],"data_offsets":[0,1]}})", 1); },
                "duplicate key 'dtype' in a header entry");
 }
@@ -179,9 +185,9 @@ TEST(SafetensorsHeader, RejectsEmptyTensorName) {
 }
 
 TEST(SafetensorsHeader, EscapesControlCharactersOfNamesInMessages) {
-  std::string msg = expect_error(
-      [] { parse("{\"a\\nb\\u0001\":{\"dtype\":\"X\",\"shape\":[0],\"data_offsets\":[0,0]}}", 0); },
-      "tensor 'a\\x0ab\\x01': unknown dtype 'X'");
+  std::string msg =
+      expect_error([] { parse("{\"a\\nb\\u0001\":{\"dtype\":\"X\",\"shape\":[0],\"data_offsets\":[0,0]}}", 0); },
+                   "tensor 'a\\x0ab\\x01': unknown dtype 'X'");
   EXPECT_EQ(msg.find('\x01'), std::string::npos);
 }
 

@@ -85,8 +85,8 @@ TEST(TinyModel, SameSeedSameBytesOtherSeedOtherWeights) {
   make(a.path().string(), 7);
   make(b.path().string(), 7);
   make(c.path().string(), 8);
-  for (const char* f : {"model.safetensors", "config.json", "tokenizer.json", "tokenizer_config.json",
-                        "generation_config.json"})
+  for (const char* f :
+       {"model.safetensors", "config.json", "tokenizer.json", "tokenizer_config.json", "generation_config.json"})
     EXPECT_TRUE(read_bytes(a.file(f)) == read_bytes(b.file(f))) << f;  // not EXPECT_EQ: megabytes
   EXPECT_TRUE(read_bytes(a.file("model.safetensors")) != read_bytes(c.file("model.safetensors")));
   EXPECT_TRUE(read_bytes(a.file("tokenizer.json")) == read_bytes(c.file("tokenizer.json")));

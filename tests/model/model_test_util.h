@@ -46,9 +46,7 @@ inline double rel_err(const float* a, const float* b, int64_t n) {
 }
 
 // Lowest id among the maxima.
-inline int32_t argmax(const float* v, int64_t n) {
-  return static_cast<int32_t>(std::max_element(v, v + n) - v);
-}
+inline int32_t argmax(const float* v, int64_t n) { return static_cast<int32_t>(std::max_element(v, v + n) - v); }
 
 inline ForwardResult run_one(TargetModel& m, SequenceState& s, const std::vector<int32_t>& toks, SpanMode mode,
                              LogitsWanted want = LogitsWanted::All, std::vector<int> capture = {}) {
@@ -71,9 +69,11 @@ inline void check_forward_argmax(TargetModel& m) {
   const int64_t V = m.vocab_size(), columns = V - 3;
   const std::vector<int32_t> prompt{1, 5, 9, 2, 7, 3}, draft{4, 8, 6};
   auto a = m.new_sequence(), b = m.new_sequence(), a2 = m.new_sequence(), b2 = m.new_sequence();
-  for (SequenceState* s : {a.get(), b.get(), a2.get(), b2.get()}) run_one(m, *s, prompt, SpanMode::Prefill, LogitsWanted::None);
+  for (SequenceState* s : {a.get(), b.get(), a2.get(), b2.get()})
+    run_one(m, *s, prompt, SpanMode::Prefill, LogitsWanted::None);
   ForwardBatch full, mixed;
-  full.spans = {{a.get(), draft, SpanMode::Extend, LogitsWanted::All}, {b.get(), draft, SpanMode::Extend, LogitsWanted::All}};
+  full.spans = {{a.get(), draft, SpanMode::Extend, LogitsWanted::All},
+                {b.get(), draft, SpanMode::Extend, LogitsWanted::All}};
   mixed.spans = {{a2.get(), draft, SpanMode::Extend, LogitsWanted::All, columns},
                  {b2.get(), draft, SpanMode::Extend, LogitsWanted::All}};
   const ForwardResult f = m.forward(full), x = m.forward(mixed);

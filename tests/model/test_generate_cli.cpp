@@ -25,7 +25,7 @@ TEST(GenerateCli, GreedyJsonMatchesTransformers) {
     Reference ref(fixture_dir(name));
     auto want = ref.ids("greedy_ids");
     CliRun r = run("--model " + fixture_dir(name) + " --prompt-ids " + join(ref.ids("prompt_ids")) + " --max-tokens " +
-                std::to_string(want.size()) + " --ignore-eos --json --threads 2");
+                   std::to_string(want.size()) + " --ignore-eos --json --threads 2");
     ASSERT_EQ(r.status, 0) << name << ": " << r.out;
     auto j = nlohmann::json::parse(r.out);
     EXPECT_EQ(j.at("token_ids").get<std::vector<int32_t>>(), want) << name;
@@ -73,7 +73,8 @@ TEST(GenerateCli, PromptTextAndOutputTextWithTokenizer) {
   auto tok = tokenizer::Tokenizer::load(dir + "/tokenizer.json");
   const std::string text = "def add(a, b):";
   CliRun by_text = run("--model " + dir + " --prompt '" + text + "' --max-tokens 12 --ignore-eos --json");
-  CliRun by_ids = run("--model " + dir + " --prompt-ids " + join(tok.encode(text)) + " --max-tokens 12 --ignore-eos --json");
+  CliRun by_ids =
+      run("--model " + dir + " --prompt-ids " + join(tok.encode(text)) + " --max-tokens 12 --ignore-eos --json");
   ASSERT_EQ(by_text.status, 0) << by_text.out;
   ASSERT_EQ(by_ids.status, 0) << by_ids.out;
   auto a = nlohmann::json::parse(by_text.out), b = nlohmann::json::parse(by_ids.out);

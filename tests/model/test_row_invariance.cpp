@@ -151,7 +151,8 @@ TEST_P(RowInvariance, StateMisuseIsRejected) {
   EXPECT_THROW(run_one(*model_, *s, {static_cast<int32_t>(V())}, SpanMode::Extend), Error);
   ForwardBatch twice;
   const std::vector<int32_t> one = {1};
-  twice.spans = {{s.get(), one, SpanMode::Extend, LogitsWanted::All}, {s.get(), one, SpanMode::Extend, LogitsWanted::All}};
+  twice.spans = {{s.get(), one, SpanMode::Extend, LogitsWanted::All},
+                 {s.get(), one, SpanMode::Extend, LogitsWanted::All}};
   EXPECT_THROW(model_->forward(twice), Error);
 }
 

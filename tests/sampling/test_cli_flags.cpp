@@ -20,10 +20,31 @@ TEST(SamplingFlags, OverlayOnlyWhatWasGiven) {
   RequestParams defaults;
   defaults.sampling.temperature = 0.6f;
   defaults.sampling.top_k = 20;
-  const RequestParams r = parse({"--top-p", "0.8", "--repetition-penalty", "1.3", "--stop", "END", "--stop", "\n\n",
-                                 "--logit-bias", "5=-2.5", "--logprobs", "4", "--seed", "7", "--dry-multiplier", "0.8",
-                                 "--max-tokens", "32", "--min-tokens", "2", "--ignore-eos", "--stop-token-id", "9",
-                                 "--sampler-order", "logit_bias,temperature,top_p"},
+  const RequestParams r = parse({"--top-p",
+                                 "0.8",
+                                 "--repetition-penalty",
+                                 "1.3",
+                                 "--stop",
+                                 "END",
+                                 "--stop",
+                                 "\n\n",
+                                 "--logit-bias",
+                                 "5=-2.5",
+                                 "--logprobs",
+                                 "4",
+                                 "--seed",
+                                 "7",
+                                 "--dry-multiplier",
+                                 "0.8",
+                                 "--max-tokens",
+                                 "32",
+                                 "--min-tokens",
+                                 "2",
+                                 "--ignore-eos",
+                                 "--stop-token-id",
+                                 "9",
+                                 "--sampler-order",
+                                 "logit_bias,temperature,top_p"},
                                 defaults);
   EXPECT_FLOAT_EQ(r.sampling.temperature, 0.6f);
   EXPECT_EQ(r.sampling.top_k, 20);

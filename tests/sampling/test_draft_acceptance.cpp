@@ -24,7 +24,7 @@ TEST(DraftAcceptance, AcceptRule) {
   EXPECT_TRUE(accept_draft(0.5f, 0.25f, 0.99));  // p ≥ q: always
   EXPECT_TRUE(accept_draft(0.2f, 0.4f, 0.49));   // u < p/q = 0.5
   EXPECT_FALSE(accept_draft(0.2f, 0.4f, 0.5));
-  EXPECT_FALSE(accept_draft(0.0f, 0.4f, 0.0));   // p(d) = 0: never
+  EXPECT_FALSE(accept_draft(0.0f, 0.4f, 0.0));  // p(d) = 0: never
 }
 
 TEST(DraftAcceptance, ResidualExcludesWhereQCoversP) {

@@ -16,7 +16,8 @@ std::vector<TokenId> encode(std::string_view text) {
   while (!text.empty()) {
     TokenId best = -1;
     for (TokenId id = 0; id < TokenId(kVocab.size()); ++id) {
-      if (text.substr(0, kVocab[id].size()) == kVocab[id] && (best < 0 || kVocab[id].size() > kVocab[best].size())) best = id;
+      if (text.substr(0, kVocab[id].size()) == kVocab[id] && (best < 0 || kVocab[id].size() > kVocab[best].size()))
+        best = id;
     }
     EXPECT_GE(best, 0);
     if (best < 0) break;
@@ -27,7 +28,8 @@ std::vector<TokenId> encode(std::string_view text) {
 }
 
 std::vector<std::vector<TokenId>> convert(std::vector<std::string> breakers) {
-  auto seqs = dry_breaker_sequences(breakers, TokenId(kVocab.size()), [](TokenId id) { return kVocab[id]; }, encode);
+  auto seqs = dry_breaker_sequences(
+      breakers, TokenId(kVocab.size()), [](TokenId id) { return kVocab[id]; }, encode);
   std::sort(seqs.begin(), seqs.end());
   return seqs;
 }

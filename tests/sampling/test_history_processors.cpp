@@ -93,9 +93,9 @@ TEST(HistoryStages, DrafterSeesTheSameProcessedRowAsTheVerifier) {
   const TokenId verifier = sampler.pick(row, s).token;
   SamplerWorkspace ws;
   sampler.apply_history_processors(row, s, ws);
-  EXPECT_EQ(row[5], -kInf);          // padding masked
-  EXPECT_FLOAT_EQ(row[4], 1.0f);     // 3 / 3
-  EXPECT_FLOAT_EQ(row[2], 1.4f);     // 2.4 − 1
+  EXPECT_EQ(row[5], -kInf);       // padding masked
+  EXPECT_FLOAT_EQ(row[4], 1.0f);  // 3 / 3
+  EXPECT_FLOAT_EQ(row[2], 1.4f);  // 2.4 − 1
   EXPECT_EQ(argmax_lowest_id(row), verifier);
   EXPECT_EQ(verifier, 2);
 }

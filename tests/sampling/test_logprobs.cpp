@@ -23,8 +23,8 @@ RequestParams with_logprobs(float temperature, int top, LogprobsSource source) {
 
 TEST(Logprobs, BeforeTruncationIsLogSoftmaxAfterPenaltiesAndTemperature) {
   RequestParams p = with_logprobs(0.5f, 3, LogprobsSource::kBeforeTruncation);
-  p.sampling.top_k = 1;                     // truncation does not affect these logprobs
-  p.sampling.logit_bias = {{3, -2.0f}};     // the history stages do
+  p.sampling.top_k = 1;                  // truncation does not affect these logprobs
+  p.sampling.logit_bias = {{3, -2.0f}};  // the history stages do
   Sampler s(p, {5, 4});
   const std::vector<float> row = {1.0f, 2.0f, 2.0f, 2.5f, 50.0f};  // id 4 is padding
   const std::vector<TokenId> prompt = {0};

@@ -30,7 +30,8 @@ TEST(Philox, UniformIsAPureFunctionOfSeedPositionStream) {
   }
   EXPECT_EQ(streams.size(), 4u);
   // Positions beyond 2^32 use the counter's high word.
-  EXPECT_NE(position_uniform(42, 5, RandomStream::kSample), position_uniform(42, 5 + (uint64_t{1} << 32), RandomStream::kSample));
+  EXPECT_NE(position_uniform(42, 5, RandomStream::kSample),
+            position_uniform(42, 5 + (uint64_t{1} << 32), RandomStream::kSample));
 }
 
 TEST(Philox, UniformRangeAndMean) {

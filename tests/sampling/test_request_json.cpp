@@ -78,7 +78,8 @@ TEST(RequestJson, AbsentAndNullKeepDefaults) {
 
 TEST(RequestJson, ExtensionConventions) {
   const RequestParams r = parse_request_params(json::parse(R"({"top_k": -1, "top_n_sigma": -1, "logprobs": 3,
-                                                                "seed": -5})"), RequestParams{});
+                                                                "seed": -5})"),
+                                               RequestParams{});
   EXPECT_EQ(r.sampling.top_k, 0);
   EXPECT_EQ(r.sampling.top_n_sigma, 0.0f);
   EXPECT_TRUE(r.sampling.logprobs);  // legacy completions: logprobs = n

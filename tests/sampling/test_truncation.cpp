@@ -89,13 +89,15 @@ TEST(TopP, LargeRowsNeedMoreThanTheFirstSortedBlock) {
   truncate_top_p(row, cands, 0.9f, scratch);
   // Reference: full sort, then the prefix rule.
   auto order = all_ids(row.size());
-  std::sort(order.begin(), order.end(), [&](TokenId x, TokenId z) { return row[x] != row[z] ? row[x] > row[z] : x < z; });
+  std::sort(order.begin(), order.end(),
+            [&](TokenId x, TokenId z) { return row[x] != row[z] ? row[x] > row[z] : x < z; });
   const float max = row[order[0]];
   double total = 0.0;
   for (float l : row) total += exp_nonpositive(l - max);
   double before = 0.0;
   size_t keep = 0;
-  while (keep < order.size() && (keep == 0 || before < 0.9 * total)) before += exp_nonpositive(row[order[keep++]] - max);
+  while (keep < order.size() && (keep == 0 || before < 0.9 * total))
+    before += exp_nonpositive(row[order[keep++]] - max);
   std::vector<TokenId> expected(order.begin(), order.begin() + keep);
   std::sort(expected.begin(), expected.end());
   EXPECT_GT(ids_of(row, cands).size(), 2000u);

@@ -45,8 +45,10 @@ inline SseParse parse_sse(const std::string& body) {
       continue;
     }
     auto j = nlohmann::json::parse(data, nullptr, false);
-    if (j.is_discarded()) out.valid = false;
-    else out.events.push_back(std::move(j));
+    if (j.is_discarded())
+      out.valid = false;
+    else
+      out.events.push_back(std::move(j));
   }
   return out;
 }
@@ -114,7 +116,8 @@ inline int count_responses(const std::string& bytes) {
   int n = 0;
   for (size_t pos = 0; (pos = bytes.find("HTTP/1.1 ", pos)) != std::string::npos; pos += 9)
     if (pos + 12 <= bytes.size() && std::isdigit(static_cast<unsigned char>(bytes[pos + 9])) &&
-        std::isdigit(static_cast<unsigned char>(bytes[pos + 10])) && std::isdigit(static_cast<unsigned char>(bytes[pos + 11])))
+        std::isdigit(static_cast<unsigned char>(bytes[pos + 10])) &&
+        std::isdigit(static_cast<unsigned char>(bytes[pos + 11])))
       ++n;
   return n;
 }

@@ -16,7 +16,8 @@ struct BadRequest {
   std::string what;  // for failure messages
 };
 
-inline std::vector<BadRequest> malformed_requests(const std::string& model, int64_t vocab_size, int64_t context_length) {
+inline std::vector<BadRequest> malformed_requests(const std::string& model, int64_t vocab_size,
+                                                  int64_t context_length) {
   using nlohmann::json;
   std::vector<BadRequest> out;
   const json chat = {{"model", model}, {"messages", {{{"role", "user"}, {"content", "Say hello"}}}}, {"max_tokens", 4}};
@@ -38,8 +39,9 @@ inline std::vector<BadRequest> malformed_requests(const std::string& model, int6
   for (size_t cut = 1; cut + 1 < completion_text.size(); cut += 5) {
     add("/v1/completions", completion_text.substr(0, cut), "completion body truncated at " + std::to_string(cut));
   }
-  for (const char* garbage : {"not json", "{'single': 'quotes'}", "{\"a\":1,}", "[1,2", "{\"messages\": [}", "nul",
-                              "{\"model\" \"x\"}", "\x01\x02\x03", "{}{}", "{\"a\": 01}", "{\"a\": NaN}", "{\"a\": .5}"}) {
+  for (const char* garbage :
+       {"not json", "{'single': 'quotes'}", "{\"a\":1,}", "[1,2", "{\"messages\": [}", "nul", "{\"model\" \"x\"}",
+        "\x01\x02\x03", "{}{}", "{\"a\": 01}", "{\"a\": NaN}", "{\"a\": .5}"}) {
     add("/v1/chat/completions", garbage, std::string("garbage: ") + garbage);
     add("/v1/completions", garbage, std::string("garbage: ") + garbage);
   }
@@ -52,7 +54,8 @@ inline std::vector<BadRequest> malformed_requests(const std::string& model, int6
   }
 
   // 2. Invalid UTF-8 inside strings.
-  for (const char* bad : {"\xff", "\xc3", "\xc3\x28", "\xe2\x82", "\xed\xa0\x80", "\xf8\x88\x80\x80\x80", "\xc0\xaf", "a\x80z"}) {
+  for (const char* bad :
+       {"\xff", "\xc3", "\xc3\x28", "\xe2\x82", "\xed\xa0\x80", "\xf8\x88\x80\x80\x80", "\xc0\xaf", "a\x80z"}) {
     std::string text = chat_text;
     text.replace(text.find("Say hello"), 9, std::string("Say ") + bad);
     add("/v1/chat/completions", text, "invalid UTF-8 in content");
@@ -93,33 +96,45 @@ inline std::vector<BadRequest> malformed_requests(const std::string& model, int6
   };
   for (const auto& [field, values] : wrong_types) {
     for (size_t i = 0; i < values.size(); ++i) {
-      add("/v1/chat/completions", with(chat, field, values[i]).dump(), "chat field " + field + " = " + values[i].dump());
+      add("/v1/chat/completions", with(chat, field, values[i]).dump(),
+          "chat field " + field + " = " + values[i].dump());
     }
     json mixed = with(chat, field, values[0]);
     mixed["x_unknown_extension"] = json::array({1, "two"});
     mixed["another_unknown"] = nullptr;
     add("/v1/chat/completions", mixed.dump(), "unknown fields + bad " + field);
   }
-  for (const auto& [field, values] :
-       std::vector<std::pair<std::string, std::vector<json>>>{{"prompt", {3, json::object(), true, json::array({"a", "b"}),
-                                                                          json::array({1.5}), json::array({json::object()})}},
-                                                               {"echo", {"yes", 1}},
-                                                               {"logprobs", {true, "2", 1.5}},
-                                                               {"max_tokens", {"8", -3}},
-                                                               {"temperature", {"warm"}},
-                                                               {"stream", {"no"}},
-                                                               {"suffix", {"tail"}},
-                                                               {"best_of", {4}}}) {
+  for (const auto& [field, values] : std::vector<std::pair<std::string, std::vector<json>>>{
+           {"prompt",
+            {3, json::object(), true, json::array({"a", "b"}), json::array({1.5}), json::array({json::object()})}},
+           {"echo", {"yes", 1}},
+           {"logprobs", {true, "2", 1.5}},
+           {"max_tokens", {"8", -3}},
+           {"temperature", {"warm"}},
+           {"stream", {"no"}},
+           {"suffix", {"tail"}},
+           {"best_of", {4}}}) {
     for (const auto& v : values) {
       add("/v1/completions", with(completion, field, v).dump(), "completion field " + field + " = " + v.dump());
     }
   }
 
   // 4. Values out of range.
-  for (const auto& [field, v] : std::vector<std::pair<std::string, json>>{
-           {"temperature", -1}, {"temperature", 3}, {"top_p", 0}, {"top_p", 1.01}, {"top_k", -5}, {"min_p", -0.1},
-           {"min_p", 1.5}, {"presence_penalty", 2.5}, {"frequency_penalty", -2.5}, {"repetition_penalty", -1},
-           {"repetition_penalty", 0}, {"n", 2}, {"n", 0}, {"top_logprobs", 21}, {"top_logprobs", -1}}) {
+  for (const auto& [field, v] : std::vector<std::pair<std::string, json>>{{"temperature", -1},
+                                                                          {"temperature", 3},
+                                                                          {"top_p", 0},
+                                                                          {"top_p", 1.01},
+                                                                          {"top_k", -5},
+                                                                          {"min_p", -0.1},
+                                                                          {"min_p", 1.5},
+                                                                          {"presence_penalty", 2.5},
+                                                                          {"frequency_penalty", -2.5},
+                                                                          {"repetition_penalty", -1},
+                                                                          {"repetition_penalty", 0},
+                                                                          {"n", 2},
+                                                                          {"n", 0},
+                                                                          {"top_logprobs", 21},
+                                                                          {"top_logprobs", -1}}) {
     add("/v1/chat/completions", with(chat, field, v).dump(), "chat " + field + " out of range: " + v.dump());
   }
   // 5. max_tokens: negative, zero, huge, beyond the context.
@@ -130,9 +145,9 @@ inline std::vector<BadRequest> malformed_requests(const std::string& model, int6
   }
   add("/v1/chat/completions", with(chat, "max_completion_tokens", -7).dump(), "negative max_completion_tokens");
   // 6. logit_bias with ids outside the vocabulary or bad values.
-  for (const json& bias : {json{{std::to_string(vocab_size), 1}}, json{{"-1", 1}}, json{{"99999999999", 1}},
-                           json{{"abc", 1}}, json{{"1.5", 1}}, json{{"", 1}}, json{{"3", 200}}, json{{"3", -101}},
-                           json{{"3", "x"}}, json{{"3", nullptr}}}) {
+  for (const json& bias :
+       {json{{std::to_string(vocab_size), 1}}, json{{"-1", 1}}, json{{"99999999999", 1}}, json{{"abc", 1}},
+        json{{"1.5", 1}}, json{{"", 1}}, json{{"3", 200}}, json{{"3", -101}}, json{{"3", "x"}}, json{{"3", nullptr}}}) {
     add("/v1/chat/completions", with(chat, "logit_bias", bias).dump(), "logit_bias " + bias.dump());
   }
   // 7. Unknown model, in both endpoints.
@@ -152,7 +167,8 @@ inline std::vector<BadRequest> malformed_requests(const std::string& model, int6
   // 9. Message structure.
   for (const json& msgs :
        {json::array(), json::array({{{"role", "user"}}}), json::array({{{"role", "robot"}, {"content", "x"}}}),
-        json::array({{{"content", "x"}}}), json::array({{{"role", "user"}, {"content", json::array({{{"type", "image_url"}}})}}}),
+        json::array({{{"content", "x"}}}),
+        json::array({{{"role", "user"}, {"content", json::array({{{"type", "image_url"}}})}}}),
         json::array({{{"role", "user"}, {"content", json::array({{{"type", "text"}}})}}}),
         json::array({{{"role", "user"}, {"content", json::array({"plain"})}}}),
         json::array({{{"role", "assistant"}, {"content", "x"}, {"tool_calls", "f"}}}),
@@ -160,7 +176,8 @@ inline std::vector<BadRequest> malformed_requests(const std::string& model, int6
     add("/v1/chat/completions", with(chat, "messages", msgs).dump(), "messages " + msgs.dump());
   }
   // 10. stream_options without stream; unsupported features.
-  add("/v1/chat/completions", with(chat, "stream_options", {{"include_usage", true}}).dump(), "stream_options without stream");
+  add("/v1/chat/completions", with(chat, "stream_options", {{"include_usage", true}}).dump(),
+      "stream_options without stream");
   add("/v1/chat/completions", with(chat, "tool_choice", "required").dump(), "tool_choice required");
   add("/v1/chat/completions", with(chat, "response_format", {{"type", "json_schema"}}).dump(), "json_schema");
   // 11. Tokenize / detokenize.

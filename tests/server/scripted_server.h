@@ -32,13 +32,16 @@ class ScriptedModel : public ModelServices {
   const ModelInfo& info() const override { return info_; }
   ChatPrompt render_chat(const ChatRequest& r) const override {
     std::string text;
-    for (const auto& m : r.messages) text += m["role"].get<std::string>() + ":" + m["content"].get<std::string>() + "\n";
+    for (const auto& m : r.messages)
+      text += m["role"].get<std::string>() + ":" + m["content"].get<std::string>() + "\n";
     return {text, ReasoningStart::Detect};
   }
   std::vector<int32_t> encode(const std::string& text, bool) const override {
     return std::vector<int32_t>(text.begin(), text.end());
   }
-  std::string decode(const std::vector<int32_t>& tokens) const override { return std::string(tokens.begin(), tokens.end()); }
+  std::string decode(const std::vector<int32_t>& tokens) const override {
+    return std::string(tokens.begin(), tokens.end());
+  }
   std::string token_bytes(int32_t t) const override { return std::string(1, static_cast<char>(t)); }
   engine::EngineMetrics& metrics() override { return metrics_; }
 

@@ -44,8 +44,8 @@ class ServerProcess {
       FILE* log = fopen(log_path_.c_str(), "w");
       if (log) dup2(fileno(log), STDERR_FILENO);
       close(fds[0]);
-      std::vector<std::string> args = {std::string(SPECSERVE_BINARY_DIR) + "/bin/specserve", "serve", "--model",
-                                       model_dir, "--port", "0"};
+      std::vector<std::string> args = {
+          std::string(SPECSERVE_BINARY_DIR) + "/bin/specserve", "serve", "--model", model_dir, "--port", "0"};
       args.insert(args.end(), extra.begin(), extra.end());
       std::vector<char*> argv;
       for (auto& a : args) argv.push_back(a.data());

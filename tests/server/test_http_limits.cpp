@@ -80,7 +80,8 @@ TEST(HttpLimits, IdleAndSlowHeaderConnectionsNeitherBlockServingNorEscapeTheHead
   rlimit rl{};
   getrlimit(RLIMIT_NOFILE, &rl);
   constexpr int kSlow = 300;
-  const int kIdle = static_cast<int>(std::min<rlim_t>(1000, rl.rlim_cur > 2 * kSlow + 400 ? (rl.rlim_cur - 400) / 2 - kSlow : 100));
+  const int kIdle =
+      static_cast<int>(std::min<rlim_t>(1000, rl.rlim_cur > 2 * kSlow + 400 ? (rl.rlim_cur - 400) / 2 - kSlow : 100));
   std::vector<std::unique_ptr<test::RawConnection>> idle, slow;
   for (int i = 0; i < kIdle; ++i) idle.push_back(std::make_unique<test::RawConnection>(f.port));
   for (int i = 0; i < kSlow; ++i) {
@@ -110,7 +111,8 @@ TEST(HttpLimits, IdleAndSlowHeaderConnectionsNeitherBlockServingNorEscapeTheHead
     worst = std::max(worst, seconds_since(t0));
     std::this_thread::sleep_for(std::chrono::milliseconds(100));
   }
-  std::printf("[ measured ] %d idle + %d slow-header connections: worst /health + completion %.3f s\n", kIdle, kSlow, worst);
+  std::printf("[ measured ] %d idle + %d slow-header connections: worst /health + completion %.3f s\n", kIdle, kSlow,
+              worst);
   // The header deadline holds although bytes keep coming: every slow client gets 408 and a close.
   int timed_out = 0;
   for (auto& c : slow) {
@@ -120,8 +122,9 @@ TEST(HttpLimits, IdleAndSlowHeaderConnectionsNeitherBlockServingNorEscapeTheHead
   stop = true;
   trickler.join();
   EXPECT_EQ(timed_out, kSlow);
-  EXPECT_NE(f.client().Get("/metrics")->body.find("specserve:http_request_timeouts_total " + std::to_string(kSlow) + "\n"),
-            std::string::npos);
+  EXPECT_NE(
+      f.client().Get("/metrics")->body.find("specserve:http_request_timeouts_total " + std::to_string(kSlow) + "\n"),
+      std::string::npos);
   // Silent connections are closed at the same deadline.
   int closed = 0;
   for (auto& c : idle) {
@@ -175,8 +178,9 @@ TEST(HttpLimits, PipelinedRequestsAreAnsweredInOrder) {
   f.ready();
   test::RawConnection conn(f.port);
   const std::string body = R"({"prompt":"x","max_tokens":3})";
-  conn.send_all("GET /health HTTP/1.1\r\nHost: x\r\n\r\n" + post_head("/v1/completions", "Content-Length: " + std::to_string(body.size())) +
-                body + "GET /v1/models HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n");
+  conn.send_all("GET /health HTTP/1.1\r\nHost: x\r\n\r\n" +
+                post_head("/v1/completions", "Content-Length: " + std::to_string(body.size())) + body +
+                "GET /v1/models HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n");
   const std::string all = conn.read_all();
   ASSERT_EQ(test::count_responses(all), 3) << all;
   const size_t health = all.find("\"status\":\"ok\""), completion = all.find("\"text\":\"Hel\""),
@@ -247,7 +251,8 @@ TEST(HttpLimits, ShutdownClosesIdleAndHalfReceivedConnectionsAndStopsAccepting) 
   EXPECT_TRUE(streaming.readable(2000));
   const auto t0 = std::chrono::steady_clock::now();
   f.server->stop(300);
-  std::printf("[ measured ] stop with a stream the engine never ended: %.3f s (flush limit 0.3 s)\n", seconds_since(t0));
+  std::printf("[ measured ] stop with a stream the engine never ended: %.3f s (flush limit 0.3 s)\n",
+              seconds_since(t0));
   streaming.read_all();
   EXPECT_TRUE(streaming.peer_closed());
   EXPECT_TRUE(test::wait_for([&] { return f.model->cancelled_.load() == 1; }, std::chrono::seconds(5)));
@@ -265,7 +270,8 @@ TEST(HttpLimits, AuthSchemeIsCaseInsensitiveAndCorsIsOptIn) {
   EXPECT_EQ(c.Get("/v1/models", {{"Authorization", "Basic k"}})->status, 401);
   EXPECT_EQ(c.Get("/v1/models", {{"Authorization", "Bearerk"}})->status, 401);
 
-  auto pre = c.Options("/v1/chat/completions", {{"Origin", "http://app.test"}, {"Access-Control-Request-Method", "POST"},
+  auto pre = c.Options("/v1/chat/completions", {{"Origin", "http://app.test"},
+                                                {"Access-Control-Request-Method", "POST"},
                                                 {"Access-Control-Request-Headers", "authorization, content-type"}});
   ASSERT_TRUE(pre);
   EXPECT_EQ(pre->status, 204);
@@ -278,7 +284,8 @@ TEST(HttpLimits, AuthSchemeIsCaseInsensitiveAndCorsIsOptIn) {
   // Without --allowed-origins no CORS header is ever sent.
   Fixture plain;
   plain.ready();
-  EXPECT_FALSE(plain.client().Get("/health", {{"Origin", "http://app.test"}})->has_header("Access-Control-Allow-Origin"));
+  EXPECT_FALSE(
+      plain.client().Get("/health", {{"Origin", "http://app.test"}})->has_header("Access-Control-Allow-Origin"));
 }
 
 TEST(HttpLimits, HeaderSizeAndCountLimitsGet431AndClose) {

@@ -50,8 +50,9 @@ const std::string kChunked =
 }  // namespace
 
 TEST(HttpRequestParser, ContentLengthRequest) {
-  const std::string req = "POST /v1/chat/completions HTTP/1.1\r\nHost: a\r\nContent-Type: application/json\r\n"
-                          "Content-Length: 7\r\n\r\n{\"a\":1}";
+  const std::string req =
+      "POST /v1/chat/completions HTTP/1.1\r\nHost: a\r\nContent-Type: application/json\r\n"
+      "Content-Length: 7\r\n\r\n{\"a\":1}";
   Fed f = feed(req);
   ASSERT_EQ(f.status, HttpRequestParser::Status::Complete);
   EXPECT_EQ(f.consumed, req.size());

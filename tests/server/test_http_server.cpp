@@ -104,8 +104,8 @@ TEST(HttpServer, StreamSurvivesEventsWithoutText) {
   // takes as the end of the body (the response closed without its last chunk: "Premature close").
   Fixture f;
   f.ready();
-  auto r = f.client().Post("/v1/chat/completions",
-                           R"({"messages":[{"role":"user","content":"gaps"}],"stream":true})", "application/json");
+  auto r = f.client().Post("/v1/chat/completions", R"({"messages":[{"role":"user","content":"gaps"}],"stream":true})",
+                           "application/json");
   ASSERT_TRUE(r);
   test::SseParse sse = test::parse_sse(r->body);
   EXPECT_TRUE(sse.done) << r->body;
@@ -186,8 +186,9 @@ TEST(HttpServer, TransportErrorsAreOpenAIShaped) {
   {
     test::RawConnection conn(f.port);
     ASSERT_TRUE(conn.ok());
-    conn.send_all("POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
-                  "Content-Length: 200\r\n\r\n{\"messages\":");
+    conn.send_all(
+        "POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+        "Content-Length: 200\r\n\r\n{\"messages\":");
     std::string resp = conn.read_all();
     EXPECT_EQ(test::raw_status(resp), 408) << resp;
     EXPECT_NE(resp.find("Connection: close"), std::string::npos) << resp;
@@ -272,11 +273,12 @@ TEST(HttpServer, ManyConcurrentStreams) {
           text += e["choices"][0]["delta"]["content"].get<std::string>();
         }
       }
-      if (sse.done && text == "Hello, world!") ok.fetch_add(1);
-      else ADD_FAILURE() << r->body;
+      if (sse.done && text == "Hello, world!")
+        ok.fetch_add(1);
+      else
+        ADD_FAILURE() << r->body;
     });
   }
   for (auto& t : threads) t.join();
   EXPECT_EQ(ok.load(), kClients);
 }
-

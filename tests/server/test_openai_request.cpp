@@ -77,7 +77,8 @@ TEST(OpenAIRequest, ContentPartsAndToolMessages) {
                {{"role", "user"}, {"content", {{{"type", "text"}, {"text", "a"}}, {{"type", "text"}, {"text", "b"}}}}},
                {{"role", "assistant"},
                 {"content", nullptr},
-                {"tool_calls", {{{"id", "c1"}, {"type", "function"}, {"function", {{"name", "f"}, {"arguments", "{\"x\":1}"}}}}}}},
+                {"tool_calls",
+                 {{{"id", "c1"}, {"type", "function"}, {"function", {{"name", "f"}, {"arguments", "{\"x\":1}"}}}}}}},
                {{"role", "tool"}, {"tool_call_id", "c1"}, {"content", "42"}}};
   ChatRequest r = parse_chat_request(chat({{"messages", msgs}}), limits());
   EXPECT_EQ(r.messages[0]["role"], "system");
@@ -141,7 +142,9 @@ TEST(OpenAIRequest, BadChatRequests) {
   expect_bad_chat(chat({{"stop", 5}}), "stop");
   expect_bad_chat(chat({{"stop", {"a", 5}}}), "stop");
   expect_bad_chat(chat({{"stop", ""}}), "stop");
-  expect_bad_chat(chat({{"stop", json::array({"a", "b", "c", "d", "e", "f", "g", "h", "i", "j", "k", "l", "m", "n", "o", "p", "q"})}}), "stop");
+  expect_bad_chat(chat({{"stop", json::array({"a", "b", "c", "d", "e", "f", "g", "h", "i", "j", "k", "l", "m", "n", "o",
+                                              "p", "q"})}}),
+                  "stop");
   expect_bad_chat(chat({{"logprobs", 1}}), "logprobs");
   expect_bad_chat(chat({{"top_logprobs", 5}}), "top_logprobs");
   expect_bad_chat(chat({{"logprobs", true}, {"top_logprobs", 50}}), "top_logprobs");
@@ -153,12 +156,16 @@ TEST(OpenAIRequest, BadChatRequests) {
   expect_bad_chat(chat({{"response_format", {{"type", "json_object"}}}}), "response_format");
   expect_bad_chat(chat({{"chat_template_kwargs", "x"}}), "chat_template_kwargs");
   expect_bad_chat(chat({{"user", 5}}), "user");
-  expect_bad_chat(chat({{"messages", {{{"role", "assistant"}, {"content", "x"}, {"tool_calls", {{{"function", {{"name", "f"}, {"arguments", "not json"}}}}}}}}}}),
+  expect_bad_chat(chat({{"messages",
+                         {{{"role", "assistant"},
+                           {"content", "x"},
+                           {"tool_calls", {{{"function", {{"name", "f"}, {"arguments", "not json"}}}}}}}}}}),
                   "messages[0].tool_calls[0].function.arguments");
 }
 
 TEST(OpenAIRequest, NullMeansAbsent) {
-  ChatRequest r = parse_chat_request(chat({{"temperature", nullptr}, {"max_tokens", nullptr}, {"stop", nullptr}}), limits());
+  ChatRequest r =
+      parse_chat_request(chat({{"temperature", nullptr}, {"max_tokens", nullptr}, {"stop", nullptr}}), limits());
   EXPECT_EQ(r.max_tokens, 128);
   EXPECT_TRUE(r.stop.empty());
 }
@@ -176,19 +183,21 @@ TEST(OpenAIRequest, Completions) {
   r = parse_completion_request({{"prompt", {{4, 5}}}}, limits());
   EXPECT_EQ(r.prompt_tokens, (std::vector<int32_t>{4, 5}));
 
-  for (const json& bad : {json{{"model", "m"}}, json{{"prompt", 5}}, json{{"prompt", ""}}, json{{"prompt", json::array()}},
-                          json{{"prompt", {1, -2}}}, json{{"prompt", {1, 1000}}}, json{{"prompt", {1, 2.5}}},
-                          json{{"prompt", {"a", "b"}}}, json{{"prompt", "x"}, {"suffix", "y"}},
-                          json{{"prompt", "x"}, {"best_of", 3}}, json{{"prompt", "x"}, {"logprobs", 50}},
-                          json{{"prompt", "x"}, {"logprobs", true}}, json{{"prompt", "x"}, {"echo", "no"}}}) {
+  for (const json& bad :
+       {json{{"model", "m"}}, json{{"prompt", 5}}, json{{"prompt", ""}}, json{{"prompt", json::array()}},
+        json{{"prompt", {1, -2}}}, json{{"prompt", {1, 1000}}}, json{{"prompt", {1, 2.5}}},
+        json{{"prompt", {"a", "b"}}}, json{{"prompt", "x"}, {"suffix", "y"}}, json{{"prompt", "x"}, {"best_of", 3}},
+        json{{"prompt", "x"}, {"logprobs", 50}}, json{{"prompt", "x"}, {"logprobs", true}},
+        json{{"prompt", "x"}, {"echo", "no"}}}) {
     EXPECT_THROW(parse_completion_request(bad, limits()), ApiError) << bad.dump();
   }
 }
 
 TEST(OpenAIRequest, BodyParsing) {
   EXPECT_NO_THROW(parse_json_body("{}"));
-  for (const std::string& bad : std::vector<std::string>{"", "{", "{\"a\":", "nul", "{\"a\":1,}", "{\"max_tokens\":1111e1111111111111111111}", "{\"a\":\"\xff\xfe\"}", "{\"a\":\"\xc3\"}",
-                                std::string(100, '[')}) {
+  for (const std::string& bad :
+       std::vector<std::string>{"", "{", "{\"a\":", "nul", "{\"a\":1,}", "{\"max_tokens\":1111e1111111111111111111}",
+                                "{\"a\":\"\xff\xfe\"}", "{\"a\":\"\xc3\"}", std::string(100, '[')}) {
     try {
       parse_json_body(bad);
       ADD_FAILURE() << "accepted: " << bad;

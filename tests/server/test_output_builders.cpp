@@ -111,7 +111,8 @@ TEST(ChatOutput, ToolCallsStreamedAndFinishReason) {
   json r = whole.response();
   EXPECT_EQ(r["choices"][0]["finish_reason"], "tool_calls");
   EXPECT_EQ(r["choices"][0]["message"]["content"], "Ok.");
-  EXPECT_EQ(json::parse(r["choices"][0]["message"]["tool_calls"][0]["function"]["arguments"].get<std::string>())["x"], 1);
+  EXPECT_EQ(json::parse(r["choices"][0]["message"]["tool_calls"][0]["function"]["arguments"].get<std::string>())["x"],
+            1);
 }
 
 TEST(ChatOutput, Logprobs) {

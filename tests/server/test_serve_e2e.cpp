@@ -123,9 +123,15 @@ TEST_F(E2E, SixteenConcurrentStreamsEqualTheSameRequestsAlone) {
   std::vector<json> bodies;
   for (int i = 0; i < 16; ++i) {
     std::string prompt = "# file " + std::to_string(i) + "\n";
-    for (int k = 0; k < 1 + (i * 13) % 60; ++k) prompt += "value_" + std::to_string((i * 31 + k) % 97) + " = " + std::to_string(k) + "\n";
-    json b = {{"model", srv.model()}, {"prompt", prompt}, {"max_tokens", 8 + (i * 11) % 40},
-              {"stream", true}, {"stream_options", {{"include_usage", true}}}, {"logprobs", 0}, {"ignore_eos", true}};
+    for (int k = 0; k < 1 + (i * 13) % 60; ++k)
+      prompt += "value_" + std::to_string((i * 31 + k) % 97) + " = " + std::to_string(k) + "\n";
+    json b = {{"model", srv.model()},
+              {"prompt", prompt},
+              {"max_tokens", 8 + (i * 11) % 40},
+              {"stream", true},
+              {"stream_options", {{"include_usage", true}}},
+              {"logprobs", 0},
+              {"ignore_eos", true}};
     if (i % 2) {
       b["temperature"] = 0.8;
       b["top_p"] = 0.95;
@@ -155,13 +161,18 @@ TEST_F(E2E, SixteenConcurrentStreamsEqualTheSameRequestsAlone) {
 
 TEST_F(E2E, DisconnectMidStreamFreesTheSequenceWhileOthersContinue) {
   test::ServerProcess srv(*model_dir, {"--max-seqs", "4"});
-  const json other = {{"model", srv.model()}, {"prompt", "def main():\n"}, {"max_tokens", 48},
-                      {"temperature", 0}, {"stream", true}, {"logprobs", 0}, {"ignore_eos", true}};
+  const json other = {
+      {"model", srv.model()}, {"prompt", "def main():\n"}, {"max_tokens", 48}, {"temperature", 0}, {"stream", true},
+      {"logprobs", 0},        {"ignore_eos", true}};
   const Streamed other_alone = stream_completion(srv.port(), other);
 
   test::RawConnection conn(srv.port());
-  const std::string body = json{{"model", srv.model()}, {"prompt", "import sys\n"}, {"max_tokens", 4000},
-                                {"stream", true}, {"ignore_eos", true}}.dump();
+  const std::string body = json{
+      {"model", srv.model()},
+      {"prompt", "import sys\n"},
+      {"max_tokens", 4000},
+      {"stream", true},
+      {"ignore_eos", true}}.dump();
   conn.send_all("POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: " +
                 std::to_string(body.size()) + "\r\n\r\n" + body);
   // Several chunks arrive: the long request is running.
@@ -192,8 +203,12 @@ TEST_F(E2E, DisconnectMidStreamFreesTheSequenceWhileOthersContinue) {
 TEST_F(E2E, SigtermDrainsRunningStreamsAndExitsCleanly) {
   test::ServerProcess srv(*model_dir, {"--shutdown-grace", "1"});
   test::RawConnection conn(srv.port());
-  const std::string body = json{{"model", srv.model()}, {"prompt", "class A:\n"}, {"max_tokens", 6000},
-                                {"stream", true}, {"ignore_eos", true}}.dump();
+  const std::string body = json{
+      {"model", srv.model()},
+      {"prompt", "class A:\n"},
+      {"max_tokens", 6000},
+      {"stream", true},
+      {"ignore_eos", true}}.dump();
   conn.send_all("POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: " +
                 std::to_string(body.size()) + "\r\n\r\n" + body);
   ASSERT_NE(conn.read_until("\"text\"").find("200 OK"), std::string::npos);
@@ -202,7 +217,8 @@ TEST_F(E2E, SigtermDrainsRunningStreamsAndExitsCleanly) {
   // SIGTERM: the running stream gets the grace second, then is cancelled and closed properly.
   EXPECT_EQ(srv.stop(), 0);
   reader.join();
-  EXPECT_NE(rest.find("\"finish_reason\":\"abort\""), std::string::npos) << rest.substr(rest.size() > 400 ? rest.size() - 400 : 0);
+  EXPECT_NE(rest.find("\"finish_reason\":\"abort\""), std::string::npos)
+      << rest.substr(rest.size() > 400 ? rest.size() - 400 : 0);
   EXPECT_NE(rest.find("data: [DONE]"), std::string::npos);
 }
 
@@ -236,8 +252,9 @@ TEST_F(E2E, SpeculativeStreamsEqualPlainDecoding) {
   for (int i = 0; i < 16; ++i) {
     json prompt = json::array();
     for (int k = 0; k < 2 + (i * 7) % 30; ++k) prompt.push_back(pattern[(k + i) % pattern.size()]);
-    json b = {{"prompt", prompt}, {"max_tokens", 16 + (i * 9) % 48}, {"stream", true},
-              {"stream_options", {{"include_usage", true}}}, {"logprobs", 0}, {"ignore_eos", true}};
+    json b = {{"prompt", prompt}, {"max_tokens", 16 + (i * 9) % 48},
+              {"stream", true},   {"stream_options", {{"include_usage", true}}},
+              {"logprobs", 0},    {"ignore_eos", true}};
     if (i % 2) {
       b["temperature"] = 0.7;
       b["seed"] = 7 * i;

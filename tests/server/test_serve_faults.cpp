@@ -35,8 +35,9 @@ httplib::Client client(int port) {
 }
 
 std::string raw_post(const std::string& path, const std::string& body) {
-  return "POST " + path + " HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: " +
-         std::to_string(body.size()) + "\r\n\r\n" + body;
+  return "POST " + path +
+         " HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: " + std::to_string(body.size()) +
+         "\r\n\r\n" + body;
 }
 
 // The concatenated text of a completions answer (JSON or SSE) and its last finish_reason.
@@ -79,8 +80,12 @@ TEST_F(Faults, SigtermWithIdleSlowAndStreamingClientsExitsWithinTheGrace) {
   // A pooled keep-alive client, idle after its request.
   auto pooled = client(srv.port());
   ASSERT_EQ(pooled.Get("/health")->status, 200);
-  const std::string body = json{{"model", srv.model()}, {"prompt", "class A:\n"}, {"max_tokens", 6000},
-                                {"stream", true}, {"ignore_eos", true}}.dump();
+  const std::string body = json{
+      {"model", srv.model()},
+      {"prompt", "class A:\n"},
+      {"max_tokens", 6000},
+      {"stream", true},
+      {"ignore_eos", true}}.dump();
   for (int i = 0; i < 2; ++i) {
     streams.push_back(std::make_unique<test::RawConnection>(srv.port(), 30));
     streams.back()->send_all(raw_post("/v1/completions", body));
@@ -95,19 +100,23 @@ TEST_F(Faults, SigtermWithIdleSlowAndStreamingClientsExitsWithinTheGrace) {
   });
   std::vector<std::string> rest(streams.size());
   std::vector<std::thread> readers;
-  for (size_t i = 0; i < streams.size(); ++i) readers.emplace_back([&, i] { rest[i] = streams[i]->read_until("0\r\n\r\n"); });
+  for (size_t i = 0; i < streams.size(); ++i)
+    readers.emplace_back([&, i] { rest[i] = streams[i]->read_until("0\r\n\r\n"); });
 
   double took = 0;
   const int code = srv.terminate_within(kGrace + 10, &took);
   stop = true;
   trickler.join();
   for (auto& t : readers) t.join();
-  std::printf("[ measured ] SIGTERM with 100 idle, 50 slow-header, 1 pooled and 2 streaming clients: exit after %.3f s "
-              "(grace %d s)\n", took, kGrace);
+  std::printf(
+      "[ measured ] SIGTERM with 100 idle, 50 slow-header, 1 pooled and 2 streaming clients: exit after %.3f s "
+      "(grace %d s)\n",
+      took, kGrace);
   EXPECT_EQ(code, 0);
   EXPECT_LT(took, kGrace + 1.0 + 1.0) << "the bound is grace + 1 s; one more second of slack for a loaded CI machine";
   for (const auto& r : rest) {
-    EXPECT_NE(r.find("\"finish_reason\":\"abort\""), std::string::npos) << r.substr(r.size() > 400 ? r.size() - 400 : 0);
+    EXPECT_NE(r.find("\"finish_reason\":\"abort\""), std::string::npos)
+        << r.substr(r.size() > 400 ? r.size() - 400 : 0);
     EXPECT_NE(r.find("data: [DONE]"), std::string::npos);
   }
 }
@@ -141,8 +150,11 @@ TEST_F(Faults, ThousandsOfRequestsAtConcurrency64AllSucceedAndEqualTheirSoloRuns
   constexpr int kPrompts = 8, kClients = 64, kPerClient = 32;
   std::vector<json> bodies;
   for (int i = 0; i < kPrompts; ++i) {
-    bodies.push_back({{"model", srv.model()}, {"prompt", "# task " + std::to_string(i) + "\ndef f" + std::to_string(i) + "(x):\n"},
-                      {"max_tokens", 3}, {"temperature", 0}, {"ignore_eos", true}});
+    bodies.push_back({{"model", srv.model()},
+                      {"prompt", "# task " + std::to_string(i) + "\ndef f" + std::to_string(i) + "(x):\n"},
+                      {"max_tokens", 3},
+                      {"temperature", 0},
+                      {"ignore_eos", true}});
   }
   std::vector<std::string> solo;
   {

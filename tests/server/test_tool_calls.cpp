@@ -42,7 +42,8 @@ TEST(ToolCalls, Qwen35XmlTypedBySchema) {
 }
 
 TEST(ToolCalls, MultilineXmlValueKept) {
-  std::string text = "<tool_call>\n<function=write>\n<parameter=body>\nline 1\nline 2\n</parameter>\n</function>\n</tool_call>";
+  std::string text =
+      "<tool_call>\n<function=write>\n<parameter=body>\nline 1\nline 2\n</parameter>\n</function>\n</tool_call>";
   ToolCallParse p = parse_tool_calls(text, nullptr);
   ASSERT_EQ(p.calls.size(), 1u);
   EXPECT_EQ(json::parse(p.calls[0].arguments)["body"], "line 1\nline 2");

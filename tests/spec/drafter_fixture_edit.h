@@ -24,9 +24,9 @@ struct DrafterEdit {
 // Returns the directory of the edited copy of `source_dir` (a drafter checkpoint).
 inline std::string edited_drafter(const std::string& source_dir, const std::string& tag, const DrafterEdit& edit) {
   namespace fs = std::filesystem;
-  const fs::path dir = fs::temp_directory_path() /
-                       ("specserve_spec_" + tag + "_" + std::to_string(::testing::UnitTest::GetInstance()->random_seed()) +
-                        "_" + std::to_string(::getpid()));
+  const fs::path dir = fs::temp_directory_path() / ("specserve_spec_" + tag + "_" +
+                                                    std::to_string(::testing::UnitTest::GetInstance()->random_seed()) +
+                                                    "_" + std::to_string(::getpid()));
   fs::create_directories(dir);
   std::ifstream in(source_dir + "/config.json");
   nlohmann::json cfg = nlohmann::json::parse(in);

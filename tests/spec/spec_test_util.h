@@ -75,8 +75,8 @@ inline Trace load_trace(const std::string& pair) {
   t.generated = j.at("generated_ids").get<std::vector<int32_t>>();
   t.greedy = j.at("greedy_ids").get<std::vector<int32_t>>();
   for (const auto& s : j.at("steps"))
-    t.steps.push_back({s.at("pos").get<int64_t>(), s.at("drafts").get<std::vector<int32_t>>(), s.at("accepted").get<int>(),
-                       s.at("emitted").get<std::vector<int32_t>>()});
+    t.steps.push_back({s.at("pos").get<int64_t>(), s.at("drafts").get<std::vector<int32_t>>(),
+                       s.at("accepted").get<int>(), s.at("emitted").get<std::vector<int32_t>>()});
   return t;
 }
 
@@ -99,7 +99,8 @@ inline engine::EngineOptions engine_options(int max_seqs = 8) {
 
 inline std::unique_ptr<engine::Engine> make_engine(TargetModel& target, engine::DraftProposer* proposer,
                                                    engine::EngineOptions options = engine_options()) {
-  return std::make_unique<engine::Engine>(target, options, [](int32_t) { return std::string(); }, proposer);
+  return std::make_unique<engine::Engine>(
+      target, options, [](int32_t) { return std::string(); }, proposer);
 }
 
 // Greedy (T = 0) generation of exactly max_tokens tokens (EOS ignored).

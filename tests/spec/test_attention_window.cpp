@@ -70,7 +70,8 @@ TEST(AttentionWindow, EqualsTheSameKeysAttendedFromTheStart) {
     double mx = -1e300, sum = 0;
     for (int j = w; j <= pos; ++j) {
       double d = 0;
-      for (int i = 0; i < kHd; ++i) d += double(q.as<float>()[h * kHd + i]) * k.as<float>()[j * kKv * kHd + kvh * kHd + i];
+      for (int i = 0; i < kHd; ++i)
+        d += double(q.as<float>()[h * kHd + i]) * k.as<float>()[j * kKv * kHd + kvh * kHd + i];
       s.push_back(d * scale);
       mx = std::max(mx, s.back());
     }

@@ -20,7 +20,7 @@ TEST(DraftVocabulary, TheLowestIdsPlusTheAlwaysDrafted) {
   EXPECT_TRUE(draft_vocabulary("all", {}, 100).empty());
   EXPECT_TRUE(draft_vocabulary("", {}, 100).empty());
   EXPECT_EQ(draft_vocabulary("4", Ids{90, 2, 150, -1, 90}, 100), (Ids{0, 1, 2, 3, 90}));
-  EXPECT_TRUE(draft_vocabulary("100", {}, 100).empty());    // every id: the whole head
+  EXPECT_TRUE(draft_vocabulary("100", {}, 100).empty());  // every id: the whole head
   EXPECT_TRUE(draft_vocabulary("5000", {}, 100).empty());
   EXPECT_TRUE(draft_vocabulary("99", Ids{99}, 100).empty());  // ... also when `always` completes it
   EXPECT_THROW(draft_vocabulary("0", {}, 100), Error);
@@ -53,7 +53,8 @@ class DrafterVocabulary : public ::testing::Test {
     b.capture_layers = d.target_layer_ids();
     const ForwardResult r = pair_->target->forward(b);
     sequences_.push_back(d.new_sequence());
-    append_rows(*sequences_.back(), 0, std::span<const float>(r.captured.as<float>(), static_cast<size_t>(r.captured.numel())));
+    append_rows(*sequences_.back(), 0,
+                std::span<const float>(r.captured.as<float>(), static_cast<size_t>(r.captured.numel())));
     return DraftBlock{sequences_.back().get(), trace.prompt.back(), static_cast<int64_t>(trace.prompt.size())};
   }
   Tensor block_logits(const DFlashDrafter& d, int gamma) {
@@ -93,8 +94,8 @@ TEST_F(DrafterVocabulary, LogitsAreTheWholeHeadsAtTheSubsetsIds) {
   EXPECT_EQ(block_logits(d, gamma).view().nbytes(), full.view().nbytes());
   const Tensor again = block_logits(d, gamma);
   EXPECT_TRUE(std::equal(again.as<float>(), again.as<float>() + again.view().numel(), full.as<float>()));
-  EXPECT_THROW(d.set_vocabulary({3, 2}), Error);           // not ascending
-  EXPECT_THROW(d.set_vocabulary({1, 1}), Error);           // not unique
+  EXPECT_THROW(d.set_vocabulary({3, 2}), Error);                     // not ascending
+  EXPECT_THROW(d.set_vocabulary({1, 1}), Error);                     // not unique
   EXPECT_THROW(d.set_vocabulary({static_cast<int32_t>(V)}), Error);  // outside
 }
 

@@ -80,7 +80,8 @@ TEST_F(DrafterBatching, AppendManyEqualsAppendsOneByOne) {
   const auto fa = features(pa), fb = features(pb);
   const auto width = static_cast<int64_t>(d.feature_width());
   auto view = [&](const std::vector<float>& f) {
-    return TensorView::contiguous(const_cast<float*>(f.data()), DType::F32, {static_cast<int64_t>(f.size()) / width, width});
+    return TensorView::contiguous(const_cast<float*>(f.data()), DType::F32,
+                                  {static_cast<int64_t>(f.size()) / width, width});
   };
   auto a1 = d.new_sequence(), b1 = d.new_sequence(), a2 = d.new_sequence(), b2 = d.new_sequence();
   append_rows(*a1, 0, view(fa));

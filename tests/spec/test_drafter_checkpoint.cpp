@@ -43,7 +43,8 @@ Tensor drafts_of(const DFlashDrafter& d, TargetModel& target) {
 }
 
 TEST_F(DrafterCheckpointTest, ModelPrefixedNamesLoadTheSameDrafter) {
-  const std::string dir = edited_drafter(draft_dir(), "prefixed", {.rename = [](const std::string& n) { return "model." + n; }});
+  const std::string dir =
+      edited_drafter(draft_dir(), "prefixed", {.rename = [](const std::string& n) { return "model." + n; }});
   auto prefixed = DFlashDrafter::load(dir, *target_, "f32");
   auto plain = DFlashDrafter::load(draft_dir(), *target_, "f32");
   const Tensor a = drafts_of(*prefixed, *target_), b = drafts_of(*plain, *target_);
@@ -53,13 +54,11 @@ TEST_F(DrafterCheckpointTest, ModelPrefixedNamesLoadTheSameDrafter) {
 
 TEST_F(DrafterCheckpointTest, RefusesDFlash2AndDSparkTensors) {
   const Tensor extra = Tensor::zeros(DType::F32, {4});
-  const std::string d2 = edited_drafter(draft_dir(), "dflash2", {.add = [&](SafetensorsWriter& w) {
-                                          w.add("layers.0.attention_conv.weight", extra);
-                                        }});
+  const std::string d2 = edited_drafter(
+      draft_dir(), "dflash2", {.add = [&](SafetensorsWriter& w) { w.add("layers.0.attention_conv.weight", extra); }});
   EXPECT_NE(error_of([&] { DFlashDrafter::load(d2, *target_); }).find("DFlash2"), std::string::npos);
-  const std::string ds = edited_drafter(draft_dir(), "dspark", {.add = [&](SafetensorsWriter& w) {
-                                          w.add("markov_head.markov_w1.weight", extra);
-                                        }});
+  const std::string ds = edited_drafter(
+      draft_dir(), "dspark", {.add = [&](SafetensorsWriter& w) { w.add("markov_head.markov_w1.weight", extra); }});
   EXPECT_NE(error_of([&] { DFlashDrafter::load(ds, *target_); }).find("DSpark"), std::string::npos);
 }
 

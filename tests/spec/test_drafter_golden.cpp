@@ -88,8 +88,8 @@ TEST_P(DrafterGolden, TeacherForcedLogitsMatchReference) {
         << name << " step " << step << " verify logits";
     const int kept = ref.accepted + 1;
     target.commit(*state, kept);
-    append_rows(*ctx, position, std::span<const float>(v.captured.as<float>(),
-                                                 static_cast<size_t>(kept * v.captured.shape()[1])));
+    append_rows(*ctx, position,
+                std::span<const float>(v.captured.as<float>(), static_cast<size_t>(kept * v.captured.shape()[1])));
     position += kept;
     pending = ref.emitted.back();
     EXPECT_EQ(ctx->rows(), state->length());

@@ -80,20 +80,23 @@ TEST(GenerateDraftCli, SameTokensAsPlainDecoding) {
   std::vector<Case> cases;
   for (const char* name : {"dense-trained", "hybrid-trained"}) {
     const auto trace = read_json(fixture(name) + "/trace.json");
-    cases.push_back({fixture(name) + "/target", fixture(name) + "/draft", trace.at("prompt_ids").get<std::vector<int32_t>>()});
+    cases.push_back(
+        {fixture(name) + "/target", fixture(name) + "/draft", trace.at("prompt_ids").get<std::vector<int32_t>>()});
   }
   const std::string demo = std::string(SPECSERVE_SOURCE_DIR) + "/models/demo-coder";
   cases.push_back({demo + "/target", demo + "/drafter", {755, 3905, 7268, 11, 1108, 1020}});  // some demo ids
   for (const auto& c : cases) {
     for (const std::string sampling : {"", " --temperature 0.8 --seed 11"}) {
-      const std::string base = "--model " + c.target + " --prompt-ids " + join(c.prompt) + " --max-tokens 40 --ignore-eos" + sampling;
+      const std::string base =
+          "--model " + c.target + " --prompt-ids " + join(c.prompt) + " --max-tokens 40 --ignore-eos" + sampling;
       const auto plain = generate_json(base);
       ASSERT_TRUE(plain.contains("token_ids"));
       EXPECT_EQ(plain.at("token_ids").size(), 40u);
       EXPECT_FALSE(plain.at("stats").contains("tau"));
       std::vector<std::vector<int32_t>> first_drafts;
       for (int gamma : {15, 3}) {
-        const auto spec = generate_json(base + " --draft " + c.draft + " --gamma " + std::to_string(gamma) + " --trace");
+        const auto spec =
+            generate_json(base + " --draft " + c.draft + " --gamma " + std::to_string(gamma) + " --trace");
         ASSERT_TRUE(spec.contains("token_ids"));
         EXPECT_EQ(spec.at("token_ids"), plain.at("token_ids")) << c.target << sampling << " gamma " << gamma;
         check_spec_records(spec, gamma, c.prompt.size());
@@ -158,16 +161,16 @@ TEST(GenerateDraftCli, RefusesBadCombinations) {
   const std::string dense = fixture("dense-trained"), hybrid = fixture("hybrid-trained");
   const std::string base = "generate --model " + dense + "/target --prompt-ids 1,2,3 --max-tokens 8 ";
   EXPECT_EQ(run_cli(base + "--draft " + dense + "/draft").status, 0);
-  EXPECT_EQ(run_cli(base + "--draft " + dense + "/draft --gamma 16").status, 1);       // block 16: at most 15
-  EXPECT_EQ(run_cli(base + "--gamma 3").status, 1);                                   // needs --draft
-  EXPECT_EQ(run_cli(base + "--trace").status, 1);                                     // needs --draft
-  EXPECT_EQ(run_cli(base + "--draft " + hybrid + "/draft").status, 1);                // another target's drafter
+  EXPECT_EQ(run_cli(base + "--draft " + dense + "/draft --gamma 16").status, 1);          // block 16: at most 15
+  EXPECT_EQ(run_cli(base + "--gamma 3").status, 1);                                       // needs --draft
+  EXPECT_EQ(run_cli(base + "--trace").status, 1);                                         // needs --draft
+  EXPECT_EQ(run_cli(base + "--draft " + hybrid + "/draft").status, 1);                    // another target's drafter
   EXPECT_NE(run_cli(base + "--draft " + dense + "/draft --verify-mode nope").status, 0);  // a parse error
   EXPECT_EQ(run_cli(base + "--draft " + dense + "/draft --draft-sampling sample --verify-mode raw-argmax").status, 1);
   EXPECT_EQ(run_cli(base + "--draft /nonexistent").status, 1);
   EXPECT_EQ(run_cli(base + "--draft " + dense + "/draft --draft-matmul exact").status, 0);
   EXPECT_NE(run_cli(base + "--draft " + dense + "/draft --draft-matmul fastest").status, 0);  // a parse error
-  EXPECT_EQ(run_cli(base + "--draft-matmul exact").status, 1);  // needs --draft
+  EXPECT_EQ(run_cli(base + "--draft-matmul exact").status, 1);                                // needs --draft
   EXPECT_EQ(run_cli(base + "--draft " + dense + "/draft --draft-vocab 200").status, 0);
   EXPECT_EQ(run_cli(base + "--draft " + dense + "/draft --draft-vocab 0").status, 1);
   EXPECT_EQ(run_cli(base + "--draft " + dense + "/draft --draft-vocab /nonexistent/ids.txt").status, 1);

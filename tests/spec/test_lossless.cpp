@@ -61,24 +61,26 @@ void expect_identical(const LosslessCase& c, const RequestMaker& make, const std
 class Lossless : public ::testing::TestWithParam<LosslessCase> {};
 
 TEST_P(Lossless, GreedyIdenticalToPlainDecoding) {
-  expect_identical(GetParam(), [](const auto& p, size_t) { return greedy_request(p, 40); }, "greedy");
+  expect_identical(
+      GetParam(), [](const auto& p, size_t) { return greedy_request(p, 40); }, "greedy");
 }
 
 TEST_P(Lossless, SeededSamplingIdenticalToPlainDecoding) {
-  expect_identical(GetParam(), [](const auto& p, size_t i) { return sampled_request(p, 40, 1000 + i, 0.8f, 0.9f); },
-                   "seeded");
+  expect_identical(
+      GetParam(), [](const auto& p, size_t i) { return sampled_request(p, 40, 1000 + i, 0.8f, 0.9f); }, "seeded");
 }
 
 TEST_P(Lossless, PenalisedSamplingIdenticalToPlainDecoding) {
-  expect_identical(GetParam(),
-                   [](const auto& p, size_t i) {
-                     auto r = sampled_request(p, 40, 77 + i, i % 2 ? 0.0f : 0.7f);
-                     r.params.sampling.repetition_penalty = 1.3f;
-                     r.params.sampling.presence_penalty = 0.4f;
-                     r.params.sampling.frequency_penalty = 0.2f;
-                     return r;
-                   },
-                   "penalised");
+  expect_identical(
+      GetParam(),
+      [](const auto& p, size_t i) {
+        auto r = sampled_request(p, 40, 77 + i, i % 2 ? 0.0f : 0.7f);
+        r.params.sampling.repetition_penalty = 1.3f;
+        r.params.sampling.presence_penalty = 0.4f;
+        r.params.sampling.frequency_penalty = 0.2f;
+        return r;
+      },
+      "penalised");
 }
 
 // At T = 0 the sampled-draft mode's q and p are point masses, so min(1, p/q) acceptance is

@@ -21,12 +21,14 @@ class SlidingDrafter : public ::testing::Test {
     target_ = TargetModel::load(pair_dir("dense-trained") + "/target", {.dtype = "f32"});
     const std::string src = pair_dir("dense-trained") + "/draft";
     full_ = DFlashDrafter::load(src, *target_);
-    sliding_ = DFlashDrafter::load(edited_drafter(src, "sliding", {.config = [](nlohmann::json& c) {
-                                                    c["layer_types"] = {"sliding_attention", "sliding_attention"};
-                                                    c["use_sliding_window"] = true;
-                                                    c["sliding_window"] = kWindow;
-                                                    c["max_window_layers"] = 0;
-                                                  }}),
+    sliding_ = DFlashDrafter::load(edited_drafter(src, "sliding",
+                                                  {.config =
+                                                       [](nlohmann::json& c) {
+                                                         c["layer_types"] = {"sliding_attention", "sliding_attention"};
+                                                         c["use_sliding_window"] = true;
+                                                         c["sliding_window"] = kWindow;
+                                                         c["max_window_layers"] = 0;
+                                                       }}),
                                    *target_);
     ASSERT_EQ(sliding_->config().layer_types[0], LayerType::SlidingAttention);
     prompt_ = {4, 9, 14, 19, 24, 29, 34, 39, 44, 49, 54, 59};

@@ -46,7 +46,8 @@ const std::string kPair = std::string(SPECSERVE_SOURCE_DIR) + "/tests/fixtures/d
 CliRun bench_pair(const std::string& extra) {
   return run_specserve("bench steps --model " + kPair + "/target --draft " + kPair +
                        "/draft --backend cpu --threads 2 --iterations 1 --context 20 --prefill 30 "
-                       "--decode-batches 1 --verify-batches 1 --verify-k 16 " + extra);
+                       "--decode-batches 1 --verify-batches 1 --verify-k 16 " +
+                       extra);
 }
 
 TEST(StepBenchCli, StepsOnACheckpointPair) {
@@ -84,7 +85,8 @@ TEST(StepBenchCli, OldSpellingsStillRun) {
       "--decode-batches 1 --verify-batches 1 --verify-k 2 --json");
   ASSERT_EQ(synthetic.status, 0) << synthetic.out;
   EXPECT_EQ(nlohmann::json::parse(synthetic.out)["model"], "synthetic tiny");
-  const CliRun steps = run_specserve("bench --steps --model " + kPair + "/target --backend cpu --threads 2 "
+  const CliRun steps = run_specserve("bench --steps --model " + kPair +
+                                     "/target --backend cpu --threads 2 "
                                      "--iterations 1 --context 20 --prefill 30 --decode-batches 1 "
                                      "--verify-batches 1 --verify-k 2 --json");
   ASSERT_EQ(steps.status, 0) << steps.out;

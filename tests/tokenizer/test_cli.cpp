@@ -31,7 +31,8 @@ int run(const std::string& cmd, std::string& out) {
 }
 
 std::filesystem::path temp_file(const std::string& name, const std::string& content) {
-  const auto path = std::filesystem::temp_directory_path() / ("specserve_cli_" + std::to_string(::getpid()) + "_" + name);
+  const auto path =
+      std::filesystem::temp_directory_path() / ("specserve_cli_" + std::to_string(::getpid()) + "_" + name);
   std::ofstream(path, std::ios::binary) << content;
   return path;
 }
@@ -65,7 +66,8 @@ TEST_F(Cli, TokenizeMatchesHuggingFace) {
   // --decode round trip, and tokenizer.json given as a file.
   const auto ids_in = temp_file("ids.jsonl", out);
   std::string decoded;
-  ASSERT_EQ(run(binary().string() + " tokenize --decode --tokenizer " + (dir / "tokenizer.json").string() + " --input-jsonl " + ids_in.string(),
+  ASSERT_EQ(run(binary().string() + " tokenize --decode --tokenizer " + (dir / "tokenizer.json").string() +
+                    " --input-jsonl " + ids_in.string(),
                 decoded),
             0);
   std::istringstream dl(decoded);
@@ -82,8 +84,13 @@ TEST_F(Cli, TokenizeMatchesHuggingFace) {
 TEST_F(Cli, TokenizeErrorsExitNonZero) {
   std::string out;
   const auto bad = temp_file("bad.jsonl", "\"ok\"\nnot json\n");
-  EXPECT_NE(run(binary().string() + " tokenize --tokenizer " + (fixture_dir() / "gpt2_style").string() + " --input-jsonl " + bad.string() + " 2>/dev/null", out), 0);
-  EXPECT_NE(run(binary().string() + " tokenize --tokenizer /nonexistent --input-jsonl " + bad.string() + " 2>/dev/null", out), 0);
+  EXPECT_NE(run(binary().string() + " tokenize --tokenizer " + (fixture_dir() / "gpt2_style").string() +
+                    " --input-jsonl " + bad.string() + " 2>/dev/null",
+                out),
+            0);
+  EXPECT_NE(
+      run(binary().string() + " tokenize --tokenizer /nonexistent --input-jsonl " + bad.string() + " 2>/dev/null", out),
+      0);
   std::filesystem::remove(bad);
 }
 
@@ -95,14 +102,17 @@ TEST_F(Cli, ChatTemplateMatchesTransformers) {
     const auto req = temp_file("req.json", c["request"].dump());
     const auto dir = source_dir() / "tests/fixtures/chat/qwen3_5";
     std::string out;
-    const int rc = run(binary().string() + " chat-template --tokenizer " + dir.string() + " --request-file " + req.string() + " 2>/dev/null", out);
+    const int rc = run(binary().string() + " chat-template --tokenizer " + dir.string() + " --request-file " +
+                           req.string() + " 2>/dev/null",
+                       out);
     if (c.contains("error")) {
       EXPECT_NE(rc, 0) << c["name"];
     } else {
       EXPECT_EQ(rc, 0) << c["name"];
       EXPECT_EQ(out, c["text"].get<std::string>()) << c["name"];
       std::string json_out;
-      run(binary().string() + " chat-template --json --tokenizer " + dir.string() + " --request-file " + req.string(), json_out);
+      run(binary().string() + " chat-template --json --tokenizer " + dir.string() + " --request-file " + req.string(),
+          json_out);
       EXPECT_EQ(nlohmann::json::parse(json_out)["text"], c["text"]) << c["name"];
     }
     std::filesystem::remove(req);

@@ -54,7 +54,8 @@ TEST(HfIds, RoundTripIsNfc) {
   for (const std::string variant : {"qwen3", "qwen35"}) {
     const Tokenizer& tok = variant_tokenizer(variant);
     for (const auto& line : corpus()) {
-      EXPECT_EQ(tok.decode(tok.encode(line)), normalize(line, NormalForm::NFC)) << variant << " " << nlohmann::json(line).dump();
+      EXPECT_EQ(tok.decode(tok.encode(line)), normalize(line, NormalForm::NFC))
+          << variant << " " << nlohmann::json(line).dump();
     }
   }
 }

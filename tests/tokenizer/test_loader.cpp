@@ -38,7 +38,9 @@ TEST(Loader, SplitSpecialTokensOption) {
 }
 
 TEST(Loader, ErrorsAreClear) {
-  auto bad = [](nlohmann::json tj) { EXPECT_THROW(Tokenizer::from_json(tj), specserve::Error) << tj.dump().substr(0, 200); };
+  auto bad = [](nlohmann::json tj) {
+    EXPECT_THROW(Tokenizer::from_json(tj), specserve::Error) << tj.dump().substr(0, 200);
+  };
   const nlohmann::json good = base_json("gpt2");
   bad(nlohmann::json::array());
   bad(nlohmann::json::object());

@@ -33,8 +33,8 @@ const std::set<uint32_t>& unicode_version_differences() {
     for (int k = 0; k < 3; ++k) {
       int err;
       PCRE2_SIZE off;
-      pcre2_code* re = pcre2_compile(reinterpret_cast<PCRE2_SPTR>(pats[k]), PCRE2_ZERO_TERMINATED, PCRE2_UTF | PCRE2_UCP,
-                                     &err, &off, nullptr);
+      pcre2_code* re = pcre2_compile(reinterpret_cast<PCRE2_SPTR>(pats[k]), PCRE2_ZERO_TERMINATED,
+                                     PCRE2_UTF | PCRE2_UCP, &err, &off, nullptr);
       pcre2_jit_compile(re, PCRE2_JIT_COMPLETE);
       pcre2_match_data* md = pcre2_match_data_create_from_pattern(re, nullptr);
       for (uint32_t cp = 0; cp < 0x110000; ++cp) {
@@ -66,7 +66,8 @@ void expect_same(const SplitMatcher& fast, const SplitMatcher& slow, std::string
   std::vector<Span> a, b;
   fast.find_matches(text, a);
   slow.find_matches(text, b);
-  ASSERT_EQ(spans_to_string(text, a), spans_to_string(text, b)) << name << " on " << nlohmann::json(std::string(text)).dump();
+  ASSERT_EQ(spans_to_string(text, a), spans_to_string(text, b))
+      << name << " on " << nlohmann::json(std::string(text)).dump();
 }
 
 TEST(Splitter, UnicodeTablesMostlyAgreeWithPcre2) {
@@ -90,7 +91,8 @@ TEST(Splitter, FastEqualsPcre2OnRandomStrings) {
       {'a', 'Z', 'e', 's', 't', 'r', 'v', 'm', 'l', 'd', 'S', 'T', 'R', 'E', 'L', 'D', 0xE9, 0x4E00, 0x0915, 0x05D0},
       {'0', '7', 0x0663, 0x0967, 0x2460, 0x00B2, 0x216B, 0x00BD},
       {' ', ' ', ' ', '\t', '\n', '\r', 0x0B, 0x0C, 0x85, 0xA0, 0x1680, 0x2003, 0x2028, 0x2029, 0x3000, 0x180E},
-      {'\'', '\'', '!', '.', ',', '-', '"', '(', '<', '|', 0x2019, 0x00A9, 0x1F600, 0x200D, 0xFE0F, 0x0000, 0x001B, 0x007F},
+      {'\'', '\'', '!', '.', ',', '-', '"', '(', '<', '|', 0x2019, 0x00A9, 0x1F600, 0x200D, 0xFE0F, 0x0000, 0x001B,
+       0x007F},
       {0x0301, 0x0308, 0x093E, 0x094D, 0x0E34, 0x20DD, 0x0489},
       {0x017F, 0x212A, 0x0130, 0x0131, 0x1E9E},
   };
@@ -157,9 +159,7 @@ TEST(Splitter, Pcre2RewritesWhiteSpaceLikeOniguruma) {
   EXPECT_EQ(spans_to_string(s, v), R"(["a᠎b"," ","c"])");
 }
 
-TEST(Splitter, BadRegexIsAnError) {
-  EXPECT_THROW(make_pcre2_matcher("(unclosed"), specserve::Error);
-}
+TEST(Splitter, BadRegexIsAnError) { EXPECT_THROW(make_pcre2_matcher("(unclosed"), specserve::Error); }
 
 }  // namespace
 }  // namespace specserve::tokenizer::testing

@@ -20,8 +20,11 @@ TEST(Utf8, Validity) {
 
 TEST(Utf8, RepairReplacesMaximalSubparts) {
   // As Python's bytes.decode("utf-8", "replace") / Rust's from_utf8_lossy.
-  EXPECT_EQ(repair_utf8("a\xE2\x82" "b"), "a\uFFFD" "b");           // one U+FFFD for a truncated sequence
-  EXPECT_EQ(repair_utf8("\xF0\x80\x80"), "\uFFFD\uFFFD\uFFFD");      // F0 80: invalid second byte
+  EXPECT_EQ(repair_utf8("a\xE2\x82"
+                        "b"),
+            "a\uFFFD"
+            "b");                                                // one U+FFFD for a truncated sequence
+  EXPECT_EQ(repair_utf8("\xF0\x80\x80"), "\uFFFD\uFFFD\uFFFD");  // F0 80: invalid second byte
   EXPECT_EQ(repair_utf8("\xC0\xAF"), "\uFFFD\uFFFD");
   EXPECT_EQ(repair_utf8("\xED\xA0\x80"), "\uFFFD\uFFFD\uFFFD");
   EXPECT_EQ(repair_utf8("\xF0\x9F\x98"), "\uFFFD");

@@ -101,18 +101,24 @@ nlohmann::json variant_json(const std::string& name, bool& split_special) {
   } else if (name == "gpt2_nfkc") {
     t["normalizer"] = {{"type", "Sequence"}, {"normalizers", json::array({{{"type", "NFKC"}}})}};
   } else if (name == "gpt2_removed") {
-    t["pre_tokenizer"] = {{"type", "Sequence"}, {"pretokenizers", json::array({split_step("Regex", R"(\s+)", "Removed"), byte_level(false)})}};
+    t["pre_tokenizer"] = {
+        {"type", "Sequence"},
+        {"pretokenizers", json::array({split_step("Regex", R"(\s+)", "Removed"), byte_level(false)})}};
   } else if (name == "gpt2_merged_prev") {
-    t["pre_tokenizer"] = {{"type", "Sequence"},
-                          {"pretokenizers", json::array({split_step("Regex", R"(\s+)", "MergedWithPrevious"), byte_level(false)})}};
+    t["pre_tokenizer"] = {
+        {"type", "Sequence"},
+        {"pretokenizers", json::array({split_step("Regex", R"(\s+)", "MergedWithPrevious"), byte_level(false)})}};
   } else if (name == "gpt2_merged_next") {
-    t["pre_tokenizer"] = {{"type", "Sequence"},
-                          {"pretokenizers", json::array({split_step("Regex", R"(\p{N})", "MergedWithNext"), byte_level(true)})}};
+    t["pre_tokenizer"] = {
+        {"type", "Sequence"},
+        {"pretokenizers", json::array({split_step("Regex", R"(\p{N})", "MergedWithNext"), byte_level(true)})}};
   } else if (name == "gpt2_contiguous_invert") {
-    t["pre_tokenizer"] = {{"type", "Sequence"},
-                          {"pretokenizers", json::array({split_step("Regex", "[aeiou]", "Contiguous", true), byte_level(false)})}};
+    t["pre_tokenizer"] = {
+        {"type", "Sequence"},
+        {"pretokenizers", json::array({split_step("Regex", "[aeiou]", "Contiguous", true), byte_level(false)})}};
   } else if (name == "gpt2_string_split") {
-    t["pre_tokenizer"] = {{"type", "Sequence"}, {"pretokenizers", json::array({split_step("String", ", ", "Isolated"), byte_level(true)})}};
+    t["pre_tokenizer"] = {{"type", "Sequence"},
+                          {"pretokenizers", json::array({split_step("String", ", ", "Isolated"), byte_level(true)})}};
   } else {
     throw std::runtime_error("unknown variant " + name);
   }

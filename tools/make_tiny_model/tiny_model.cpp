@@ -105,8 +105,11 @@ ojson config_json(const TinyModelOptions& o, const TinyTokenizer& tok, int64_t v
   c["linear_num_key_heads"] = 2;
   c["linear_num_value_heads"] = 4;
   c["partial_rotary_factor"] = 0.25;
-  c["rope_parameters"] = {{"rope_type", "default"}, {"rope_theta", 10000000.0}, {"partial_rotary_factor", 0.25},
-                          {"mrope_section", {3, 3, 2}}, {"mrope_interleaved", true}};
+  c["rope_parameters"] = {{"rope_type", "default"},
+                          {"rope_theta", 10000000.0},
+                          {"partial_rotary_factor", 0.25},
+                          {"mrope_section", {3, 3, 2}},
+                          {"mrope_interleaved", true}};
   c["attn_output_gate"] = true;
   c["mamba_ssm_dtype"] = "float32";
   c["dtype"] = dtype;

@@ -212,11 +212,17 @@ std::string tokenizer_json(const TinyTokenizer& t) {
   using ojson = nlohmann::ordered_json;
   ojson added = ojson::array();
   for (const auto& s : t.special_tokens)
-    added.push_back({{"id", t.special_id(s)}, {"content", s}, {"single_word", false}, {"lstrip", false},
-                     {"rstrip", false}, {"normalized", false}, {"special", true}});
+    added.push_back({{"id", t.special_id(s)},
+                     {"content", s},
+                     {"single_word", false},
+                     {"lstrip", false},
+                     {"rstrip", false},
+                     {"normalized", false},
+                     {"special", true}});
   ojson vocab = ojson::object();
   for (size_t id = 0; id < t.vocab.size(); ++id) vocab[t.vocab[id]] = id;
-  const ojson byte_level = {{"type", "ByteLevel"}, {"add_prefix_space", false}, {"trim_offsets", false}, {"use_regex", false}};
+  const ojson byte_level = {
+      {"type", "ByteLevel"}, {"add_prefix_space", false}, {"trim_offsets", false}, {"use_regex", false}};
   ojson j = {
       {"version", "1.0"},
       {"truncation", nullptr},
@@ -231,9 +237,16 @@ std::string tokenizer_json(const TinyTokenizer& t) {
       {"post_processor", byte_level},
       {"decoder", byte_level},
       {"model",
-       {{"type", "BPE"}, {"dropout", nullptr}, {"unk_token", nullptr}, {"continuing_subword_prefix", ""},
-        {"end_of_word_suffix", ""}, {"fuse_unk", false}, {"byte_fallback", false}, {"ignore_merges", false},
-        {"vocab", vocab}, {"merges", t.merges}}},
+       {{"type", "BPE"},
+        {"dropout", nullptr},
+        {"unk_token", nullptr},
+        {"continuing_subword_prefix", ""},
+        {"end_of_word_suffix", ""},
+        {"fuse_unk", false},
+        {"byte_fallback", false},
+        {"ignore_merges", false},
+        {"vocab", vocab},
+        {"merges", t.merges}}},
   };
   return j.dump(2) + "\n";
 }
@@ -242,7 +255,7 @@ std::string tokenizer_config_json(const TinyTokenizer& t) {
   using ojson = nlohmann::ordered_json;
   ojson decoder = ojson::object();
   for (const auto& s : t.special_tokens)
-    decoder[std::to_string(t.special_id(s))] = {{"content", s}, {"lstrip", false}, {"normalized", false},
+    decoder[std::to_string(t.special_id(s))] = {{"content", s},    {"lstrip", false},      {"normalized", false},
                                                 {"rstrip", false}, {"single_word", false}, {"special", true}};
   // ChatML, the format of every Qwen chat model (docs/MODELS.md §4.4), without tools or thinking.
   const std::string chat_template =

@@ -9,8 +9,8 @@
 namespace specserve::tiny {
 
 struct TinyTokenizer {
-  std::vector<std::string> vocab;   // id -> token text (byte symbols, then merge results)
-  std::vector<std::string> merges;  // "a b", in rank order
+  std::vector<std::string> vocab;           // id -> token text (byte symbols, then merge results)
+  std::vector<std::string> merges;          // "a b", in rank order
   std::vector<std::string> special_tokens;  // <|endoftext|>, <|im_start|>, <|im_end|>; ids follow vocab
   int64_t special_id(const std::string& token) const;
   int64_t size() const { return static_cast<int64_t>(vocab.size() + special_tokens.size()); }

@@ -35,8 +35,10 @@ void kv_store(const TensorView& k, const TensorView& v, const KvGeometry& geo, i
     float* block = rows[r].blocks[pos / kKvBlockSize];
     const int slot = pos % kKvBlockSize;
     for (int h = 0; h < geo.num_kv_heads; ++h) {
-      std::memcpy(block + geo.offset(layer, 0, h, slot), k.as<const float>() + r * k.strides[0] + h * geo.head_dim, bytes);
-      std::memcpy(block + geo.offset(layer, 1, h, slot), v.as<const float>() + r * v.strides[0] + h * geo.head_dim, bytes);
+      std::memcpy(block + geo.offset(layer, 0, h, slot), k.as<const float>() + r * k.strides[0] + h * geo.head_dim,
+                  bytes);
+      std::memcpy(block + geo.offset(layer, 1, h, slot), v.as<const float>() + r * v.strides[0] + h * geo.head_dim,
+                  bytes);
     }
   }
 }

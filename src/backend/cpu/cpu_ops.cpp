@@ -8,13 +8,15 @@ class CpuOps final : public Ops {
  public:
   std::string_view name() const override { return "cpu"; }
   void matmul(const TensorView& x, const TensorView& w, const TensorView& y) const override { cpu::matmul(x, w, y); }
-  void matmul_multi(const TensorView& x, std::span<const TensorView> ws, std::span<const TensorView> ys) const override {
+  void matmul_multi(const TensorView& x, std::span<const TensorView> ws,
+                    std::span<const TensorView> ys) const override {
     cpu::matmul_multi(x, ws, ys);
   }
   void embedding(const TensorView& table, std::span<const int32_t> ids, const TensorView& out) const override {
     cpu::embedding(table, ids, out);
   }
-  void rms_norm(const TensorView& x, const TensorView& w, NormKind kind, float eps, const TensorView& y) const override {
+  void rms_norm(const TensorView& x, const TensorView& w, NormKind kind, float eps,
+                const TensorView& y) const override {
     cpu::rms_norm(x, w, kind, eps, y);
   }
   void rms_norm_gated(const TensorView& x, const TensorView& z, const TensorView& w, float eps,

@@ -18,14 +18,15 @@ void swiglu(const TensorView& gate, const TensorView& up, const TensorView& out)
 void add(const TensorView& x, const TensorView& y);
 void mul_sigmoid(const TensorView& x, const TensorView& gate);
 void argmax(const TensorView& x, int64_t n, std::span<int32_t> out);
-void kv_store(const TensorView& k, const TensorView& v, const KvGeometry& geo, int layer, std::span<const AttentionRow> rows);
+void kv_store(const TensorView& k, const TensorView& v, const KvGeometry& geo, int layer,
+              std::span<const AttentionRow> rows);
 void attention(const TensorView& q, const KvGeometry& geo, int layer, std::span<const AttentionRow> rows, int num_heads,
                float scale, const TensorView& out);
 void causal_conv_silu(const TensorView& x, const TensorView& window, const TensorView& w, const TensorView& out);
 void gdn_prepare(const TensorView& qkv, const TensorView& a, const TensorView& b, const TensorView& a_log,
                  const TensorView& dt_bias, const GdnDims& dims);
-void gated_delta_rule(const TensorView& qkv, const TensorView& g, const TensorView& beta, std::span<const GdnSpan> spans,
-                      const GdnDims& dims, const TensorView& out);
+void gated_delta_rule(const TensorView& qkv, const TensorView& g, const TensorView& beta,
+                      std::span<const GdnSpan> spans, const GdnDims& dims, const TensorView& out);
 
 // Scalar helpers with the exact formulas the kernels use (also used by tests' references).
 float silu(float x);

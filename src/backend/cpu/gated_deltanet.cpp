@@ -28,8 +28,8 @@ void causal_conv_silu(const TensorView& x, const TensorView& window, const Tenso
         float acc = 0.0f;
         for (int64_t j = 0; j < Kc; ++j) {
           const int64_t src = t - (Kc - 1) + j;  // row index relative to x; negative = window
-          const float v = src >= 0 ? x.as<const float>()[src * x.strides[0] + c]
-                                   : window.as<const float>()[(Kc - 1 + src) * C + c];
+          const float v =
+              src >= 0 ? x.as<const float>()[src * x.strides[0] + c] : window.as<const float>()[(Kc - 1 + src) * C + c];
           acc += ws[c * Kc + j] * v;
         }
         o[c] = silu(acc);
@@ -131,12 +131,12 @@ void recurrent(const HeadIo& io, float* S, const float* S_in, int64_t r0, int64_
 void chunk(const HeadIo& io, float* S, int64_t r0, int64_t L, std::vector<float>& scratch) {
   const int dk = io.d.k_dim, dv = io.d.v_dim;
   scratch.resize(static_cast<size_t>(L + 2 * L * L + L * dv + L * dk + dk * dv));
-  float* G = scratch.data();       // [L] cumulative log-decay
-  float* A = G + L;                // [L, L] strictly lower: (beta_i k_i . k_j) e^{G_i - G_j}
-  float* P = A + L * L;            // [L, L] lower incl. diagonal: (q_i . k_j) e^{G_i - G_j}
-  float* U = P + L * L;            // [L, dv] solve (I + A) U = diag(beta) V, then v_new = U - W S0
-  float* W = U + L * dv;           // [L, dk] solve (I + A) W = diag(beta) K e^{G}
-  float* S_add = W + L * dk;       // [dk, dv] the chunk's addition to the decayed state
+  float* G = scratch.data();  // [L] cumulative log-decay
+  float* A = G + L;           // [L, L] strictly lower: (beta_i k_i . k_j) e^{G_i - G_j}
+  float* P = A + L * L;       // [L, L] lower incl. diagonal: (q_i . k_j) e^{G_i - G_j}
+  float* U = P + L * L;       // [L, dv] solve (I + A) U = diag(beta) V, then v_new = U - W S0
+  float* W = U + L * dv;      // [L, dk] solve (I + A) W = diag(beta) K e^{G}
+  float* S_add = W + L * dk;  // [dk, dv] the chunk's addition to the decayed state
   float acc = 0.0f;
   for (int64_t i = 0; i < L; ++i) {
     acc += io.gate(r0 + i);
@@ -210,8 +210,8 @@ void chunk(const HeadIo& io, float* S, int64_t r0, int64_t L, std::vector<float>
 
 }  // namespace
 
-void gated_delta_rule(const TensorView& qkv, const TensorView& g, const TensorView& beta, std::span<const GdnSpan> spans,
-                      const GdnDims& dims, const TensorView& out) {
+void gated_delta_rule(const TensorView& qkv, const TensorView& g, const TensorView& beta,
+                      std::span<const GdnSpan> spans, const GdnDims& dims, const TensorView& out) {
   const int64_t R = qkv.dim(0);
   SS_CHECK(qkv.dtype == DType::F32 && qkv.ndim() == 2 && qkv.dim(1) == dims.conv_dim() && qkv.strides[1] == 1,
            "gated_delta_rule: qkv {} must be f32 [rows, {}]", qkv.describe(), dims.conv_dim());
@@ -233,8 +233,15 @@ void gated_delta_rule(const TensorView& qkv, const TensorView& g, const TensorVi
     for (int64_t t = t0; t < t1; ++t) {
       const GdnSpan& sp = spans[t / Hv];
       const int h = static_cast<int>(t % Hv);
-      HeadIo io{qkv.as<const float>(), qkv.strides[0], g.as<const float>(), beta.as<const float>(), out.as<float>(),
-                out.strides[0], dims, h, h / ratio};
+      HeadIo io{qkv.as<const float>(),
+                qkv.strides[0],
+                g.as<const float>(),
+                beta.as<const float>(),
+                out.as<float>(),
+                out.strides[0],
+                dims,
+                h,
+                h / ratio};
       const int64_t head_off = int64_t{h} * dims.k_dim * dims.v_dim;
       float* S = sp.state + head_off;
       if (!sp.chunked) {

@@ -74,21 +74,21 @@ __global__ void kv_store_kernel(const KvRow* rows, float* const* ptrs, Geo geo, 
 // and land while the scores run. Only the copy schedule differs: the same arithmetic, the same bits.
 template <int DPL, int GT, bool SeqKV>
 __global__ void __launch_bounds__(kWarps * 32)
-    attention_partial_kernel(const KvRow* rows, float* const* ptrs, Geo geo, const float* q, int64_t ldq,
-                             int num_heads, float scale, float* part, int max_chunks) {
+    attention_partial_kernel(const KvRow* rows, float* const* ptrs, Geo geo, const float* q, int64_t ldq, int num_heads,
+                             float scale, float* part, int max_chunks) {
   pdl_begin();
   constexpr int HD = 32 * DPL;
   constexpr int kThreads = kWarps * 32;
   extern __shared__ __align__(16) float smem[];
   constexpr int kG = GT > 0 ? GT : kMaxGroup;  // the loops' bound
   const int G = GT > 0 ? GT : num_heads / geo.num_kv_heads;
-  float* s_q = smem;                       // [G][HD]
-  float* s_p = s_q + G * HD;               // [G][kTileKeys] scores, then p
-  float* s_m = s_p + G * kTileKeys;        // [G] running max
-  float* s_l = s_m + G;                    // [G] running sum
-  float* s_corr = s_l + G;                 // [G] this tile's rescale factor
+  float* s_q = smem;                                   // [G][HD]
+  float* s_p = s_q + G * HD;                           // [G][kTileKeys] scores, then p
+  float* s_m = s_p + G * kTileKeys;                    // [G] running max
+  float* s_l = s_m + G;                                // [G] running sum
+  float* s_corr = s_l + G;                             // [G] this tile's rescale factor
   float* s_k = s_q + attention_smem_floats(G, HD, 0);  // [kTileKeys][HD] the tile's keys
-  float* s_v = SeqKV ? s_k : s_k + kTileKeys * HD;      // [kTileKeys][HD] and values
+  float* s_v = SeqKV ? s_k : s_k + kTileKeys * HD;     // [kTileKeys][HD] and values
 
   const int64_t r = blockIdx.x / geo.num_kv_heads;
   const int kvh = static_cast<int>(blockIdx.x % geo.num_kv_heads);
@@ -266,7 +266,8 @@ bool one_row_many_waves(const KvArgs& kv, int G, int max_chunks) {
   configure_partial<DPL, 0>();
   static std::array<std::atomic<int64_t>, kMaxGroup + 1> wave{};  // per group size
   const size_t smem1 = sizeof(float) * static_cast<size_t>(attention_smem_floats(G, HD, 1));
-  return kv.R * kv.num_kv_heads * max_chunks >= 2 * ctas_per_wave(attention_partial_kernel<DPL, 0, true>, smem1, wave[G]);
+  return kv.R * kv.num_kv_heads * max_chunks >=
+         2 * ctas_per_wave(attention_partial_kernel<DPL, 0, true>, smem1, wave[G]);
 }
 
 template <int DPL>

@@ -32,7 +32,7 @@ namespace specserve::cuda::kernels {
 
 namespace {
 
-constexpr int kTileKeys = 64;     // keys per tile
+constexpr int kTileKeys = 64;  // keys per tile
 constexpr int kFreeWarps = 4;
 constexpr int kFreeThreads = 32 * kFreeWarps;
 constexpr int kFreePairs = 16 * kFreeWarps;  // (row, query head) pairs per CTA: one m16 tile per warp
@@ -236,7 +236,7 @@ __global__ void __launch_bounds__(kFreeThreads)
     for (int dt = 0; dt < DT; ++dt)
 #pragma unroll
       for (int e = 0; e < 4; ++e) o[dt][e] *= corr[e >> 1];
-    // O += P V: P's C fragments of keys 16c .. 16c + 15 are the A fragment of k-step c.
+        // O += P V: P's C fragments of keys 16c .. 16c + 15 are the A fragment of k-step c.
 #pragma unroll
     for (int c = 0; c < kTileKeys / 16; ++c) {
       const uint32_t pa[4] = {tc::pack_bf16x2(sc[2 * c][0], sc[2 * c][1]), tc::pack_bf16x2(sc[2 * c][2], sc[2 * c][3]),
@@ -265,7 +265,8 @@ __global__ void __launch_bounds__(kFreeThreads)
       for (int e = 0; e < 4; ++e) {
         const int i = 16 * warp + (lane >> 2) + 8 * (e >> 1);
         if (i < np)
-          out[pair_row(i) * ldo + int64_t{pair_head(i)} * HD + 8 * dt + 2 * (lane & 3) + (e & 1)] = o[dt][e] / l[e >> 1];
+          out[pair_row(i) * ldo + int64_t{pair_head(i)} * HD + 8 * dt + 2 * (lane & 3) + (e & 1)] =
+              o[dt][e] / l[e >> 1];
       }
     return;
   }
@@ -319,7 +320,8 @@ int free_ctas_per_sm() {
     CUDA_CHECK(
         cudaFuncSetAttribute(attention_free_kernel<HD>, cudaFuncAttributeMaxDynamicSharedMemorySize, free_smem<HD>()));
     int v = 0;
-    CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&v, attention_free_kernel<HD>, kFreeThreads, free_smem<HD>()));
+    CUDA_CHECK(
+        cudaOccupancyMaxActiveBlocksPerMultiprocessor(&v, attention_free_kernel<HD>, kFreeThreads, free_smem<HD>()));
     return v > 0 ? v : 1;
   }();
   return n;
@@ -336,8 +338,8 @@ void launch_free(const KvArgs& kv, const int32_t* items, int64_t n_items, int ma
   const int G = num_heads / kv.num_kv_heads;
   const dim3 grid(static_cast<unsigned>(n_items * kv.num_kv_heads),
                   static_cast<unsigned>((max_rows * G + kFreePairs - 1) / kFreePairs), static_cast<unsigned>(splits));
-  launch_pdl(attention_free_kernel<HD>, grid, kFreeThreads, static_cast<size_t>(smem), stream, kv.rows, items,
-             kv.ptrs, geo_of(kv), q, ldq, num_heads, scale, out, ldo, part, splits);
+  launch_pdl(attention_free_kernel<HD>, grid, kFreeThreads, static_cast<size_t>(smem), stream, kv.rows, items, kv.ptrs,
+             geo_of(kv), q, ldq, num_heads, scale, out, ldo, part, splits);
   CUDA_CHECK_LAUNCH();
   if (splits > 1) {
     launch_pdl(attention_free_combine, static_cast<unsigned>(kv.R * num_heads), HD, 0, stream, part, num_heads, HD,

@@ -37,13 +37,13 @@ __global__ void __launch_bounds__(W * 32)
   static_assert(kQ % W == 0, "every warp scores the same number of query heads");
   extern __shared__ __align__(16) float smem[];
   const int G = num_heads / geo.num_kv_heads;
-  float* s_q = smem;                       // [kQ][HD] query head qi = row * G + head
-  float* s_p = s_q + kQ * HD;              // [kQ][kTileKeys] scores, then p
-  float* s_m = s_p + kQ * kTileKeys;       // [kQ] running max
-  float* s_l = s_m + kQ;                   // [kQ] running sum
-  float* s_corr = s_l + kQ;                // [kQ] this tile's rescale factor
+  float* s_q = smem;                                    // [kQ][HD] query head qi = row * G + head
+  float* s_p = s_q + kQ * HD;                           // [kQ][kTileKeys] scores, then p
+  float* s_m = s_p + kQ * kTileKeys;                    // [kQ] running max
+  float* s_l = s_m + kQ;                                // [kQ] running sum
+  float* s_corr = s_l + kQ;                             // [kQ] this tile's rescale factor
   float* s_k = s_q + attention_smem_floats(kQ, HD, 0);  // [kTileKeys][HD] the tile's keys
-  float* s_v = SeqKV ? s_k : s_k + kTileKeys * HD;       // [kTileKeys][HD] and values
+  float* s_v = SeqKV ? s_k : s_k + kTileKeys * HD;      // [kTileKeys][HD] and values
   __shared__ int64_t s_end[kQ];  // per query head: the end of its row's keys in the chunk (i_begin: none)
   __shared__ int s_nk[kQ];       // per query head: its row's keys in the tile (0: none)
   __shared__ float* s_blk[kTileKeys / kBlockSize + 1];  // the tile's KV blocks
@@ -213,8 +213,8 @@ constexpr int kRowWarps = 4;
 
 // The multi-row kernel with W warps a CTA over n_items items (items: their first rows, then R; device).
 template <int DPL, int kQ, int W>
-void launch_rows_w(const KvArgs& kv, const int32_t* items, int64_t n_items, const float* q, int64_t ldq,
-                   int num_heads, float scale, float* part, int max_chunks, cudaStream_t stream) {
+void launch_rows_w(const KvArgs& kv, const int32_t* items, int64_t n_items, const float* q, int64_t ldq, int num_heads,
+                   float scale, float* part, int max_chunks, cudaStream_t stream) {
   constexpr int HD = 32 * DPL;
   const size_t smem2 = sizeof(float) * static_cast<size_t>(attention_smem_floats(kQ, HD, 2));
   static const bool configured = [smem2] {
@@ -224,8 +224,8 @@ void launch_rows_w(const KvArgs& kv, const int32_t* items, int64_t n_items, cons
   }();
   (void)configured;
   static std::atomic<int64_t> wave{0};
-  const bool seq = use_seq_kv(attention_rows_kernel<DPL, kQ, W, false>, smem2, n_items * kv.num_kv_heads * max_chunks,
-                              wave, W * 32);
+  const bool seq =
+      use_seq_kv(attention_rows_kernel<DPL, kQ, W, false>, smem2, n_items * kv.num_kv_heads * max_chunks, wave, W * 32);
   const dim3 grid(static_cast<unsigned>(n_items * kv.num_kv_heads), static_cast<unsigned>(max_chunks));
   const size_t smem = seq ? sizeof(float) * static_cast<size_t>(attention_smem_floats(kQ, HD, 1)) : smem2;
   launch_pdl(seq ? attention_rows_kernel<DPL, kQ, W, true> : attention_rows_kernel<DPL, kQ, W, false>, grid, W * 32,

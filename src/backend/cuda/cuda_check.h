@@ -10,11 +10,10 @@ namespace specserve::cuda {
 
 }  // namespace specserve::cuda
 
-#define CUDA_CHECK(expr)                                                             \
-  do {                                                                               \
-    const cudaError_t ss_cuda_err_ = (expr);                                         \
-    if (ss_cuda_err_ != cudaSuccess)                                                 \
-      ::specserve::cuda::cuda_fail(ss_cuda_err_, #expr, __FILE__, __LINE__);         \
+#define CUDA_CHECK(expr)                                                                                    \
+  do {                                                                                                      \
+    const cudaError_t ss_cuda_err_ = (expr);                                                                \
+    if (ss_cuda_err_ != cudaSuccess) ::specserve::cuda::cuda_fail(ss_cuda_err_, #expr, __FILE__, __LINE__); \
   } while (0)
 
 // After a kernel launch: reports launch-configuration errors (asynchronous faults surface at the

@@ -117,8 +117,8 @@ class CudaMemory final : public Memory {
                    static_cast<int64_t>(width)};
       return launch_copies(rows, static_cast<int64_t>(width));
     }
-    CUDA_CHECK(cudaMemcpy2DAsync(dst, dpitch, src, spitch, width, height, cudaMemcpyDeviceToDevice,
-                                 cuda::cuda_stream()));
+    CUDA_CHECK(
+        cudaMemcpy2DAsync(dst, dpitch, src, spitch, width, height, cudaMemcpyDeviceToDevice, cuda::cuda_stream()));
   }
   void zero(void* dst, size_t bytes) const override {
     if (!bytes) return;
@@ -152,8 +152,8 @@ class CudaMemory final : public Memory {
   static void launch_copies(const std::vector<cuda::kernels::CopyRegionDev>& dev, int64_t max_bytes) {
     auto& staging = cuda::Staging::global();
     auto lock = staging.lock();
-    const auto* d = static_cast<const cuda::kernels::CopyRegionDev*>(
-        staging.stage(dev.data(), dev.size() * sizeof(dev[0])));
+    const auto* d =
+        static_cast<const cuda::kernels::CopyRegionDev*>(staging.stage(dev.data(), dev.size() * sizeof(dev[0])));
     cuda::kernels::copy_many(d, static_cast<int64_t>(dev.size()), max_bytes, cuda::launch_stream());
   }
 

@@ -114,8 +114,8 @@ thread_local MatmulOrder t_matmul_order = MatmulOrder::RowInvariant;
 // The XbOut for a producer's [M, K] output, or {} when no matmul of it would read one (the gemv kernel's
 // rows, or under the free order the cuBLASLt path's).
 k::XbOut xb_for(int64_t M, int64_t K) {
-  const bool free = t_matmul_order == MatmulOrder::Free && cuda::free_order_min_rows() > 0 &&
-                    M >= cuda::free_order_min_rows();
+  const bool free =
+      t_matmul_order == MatmulOrder::Free && cuda::free_order_min_rows() > 0 && M >= cuda::free_order_min_rows();
   return k::matmul_xb_out(M, K, cuda::launch_stream(), free);
 }
 
@@ -128,8 +128,7 @@ void note_xb(const void* x, int64_t ldx, int64_t M, int64_t K, const k::XbOut& x
 // A matmul's args take the noted copy when it is of their x.
 void take_xb(k::MatmulArgs& a) {
   const XbNote& n = t_xb_note;
-  if (n.xb.regs == nullptr || n.stamp != cuda::stream_ops() || n.x != a.x || n.ldx != a.ldx || n.M != a.M ||
-      n.K != a.K)
+  if (n.xb.regs == nullptr || n.stamp != cuda::stream_ops() || n.x != a.x || n.ldx != a.ldx || n.M != a.M || n.K != a.K)
     return;
   a.xb = reinterpret_cast<const uint16_t*>(n.xb.regs);
   a.ldxb = n.xb.pitch;
@@ -139,9 +138,7 @@ class CudaOps final : public Ops {
  public:
   std::string_view name() const override { return "cuda"; }
 
-  MatmulOrder set_matmul_order(MatmulOrder order) const override {
-    return std::exchange(t_matmul_order, order);
-  }
+  MatmulOrder set_matmul_order(MatmulOrder order) const override { return std::exchange(t_matmul_order, order); }
 
   void matmul(const TensorView& x, const TensorView& w, const TensorView& y) const override {
     check_matmul(x, w, y);
@@ -177,7 +174,8 @@ class CudaOps final : public Ops {
 
   // The weights that share a launch share it (backend/matmul_choice.h: plan_matmul); the bits are
   // those of one matmul per weight either way.
-  void matmul_multi(const TensorView& x, std::span<const TensorView> ws, std::span<const TensorView> ys) const override {
+  void matmul_multi(const TensorView& x, std::span<const TensorView> ws,
+                    std::span<const TensorView> ys) const override {
     SS_CHECK(ws.size() == ys.size(), "matmul_multi: {} weights but {} outputs", ws.size(), ys.size());
     for (size_t i = 0; i < ws.size(); ++i) check_matmul(x, ws[i], ys[i]);
     std::vector<k::MatmulArgs> args;
@@ -203,7 +201,8 @@ class CudaOps final : public Ops {
                  out.as<float>(), cuda::launch_stream());
   }
 
-  void rms_norm(const TensorView& x, const TensorView& w, NormKind kind, float eps, const TensorView& y) const override {
+  void rms_norm(const TensorView& x, const TensorView& w, NormKind kind, float eps,
+                const TensorView& y) const override {
     check_norm("rms_norm", x, y, w);
     const int64_t d = w.numel(), groups = x.numel() / d;
     const k::XbOut xb = xb_for(groups, d);
@@ -235,8 +234,9 @@ class CudaOps final : public Ops {
     auto& staging = cuda::Staging::global();
     auto lock = staging.lock();
     auto* base = static_cast<char*>(staging.stage(blob.data(), blob.size()));
-    k::rope(x.as<float>(), x.dim(0), x.strides[0], heads, head_dim, rot_dim, reinterpret_cast<const float*>(base + off_f),
-            reinterpret_cast<const int32_t*>(base + off_p), cuda::launch_stream());
+    k::rope(x.as<float>(), x.dim(0), x.strides[0], heads, head_dim, rot_dim,
+            reinterpret_cast<const float*>(base + off_f), reinterpret_cast<const int32_t*>(base + off_p),
+            cuda::launch_stream());
   }
 
   void swiglu(const TensorView& gate, const TensorView& up, const TensorView& out) const override {
@@ -290,8 +290,8 @@ class CudaOps final : public Ops {
     on_device("kv_store", kt);
     on_device("kv_store", v);
     const int64_t width = int64_t{geo.num_kv_heads} * geo.head_dim;
-    SS_CHECK(kt.dtype == DType::F32 && v.dtype == DType::F32 && kt.ndim() == 2 && v.ndim() == 2 &&
-                 kt.dim(1) == width && v.dim(1) == width && kt.strides[1] == 1 && v.strides[1] == 1,
+    SS_CHECK(kt.dtype == DType::F32 && v.dtype == DType::F32 && kt.ndim() == 2 && v.ndim() == 2 && kt.dim(1) == width &&
+                 v.dim(1) == width && kt.strides[1] == 1 && v.strides[1] == 1,
              "kv_store: k {} / v {} must be f32 [rows, {}]", kt.describe(), v.describe(), width);
     SS_CHECK(kt.dim(0) == static_cast<int64_t>(rows.size()) && v.dim(0) == kt.dim(0), "kv_store: {} rows for {} specs",
              kt.dim(0), rows.size());
@@ -306,8 +306,8 @@ class CudaOps final : public Ops {
   // The same operand checks as the calls it fuses (rms_norm, rope, kv_store), then one launch.
   void qk_norm_rope_kv_store(const TensorView& q, const TensorView& kt, const TensorView& v, const QkPrep& prep,
                              const KvGeometry& geo, int layer, std::span<const AttentionRow> rows) const override {
-    SS_CHECK(q.ndim() == 2 && q.dim(0) == static_cast<int64_t>(rows.size()),
-             "qk_norm_rope_kv_store: q {} for {} rows", q.describe(), rows.size());
+    SS_CHECK(q.ndim() == 2 && q.dim(0) == static_cast<int64_t>(rows.size()), "qk_norm_rope_kv_store: q {} for {} rows",
+             q.describe(), rows.size());
     head_prep(q, {}, true, kt, v, prep, geo, layer, rows);
   }
   void qk_norm_rope_kv_store_rows(const TensorView& q, std::span<const int32_t> q_positions, const TensorView& kt,
@@ -331,9 +331,9 @@ class CudaOps final : public Ops {
     check_rope_operands(q, heads, hd, prep.rot_dim, q_rows);
     check_rope_operands(kt, geo.num_kv_heads, hd, prep.rot_dim, rows.size());
     on_device("qk_norm_rope_kv_store", v);
-    SS_CHECK(v.dtype == DType::F32 && v.ndim() == 2 && v.dim(1) == kt.dim(1) && v.dim(0) == kt.dim(0) &&
-                 v.strides[1] == 1,
-             "qk_norm_rope_kv_store: k {} / v {} disagree", kt.describe(), v.describe());
+    SS_CHECK(
+        v.dtype == DType::F32 && v.ndim() == 2 && v.dim(1) == kt.dim(1) && v.dim(0) == kt.dim(0) && v.strides[1] == 1,
+        "qk_norm_rope_kv_store: k {} / v {} disagree", kt.describe(), v.describe());
     SS_CHECK(layer >= 0 && layer < geo.num_layers, "qk_norm_rope_kv_store: layer {} outside [0, {})", layer,
              geo.num_layers);
     if (rows.empty() && q_rows == 0) return;
@@ -370,8 +370,8 @@ class CudaOps final : public Ops {
     SS_CHECK(q.dtype == DType::F32 && out.dtype == DType::F32 && q.ndim() == 2 && out.ndim() == 2 &&
                  q.dim(1) == width && out.dim(1) == width && q.strides[1] == 1 && out.strides[1] == 1,
              "attention: q {} / out {} must be f32 [rows, {}]", q.describe(), out.describe(), width);
-    SS_CHECK(q.dim(0) == static_cast<int64_t>(rows.size()) && out.dim(0) == q.dim(0),
-             "attention: {} rows for {} specs", q.dim(0), rows.size());
+    SS_CHECK(q.dim(0) == static_cast<int64_t>(rows.size()) && out.dim(0) == q.dim(0), "attention: {} rows for {} specs",
+             q.dim(0), rows.size());
     SS_CHECK(geo.num_kv_heads > 0 && num_heads % geo.num_kv_heads == 0,
              "attention: {} heads not a multiple of {} KV heads", num_heads, geo.num_kv_heads);
     SS_CHECK(k::attention_supports(hd), "attention: head_dim {} unsupported on CUDA (a multiple of 32 up to 256)", hd);
@@ -485,8 +485,8 @@ class CudaOps final : public Ops {
     SS_CHECK(dims.num_k_heads > 0 && dims.num_v_heads % dims.num_k_heads == 0,
              "gated_delta_rule: Hv {} not a multiple of Hk {}", dims.num_v_heads, dims.num_k_heads);
     SS_CHECK(k::gdn_rule_supports(dims.k_dim, dims.v_dim),
-             "gated_delta_rule: dk {} / dv {} unsupported on CUDA (dk a multiple of 16, at most 512)",
-             dims.k_dim, dims.v_dim);
+             "gated_delta_rule: dk {} / dv {} unsupported on CUDA (dk a multiple of 16, at most 512)", dims.k_dim,
+             dims.v_dim);
     static_assert(k::kGdnChunkRows == kGdnChunk, "the chunked kernel's chunk is kGdnChunk");
     // Stepped spans run the token-by-token kernel, chunked spans the chunked one (each span's bits
     // depend only on its own rows and state, whichever spans share the call).
@@ -521,8 +521,8 @@ class CudaOps final : public Ops {
     if (!chunked.empty())
       k::gated_delta_rule_chunked(qkv.as<const float>(), qkv.strides[0], g.as<const float>(), beta.as<const float>(),
                                   reinterpret_cast<const k::GdnChunkSpanDev*>(base + off_chunked),
-                                  static_cast<int64_t>(chunked.size()), dims.num_k_heads, dims.num_v_heads,
-                                  dims.k_dim, dims.v_dim, out.as<float>(), out.strides[0], cuda::launch_stream());
+                                  static_cast<int64_t>(chunked.size()), dims.num_k_heads, dims.num_v_heads, dims.k_dim,
+                                  dims.v_dim, out.as<float>(), out.strides[0], cuda::launch_stream());
   }
 };
 

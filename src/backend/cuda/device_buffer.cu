@@ -53,7 +53,8 @@ void DeviceBuffer::reset(size_t bytes) {
 
 void DeviceBuffer::upload(const void* host, size_t bytes, size_t offset) {
   if (bytes == 0) return;
-  if (offset + bytes > bytes_) cuda_fail(cudaErrorInvalidValue, "DeviceBuffer::upload out of range", __FILE__, __LINE__);
+  if (offset + bytes > bytes_)
+    cuda_fail(cudaErrorInvalidValue, "DeviceBuffer::upload out of range", __FILE__, __LINE__);
   CUDA_CHECK(cudaMemcpyAsync(static_cast<char*>(data_) + offset, host, bytes, cudaMemcpyHostToDevice, cuda_stream()));
   // The source may be pageable and reused by the caller right away.
   CUDA_CHECK(cudaStreamSynchronize(cuda_stream()));
@@ -63,8 +64,8 @@ void DeviceBuffer::download(void* host, size_t bytes, size_t offset) const {
   if (bytes == 0) return;
   if (offset + bytes > bytes_)
     cuda_fail(cudaErrorInvalidValue, "DeviceBuffer::download out of range", __FILE__, __LINE__);
-  CUDA_CHECK(cudaMemcpyAsync(host, static_cast<const char*>(data_) + offset, bytes, cudaMemcpyDeviceToHost,
-                             cuda_stream()));
+  CUDA_CHECK(
+      cudaMemcpyAsync(host, static_cast<const char*>(data_) + offset, bytes, cudaMemcpyDeviceToHost, cuda_stream()));
   CUDA_CHECK(cudaStreamSynchronize(cuda_stream()));
 }
 

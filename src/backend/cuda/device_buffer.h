@@ -20,7 +20,9 @@ class DeviceBuffer {
 
   void* data() const { return data_; }
   template <typename T>
-  T* as() const { return static_cast<T*>(data_); }
+  T* as() const {
+    return static_cast<T*>(data_);
+  }
   size_t bytes() const { return bytes_; }
 
   // Frees the current memory (after the stream drains) and allocates `bytes` (contents undefined).

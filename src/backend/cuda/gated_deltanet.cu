@@ -148,15 +148,16 @@ __global__ void prepare_kernel(float* qkv, int64_t ld, float* a, float* b, const
   }
 }
 
-__global__ void __launch_bounds__(1024) rule_head_kernel(const float* qkv, int64_t ld, const float* g, const float* beta, const GdnSpanDev* spans,
-                            int Hk, int Hv, int dk, int dv, float* out, int64_t ldo) {
+__global__ void __launch_bounds__(1024)
+    rule_head_kernel(const float* qkv, int64_t ld, const float* g, const float* beta, const GdnSpanDev* spans, int Hk,
+                     int Hv, int dk, int dv, float* out, int64_t ldo) {
   pdl_begin();
   extern __shared__ float smem[];
   const int P = dk / kRowsPerThread;
-  float* sq = smem;                 // [dk]
-  float* sk = sq + dk;              // [dk]
-  float* sv = sk + dk;              // [dv]
-  float* part_mem = sv + dv;        // [P][dv]
+  float* sq = smem;                     // [dk]
+  float* sk = sq + dk;                  // [dk]
+  float* sv = sk + dk;                  // [dv]
+  float* part_mem = sv + dv;            // [P][dv]
   float* part_out = part_mem + P * dv;  // [P][dv]
 
   const GdnSpanDev sp = spans[blockIdx.x / Hv];
@@ -197,18 +198,18 @@ __global__ void __launch_bounds__(1024) rule_head_kernel(const float* qkv, int64
 }
 
 // blockIdx.x = (span * Hv + head) * col_blocks + column block.
-__global__ void __launch_bounds__(1024) rule_kernel(const float* qkv, int64_t ld, const float* g, const float* beta,
-                                                    const GdnSpanDev* spans, int Hk, int Hv, int dk, int dv,
-                                                    int col_blocks, float* out, int64_t ldo) {
+__global__ void __launch_bounds__(1024)
+    rule_kernel(const float* qkv, int64_t ld, const float* g, const float* beta, const GdnSpanDev* spans, int Hk,
+                int Hv, int dk, int dv, int col_blocks, float* out, int64_t ldo) {
   pdl_begin();
   extern __shared__ float smem[];
   const int P = dk / kRowsPerThread, cpw = 32 / P;  // partials per column, columns per warp (lanes past cpw P idle)
   const int qk_pitch = rule_pad(dk);
-  float* sq = smem;                            // [kRuleRows][qk_pitch]
-  float* sk = sq + kRuleRows * qk_pitch;       // [kRuleRows][qk_pitch]
-  float* sv = sk + kRuleRows * qk_pitch;       // [kRuleRows][kRuleCols]
-  float* sg = sv + kRuleRows * kRuleCols;      // [kRuleRows]: exp(g)
-  float* sb = sg + kRuleRows;                  // [kRuleRows]: beta
+  float* sq = smem;                        // [kRuleRows][qk_pitch]
+  float* sk = sq + kRuleRows * qk_pitch;   // [kRuleRows][qk_pitch]
+  float* sv = sk + kRuleRows * qk_pitch;   // [kRuleRows][kRuleCols]
+  float* sg = sv + kRuleRows * kRuleCols;  // [kRuleRows]: exp(g)
+  float* sb = sg + kRuleRows;              // [kRuleRows]: beta
 
   const int cb = static_cast<int>(blockIdx.x % col_blocks);
   const int64_t sh = blockIdx.x / col_blocks;
@@ -274,9 +275,8 @@ void causal_conv_silu(const float* x, int64_t ldx, const float* window, const fl
   CUDA_CHECK_LAUNCH();
 }
 
-void causal_conv_silu_spans(const float* x, int64_t ldx, const ConvSpanDev* spans, int64_t num_spans,
-                            int64_t max_rows, const float* w, float* out, int64_t ldo, int64_t C, int Kc,
-                            cudaStream_t stream) {
+void causal_conv_silu_spans(const float* x, int64_t ldx, const ConvSpanDev* spans, int64_t num_spans, int64_t max_rows,
+                            const float* w, float* out, int64_t ldo, int64_t C, int Kc, cudaStream_t stream) {
   if (num_spans == 0 || max_rows == 0 || C == 0) return;
   for (int64_t first = 0; first < num_spans; first += 65535) {
     const auto n = static_cast<unsigned>(num_spans - first < 65535 ? num_spans - first : 65535);

@@ -39,18 +39,18 @@ constexpr int kLdT = kT + 1;       // row stride of the 64 x 32 tiles
 static_assert(kC == 64 && kC % kB == 0 && kThreads == 256, "the thread layout assumes 64-row chunks");
 
 // Shared memory, in floats.
-constexpr int kOffA = 0;                     // [kC][kLdC] A (strictly lower)
-constexpr int kOffM = kOffA + kC * kLdC;     // [kC][kLdC] M = (I + A)^-1 (lower, unit diagonal)
-constexpr int kOffP = kOffM + kC * kLdC;     // [kC][kLdC] P (lower with the diagonal)
-constexpr int kOffK = kOffP + kC * kLdC;     // [kC][kLdT] a key tile (raw or scaled)
-constexpr int kOffQ = kOffK + kC * kLdT;     // [kC][kLdT] a query tile (raw or scaled)
-constexpr int kOffW = kOffQ + kC * kLdT;     // [kC][kLdT] a W tile; the inverse's scratch X before
-constexpr int kOffU = kOffW + kC * kLdT;     // [kC][kLdT] beta V, then V'
-constexpr int kOffS = kOffU + kC * kLdT;     // [kT][kLdT] a tile of S0 rows
-constexpr int kOffG = kOffS + kT * kLdT;     // [kC] G
-constexpr int kOffBeta = kOffG + kC;         // [kC] beta
-constexpr int kOffEg = kOffBeta + kC;        // [kC] e^G
-constexpr int kOffDecay = kOffEg + kC;       // [kC] e^(G_last - G)
+constexpr int kOffA = 0;                  // [kC][kLdC] A (strictly lower)
+constexpr int kOffM = kOffA + kC * kLdC;  // [kC][kLdC] M = (I + A)^-1 (lower, unit diagonal)
+constexpr int kOffP = kOffM + kC * kLdC;  // [kC][kLdC] P (lower with the diagonal)
+constexpr int kOffK = kOffP + kC * kLdC;  // [kC][kLdT] a key tile (raw or scaled)
+constexpr int kOffQ = kOffK + kC * kLdT;  // [kC][kLdT] a query tile (raw or scaled)
+constexpr int kOffW = kOffQ + kC * kLdT;  // [kC][kLdT] a W tile; the inverse's scratch X before
+constexpr int kOffU = kOffW + kC * kLdT;  // [kC][kLdT] beta V, then V'
+constexpr int kOffS = kOffU + kC * kLdT;  // [kT][kLdT] a tile of S0 rows
+constexpr int kOffG = kOffS + kT * kLdT;  // [kC] G
+constexpr int kOffBeta = kOffG + kC;      // [kC] beta
+constexpr int kOffEg = kOffBeta + kC;     // [kC] e^G
+constexpr int kOffDecay = kOffEg + kC;    // [kC] e^(G_last - G)
 constexpr int kSmemFloats = kOffDecay + kC;
 constexpr size_t kSmemBytes = sizeof(float) * kSmemFloats;
 static_assert(3 * kB * (kB + 1) <= kC * kLdT, "the inverse's scratch fits in the W tile");
@@ -306,7 +306,7 @@ __global__ void __launch_bounds__(kThreads, 2)
     const float e_last = sEg[L - 1];
     for (int a0 = 0; a0 < dk; a0 += kT) {
       const int na = imin(kT, dk - a0);
-      __syncthreads();  // the key tile is free
+      __syncthreads();                                                   // the key tile is free
       stage(sK, kC, k_base + r0 * ld + a0, ld, L, na, sDecay, nullptr);  // k e^(G_last - G)
       __syncthreads();
       float add[2][2] = {};

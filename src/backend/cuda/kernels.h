@@ -115,8 +115,7 @@ void matmul_bf16_wgmma_serial(const MatmulArgs& a, const uint16_t* xb, int64_t l
 // The tiled kernel's pre-pass (matmul_tensor_core_xb.cu): x [M, K] (pitch ldx) rounded to bf16 into the
 // process's scratch block as tc::xb_pair lays it out (tc::xb_rows(M) rows of `pitch` elements, zero
 // past M and K); returns the copy, valid for work enqueued on `stream` before the next call.
-const uint16_t* matmul_x_to_bf16(const float* x, int64_t ldx, int64_t M, int64_t K, int64_t pitch,
-                                 cudaStream_t stream);
+const uint16_t* matmul_x_to_bf16(const float* x, int64_t ldx, int64_t M, int64_t K, int64_t pitch, cudaStream_t stream);
 
 // ---- norms (norm.cu) ---------------------------------------------------------------------------------
 // kind: 0 = NormKind::Plain, 1 = NormKind::ZeroCentred. x, y contiguous [groups, d]; y may alias x.
@@ -243,9 +242,8 @@ struct ConvSpanDev {
   int64_t row_begin = 0;
   int64_t rows = 0;
 };
-void causal_conv_silu_spans(const float* x, int64_t ldx, const ConvSpanDev* spans, int64_t num_spans,
-                            int64_t max_rows, const float* w, float* out, int64_t ldo, int64_t C, int Kc,
-                            cudaStream_t stream);
+void causal_conv_silu_spans(const float* x, int64_t ldx, const ConvSpanDev* spans, int64_t num_spans, int64_t max_rows,
+                            const float* w, float* out, int64_t ldo, int64_t C, int Kc, cudaStream_t stream);
 void gdn_prepare(float* qkv, int64_t ld, float* a, float* b, const float* a_log, const float* dt_bias, int64_t R,
                  int Hk, int Hv, int dk, int dv, cudaStream_t stream);
 struct GdnSpanDev {

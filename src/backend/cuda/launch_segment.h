@@ -22,11 +22,11 @@ struct Recorded {
 
 struct Segment {
   std::vector<Recorded> launches;
-  std::vector<uint8_t> bytes;       // argument values, each at an 8-byte aligned offset
+  std::vector<uint8_t> bytes;  // argument values, each at an 8-byte aligned offset
   std::vector<uint32_t> arg_offset, arg_size;
-  size_t region = 0;                // its staging region on the device
-  size_t staged = 0;                // bytes used in the region
-  std::vector<char> host;           // their host copy
+  size_t region = 0;                              // its staging region on the device
+  size_t staged = 0;                              // bytes used in the region
+  std::vector<char> host;                         // their host copy
   std::vector<std::pair<size_t, size_t>> recent;  // (offset, bytes) of its stages
 
   // Appends launch l with args[i] pointing to the value of parameter i (sizes[i] bytes).

@@ -31,7 +31,8 @@ constexpr int kChunk = 8;  // K elements per lane per step
 
 // Loads the 8 weights of chunk k0 of weight row `row` (elements past K read as 0 and are not used).
 template <bool BF16, bool VEC>
-__device__ __forceinline__ void load_w(const void* w, int64_t ldw, int64_t row, int64_t k0, int64_t K, float (&out)[8]) {
+__device__ __forceinline__ void load_w(const void* w, int64_t ldw, int64_t row, int64_t k0, int64_t K,
+                                       float (&out)[8]) {
   if constexpr (BF16) {
     const uint16_t* p = static_cast<const uint16_t*>(w) + row * ldw + k0;
     if constexpr (VEC) {

@@ -18,12 +18,12 @@ namespace specserve::cuda {
 
 namespace {
 
-#define LT_CHECK(expr)                                                                         \
-  do {                                                                                         \
-    const cublasStatus_t ss_lt_status_ = (expr);                                               \
-    if (ss_lt_status_ != CUBLAS_STATUS_SUCCESS)                                                \
+#define LT_CHECK(expr)                                                                               \
+  do {                                                                                               \
+    const cublasStatus_t ss_lt_status_ = (expr);                                                     \
+    if (ss_lt_status_ != CUBLAS_STATUS_SUCCESS)                                                      \
       ::specserve::fail("cuBLASLt: {} failed: {} ({})", #expr, cublasGetStatusString(ss_lt_status_), \
-                        static_cast<int>(ss_lt_status_));                                      \
+                        static_cast<int>(ss_lt_status_));                                            \
   } while (0)
 
 constexpr size_t kWorkspaceBytes = size_t{32} << 20;  // the largest the heuristic asked for: ~10 MiB
@@ -60,8 +60,10 @@ struct Descriptors {
     const cublasOperation_t ta = CUBLAS_OP_T, tb = CUBLAS_OP_N;
     LT_CHECK(cublasLtMatmulDescSetAttribute(op, CUBLASLT_MATMUL_DESC_TRANSA, &ta, sizeof ta));
     LT_CHECK(cublasLtMatmulDescSetAttribute(op, CUBLASLT_MATMUL_DESC_TRANSB, &tb, sizeof tb));
-    LT_CHECK(cublasLtMatrixLayoutCreate(&a, CUDA_R_16BF, static_cast<uint64_t>(s.K), static_cast<uint64_t>(s.N), s.ldw));
-    LT_CHECK(cublasLtMatrixLayoutCreate(&b, CUDA_R_16BF, static_cast<uint64_t>(s.K), static_cast<uint64_t>(s.M), s.pitch));
+    LT_CHECK(
+        cublasLtMatrixLayoutCreate(&a, CUDA_R_16BF, static_cast<uint64_t>(s.K), static_cast<uint64_t>(s.N), s.ldw));
+    LT_CHECK(
+        cublasLtMatrixLayoutCreate(&b, CUDA_R_16BF, static_cast<uint64_t>(s.K), static_cast<uint64_t>(s.M), s.pitch));
     LT_CHECK(cublasLtMatrixLayoutCreate(&d, CUDA_R_32F, static_cast<uint64_t>(s.N), static_cast<uint64_t>(s.M), s.ldy));
   }
   ~Descriptors() {
@@ -180,7 +182,7 @@ bool matmul_free_order(std::span<const kernels::MatmulArgs> parts, bool accumula
   const uint16_t* xb = reuse ? p0.xb : kernels::matmul_x_to_bf16(p0.x, p0.ldx, p0.M, p0.K, pitch, launch_stream());
   if (reuse) g_free_order_xb_reused.fetch_add(1, std::memory_order_relaxed);
   SS_CHECK(reinterpret_cast<uintptr_t>(xb) % 256 == 0, "free-order matmul: x's bf16 copy is not 256-byte aligned");
-  const cudaStream_t stream = cuda_stream();  // the pre-pass and every launch before it, then cuBLASLt
+  const cudaStream_t stream = cuda_stream();                  // the pre-pass and every launch before it, then cuBLASLt
   const float alpha = 1.0f, beta = accumulate ? 1.0f : 0.0f;  // accumulate: y = x · wᵀ + y (C = D = y)
   for (size_t i = 0; i < parts.size(); ++i) {
     const Descriptors& desc = *plans[i]->desc;

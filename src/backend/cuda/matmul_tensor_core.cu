@@ -26,12 +26,13 @@
 //     matmul_tensor_core_gemv.cu; from 17 to 64 rows where it fits, the 32-column split-K kernel,
 //     matmul_tensor_core_mid.cu; above 32 rows the
 //     Hopper warpgroup kernel, matmul_wgmma_sm90a.cu, whose wgmma k16 step gives an element the bits of
-//     one mma.sync.m16n8k16 (matmul_wgmma.cuh), or where it cannot run this tiled kernel), the CTA tile (rows x columns per CTA and per warp), the pipeline depth, the
-//     raster order, the 16-byte vs scalar load paths (bit copies into the same shared-memory image),
-//     whether x reaches the fragments as f32 (rounded there) or as its bf16 copy (rounded before),
-//     which CTA thread adds up an element's partials, and which fragment row (0..15) a row of x occupies. The last one relies on the tensor core
-//     computing each output element from its own A row, B column and C element alone, the same way in
-//     every fragment position; tests/backend_cuda/test_cuda_matmul_tensor_core.cpp checks the bits.
+//     one mma.sync.m16n8k16 (matmul_wgmma.cuh), or where it cannot run this tiled kernel), the CTA tile (rows x columns
+//     per CTA and per warp), the pipeline depth, the raster order, the 16-byte vs scalar load paths (bit copies into
+//     the same shared-memory image), whether x reaches the fragments as f32 (rounded there) or as its bf16 copy
+//     (rounded before), which CTA thread adds up an element's partials, and which fragment row (0..15) a row of x
+//     occupies. The last one relies on the tensor core computing each output element from its own A row, B column and C
+//     element alone, the same way in every fragment position; tests/backend_cuda/test_cuda_matmul_tensor_core.cpp
+//     checks the bits.
 //
 // The tiled pipeline: the pre-pass writes x's bf16 copy; CTA b owns slice b % S of the BM x BN output
 // tile b / S (tile_of order) and streams the slice's k through kStages shared-memory stages with
@@ -150,10 +151,11 @@ void launch(const MatmulArgs& a, cudaStream_t stream) {
   (void)configured;
   const int64_t ldxb = xb_pitch(a.K, T::kKT);
   const uint16_t* xb = matmul_x_to_bf16(a.x, a.ldx, a.M, a.K, ldxb, stream);
-  const Params p = make_tiled_params<T>(a.x, a.ldx, xb, ldxb, static_cast<const uint16_t*>(a.w), a.ldw, a.y, a.ldy,
-                                        a.M, a.N, a.K);
+  const Params p =
+      make_tiled_params<T>(a.x, a.ldx, xb, ldxb, static_cast<const uint16_t*>(a.w), a.ldw, a.y, a.ldy, a.M, a.N, a.K);
   const int64_t ctas = p.nbm * p.nbn * p.S;
-  if (ctas > INT_MAX) cuda_fail(cudaErrorInvalidConfiguration, "matmul: more CTAs than a grid holds", __FILE__, __LINE__);
+  if (ctas > INT_MAX)
+    cuda_fail(cudaErrorInvalidConfiguration, "matmul: more CTAs than a grid holds", __FILE__, __LINE__);
   launch_clusters(matmul_tc_kernel<T>, dim3(static_cast<unsigned>(ctas)), T::kThreads,
                   Layout<T>{p.a_rows}.smem_bytes(p.S), stream, p);
 }
@@ -166,8 +168,8 @@ const MatmulDevice& matmul_device() {
 }
 
 void matmul_bf16_tiled(const MatmulArgs& a, cudaStream_t stream) {
-  matmul_bf16_tensor_core(a, stream,
-                          static_cast<int>(choose_tile(a.M, a.N, sm_count(), k_split(a.N, a.K, split_target_ctas()).S)));
+  matmul_bf16_tensor_core(
+      a, stream, static_cast<int>(choose_tile(a.M, a.N, sm_count(), k_split(a.N, a.K, split_target_ctas()).S)));
 }
 
 void matmul_bf16_tensor_core(const MatmulArgs& a, cudaStream_t stream, int tile) {

@@ -9,7 +9,6 @@
 // with its own transcription of the PTX ISA's ldmatrix and mma.m16n8k16 fragment tables.
 #include <cstdint>
 
-
 #if defined(__CUDACC__)
 #define SS_TC_DEV __device__ __forceinline__
 #define SS_TC_UNROLL _Pragma("unroll")
@@ -53,20 +52,32 @@ struct Tile {
 // The shapes of 128 columns keep two CTAs (110 KB of stages each) per multiprocessor: 6-8 weight
 // tiles of 18 KB in flight per SM for the memory-bound verify shapes, and two CTAs to overlap one's
 // pipeline fill and epilogue with the other's mma for the compute-bound ones.
-using TileM16 = Tile<1, 4, 1, 1, 128, 8>;        // M <= 16 (forced only; decode streams): 16 x 32
-using TileM16N8 = Tile<1, 1, 1, 1, 256, 8>;      // M <= 16 with few columns (forced only): 16 x 8
-using TileM32N32 = Tile<1, 4, 2, 1, 128, 6>;     // 32 x 32: M <= 32 with few columns
-using TileM32 = Tile<1, 4, 2, 4, 64, 4, 2>;      // 32 x 128: verify, M <= 32; warps of 32 x 32
-using TileM64N32 = Tile<2, 2, 2, 2, 64, 6>;      // 64 x 32
-using TileM64N64 = Tile<2, 2, 2, 4, 64, 4>;      // 64 x 64
-using TileM64 = Tile<2, 4, 2, 4, 64, 4, 2>;      // 64 x 128: verify, M <= 64; 8 warps of 32 x 32
-using TileM128N64 = Tile<2, 2, 4, 4, 32, 4>;     // 128 x 64
-using TileM128 = Tile<2, 4, 4, 4, 64, 3, 2>;     // 128 x 128: verify M > 64, prefill; 8 warps of 64 x 32
+using TileM16 = Tile<1, 4, 1, 1, 128, 8>;     // M <= 16 (forced only; decode streams): 16 x 32
+using TileM16N8 = Tile<1, 1, 1, 1, 256, 8>;   // M <= 16 with few columns (forced only): 16 x 8
+using TileM32N32 = Tile<1, 4, 2, 1, 128, 6>;  // 32 x 32: M <= 32 with few columns
+using TileM32 = Tile<1, 4, 2, 4, 64, 4, 2>;   // 32 x 128: verify, M <= 32; warps of 32 x 32
+using TileM64N32 = Tile<2, 2, 2, 2, 64, 6>;   // 64 x 32
+using TileM64N64 = Tile<2, 2, 2, 4, 64, 4>;   // 64 x 64
+using TileM64 = Tile<2, 4, 2, 4, 64, 4, 2>;   // 64 x 128: verify, M <= 64; 8 warps of 32 x 32
+using TileM128N64 = Tile<2, 2, 4, 4, 32, 4>;  // 128 x 64
+using TileM128 = Tile<2, 4, 4, 4, 64, 3, 2>;  // 128 x 128: verify M > 64, prefill; 8 warps of 64 x 32
 
 // Wgmma64 / Wgmma128: the Hopper warpgroup kernel's shapes (matmul_wgmma.cuh), which the launcher
 // prefers for M > 32 on a compute capability 9.0 device (the M128 tile where it cannot run).
 enum class TileKind {
-  M16, M16N8, M32N32, M32, M64N32, M64N64, M64, M128N64, M128, Gemv, Wgmma64, Wgmma128, WgmmaSerial
+  M16,
+  M16N8,
+  M32N32,
+  M32,
+  M64N32,
+  M64N64,
+  M64,
+  M128N64,
+  M128,
+  Gemv,
+  Wgmma64,
+  Wgmma128,
+  WgmmaSerial
 };
 inline constexpr int kTileKinds = 13;
 
@@ -143,17 +154,17 @@ struct Params {
   float* y = nullptr;
   int64_t ldy = 0;
   int64_t M = 0, N = 0, K = 0;
-  int64_t chunks = 0;  // ceil(K / 16): the k16 chunks of every output (all slices)
-  int S = 1;           // K slices (k_split); CTA blockIdx.x = tile * S + slice
-  int64_t cps = 0;     // chunks per slice
-  int a_rows = 0;      // A rows held per stage: min(BM, M) (tiled kernel: min(BM, M rounded up to 16))
-  bool vec_x = false;  // 16-byte cp.async of x (x 16-byte aligned, ldx % 4 == 0; streaming kernel)
+  int64_t chunks = 0;            // ceil(K / 16): the k16 chunks of every output (all slices)
+  int S = 1;                     // K slices (k_split); CTA blockIdx.x = tile * S + slice
+  int64_t cps = 0;               // chunks per slice
+  int a_rows = 0;                // A rows held per stage: min(BM, M) (tiled kernel: min(BM, M rounded up to 16))
+  bool vec_x = false;            // 16-byte cp.async of x (x 16-byte aligned, ldx % 4 == 0; streaming kernel)
   const uint16_t* xb = nullptr;  // tiled kernel: the bf16 copy of x (matmul_tensor_core_xb.cuh)
   int64_t ldxb = 0;              // its row pitch in elements (xb_pitch)
-  bool vec_w = false;  // 16-byte cp.async of w (w 16-byte aligned, ldw % 8 == 0)
-  bool early_w = false;  // gemv kernel: its first tiles' weights are loaded before pdl_wait (launch.cuh)
-  int64_t nbm = 0, nbn = 0;  // CTA tiles along M and N
-  int64_t group = 1;         // M tiles per raster group (tile_of)
+  bool vec_w = false;            // 16-byte cp.async of w (w 16-byte aligned, ldw % 8 == 0)
+  bool early_w = false;          // gemv kernel: its first tiles' weights are loaded before pdl_wait (launch.cuh)
+  int64_t nbm = 0, nbn = 0;      // CTA tiles along M and N
+  int64_t group = 1;             // M tiles per raster group (tile_of)
   // Streaming kernel only: several weight matrices sharing x, K and S in one launch (q/k/v, gate/up).
   // When segments > 0, column block b (blockIdx.x / S) belongs to the first segment with b < nbn_end,
   // which supplies w, ldw, vec_w, y, ldy and N; its column blocks count from that segment's start.
@@ -177,7 +188,7 @@ SS_TC_DEV Params segment_of(const Params& launch, int64_t& block) {
   Params p = launch;
   if (launch.segments == 0) return p;
   int i = 0;
-SS_TC_UNROLL
+  SS_TC_UNROLL
   for (int s = 0; s < Params::kMaxSegments - 1; ++s)
     if (i == s && s + 1 < launch.segments && block >= launch.seg[s].nbn_end) i = s + 1;
   const Params::Segment& g = launch.seg[i];
@@ -219,8 +230,8 @@ inline Params make_multi_params(const WeightPart* parts, int count, One one) {
 
 // The Params of one launch with tile shape T (host code; the launcher and the emulation share it).
 template <class T>
-inline Params make_params(const float* x, int64_t ldx, const uint16_t* w, int64_t ldw, float* y, int64_t ldy,
-                          int64_t M, int64_t N, int64_t K) {
+inline Params make_params(const float* x, int64_t ldx, const uint16_t* w, int64_t ldw, float* y, int64_t ldy, int64_t M,
+                          int64_t N, int64_t K) {
   auto aligned16 = [](const void* q) { return (reinterpret_cast<uintptr_t>(q) & 15u) == 0; };
   Params p;
   p.x = x;
@@ -325,8 +336,8 @@ constexpr RowCol b_ldsm(int lane, bool x4) { return {(lane & 7) + (x4 ? (lane >>
 //   cp16_x / cp16_w(smem_off, src, bytes): copy `bytes` (0..16) from src, zero the rest of the 16
 //   st_b16(smem_off, uint16_t): a scalar store (unaligned weights)
 template <class T, class Cp16X, class Cp16W, class StB16>
-SS_TC_DEV void load_stage(const Params& p, const Layout<T>& lay, int stage, int64_t m0, int64_t n0, int64_t k0,
-                          int tid, Cp16X cp16_x, Cp16W cp16_w, StB16 st_b16) {
+SS_TC_DEV void load_stage(const Params& p, const Layout<T>& lay, int stage, int64_t m0, int64_t n0, int64_t k0, int tid,
+                          Cp16X cp16_x, Cp16W cp16_w, StB16 st_b16) {
   const int64_t left = (p.M - m0 + kMmaK - 1) / kMmaK * kMmaK;
   const int rows = left < p.a_rows ? static_cast<int>(left) : p.a_rows;
   {
@@ -380,15 +391,13 @@ constexpr int b_ldsm_off(const Layout<T>& lay, int stage, int lane, int wn, int 
 // Calls put(row, col, value) for each of this lane's accumulators (row, col within the CTA tile).
 template <class T, class Acc, class Put>
 SS_TC_DEV void for_each_acc(int lane, int wm, int wn, const Acc& acc, Put put) {
-SS_TC_UNROLL
-  for (int i = 0; i < T::kWarpM16; ++i)
-SS_TC_UNROLL
-    for (int j = 0; j < T::kWarpN8; ++j)
-SS_TC_UNROLL
-      for (int e = 0; e < 4; ++e) {
-        const RowCol rc = c_frag(lane, e >> 1);
-        put((wm * T::kWarpM16 + i) * 16 + rc.row, (wn * T::kWarpN8 + j) * 8 + rc.col + (e & 1), acc[i][j][e]);
-      }
+  SS_TC_UNROLL
+  for (int i = 0; i < T::kWarpM16; ++i) SS_TC_UNROLL
+  for (int j = 0; j < T::kWarpN8; ++j) SS_TC_UNROLL
+  for (int e = 0; e < 4; ++e) {
+    const RowCol rc = c_frag(lane, e >> 1);
+    put((wm * T::kWarpM16 + i) * 16 + rc.row, (wn * T::kWarpN8 + j) * 8 + rc.col + (e & 1), acc[i][j][e]);
+  }
 }
 
 // Stores this lane's accumulators of the warp's tiles (bounds-checked): the result when S == 1.
@@ -413,19 +422,19 @@ SS_TC_DEV void reduce_tile(const Params& p, int64_t m0, int64_t n0, int bm, int 
   constexpr int kU = 4;
   for (int e0 = rank * threads + tid; e0 < n; e0 += kU * stride) {
     float v[kU][kMaxSlices];
-SS_TC_UNROLL
+    SS_TC_UNROLL
     for (int u = 0; u < kU; ++u) {
       const int e = e0 + u * stride;
-SS_TC_UNROLL
+      SS_TC_UNROLL
       for (int s = 0; s < kMaxSlices; ++s) v[u][s] = e < n && s < p.S ? part(s, e) : 0.0f;
     }
-SS_TC_UNROLL
+    SS_TC_UNROLL
     for (int u = 0; u < kU; ++u) {
       const int e = e0 + u * stride, r = e / bn, c = e % bn;
       if (e >= n || n0 + c >= p.N) continue;
       p.y[(m0 + r) * p.ldy + n0 + c] = sum_slices(p.S, [&](int s) {
         float x = v[u][0];
-SS_TC_UNROLL
+        SS_TC_UNROLL
         for (int i = 1; i < kMaxSlices; ++i) x = s == i ? v[u][i] : x;  // no local-memory indexing
         return x;
       });

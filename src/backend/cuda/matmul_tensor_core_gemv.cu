@@ -137,7 +137,8 @@ constexpr int kBlockSmemMax = 227 * 1024;
 template <class G>
 void launch_gemv(const Params& p, cudaStream_t stream) {
   static const bool configured = [] {
-    CUDA_CHECK(cudaFuncSetAttribute(matmul_tc_gemv_kernel<G>, cudaFuncAttributeMaxDynamicSharedMemorySize, kBlockSmemMax));
+    CUDA_CHECK(
+        cudaFuncSetAttribute(matmul_tc_gemv_kernel<G>, cudaFuncAttributeMaxDynamicSharedMemorySize, kBlockSmemMax));
     CUDA_CHECK(cudaFuncSetAttribute(matmul_tc_gemv_kernel<G>, cudaFuncAttributePreferredSharedMemoryCarveout,
                                     cudaSharedmemCarveoutMaxShared));
     return true;

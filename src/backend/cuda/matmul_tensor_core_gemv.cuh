@@ -74,8 +74,8 @@ constexpr GemvWork gemv_work(const Params& p, int warp) {
 }
 
 // Byte offsets in the dynamic shared memory: per warp, kStages stages of [w: 16 rows x kSB bf16]
-// [x: x_rows x kSA f32, or with Xb 16 rows x kSB bf16]. After the main loop the same bytes hold the partial tiles for S > 1:
-// part(group, slice, row, col) f32.
+// [x: x_rows x kSA f32, or with Xb 16 rows x kSB bf16]. After the main loop the same bytes hold the partial tiles for S
+// > 1: part(group, slice, row, col) f32.
 template <class G>
 struct GemvLayout {
   int x_rows = 0;  // min(16, M)
@@ -85,7 +85,8 @@ struct GemvLayout {
     return (warp * G::kStages + stage) * stage_bytes() + (n * G::kSB + k) * 2;
   }
   constexpr int x_off(int warp, int stage, int row, int k) const {
-    return (warp * G::kStages + stage) * stage_bytes() + w_bytes() + (G::kXb ? (row * G::kSB + k) * 2 : (row * G::kSA + k) * 4);
+    return (warp * G::kStages + stage) * stage_bytes() + w_bytes() +
+           (G::kXb ? (row * G::kSB + k) * 2 : (row * G::kSA + k) * 4);
   }
   static constexpr int part_off(int S, int group, int slice, int row, int col) {
     return (((group * S + slice) * G::kBM + row) * G::kWarpN + col) * 4;
@@ -126,29 +127,30 @@ SS_TC_DEV void gemv_load_stage(const Params& p, const GemvLayout<G>& lay, const 
   const int64_t k0 = work.begin * kMmaK + t * G::kKT;
   if constexpr (G::kXb) {
     // The copy covers every tile a slice loads, zero past M and K: whole pieces, 16 rows.
-SS_TC_UNROLL
+    SS_TC_UNROLL
     for (int i = 0; i < 8; ++i) {
       const int r = lane / 16 + 2 * i, c = (lane % 16) * 8;
       cp16_x(lay.x_off(warp, stage, r, c), p.xb + (m0 + r) * p.ldxb + k0 + c, 16);
     }
   } else {
-    load_x_rows(p, m0, k0, G::kKT, lane, 32, [&](int r, int c) { return lay.x_off(warp, stage, r, c); }, cp16_x,
-                st_f32);
+    load_x_rows(
+        p, m0, k0, G::kKT, lane, 32, [&](int r, int c) { return lay.x_off(warp, stage, r, c); }, cp16_x, st_f32);
   }
-  load_w_rows16<G::kKT>(p, n0w, k0, lane, [&](int r, int c) { return lay.w_off(warp, stage, r, c); }, cp16_w, st_b16);
+  load_w_rows16<G::kKT>(
+      p, n0w, k0, lane, [&](int r, int c) { return lay.w_off(warp, stage, r, c); }, cp16_w, st_b16);
 }
 
 // A lane's offsets, computed once per warp so that the main loop only adds the stage, tile and chunk:
 // the loop is issue-bound otherwise (ncu: ~700 instructions per 4 KB weight tile with the offsets
 // recomputed per piece and per fragment register, 58 % issue-active at 65 % of the DRAM bandwidth).
 struct GemvLane {
-  int b_off = 0;         // ldmatrix.x4 address (B fragments of the two n8 tiles) of chunk 0, stage 0
-  int a_off[4] = {};     // A fragment register r: the f32 pair of chunk 0, stage 0
-  uint32_t a_rows = 0;   // bit r: register r's row is below valid_rows (else the register is zero)
-  int w_dst = 0;         // whole tiles: this lane's first weight piece (row lane / 16, k (lane % 16) * 8), stage 0
-  int64_t w_src = 0;     // ... and its element offset in w at the warp's first tile
-  int x_dst = 0;         // whole tiles: this lane's x piece of row 0 (k 4 * lane), stage 0 (Xb: as w_dst)
-  int64_t x_src = 0;     // ... and its element offset in x (Xb: in the copy) at the warp's first tile
+  int b_off = 0;        // ldmatrix.x4 address (B fragments of the two n8 tiles) of chunk 0, stage 0
+  int a_off[4] = {};    // A fragment register r: the f32 pair of chunk 0, stage 0
+  uint32_t a_rows = 0;  // bit r: register r's row is below valid_rows (else the register is zero)
+  int w_dst = 0;        // whole tiles: this lane's first weight piece (row lane / 16, k (lane % 16) * 8), stage 0
+  int64_t w_src = 0;    // ... and its element offset in w at the warp's first tile
+  int x_dst = 0;        // whole tiles: this lane's x piece of row 0 (k 4 * lane), stage 0 (Xb: as w_dst)
+  int64_t x_src = 0;    // ... and its element offset in x (Xb: in the copy) at the warp's first tile
 };
 template <class G>
 constexpr GemvLane gemv_lane(const Params& p, const GemvLayout<G>& lay, const GemvWork& work, int warp, int lane,
@@ -195,7 +197,7 @@ template <class G, class CpW>
 SS_TC_DEV void gemv_load_whole_w(const Params& p, const GemvLayout<G>& lay, const GemvLane& l, int64_t t, CpW cp_w) {
   const int sb = static_cast<int>(t % G::kStages) * lay.stage_bytes();
   const uint16_t* w = p.w + l.w_src + t * G::kKT;
-SS_TC_UNROLL
+  SS_TC_UNROLL
   for (int i = 0; i < 8; ++i) cp_w(l.w_dst + sb + 2 * i * G::kSB * 2, w + 2 * i * p.ldw);
 }
 template <class G, class CpX>
@@ -204,7 +206,7 @@ SS_TC_DEV void gemv_load_whole_x(const Params& p, const GemvLayout<G>& lay, cons
   const int sb = static_cast<int>(t % G::kStages) * lay.stage_bytes();
   if constexpr (G::kXb) {
     const uint16_t* x = p.xb + l.x_src + t * G::kKT;
-SS_TC_UNROLL
+    SS_TC_UNROLL
     for (int i = 0; i < 8; ++i) cp_x(l.x_dst + sb + 2 * i * G::kSB * 2, x + 2 * i * p.ldxb);
   } else {
     const float* x = p.x + l.x_src + t * G::kKT;
@@ -212,8 +214,8 @@ SS_TC_UNROLL
   }
 }
 template <class G, class CpX, class CpW>
-SS_TC_DEV void gemv_load_whole(const Params& p, const GemvLayout<G>& lay, const GemvLane& l, int valid_rows,
-                               int64_t t, CpX cp_x, CpW cp_w) {
+SS_TC_DEV void gemv_load_whole(const Params& p, const GemvLayout<G>& lay, const GemvLane& l, int valid_rows, int64_t t,
+                               CpX cp_x, CpW cp_w) {
   gemv_load_whole_w<G>(p, lay, l, t, cp_w);
   gemv_load_whole_x<G>(p, lay, l, valid_rows, t, cp_x);
 }
@@ -232,7 +234,7 @@ SS_TC_DEV void gemv_gather_a(const GemvLayout<G>& lay, const GemvLane& l, int st
     return;
   }
   const int base = stage * lay.stage_bytes() + kk * kMmaK * 4;
-SS_TC_UNROLL
+  SS_TC_UNROLL
   for (int r = 0; r < 4; ++r) a[r] = (l.a_rows >> r) & 1u ? cvt2(l.a_off[r] + base) : 0u;
 }
 
@@ -240,13 +242,12 @@ SS_TC_UNROLL
 // 16 x 16 tile).
 template <class Acc, class Put>
 SS_TC_DEV void gemv_for_each_acc(int lane, const Acc& acc, Put put) {
-SS_TC_UNROLL
-  for (int j = 0; j < 2; ++j)
-SS_TC_UNROLL
-    for (int e = 0; e < 4; ++e) {
-      const RowCol rc = c_frag(lane, e >> 1);
-      put(rc.row, j * 8 + rc.col + (e & 1), acc[j][e]);
-    }
+  SS_TC_UNROLL
+  for (int j = 0; j < 2; ++j) SS_TC_UNROLL
+  for (int e = 0; e < 4; ++e) {
+    const RowCol rc = c_frag(lane, e >> 1);
+    put(rc.row, j * 8 + rc.col + (e & 1), acc[j][e]);
+  }
 }
 
 // The sum of the S partials of each output of the CTA (columns n0 .. n0 + columns - 1, rows m0 ..

@@ -33,7 +33,7 @@ namespace {
 using namespace specserve::cuda::tc;
 
 constexpr int kMidWarps = 8, kMidThreads = 32 * kMidWarps;
-constexpr int kMidCols = 32;   // columns per CTA
+constexpr int kMidCols = 32;  // columns per CTA
 static_assert(kMidCols == kMidColumns, "backend/matmul_choice.h counts the CTAs with this width");
 constexpr int kMidKT = 64;     // k per stage (4 chunks)
 constexpr int kMidPitch = 72;  // bf16 per shared row: 64 + 8, so ldmatrix's 8 rows fall in distinct bank groups
@@ -46,10 +46,10 @@ struct MidTile {
 
 template <int MT, int S>
 struct Mid {
-  static constexpr int kRows = 16 * MT;              // x rows per CTA (the copy's xb_rows(M))
-  static constexpr int kWps = kMidWarps / S;         // warps per slice
-  static constexpr int kCW = kMidCols / kWps;        // columns per warp
-  static constexpr int kNT = kCW / 8;                // n8 tiles per warp
+  static constexpr int kRows = 16 * MT;        // x rows per CTA (the copy's xb_rows(M))
+  static constexpr int kWps = kMidWarps / S;   // warps per slice
+  static constexpr int kCW = kMidCols / kWps;  // columns per warp
+  static constexpr int kNT = kCW / 8;          // n8 tiles per warp
   static constexpr int kXBytes = kRows * kMidPitch * 2;
   static constexpr int kWBytes = kCW * kMidPitch * 2;
   static constexpr int kStageBytes = kXBytes + kWBytes;
@@ -79,12 +79,12 @@ __global__ void __launch_bounds__(kMidThreads, 1) matmul_mid_kernel(const Params
     if (t < tiles) {
       const uint32_t st = ring + static_cast<uint32_t>((t % kMidStages) * G::kStageBytes);
       const int64_t k0 = sl.k0() + int64_t{t} * kMidKT;
-SS_TC_UNROLL
+      SS_TC_UNROLL
       for (int i = 0; i < G::kRows * 8 / 32; ++i) {
         const int e = i * 32 + lane, r = e >> 3, c = (e & 7) * 8;
         cp_async_ca(st + (r * kMidPitch + c) * 2, p.xb + r * p.ldxb + k0 + c, 16);
       }
-SS_TC_UNROLL
+      SS_TC_UNROLL
       for (int i = 0; i < G::kCW * 8 / 32; ++i) {
         const int e = i * 32 + lane, r = e >> 3, c = (e & 7) * 8;
         const uint32_t dst = st + G::kXBytes + (r * kMidPitch + c) * 2;
@@ -106,22 +106,21 @@ SS_TC_UNROLL
     __syncwarp();
     const uint32_t st = ring + static_cast<uint32_t>((t % kMidStages) * G::kStageBytes);
     const int64_t chunk0 = sl.begin + int64_t{t} * (kMidKT / kMmaK);
-SS_TC_UNROLL
+    SS_TC_UNROLL
     for (int kk = 0; kk < kMidKT / kMmaK; ++kk) {
       if (chunk0 + kk >= sl.end) break;  // never an mma past the slice's last chunk
       uint32_t a[MT][4];
-SS_TC_UNROLL
+      SS_TC_UNROLL
       for (int i = 0; i < MT; ++i) {
         const RowCol rc = a_ldsm(lane);
-        ldmatrix_x4(st + ((i * 16 + rc.row) * kMidPitch + kk * kMmaK + rc.col) * 2, a[i][0], a[i][1], a[i][2],
-                    a[i][3]);
+        ldmatrix_x4(st + ((i * 16 + rc.row) * kMidPitch + kk * kMmaK + rc.col) * 2, a[i][0], a[i][1], a[i][2], a[i][3]);
       }
-SS_TC_UNROLL
+      SS_TC_UNROLL
       for (int j = 0; j < G::kNT; j += 2) {
         const RowCol rc = b_ldsm(lane, true);
         uint32_t b0, b1, b2, b3;
         ldmatrix_x4(st + G::kXBytes + ((j * 8 + rc.row) * kMidPitch + kk * kMmaK + rc.col) * 2, b0, b1, b2, b3);
-SS_TC_UNROLL
+        SS_TC_UNROLL
         for (int i = 0; i < MT; ++i) {
           mma_bf16(acc[i][j], a[i], b0, b1);
           mma_bf16(acc[i][j + 1], a[i], b2, b3);
@@ -134,15 +133,13 @@ SS_TC_UNROLL
   __syncthreads();
   // The partials, part[slice][row][CTA column], then each output summed in slice order.
   float* part = reinterpret_cast<float*>(smem);
-SS_TC_UNROLL
-  for (int i = 0; i < MT; ++i)
-SS_TC_UNROLL
-    for (int j = 0; j < G::kNT; ++j)
-SS_TC_UNROLL
-      for (int e = 0; e < 4; ++e) {
-        const RowCol rc = c_frag(lane, e >> 1);
-        part[(slice * G::kRows + i * 16 + rc.row) * kMidCols + part_col0 + j * 8 + rc.col + (e & 1)] = acc[i][j][e];
-      }
+  SS_TC_UNROLL
+  for (int i = 0; i < MT; ++i) SS_TC_UNROLL
+  for (int j = 0; j < G::kNT; ++j) SS_TC_UNROLL
+  for (int e = 0; e < 4; ++e) {
+    const RowCol rc = c_frag(lane, e >> 1);
+    part[(slice * G::kRows + i * 16 + rc.row) * kMidCols + part_col0 + j * 8 + rc.col + (e & 1)] = acc[i][j][e];
+  }
   __syncthreads();
   for (int o = static_cast<int>(threadIdx.x); o < G::kRows * kMidCols; o += kMidThreads) {
     const int r = o / kMidCols, c = o % kMidCols;
@@ -162,7 +159,8 @@ void launch_mid(const Params& p, cudaStream_t stream) {
     return true;
   }();
   (void)configured;
-  if (p.nbn > INT_MAX) cuda_fail(cudaErrorInvalidConfiguration, "matmul: more CTAs than a grid holds", __FILE__, __LINE__);
+  if (p.nbn > INT_MAX)
+    cuda_fail(cudaErrorInvalidConfiguration, "matmul: more CTAs than a grid holds", __FILE__, __LINE__);
   launch_pdl(matmul_mid_kernel<MT, S>, static_cast<unsigned>(p.nbn), kMidThreads, static_cast<size_t>(G::kSmem), stream,
              p);
 }

@@ -13,7 +13,7 @@ template <int KT, class Off, class Cp16W, class StB16>
 SS_TC_DEV void load_w_rows16(const Params& p, int64_t n0w, int64_t k0, int lane, Off off, Cp16W cp16_w, StB16 st_b16) {
   if (p.vec_w) {
     constexpr int kPer = KT / 8;
-SS_TC_UNROLL
+    SS_TC_UNROLL
     for (int i = lane; i < 16 * kPer; i += 32) {
       const int r = i / kPer, c = (i % kPer) * 8;
       const int64_t k = k0 + c, n = n0w + r;
@@ -56,7 +56,7 @@ SS_TC_DEV void load_x_rows(const Params& p, int64_t m0, int64_t k0, int width, i
 // `valid_rows` are zero (never read); the others are read as f32 pairs and rounded by cvt2.
 template <class Off, class Cvt2>
 SS_TC_DEV void gather_a_f32(int lane, int valid_rows, Off off, uint32_t (&a)[4], Cvt2 cvt2) {
-SS_TC_UNROLL
+  SS_TC_UNROLL
   for (int reg = 0; reg < 4; ++reg) {
     const RowCol rc = a_frag(lane, reg);
     a[reg] = rc.row < valid_rows ? cvt2(off(rc.row, rc.col)) : 0u;

@@ -25,8 +25,8 @@ namespace {
 
 using namespace specserve::cuda::tc;
 
-__global__ void __launch_bounds__(256) x_to_bf16_kernel(const float* x, int64_t ldx, int64_t M, int64_t K,
-                                                        int64_t pitch, int64_t regs, uint32_t* out) {
+__global__ void __launch_bounds__(256)
+    x_to_bf16_kernel(const float* x, int64_t ldx, int64_t M, int64_t K, int64_t pitch, int64_t regs, uint32_t* out) {
   pdl_begin();
   const int64_t stride = int64_t{gridDim.x} * blockDim.x;
   for (int64_t i = int64_t{blockIdx.x} * blockDim.x + threadIdx.x; i < regs; i += stride)
@@ -40,7 +40,7 @@ void* scratch(size_t bytes, cudaStream_t stream) {
   static size_t capacity = 0;
   std::lock_guard lock(mutex);
   if (bytes > capacity) {
-    flush_launches();                            // recorded kernels may read the old block:
+    flush_launches();                           // recorded kernels may read the old block:
     CUDA_CHECK(cudaStreamSynchronize(stream));  // enqueue them and wait for them
     if (block) CUDA_CHECK(cudaFree(block));
     block = nullptr;

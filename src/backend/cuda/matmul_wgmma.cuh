@@ -11,8 +11,8 @@
 // the slices summed in order through the cluster (cluster_reduce). That one wgmma k16 step gives an
 // element the bits one mma.sync.m16n8k16 gives it was measured on the H200 over 2 million chains of
 // 64 chunks with adversarial data (wide exponents, cancellation, zeros of both signs, subnormals,
-// ties: tools/gpu/archive/wgmma_bits_probe.cu); the GPU tests (tests/backend_cuda/test_cuda_matmul_tensor_core.cpp) compare every row of
-// every wgmma tile shape with the same row computed alone by the gemv kernel, bit for bit.
+// ties: tools/gpu/archive/wgmma_bits_probe.cu); the GPU tests (tests/backend_cuda/test_cuda_matmul_tensor_core.cpp)
+// compare every row of every wgmma tile shape with the same row computed alone by the gemv kernel, bit for bit.
 //
 // Shared-memory image: wgmma's K-major layout with the 128-byte swizzle. An operand tile of R rows x 64
 // k (128 bytes a row) keeps its rows in order, and the 16-byte piece k8 (k 8 k8 .. 8 k8 + 7) of row r
@@ -25,7 +25,7 @@
 
 namespace specserve::cuda::wg {
 
-inline constexpr int kKT = 64;          // k per stage (4 chunks)
+inline constexpr int kKT = 64;  // k per stage (4 chunks)
 
 // A CTA of Warpgroups warpgroups stacked along M (each m64 x BN, one wgmma.m64nBNk16 per chunk).
 // Pipelined: a warpgroup leaves one stage's wgmma running while it issues the next stage's (the loads

@@ -40,7 +40,8 @@ __device__ __forceinline__ void mbar_init(uint32_t bar, unsigned count) {
   asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;\n" ::"r"(bar), "r"(count) : "memory");
 }
 __device__ __forceinline__ void mbar_arrive(uint32_t bar) {
-  asm volatile("{\n.reg .b64 state;\nmbarrier.arrive.release.cta.shared::cta.b64 state, [%0];\n}\n" ::"r"(bar) : "memory");
+  asm volatile("{\n.reg .b64 state;\nmbarrier.arrive.release.cta.shared::cta.b64 state, [%0];\n}\n" ::"r"(bar)
+               : "memory");
 }
 // Waits until the phase with parity `parity` of the barrier has completed.
 __device__ __forceinline__ void mbar_wait(uint32_t bar, uint32_t parity) {
@@ -150,9 +151,7 @@ __global__ void __launch_bounds__(T::kThreads, 1) matmul_wgmma_serial_kernel(con
     const SerialTile st = serial_tile(g, p.chunks, p.cps);
     const uint32_t a = sbase + static_cast<uint32_t>(stage * T::kStageBytes + wgi * 64 * 128);
     const uint32_t b = sbase + static_cast<uint32_t>(stage * T::kStageBytes + T::kABytes);
-    auto mma = [&](int kk) {
-      wgmma_m64n128k16(acc, smem_desc(a + kk * kChunkStep), smem_desc(b + kk * kChunkStep));
-    };
+    auto mma = [&](int kk) { wgmma_m64n128k16(acc, smem_desc(a + kk * kChunkStep), smem_desc(b + kk * kChunkStep)); };
     wgmma_fence();
     if (st.chunk0 + kChunks <= st.chunk_end) {  // straight-line issue
 #pragma unroll
@@ -206,8 +205,8 @@ bool wgmma_serial_fits(const MatmulArgs& a) {
 void matmul_bf16_wgmma_serial(const MatmulArgs& a, const uint16_t* xb, int64_t ldxb, cudaStream_t stream) {
   static_assert(T::kSmemBytes <= 227 * 1024, "more shared memory than an sm_90 block may have");
   static const bool configured = [] {
-    CUDA_CHECK(cudaFuncSetAttribute(matmul_wgmma_serial_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                    T::kSmemBytes));
+    CUDA_CHECK(
+        cudaFuncSetAttribute(matmul_wgmma_serial_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, T::kSmemBytes));
     return true;
   }();
   (void)configured;
@@ -215,7 +214,8 @@ void matmul_bf16_wgmma_serial(const MatmulArgs& a, const uint16_t* xb, int64_t l
   p.xb = xb;
   p.ldxb = ldxb;
   const int64_t ctas = p.nbm * p.nbn;
-  if (ctas > INT_MAX) cuda_fail(cudaErrorInvalidConfiguration, "matmul: more CTAs than a grid holds", __FILE__, __LINE__);
+  if (ctas > INT_MAX)
+    cuda_fail(cudaErrorInvalidConfiguration, "matmul: more CTAs than a grid holds", __FILE__, __LINE__);
   launch_pdl(matmul_wgmma_serial_kernel, dim3(static_cast<unsigned>(ctas)), T::kThreads, T::kSmemBytes, stream, p);
   CUDA_CHECK_LAUNCH();
 }

@@ -42,8 +42,7 @@ __device__ __forceinline__ void wg_load_stage(const Params& p, uint32_t sbase, i
   for (int i = tid; i < T::kBM * kKT / 8; i += T::kThreads) {
     const Piece pc = piece_of(i);
     const int64_t m = m0 + pc.row;
-    cp_async_ca(a + tile_off(pc.row, pc.k8), m < xrows ? p.xb + m * p.ldxb + k0 + 8 * pc.k8 : p.xb,
-                m < xrows ? 16 : 0);
+    cp_async_ca(a + tile_off(pc.row, pc.k8), m < xrows ? p.xb + m * p.ldxb + k0 + 8 * pc.k8 : p.xb, m < xrows ? 16 : 0);
   }
   for (int i = tid; i < T::kBN * kKT / 8; i += T::kThreads) {
     const Piece pc = piece_of(i);
@@ -163,9 +162,7 @@ __global__ void __launch_bounds__(T::kThreads, T::kMinBlocks) matmul_wgmma_kerne
     const uint32_t a = sbase + static_cast<uint32_t>((kt % T::kStages) * T::kStageBytes + wgi * 64 * 128);
     const uint32_t b = sbase + static_cast<uint32_t>((kt % T::kStages) * T::kStageBytes + T::kABytes);
     const int64_t chunk0 = sl.begin + kt * kChunks;
-    auto mma = [&](int kk) {
-      wgmma_m64n128k16(acc, smem_desc(a + kk * kChunkStep), smem_desc(b + kk * kChunkStep));
-    };
+    auto mma = [&](int kk) { wgmma_m64n128k16(acc, smem_desc(a + kk * kChunkStep), smem_desc(b + kk * kChunkStep)); };
     wgmma_fence();
     if (chunk0 + kChunks <= sl.end) {  // straight-line issue (a branch between wgmma costs a sync)
 #pragma unroll
@@ -208,7 +205,8 @@ template <class T>
 void launch(const MatmulArgs& a, const uint16_t* xb, int64_t ldxb, cudaStream_t stream) {
   static_assert(T::kSmemBytes <= 227 * 1024, "more shared memory than an sm_90 block may have");
   static const bool configured = [] {
-    CUDA_CHECK(cudaFuncSetAttribute(matmul_wgmma_kernel<T>, cudaFuncAttributeMaxDynamicSharedMemorySize, T::kSmemBytes));
+    CUDA_CHECK(
+        cudaFuncSetAttribute(matmul_wgmma_kernel<T>, cudaFuncAttributeMaxDynamicSharedMemorySize, T::kSmemBytes));
     CUDA_CHECK(cudaFuncSetAttribute(matmul_wgmma_kernel<T>, cudaFuncAttributePreferredSharedMemoryCarveout,
                                     cudaSharedmemCarveoutMaxShared));
     return true;
@@ -218,7 +216,8 @@ void launch(const MatmulArgs& a, const uint16_t* xb, int64_t ldxb, cudaStream_t 
   p.xb = xb;
   p.ldxb = ldxb;
   const int64_t ctas = p.nbm * p.nbn * p.S;
-  if (ctas > INT_MAX) cuda_fail(cudaErrorInvalidConfiguration, "matmul: more CTAs than a grid holds", __FILE__, __LINE__);
+  if (ctas > INT_MAX)
+    cuda_fail(cudaErrorInvalidConfiguration, "matmul: more CTAs than a grid holds", __FILE__, __LINE__);
   launch_clusters(matmul_wgmma_kernel<T>, dim3(static_cast<unsigned>(ctas)), T::kThreads, T::kSmemBytes, stream, p);
 }
 

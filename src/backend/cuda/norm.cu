@@ -22,7 +22,8 @@ __device__ __forceinline__ void write_xb_row(const XbOut& xb, int64_t g, int64_t
   if (xb.regs == nullptr) return;
   __syncthreads();  // the row's outputs, written by the block's threads
   xb_write(xb, g, row, d, 0, xb.pitch, threadIdx.x, blockDim.x);
-  for (int64_t m = groups + g; m < xb.rows; m += groups) xb_write(xb, m, nullptr, d, 0, xb.pitch, threadIdx.x, blockDim.x);
+  for (int64_t m = groups + g; m < xb.rows; m += groups)
+    xb_write(xb, m, nullptr, d, 0, xb.pitch, threadIdx.x, blockDim.x);
 }
 
 // Rows up to kNormHeld * blockDim.x wide are held in registers (norm_math.cuh: the same bits), and

@@ -39,7 +39,7 @@ class Staging {
   struct Slot;
   std::vector<Slot*> segments_;
   struct Recent {
-    size_t offset;        // in the ring
+    size_t offset;  // in the ring
     size_t bytes;
     uint64_t generation;  // of its segment when staged
   };
@@ -47,8 +47,8 @@ class Staging {
   std::vector<Recent> recent_;
   size_t recent_next_ = 0;
   std::vector<uint64_t> generation_;  // per segment: times the ring entered it
-  size_t segment_ = 0;  // current segment
-  size_t head_ = 0;     // next free byte offset within the ring
+  size_t segment_ = 0;                // current segment
+  size_t head_ = 0;                   // next free byte offset within the ring
   char* host_ring_ = nullptr;
   char* device_ring_ = nullptr;
   void* big_host_ = nullptr;  // for stages larger than a segment

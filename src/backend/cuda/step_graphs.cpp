@@ -19,11 +19,11 @@ namespace specserve::cuda {
 
 namespace {
 
+using graphs::hash_of;
 using graphs::launch_now;
 using graphs::PinnedRing;
 using graphs::Recorded;
 using graphs::Segment;
-using graphs::hash_of;
 using graphs::signature_of;
 
 constexpr size_t kRegions = 32;
@@ -270,8 +270,8 @@ class Recorder {
   std::mutex mutex_;
   bool enabled_;
   Segment seg_;
-  size_t index_ = 0;  // of the current segment since the last flush
-  int holds_ = 0;     // Staging::Lock holders
+  size_t index_ = 0;        // of the current segment since the last flush
+  int holds_ = 0;           // Staging::Lock holders
   char* device_ = nullptr;  // kRegions staging regions
   PinnedRing pinned_;
   std::unordered_map<uint64_t, Graph> graphs_;
@@ -280,7 +280,6 @@ class Recorder {
   std::vector<void*> ptrs_;
   GraphStats stats_;
 };
-
 
 std::atomic<uint64_t> g_stream_ops{0};
 

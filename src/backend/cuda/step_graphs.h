@@ -66,12 +66,12 @@ void* stage_for_launch(const void* host, size_t bytes);
 void hold_stages(int delta);
 
 struct GraphStats {
-  uint64_t segments = 0;        // segments enqueued
-  uint64_t direct_segments = 0; // ... by launching their kernels one by one
-  uint64_t graph_launches = 0;  // ... by launching a graph
-  uint64_t captures = 0;        // graphs captured and instantiated
-  uint64_t node_updates = 0;    // kernel nodes whose parameters were updated before a replay
-  uint64_t launches = 0;        // kernel launches recorded
+  uint64_t segments = 0;         // segments enqueued
+  uint64_t direct_segments = 0;  // ... by launching their kernels one by one
+  uint64_t graph_launches = 0;   // ... by launching a graph
+  uint64_t captures = 0;         // graphs captured and instantiated
+  uint64_t node_updates = 0;     // kernel nodes whose parameters were updated before a replay
+  uint64_t launches = 0;         // kernel launches recorded
 };
 GraphStats graph_stats();
 

@@ -76,7 +76,8 @@ class CudaLossless : public ::testing::TestWithParam<Case> {
     }
     // Its attention takes the free-order kernel whatever the weights' type.
     if (!c.host_drafter) {
-      EXPECT_GT(cuda::free_order_attentions(), free_attn_before) << "the drafter's attention took the free-order kernel";
+      EXPECT_GT(cuda::free_order_attentions(), free_attn_before)
+          << "the drafter's attention took the free-order kernel";
     }
     int64_t accepted = 0;
     for (size_t i = 0; i < ps.size(); ++i) {
@@ -100,20 +101,20 @@ class CudaLossless : public ::testing::TestWithParam<Case> {
 TEST_P(CudaLossless, GreedyIdenticalToPlainDecoding) { expect_identical(false); }
 TEST_P(CudaLossless, SeededSamplingIdenticalToPlainDecoding) { expect_identical(true); }
 
-INSTANTIATE_TEST_SUITE_P(Cases, CudaLossless,
-                         ::testing::Values(Case{"dense-trained", "f32", 3}, Case{"hybrid-trained", "f32", 15},
-                                           Case{"hybrid-trained", "bf16", 3}, Case{"dense-trained", "bf16", 15},
-                                           Case{"hybrid-trained", "f32", 4, true}, Case{"dense-trained", "bf16", 15, true},
-                                           Case{"dense-trained", "bf16", 15, false, 192},
-                                           Case{"hybrid-trained", "f32", 7, false, 128}),
-                         [](const auto& i) {
-                           std::string n = i.param.pair + "_" + i.param.dtype + "_gamma" + std::to_string(i.param.gamma) +
-                                           (i.param.host_drafter ? "_cpu_drafter" : "") +
-                                           (i.param.draft_vocab > 0 ? "_vocab" + std::to_string(i.param.draft_vocab) : "");
-                           for (auto& ch : n)
-                             if (ch == '-') ch = '_';
-                           return n;
-                         });
+INSTANTIATE_TEST_SUITE_P(
+    Cases, CudaLossless,
+    ::testing::Values(Case{"dense-trained", "f32", 3}, Case{"hybrid-trained", "f32", 15},
+                      Case{"hybrid-trained", "bf16", 3}, Case{"dense-trained", "bf16", 15},
+                      Case{"hybrid-trained", "f32", 4, true}, Case{"dense-trained", "bf16", 15, true},
+                      Case{"dense-trained", "bf16", 15, false, 192}, Case{"hybrid-trained", "f32", 7, false, 128}),
+    [](const auto& i) {
+      std::string n = i.param.pair + "_" + i.param.dtype + "_gamma" + std::to_string(i.param.gamma) +
+                      (i.param.host_drafter ? "_cpu_drafter" : "") +
+                      (i.param.draft_vocab > 0 ? "_vocab" + std::to_string(i.param.draft_vocab) : "");
+      for (auto& ch : n)
+        if (ch == '-') ch = '_';
+      return n;
+    });
 
 }  // namespace
 }  // namespace specserve

@@ -30,8 +30,8 @@ const char* const kPair = "dense-trained";
 // chosen because there a residual taken from p instead of p − q — Atlas's bug — is detected at
 // p < 1e-7 with 3,000 samples each), and two where argmax drafts are accepted > 90 % of the time.
 const std::vector<std::vector<int32_t>> kPrompts = {
-    {25, 48, 116, 239, 217}, {218, 77, 114, 94}, {210, 192, 144}, {100, 19, 251, 212},
-    {9, 5, 9, 5, 9, 5},      {200, 100, 200, 100},
+    {25, 48, 116, 239, 217}, {218, 77, 114, 94}, {210, 192, 144},
+    {100, 19, 251, 212},     {9, 5, 9, 5, 9, 5}, {200, 100, 200, 100},
 };
 
 struct Arm {
@@ -91,7 +91,7 @@ Arm* Distribution::plain_ = nullptr;
 TEST_F(Distribution, SampledDraftsKeepTheTargetDistribution) {
   DFlashProposer proposer(*pair_->drafter, {.selection = {.sampling = DraftSampling::Sample}});
   const Arm arm = sample(*pair_->target, &proposer, engine::VerifyMode::SampleMatch, 1 + kSamples);
-  ASSERT_GT(arm.accepted, arm.drafted / 10);             // acceptance happens...
+  ASSERT_GT(arm.accepted, arm.drafted / 10);                // acceptance happens...
   ASSERT_LT(arm.accepted, arm.drafted - arm.drafted / 10);  // ...and so do rejections (the residual)
   EXPECT_GT(against_plain(arm).p, 0.001);
 }

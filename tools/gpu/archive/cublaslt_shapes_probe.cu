@@ -15,21 +15,42 @@
 #include <cuda_runtime.h>
 #include <cstdio>
 #include <vector>
-#define CK(x) do { auto e = (x); if (e != 0) { printf("err %d at %s:%d\n", (int)e, __FILE__, __LINE__); return 1; } } while (0)
+#define CK(x)                                                  \
+  do {                                                         \
+    auto e = (x);                                              \
+    if (e != 0) {                                              \
+      printf("err %d at %s:%d\n", (int)e, __FILE__, __LINE__); \
+      return 1;                                                \
+    }                                                          \
+  } while (0)
 int main() {
-  cublasLtHandle_t lt; CK(cublasLtCreate(&lt));
-  size_t ws_bytes = 64 << 20; void* ws; CK(cudaMalloc(&ws, ws_bytes));
-  struct S { const char* name; int M, N, K; };
-  std::vector<S> shapes = {{"q 256", 256, 4096, 5120}, {"kv 256", 256, 1024, 5120}, {"o 256", 256, 5120, 4096},
-    {"gate 256", 256, 17408, 5120}, {"down 256", 256, 5120, 17408}, {"fc 112", 112, 5120, 25600},
-    {"lm_head 240", 240, 248320, 5120}, {"lm_head 60", 60, 248320, 5120}, {"gate 64", 64, 17408, 5120},
-    {"q 64", 64, 4096, 5120}, {"down 64", 64, 5120, 17408}, {"8b gate 256", 256, 12288, 4096}, {"8b q 256", 256, 4096, 4096},
-    {"8b lm 240", 240, 151936, 4096}, {"gate 16", 16, 17408, 5120}, {"lm 15", 15, 248320, 5120}};
-  void *a, *b, *d; CK(cudaMalloc(&a, size_t(248320) * 25600 / 4 * 2)); CK(cudaMalloc(&b, size_t(256) * 25600 * 2)); CK(cudaMalloc(&d, size_t(256) * 248320 * 4));
-  cudaMemset(a, 0x3c, size_t(248320) * 25600 / 4 * 2); cudaMemset(b, 0x3c, size_t(256) * 25600 * 2);
-  cudaStream_t st; cudaStreamCreate(&st);
+  cublasLtHandle_t lt;
+  CK(cublasLtCreate(&lt));
+  size_t ws_bytes = 64 << 20;
+  void* ws;
+  CK(cudaMalloc(&ws, ws_bytes));
+  struct S {
+    const char* name;
+    int M, N, K;
+  };
+  std::vector<S> shapes = {
+      {"q 256", 256, 4096, 5120},         {"kv 256", 256, 1024, 5120},      {"o 256", 256, 5120, 4096},
+      {"gate 256", 256, 17408, 5120},     {"down 256", 256, 5120, 17408},   {"fc 112", 112, 5120, 25600},
+      {"lm_head 240", 240, 248320, 5120}, {"lm_head 60", 60, 248320, 5120}, {"gate 64", 64, 17408, 5120},
+      {"q 64", 64, 4096, 5120},           {"down 64", 64, 5120, 17408},     {"8b gate 256", 256, 12288, 4096},
+      {"8b q 256", 256, 4096, 4096},      {"8b lm 240", 240, 151936, 4096}, {"gate 16", 16, 17408, 5120},
+      {"lm 15", 15, 248320, 5120}};
+  void *a, *b, *d;
+  CK(cudaMalloc(&a, size_t(248320) * 25600 / 4 * 2));
+  CK(cudaMalloc(&b, size_t(256) * 25600 * 2));
+  CK(cudaMalloc(&d, size_t(256) * 248320 * 4));
+  cudaMemset(a, 0x3c, size_t(248320) * 25600 / 4 * 2);
+  cudaMemset(b, 0x3c, size_t(256) * 25600 * 2);
+  cudaStream_t st;
+  cudaStreamCreate(&st);
   for (auto& s : shapes) {
-    cublasLtMatmulDesc_t op; CK(cublasLtMatmulDescCreate(&op, CUBLAS_COMPUTE_32F, CUDA_R_32F));
+    cublasLtMatmulDesc_t op;
+    CK(cublasLtMatmulDescCreate(&op, CUBLAS_COMPUTE_32F, CUDA_R_32F));
     cublasOperation_t tA = CUBLAS_OP_T, tB = CUBLAS_OP_N;
     CK(cublasLtMatmulDescSetAttribute(op, CUBLASLT_MATMUL_DESC_TRANSA, &tA, sizeof tA));
     CK(cublasLtMatmulDescSetAttribute(op, CUBLASLT_MATMUL_DESC_TRANSB, &tB, sizeof tB));
@@ -37,24 +58,38 @@ int main() {
     CK(cublasLtMatrixLayoutCreate(&la, CUDA_R_16BF, s.K, s.N, s.K));
     CK(cublasLtMatrixLayoutCreate(&lb, CUDA_R_16BF, s.K, s.M, s.K));
     CK(cublasLtMatrixLayoutCreate(&ld, CUDA_R_32F, s.N, s.M, s.N));
-    cublasLtMatmulPreference_t pref; CK(cublasLtMatmulPreferenceCreate(&pref));
-    CK(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &ws_bytes, sizeof ws_bytes));
-    cublasLtMatmulHeuristicResult_t res[8]; int n = 0;
+    cublasLtMatmulPreference_t pref;
+    CK(cublasLtMatmulPreferenceCreate(&pref));
+    CK(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &ws_bytes,
+                                            sizeof ws_bytes));
+    cublasLtMatmulHeuristicResult_t res[8];
+    int n = 0;
     CK(cublasLtMatmulAlgoGetHeuristic(lt, op, la, lb, ld, ld, pref, 8, res, &n));
     float alpha = 1, beta = 0;
-    double best = 1e9; int bi = -1;
+    double best = 1e9;
+    int bi = -1;
     for (int i = 0; i < n; ++i) {
-      cudaEvent_t e0, e1; cudaEventCreate(&e0); cudaEventCreate(&e1);
-      for (int w = 0; w < 3; ++w) cublasLtMatmul(lt, op, &alpha, a, la, b, lb, &beta, d, ld, d, ld, &res[i].algo, ws, ws_bytes, st);
+      cudaEvent_t e0, e1;
+      cudaEventCreate(&e0);
+      cudaEventCreate(&e1);
+      for (int w = 0; w < 3; ++w)
+        cublasLtMatmul(lt, op, &alpha, a, la, b, lb, &beta, d, ld, d, ld, &res[i].algo, ws, ws_bytes, st);
       cudaEventRecord(e0, st);
       const int it = 20;
-      for (int w = 0; w < it; ++w) cublasLtMatmul(lt, op, &alpha, a, la, b, lb, &beta, d, ld, d, ld, &res[i].algo, ws, ws_bytes, st);
-      cudaEventRecord(e1, st); cudaEventSynchronize(e1);
-      float ms; cudaEventElapsedTime(&ms, e0, e1); ms /= it;
-      if (i == 0) printf("%-12s M=%d N=%d K=%d heuristic#0 %.1f us (%.0f TFLOP/s)\n", s.name, s.M, s.N, s.K, ms * 1e3, 2.0 * s.M * s.N * s.K / (ms * 1e-3) / 1e12);
+      for (int w = 0; w < it; ++w)
+        cublasLtMatmul(lt, op, &alpha, a, la, b, lb, &beta, d, ld, d, ld, &res[i].algo, ws, ws_bytes, st);
+      cudaEventRecord(e1, st);
+      cudaEventSynchronize(e1);
+      float ms;
+      cudaEventElapsedTime(&ms, e0, e1);
+      ms /= it;
+      if (i == 0)
+        printf("%-12s M=%d N=%d K=%d heuristic#0 %.1f us (%.0f TFLOP/s)\n", s.name, s.M, s.N, s.K, ms * 1e3,
+               2.0 * s.M * s.N * s.K / (ms * 1e-3) / 1e12);
       if (ms < best) best = ms, bi = i;
     }
-    printf("%-12s best of %d: #%d %.1f us (%.0f TFLOP/s) wsreq %zu\n", s.name, n, bi, best * 1e3, 2.0 * s.M * s.N * s.K / (best * 1e-3) / 1e12, res[bi].workspaceSize);
+    printf("%-12s best of %d: #%d %.1f us (%.0f TFLOP/s) wsreq %zu\n", s.name, n, bi, best * 1e3,
+           2.0 * s.M * s.N * s.K / (best * 1e-3) / 1e12, res[bi].workspaceSize);
   }
   CK(cudaGetLastError());
   return 0;

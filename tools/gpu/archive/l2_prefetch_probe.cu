@@ -56,7 +56,8 @@ __global__ void stream_read(const uint4* p, int64_t n, unsigned* out) {
 // One thread per 64 KB chunk.
 __global__ void prefetch_bulk(const char* p, int64_t bytes) {
   const int64_t chunk = 64 << 10;
-  for (int64_t c = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; c * chunk < bytes; c += int64_t{gridDim.x} * blockDim.x) {
+  for (int64_t c = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; c * chunk < bytes;
+       c += int64_t{gridDim.x} * blockDim.x) {
     const int64_t left = bytes - c * chunk;
     const unsigned size = static_cast<unsigned>(left < chunk ? left : chunk);
     asm volatile("cp.async.bulk.prefetch.L2.global [%0], %1;" ::"l"(p + c * chunk), "r"(size) : "memory");
@@ -64,12 +65,14 @@ __global__ void prefetch_bulk(const char* p, int64_t bytes) {
 }
 
 __global__ void prefetch_lines(const char* p, int64_t bytes) {
-  for (int64_t i = (blockIdx.x * int64_t{blockDim.x} + threadIdx.x) * 128; i < bytes; i += int64_t{gridDim.x} * blockDim.x * 128)
+  for (int64_t i = (blockIdx.x * int64_t{blockDim.x} + threadIdx.x) * 128; i < bytes;
+       i += int64_t{gridDim.x} * blockDim.x * 128)
     asm volatile("prefetch.global.L2 [%0];" ::"l"(p + i));
 }
 
 __global__ void prefetch_lines_last(const char* p, int64_t bytes) {
-  for (int64_t i = (blockIdx.x * int64_t{blockDim.x} + threadIdx.x) * 128; i < bytes; i += int64_t{gridDim.x} * blockDim.x * 128)
+  for (int64_t i = (blockIdx.x * int64_t{blockDim.x} + threadIdx.x) * 128; i < bytes;
+       i += int64_t{gridDim.x} * blockDim.x * 128)
     asm volatile("prefetch.global.L2::evict_last [%0];" ::"l"(p + i));
 }
 
@@ -83,7 +86,8 @@ __global__ void prefetch_mapped(const uint4* p, int64_t n) {
 // Real loads whose values are dropped (a loader kernel).
 __global__ void load_lines(const char* p, int64_t bytes, unsigned* out) {
   unsigned acc = 0;
-  for (int64_t i = (blockIdx.x * int64_t{blockDim.x} + threadIdx.x) * 16; i < bytes; i += int64_t{gridDim.x} * blockDim.x * 16) {
+  for (int64_t i = (blockIdx.x * int64_t{blockDim.x} + threadIdx.x) * 16; i < bytes;
+       i += int64_t{gridDim.x} * blockDim.x * 16) {
     unsigned v;
     asm volatile("ld.global.cg.u32 %0, [%1];" : "=r"(v) : "l"(p + i));
     acc ^= v;
@@ -148,7 +152,8 @@ int main() {
     cudaEventSynchronize(e1);
     float cold = 0;
     cudaEventElapsedTime(&cold, e0, e1);
-    printf("read %lld MB: hot (L2) %.1f us, cold %.1f us\n", static_cast<long long>(mb), hot * 1000 / reps, cold * 1000 / reps);
+    printf("read %lld MB: hot (L2) %.1f us, cold %.1f us\n", static_cast<long long>(mb), hot * 1000 / reps,
+           cold * 1000 / reps);
   }
   printf("stream alone: %.1f us (%.2f TB/s)\n", run(0, 0, 0, reps), 0.0);
   for (int spin_us : {0, 8, 16}) {
@@ -157,7 +162,11 @@ int main() {
     for (int kind : {4, 5, 6})
       for (int64_t mb : {8, 16, 32}) {
         const int64_t pb = mb << 20 < bytes ? mb << 20 : bytes;
-        printf(" | %s %2lld MB %.1f", kind == 4 ? "load" : kind == 5 ? "pfmap" : "ldmap", static_cast<long long>(mb), run(kind, pb, spin_us, reps));
+        printf(" | %s %2lld MB %.1f",
+               kind == 4   ? "load"
+               : kind == 5 ? "pfmap"
+                           : "ldmap",
+               static_cast<long long>(mb), run(kind, pb, spin_us, reps));
       }
     printf("\n");
   }

@@ -50,7 +50,6 @@ __device__ float block_sum(float v, float* red) {
   return s;
 }
 
-
 // Residual rows: res[l][0] = before attention (written with layer l's first norm), res[l][1] = before
 // the MLP; res[-1][1] (index 0) is the step's input.
 __device__ float* res_row(const Buffers& b, int l, int which) { return b.resid + ((l + 1) * 2 + which) * kHidden; }
@@ -97,10 +96,10 @@ __device__ void head_prep(const Buffers& b, int l, int cta, float* red) {
 __device__ void attention(const Buffers& b, int l, int cta, float* xs) {
   if (cta >= kKvHeads * kChunks) return;
   const int kvh = cta / kChunks, ch = cta % kChunks, t = threadIdx.x;
-  float* sk = xs;                  // [64][128] keys
-  float* sq = xs + kTile * kHd;    // [4][128] queries
-  float* sp = sq + 4 * kHd;        // [4][64] scores, then p
-  float* sm = sp + 4 * kTile;      // [4] max
+  float* sk = xs;                // [64][128] keys
+  float* sq = xs + kTile * kHd;  // [4][128] queries
+  float* sp = sq + 4 * kHd;      // [4][64] scores, then p
+  float* sm = sp + 4 * kTile;    // [4] max
   const float* kvb = b.kv + (static_cast<size_t>(l) * kKvHeads + kvh) * kCtx * 2 * kHd;
   for (int e = t; e < kTile * kHd / 4; e += kThreads) {
     const int key = e / (kHd / 4), d4 = e % (kHd / 4);

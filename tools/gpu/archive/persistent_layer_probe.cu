@@ -55,7 +55,7 @@ using namespace plp;
 
 constexpr int kChunkElems = 1024;  // bf16 per warp chunk: 4 rows x 256 k (lane: 8 k of each row)
 constexpr int kChunkK = 256, kChunkRows = 4;
-constexpr int kXsFloats = kInter;  // x of the widest K
+constexpr int kXsFloats = kInter;   // x of the widest K
 constexpr int kPhasesPerLayer = 4;  // matmuls: qkv, o, gate/up, down
 
 // cp.async and griddepcontrol: the server's own wrappers.
@@ -112,7 +112,7 @@ struct Job {
   const uint16_t* w = nullptr;
   long long first = 0;
   int count = 0, per_group = 1, K = 0;  // chunks per 4-row group (K / 256)
-  long long g0 = 0;                      // the first chunk's group and k step
+  long long g0 = 0;                     // the first chunk's group and k step
   int kq0 = 0;
 };
 // A chunk cursor that steps without dividing (64-bit divisions per chunk made the loop issue-bound).
@@ -146,7 +146,7 @@ __device__ Job job_of(const Mat& m, int gwarp, int nwarps) {
 struct Stream {
   const Mat* mats;
   int p1;
-  int ip, ii;          // issue cursor: phase, chunk in phase
+  int ip, ii;        // issue cursor: phase, chunk in phase
   int islot, cslot;  // the ring stages of the next chunk issued and consumed (mod D, without dividing)
   int gwarp, nwarps, D;
   uint32_t ring;  // this warp's stages
@@ -182,7 +182,8 @@ struct Stream {
       ic.step(job.per_group);
       const uint32_t dst = ring + static_cast<uint32_t>(islot) * (kChunkElems * 2);
 #pragma unroll
-      for (int i = 0; i < kChunkRows; ++i) specserve::cuda::tc::cp_async_cg(dst + (i * 32 + lane) * 16, src + static_cast<long long>(i) * job.K, 16);
+      for (int i = 0; i < kChunkRows; ++i)
+        specserve::cuda::tc::cp_async_cg(dst + (i * 32 + lane) * 16, src + static_cast<long long>(i) * job.K, 16);
       ++ii;
       if (++islot == D) islot = 0;
     }

@@ -7,13 +7,13 @@
 #include <cstdio>
 #include <cstdlib>
 
-#define CK(x)                                                                   \
-  do {                                                                          \
-    cudaError_t e_ = (x);                                                       \
-    if (e_ != cudaSuccess) {                                                    \
+#define CK(x)                                                                  \
+  do {                                                                         \
+    cudaError_t e_ = (x);                                                      \
+    if (e_ != cudaSuccess) {                                                   \
       printf("err %s at %s:%d\n", cudaGetErrorString(e_), __FILE__, __LINE__); \
-      exit(1);                                                                  \
-    }                                                                           \
+      exit(1);                                                                 \
+    }                                                                          \
   } while (0)
 
 // The device-copy bandwidth (bytes read + written per second, in GB/s) of a 2 GB cudaMemcpy on `s`:

@@ -15,7 +15,8 @@
 //   ./rows64_matmul_probe          (on an H100 / H200)
 //
 // H200 (driver 580.159.04, 2026-12-01; copy 4.27 TB/s), µs a call with cold weights, against the server's
-// kernels at the same rows (bench_cuda_matmul, docs/history/BENCHMARKS-log.md session 13: gemv at 32 rows, wgmma at 64):
+// kernels at the same rows (bench_cuda_matmul, docs/history/BENCHMARKS-log.md session 13: gemv at 32 rows, wgmma at
+// 64):
 //   8B q/o 4096 x 4096       32 rows 13.3 (gemv 25.5)   64 rows 18.2 (wgmma 29.5)
 //   8B down 4096 x 12288     32 rows 32.5 (gemv 66.5)   64 rows 44.0 (wgmma 65.2)
 //   8B gate+up 24576 x 4096  32 rows 65.4 (gemv 94.0)   64 rows 102  (wgmma 103; S = 4: two warps a
@@ -33,13 +34,12 @@
 #include "backend/cuda/matmul_tensor_core_ptx.cuh"
 #include "probe_util.h"
 
-
 namespace {
 
 constexpr int kWarps = 8, kThreads = 32 * kWarps;
-constexpr int kCols = 32;    // columns per CTA
-constexpr int kKT = 64;      // k per stage
-constexpr int kPitch = 72;   // bf16 per smem row (64 + 8: ldmatrix rows in distinct bank groups)
+constexpr int kCols = 32;   // columns per CTA
+constexpr int kKT = 64;     // k per stage
+constexpr int kPitch = 72;  // bf16 per smem row (64 + 8: ldmatrix rows in distinct bank groups)
 constexpr int kStages = 2;
 
 using namespace specserve::cuda::tc;  // cp.async, ldmatrix, mma (the server's own wrappers)
@@ -50,9 +50,9 @@ template <int MT, int S>
 __global__ void __launch_bounds__(kThreads, 1)
     rows_matmul(const uint16_t* __restrict__ x, const uint16_t* __restrict__ w, float* __restrict__ y, int N, int K) {
   constexpr int M = 16 * MT;
-  constexpr int kWps = kWarps / S;      // warps per slice
-  constexpr int kCW = kCols / kWps;     // columns per warp
-  constexpr int kNT = kCW / 8;          // n8 tiles per warp
+  constexpr int kWps = kWarps / S;   // warps per slice
+  constexpr int kCW = kCols / kWps;  // columns per warp
+  constexpr int kNT = kCW / 8;       // n8 tiles per warp
   constexpr int kXBytes = M * kPitch * 2, kWBytes = kCW * kPitch * 2;
   constexpr int kStageBytes = kXBytes + kWBytes;
   extern __shared__ __align__(128) unsigned char smem[];
@@ -93,12 +93,13 @@ __global__ void __launch_bounds__(kThreads, 1)
 #pragma unroll
       for (int i = 0; i < MT; ++i)
         ldmatrix_x4(st + ((i * 16 + (lane & 15)) * kPitch + kk * 16 + (lane >> 4) * 8) * 2, a[i][0], a[i][1], a[i][2],
-                a[i][3]);
+                    a[i][3]);
 #pragma unroll
       for (int j = 0; j < kNT; j += 2) {
         uint32_t b0, b1, b2, b3;
-        ldmatrix_x4(st + kXBytes + ((j * 8 + (lane & 7) + ((lane >> 4) << 3)) * kPitch + kk * 16 + ((lane >> 3) & 1) * 8) * 2,
-                b0, b1, b2, b3);
+        ldmatrix_x4(
+            st + kXBytes + ((j * 8 + (lane & 7) + ((lane >> 4) << 3)) * kPitch + kk * 16 + ((lane >> 3) & 1) * 8) * 2,
+            b0, b1, b2, b3);
 #pragma unroll
         for (int i = 0; i < MT; ++i) {
           mma_bf16(acc[i][j], a[i], b0, b1);
@@ -135,7 +136,8 @@ __global__ void reference(const uint16_t* x, const uint16_t* w, float* y, int /*
   if (n >= N) return;
   float s = 0.0f;
   for (int k = 0; k < K; ++k)
-    s = fmaf(__uint_as_float(uint32_t(x[size_t(m) * K + k]) << 16), __uint_as_float(uint32_t(w[size_t(n) * K + k]) << 16), s);
+    s = fmaf(__uint_as_float(uint32_t(x[size_t(m) * K + k]) << 16),
+             __uint_as_float(uint32_t(w[size_t(n) * K + k]) << 16), s);
   y[size_t(m) * N + n] = s;
 }
 
@@ -202,9 +204,10 @@ void run(const char* name, int N, int K, double copy_gbs, cudaStream_t s) {
   float ms = 0;
   CK(cudaEventElapsedTime(&ms, e0, e1));
   const double us = ms * 1e3 / reps, stream_us = wn * 2 / (copy_gbs * 1e9) * 1e6;
-  printf("%-22s M=%2d S=%d: %7.1f us  (weights at the copy bandwidth %5.1f us: %.2fx; %.0f TFLOP/s)  max|y| %.3g, "
-         "max diff vs reference %.3g\n",
-         name, M, S, us, stream_us, us / stream_us, 2.0 * M * N * K / (us * 1e-6) / 1e12, mx, diff);
+  printf(
+      "%-22s M=%2d S=%d: %7.1f us  (weights at the copy bandwidth %5.1f us: %.2fx; %.0f TFLOP/s)  max|y| %.3g, "
+      "max diff vs reference %.3g\n",
+      name, M, S, us, stream_us, us / stream_us, 2.0 * M * N * K / (us * 1e-6) / 1e12, mx, diff);
   CK(cudaFree(w));
   CK(cudaFree(x));
   CK(cudaFree(y));

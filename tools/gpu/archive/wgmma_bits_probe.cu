@@ -17,14 +17,15 @@
 #include <random>
 #include <vector>
 
-constexpr int kN = 16;    // columns per wgmma
-constexpr int kCh = 64;   // chunks (K = 1024)
+constexpr int kN = 16;   // columns per wgmma
+constexpr int kCh = 64;  // chunks (K = 1024)
 constexpr int kK = kCh * 16;
 
 __device__ __forceinline__ void mma_bf16(float (&d)[4], const uint32_t (&a)[4], uint32_t b0, uint32_t b1) {
-  asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};\n"
-               : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
-               : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+  asm volatile(
+      "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};\n"
+      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
 }
 
 __device__ __forceinline__ uint32_t pair(const uint16_t* p) { return uint32_t(p[0]) | (uint32_t(p[1]) << 16); }
@@ -70,8 +71,14 @@ __global__ void wgmma_chain(const uint16_t* A, const uint16_t* B, float* out, in
   for (int i = 0; i < kN / 2; ++i) d[i] = 0.0f;
   auto off = [](int r, int k) { return (r / 8) * 128 + (k / 8) * 64 + (r % 8) * 8 + (k % 8); };  // elements
   for (int c = 0; c < kCh; ++c) {
-    for (int i = t; i < 64 * 16; i += 128) { int r = i / 16, k = i % 16; sa[off(r, k)] = a[size_t(r) * kK + c * 16 + k]; }
-    for (int i = t; i < kN * 16; i += 128) { int r = i / 16, k = i % 16; sb[off(r, k)] = b[size_t(r) * kK + c * 16 + k]; }
+    for (int i = t; i < 64 * 16; i += 128) {
+      int r = i / 16, k = i % 16;
+      sa[off(r, k)] = a[size_t(r) * kK + c * 16 + k];
+    }
+    for (int i = t; i < kN * 16; i += 128) {
+      int r = i / 16, k = i % 16;
+      sb[off(r, k)] = b[size_t(r) * kK + c * 16 + k];
+    }
     asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
     __syncthreads();
     uint32_t lbo = Mode == 0 ? 128 : 256, sbo = Mode == 0 ? 256 : 128;
@@ -79,10 +86,12 @@ __global__ void wgmma_chain(const uint16_t* A, const uint16_t* B, float* out, in
     uint64_t db = desc(static_cast<uint32_t>(__cvta_generic_to_shared(sb)), lbo, sbo);
     int sc = (c == 0) ? scale_first : 1;
     asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory");
-    asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %10, 0;\n"
-                 "wgmma.mma_async.sync.aligned.m64n16k16.f32.bf16.bf16 {%0,%1,%2,%3,%4,%5,%6,%7}, %8, %9, p, 1, 1, 0, 0;\n}\n"
-                 : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7])
-                 : "l"(da), "l"(db), "r"(sc) : "memory");
+    asm volatile(
+        "{\n.reg .pred p;\nsetp.ne.b32 p, %10, 0;\n"
+        "wgmma.mma_async.sync.aligned.m64n16k16.f32.bf16.bf16 {%0,%1,%2,%3,%4,%5,%6,%7}, %8, %9, p, 1, 1, 0, 0;\n}\n"
+        : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7])
+        : "l"(da), "l"(db), "r"(sc)
+        : "memory");
     asm volatile("wgmma.commit_group.sync.aligned;\n" ::: "memory");
     asm volatile("wgmma.wait_group.sync.aligned 0;\n" ::: "memory");
     __syncthreads();
@@ -94,8 +103,17 @@ __global__ void wgmma_chain(const uint16_t* A, const uint16_t* B, float* out, in
   }
 }
 
-static uint16_t to_bf16(float f) { uint32_t u; memcpy(&u, &f, 4); return uint16_t((u + 0x7FFF + ((u >> 16) & 1)) >> 16); }
-static float from_bf16(uint16_t h) { uint32_t u = uint32_t(h) << 16; float f; memcpy(&f, &u, 4); return f; }
+static uint16_t to_bf16(float f) {
+  uint32_t u;
+  memcpy(&u, &f, 4);
+  return uint16_t((u + 0x7FFF + ((u >> 16) & 1)) >> 16);
+}
+static float from_bf16(uint16_t h) {
+  uint32_t u = uint32_t(h) << 16;
+  float f;
+  memcpy(&f, &u, 4);
+  return f;
+}
 
 int main() {
   const int ctas = 2048;
@@ -107,8 +125,16 @@ int main() {
     int mode = cta % 4;
     return [&, mode]() {
       float v = nd(rng);
-      if (mode == 1) v = std::ldexp(v, ex(rng));                       // wide exponents: cancellation, big shifts
-      if (mode == 2) { int k = kind(rng); if (k == 0) v = 0.f; else if (k == 1) v = -0.f; else if (k == 2) v = std::ldexp(v, -130); }
+      if (mode == 1) v = std::ldexp(v, ex(rng));  // wide exponents: cancellation, big shifts
+      if (mode == 2) {
+        int k = kind(rng);
+        if (k == 0)
+          v = 0.f;
+        else if (k == 1)
+          v = -0.f;
+        else if (k == 2)
+          v = std::ldexp(v, -130);
+      }
       if (mode == 3) v = std::ldexp(1.f + std::floor(v * 4) / 128.f, ex(rng) / 3);  // many equal magnitudes, ties
       return to_bf16(v);
     };
@@ -118,10 +144,15 @@ int main() {
     for (size_t i = 0; i < size_t(64) * kK; ++i) A[size_t(c) * 64 * kK + i] = g();
     for (size_t i = 0; i < size_t(kN) * kK; ++i) B[size_t(c) * kN * kK + i] = g();
   }
-  uint16_t *dA, *dB; float *o1, *o2, *o3, *o4;
-  cudaMalloc(&dA, A.size() * 2); cudaMalloc(&dB, B.size() * 2);
+  uint16_t *dA, *dB;
+  float *o1, *o2, *o3, *o4;
+  cudaMalloc(&dA, A.size() * 2);
+  cudaMalloc(&dB, B.size() * 2);
   size_t on = size_t(ctas) * 64 * kN;
-  cudaMalloc(&o1, on * 4); cudaMalloc(&o2, on * 4); cudaMalloc(&o3, on * 4); cudaMalloc(&o4, on * 4);
+  cudaMalloc(&o1, on * 4);
+  cudaMalloc(&o2, on * 4);
+  cudaMalloc(&o3, on * 4);
+  cudaMalloc(&o4, on * 4);
   cudaMemcpy(dA, A.data(), A.size() * 2, cudaMemcpyHostToDevice);
   cudaMemcpy(dB, B.data(), B.size() * 2, cudaMemcpyHostToDevice);
   mma_chain<<<ctas, 128>>>(dA, dB, o1);
@@ -141,14 +172,23 @@ int main() {
     for (int r = 0; r < 64; r += 7)
       for (int n = 0; n < kN; ++n) {
         double s = 0, sa = 0;
-        for (int k = 0; k < kK; ++k) { double p = double(from_bf16(A[(size_t(c) * 64 + r) * kK + k])) * from_bf16(B[(size_t(c) * kN + n) * kK + k]); s += p; sa += std::fabs(p); }
+        for (int k = 0; k < kK; ++k) {
+          double p = double(from_bf16(A[(size_t(c) * 64 + r) * kK + k])) * from_bf16(B[(size_t(c) * kN + n) * kK + k]);
+          s += p;
+          sa += std::fabs(p);
+        }
         maxrel = std::max(maxrel, std::fabs(s - h1[(size_t(c) * 64 + r) * kN + n]) / (sa + 1e-30));
       }
   printf("mma.sync vs double: max |err|/sum|p| = %.3g\n", maxrel);
   auto cmp = [&](const std::vector<float>& h, const char* name) {
     size_t diff = 0, diffmode[4] = {};
-    for (size_t i = 0; i < on; ++i) if (memcmp(&h[i], &h1[i], 4)) { ++diff; ++diffmode[(i / (64 * kN)) % 4]; }
-    printf("%s: %zu of %zu elements differ from mma.sync (by data mode: %zu %zu %zu %zu)\n", name, diff, on, diffmode[0], diffmode[1], diffmode[2], diffmode[3]);
+    for (size_t i = 0; i < on; ++i)
+      if (memcmp(&h[i], &h1[i], 4)) {
+        ++diff;
+        ++diffmode[(i / (64 * kN)) % 4];
+      }
+    printf("%s: %zu of %zu elements differ from mma.sync (by data mode: %zu %zu %zu %zu)\n", name, diff, on,
+           diffmode[0], diffmode[1], diffmode[2], diffmode[3]);
   };
   cmp(h2, "wgmma mode0 (LBO=K stride)");
   cmp(h3, "wgmma mode1 (LBO=MN stride)");
