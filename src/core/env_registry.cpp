@@ -94,7 +94,8 @@ std::string format_env_registry() {
   std::string out;
   for (const EnvVar& e : kRegistry) {
     const std::string_view now = env_text(e.name);
-    const std::string shown = e.secret ? (now.empty() ? "unset" : "set") : "\"" + std::string(now) + "\"";
+    // fmt rather than "\"" + std::string(now): GCC 12 warns (-Wrestrict) on the latter, wrongly.
+    const std::string shown = e.secret ? (now.empty() ? "unset" : "set") : fmt::format("\"{}\"", now);
     out += fmt::format("{}  ({}, default \"{}\", now {})\n    {}\n", e.name, type_name(e.type), std::string(e.fallback),
                        shown, e.meaning);
   }
