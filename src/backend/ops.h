@@ -140,6 +140,11 @@ class Ops {
   // Several matmuls sharing x in one parallel pass (q/k/v, gate/up): ys[i] = x · ws[i]ᵀ.
   virtual void matmul_multi(const TensorView& x, std::span<const TensorView> ws,
                             std::span<const TensorView> ys) const = 0;
+  // The prefill rows' matmul (docs/DESIGN.md §1.2): y = x · wᵀ, deterministic per row — a row's bits
+  // depend only on its own x row and on w (and on w's shape: N, K), never on M, on the other rows or on
+  // the call's split into launches — but they need not equal matmul()'s. The CUDA backend runs it on a
+  // Hopper GEMM with one accumulation chain along K per element; the default is matmul().
+  virtual void matmul_prefill(const TensorView& x, const TensorView& w, const TensorView& y) const { matmul(x, w, y); }
   // y += x · wᵀ in one pass, where the backend has one: the CUDA backend under MatmulOrder::Free (a
   // cuBLASLt GEMM whose epilogue adds y, as the drafter's residual adds do). Returns false having done
   // nothing otherwise; the caller then runs matmul() into a scratch and add().
@@ -201,6 +206,16 @@ class Ops {
   // q, out: [R, num_heads * hd]. Softmax in f32.
   virtual void attention(const TensorView& q, const KvGeometry& geo, int layer, std::span<const AttentionRow> rows,
                          int num_heads, float scale, const TensorView& out) const = 0;
+  // attention() for prefill rows (docs/DESIGN.md §1.2): every row has window_start 0, and a row's bits
+  // depend only on its sequence's keys and values at positions 0..its own and on its own query — never
+  // on the other rows of the call or on where its prompt was cut into chunks — but need not equal
+  // attention()'s. The CUDA backend runs a flash-attention kernel on tensor cores that walks key blocks
+  // of 64 from position 0; the default is attention().
+  virtual void attention_prefill(const TensorView& q, const KvGeometry& geo, int layer,
+                                 std::span<const AttentionRow> rows, int num_heads, float scale,
+                                 const TensorView& out) const {
+    attention(q, geo, layer, rows, num_heads, scale, out);
+  }
 
   // Causal depthwise conv + SiLU over one span: x [n, C] pre-conv rows, window [Kc-1, C] the rows
   // before x (oldest first), w [C, Kc] (w[c, Kc-1] multiplies the current row). out [n, C].

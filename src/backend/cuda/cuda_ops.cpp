@@ -361,6 +361,12 @@ class CudaOps final : public Ops {
     k::qk_norm_rope_kv_store(a, s.args, cuda::launch_stream());
   }
 
+  void attention_prefill(const TensorView& q, const KvGeometry& geo, int layer, std::span<const AttentionRow> rows,
+                         int num_heads, float scale, const TensorView& out) const override {
+    // TODO(prefill attention): the flash-attention kernel (attention_prefill.cu) replaces this.
+    attention(q, geo, layer, rows, num_heads, scale, out);
+  }
+
   void attention(const TensorView& q, const KvGeometry& geo, int layer, std::span<const AttentionRow> rows,
                  int num_heads, float scale, const TensorView& out) const override {
     on_device("attention", q);
