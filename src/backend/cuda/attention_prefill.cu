@@ -1,0 +1,374 @@
+// Prefill attention on tensor cores (Ops::attention_prefill; docs/DESIGN.md §1.2, docs/KERNELS.md §3):
+// flash attention over a prompt's rows, deterministic per row.
+//
+// THE RULE. A row's output bits depend only on its own query, its sequence's keys and values at positions
+// 0 .. its position, the head dim and the scale — never on which other rows share the call or its query
+// tile, on the chunks its prompt was cut into, or on R. They need not equal Ops::attention's.
+//
+// The kernel. A CTA takes one query tile (up to 64 consecutive rows of one sequence at consecutive
+// positions; attention_prefill_plan) and one query head; warp w holds the tile's rows 16w .. 16w + 15 as
+// the rows of its m16n8k16 tiles. Keys are walked in steps of KB (64 for head dim 128, 32 for 256) at
+// ABSOLUTE positions [KB·j, KB·j + KB), j = 0 up to the step holding the tile's last row. Per step: the
+// f32 keys and values come in by cp.async and are rounded to bf16 in shared memory; S = q kᵀ by
+// mma.sync (q rounded to bf16, f32 accumulate, the head dim in 16-wide k-steps in increasing order);
+// keys past the row's position get the score -inf; the online softmax of each row in f32 (running max
+// m, rescale of l and O by exp(m_old - m_new), p = exp(s - m_new), l += p); P rounded to bf16 and
+// O += P V by mma.sync (the step's keys in 16-wide k-steps in increasing order). out = O / l.
+//
+// Why the rule holds:
+// - An m16n8k16 output row depends only on its own A row and on B: a row's scores, and its P V sums,
+//   are the same whichever rows sit beside it in the warp's tile (padding rows are zero queries).
+// - Every row sees the same sequence of steps 0, 1, .. up to the step holding its own position; the
+//   steps are at absolute positions, so they do not depend on where the prompt was cut or where the
+//   tile starts. A row's quad of lanes always holds key columns 2·(lane % 4) + {0, 1} of each 8-key
+//   tile, so its per-lane partial sums of l and their final reduction over the quad are the same too.
+// - A tile's later rows make it walk steps past a row's own. In such a step all of the row's keys are
+//   masked: its step max is -inf, m_new = m_old (finite: position 0 is visible in step 0, so m is finite
+//   from step 0 on), the rescale exp(m_old - m_new) = exp(0) = 1 exactly, every p = exp(-inf) = 0, so
+//   l and O are multiplied by 1 and l gains +0, and P V adds products 0 · v = 0 to O: the bits of m, l
+//   and O are unchanged — provided v is finite. Values at positions up to the tile's last row's are
+//   stored (every earlier chunk's and this tile's own), hence finite; slots past the tile's last
+//   position may hold anything (NaN garbage of positions not yet written), so they are loaded as 0.
+//   The same argument covers the keys of the row's own last step past its position: whether they hold
+//   stored values (a later row of the same tile) or zeros (the tile ends at the row), p = 0 and the
+//   products are exactly 0. (One corner is left: an O element that is exactly -0 would turn +0 by a
+//   masked step's +0 products; with real or random values it is never exactly zero.)
+// - The per-step key count KB depends on the head dim only.
+// tests/backend_cuda/test_cuda_attention_prefill.cpp checks a prompt in one call against three other
+// cuttings and against the same rows beside other sequences', bit for bit, and the CPU within bf16
+// tolerance.
+#include <cuda_runtime.h>
+
+#include <algorithm>
+#include <atomic>
+#include <cmath>
+#include <type_traits>
+
+#include "backend/cuda/attention_prefill.h"
+#include "backend/cuda/cuda_check.h"
+#include "backend/cuda/kv_layout.cuh"
+#include "backend/cuda/launch.cuh"
+#include "backend/cuda/matmul_tensor_core.cuh"
+#include "backend/cuda/matmul_tensor_core_ptx.cuh"
+#include "backend/cuda/staging.h"
+
+namespace specserve::cuda::kernels {
+
+namespace {
+
+constexpr int kWarps = 4;
+constexpr int kThreads = 32 * kWarps;
+constexpr int kRows = kPrefillTileRows;  // one m16 tile per warp
+static_assert(kRows == 16 * kWarps);
+
+std::atomic<uint64_t> g_calls{0};
+
+// Per head dim: the keys of one step and whether q's A fragments stay in registers for the whole key loop
+// (head dim 256 keeps them in shared memory and takes 32-key steps: O alone is 128 registers a thread).
+template <int HD>
+struct PrefillShape;
+template <>
+struct PrefillShape<128> {
+  static constexpr int kStepKeys = 64;
+  static constexpr bool kQInRegs = true;
+};
+template <>
+struct PrefillShape<256> {
+  static constexpr int kStepKeys = 32;
+  static constexpr bool kQInRegs = false;
+};
+
+// Shared memory in bf16 elements: the staging area of a step's f32 keys then values [2][KB][HD] (cp.async
+// lands the next step's there while this one is computed), q [kRows][P] (overlaying the staging when its
+// fragments go to registers before the key loop), the step's keys and values [KB][P]. The pitch P = HD + 8
+// puts the 8 rows a fragment load or an ldmatrix phase touches in distinct banks.
+template <int HD>
+struct PrefillLayout {
+  static constexpr int KB = PrefillShape<HD>::kStepKeys;
+  static constexpr bool kQRegs = PrefillShape<HD>::kQInRegs;
+  static constexpr int kPitch = HD + 8;
+  static constexpr int kQElems = kRows * kPitch;
+  static constexpr int kStageElems = 2 * KB * HD * 2;
+  static constexpr int kStage = 0;
+  static constexpr int kQ = kQRegs ? 0 : kStageElems;
+  static constexpr int kK = kQRegs ? (kQElems > kStageElems ? kQElems : kStageElems) : kStageElems + kQElems;
+  static constexpr int kV = kK + KB * kPitch;
+  static constexpr int kElems = kV + KB * kPitch;
+};
+
+template <int HD>
+constexpr int prefill_smem_bytes() {
+  return static_cast<int>(sizeof(uint16_t)) * PrefillLayout<HD>::kElems;
+}
+
+// B fragments of two adjacent 8-column tiles of V (k = 16 keys from `addr`'s rows, n = dims), read
+// transposed from its [key][dim] rows.
+__device__ __forceinline__ void ldmatrix_x4_trans(uint32_t addr, uint32_t& r0, uint32_t& r1, uint32_t& r2,
+                                                  uint32_t& r3) {
+  asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0, %1, %2, %3}, [%4];\n"
+               : "=r"(r0), "=r"(r1), "=r"(r2), "=r"(r3)
+               : "r"(addr)
+               : "memory");
+}
+
+__device__ __forceinline__ void store_bf16x4(uint16_t* dst, float4 v) {
+  *reinterpret_cast<uint2*>(dst) = make_uint2(tc::pack_bf16x2(v.x, v.y), tc::pack_bf16x2(v.z, v.w));
+}
+
+// This lane's A fragment of k-step ks of the warp's 16 query rows, from q's bf16 rows in shared memory.
+template <int P>
+__device__ __forceinline__ void q_fragment(const uint16_t* s_q, int warp, int lane, int ks, uint32_t (&a)[4]) {
+#pragma unroll
+  for (int r = 0; r < 4; ++r) {
+    const tc::RowCol rc = tc::a_frag(lane, r);
+    a[r] = *reinterpret_cast<const uint32_t*>(s_q + (16 * warp + rc.row) * P + 16 * ks + rc.col);
+  }
+}
+
+// blockIdx.x: the query head; blockIdx.y: the tile (tiles[kPrefillTileInts * y ..]: first row, rows,
+// the last row's position). The arithmetic and why it keeps the rule: the file's header.
+template <int HD>
+__global__ void __launch_bounds__(kThreads)
+    attention_prefill_kernel(const KvRow* rows, const int32_t* tiles, float* const* ptrs, Geo geo, const float* q,
+                             int64_t ldq, int num_heads, float scale, float* out, int64_t ldo) {
+  pdl_begin();
+  using L = PrefillLayout<HD>;
+  constexpr int P = L::kPitch, KB = L::KB, KS = HD / 16, DT = HD / 8, NT = KB / 8;
+  extern __shared__ __align__(16) uint16_t smem16[];
+  float* s_stage = reinterpret_cast<float*>(smem16 + L::kStage);
+  uint16_t* s_q = smem16 + L::kQ;
+  uint16_t* s_k = smem16 + L::kK;
+  uint16_t* s_v = smem16 + L::kV;
+  const int head = static_cast<int>(blockIdx.x);
+  const int kvh = head / (num_heads / geo.num_kv_heads);
+  const int32_t* tile = tiles + int64_t{blockIdx.y} * kPrefillTileInts;
+  const int64_t r0 = tile[0];
+  const int nr = tile[1];
+  const int64_t n = int64_t{tile[2]} + 1;  // the keys the tile's rows see: positions 0 .. its last row's
+  float* const* table = ptrs + rows[r0].table;
+  const int tid = static_cast<int>(threadIdx.x), warp = tid >> 5, lane = tid & 31;
+  // The positions of this thread's two rows of the warp's tile (lane / 4 and lane / 4 + 8); -1 (no key
+  // visible) for the padding rows past the tile's.
+  int pos[2];
+#pragma unroll
+  for (int h = 0; h < 2; ++h) {
+    const int i = 16 * warp + (lane >> 2) + 8 * h;
+    pos[h] = i < nr ? rows[r0 + i].position : -1;
+  }
+
+  for (int e = tid; e < kRows * (HD / 4); e += kThreads) {
+    const int i = e / (HD / 4), d = 4 * (e % (HD / 4));
+    float4 v = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+    if (i < nr) {
+      const float* src = q + (r0 + i) * ldq + int64_t{head} * HD + d;
+      v = make_float4(src[0], src[1], src[2], src[3]);
+    }
+    store_bf16x4(s_q + i * P + d, v);
+  }
+  __syncthreads();
+  uint32_t qa[L::kQRegs ? KS : 1][4];  // q's A fragments, all of HD, when they stay in registers
+  if constexpr (L::kQRegs) {
+#pragma unroll
+    for (int ks = 0; ks < KS; ++ks) q_fragment<P>(s_q, warp, lane, ks, qa[ks]);
+  }
+  __syncthreads();  // every warp has its q fragments: the staging may overwrite an overlaid s_q
+
+  // Step t0's f32 keys (first half of the staging) and values (second half) by cp.async; zeros past the
+  // tile's last position (slots not yet written may hold NaN).
+  auto issue = [&](int64_t t0) {
+    const int nk = n - t0 < KB ? static_cast<int>(n - t0) : KB;
+    for (int e = tid; e < KB * (HD / 4); e += kThreads) {
+      const int kk = e / (HD / 4), d = 4 * (e % (HD / 4));
+      const float* ksrc = q;  // any valid address when nothing is read
+      const float* vsrc = q;
+      if (kk < nk) {
+        const int64_t p = t0 + kk;
+        const float* blk = table[p / kBlockSize];
+        const int slot = static_cast<int>(p % kBlockSize);
+        ksrc = blk + geo.offset(0, kvh, slot) + d;
+        vsrc = blk + geo.offset(1, kvh, slot) + d;
+      }
+      tc::cp_async_cg(tc::smem_addr(s_stage + kk * HD + d), ksrc, kk < nk ? 16 : 0);
+      tc::cp_async_cg(tc::smem_addr(s_stage + (KB + kk) * HD + d), vsrc, kk < nk ? 16 : 0);
+    }
+    tc::cp_async_commit();
+  };
+
+  float o[DT][4];
+#pragma unroll
+  for (int dt = 0; dt < DT; ++dt) o[dt][0] = o[dt][1] = o[dt][2] = o[dt][3] = 0.0f;
+  float m[2] = {-INFINITY, -INFINITY}, l[2] = {0.0f, 0.0f};  // this lane's partial l of its key columns
+  const uint32_t v_base = tc::smem_addr(s_v);
+  issue(0);
+  for (int64_t t0 = 0; t0 < n; t0 += KB) {
+    tc::cp_async_wait_all();
+    __syncthreads();  // the step's copies landed, and the previous step's keys and values are consumed
+    for (int e = tid; e < KB * (HD / 4); e += kThreads) {
+      const int kk = e / (HD / 4), d = 4 * (e % (HD / 4));
+      store_bf16x4(s_k + kk * P + d, *reinterpret_cast<const float4*>(s_stage + kk * HD + d));
+      store_bf16x4(s_v + kk * P + d, *reinterpret_cast<const float4*>(s_stage + (KB + kk) * HD + d));
+    }
+    __syncthreads();  // the staging is free for the next step, which comes in while this one is computed
+    if (t0 + KB < n) issue(t0 + KB);
+
+    // S = q kᵀ: each score one chain of mma k-steps over the head dim in increasing order.
+    float sc[NT][4];
+#pragma unroll
+    for (int nt = 0; nt < NT; ++nt) sc[nt][0] = sc[nt][1] = sc[nt][2] = sc[nt][3] = 0.0f;
+#pragma unroll
+    for (int ks = 0; ks < KS; ++ks) {
+      uint32_t a[4];
+      if constexpr (L::kQRegs) {
+#pragma unroll
+        for (int r = 0; r < 4; ++r) a[r] = qa[ks][r];
+      } else {
+        q_fragment<P>(s_q, warp, lane, ks, a);
+      }
+#pragma unroll
+      for (int nt = 0; nt < NT; ++nt) {
+        const uint16_t* kr = s_k + (8 * nt + (lane >> 2)) * P + 2 * (lane & 3) + 16 * ks;
+        const uint32_t b0 = *reinterpret_cast<const uint32_t*>(kr);
+        const uint32_t b1 = *reinterpret_cast<const uint32_t*>(kr + 8);
+        tc::mma_bf16(sc[nt], a, b0, b1);
+      }
+    }
+
+    // The online softmax of rows lane / 4 (h = 0) and lane / 4 + 8 (h = 1): the quad of 4 lanes holds a row.
+    float mx[2] = {-INFINITY, -INFINITY};
+#pragma unroll
+    for (int nt = 0; nt < NT; ++nt)
+#pragma unroll
+      for (int e = 0; e < 4; ++e) {
+        const int64_t key = t0 + 8 * nt + 2 * (lane & 3) + (e & 1);
+        const int h = e >> 1;
+        sc[nt][e] = key <= pos[h] ? sc[nt][e] * scale : -INFINITY;
+        mx[h] = fmaxf(mx[h], sc[nt][e]);
+      }
+    float corr[2], base[2];
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+      mx[h] = fmaxf(mx[h], __shfl_xor_sync(0xffffffffu, mx[h], 1));
+      mx[h] = fmaxf(mx[h], __shfl_xor_sync(0xffffffffu, mx[h], 2));
+      const float m_new = fmaxf(m[h], mx[h]);
+      // Only a padding row keeps m = -inf (position 0 is every real row's first key): base 0 keeps its p
+      // and corr at 0 instead of NaN. For a real row a step of masked keys gives m_new = m: corr = 1.
+      base[h] = m_new == -INFINITY ? 0.0f : m_new;
+      corr[h] = expf(m[h] - base[h]);
+      m[h] = m_new;
+      l[h] *= corr[h];
+    }
+#pragma unroll
+    for (int nt = 0; nt < NT; ++nt)
+#pragma unroll
+      for (int e = 0; e < 4; ++e) {
+        sc[nt][e] = expf(sc[nt][e] - base[e >> 1]);
+        l[e >> 1] += sc[nt][e];
+      }
+#pragma unroll
+    for (int dt = 0; dt < DT; ++dt)
+#pragma unroll
+      for (int e = 0; e < 4; ++e) o[dt][e] *= corr[e >> 1];
+
+        // O += P V: P's C fragments of keys 16c .. 16c + 15 are the A fragment of k-step c.
+#pragma unroll
+    for (int c = 0; c < KB / 16; ++c) {
+      const uint32_t pa[4] = {tc::pack_bf16x2(sc[2 * c][0], sc[2 * c][1]), tc::pack_bf16x2(sc[2 * c][2], sc[2 * c][3]),
+                              tc::pack_bf16x2(sc[2 * c + 1][0], sc[2 * c + 1][1]),
+                              tc::pack_bf16x2(sc[2 * c + 1][2], sc[2 * c + 1][3])};
+      // ldmatrix rows: lane l gives key 16c + l % 8 + 8 ((l / 8) % 2) at dims 8 dt + 8 (l / 16).
+      const int key = 16 * c + (lane & 7) + 8 * ((lane >> 3) & 1);
+#pragma unroll
+      for (int dt = 0; dt < DT; dt += 2) {
+        uint32_t b0, b1, b2, b3;
+        ldmatrix_x4_trans(v_base + 2u * static_cast<uint32_t>(key * P + 8 * dt + 8 * (lane >> 4)), b0, b1, b2, b3);
+        tc::mma_bf16(o[dt], pa, b0, b1);
+        tc::mma_bf16(o[dt + 1], pa, b2, b3);
+      }
+    }
+  }
+#pragma unroll
+  for (int h = 0; h < 2; ++h) {
+    l[h] += __shfl_xor_sync(0xffffffffu, l[h], 1);
+    l[h] += __shfl_xor_sync(0xffffffffu, l[h], 2);
+  }
+#pragma unroll
+  for (int dt = 0; dt < DT; ++dt)
+#pragma unroll
+    for (int e = 0; e < 4; ++e) {
+      const int i = 16 * warp + (lane >> 2) + 8 * (e >> 1);
+      if (i < nr) out[(r0 + i) * ldo + int64_t{head} * HD + 8 * dt + 2 * (lane & 3) + (e & 1)] = o[dt][e] / l[e >> 1];
+    }
+}
+
+// Raises the kernel's shared-memory limit, once, before its first launch.
+template <int HD>
+void prefill_smem_attribute() {
+  static const bool done = [] {
+    CUDA_CHECK(cudaFuncSetAttribute(attention_prefill_kernel<HD>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                    prefill_smem_bytes<HD>()));
+    return true;
+  }();
+  (void)done;
+}
+
+template <int HD>
+void launch_prefill(const KvArgs& kv, const int32_t* tiles, int64_t n_tiles, const float* q, int64_t ldq, int num_heads,
+                    float scale, float* out, int64_t ldo, cudaStream_t stream) {
+  prefill_smem_attribute<HD>();
+  constexpr int64_t kMaxGridY = 65535;
+  for (int64_t t = 0; t < n_tiles; t += kMaxGridY) {
+    const int64_t count = std::min(kMaxGridY, n_tiles - t);
+    const dim3 grid(static_cast<unsigned>(num_heads), static_cast<unsigned>(count));
+    launch_pdl(attention_prefill_kernel<HD>, grid, kThreads, static_cast<size_t>(prefill_smem_bytes<HD>()), stream,
+               kv.rows, tiles + t * kPrefillTileInts, kv.ptrs, geo_of(kv), q, ldq, num_heads, scale, out, ldo);
+    CUDA_CHECK_LAUNCH();
+  }
+}
+
+}  // namespace
+
+bool attention_prefill_supports(int head_dim) { return head_dim == 128 || head_dim == 256; }
+
+AttentionPrefillPlan attention_prefill_plan(const KvArgs& kv) {
+  struct Tile {
+    int32_t first, rows, last;
+  };
+  std::vector<Tile> tiles;
+  for (int64_t r = 0; r < kv.R; ++r) {
+    const KvRow& row = kv.host_rows[r];
+    if (!tiles.empty()) {
+      Tile& t = tiles.back();
+      const KvRow& prev = kv.host_rows[r - 1];
+      if (t.rows < kPrefillTileRows && row.table == prev.table && row.position == prev.position + 1) {
+        ++t.rows;
+        t.last = row.position;
+        continue;
+      }
+    }
+    tiles.push_back({static_cast<int32_t>(r), 1, row.position});
+  }
+  // The tiles with the most keys first, so that the short ones fill the last wave.
+  std::stable_sort(tiles.begin(), tiles.end(), [](const Tile& a, const Tile& b) { return a.last > b.last; });
+  AttentionPrefillPlan pl;
+  pl.tiles.reserve(tiles.size() * kPrefillTileInts);
+  for (const Tile& t : tiles) pl.tiles.insert(pl.tiles.end(), {t.first, t.rows, t.last});
+  return pl;
+}
+
+void attention_prefill(const KvArgs& kv, const AttentionPrefillPlan& plan, const float* q, int64_t ldq, int num_heads,
+                       float scale, float* out, int64_t ldo, cudaStream_t stream) {
+  g_calls.fetch_add(1, std::memory_order_relaxed);
+  const int64_t n_tiles = plan.num_tiles();
+  if (n_tiles == 0) return;
+  // Read by the kernels enqueued next: the caller holds the staging lock (as for kv.rows).
+  const auto* d_tiles =
+      static_cast<const int32_t*>(Staging::global().stage(plan.tiles.data(), plan.tiles.size() * sizeof(int32_t)));
+  if (kv.head_dim == 128)
+    launch_prefill<128>(kv, d_tiles, n_tiles, q, ldq, num_heads, scale, out, ldo, stream);
+  else
+    launch_prefill<256>(kv, d_tiles, n_tiles, q, ldq, num_heads, scale, out, ldo, stream);
+}
+
+uint64_t attention_prefill_calls() { return g_calls.load(std::memory_order_relaxed); }
+
+}  // namespace specserve::cuda::kernels

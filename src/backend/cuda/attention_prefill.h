@@ -1,0 +1,41 @@
+#pragma once
+// Internal: the prefill attention kernel behind CudaOps::attention_prefill (attention_prefill.cu; the
+// determinism rule it keeps heads that file). Plain C++ like kernels.h; every pointer is a device
+// pointer unless named host.
+#include <cuda_runtime_api.h>
+
+#include <cstdint>
+#include <vector>
+
+#include "backend/cuda/kernels.h"
+
+namespace specserve::cuda::kernels {
+
+// Head dims the kernel serves (128: Qwen3; 256: Qwen3.5/3.6); others take Ops::attention.
+bool attention_prefill_supports(int head_dim);
+
+// The query tiles of a call: groups of at most 64 consecutive rows of one sequence at consecutive
+// positions (a run of a prefill chunk, cut every 64 rows from the run's first row), as records of
+// kPrefillTileInts ints: first row, rows, the last row's position. Longest key ranges first (they
+// take longest), which changes no bits.
+inline constexpr int kPrefillTileRows = 64;
+inline constexpr int kPrefillTileInts = 3;
+struct AttentionPrefillPlan {
+  std::vector<int32_t> tiles;  // kPrefillTileInts per tile
+  int64_t num_tiles() const { return static_cast<int64_t>(tiles.size()) / kPrefillTileInts; }
+};
+// From kv.host_rows (kv.R rows, every window_start 0, positions >= 0).
+AttentionPrefillPlan attention_prefill_plan(const KvArgs& kv);
+
+// Launches the kernel over the plan's tiles: out[r] = softmax(scale · q[r] · kᵀ) v over the keys at
+// positions 0 .. rows[r].position of the row's sequence, per query head h with KV head h / (num_heads /
+// kv.num_kv_heads); q, out [R, num_heads * head_dim] (row strides ldq, ldo). Every key and value at a
+// position up to a tile's last row's must be stored. The caller holds the staging lock
+// (Staging::global(), as for kv.rows): the tiles are staged through it.
+void attention_prefill(const KvArgs& kv, const AttentionPrefillPlan& plan, const float* q, int64_t ldq, int num_heads,
+                       float scale, float* out, int64_t ldo, cudaStream_t stream);
+
+// Calls of attention_prefill so far in this process (tests check that the kernel served a call).
+uint64_t attention_prefill_calls();
+
+}  // namespace specserve::cuda::kernels

@@ -1,0 +1,230 @@
+// cuda_ops().attention_prefill (attention_prefill.cu, the prefill flash-attention kernel) against
+// cpu_ops().attention, and its determinism rule bit for bit (docs/DESIGN.md §1.2): a prompt's rows give the
+// same bits in one call as cut into chunks (each chunk's keys stored after the earlier ones', the slots
+// past it NaN), and alone as beside other sequences' rows.
+#include <algorithm>
+#include <cmath>
+#include <numeric>
+#include <span>
+
+#include "backend/cuda/attention_prefill.h"
+#include "cuda_test_util.h"
+
+namespace specserve::cuda_test {
+namespace {
+
+struct PrefillCase {
+  int nh, nkv, hd;
+};
+
+// Sequences of given lengths with their keys, values and queries; the cache blocks on the host (for the
+// CPU) and in one NaN-poisoned device pool in a shuffled order (for the GPU).
+struct Prompts {
+  KvGeometry geo;
+  int nh;
+  std::vector<int> lengths;
+  std::vector<std::vector<float>> k, v, q;                   // [seq][position * width]
+  std::vector<std::vector<std::vector<float>>> host_blocks;  // [seq][block]
+  std::vector<std::vector<float*>> host_tables, dev_tables;
+  DeviceBuffer pool;
+
+  Prompts(KvGeometry g, int heads, std::vector<int> lens, uint32_t seed) : geo(g), nh(heads), lengths(std::move(lens)) {
+    int total = 0;
+    for (int L : lengths) total += (L + kKvBlockSize - 1) / kKvBlockSize;
+    pool = poisoned(size_t(total) * size_t(geo.block_floats()));
+    std::vector<int> order(static_cast<size_t>(total));
+    std::iota(order.begin(), order.end(), 0);
+    std::shuffle(order.begin(), order.end(), std::mt19937(seed));
+    int next = 0;
+    for (size_t s = 0; s < lengths.size(); ++s) {
+      const int L = lengths[s], nb = (L + kKvBlockSize - 1) / kKvBlockSize;
+      k.push_back(randn(size_t(L) * size_t(kv_width()), seed + 10 * uint32_t(s) + 1));
+      v.push_back(randn(size_t(L) * size_t(kv_width()), seed + 10 * uint32_t(s) + 2));
+      q.push_back(randn(size_t(L) * size_t(q_width()), seed + 10 * uint32_t(s) + 3));
+      host_blocks.emplace_back();
+      host_tables.emplace_back();
+      dev_tables.emplace_back();
+      for (int b = 0; b < nb; ++b) {
+        host_blocks.back().emplace_back(size_t(geo.block_floats()), 0.0f);
+        host_tables.back().push_back(host_blocks.back().back().data());
+        dev_tables.back().push_back(pool.as<float>() + int64_t(order[size_t(next++)]) * geo.block_floats());
+      }
+    }
+  }
+  int64_t kv_width() const { return int64_t(geo.num_kv_heads) * geo.head_dim; }
+  int64_t q_width() const { return int64_t(nh) * geo.head_dim; }
+  // Every slot of the device cache back to NaN (positions not stored yet hold garbage).
+  void forget() { pool.fill_f32(NAN); }
+};
+
+// Rows [p0, p1) of sequence `seq` in one call.
+struct Span {
+  int seq, p0, p1;
+};
+
+std::vector<AttentionRow> rows_of(const Prompts& c, const std::vector<std::vector<float*>>& tables,
+                                  const std::vector<Span>& spans) {
+  std::vector<AttentionRow> rows;
+  for (const Span& s : spans)
+    for (int p = s.p0; p < s.p1; ++p) rows.push_back({tables[size_t(s.seq)].data(), p, 0});
+  return rows;
+}
+
+// The spans' keys and values into the device cache (and the host one with `host`).
+void store(Prompts& c, int layer, const std::vector<Span>& spans, bool host) {
+  std::vector<float> k, v;
+  for (const Span& s : spans) {
+    const int64_t w = c.kv_width();
+    k.insert(k.end(), c.k[size_t(s.seq)].begin() + s.p0 * w, c.k[size_t(s.seq)].begin() + s.p1 * w);
+    v.insert(v.end(), c.v[size_t(s.seq)].begin() + s.p0 * w, c.v[size_t(s.seq)].begin() + s.p1 * w);
+  }
+  const int64_t R = int64_t(k.size()) / c.kv_width();
+  if (host)
+    cpu_ops().kv_store(host_view(k.data(), DType::F32, {R, c.kv_width()}),
+                       host_view(v.data(), DType::F32, {R, c.kv_width()}), c.geo, layer,
+                       rows_of(c, c.host_tables, spans));
+  DeviceBuffer dk = DeviceBuffer::from(k), dv = DeviceBuffer::from(v);
+  cuda_ops().kv_store(dev_view(dk, DType::F32, {R, c.kv_width()}), dev_view(dv, DType::F32, {R, c.kv_width()}), c.geo,
+                      layer, rows_of(c, c.dev_tables, spans));
+}
+
+std::vector<float> queries(const Prompts& c, const std::vector<Span>& spans) {
+  std::vector<float> q;
+  const int64_t w = c.q_width();
+  for (const Span& s : spans)
+    q.insert(q.end(), c.q[size_t(s.seq)].begin() + s.p0 * w, c.q[size_t(s.seq)].begin() + s.p1 * w);
+  return q;
+}
+
+float scale_of(const Prompts& c) { return 1.0f / std::sqrt(float(c.geo.head_dim)); }
+
+// cuda_ops().attention_prefill over the spans' rows (one call); the output rows in span order.
+std::vector<float> prefill(const Prompts& c, int layer, const std::vector<Span>& spans) {
+  const std::vector<float> q = queries(c, spans);
+  const int64_t R = int64_t(q.size()) / c.q_width();
+  DeviceBuffer dq = DeviceBuffer::from(q), out = poisoned(q.size());
+  cuda_ops().attention_prefill(dev_view(dq, DType::F32, {R, c.q_width()}), c.geo, layer,
+                               rows_of(c, c.dev_tables, spans), c.nh, scale_of(c),
+                               dev_view(out, DType::F32, {R, c.q_width()}));
+  return download(out, q.size());
+}
+
+// The rows of `span` inside an output laid out by `spans` (all rows of the span present).
+std::vector<float> rows_in(const Prompts& c, const std::vector<float>& out, const std::vector<Span>& spans,
+                           const Span& span) {
+  int64_t r = 0;
+  for (const Span& s : spans) {
+    if (s.seq == span.seq && s.p0 <= span.p0 && span.p1 <= s.p1) {
+      const int64_t b = (r + span.p0 - s.p0) * c.q_width(), e = (r + span.p1 - s.p0) * c.q_width();
+      return std::vector<float>(out.begin() + b, out.begin() + e);
+    }
+    r += s.p1 - s.p0;
+  }
+  ADD_FAILURE() << "span not in the call";
+  return {};
+}
+
+std::string case_name(const ::testing::TestParamInfo<PrefillCase>& i) {
+  return "heads" + std::to_string(i.param.nh) + "_kv" + std::to_string(i.param.nkv) + "_hd" +
+         std::to_string(i.param.hd);
+}
+
+class AttentionPrefill : public Gpu, public ::testing::WithParamInterface<PrefillCase> {};
+
+// Several sequences in one call (a 300-row prompt, a 1100-row one, a prompt's later chunk starting at
+// position 37, a 5-row prompt) agree with the CPU's attention to bf16 rounding (q, keys, values and the
+// probabilities are bf16 in the tensor-core products; a misplaced fragment would be off by O(1)), through
+// the kernel; and each sequence's rows alone give the bits they have in the call, as do a prompt's rows in
+// two runs with another sequence's rows between them.
+TEST_P(AttentionPrefill, AgreesWithCpuAndSequencesAreBatchInvariant) {
+  const auto [nh, nkv, hd] = GetParam();
+  const int layer = 1;
+  Prompts c(KvGeometry{2, nkv, hd}, nh, {300, 1100, 90, 5}, 7);
+  store(c, layer, {{0, 0, 300}, {1, 0, 1100}, {2, 0, 90}, {3, 0, 5}}, /*host=*/true);
+  const std::vector<Span> spans = {{0, 0, 300}, {1, 0, 1100}, {2, 37, 90}, {3, 0, 5}};
+  const uint64_t before = cuda::kernels::attention_prefill_calls();
+  const std::vector<float> got = prefill(c, layer, spans);
+  EXPECT_EQ(cuda::kernels::attention_prefill_calls(), before + 1) << "the prefill kernel served the call";
+
+  const std::vector<float> q = queries(c, spans);
+  const int64_t R = int64_t(q.size()) / c.q_width();
+  std::vector<float> want(q.size());
+  cpu_ops().attention(host_view(q.data(), DType::F32, {R, c.q_width()}), c.geo, layer, rows_of(c, c.host_tables, spans),
+                      nh, scale_of(c), host_view(want.data(), DType::F32, {R, c.q_width()}));
+  for (float x : got) ASSERT_TRUE(std::isfinite(x));
+  EXPECT_LT(rel_err(got, want), 1e-2);
+  for (int64_t r = 0; r < R; ++r) {
+    const std::vector<float> g(got.begin() + r * c.q_width(), got.begin() + (r + 1) * c.q_width()),
+        w(want.begin() + r * c.q_width(), want.begin() + (r + 1) * c.q_width());
+    ASSERT_LT(rel_err(g, w), 1e-2) << "row " << r;
+  }
+
+  for (const Span& s : spans) {
+    const std::vector<float> alone = prefill(c, layer, {s});
+    EXPECT_TRUE(bit_equal(alone.data(), rows_in(c, got, spans, s).data(), alone.size()))
+        << "sequence " << s.seq << " alone";
+  }
+  const std::vector<Span> split = {{1, 0, 350}, {0, 0, 300}, {1, 350, 1100}};
+  const std::vector<float> mixed = prefill(c, layer, split);
+  for (const Span& s : split)
+    EXPECT_TRUE(bit_equal(rows_in(c, mixed, split, s).data(), rows_in(c, got, spans, s).data(),
+                          size_t(s.p1 - s.p0) * size_t(c.q_width())))
+        << "sequence " << s.seq << " rows " << s.p0 << ".." << s.p1 << " in two runs";
+}
+
+// A 700-row prompt in one call against three other cuttings into chunks, each chunk's keys and values
+// stored only after the earlier chunks ran and every later slot NaN: the same bits, row for row.
+TEST_P(AttentionPrefill, ChunkingsGiveTheBitsOfOneCall) {
+  const auto [nh, nkv, hd] = GetParam();
+  const int layer = 0;
+  const int L = 700;
+  Prompts c(KvGeometry{2, nkv, hd}, nh, {L}, 21);
+  store(c, layer, {{0, 0, L}}, /*host=*/false);
+  const std::vector<float> whole = prefill(c, layer, {{0, 0, L}});
+  for (float x : whole) ASSERT_TRUE(std::isfinite(x));
+
+  std::vector<std::vector<int>> cuttings = {{0, 64, L}, {0, 300, 301, L}, {0, 1, 65, 333, L}};
+  std::vector<int> singles = {0, 130};
+  for (int p = 131; p <= 142; ++p) singles.push_back(p);
+  singles.push_back(L);
+  cuttings.push_back(singles);
+  for (const auto& cut : cuttings) {
+    c.forget();
+    for (size_t i = 0; i + 1 < cut.size(); ++i) {
+      const Span chunk{0, cut[i], cut[i + 1]};
+      store(c, layer, {chunk}, /*host=*/false);
+      const std::vector<float> got = prefill(c, layer, {chunk});
+      const std::vector<float> want(whole.begin() + chunk.p0 * c.q_width(), whole.begin() + chunk.p1 * c.q_width());
+      ASSERT_TRUE(bit_equal(got.data(), want.data(), got.size()))
+          << "chunk [" << chunk.p0 << ", " << chunk.p1 << ") of cutting " << ::testing::PrintToString(cut);
+    }
+  }
+}
+
+// Head dim 128 and 256 take the kernel with 4 and 6 query heads per KV head.
+INSTANTIATE_TEST_SUITE_P(Heads, AttentionPrefill,
+                         ::testing::Values(PrefillCase{8, 2, 128}, PrefillCase{12, 2, 128}, PrefillCase{8, 2, 256},
+                                           PrefillCase{6, 1, 256}),
+                         case_name);
+
+// What the kernel does not serve (another head dim, a sliding window) is attention()'s, bit for bit.
+TEST_F(Gpu, AttentionPrefillFallsBackToAttention) {
+  for (const int hd : {64, 128}) {
+    Prompts c(KvGeometry{1, 2, hd}, 4, {200}, 31);
+    store(c, 0, {{0, 0, 200}}, /*host=*/false);
+    std::vector<AttentionRow> rows = rows_of(c, c.dev_tables, {{0, 100, 200}});
+    if (hd == 128)
+      for (auto& row : rows) row.window_start = std::max(0, row.position - 40);
+    const std::vector<float> q = queries(c, {{0, 100, 200}});
+    DeviceBuffer dq = DeviceBuffer::from(q), a = poisoned(q.size()), b = poisoned(q.size());
+    const TensorView Q = dev_view(dq, DType::F32, {100, c.q_width()});
+    const uint64_t before = cuda::kernels::attention_prefill_calls();
+    cuda_ops().attention_prefill(Q, c.geo, 0, rows, c.nh, scale_of(c), dev_view(a, DType::F32, {100, c.q_width()}));
+    EXPECT_EQ(cuda::kernels::attention_prefill_calls(), before) << "head dim " << hd;
+    cuda_ops().attention(Q, c.geo, 0, rows, c.nh, scale_of(c), dev_view(b, DType::F32, {100, c.q_width()}));
+    EXPECT_TRUE(bit_equal(download(a, q.size()).data(), download(b, q.size()).data(), q.size())) << "head dim " << hd;
+  }
+}
+
+}  // namespace
+}  // namespace specserve::cuda_test
