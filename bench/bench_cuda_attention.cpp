@@ -8,6 +8,11 @@
 // (K = 1); K = 512 with C = 1536 is a prefill chunk. Blocks of each sequence sit at shuffled places of
 // one pool, as in serving.
 //
+// BM_AttentionPrefill: one sequence's prefill chunk of K rows at context C (its rows at positions C ..
+// C + K - 1) through Ops::attention_prefill (kernel 1: attention_prefill.cu's tensor-core kernel) or
+// Ops::attention (kernel 0: the split-KV kernels); TFLOP/s counts the causal products, 4 · hd · heads per
+// (row, visible key).
+//
 //   build/bin/bench_cuda_attention [--benchmark_filter='shape:0/']
 #include <benchmark/benchmark.h>
 
@@ -52,6 +57,22 @@ DeviceBuffer random_floats(size_t n, uint32_t seed) {
   return DeviceBuffer::from(v);
 }
 
+// B sequences of `positions` random keys and values each, their blocks at shuffled places of one pool.
+struct PagedSequences {
+  DeviceBuffer pool;
+  std::vector<std::vector<float*>> tables;
+  PagedSequences(const KvGeometry& geo, int64_t B, int64_t positions) : tables(static_cast<size_t>(B)) {
+    const int64_t blocks_per_seq = (positions + kKvBlockSize - 1) / kKvBlockSize, blocks = B * blocks_per_seq;
+    pool = random_floats(static_cast<size_t>(blocks * geo.block_floats()), 1);
+    std::vector<int64_t> order(static_cast<size_t>(blocks));
+    std::iota(order.begin(), order.end(), 0);
+    std::shuffle(order.begin(), order.end(), std::mt19937(2));
+    for (int64_t s = 0; s < B; ++s)
+      for (int64_t b = 0; b < blocks_per_seq; ++b)
+        tables[size_t(s)].push_back(pool.as<float>() + order[size_t(s * blocks_per_seq + b)] * geo.block_floats());
+  }
+};
+
 void BM_Attention(benchmark::State& st) {
   if (cuda::device_count() == 0) {
     st.SkipWithError("no CUDA device");
@@ -60,16 +81,9 @@ void BM_Attention(benchmark::State& st) {
   const HeadShape& h = kShapes[st.range(0)];
   const RowShape& rs = kRows[st.range(1)];
   const KvGeometry geo{1, h.kv_heads, h.head_dim};
-  const int64_t positions = rs.C + rs.K, blocks_per_seq = (positions + kKvBlockSize - 1) / kKvBlockSize;
-  const int64_t blocks = rs.B * blocks_per_seq;
-  DeviceBuffer pool = random_floats(static_cast<size_t>(blocks * geo.block_floats()), 1);
-  std::vector<int64_t> order(static_cast<size_t>(blocks));
-  std::iota(order.begin(), order.end(), 0);
-  std::shuffle(order.begin(), order.end(), std::mt19937(2));
-  std::vector<std::vector<float*>> tables(static_cast<size_t>(rs.B));
-  for (int64_t s = 0; s < rs.B; ++s)
-    for (int64_t b = 0; b < blocks_per_seq; ++b)
-      tables[size_t(s)].push_back(pool.as<float>() + order[size_t(s * blocks_per_seq + b)] * geo.block_floats());
+  const int64_t positions = rs.C + rs.K;
+  PagedSequences seqs(geo, rs.B, positions);
+  auto& tables = seqs.tables;
   std::vector<AttentionRow> rows;
   for (int64_t s = 0; s < rs.B; ++s)
     for (int64_t j = 0; j < rs.K; ++j) rows.push_back({tables[size_t(s)].data(), static_cast<int32_t>(rs.C + j), 0});
@@ -96,7 +110,61 @@ void BM_Attention(benchmark::State& st) {
   st.counters["of_copy"] = kv_bytes / t / roofline;
 }
 
+// Prefill chunks (K rows at context C): a whole 4k prompt, and 2048-row chunks at 16k and 64k.
+constexpr RowShape kPrefillRows[] = {{1, 4096, 0}, {1, 2048, 14336}, {1, 2048, 63488}};
+
+void BM_AttentionPrefill(benchmark::State& st) {
+  if (cuda::device_count() == 0) {
+    st.SkipWithError("no CUDA device");
+    return;
+  }
+  const HeadShape& h = kShapes[st.range(0)];
+  const RowShape& rs = kPrefillRows[st.range(1)];
+  const bool kernel = st.range(2) == 1;
+  const KvGeometry geo{1, h.kv_heads, h.head_dim};
+  PagedSequences seqs(geo, 1, rs.C + rs.K);
+  std::vector<AttentionRow> rows;
+  double products = 0;
+  for (int64_t j = 0; j < rs.K; ++j) {
+    rows.push_back({seqs.tables[0].data(), static_cast<int32_t>(rs.C + j), 0});
+    products += double(rs.C + j + 1);
+  }
+  const auto R = static_cast<int64_t>(rows.size());
+  const int64_t width = int64_t{h.heads} * h.head_dim;
+  DeviceBuffer q = random_floats(static_cast<size_t>(R * width), 3), out(static_cast<size_t>(R * width) * 4);
+  const TensorView Q = TensorView::contiguous(q.data(), DType::F32, {R, width}, Device::CUDA);
+  const TensorView O = TensorView::contiguous(out.data(), DType::F32, {R, width}, Device::CUDA);
+  const float scale = 1.0f / 11.3f;
+  auto call = [&](int) {
+    if (kernel)
+      cuda_ops().attention_prefill(Q, geo, 0, rows, h.heads, scale, O);
+    else
+      cuda_ops().attention(Q, geo, 0, rows, h.heads, scale, O);
+  };
+  time_calls(1, call);  // warm up (attribute setup, scratch, staging)
+  double seconds = 0;
+  for (auto _ : st) {
+    const double t = time_calls(3, call);
+    st.SetIterationTime(t);
+    seconds += t;
+  }
+  const double t = seconds / double(st.iterations());
+  st.SetLabel(std::string(h.name) + (kernel ? " prefill kernel" : " attention()") + " K=" + std::to_string(rs.K) +
+              " C=" + std::to_string(rs.C));
+  st.counters["TFLOP/s"] = products * 4.0 * h.head_dim * h.heads / t / 1e12;
+}
+
 BENCHMARK(BM_CopyRoofline)->UseManualTime()->Iterations(1);
+BENCHMARK(BM_AttentionPrefill)
+    ->ArgNames({"shape", "rows", "kernel"})
+    ->Apply([](benchmark::internal::Benchmark* b) {
+      for (int64_t i = 0; i < int64_t(std::size(kShapes)); ++i)
+        for (int64_t r = 0; r < int64_t(std::size(kPrefillRows)); ++r)
+          for (int64_t k = 0; k < 2; ++k) b->Args({i, r, k});
+    })
+    ->UseManualTime()
+    ->Iterations(2)
+    ->Unit(benchmark::kMillisecond);
 BENCHMARK(BM_Attention)
     ->ArgNames({"shape", "rows"})
     ->Apply([](benchmark::internal::Benchmark* b) {
