@@ -9,9 +9,9 @@
 // one pool, as in serving.
 //
 // BM_AttentionPrefill: one sequence's prefill chunk of K rows at context C (its rows at positions C ..
-// C + K - 1) through Ops::attention_prefill (kernel 1: attention_prefill.cu's tensor-core kernel) or
-// Ops::attention (kernel 0: the split-KV kernels); TFLOP/s counts the causal products, 4 · hd · heads per
-// (row, visible key).
+// C + K - 1) through Ops::attention_prefill (attention_prefill.cu's tensor-core kernel; kernel 1: its
+// default, two query heads per CTA where the group is even; kernel 2: one) or Ops::attention (kernel 0:
+// the split-KV kernels); TFLOP/s counts the causal products, 4 · hd · heads per (row, visible key).
 //
 //   build/bin/bench_cuda_attention [--benchmark_filter='shape:0/']
 #include <benchmark/benchmark.h>
@@ -22,6 +22,7 @@
 #include <string>
 #include <vector>
 
+#include "backend/cuda/attention_prefill.h"
 #include "backend/cuda/cuda_device.h"
 #include "backend/cuda/cuda_ops.h"
 #include "backend/cuda/device_buffer.h"
@@ -120,7 +121,9 @@ void BM_AttentionPrefill(benchmark::State& st) {
   }
   const HeadShape& h = kShapes[st.range(0)];
   const RowShape& rs = kPrefillRows[st.range(1)];
-  const bool kernel = st.range(2) == 1;
+  const bool kernel = st.range(2) >= 1;
+  cuda::kernels::set_prefill_heads(st.range(2) == 2 ? cuda::kernels::PrefillHeads::One
+                                                    : cuda::kernels::PrefillHeads::Auto);
   const KvGeometry geo{1, h.kv_heads, h.head_dim};
   PagedSequences seqs(geo, 1, rs.C + rs.K);
   std::vector<AttentionRow> rows;
@@ -149,8 +152,9 @@ void BM_AttentionPrefill(benchmark::State& st) {
     seconds += t;
   }
   const double t = seconds / double(st.iterations());
-  st.SetLabel(std::string(h.name) + (kernel ? " prefill kernel" : " attention()") + " K=" + std::to_string(rs.K) +
-              " C=" + std::to_string(rs.C));
+  cuda::kernels::set_prefill_heads(cuda::kernels::PrefillHeads::Auto);
+  const char* what = st.range(2) == 0 ? " attention()" : st.range(2) == 1 ? " prefill kernel" : " prefill 1 head/CTA";
+  st.SetLabel(std::string(h.name) + what + " K=" + std::to_string(rs.K) + " C=" + std::to_string(rs.C));
   st.counters["TFLOP/s"] = products * 4.0 * h.head_dim * h.heads / t / 1e12;
 }
 
@@ -160,7 +164,7 @@ BENCHMARK(BM_AttentionPrefill)
     ->Apply([](benchmark::internal::Benchmark* b) {
       for (int64_t i = 0; i < int64_t(std::size(kShapes)); ++i)
         for (int64_t r = 0; r < int64_t(std::size(kPrefillRows)); ++r)
-          for (int64_t k = 0; k < 2; ++k) b->Args({i, r, k});
+          for (int64_t k = 0; k < 3; ++k) b->Args({i, r, k});
     })
     ->UseManualTime()
     ->Iterations(2)

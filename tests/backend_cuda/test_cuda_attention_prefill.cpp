@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cmath>
 #include <numeric>
+#include <optional>
 #include <span>
 
 #include "backend/cuda/attention_prefill.h"
@@ -124,6 +125,14 @@ std::vector<float> rows_in(const Prompts& c, const std::vector<float>& out, cons
   return {};
 }
 
+// One query head per CTA of the kernel for the scope's life (the default serves two of an even group).
+struct OneHeadPerCta {
+  OneHeadPerCta() { cuda::kernels::set_prefill_heads(cuda::kernels::PrefillHeads::One); }
+  ~OneHeadPerCta() { cuda::kernels::set_prefill_heads(cuda::kernels::PrefillHeads::Auto); }
+  OneHeadPerCta(const OneHeadPerCta&) = delete;
+  OneHeadPerCta& operator=(const OneHeadPerCta&) = delete;
+};
+
 std::string case_name(const ::testing::TestParamInfo<PrefillCase>& i) {
   return "heads" + std::to_string(i.param.nh) + "_kv" + std::to_string(i.param.nkv) + "_hd" +
          std::to_string(i.param.hd);
@@ -135,7 +144,7 @@ class AttentionPrefill : public Gpu, public ::testing::WithParamInterface<Prefil
 // position 37, a 5-row prompt) agree with the CPU's attention to bf16 rounding (q, keys, values and the
 // probabilities are bf16 in the tensor-core products; a misplaced fragment would be off by O(1)), through
 // the kernel; and each sequence's rows alone give the bits they have in the call, as do a prompt's rows in
-// two runs with another sequence's rows between them.
+// two runs with another sequence's rows between them, and the call with one query head per CTA.
 TEST_P(AttentionPrefill, AgreesWithCpuAndSequencesAreBatchInvariant) {
   const auto [nh, nkv, hd] = GetParam();
   const int layer = 1;
@@ -145,6 +154,10 @@ TEST_P(AttentionPrefill, AgreesWithCpuAndSequencesAreBatchInvariant) {
   const uint64_t before = cuda::kernels::attention_prefill_calls();
   const std::vector<float> got = prefill(c, layer, spans);
   EXPECT_EQ(cuda::kernels::attention_prefill_calls(), before + 1) << "the prefill kernel served the call";
+  {
+    const OneHeadPerCta one;
+    EXPECT_TRUE(bit_equal(prefill(c, layer, spans).data(), got.data(), got.size())) << "one head per CTA";
+  }
 
   const std::vector<float> q = queries(c, spans);
   const int64_t R = int64_t(q.size()) / c.q_width();
@@ -172,8 +185,9 @@ TEST_P(AttentionPrefill, AgreesWithCpuAndSequencesAreBatchInvariant) {
         << "sequence " << s.seq << " rows " << s.p0 << ".." << s.p1 << " in two runs";
 }
 
-// A 700-row prompt in one call against three other cuttings into chunks, each chunk's keys and values
-// stored only after the earlier chunks ran and every later slot NaN: the same bits, row for row.
+// A 700-row prompt in one call against four other cuttings into chunks, each chunk's keys and values
+// stored only after the earlier chunks ran and every later slot NaN: the same bits, row for row (every
+// other cutting with one query head per CTA).
 TEST_P(AttentionPrefill, ChunkingsGiveTheBitsOfOneCall) {
   const auto [nh, nkv, hd] = GetParam();
   const int layer = 0;
@@ -188,7 +202,10 @@ TEST_P(AttentionPrefill, ChunkingsGiveTheBitsOfOneCall) {
   for (int p = 131; p <= 142; ++p) singles.push_back(p);
   singles.push_back(L);
   cuttings.push_back(singles);
-  for (const auto& cut : cuttings) {
+  for (size_t n = 0; n < cuttings.size(); ++n) {
+    const std::vector<int>& cut = cuttings[n];
+    std::optional<OneHeadPerCta> one;
+    if (n % 2 == 1) one.emplace();
     c.forget();
     for (size_t i = 0; i + 1 < cut.size(); ++i) {
       const Span chunk{0, cut[i], cut[i + 1]};
@@ -201,10 +218,10 @@ TEST_P(AttentionPrefill, ChunkingsGiveTheBitsOfOneCall) {
   }
 }
 
-// Head dim 128 and 256 take the kernel with 4 and 6 query heads per KV head.
+// Head dim 128 and 256 take the kernel with 4 and 6 query heads per KV head (two heads per CTA), and 3 (one).
 INSTANTIATE_TEST_SUITE_P(Heads, AttentionPrefill,
                          ::testing::Values(PrefillCase{8, 2, 128}, PrefillCase{12, 2, 128}, PrefillCase{8, 2, 256},
-                                           PrefillCase{6, 1, 256}),
+                                           PrefillCase{6, 1, 256}, PrefillCase{6, 2, 128}),
                          case_name);
 
 // What the kernel does not serve (another head dim, a sliding window) is attention()'s, bit for bit.

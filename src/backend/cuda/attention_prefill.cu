@@ -6,8 +6,9 @@
 // tile, on the chunks its prompt was cut into, or on R. They need not equal Ops::attention's.
 //
 // The kernel. A CTA takes one query tile (up to 64 consecutive rows of one sequence at consecutive
-// positions; attention_prefill_plan) and one query head; warp w holds the tile's rows 16w .. 16w + 15 as
-// the rows of its m16n8k16 tiles. Keys are walked in steps of KB (64 for head dim 128, 32 for 256) at
+// positions; attention_prefill_plan) and one query head, or two of the same KV head (sharing each step's
+// keys and values: prefill_heads()); warp w holds the tile's rows 16 (w % 4) .. 16 (w % 4) + 15 of head
+// w / 4 as the rows of its m16n8k16 tiles. Keys are walked in steps of KB (64 for head dim 128, 32 for 256) at
 // ABSOLUTE positions [KB·j, KB·j + KB), j = 0 up to the step holding the tile's last row. Per step: the
 // f32 keys and values come in by cp.async and are rounded to bf16 in shared memory; S = q kᵀ by
 // mma.sync (q rounded to bf16, f32 accumulate, the head dim in 16-wide k-steps in increasing order);
@@ -17,7 +18,8 @@
 //
 // Why the rule holds:
 // - An m16n8k16 output row depends only on its own A row and on B: a row's scores, and its P V sums,
-//   are the same whichever rows sit beside it in the warp's tile (padding rows are zero queries).
+//   are the same whichever rows sit beside it in the warp's tile (padding rows are zero queries), and
+//   whichever warp computes them (one or two heads per CTA give the same bits).
 // - Every row sees the same sequence of steps 0, 1, .. up to the step holding its own position; the
 //   steps are at absolute positions, so they do not depend on where the prompt was cut or where the
 //   tile starts. A row's quad of lanes always holds key columns 2·(lane % 4) + {0, 1} of each 8-key
@@ -34,9 +36,9 @@
 //   products are exactly 0. (One corner is left: an O element that is exactly -0 would turn +0 by a
 //   masked step's +0 products; with real or random values it is never exactly zero.)
 // - The per-step key count KB depends on the head dim only.
-// tests/backend_cuda/test_cuda_attention_prefill.cpp checks a prompt in one call against three other
-// cuttings and against the same rows beside other sequences', bit for bit, and the CPU within bf16
-// tolerance.
+// tests/backend_cuda/test_cuda_attention_prefill.cpp checks a prompt in one call against four other
+// cuttings, the rows alone against the rows beside other sequences' and one head per CTA against two, bit
+// for bit, and the CPU within bf16 tolerance.
 #include <cuda_runtime.h>
 
 #include <algorithm>
@@ -56,12 +58,17 @@ namespace specserve::cuda::kernels {
 
 namespace {
 
-constexpr int kWarps = 4;
-constexpr int kThreads = 32 * kWarps;
+constexpr int kRowWarps = 4;             // per query head of a CTA
 constexpr int kRows = kPrefillTileRows;  // one m16 tile per warp
-static_assert(kRows == 16 * kWarps);
+static_assert(kRows == 16 * kRowWarps);
+// Threads of a CTA serving H2 query heads.
+template <int H2>
+constexpr int prefill_threads() {
+  return 32 * kRowWarps * H2;
+}
 
 std::atomic<uint64_t> g_calls{0};
+std::atomic<int> g_heads{static_cast<int>(PrefillHeads::Auto)};
 
 // Per head dim: the keys of one step and whether q's A fragments stay in registers for the whole key loop
 // (head dim 256 keeps them in shared memory and takes 32-key steps: O alone is 128 registers a thread).
@@ -79,15 +86,15 @@ struct PrefillShape<256> {
 };
 
 // Shared memory in bf16 elements: the staging area of a step's f32 keys then values [2][KB][HD] (cp.async
-// lands the next step's there while this one is computed), q [kRows][P] (overlaying the staging when its
-// fragments go to registers before the key loop), the step's keys and values [KB][P]. The pitch P = HD + 8
-// puts the 8 rows a fragment load or an ldmatrix phase touches in distinct banks.
-template <int HD>
+// lands the next step's there while this one is computed), q [H2][kRows][P] (overlaying the staging when
+// its fragments go to registers before the key loop), the step's keys and values [KB][P]. The pitch P =
+// HD + 8 puts the 8 rows a fragment load or an ldmatrix phase touches in distinct banks.
+template <int HD, int H2>
 struct PrefillLayout {
   static constexpr int KB = PrefillShape<HD>::kStepKeys;
   static constexpr bool kQRegs = PrefillShape<HD>::kQInRegs;
   static constexpr int kPitch = HD + 8;
-  static constexpr int kQElems = kRows * kPitch;
+  static constexpr int kQElems = H2 * kRows * kPitch;
   static constexpr int kStageElems = 2 * KB * HD * 2;
   static constexpr int kStage = 0;
   static constexpr int kQ = kQRegs ? 0 : kStageElems;
@@ -96,9 +103,9 @@ struct PrefillLayout {
   static constexpr int kElems = kV + KB * kPitch;
 };
 
-template <int HD>
+template <int HD, int H2>
 constexpr int prefill_smem_bytes() {
-  return static_cast<int>(sizeof(uint16_t)) * PrefillLayout<HD>::kElems;
+  return static_cast<int>(sizeof(uint16_t)) * PrefillLayout<HD, H2>::kElems;
 }
 
 // B fragments of two adjacent 8-column tiles of V (k = 16 keys from `addr`'s rows, n = dims), read
@@ -125,28 +132,33 @@ __device__ __forceinline__ void q_fragment(const uint16_t* s_q, int warp, int la
   }
 }
 
-// blockIdx.x: the query head; blockIdx.y: the tile (tiles[kPrefillTileInts * y ..]: first row, rows,
-// the last row's position). The arithmetic and why it keeps the rule: the file's header.
-template <int HD>
-__global__ void __launch_bounds__(kThreads)
+// blockIdx.x: the query heads H2 x .. H2 x + H2 - 1 (of one KV head); blockIdx.y: the tile
+// (tiles[kPrefillTileInts * y ..]: first row, rows, the last row's position). The arithmetic and why it
+// keeps the rule: the file's header.
+template <int HD, int H2>
+__global__ void __launch_bounds__(prefill_threads<H2>())
     attention_prefill_kernel(const KvRow* rows, const int32_t* tiles, float* const* ptrs, Geo geo, const float* q,
                              int64_t ldq, int num_heads, float scale, float* out, int64_t ldo) {
   pdl_begin();
-  using L = PrefillLayout<HD>;
+  using L = PrefillLayout<HD, H2>;
   constexpr int P = L::kPitch, KB = L::KB, KS = HD / 16, DT = HD / 8, NT = KB / 8;
+  constexpr int kThreads = prefill_threads<H2>();
   extern __shared__ __align__(16) uint16_t smem16[];
   float* s_stage = reinterpret_cast<float*>(smem16 + L::kStage);
   uint16_t* s_q = smem16 + L::kQ;
   uint16_t* s_k = smem16 + L::kK;
   uint16_t* s_v = smem16 + L::kV;
-  const int head = static_cast<int>(blockIdx.x);
-  const int kvh = head / (num_heads / geo.num_kv_heads);
+  const int head0 = static_cast<int>(blockIdx.x) * H2;
+  const int kvh = head0 / (num_heads / geo.num_kv_heads);
   const int32_t* tile = tiles + int64_t{blockIdx.y} * kPrefillTileInts;
   const int64_t r0 = tile[0];
   const int nr = tile[1];
   const int64_t n = int64_t{tile[2]} + 1;  // the keys the tile's rows see: positions 0 .. its last row's
   float* const* table = ptrs + rows[r0].table;
-  const int tid = static_cast<int>(threadIdx.x), warp = tid >> 5, lane = tid & 31;
+  const int tid = static_cast<int>(threadIdx.x), lane = tid & 31;
+  const int warp = (tid >> 5) % kRowWarps;  // the warp's rows: 16 warp .. 16 warp + 15
+  const int head = head0 + (tid >> 5) / kRowWarps;
+  const uint16_t* s_qh = s_q + (head - head0) * kRows * P;  // the warp's head's q
   // The positions of this thread's two rows of the warp's tile (lane / 4 and lane / 4 + 8); -1 (no key
   // visible) for the padding rows past the tile's.
   int pos[2];
@@ -156,20 +168,20 @@ __global__ void __launch_bounds__(kThreads)
     pos[h] = i < nr ? rows[r0 + i].position : -1;
   }
 
-  for (int e = tid; e < kRows * (HD / 4); e += kThreads) {
-    const int i = e / (HD / 4), d = 4 * (e % (HD / 4));
+  for (int e = tid; e < H2 * kRows * (HD / 4); e += kThreads) {
+    const int hi = e / (kRows * (HD / 4)), i = e / (HD / 4) % kRows, d = 4 * (e % (HD / 4));
     float4 v = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
     if (i < nr) {
-      const float* src = q + (r0 + i) * ldq + int64_t{head} * HD + d;
+      const float* src = q + (r0 + i) * ldq + int64_t{head0 + hi} * HD + d;
       v = make_float4(src[0], src[1], src[2], src[3]);
     }
-    store_bf16x4(s_q + i * P + d, v);
+    store_bf16x4(s_q + (hi * kRows + i) * P + d, v);
   }
   __syncthreads();
   uint32_t qa[L::kQRegs ? KS : 1][4];  // q's A fragments, all of HD, when they stay in registers
   if constexpr (L::kQRegs) {
 #pragma unroll
-    for (int ks = 0; ks < KS; ++ks) q_fragment<P>(s_q, warp, lane, ks, qa[ks]);
+    for (int ks = 0; ks < KS; ++ks) q_fragment<P>(s_qh, warp, lane, ks, qa[ks]);
   }
   __syncthreads();  // every warp has its q fragments: the staging may overwrite an overlaid s_q
 
@@ -222,7 +234,7 @@ __global__ void __launch_bounds__(kThreads)
 #pragma unroll
         for (int r = 0; r < 4; ++r) a[r] = qa[ks][r];
       } else {
-        q_fragment<P>(s_q, warp, lane, ks, a);
+        q_fragment<P>(s_qh, warp, lane, ks, a);
       }
 #pragma unroll
       for (int nt = 0; nt < NT; ++nt) {
@@ -301,33 +313,50 @@ __global__ void __launch_bounds__(kThreads)
 }
 
 // Raises the kernel's shared-memory limit, once, before its first launch.
-template <int HD>
+template <int HD, int H2>
 void prefill_smem_attribute() {
   static const bool done = [] {
-    CUDA_CHECK(cudaFuncSetAttribute(attention_prefill_kernel<HD>, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                    prefill_smem_bytes<HD>()));
+    CUDA_CHECK(cudaFuncSetAttribute(attention_prefill_kernel<HD, H2>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                    prefill_smem_bytes<HD, H2>()));
     return true;
   }();
   (void)done;
 }
 
-template <int HD>
+template <int HD, int H2>
 void launch_prefill(const KvArgs& kv, const int32_t* tiles, int64_t n_tiles, const float* q, int64_t ldq, int num_heads,
                     float scale, float* out, int64_t ldo, cudaStream_t stream) {
-  prefill_smem_attribute<HD>();
+  prefill_smem_attribute<HD, H2>();
   constexpr int64_t kMaxGridY = 65535;
   for (int64_t t = 0; t < n_tiles; t += kMaxGridY) {
     const int64_t count = std::min(kMaxGridY, n_tiles - t);
-    const dim3 grid(static_cast<unsigned>(num_heads), static_cast<unsigned>(count));
-    launch_pdl(attention_prefill_kernel<HD>, grid, kThreads, static_cast<size_t>(prefill_smem_bytes<HD>()), stream,
-               kv.rows, tiles + t * kPrefillTileInts, kv.ptrs, geo_of(kv), q, ldq, num_heads, scale, out, ldo);
+    const dim3 grid(static_cast<unsigned>(num_heads / H2), static_cast<unsigned>(count));
+    launch_pdl(attention_prefill_kernel<HD, H2>, grid, prefill_threads<H2>(),
+               static_cast<size_t>(prefill_smem_bytes<HD, H2>()), stream, kv.rows, tiles + t * kPrefillTileInts,
+               kv.ptrs, geo_of(kv), q, ldq, num_heads, scale, out, ldo);
     CUDA_CHECK_LAUNCH();
   }
+}
+
+template <int HD>
+void launch_prefill(const KvArgs& kv, const int32_t* tiles, int64_t n_tiles, const float* q, int64_t ldq, int num_heads,
+                    float scale, float* out, int64_t ldo, cudaStream_t stream) {
+  if (prefill_heads_per_cta(num_heads / kv.num_kv_heads) == 2)
+    launch_prefill<HD, 2>(kv, tiles, n_tiles, q, ldq, num_heads, scale, out, ldo, stream);
+  else
+    launch_prefill<HD, 1>(kv, tiles, n_tiles, q, ldq, num_heads, scale, out, ldo, stream);
 }
 
 }  // namespace
 
 bool attention_prefill_supports(int head_dim) { return head_dim == 128 || head_dim == 256; }
+
+void set_prefill_heads(PrefillHeads h) { g_heads.store(static_cast<int>(h), std::memory_order_relaxed); }
+PrefillHeads prefill_heads() { return static_cast<PrefillHeads>(g_heads.load(std::memory_order_relaxed)); }
+int prefill_heads_per_cta(int group) {
+  if (group % 2 != 0) return 1;
+  return prefill_heads() == PrefillHeads::One ? 1 : 2;
+}
 
 AttentionPrefillPlan attention_prefill_plan(const KvArgs& kv) {
   struct Tile {

@@ -35,6 +35,15 @@ AttentionPrefillPlan attention_prefill_plan(const KvArgs& kv);
 void attention_prefill(const KvArgs& kv, const AttentionPrefillPlan& plan, const float* q, int64_t ldq, int num_heads,
                        float scale, float* out, int64_t ldo, cudaStream_t stream);
 
+// How many query heads of one KV head a CTA serves, sharing each step's keys and values: Auto, two
+// when the group (num_heads / num_kv_heads) is even (half the key and value traffic and conversions per
+// head), else one; One: always one (tests and the benchmark compare both). A row's bits are the same
+// either way: its arithmetic does not depend on the warp or CTA that computes it.
+enum class PrefillHeads { Auto, One };
+void set_prefill_heads(PrefillHeads h);
+PrefillHeads prefill_heads();
+int prefill_heads_per_cta(int group);
+
 // Calls of attention_prefill so far in this process (tests check that the kernel served a call).
 uint64_t attention_prefill_calls();
 
