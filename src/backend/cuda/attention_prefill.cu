@@ -187,12 +187,13 @@ __global__ void __launch_bounds__(prefill_threads<H2>())
 
   // Step t0's f32 keys (first half of the staging) and values (second half) by cp.async; zeros past the
   // tile's last position (slots not yet written may hold NaN).
+  const float* const block0 = table[0];
   auto issue = [&](int64_t t0) {
     const int nk = n - t0 < KB ? static_cast<int>(n - t0) : KB;
     for (int e = tid; e < KB * (HD / 4); e += kThreads) {
       const int kk = e / (HD / 4), d = 4 * (e % (HD / 4));
-      const float* ksrc = q;  // any valid address when nothing is read
-      const float* vsrc = q;
+      const float* ksrc = block0;  // any valid, 16-byte aligned address when nothing is read
+      const float* vsrc = block0;
       if (kk < nk) {
         const int64_t p = t0 + kk;
         const float* blk = table[p / kBlockSize];
