@@ -243,5 +243,23 @@ TEST_F(Gpu, AttentionPrefillFallsBackToAttention) {
   }
 }
 
+// The tiles (host code, no device needed): runs of one sequence at consecutive positions cut every 64 rows
+// from the run's first row; a new tile at another sequence or a gap; the tiles with the most keys first.
+TEST(AttentionPrefillPlan, TilesAreRunsOfAtMost64ConsecutiveRows) {
+  std::vector<cuda::kernels::KvRow> rows;
+  for (int p = 10; p < 150; ++p) rows.push_back({0, p, 0});  // 140 rows: tiles of 64, 64, 12
+  for (int p = 0; p < 3; ++p) rows.push_back({7, p, 0});     // another sequence
+  rows.push_back({7, 5, 0});                                 // a gap: a tile of its own
+  rows.push_back({0, 150, 0});                               // sequence 0 again, after others' rows
+  cuda::kernels::KvArgs kv;
+  kv.host_rows = rows.data();
+  kv.R = int64_t(rows.size());
+  const auto plan = cuda::kernels::attention_prefill_plan(kv);
+  // first row, rows, last position; longest key range first (ties in row order).
+  const std::vector<int32_t> want = {144, 1, 150, 128, 12, 149, 64, 64, 137, 0, 64, 73, 143, 1, 5, 140, 3, 2};
+  EXPECT_EQ(plan.tiles, want);
+  EXPECT_EQ(plan.num_tiles(), 6);
+}
+
 }  // namespace
 }  // namespace specserve::cuda_test
