@@ -10,6 +10,11 @@
 //
 //   build/bin/bench_cuda_matmul [--benchmark_filter='M:1/']    (BM_CopyRoofline runs first: the ratio's base)
 //
+// BM_MatmulPaths times the prefill rows' paths at prefill row counts on the same shapes: path 1 is
+// Ops::matmul_prefill (the TMA/wgmma GEMM, matmul_prefill_sm90a.cu), path 2 cuBLASLt through
+// MatmulOrder::Free (the vendor GEMM's rate, measured in the same run: the ratio's base), path 0 the
+// row-invariant kernels prefill used before.
+//
 // Calls rotate through enough copies of the weights (>= 512 MB in all) that every call reads them from
 // DRAM, not from the 50 MB L2. Operands are random (bf16 weights N(0, 0.05), x N(0, 1)). Without a
 // device every benchmark reports an error and exits.
@@ -89,7 +94,7 @@ const std::vector<DeviceBuffer>& weights(int shape, int copies) {
 
 BENCHMARK(BM_CopyRoofline)->UseManualTime()->Iterations(1);
 
-void BM_MatmulBf16(benchmark::State& st) {
+void run_matmul(benchmark::State& st, int path) {
   if (cuda::device_count() == 0) {
     st.SkipWithError("no CUDA device");
     return;
@@ -104,7 +109,14 @@ void BM_MatmulBf16(benchmark::State& st) {
   const TensorView Y = TensorView::contiguous(y.data(), DType::F32, {M, N}, Device::CUDA);
   auto call = [&](int i) {
     const TensorView W = TensorView::contiguous(ws[size_t(i % copies)].data(), DType::BF16, {N, K}, Device::CUDA);
-    cuda_ops().matmul(X, W, Y);
+    if (path == 1) {
+      cuda_ops().matmul_prefill(X, W, Y);
+    } else if (path == 2) {
+      const ScopedMatmulOrder order(cuda_ops(), MatmulOrder::Free);
+      cuda_ops().matmul(X, W, Y);
+    } else {
+      cuda_ops().matmul(X, W, Y);
+    }
   };
   const double roofline = copy_bandwidth();
   time_calls(copies, call);  // warm up (and the kernels' one-time attribute setup)
@@ -116,16 +128,31 @@ void BM_MatmulBf16(benchmark::State& st) {
     seconds += t;
   }
   const double t = seconds / double(st.iterations());
-  st.SetLabel(std::string(s.name) + " S=" + std::to_string(cuda::tc::k_split(N, K, cuda::tc::split_target_ctas()).S));
+  static const char* const kPaths[] = {"", " prefill-gemm", " cublaslt"};
+  st.SetLabel(std::string(s.name) + " S=" + std::to_string(cuda::tc::k_split(N, K, cuda::tc::split_target_ctas()).S) +
+              kPaths[path]);
   st.counters["GB/s"] = double(w_bytes) / t / 1e9;
   st.counters["of_copy"] = double(w_bytes) / t / roofline;
   st.counters["TFLOP/s"] = 2.0 * double(M) * double(N) * double(K) / t / 1e12;
 }
+void BM_MatmulBf16(benchmark::State& st) { run_matmul(st, 0); }
+void BM_MatmulPaths(benchmark::State& st) { run_matmul(st, int(st.range(2))); }
+
 BENCHMARK(BM_MatmulBf16)
     ->ArgNames({"shape", "M"})
     ->Apply([](benchmark::internal::Benchmark* b) {
       for (int64_t i = 0; i < int64_t(std::size(kShapes)); ++i)
         for (int64_t m : kRows) b->Args({i, m});
+    })
+    ->UseManualTime()
+    ->Unit(benchmark::kMicrosecond);
+
+BENCHMARK(BM_MatmulPaths)
+    ->ArgNames({"shape", "M", "path"})
+    ->Apply([](benchmark::internal::Benchmark* b) {
+      for (int64_t i = 0; i < int64_t(std::size(kShapes)); ++i)
+        for (int64_t m : {512, 2048, 4096})
+          for (int64_t path : {1, 2, 0}) b->Args({i, m, path});
     })
     ->UseManualTime()
     ->Unit(benchmark::kMicrosecond);

@@ -23,6 +23,15 @@ bool free_order_takes(int64_t M, int64_t K, const MatmulWeight* ws, size_t n) {
   return true;
 }
 
+// The prefill GEMM's conditions (cuda/matmul_prefill_sm90a.cu: prefill_matmul_fits): a property of the
+// weights and K only, never of M, so a prefill row's kernel — and its bits — do not depend on its chunk.
+bool prefill_takes(int64_t K, const MatmulWeight* ws, size_t n, const MatmulDevice& d) {
+  if (n == 0 || !d.wgmma || K <= 0 || K % 8 != 0) return false;
+  for (size_t i = 0; i < n; ++i)
+    if (!ws[i].bf16 || ws[i].N <= 0 || !ws[i].w_aligned16 || ws[i].ldw % 8 != 0) return false;
+  return true;
+}
+
 bool share_split(int64_t M, int64_t K, const MatmulWeight* ws, size_t n) {
   if (n == 0 || n > size_t{kMatmulGroupMax} || M <= 0 || K <= 0) return false;
   const cuda::tc::KSplit split = cuda::tc::k_split(ws[0].N, K, cuda::tc::split_target_ctas());
@@ -77,6 +86,7 @@ std::string_view matmul_kernel_name(MatmulKernel k) {
     case MatmulKernel::Wgmma: return "wgmma";
     case MatmulKernel::WgmmaSerial: return "wgmma-serial";
     case MatmulKernel::Tiled: return "tiled";
+    case MatmulKernel::Prefill: return "prefill";
   }
   return "?";
 }
@@ -102,6 +112,8 @@ MatmulPlan plan_matmul(const MatmulCall& c) {
   if (c.backend == MatmulBackend::Cpu) return {{{MatmulKernel::Cpu, all_parts(n)}}};
   if (c.order == MatmulOrder::Free && free_order_takes(c.M, c.K, ws.data(), n))
     return {{{MatmulKernel::FreeOrder, all_parts(n)}}};
+  if (c.order == MatmulOrder::Prefill && c.M > 0 && prefill_takes(c.K, ws.data(), n, c.device))
+    return {{{MatmulKernel::Prefill, all_parts(n)}}};
   if (matmul_mid_takes(c.M, c.K, ws, c.device.sms)) return {{{MatmulKernel::Mid, all_parts(n)}}};
   MatmulPlan plan;
   // Above the gemv kernel's rows, one bf16 copy of x for every weight, each its own wgmma launch.
@@ -147,6 +159,7 @@ MatmulKernel choose_matmul(MatmulBackend backend, MatmulOrder order, int64_t M, 
   // are one-weight calls); tests/backend/test_matmul_choice.cpp checks the two agree.
   if (backend == MatmulBackend::Cpu) return MatmulKernel::Cpu;
   if (order == MatmulOrder::Free && free_order_takes(M, K, &w, 1)) return MatmulKernel::FreeOrder;
+  if (order == MatmulOrder::Prefill && M > 0 && prefill_takes(K, &w, 1, device)) return MatmulKernel::Prefill;
   return choose_one(M, K, w, device);
 }
 

@@ -39,6 +39,7 @@ enum class MatmulKernel {
   Wgmma,        // above 32 rows on compute capability 9.0: warpgroup cluster kernel (cuda/matmul_wgmma_sm90a.cu)
   WgmmaSerial,  // the same where K is split and the tiles fill 2.5 waves: slice-serial (matmul_wgmma_serial_sm90a.cu)
   Tiled,        // above 32 rows where wgmma cannot run: mma.sync tiled kernel (cuda/matmul_tensor_core.cu)
+  Prefill,      // MatmulOrder::Prefill on compute capability 9.0: the TMA/wgmma GEMM (cuda/matmul_prefill_sm90a.cu)
 };
 std::string_view matmul_kernel_name(MatmulKernel k);
 

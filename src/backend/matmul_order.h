@@ -5,6 +5,6 @@
 
 namespace specserve {
 
-enum class MatmulOrder { RowInvariant, Free };
+enum class MatmulOrder { RowInvariant, Free, Prefill };
 
 }  // namespace specserve

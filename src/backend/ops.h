@@ -145,6 +145,11 @@ class Ops {
   // the call's split into launches — but they need not equal matmul()'s. The CUDA backend runs it on a
   // Hopper GEMM with one accumulation chain along K per element; the default is matmul().
   virtual void matmul_prefill(const TensorView& x, const TensorView& w, const TensorView& y) const { matmul(x, w, y); }
+  // matmul_prefill for several weights sharing x (q/k/v, gate/up); the default is matmul_multi().
+  virtual void matmul_multi_prefill(const TensorView& x, std::span<const TensorView> ws,
+                                    std::span<const TensorView> ys) const {
+    matmul_multi(x, ws, ys);
+  }
   // y += x · wᵀ in one pass, where the backend has one: the CUDA backend under MatmulOrder::Free (a
   // cuBLASLt GEMM whose epilogue adds y, as the drafter's residual adds do). Returns false having done
   // nothing otherwise; the caller then runs matmul() into a scratch and add().

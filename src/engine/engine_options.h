@@ -7,13 +7,15 @@
 namespace specserve::engine {
 
 struct EngineOptions {
-  int max_seqs = 16;         // sequences admitted at once (each holds KV blocks and DeltaNet state)
-  int max_queue = 256;       // requests waiting for admission; more are refused (503)
-  int max_batch_rows = 512;  // rows of one target forward (prefill chunks + decode + verify rows)
+  int max_seqs = 16;          // sequences admitted at once (each holds KV blocks and DeltaNet state)
+  int max_queue = 256;        // requests waiting for admission; more are refused (503)
+  int max_batch_rows = 2560;  // rows of one target forward (prefill chunks + decode + verify rows)
   // Prefill chunk length. Chunk k of a prompt is always [k·C, (k+1)·C): boundaries depend only
   // on the sequence, never on what else is in the batch (docs/DESIGN.md §1.2). A multiple of 64 so the
-  // DeltaNet chunked form sees the same chunks as a whole-prompt prefill.
-  int prefill_chunk = 256;
+  // DeltaNet chunked form sees the same chunks as a whole-prompt prefill. 2,048 rows keep the prefill
+  // GEMM's 128 x 256 tiles in whole waves on an H200 (at 256 rows an 8B q/o projection fills a quarter of
+  // the multiprocessors: docs/DECISIONS.md §2).
+  int prefill_chunk = 2048;
   int64_t kv_blocks = 0;  // KV-cache budget in blocks of 16 positions (set by the loader)
   int gamma = 0;          // drafts per verify (0: no speculation)
   // Speculate only while at most this many sequences decode (0: always). Above it a step's verify rows

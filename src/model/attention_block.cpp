@@ -33,7 +33,7 @@ void AttentionBlock::forward(BatchContext& ctx, const TensorView& x, const Tenso
   MemTensor v = MemTensor::empty(mem, DType::F32, {R, kvw});
   TensorView ws[] = {q_proj, k_proj, v_proj};
   TensorView ys[] = {qfull, k, v};
-  ops.matmul_multi(x, ws, ys);
+  ctx.matmul_multi(x, ws, ys);
 
   // Qwen3.5: each head's 2*hd outputs are [query | gate] (per head, not two flat halves).
   // As R * num_heads rows of 2*hd floats, q takes the first hd of each and gate the rest.
@@ -52,9 +52,9 @@ void AttentionBlock::forward(BatchContext& ctx, const TensorView& x, const Tenso
   const QkPrep prep{q_norm, k_norm, s.norm, s.eps, s.rot_dim, s.rope_theta};
   ops.qk_norm_rope_kv_store(q, k, v, prep, ctx.kv, slot, ctx.attn_rows);
   MemTensor attn = MemTensor::empty(mem, DType::F32, {R, qw});
-  ops.attention(q, ctx.kv, slot, ctx.attn_rows, s.num_heads, 1.0f / std::sqrt(static_cast<float>(hd)), attn);
+  ctx.attention(q, slot, s.num_heads, 1.0f / std::sqrt(static_cast<float>(hd)), attn);
   if (s.attn_output_gate) ops.mul_sigmoid(attn, gate);
-  ops.matmul(attn, o_proj, out);
+  ctx.matmul(attn, o_proj, out);
 }
 
 }  // namespace specserve

@@ -67,7 +67,7 @@ void DeltaNetBlock::forward(BatchContext& ctx, const TensorView& x, const Tensor
   MemTensor g = MemTensor::empty(mem, DType::F32, {R, Hv});
   TensorView ws[] = {in_qkv, in_z, in_b, in_a};
   TensorView ys[] = {pre, z, beta, g};
-  ops.matmul_multi(x, ws, ys);
+  ctx.matmul_multi(x, ws, ys);
 
   MemTensor qkv = MemTensor::empty(mem, DType::F32, {R, C});
   std::vector<ConvSpan> conv_spans;
@@ -104,7 +104,7 @@ void DeltaNetBlock::forward(BatchContext& ctx, const TensorView& x, const Tensor
   MemTensor core = MemTensor::empty(mem, DType::F32, {R, d.value_dim()});
   ops.gated_delta_rule(qkv, g, beta, spans, d, core);
   ops.rms_norm_gated(core, z, norm, s.eps, core);
-  ops.matmul(core, out_proj, out);
+  ctx.matmul(core, out_proj, out);
 }
 
 void DeltaNetBlock::commit(const Ops& ops, const Memory& mem, const ArchSpec& spec, SequenceState& seq, int64_t n,

@@ -3,6 +3,7 @@
 // decoder layer) and the per-batch context they run in. Families (qwen3.cpp, qwen3_5.cpp) only say
 // which blocks and norm flavours a layer uses and where its tensors are.
 #include <cstdint>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -52,6 +53,20 @@ struct BatchContext {
   int64_t rows = 0;
   std::vector<Span> spans;
   std::vector<AttentionRow> attn_rows;  // per row
+  // Maximal runs of consecutive rows of one kind: prefill rows (Prefill spans) or extend rows (decode and
+  // verify). Each kind has its own kernels (docs/DESIGN.md §1.1–1.2): extend rows the row-invariant
+  // ones, prefill rows the prefill matmul and attention, deterministic per sequence.
+  struct RowRun {
+    int64_t row_begin, rows;
+    bool prefill;
+  };
+  std::vector<RowRun> runs;
+  void build_runs();  // from spans
+
+  // The block's ops over every run, each with its kind's op: y = x · wᵀ (and for several weights).
+  void matmul(const TensorView& x, const TensorView& w, const TensorView& y) const;
+  void matmul_multi(const TensorView& x, std::span<const TensorView> ws, std::span<const TensorView> ys) const;
+  void attention(const TensorView& q, int layer, int num_heads, float scale, const TensorView& out) const;
 };
 
 struct AttentionBlock {

@@ -13,14 +13,13 @@ MlpBlock load_mlp(WeightStore& w, const ArchSpec& s, int i) {
 }
 
 void MlpBlock::forward(BatchContext& ctx, const TensorView& x, const TensorView& out) const {
-  const Ops& ops = *ctx.ops;
   MemTensor g = MemTensor::empty(*ctx.mem, DType::F32, {ctx.rows, gate.dim(0)});
   MemTensor u = MemTensor::empty(*ctx.mem, DType::F32, {ctx.rows, up.dim(0)});
   TensorView ws[] = {gate, up};
   TensorView ys[] = {g, u};
-  ops.matmul_multi(x, ws, ys);
-  ops.swiglu(g, u, g);
-  ops.matmul(g, down, out);
+  ctx.matmul_multi(x, ws, ys);
+  ctx.ops->swiglu(g, u, g);
+  ctx.matmul(g, down, out);
 }
 
 }  // namespace specserve

@@ -323,6 +323,7 @@ ForwardResult TargetModel::forward(const ForwardBatch& batch) {
              m.parts.layers.size());
   if (ctx.rows == 0) return result;
 
+  ctx.build_runs();
   for (auto& sp : ctx.spans) ModelInternals::ensure_blocks(*sp.state, sp.position + sp.rows);
   for (auto& sp : ctx.spans)
     for (int64_t i = 0; i < sp.rows; ++i) {

@@ -189,7 +189,7 @@ TEST(MatmulChoice, OneWeightRuleIsThePlansRule) {
     for (int64_t K : {0, 64, 1001, 4096, 4100, 12288})
       for (int64_t N : {int64_t{0}, int64_t{1}, int64_t{70}, kKv, kH, int64_t{5120}, kI, kVocab})
         for (bool wg : {false, true})
-          for (auto order : {MatmulOrder::RowInvariant, MatmulOrder::Free})
+          for (auto order : {MatmulOrder::RowInvariant, MatmulOrder::Free, MatmulOrder::Prefill})
             for (int variant = 0; variant < 4; ++variant) {
               MatmulWeight w = variant == 3 ? f32(N) : bf16(N);
               w.ldw = variant == 1 ? K + 4 : K;
@@ -203,12 +203,34 @@ TEST(MatmulChoice, OneWeightRuleIsThePlansRule) {
             }
 }
 
+// MatmulOrder::Prefill (Ops::matmul_prefill): the TMA/wgmma GEMM for every row count from 1 — its
+// condition reads the weights and K, never M, so a prefill row's kernel does not depend on its chunk —
+// and otherwise the row-invariant choice (f32 weights, addresses TMA cannot take, no wgmma).
+TEST(MatmulChoice, Prefill) {
+  constexpr auto P = MatmulOrder::Prefill;
+  for (int64_t M : {1, 5, 17, 33, 64, 256, 4096}) {
+    EXPECT_EQ(one(M, kH, bf16(kI), P), Kn::Prefill) << M;
+    EXPECT_EQ(one(M, kI, bf16(kH), P), Kn::Prefill) << M;
+    EXPECT_EQ(describe(plan(M, kH, {bf16(kH), bf16(kKv), bf16(kKv)}, P)), "prefill[012] ") << M;
+  }
+  EXPECT_EQ(one(0, kH, bf16(kI), P), Kn::Empty);
+  EXPECT_EQ(one(512, 0, bf16(kI), P), Kn::ZeroFill);
+  EXPECT_EQ(one(512, kH, f32(kI), P), Kn::CudaCoreF32);
+  EXPECT_EQ(one(512, kH, unaligned(bf16(kI)), P), one(512, kH, unaligned(bf16(kI))));
+  EXPECT_EQ(one(512, kH, with_ldw(bf16(kI), kH + 4), P), one(512, kH, with_ldw(bf16(kI), kH + 4)));
+  EXPECT_EQ(one(512, 4100, bf16(kI), P), one(512, 4100, bf16(kI)));  // K off the 8-element grid
+  EXPECT_EQ(one(512, kH, bf16(kI), P, MatmulDevice{132, false}), Kn::Tiled);
+  // One weight the GEMM cannot take: the whole call runs the row-invariant plan.
+  EXPECT_EQ(describe(plan(512, kH, {bf16(kI), f32(kI)}, P)), describe(plan(512, kH, {bf16(kI), f32(kI)})));
+  EXPECT_EQ(matmul_kernel_name(Kn::Prefill), "prefill");
+}
+
 // Every weight of a call is in exactly one launch, whatever the shape.
 TEST(MatmulChoice, EveryWeightOnce) {
   for (int64_t M : {0, 1, 5, 16, 17, 32, 33, 64, 65, 128, 2048})
     for (int64_t K : {0, 64, 4096, 4100})
       for (bool wg : {false, true})
-        for (auto order : {MatmulOrder::RowInvariant, MatmulOrder::Free}) {
+        for (auto order : {MatmulOrder::RowInvariant, MatmulOrder::Free, MatmulOrder::Prefill}) {
           const auto p = plan(M, K, {bf16(kH), f32(kKv), bf16(kKv), unaligned(bf16(kI)), bf16(kVocab)}, order,
                               MatmulDevice{132, wg});
           std::vector<int> seen(5, 0);

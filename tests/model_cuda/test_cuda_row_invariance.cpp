@@ -1,8 +1,10 @@
 // The lossless promise on the GPU (docs/DESIGN.md §1): the CPU row-invariance tests
 // (tests/model/test_row_invariance.cpp) on the CUDA backend, bit for bit: extend rows equal
 // successive decodes; a row alone equals the row inside a batch of 8 unrelated rows; prefill does not
-// depend on its neighbours or on a split at 64-token boundaries; rollback (commit of n < K rows)
+// depend on its neighbours or on a split at 64-token boundaries, nor (with the prefill kernels) on
+// three chunkings or on decode and verify rows beside it; rollback (commit of n < K rows)
 // equals a run that only ever saw the kept rows.
+#include <algorithm>
 #include <cstring>
 #include <random>
 
@@ -138,6 +140,56 @@ TEST_P(CudaRowInvariance, PrefillIndependentOfNeighboursAndChunkSplits) {
   auto d3 = run_one(*model_, *split, {9}, SpanMode::Extend);
   EXPECT_EQ(row(d1.logits, 0), row(d2.logits, 0));
   EXPECT_EQ(row(d1.logits, 0), row(d3.logits, 0));
+}
+
+// The prefill rule (docs/DESIGN.md §1.2) with the prefill kernels (the TMA/wgmma GEMM, the flash
+// attention): one prompt prefilled whole, in three other chunkings (cuts at multiples of 64, the
+// Gated DeltaNet's chunk), and beside other sequences' decode, verify and prefill rows (extend spans
+// first as the engine orders them, and interleaved) gives every row's logits bit for bit; a decode row
+// afterwards — which reads the KV cache and the DeltaNet state the prefill left — agrees too.
+TEST_P(CudaRowInvariance, PrefillBitsIgnoreChunkingAndMixedNeighbours) {
+  const auto prompt = random_ids(300, 31, V());
+  auto alone = model_->new_sequence();
+  const auto whole = run_one(*model_, *alone, prompt, SpanMode::Prefill, LogitsWanted::All);
+  const auto after = run_one(*model_, *alone, {11}, SpanMode::Extend);
+
+  const std::vector<std::vector<int64_t>> chunkings = {{64, 236}, {128, 128, 44}, {192, 64, 44}};
+  for (const auto& cuts : chunkings) {
+    auto s = model_->new_sequence();
+    int64_t begin = 0;
+    for (int64_t n : cuts) {
+      const std::vector<int32_t> part(prompt.begin() + begin, prompt.begin() + begin + n);
+      const auto r = run_one(*model_, *s, part, SpanMode::Prefill, LogitsWanted::All);
+      for (int64_t p = 0; p < n; ++p) ASSERT_EQ(row(r.logits, p), row(whole.logits, begin + p)) << begin + p;
+      begin += n;
+    }
+    EXPECT_EQ(row(run_one(*model_, *s, {11}, SpanMode::Extend).logits, 0), row(after.logits, 0));
+  }
+
+  for (bool interleaved : {false, true}) {
+    auto decoding = model_->new_sequence(), verifying = model_->new_sequence(), other = model_->new_sequence();
+    auto mixed = model_->new_sequence();
+    run_one(*model_, *decoding, random_ids(70, 32, V()), SpanMode::Prefill, LogitsWanted::None);
+    run_one(*model_, *verifying, random_ids(90, 33, V()), SpanMode::Prefill, LogitsWanted::None);
+    const auto one = random_ids(1, 34, V()), five = random_ids(5, 35, V()), pre = random_ids(130, 36, V());
+    ForwardBatch b;
+    const SequenceSpan d{decoding.get(), one, SpanMode::Extend, LogitsWanted::All};
+    const SequenceSpan v{verifying.get(), five, SpanMode::Extend, LogitsWanted::All};
+    const SequenceSpan o{other.get(), pre, SpanMode::Prefill, LogitsWanted::Last};
+    const SequenceSpan m{mixed.get(), prompt, SpanMode::Prefill, LogitsWanted::All};
+    b.spans = interleaved ? std::vector<SequenceSpan>{o, d, m, v} : std::vector<SequenceSpan>{d, v, o, m};
+    const auto r = model_->forward(b);
+    const size_t mi = interleaved ? 2 : 3;
+    const int64_t first = r.span_first_row[mi];
+    auto it = std::find(r.logit_rows.begin(), r.logit_rows.end(), first);
+    ASSERT_NE(it, r.logit_rows.end());
+    const int64_t at = it - r.logit_rows.begin();
+    for (int64_t p = 0; p < static_cast<int64_t>(prompt.size()); ++p)
+      ASSERT_EQ(row(r.logits, at + p), row(whole.logits, p)) << "interleaved " << interleaved << " row " << p;
+    model_->commit(*decoding, 1);
+    model_->commit(*verifying, 5);
+    EXPECT_EQ(row(run_one(*model_, *mixed, {11}, SpanMode::Extend).logits, 0), row(after.logits, 0));
+  }
 }
 
 TEST_P(CudaRowInvariance, RollbackEqualsRunThatSawOnlyKeptRows) {

@@ -176,11 +176,27 @@ class CudaOps final : public Ops {
   // those of one matmul per weight either way.
   void matmul_multi(const TensorView& x, std::span<const TensorView> ws,
                     std::span<const TensorView> ys) const override {
+    run_multi(x, ws, ys, t_matmul_order);
+  }
+
+  void matmul_prefill(const TensorView& x, const TensorView& w, const TensorView& y) const override {
+    check_matmul(x, w, y);
+    const k::MatmulArgs a = matmul_args(x, w, y);
+    k::matmul_run(&a, 1, MatmulOrder::Prefill, cuda::launch_stream());
+  }
+
+  void matmul_multi_prefill(const TensorView& x, std::span<const TensorView> ws,
+                            std::span<const TensorView> ys) const override {
+    run_multi(x, ws, ys, MatmulOrder::Prefill);
+  }
+
+  static void run_multi(const TensorView& x, std::span<const TensorView> ws, std::span<const TensorView> ys,
+                        MatmulOrder order) {
     SS_CHECK(ws.size() == ys.size(), "matmul_multi: {} weights but {} outputs", ws.size(), ys.size());
     for (size_t i = 0; i < ws.size(); ++i) check_matmul(x, ws[i], ys[i]);
     std::vector<k::MatmulArgs> args;
     for (size_t i = 0; i < ws.size(); ++i) args.push_back(matmul_args(x, ws[i], ys[i]));
-    k::matmul_run(args.data(), static_cast<int>(args.size()), t_matmul_order, cuda::launch_stream());
+    k::matmul_run(args.data(), static_cast<int>(args.size()), order, cuda::launch_stream());
   }
 
   void embedding(const TensorView& table, std::span<const int32_t> ids, const TensorView& out) const override {

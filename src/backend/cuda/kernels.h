@@ -106,6 +106,14 @@ bool wgmma_available();
 // once and each weight gets its own wgmma launch (the bits of its lone matmul). Returns false,
 // launching nothing, when the wgmma kernel cannot run or the parts do not share x, M and K.
 bool matmul_bf16_wgmma_multi(const MatmulArgs* parts, int count, cudaStream_t stream);
+// The prefill GEMM (matmul_prefill_sm90a.cu; Ops::matmul_prefill): TMA, wgmma, persistent, one f32 chain
+// per element over all of K, so a row's bits depend only on its x row, w and K (deterministic per row,
+// not the row-invariant contract's bits). Several parts share x (one bf16 copy of it). Returns false,
+// launching nothing, when it cannot run here (no wgmma) or a part does not fit (prefill_matmul_fits:
+// bf16 weights, 16-byte aligned with ldw % 8 == 0, K % 8 == 0, dims below 2^31) or the parts do not
+// share x, M and K.
+bool prefill_matmul_fits(const MatmulArgs& a);
+bool matmul_bf16_prefill(const MatmulArgs* parts, int count, cudaStream_t stream);
 // The slice-serial warpgroup kernel (matmul_wgmma_serial_sm90a.cu; matmul_wgmma.cuh: WgSerial) over x's
 // bf16 copy xb (pitch ldxb = xb_pitch(K, wg::kKT)); matmul_bf16_wgmma picks it where
 // matmul_wgmma_serial (matmul_choice.h) says. Only for operands

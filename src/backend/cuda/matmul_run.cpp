@@ -42,6 +42,9 @@ void run_launch(MatmulKernel kernel, const MatmulArgs* g, int n, cudaStream_t st
       SS_CHECK(matmul_bf16_wgmma(g[0], stream), "matmul: the wgmma kernel cannot run on this device");
       return;
     case MatmulKernel::Tiled: return matmul_bf16_tiled(g[0], stream);
+    case MatmulKernel::Prefill:
+      SS_CHECK(matmul_bf16_prefill(g, n, stream), "matmul: the prefill GEMM declined a call the choice gave it");
+      return;
     case MatmulKernel::FreeOrder:
     case MatmulKernel::Cpu: break;
   }

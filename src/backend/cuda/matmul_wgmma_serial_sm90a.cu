@@ -35,25 +35,6 @@ using namespace specserve::cuda::tc;
 using namespace specserve::cuda::wg;
 using T = WgSerial;
 
-#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
-__device__ __forceinline__ void mbar_init(uint32_t bar, unsigned count) {
-  asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;\n" ::"r"(bar), "r"(count) : "memory");
-}
-__device__ __forceinline__ void mbar_arrive(uint32_t bar) {
-  asm volatile("{\n.reg .b64 state;\nmbarrier.arrive.release.cta.shared::cta.b64 state, [%0];\n}\n" ::"r"(bar)
-               : "memory");
-}
-// Waits until the phase with parity `parity` of the barrier has completed.
-__device__ __forceinline__ void mbar_wait(uint32_t bar, uint32_t parity) {
-  asm volatile(
-      "{\n.reg .pred done;\nwait_%=:\n"
-      "mbarrier.try_wait.parity.acquire.cta.shared::cta.b64 done, [%0], %1;\n"
-      "@!done bra wait_%=;\n}\n" ::"r"(bar),
-      "r"(parity)
-      : "memory");
-}
-#endif
-
 // A producer thread's pieces of a stage: pieces i = ptid + kProducerThreads j (piece_of) of the A and
 // of the B tile share k8 = (ptid / 8) % 8 and have rows row0 + j * kRowStep, row0 = (ptid / 64) * 8 +
 // ptid % 8, at shared offsets 16 i.

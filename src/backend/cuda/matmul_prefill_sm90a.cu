@@ -1,0 +1,231 @@
+// The prefill GEMM (Ops::matmul_prefill; sm_90a only): y[M, N] = x[M, K] · w[N, K]ᵀ for bf16 weights at
+// the Hopper tensor cores' rate, for the rows of prefill chunks.
+//
+// Numerics — deterministic per row (docs/DESIGN.md §1.2), not the decode kernels' contract: x rounded
+// to bf16 once (the same pre-pass and layout as the other tensor-core kernels, matmul_tensor_core_xb.cuh),
+// then each output element is ONE f32 accumulator chain over all of K, from +0, one wgmma k16 step per
+// 16 k in increasing k; past K (a K that is not a multiple of 64) the TMA box reads zeros, which add
+// nothing. No split of K, no reduction across CTAs, and the tile shape (128 x 256) is fixed: an
+// element's bits depend on its x row, its w row and K only — never on M, on the rows around it or on
+// the tile it falls in. (A wgmma step computes each row of its 64-row output from that row of A alone.)
+// So a prefill row gets the same bits in any chunking of its prompt and beside any other rows. They are
+// not the decode kernels' bits (those split K by k_split(N, K)); prefill need not equal decode.
+//
+// Pipeline (one CTA per multiprocessor, persistent): warpgroup 0 is the producer — one thread issues the
+// TMA loads of a 128 x 64 tile of x's copy and a 256 x 64 tile of w into one of kStages stages (128-byte
+// swizzle, the layout wgmma's descriptors read) and arms the stage's `full` barrier with the bytes to
+// expect; warpgroups 1 and 2 are consumers, each computing 64 rows x 256 columns with wgmma.m64n256k16
+// (128 f32 accumulators a thread), keeping one stage's wgmma in flight and handing the stage before
+// back through its `empty` barrier. Output tiles are walked with M fastest (tile t: m = t % tiles_m),
+// so the CTAs running at once share the same weight columns and x stays in L2; the producer loads the
+// next tile's stages while the consumers store the last one.
+#include <cuda.h>
+#include <cuda_runtime.h>
+#include <cudaTypedefs.h>
+
+#include <algorithm>
+#include <climits>
+
+#include "backend/cuda/cuda_check.h"
+#include "backend/cuda/kernels.h"
+#include "backend/cuda/launch.cuh"
+#include "backend/cuda/matmul_tensor_core.cuh"
+#include "backend/cuda/matmul_tensor_core_ptx.cuh"
+#include "backend/cuda/matmul_tensor_core_xb.cuh"
+#include "backend/cuda/matmul_wgmma.cuh"
+#include "backend/cuda/matmul_wgmma_ptx.cuh"
+#include "core/error.h"
+
+namespace specserve::cuda::kernels {
+
+namespace {
+
+using namespace specserve::cuda::tc;
+using namespace specserve::cuda::wg;
+
+struct Gemm {
+  static constexpr int kBM = 128, kBN = 256, kBK = 64, kStages = 4, kConsumers = 2;
+  static constexpr int kThreads = 128 * (kConsumers + 1);
+  static constexpr int kABytes = kBM * kBK * 2, kBBytes = kBN * kBK * 2;
+  static constexpr int kStageBytes = kABytes + kBBytes;
+  static constexpr int kSmemBytes = kStageBytes * kStages + 1024;  // + the swizzle's 1024-byte alignment
+  static constexpr int kProducerRegs = 40, kConsumerRegs = 232;
+};
+static_assert(Gemm::kBK == kKT && kKT * 2 == 128, "a 64-element row of a tile is the 128-byte swizzle's width");
+static_assert(128 * Gemm::kProducerRegs + 256 * Gemm::kConsumerRegs <= 65536, "the register file");
+static_assert(Gemm::kSmemBytes <= 227 * 1024, "more shared memory than an sm_90 block may have");
+
+struct GemmParams {
+  CUtensorMap a;  // x's bf16 copy [M, K] (pitch xb_pitch), box 64 x 128
+  CUtensorMap b;  // w [N, K] (stride ldw), box 64 x 256
+  float* y;
+  int64_t ldy;
+  int64_t M, N;
+  int kblocks, tiles_m, tiles;
+  bool pairs;  // y and ldy allow 8-byte stores of column pairs
+};
+
+__global__ void __launch_bounds__(Gemm::kThreads, 1) matmul_prefill_kernel(const __grid_constant__ GemmParams p) {
+#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
+  pdl_begin();
+  extern __shared__ __align__(1024) unsigned char smem_raw[];
+  __shared__ __align__(8) uint64_t bars[2 * Gemm::kStages];  // full[0..S), then empty[0..S)
+  const uint32_t pad = (1024u - (smem_addr(smem_raw) & 1023u)) & 1023u;
+  const uint32_t sbase = smem_addr(smem_raw) + pad;
+  const uint32_t full0 = smem_addr(&bars[0]), empty0 = smem_addr(&bars[Gemm::kStages]);
+  const int tid = static_cast<int>(threadIdx.x);
+  if (tid == 0) {
+    for (int s = 0; s < Gemm::kStages; ++s) {
+      mbar_init(full0 + 8 * s, 1);
+      mbar_init(empty0 + 8 * s, Gemm::kConsumers * 4);  // one arrival per consumer warp
+    }
+    asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
+  }
+  __syncthreads();
+
+  const int warpgroup = __shfl_sync(0xffffffffu, tid / 128, 0);
+  if (warpgroup == 0) {
+    // ---- producer: one thread issues every load ----
+    asm volatile("setmaxnreg.dec.sync.aligned.u32 %0;\n" ::"n"(Gemm::kProducerRegs));
+    if (tid != 0) return;
+    uint32_t it = 0;
+    for (int t = static_cast<int>(blockIdx.x); t < p.tiles; t += static_cast<int>(gridDim.x)) {
+      const int m0 = (t % p.tiles_m) * Gemm::kBM, n0 = (t / p.tiles_m) * Gemm::kBN;
+      for (int kb = 0; kb < p.kblocks; ++kb, ++it) {
+        const uint32_t stage = it % Gemm::kStages;
+        if (it >= Gemm::kStages) mbar_wait(empty0 + 8 * stage, (it / Gemm::kStages - 1) & 1u);
+        const uint32_t dst = sbase + stage * Gemm::kStageBytes, bar = full0 + 8 * stage;
+        mbar_arrive_expect_tx(bar, Gemm::kStageBytes);
+        tma_load_2d(dst, &p.a, kb * Gemm::kBK, m0, bar);
+        tma_load_2d(dst + Gemm::kABytes, &p.b, kb * Gemm::kBK, n0, bar);
+      }
+    }
+    return;
+  }
+
+  // ---- consumers ----
+  asm volatile("setmaxnreg.inc.sync.aligned.u32 %0;\n" ::"n"(Gemm::kConsumerRegs));
+  const int ctid = tid - 128, warp = ctid >> 5, lane = ctid & 31;
+  const int wgi = warp / 4;  // rows 64 * wgi .. of the tile
+  float acc[128];
+  uint32_t it = 0;
+  for (int t = static_cast<int>(blockIdx.x); t < p.tiles; t += static_cast<int>(gridDim.x)) {
+    const int64_t m0 = int64_t{t % p.tiles_m} * Gemm::kBM, n0 = int64_t{t / p.tiles_m} * Gemm::kBN;
+#pragma unroll
+    for (int i = 0; i < 128; ++i) acc[i] = 0.0f;
+    for (int kb = 0; kb < p.kblocks; ++kb, ++it) {
+      const uint32_t stage = it % Gemm::kStages;
+      mbar_wait(full0 + 8 * stage, (it / Gemm::kStages) & 1u);
+      const uint32_t a = sbase + stage * Gemm::kStageBytes + wgi * 64 * 128;
+      const uint32_t b = sbase + stage * Gemm::kStageBytes + Gemm::kABytes;
+      wgmma_fence();
+#pragma unroll
+      for (int kk = 0; kk < Gemm::kBK / kMmaK; ++kk)
+        wgmma_m64n256k16(acc, smem_desc(a + kk * kChunkStep), smem_desc(b + kk * kChunkStep));
+      wgmma_commit();
+      wgmma_wait<1>();  // the previous stage's wgmma are done: it goes back to the producer
+      __syncwarp();
+      if (kb > 0 && lane == 0) mbar_arrive(empty0 + 8 * ((it - 1) % Gemm::kStages));
+    }
+    wgmma_wait<0>();
+    __syncwarp();
+    if (lane == 0) mbar_arrive(empty0 + 8 * ((it - 1) % Gemm::kStages));
+    // Accumulator i of this thread: row 16 (warp % 4) + lane / 4 + 8 (i % 4 / 2) of the warpgroup's 64,
+    // column 8 (i / 4) + 2 (lane % 4) + i % 2 (the m16n8 C fragment, repeated along n).
+    const int64_t r0 = m0 + 64 * wgi + 16 * (warp % 4) + lane / 4;
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+      const int64_t r = r0 + 8 * h;
+      if (r >= p.M) continue;
+      float* yr = p.y + r * p.ldy;
+#pragma unroll
+      for (int j = 0; j < 32; ++j) {
+        const int64_t c = n0 + 8 * j + 2 * (lane % 4);
+        const float v0 = acc[4 * j + 2 * h], v1 = acc[4 * j + 2 * h + 1];
+        if (p.pairs && c + 1 < p.N) {
+          *reinterpret_cast<float2*>(yr + c) = make_float2(v0, v1);
+        } else {
+          if (c < p.N) yr[c] = v0;
+          if (c + 1 < p.N) yr[c + 1] = v1;
+        }
+      }
+    }
+  }
+#endif
+}
+
+PFN_cuTensorMapEncodeTiled_v12000 encode_fn() {
+  static const PFN_cuTensorMapEncodeTiled_v12000 fn = [] {
+    void* f = nullptr;
+    cudaDriverEntryPointQueryResult q{};
+    CUDA_CHECK(cudaGetDriverEntryPointByVersion("cuTensorMapEncodeTiled", &f, 12000, cudaEnableDefault, &q));
+    SS_CHECK(q == cudaDriverEntryPointSuccess && f != nullptr,
+             "prefill matmul: the driver has no cuTensorMapEncodeTiled");
+    return reinterpret_cast<PFN_cuTensorMapEncodeTiled_v12000>(f);
+  }();
+  return fn;
+}
+
+// A row-major bf16 [rows, cols] matrix (row stride `ld` elements) read in boxes of 64 columns x box_rows
+// rows, 128-byte swizzle, zeros outside.
+CUtensorMap tensor_map(const void* base, int64_t rows, int64_t cols, int64_t ld, int box_rows) {
+  CUtensorMap m;
+  const cuuint64_t dims[2] = {static_cast<cuuint64_t>(cols), static_cast<cuuint64_t>(rows)};
+  const cuuint64_t strides[1] = {static_cast<cuuint64_t>(ld) * 2};
+  const cuuint32_t box[2] = {static_cast<cuuint32_t>(Gemm::kBK), static_cast<cuuint32_t>(box_rows)};
+  const cuuint32_t elem[2] = {1, 1};
+  const CUresult r = encode_fn()(&m, CU_TENSOR_MAP_DATA_TYPE_BFLOAT16, 2, const_cast<void*>(base), dims, strides, box,
+                                 elem, CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_128B,
+                                 CU_TENSOR_MAP_L2_PROMOTION_L2_256B, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
+  SS_CHECK(r == CUDA_SUCCESS, "prefill matmul: cuTensorMapEncodeTiled failed ({}) for [{}, {}] stride {}",
+           static_cast<int>(r), rows, cols, ld);
+  return m;
+}
+
+}  // namespace
+
+bool prefill_matmul_fits(const MatmulArgs& a) {
+  const bool aligned = (reinterpret_cast<uintptr_t>(a.w) & 15u) == 0 && a.ldw % 8 == 0;
+  return a.w_bf16 && aligned && a.K % 8 == 0 && a.K > 0 && a.M > 0 && a.N > 0 && a.M <= INT_MAX && a.N <= INT_MAX &&
+         a.K <= INT_MAX;
+}
+
+bool matmul_bf16_prefill(const MatmulArgs* parts, int count, cudaStream_t stream) {
+  if (count < 1 || !wgmma_available()) return false;
+  const MatmulArgs& a0 = parts[0];
+  for (int i = 0; i < count; ++i) {
+    const MatmulArgs& a = parts[i];
+    if (!prefill_matmul_fits(a) || a.x != a0.x || a.ldx != a0.ldx || a.M != a0.M || a.K != a0.K) return false;
+  }
+  static const bool configured = [] {
+    CUDA_CHECK(
+        cudaFuncSetAttribute(matmul_prefill_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, Gemm::kSmemBytes));
+    return true;
+  }();
+  (void)configured;
+  const int64_t ldxb = xb_pitch(a0.K, kKT);
+  const uint16_t* xb = matmul_x_to_bf16(a0.x, a0.ldx, a0.M, a0.K, ldxb, stream);
+  const CUtensorMap a_map = tensor_map(xb, a0.M, a0.K, ldxb, Gemm::kBM);
+  for (int i = 0; i < count; ++i) {
+    const MatmulArgs& a = parts[i];
+    GemmParams p{};
+    p.a = a_map;
+    p.b = tensor_map(a.w, a.N, a.K, a.ldw, Gemm::kBN);
+    p.y = a.y;
+    p.ldy = a.ldy;
+    p.M = a.M;
+    p.N = a.N;
+    p.kblocks = static_cast<int>(ceil_div(a.K, int64_t{Gemm::kBK}));
+    p.tiles_m = static_cast<int>(ceil_div(a.M, int64_t{Gemm::kBM}));
+    const int64_t tiles = int64_t{p.tiles_m} * ceil_div(a.N, int64_t{Gemm::kBN});
+    SS_CHECK(tiles <= INT_MAX, "prefill matmul: {} x {} is more tiles than the kernel counts", a.M, a.N);
+    p.tiles = static_cast<int>(tiles);
+    p.pairs = (reinterpret_cast<uintptr_t>(a.y) & 7u) == 0 && a.ldy % 2 == 0;
+    const int grid = static_cast<int>(std::min<int64_t>(tiles, sm_count()));
+    launch_pdl(matmul_prefill_kernel, dim3(static_cast<unsigned>(grid)), Gemm::kThreads, Gemm::kSmemBytes, stream, p);
+    CUDA_CHECK_LAUNCH();
+  }
+  return true;
+}
+
+}  // namespace specserve::cuda::kernels

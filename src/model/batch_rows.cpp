@@ -1,0 +1,64 @@
+// BatchContext's per-kind ops (layers.h): a forward's rows run through the kernels of their kind —
+// extend rows (decode, verify) through the row-invariant ops, prefill rows through the prefill ops
+// (docs/DESIGN.md §1.1–1.2). Each maximal run of one kind is one call on its rows' view; the engine
+// puts extend spans before prefill chunks, so a mixed step makes two calls per op.
+#include "core/error.h"
+#include "model/layers.h"
+
+namespace specserve {
+
+namespace {
+TensorView rows_of(const TensorView& t, int64_t begin, int64_t n) { return t.rows(begin, begin + n); }
+}  // namespace
+
+void BatchContext::build_runs() {
+  runs.clear();
+  for (const Span& sp : spans) {
+    const bool prefill = sp.mode == SpanMode::Prefill;
+    if (!runs.empty() && runs.back().prefill == prefill && runs.back().row_begin + runs.back().rows == sp.row_begin)
+      runs.back().rows += sp.rows;
+    else
+      runs.push_back({sp.row_begin, sp.rows, prefill});
+  }
+}
+
+void BatchContext::matmul(const TensorView& x, const TensorView& w, const TensorView& y) const {
+  for (const RowRun& r : runs) {
+    const bool whole = runs.size() == 1;
+    const TensorView xr = whole ? x : rows_of(x, r.row_begin, r.rows);
+    const TensorView yr = whole ? y : rows_of(y, r.row_begin, r.rows);
+    if (r.prefill)
+      ops->matmul_prefill(xr, w, yr);
+    else
+      ops->matmul(xr, w, yr);
+  }
+}
+
+void BatchContext::matmul_multi(const TensorView& x, std::span<const TensorView> ws,
+                                std::span<const TensorView> ys) const {
+  std::vector<TensorView> yr(ys.size());
+  for (const RowRun& r : runs) {
+    const bool whole = runs.size() == 1;
+    for (size_t i = 0; i < ys.size(); ++i) yr[i] = whole ? ys[i] : rows_of(ys[i], r.row_begin, r.rows);
+    const TensorView xr = whole ? x : rows_of(x, r.row_begin, r.rows);
+    if (r.prefill)
+      ops->matmul_multi_prefill(xr, ws, yr);
+    else
+      ops->matmul_multi(xr, ws, yr);
+  }
+}
+
+void BatchContext::attention(const TensorView& q, int layer, int num_heads, float scale, const TensorView& out) const {
+  for (const RowRun& r : runs) {
+    const bool whole = runs.size() == 1;
+    const TensorView qr = whole ? q : rows_of(q, r.row_begin, r.rows);
+    const TensorView outr = whole ? out : rows_of(out, r.row_begin, r.rows);
+    const std::span<const AttentionRow> rows(attn_rows.data() + r.row_begin, static_cast<size_t>(r.rows));
+    if (r.prefill)
+      ops->attention_prefill(qr, kv, layer, rows, num_heads, scale, outr);
+    else
+      ops->attention(qr, kv, layer, rows, num_heads, scale, outr);
+  }
+}
+
+}  // namespace specserve
