@@ -8,6 +8,7 @@
 #include <utility>
 #include <vector>
 
+#include "backend/cuda/attention_prefill.h"
 #include "backend/cuda/cuda_memory.h"
 #include "backend/cuda/cuda_stream.h"
 #include "backend/op_checks.h"
@@ -379,8 +380,34 @@ class CudaOps final : public Ops {
 
   void attention_prefill(const TensorView& q, const KvGeometry& geo, int layer, std::span<const AttentionRow> rows,
                          int num_heads, float scale, const TensorView& out) const override {
-    // TODO(prefill attention): the flash-attention kernel (attention_prefill.cu) replaces this.
-    attention(q, geo, layer, rows, num_heads, scale, out);
+    // The flash-attention kernel (attention_prefill.cu) for head dims 128 and 256 without windows; any other
+    // call is served by attention() (deterministic per row too: it is row-invariant). out may be q: a CTA
+    // reads its rows' q of its head before it writes their out.
+    bool kernel = k::attention_prefill_supports(geo.head_dim) && !rows.empty();
+    for (const auto& row : rows) kernel = kernel && row.window_start == 0;
+    if (!kernel) {
+      attention(q, geo, layer, rows, num_heads, scale, out);
+      return;
+    }
+    on_device("attention_prefill", q);
+    on_device("attention_prefill", out);
+    const int64_t width = int64_t{num_heads} * geo.head_dim;
+    SS_CHECK(q.dtype == DType::F32 && out.dtype == DType::F32 && q.ndim() == 2 && out.ndim() == 2 &&
+                 q.dim(1) == width && out.dim(1) == width && q.strides[1] == 1 && out.strides[1] == 1,
+             "attention_prefill: q {} / out {} must be f32 [rows, {}]", q.describe(), out.describe(), width);
+    SS_CHECK(q.dim(0) == static_cast<int64_t>(rows.size()) && out.dim(0) == q.dim(0),
+             "attention_prefill: {} rows for {} specs", q.dim(0), rows.size());
+    SS_CHECK(geo.num_kv_heads > 0 && num_heads > 0 && num_heads % geo.num_kv_heads == 0,
+             "attention_prefill: {} heads not a multiple of {} KV heads", num_heads, geo.num_kv_heads);
+    SS_CHECK(layer >= 0 && layer < geo.num_layers, "attention_prefill: layer {} outside [0, {})", layer,
+             geo.num_layers);
+    auto& staging = cuda::Staging::global();
+    auto lock = staging.lock();
+    StagedKv s = stage_kv(staging, geo, layer, rows);
+    s.args.host_rows = s.host_rows.data();
+    const k::AttentionPrefillPlan plan = k::attention_prefill_plan(s.args);
+    k::attention_prefill(s.args, plan, q.as<const float>(), q.strides[0], num_heads, scale, out.as<float>(),
+                         out.strides[0], cuda::launch_stream());
   }
 
   void attention(const TensorView& q, const KvGeometry& geo, int layer, std::span<const AttentionRow> rows,
