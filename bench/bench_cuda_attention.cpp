@@ -61,16 +61,16 @@ DeviceBuffer random_floats(size_t n, uint32_t seed) {
 // B sequences of `positions` random keys and values each, their blocks at shuffled places of one pool.
 struct PagedSequences {
   DeviceBuffer pool;
-  std::vector<std::vector<float*>> tables;
+  std::vector<std::vector<void*>> tables;
   PagedSequences(const KvGeometry& geo, int64_t B, int64_t positions) : tables(static_cast<size_t>(B)) {
     const int64_t blocks_per_seq = (positions + kKvBlockSize - 1) / kKvBlockSize, blocks = B * blocks_per_seq;
-    pool = random_floats(static_cast<size_t>(blocks * geo.block_floats()), 1);
+    pool = random_floats(static_cast<size_t>(blocks * geo.block_elems()), 1);
     std::vector<int64_t> order(static_cast<size_t>(blocks));
     std::iota(order.begin(), order.end(), 0);
     std::shuffle(order.begin(), order.end(), std::mt19937(2));
     for (int64_t s = 0; s < B; ++s)
       for (int64_t b = 0; b < blocks_per_seq; ++b)
-        tables[size_t(s)].push_back(pool.as<float>() + order[size_t(s * blocks_per_seq + b)] * geo.block_floats());
+        tables[size_t(s)].push_back(pool.as<char>() + order[size_t(s * blocks_per_seq + b)] * geo.block_bytes());
   }
 };
 

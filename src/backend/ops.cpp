@@ -8,6 +8,13 @@
 
 namespace specserve {
 
+DType resolve_kv_dtype(std::string_view choice, DType weight_dtype) {
+  if (choice == "f32") return DType::F32;
+  if (choice == "bf16") return DType::BF16;
+  SS_CHECK(choice == "auto", "--kv-dtype must be auto, bf16 or f32 (got '{}')", choice);
+  return weight_dtype == DType::F32 ? DType::F32 : DType::BF16;
+}
+
 void Ops::causal_conv_silu_spans(const TensorView& x, std::span<const ConvSpan> spans, const TensorView& w,
                                  const TensorView& out) const {
   for (const auto& s : spans) {

@@ -27,27 +27,50 @@ enum class NormKind {
 inline constexpr int kKvBlockSize = 16;
 
 // Geometry of one KV block: kKvBlockSize consecutive positions of one sequence for every attention
-// layer, laid out [layer][K|V][kv_head][slot][head_dim] in f32 (a key is contiguous over head_dim;
-// a head's keys are contiguous over slots, which is what the score loop walks).
+// layer, laid out [layer][K|V][kv_head][slot][head_dim] in `dtype` (a key is contiguous over head_dim;
+// a head's keys are contiguous over slots, which is what the score loop walks). The element type is
+// F32 or BF16 (docs/DESIGN.md §1.1: a bf16 cache stores k and v rounded to nearest even and its
+// readers widen them exactly, so every kernel gives with a bf16 cache the bits it gives with an f32
+// cache holding the rounded values). Sizes and offsets count elements unless they say bytes; a block
+// is an untyped pointer that a kernel reads as `dtype`.
 struct KvGeometry {
   int num_layers = 0;  // attention layers only
   int num_kv_heads = 0;
   int head_dim = 0;
+  DType dtype = DType::F32;  // F32 or BF16
 
-  int64_t head_floats() const { return int64_t{kKvBlockSize} * head_dim; }
-  int64_t layer_floats() const { return 2 * num_kv_heads * head_floats(); }
-  int64_t block_floats() const { return num_layers * layer_floats(); }
-  // Offset of K (which = 0) or V (which = 1) of (layer, kv head, slot) inside a block.
+  bool bf16() const { return dtype == DType::BF16; }
+  int64_t elem_bytes() const { return bf16() ? 2 : 4; }
+  int64_t head_elems() const { return int64_t{kKvBlockSize} * head_dim; }
+  int64_t layer_elems() const { return 2 * num_kv_heads * head_elems(); }
+  int64_t block_elems() const { return num_layers * layer_elems(); }
+  int64_t block_bytes() const { return block_elems() * elem_bytes(); }
+  // Offset of K (which = 0) or V (which = 1) of (layer, kv head, slot) inside a block, in elements.
   int64_t offset(int layer, int which, int head, int slot) const {
-    return layer * layer_floats() + (int64_t{which} * num_kv_heads + head) * head_floats() + int64_t{slot} * head_dim;
+    return layer * layer_elems() + (int64_t{which} * num_kv_heads + head) * head_elems() + int64_t{slot} * head_dim;
+  }
+  // The head_dim elements of that (layer, K|V, kv head, slot) in `block`, as T (float or uint16_t bf16
+  // bits, whichever dtype says).
+  template <class T>
+  T* at(void* block, int layer, int which, int head, int slot) const {
+    return static_cast<T*>(block) + offset(layer, which, head, slot);
+  }
+  // The same place as an untyped pointer (the element type is dtype).
+  void* locate(void* block, int layer, int which, int head, int slot) const {
+    return static_cast<char*>(block) + offset(layer, which, head, slot) * elem_bytes();
   }
 };
+
+// The KV dtype a model's cache takes for the `--kv-dtype` choice ("auto", "bf16" or "f32"): auto is
+// f32 when the model's weights are f32 (the `--dtype f32` parity runs) and bf16 otherwise. Throws on
+// any other spelling.
+DType resolve_kv_dtype(std::string_view choice, DType weight_dtype);
 
 // One query row of an attention call: the row's sequence's block table (block i holds positions
 // [16i, 16i+16)) and the row's own position. The row attends to positions 0..position inclusive, so
 // K rows of an extend see exactly what K successive decode steps would see.
 struct AttentionRow {
-  float* const* blocks = nullptr;
+  void* const* blocks = nullptr;
   int32_t position = 0;
   // First position the row attends to (default 0: from the start). Sliding-window layers (e.g. the
   // DFlash drafter's, docs/DFLASH.md §1.7) set position - (window - 1); kv_store ignores it.

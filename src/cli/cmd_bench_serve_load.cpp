@@ -136,6 +136,7 @@ void register_bench_serve_load(CLI::App& bench, CommandRunner& run) {
   add_hidden_alias(*cmd, "--prompt-ids", a->load.prompt_pattern, "--prompt-id-pattern")->delimiter(',');
   add_threads_flag(*cmd, a->spec.threads);
   add_dtype_flag(*cmd, a->spec.dtype);
+  add_kv_dtype_flag(*cmd, a->spec.kv_dtype);
   add_backend_flag(*cmd, a->spec.backend);
   cmd->add_option("--max-batch-rows", a->spec.engine.max_batch_rows, "Rows per target forward (in-process)")
       ->capture_default_str();

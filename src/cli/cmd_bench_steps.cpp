@@ -29,6 +29,7 @@ struct StepsArgs {
   std::string backend = "auto";
   int threads = 0;
   std::string dtype = "auto";
+  std::string kv_dtype = "auto";
   bool json = false;
   bool legacy_steps = false;         // `bench --steps`, the old spelling of this mode (ignored)
   std::optional<int> context_alias;  // --context N: --contexts N
@@ -42,6 +43,7 @@ int run_steps(const StepsArgs& a) {
   if (!a.model.empty()) a.drafter.check_needs_draft();
   LoadOptions lo;
   lo.dtype = a.dtype;
+  lo.kv_dtype = a.kv_dtype;
   lo.threads = a.threads;
   lo.backend = a.backend;
   std::unique_ptr<TargetModel> target;
@@ -68,6 +70,9 @@ int run_steps(const StepsArgs& a) {
       drafter->select_vocabulary(a.drafter.draft_vocab, tok ? &*tok : nullptr);
     }
   }
+  std::fprintf(stderr, "bench: weights %s, KV cache %s (--kv-dtype %s)\n",
+               std::string(dtype_name(target->weight_dtype())).c_str(),
+               std::string(dtype_name(target->kv_dtype())).c_str(), a.kv_dtype.c_str());
   StepBenchOptions options = a.step;
   if (a.context_alias) options.contexts = {*a.context_alias};
   SS_CHECK(a.kv_cache_mib >= 0, "bench: --kv-cache-mib must be >= 0");
@@ -93,6 +98,7 @@ void register_bench_steps(CLI::App& bench, CommandRunner& run) {
   add_backend_flag(*cmd, a->backend);
   add_threads_flag(*cmd, a->threads);
   add_dtype_flag(*cmd, a->dtype);
+  add_kv_dtype_flag(*cmd, a->kv_dtype);
   auto* contexts =
       cmd->add_option("--contexts", a->step.contexts,
                       "Context lengths (positions a sequence holds before the timed steps): the batch tables run at "

@@ -2,7 +2,7 @@
 // decoding with --draft — on the GPU when one is usable (--backend auto, the default) or on the CPU.
 //
 //   specserve generate --model DIR (--prompt TEXT | --prompt-ids 1,2,3 | --prompt-file F) [--chat]
-//       --max-tokens N [--temperature T] [--seed S] [--ignore-eos] [--json] [--threads N] [--dtype D]
+//       --max-tokens N [--temperature T] [--seed S] [--ignore-eos] [--json] [--threads N] [--dtype D] [--kv-dtype D]
 //       [--backend auto|cpu|cuda]
 //       [--draft DIR [--gamma G] [--draft-sampling argmax|sample] [--draft-matmul fast|exact] [--draft-vocab V]
 //        [--verify-mode sample-match|raw-argmax] [--trace]]
@@ -62,6 +62,7 @@ struct GenerateOptions {
   std::string prompt_ids;
   std::string prompt_file;
   std::string dtype = "auto";
+  std::string kv_dtype = "auto";
   std::string backend = "auto";
   bool chat = false;
   bool json = false;
@@ -142,6 +143,7 @@ int run_generate(GenerateOptions& o) {
 
   LoadOptions load{o.dtype, o.threads};
   load.backend = o.backend;
+  load.kv_dtype = o.kv_dtype;
   auto model = TargetModel::load(o.model, load);
   sampling::RequestParams params = o.sampling.resolve(model_defaults(o.model, model->config()));
   SS_CHECK(params.stop.max_tokens.has_value() && *params.stop.max_tokens > 0, "--max-tokens must be given and > 0");
@@ -248,6 +250,7 @@ void register_generate(CLI::App& app, CommandRunner& run) {
   cmd->add_flag("--json", opts->json, "Print one JSON object");
   add_threads_flag(*cmd, opts->threads);
   add_dtype_flag(*cmd, opts->dtype);
+  add_kv_dtype_flag(*cmd, opts->kv_dtype);
   add_backend_flag(*cmd, opts->backend);
   opts->sampling.add_to(*cmd);
   add_drafter_flags(*cmd, opts->drafter, DrafterScope::Generate);

@@ -26,4 +26,12 @@ CLI::Option* add_dtype_flag(CLI::App& cmd, std::string& dtype) {
       ->capture_default_str();
 }
 
+CLI::Option* add_kv_dtype_flag(CLI::App& cmd, std::string& kv_dtype) {
+  return cmd
+      .add_option("--kv-dtype", kv_dtype,
+                  "KV cache element type: auto (f32 when the weights are f32, else bf16), bf16 or f32")
+      ->check(CLI::IsMember({"auto", "bf16", "f32"}))
+      ->capture_default_str();
+}
+
 }  // namespace specserve::cli

@@ -15,5 +15,8 @@ CLI::Option* add_backend_flag(CLI::App& cmd, std::string& backend);
 CLI::Option* add_threads_flag(CLI::App& cmd, int& threads);
 // --dtype auto|f32|bf16: weight storage (auto = the checkpoint's).
 CLI::Option* add_dtype_flag(CLI::App& cmd, std::string& dtype);
+// --kv-dtype auto|bf16|f32: the KV cache's element type (auto = f32 when the weights are f32, as
+// `--dtype f32` parity runs, else bf16; model/target_model.h LoadOptions::kv_dtype).
+CLI::Option* add_kv_dtype_flag(CLI::App& cmd, std::string& kv_dtype);
 
 }  // namespace specserve::cli

@@ -15,28 +15,28 @@ void KvBlockPool::reserve(int64_t blocks) {
   require_room(*memory_, bytes, fmt::format("the KV cache of {} blocks", blocks),
                " (lower --kv-cache-mib or --max-seqs)");
   slabs_.emplace_back(*memory_, bytes);
-  float* base = slabs_.back().f32();
-  for (size_t i = missing; i-- > 0;) free_.push_back(base + i * geo_.block_floats());
+  auto* base = static_cast<char*>(slabs_.back().data());
+  for (size_t i = missing; i-- > 0;) free_.push_back(base + i * block_bytes());
 }
 
-float* KvBlockPool::allocate() {
+void* KvBlockPool::allocate() {
   std::lock_guard lock(mutex_);
   if (free_.empty()) {
     // Slabs of 64 blocks (or fewer for very large blocks): few allocations, stable addresses.
-    const size_t block_bytes = static_cast<size_t>(geo_.block_floats()) * sizeof(float);
+    const size_t block_bytes = this->block_bytes();
     const size_t per_slab =
         std::max<size_t>(1, std::min<size_t>(64, (size_t{256} << 20) / std::max<size_t>(1, block_bytes)));
     slabs_.emplace_back(*memory_, block_bytes * per_slab);
-    float* base = slabs_.back().f32();
-    for (size_t i = per_slab; i-- > 0;) free_.push_back(base + i * geo_.block_floats());
+    auto* base = static_cast<char*>(slabs_.back().data());
+    for (size_t i = per_slab; i-- > 0;) free_.push_back(base + i * block_bytes);
   }
-  float* b = free_.back();
+  void* b = free_.back();
   free_.pop_back();
   ++in_use_;
   return b;
 }
 
-void KvBlockPool::release(float* block) {
+void KvBlockPool::release(void* block) {
   std::lock_guard lock(mutex_);
   free_.push_back(block);
   --in_use_;

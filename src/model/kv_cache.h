@@ -1,9 +1,9 @@
 #pragma once
 // The paged KV cache's block pool. A block (backend/ops.h KvGeometry) holds 16 consecutive positions
 // of one sequence for every attention layer; sequences own lists of blocks (their block tables) and
-// give them back when they end. Blocks are recycled through a free list; memory grows in slabs so
-// block addresses never move. Slabs come from the pool's Memory (host for the CPU backend, device
-// for CUDA: then the block pointers are device pointers, as cuda_ops() expects).
+// give them back when they end. A block is block_bytes() of the geometry's element type (f32 or bf16). Blocks are
+// recycled through a free list; memory grows in slabs so block addresses never move. Slabs come from the pool's Memory
+// (host for the CPU backend, device for CUDA: then the block pointers are device pointers, as cuda_ops() expects).
 #include <cstdint>
 #include <memory>
 #include <mutex>
@@ -23,10 +23,10 @@ class KvBlockPool {
   // serving engine sizes the pool at start-up, so a running sequence never meets an allocation
   // failure. Throws a one-line Error with the sizes when the memory cannot hold them.
   void reserve(int64_t blocks);
-  size_t block_bytes() const { return static_cast<size_t>(geo_.block_floats()) * sizeof(float); }
+  size_t block_bytes() const { return static_cast<size_t>(geo_.block_bytes()); }
 
-  float* allocate();
-  void release(float* block);
+  void* allocate();
+  void release(void* block);
   int64_t blocks_in_use() const;
   int64_t blocks_allocated() const;
 
@@ -35,7 +35,7 @@ class KvBlockPool {
   const Memory* memory_;
   mutable std::mutex mutex_;
   std::vector<Buffer> slabs_;
-  std::vector<float*> free_;
+  std::vector<void*> free_;
   int64_t in_use_ = 0;
 };
 

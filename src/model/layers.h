@@ -32,7 +32,7 @@ struct ModelInternals {
   using DeltaNetLayer = SequenceState::DeltaNetLayer;
   static DeltaNetLayer& deltanet(SequenceState& s, size_t i) { return s.deltanet_[i]; }
   static std::vector<DeltaNetLayer>& deltanets(SequenceState& s) { return s.deltanet_; }
-  static std::vector<float*>& blocks(SequenceState& s) { return s.blocks_; }
+  static std::vector<void*>& blocks(SequenceState& s) { return s.blocks_; }
   static int64_t& length(SequenceState& s) { return s.length_; }
   static int64_t& pending(SequenceState& s) { return s.pending_; }
   static void ensure_blocks(SequenceState& s, int64_t positions) { s.ensure_blocks(positions); }

@@ -4,7 +4,7 @@ namespace specserve {
 
 SequenceState::~SequenceState() {
   if (pool_)
-    for (float* b : blocks_) pool_->release(b);
+    for (void* b : blocks_) pool_->release(b);
 }
 
 void SequenceState::ensure_blocks(int64_t positions) {

@@ -57,7 +57,7 @@ class SequenceState {
   void ensure_blocks(int64_t positions);
 
   std::shared_ptr<KvBlockPool> pool_;
-  std::vector<float*> blocks_;
+  std::vector<void*> blocks_;
   std::vector<DeltaNetLayer> deltanet_;
   int64_t length_ = 0;
   int64_t pending_ = 0;

@@ -112,7 +112,7 @@ TargetModel::~TargetModel() = default;
 namespace {
 // The rest of a load once the weights are at hand: the family's parts, the upload to the backend's
 // memory (tensors already there stay), the KV geometry and pool.
-void build_parts(TargetModel::Impl& impl, bool upload) {
+void build_parts(TargetModel::Impl& impl, bool upload, const std::string& kv_dtype) {
   switch (impl.cfg.family) {
     case ModelFamily::Qwen3: impl.parts = build_qwen3(impl.cfg, *impl.weights); break;
     case ModelFamily::Qwen3_5: impl.parts = build_qwen3_5(impl.cfg, *impl.weights); break;
@@ -130,7 +130,7 @@ void build_parts(TargetModel::Impl& impl, bool upload) {
       ++attention;
   }
   const ArchSpec& s = impl.parts.spec;
-  impl.kv = KvGeometry{attention, s.num_kv_heads, s.head_dim};
+  impl.kv = KvGeometry{attention, s.num_kv_heads, s.head_dim, resolve_kv_dtype(kv_dtype, impl.weights->matrix_dtype())};
   if (attention > 0) impl.pool = std::make_shared<KvBlockPool>(impl.kv, *impl.mem);
 }
 }  // namespace
@@ -149,7 +149,7 @@ std::unique_ptr<TargetModel> TargetModel::load(const std::string& dir, const Loa
     DType dt = choose_dtype(options.dtype, *checkpoint);
     // On a device the host copy of a matrix is only an upload source: read it from the mapping.
     impl->weights = std::make_unique<WeightStore>(std::move(checkpoint), dt, options.map_weights || !on_host);
-    build_parts(*impl, !on_host);
+    build_parts(*impl, !on_host, options.kv_dtype);
     return std::unique_ptr<TargetModel>(new TargetModel(std::move(impl)));
   });
 }
@@ -167,7 +167,7 @@ std::unique_ptr<TargetModel> TargetModel::synthetic(const ModelConfig& config, c
   const DType dt = options.dtype == "f32" ? DType::F32 : DType::BF16;
   auto tensors = std::make_shared<SyntheticTensors>(*impl->mem, seed, config.family == ModelFamily::Qwen3_5);
   impl->weights = std::make_unique<WeightStore>(tensors, dt);
-  build_parts(*impl, false);
+  build_parts(*impl, false, options.kv_dtype);
   if (impl->mem->device() != Device::CPU) {
     // The weights exist only on the device: there are no host copies for host-side helpers.
     impl->host_embed = impl->host_final_norm = impl->host_lm_head = TensorView();
@@ -179,6 +179,7 @@ const ModelConfig& TargetModel::config() const { return impl_->cfg; }
 int64_t TargetModel::vocab_size() const { return impl_->parts.spec.vocab; }
 int64_t TargetModel::hidden_size() const { return impl_->parts.spec.hidden; }
 DType TargetModel::weight_dtype() const { return impl_->weights->matrix_dtype(); }
+DType TargetModel::kv_dtype() const { return impl_->kv.dtype; }
 std::string_view TargetModel::backend() const { return impl_->backend.name; }
 const Ops& TargetModel::ops() const { return cpu_ops(); }
 const Ops& TargetModel::forward_ops() const { return *impl_->ops; }
@@ -244,7 +245,7 @@ size_t TargetModel::step_weight_bytes() const {
   return total;
 }
 
-size_t TargetModel::kv_block_bytes() const { return static_cast<size_t>(impl_->kv.block_floats()) * sizeof(float); }
+size_t TargetModel::kv_block_bytes() const { return static_cast<size_t>(impl_->kv.block_bytes()); }
 
 size_t TargetModel::sequence_state_bytes() const {
   return static_cast<size_t>(impl_->num_deltanet) * DeltaNetBytes(impl_->parts.spec.gdn).total();

@@ -31,7 +31,7 @@ namespace specserve {
 
 struct LoadOptions {
   // Storage of the matmul weights and the embedding table: "auto" (the checkpoint's dtype; F16 becomes
-  // f32), "f32" or "bf16". Activations, norms, the KV cache and DeltaNet state are always f32.
+  // f32), "f32" or "bf16". Activations, norms and DeltaNet state are always f32.
   std::string dtype = "auto";
   // > 0: resizes the global CPU thread pool (ThreadPool::set_global_threads) at load.
   int threads = 0;
@@ -43,6 +43,9 @@ struct LoadOptions {
   // below (ops(), embed, lm_head, final_norm on host tensors, embedding_table) keep working on host
   // copies, for a drafter kept on the host.
   std::string backend = "cpu";
+  // Element type of the paged KV cache (`--kv-dtype`): "auto" (f32 when the weights are f32, as in the
+  // `--dtype f32` parity runs, else bf16), "bf16" or "f32" (backend/ops.h: resolve_kv_dtype, KvGeometry).
+  std::string kv_dtype = "auto";
 };
 
 enum class SpanMode {
@@ -107,6 +110,7 @@ class TargetModel {
   int64_t vocab_size() const;  // rows of the lm_head
   int64_t hidden_size() const;
   DType weight_dtype() const;        // storage of the matmul weights
+  DType kv_dtype() const;            // element type of the KV cache (F32 or BF16)
   std::string_view backend() const;  // "cpu" or "cuda": where forward() runs
   // The ops of the host-side helpers (and of a drafter running on the host): cpu_ops() on every
   // backend.
@@ -120,7 +124,7 @@ class TargetModel {
   std::unique_ptr<SequenceState> new_sequence() const;
 
   // Start-up sizing for serving (design: no allocation failure mid-request). Bytes of one KV block
-  // (16 positions, every attention layer) and of one sequence's DeltaNet state (committed + work
+  // (16 positions, every attention layer, in kv_dtype()) and of one sequence's DeltaNet state (committed + work
   // state and conv window of every DeltaNet layer), in the forward's memory.
   size_t kv_block_bytes() const;
   // Bytes of the weights every forward step reads in full: every layer's tensors and the final norm

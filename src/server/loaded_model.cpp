@@ -67,7 +67,11 @@ std::shared_ptr<LoadedModel> LoadedModel::load(const ServeSpec& spec, const Prog
   load.threads = spec.threads;
   load.backend = spec.backend;
   load.dtype = spec.dtype;
+  load.kv_dtype = spec.kv_dtype;
   m->target_ = TargetModel::load(spec.model_dir, load);
+  SS_LOG_INFO("serve", "weights {}, KV cache {} (--kv-dtype {}): {} bytes per 16 positions",
+              dtype_name(m->target_->weight_dtype()), dtype_name(m->target_->kv_dtype()), spec.kv_dtype,
+              m->target_->kv_block_bytes());
   // Before the drafter: a --draft-vocab subset always keeps the tokenizer's added tokens.
   progress(0.88, "loading the tokenizer");
   m->tokenizer_ = tokenizer::Tokenizer::load(spec.model_dir);

@@ -24,11 +24,12 @@ struct ServeSpec {
   std::string draft_vocab = "all";               // the ids the drafter scores (spec/draft_vocabulary.h)
   std::string served_model_name;                 // "" = the model directory's name
   int threads = 0;                               // CPU threads (0 = all cores)
-  std::string backend = "auto";  // where the target and drafter run: "auto" (cuda when present), "cpu" or "cuda"
-  std::string dtype = "auto";    // weight storage of target and drafter: "auto" (the checkpoint's), "f32", "bf16"
-  engine::EngineOptions engine;  // kv_blocks is derived from kv_cache_mib here
-  int64_t kv_cache_mib = 0;      // KV-cache budget; 0 = auto (see kv_budget_blocks)
-  int request_timeout_s = 0;     // 0 = none
+  std::string backend = "auto";   // where the target and drafter run: "auto" (cuda when present), "cpu" or "cuda"
+  std::string dtype = "auto";     // weight storage of target and drafter: "auto" (the checkpoint's), "f32", "bf16"
+  std::string kv_dtype = "auto";  // KV cache element type: "auto" (f32 for f32 weights, else bf16), "bf16", "f32"
+  engine::EngineOptions engine;   // kv_blocks is derived from kv_cache_mib here
+  int64_t kv_cache_mib = 0;       // KV-cache budget; 0 = auto (see kv_budget_blocks)
+  int request_timeout_s = 0;      // 0 = none
 };
 
 // The KV budget in blocks for `spec`: kv_cache_mib when given, else enough for max_seqs full-

@@ -46,7 +46,7 @@ DFlashDrafter::DFlashDrafter(const TargetModel& target, std::unique_ptr<DrafterC
       mem_(on_host ? &cpu_memory() : &target.forward_memory()),
       weights_(checkpoint_->weights()) {
   const ModelConfig& c = checkpoint_->config();
-  kv_ = KvGeometry{c.num_layers, c.num_kv_heads, c.head_dim};
+  kv_ = KvGeometry{c.num_layers, c.num_kv_heads, c.head_dim, target.kv_dtype()};  // the target's KV dtype
   pool_ = std::make_shared<KvBlockPool>(kv_, *mem_);
   if (mem_->device() != Device::CPU) {
     device_weights_ = upload_tensors(weight_views(weights_), *mem_);

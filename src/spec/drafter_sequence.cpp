@@ -10,7 +10,7 @@ DrafterSequence::DrafterSequence(std::shared_ptr<KvBlockPool> pool, int64_t feat
 }
 
 DrafterSequence::~DrafterSequence() {
-  for (float* b : blocks_) pool_->release(b);
+  for (void* b : blocks_) pool_->release(b);
 }
 
 void DrafterSequence::append_many(std::span<const Append> rows) {

@@ -58,12 +58,12 @@ class DrafterSequence {
   void mark_projected();
   // Makes the block table cover positions [0, positions).
   void ensure_blocks(int64_t positions);
-  float* const* blocks() const { return blocks_.data(); }
+  void* const* blocks() const { return blocks_.data(); }
 
  private:
   std::shared_ptr<KvBlockPool> pool_;
   int64_t feature_width_;
-  std::vector<float*> blocks_;
+  std::vector<void*> blocks_;
   const Memory* mem_;
   std::vector<MemTensor> waiting_;  // one per append
   int64_t waiting_rows_ = 0;

@@ -4,6 +4,7 @@
 // boundaries).
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <random>
@@ -11,6 +12,7 @@
 
 #include "backend/cpu/cpu_ops.h"
 #include "backend/ops.h"
+#include "core/dtype.h"
 #include "core/error.h"
 
 namespace specserve {
@@ -28,15 +30,21 @@ TensorView view(std::vector<float>& v, Shape s) { return TensorView::contiguous(
 
 struct PagedCache {
   KvGeometry geo;
-  std::vector<std::vector<float>> storage;
-  std::vector<float*> table;
+  std::vector<std::vector<float>> storage;  // block_elems floats a block: room for either dtype
+  std::vector<void*> table;
   PagedCache(KvGeometry g, int positions) : geo(g) {
     for (int b = 0; b < (positions + kKvBlockSize - 1) / kKvBlockSize; ++b) {
-      storage.emplace_back(geo.block_floats(), 0.0f);
+      storage.emplace_back(geo.block_elems(), 0.0f);
       table.push_back(storage.back().data());
     }
   }
 };
+
+std::vector<float> bf16_rounded(const std::vector<float>& x) {
+  std::vector<float> r(x.size());
+  for (size_t i = 0; i < x.size(); ++i) r[i] = bf16_to_f32(f32_to_bf16(x[i]));
+  return r;
+}
 
 TEST(Attention, MatchesReferenceAndExtendEqualsDecode) {
   const int nh = 4, nkv = 2, hd = 24, T = 37;
@@ -102,6 +110,74 @@ struct GdnCase {
     return state;
   }
 };
+
+TEST(KvGeometry, BytesFollowTheElementType) {
+  const KvGeometry f32{3, 2, 64}, bf16{3, 2, 64, DType::BF16};
+  EXPECT_EQ(f32.block_elems(), bf16.block_elems());
+  EXPECT_EQ(f32.block_bytes(), 4 * f32.block_elems());
+  EXPECT_EQ(bf16.block_bytes(), 2 * bf16.block_elems());
+  EXPECT_EQ(f32.offset(2, 1, 1, 5), bf16.offset(2, 1, 1, 5));
+  EXPECT_EQ(resolve_kv_dtype("auto", DType::F32), DType::F32);
+  EXPECT_EQ(resolve_kv_dtype("auto", DType::BF16), DType::BF16);
+  EXPECT_EQ(resolve_kv_dtype("bf16", DType::F32), DType::BF16);
+  EXPECT_EQ(resolve_kv_dtype("f32", DType::BF16), DType::F32);
+  EXPECT_THROW(resolve_kv_dtype("fp8", DType::BF16), Error);
+}
+
+// A bf16 cache stores k and v rounded to nearest even, and attention over it gives the bits of attention
+// over an f32 cache holding the rounded values (docs/DESIGN.md §1.1), for every row alone or together,
+// windowed or not.
+TEST(Attention, Bf16CacheEqualsF32CacheOfRoundedValues) {
+  const int nh = 6, nkv = 2, hd = 32, T = 45;
+  const KvGeometry g32{2, nkv, hd}, g16{2, nkv, hd, DType::BF16};
+  PagedCache c32(g32, T), c16(g16, T);
+  auto q = randn(T * nh * hd, 11), k = randn(T * nkv * hd, 12), v = randn(T * nkv * hd, 13);
+  k[5] = 1.00390625f;  // halfway between two bf16 values: rounds to even (1.0)
+  auto kr = bf16_rounded(k), vr = bf16_rounded(v);
+  std::vector<AttentionRow> r32(T), r16(T);
+  for (int t = 0; t < T; ++t) {
+    const int w = t % 3 == 0 ? std::max(0, t - 9) : 0;  // some rows windowed
+    r32[t] = {c32.table.data(), t, w};
+    r16[t] = {c16.table.data(), t, w};
+  }
+  const Ops& ops = cpu_ops();
+  ops.kv_store(view(kr, {T, nkv * hd}), view(vr, {T, nkv * hd}), g32, 1, r32);
+  ops.kv_store(view(k, {T, nkv * hd}), view(v, {T, nkv * hd}), g16, 1, r16);
+  // The stored bits: convert_from_f32's rounding.
+  for (int t = 0; t < T; ++t)
+    for (int h = 0; h < nkv; ++h)
+      for (int d = 0; d < hd; ++d) {
+        const int i = (t * nkv + h) * hd + d;
+        void* block = c16.table[t / kKvBlockSize];
+        ASSERT_EQ(g16.at<uint16_t>(block, 1, 0, h, t % kKvBlockSize)[d], f32_to_bf16(k[i])) << i;
+        ASSERT_EQ(g16.at<uint16_t>(block, 1, 1, h, t % kKvBlockSize)[d], f32_to_bf16(v[i])) << i;
+      }
+  EXPECT_EQ(g16.at<uint16_t>(c16.table[0], 1, 0, 0, 0)[5], f32_to_bf16(1.0f));
+  const float scale = 1.0f / std::sqrt(float(hd));
+  std::vector<float> o32(T * nh * hd), o16(T * nh * hd);
+  ops.attention(view(q, {T, nh * hd}), g32, 1, r32, nh, scale, view(o32, {T, nh * hd}));
+  ops.attention(view(q, {T, nh * hd}), g16, 1, r16, nh, scale, view(o16, {T, nh * hd}));
+  ASSERT_EQ(0, std::memcmp(o32.data(), o16.data(), o32.size() * 4));
+  for (int t = 0; t < T; ++t) {
+    std::vector<float> one(nh * hd);
+    ops.attention(view(q, {T, nh * hd}).rows(t, t + 1), g16, 1, std::span(&r16[t], 1), nh, scale,
+                  view(one, {1, nh * hd}));
+    ASSERT_EQ(0, std::memcmp(one.data(), o16.data() + t * nh * hd, one.size() * 4)) << "row " << t;
+  }
+  // The fused head preparation stores the same bits as kv_store.
+  PagedCache fused(g16, T);
+  std::vector<AttentionRow> rf(T);
+  for (int t = 0; t < T; ++t) rf[t] = {fused.table.data(), t};
+  std::vector<float> qn(hd, 1.0f), kn(hd, 1.0f), qq = q, kk = k;
+  QkPrep prep{view(qn, {hd}), view(kn, {hd}), NormKind::Plain, 1e-6f, hd, 10000.0};
+  ops.qk_norm_rope_kv_store(view(qq, {T, nh * hd}), view(kk, {T, nkv * hd}), view(v, {T, nkv * hd}), prep, g16, 0, rf);
+  PagedCache plain(g16, T);
+  std::vector<AttentionRow> rp(T);
+  for (int t = 0; t < T; ++t) rp[t] = {plain.table.data(), t};
+  ops.kv_store(view(kk, {T, nkv * hd}), view(v, {T, nkv * hd}), g16, 0, rp);
+  for (size_t b = 0; b < fused.storage.size(); ++b)
+    ASSERT_EQ(0, std::memcmp(fused.storage[b].data(), plain.storage[b].data(), size_t(g16.block_bytes()))) << b;
+}
 
 TEST(GatedDeltaNet, ChunkedAgreesWithRecurrence) {
   GdnCase c(150);

@@ -16,6 +16,7 @@ namespace {
 
 struct PrefillCase {
   int nh, nkv, hd;
+  DType kv = DType::F32;  // the cache's element type
 };
 
 // Sequences of given lengths with their keys, values and queries; the cache blocks on the host (for the
@@ -26,13 +27,13 @@ struct Prompts {
   std::vector<int> lengths;
   std::vector<std::vector<float>> k, v, q;                   // [seq][position * width]
   std::vector<std::vector<std::vector<float>>> host_blocks;  // [seq][block]
-  std::vector<std::vector<float*>> host_tables, dev_tables;
+  std::vector<std::vector<void*>> host_tables, dev_tables;   // blocks geo.block_bytes() apart in the pool
   DeviceBuffer pool;
 
   Prompts(KvGeometry g, int heads, std::vector<int> lens, uint32_t seed) : geo(g), nh(heads), lengths(std::move(lens)) {
     int total = 0;
     for (int L : lengths) total += (L + kKvBlockSize - 1) / kKvBlockSize;
-    pool = poisoned(size_t(total) * size_t(geo.block_floats()));
+    pool = poisoned(size_t(total) * size_t(geo.block_bytes()) / 4);
     std::vector<int> order(static_cast<size_t>(total));
     std::iota(order.begin(), order.end(), 0);
     std::shuffle(order.begin(), order.end(), std::mt19937(seed));
@@ -46,9 +47,9 @@ struct Prompts {
       host_tables.emplace_back();
       dev_tables.emplace_back();
       for (int b = 0; b < nb; ++b) {
-        host_blocks.back().emplace_back(size_t(geo.block_floats()), 0.0f);
+        host_blocks.back().emplace_back(size_t(geo.block_elems()), 0.0f);
         host_tables.back().push_back(host_blocks.back().back().data());
-        dev_tables.back().push_back(pool.as<float>() + int64_t(order[size_t(next++)]) * geo.block_floats());
+        dev_tables.back().push_back(pool.as<char>() + int64_t(order[size_t(next++)]) * geo.block_bytes());
       }
     }
   }
@@ -63,7 +64,7 @@ struct Span {
   int seq, p0, p1;
 };
 
-std::vector<AttentionRow> rows_of(const Prompts& c, const std::vector<std::vector<float*>>& tables,
+std::vector<AttentionRow> rows_of(const Prompts& c, const std::vector<std::vector<void*>>& tables,
                                   const std::vector<Span>& spans) {
   std::vector<AttentionRow> rows;
   for (const Span& s : spans)
@@ -135,7 +136,7 @@ struct OneHeadPerCta {
 
 std::string case_name(const ::testing::TestParamInfo<PrefillCase>& i) {
   return "heads" + std::to_string(i.param.nh) + "_kv" + std::to_string(i.param.nkv) + "_hd" +
-         std::to_string(i.param.hd);
+         std::to_string(i.param.hd) + (i.param.kv == DType::BF16 ? "_bf16cache" : "");
 }
 
 class AttentionPrefill : public Gpu, public ::testing::WithParamInterface<PrefillCase> {};
@@ -146,9 +147,9 @@ class AttentionPrefill : public Gpu, public ::testing::WithParamInterface<Prefil
 // the kernel; and each sequence's rows alone give the bits they have in the call, as do a prompt's rows in
 // two runs with another sequence's rows between them, and the call with one query head per CTA.
 TEST_P(AttentionPrefill, AgreesWithCpuAndSequencesAreBatchInvariant) {
-  const auto [nh, nkv, hd] = GetParam();
+  const auto [nh, nkv, hd, kv] = GetParam();
   const int layer = 1;
-  Prompts c(KvGeometry{2, nkv, hd}, nh, {300, 1100, 90, 5}, 7);
+  Prompts c(KvGeometry{2, nkv, hd, kv}, nh, {300, 1100, 90, 5}, 7);
   store(c, layer, {{0, 0, 300}, {1, 0, 1100}, {2, 0, 90}, {3, 0, 5}}, /*host=*/true);
   const std::vector<Span> spans = {{0, 0, 300}, {1, 0, 1100}, {2, 37, 90}, {3, 0, 5}};
   const uint64_t before = cuda::kernels::attention_prefill_calls();
@@ -189,10 +190,10 @@ TEST_P(AttentionPrefill, AgreesWithCpuAndSequencesAreBatchInvariant) {
 // stored only after the earlier chunks ran and every later slot NaN: the same bits, row for row (every
 // other cutting with one query head per CTA).
 TEST_P(AttentionPrefill, ChunkingsGiveTheBitsOfOneCall) {
-  const auto [nh, nkv, hd] = GetParam();
+  const auto [nh, nkv, hd, kv] = GetParam();
   const int layer = 0;
   const int L = 700;
-  Prompts c(KvGeometry{2, nkv, hd}, nh, {L}, 21);
+  Prompts c(KvGeometry{2, nkv, hd, kv}, nh, {L}, 21);
   store(c, layer, {{0, 0, L}}, /*host=*/false);
   const std::vector<float> whole = prefill(c, layer, {{0, 0, L}});
   for (float x : whole) ASSERT_TRUE(std::isfinite(x));
@@ -221,7 +222,9 @@ TEST_P(AttentionPrefill, ChunkingsGiveTheBitsOfOneCall) {
 // Head dim 128 and 256 take the kernel with 4 and 6 query heads per KV head (two heads per CTA), and 3 (one).
 INSTANTIATE_TEST_SUITE_P(Heads, AttentionPrefill,
                          ::testing::Values(PrefillCase{8, 2, 128}, PrefillCase{12, 2, 128}, PrefillCase{8, 2, 256},
-                                           PrefillCase{6, 1, 256}, PrefillCase{6, 2, 128}),
+                                           PrefillCase{6, 1, 256}, PrefillCase{6, 2, 128},
+                                           PrefillCase{8, 2, 128, DType::BF16}, PrefillCase{8, 2, 256, DType::BF16},
+                                           PrefillCase{6, 2, 128, DType::BF16}),
                          case_name);
 
 // What the kernel does not serve (another head dim, a sliding window) is attention()'s, bit for bit.

@@ -3,8 +3,10 @@
 // equals the row inside a batch of other sequences' rows). The Gated DeltaNet ops:
 // test_cuda_gated_deltanet_ops.cpp.
 #include <algorithm>
+#include <cstring>
 #include <numeric>
 #include <span>
+#include <string>
 
 #include "backend/cuda/attention_rows.cuh"
 #include "backend/cuda/matmul_free_order.h"
@@ -17,21 +19,39 @@ namespace {
 
 struct AttnCase {
   int nh, nkv, hd;
+  DType kv = DType::F32;  // the cache's element type
 };
 
+// Every case with an f32 cache, then again with a bf16 cache (its CUDA kernels read the stored bf16 and
+// widen it exactly, as the CPU does: the same tolerances and bit-identities hold).
+std::vector<AttnCase> with_bf16_cache(std::vector<AttnCase> cases) {
+  const size_t n = cases.size();
+  for (size_t i = 0; i < n; ++i) {
+    AttnCase c = cases[i];
+    c.kv = DType::BF16;
+    cases.push_back(c);
+  }
+  return cases;
+}
+std::string attn_case_name(const ::testing::TestParamInfo<AttnCase>& i) {
+  return "heads" + std::to_string(i.param.nh) + "_kv" + std::to_string(i.param.nkv) + "_hd" +
+         std::to_string(i.param.hd) + (i.param.kv == DType::BF16 ? "_bf16cache" : "");
+}
+
 // Sequences of given lengths with their blocks on the host (for the CPU) and in one device pool in a
-// shuffled order (for the GPU), plus each sequence's host table of device block pointers.
+// shuffled order (for the GPU), plus each sequence's host table of device block pointers. The blocks are
+// geo.block_bytes() apart in the pool (f32 or bf16 elements).
 struct Caches {
   KvGeometry geo;
   std::vector<int> lengths;
-  std::vector<std::vector<std::vector<float>>> host_blocks;  // [seq][block]
-  std::vector<std::vector<float*>> host_tables, dev_tables;
+  std::vector<std::vector<std::vector<float>>> host_blocks;  // [seq][block], block_elems floats: room for either
+  std::vector<std::vector<void*>> host_tables, dev_tables;
   DeviceBuffer pool;
 
   Caches(KvGeometry g, std::vector<int> lens) : geo(g), lengths(std::move(lens)) {
     int total = 0;
     for (int L : lengths) total += (L + kKvBlockSize - 1) / kKvBlockSize;
-    pool = poisoned(size_t(total) * size_t(geo.block_floats()));
+    pool = poisoned(size_t(total) * size_t(geo.block_bytes()) / 4);
     std::vector<int> order(total);
     std::iota(order.begin(), order.end(), 0);
     std::shuffle(order.begin(), order.end(), std::mt19937(5));
@@ -42,9 +62,9 @@ struct Caches {
       host_tables.emplace_back();
       dev_tables.emplace_back();
       for (int b = 0; b < nb; ++b) {
-        host_blocks.back().emplace_back(size_t(geo.block_floats()), 0.0f);
+        host_blocks.back().emplace_back(size_t(geo.block_elems()), 0.0f);
         host_tables.back().push_back(host_blocks.back().back().data());
-        dev_tables.back().push_back(pool.as<float>() + int64_t(order[next++]) * geo.block_floats());
+        dev_tables.back().push_back(pool.as<char>() + int64_t(order[next++]) * geo.block_bytes());
       }
     }
   }
@@ -54,7 +74,7 @@ struct RowSpec {
   int seq, pos, window_start;
 };
 
-std::vector<AttentionRow> rows_of(const std::vector<RowSpec>& spec, std::vector<std::vector<float*>>& tables) {
+std::vector<AttentionRow> rows_of(const std::vector<RowSpec>& spec, std::vector<std::vector<void*>>& tables) {
   std::vector<AttentionRow> rows;
   for (const auto& s : spec) rows.push_back({tables[size_t(s.seq)].data(), s.pos, s.window_start});
   return rows;
@@ -63,10 +83,10 @@ std::vector<AttentionRow> rows_of(const std::vector<RowSpec>& spec, std::vector<
 class Attention : public Gpu, public ::testing::WithParamInterface<AttnCase> {};
 
 TEST_P(Attention, KvStoreAndAttentionAgreeWithCpuAndRowsAreBatchInvariant) {
-  const auto [nh, nkv, hd] = GetParam();
+  const auto [nh, nkv, hd, kv] = GetParam();
   const int layer = 1;
   // 1500 keys: chunks of two tiles (128 keys), the longest window split in 12.
-  Caches c(KvGeometry{2, nkv, hd}, {1, 17, 100, 300, 33, 64, 1500});
+  Caches c(KvGeometry{2, nkv, hd, kv}, {1, 17, 100, 300, 33, 64, 1500});
   // Every position of every sequence, round-robin across sequences (one call mixes all tables);
   // every third row windowed (8 keys).
   std::vector<RowSpec> spec;
@@ -89,17 +109,20 @@ TEST_P(Attention, KvStoreAndAttentionAgreeWithCpuAndRowsAreBatchInvariant) {
   DeviceBuffer dk = DeviceBuffer::from(k), dv = DeviceBuffer::from(v), dq = DeviceBuffer::from(q);
   cuda_ops().kv_store(dev_view(dk, DType::F32, {R, kvw}), dev_view(dv, DType::F32, {R, kvw}), c.geo, layer, dev_rows);
 
-  // The stored keys and values are copies: bit-equal to the CPU's, slot by slot.
-  std::vector<float> pool(c.pool.bytes() / 4);
+  // The stored keys and values are the CPU's, bit for bit, slot by slot (copies in an f32 cache, the
+  // same round-to-nearest-even bf16 in a bf16 one).
+  std::vector<char> pool(c.pool.bytes());
   c.pool.download(pool.data(), c.pool.bytes());
   for (size_t s = 0; s < c.lengths.size(); ++s)
     for (int p = 0; p < c.lengths[s]; ++p) {
-      const float* hb = c.host_tables[s][size_t(p / kKvBlockSize)];
-      const float* db = pool.data() + (c.dev_tables[s][size_t(p / kKvBlockSize)] - c.pool.as<float>());
+      void* hb = c.host_tables[s][size_t(p / kKvBlockSize)];
+      void* db = pool.data() + (static_cast<char*>(c.dev_tables[s][size_t(p / kKvBlockSize)]) - c.pool.as<char>());
       for (int which = 0; which < 2; ++which)
         for (int h = 0; h < nkv; ++h) {
-          const int64_t off = c.geo.offset(layer, which, h, p % kKvBlockSize);
-          ASSERT_TRUE(bit_equal(hb + off, db + off, size_t(hd))) << "seq " << s << " pos " << p;
+          const int slot = p % kKvBlockSize;
+          ASSERT_EQ(0, std::memcmp(c.geo.locate(hb, layer, which, h, slot), c.geo.locate(db, layer, which, h, slot),
+                                   size_t(hd * c.geo.elem_bytes())))
+              << "seq " << s << " pos " << p;
         }
     }
 
@@ -141,13 +164,10 @@ TEST_P(Attention, KvStoreAndAttentionAgreeWithCpuAndRowsAreBatchInvariant) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Heads, Attention,
-                         ::testing::Values(AttnCase{4, 2, 128}, AttnCase{8, 2, 64}, AttnCase{2, 2, 256},
-                                           AttnCase{6, 3, 96}, AttnCase{12, 2, 256}, AttnCase{16, 1, 32},
-                                           AttnCase{8, 2, 128}, AttnCase{16, 2, 128}),
-                         [](const ::testing::TestParamInfo<AttnCase>& i) {
-                           return "heads" + std::to_string(i.param.nh) + "_kv" + std::to_string(i.param.nkv) + "_hd" +
-                                  std::to_string(i.param.hd);
-                         });
+                         ::testing::ValuesIn(with_bf16_cache(
+                             {AttnCase{4, 2, 128}, AttnCase{8, 2, 64}, AttnCase{2, 2, 256}, AttnCase{6, 3, 96},
+                              AttnCase{12, 2, 256}, AttnCase{16, 1, 32}, AttnCase{8, 2, 128}, AttnCase{16, 2, 128}})),
+                         attn_case_name);
 
 // ---- rows of one sequence in one CTA (attention.cu's multi-row kernel) ----------------------------------
 
@@ -188,12 +208,12 @@ struct Scoped {
 // with other rows) take the multi-row kernel where the head dim allows; every row's output has the bits of the row
 // computed alone (a decode, the single-row kernel), and agrees with the CPU.
 TEST_P(AttentionRows, VerifyRowsEqualOneRowCalls) {
-  const auto [nh, nkv, hd] = GetParam();
+  const auto [nh, nkv, hd, kv] = GetParam();
   // Every call whose rows group takes the multi-row kernel (by default only launches the one-row kernel
   // would take in two waves or more do).
   Scoped force(cuda::attn::row_grouping, cuda::attn::set_row_grouping, cuda::attn::RowGrouping::Always);
   const int layer = 1, G = nh / nkv;
-  Caches c(KvGeometry{2, nkv, hd}, {1100, 560, 300});
+  Caches c(KvGeometry{2, nkv, hd, kv}, {1100, 560, 300});
   fill_caches(c, layer, 91);
   auto cat = [](std::vector<std::vector<RowSpec>> parts) {
     std::vector<RowSpec> all;
@@ -249,13 +269,10 @@ TEST_P(AttentionRows, VerifyRowsEqualOneRowCalls) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Heads, AttentionRows,
-                         ::testing::Values(AttnCase{32, 8, 128}, AttnCase{16, 2, 128}, AttnCase{8, 2, 64},
-                                           AttnCase{16, 2, 64}, AttnCase{24, 4, 256}, AttnCase{4, 4, 32},
-                                           AttnCase{6, 3, 96}),
-                         [](const ::testing::TestParamInfo<AttnCase>& i) {
-                           return "heads" + std::to_string(i.param.nh) + "_kv" + std::to_string(i.param.nkv) + "_hd" +
-                                  std::to_string(i.param.hd);
-                         });
+                         ::testing::ValuesIn(with_bf16_cache(
+                             {AttnCase{32, 8, 128}, AttnCase{16, 2, 128}, AttnCase{8, 2, 64}, AttnCase{16, 2, 64},
+                              AttnCase{24, 4, 256}, AttnCase{4, 4, 32}, AttnCase{6, 3, 96}})),
+                         attn_case_name);
 
 // ---- attention in a free order (attention_free.cu: the drafter's forward) ------------------------------
 
@@ -270,9 +287,9 @@ class FreeOrderAttention : public Gpu, public ::testing::WithParamInterface<Attn
 // a drafter block alone (one sequence) keeps the fixed-order kernels. After
 // the scope, the fixed-order kernels run again (the same bits as before it).
 TEST_P(FreeOrderAttention, AgreesWithCpuAndTakesThePath) {
-  const auto [nh, nkv, hd] = GetParam();
+  const auto [nh, nkv, hd, kv] = GetParam();
   const int layer = 1;
-  Caches c(KvGeometry{2, nkv, hd}, {40, 300, 1, 70});
+  Caches c(KvGeometry{2, nkv, hd, kv}, {40, 300, 1, 70});
   fill_caches(c, layer, 91);
   std::vector<RowSpec> spec;
   for (int i = 0; i < 16; ++i) spec.push_back({1, 299, 0});
@@ -328,19 +345,17 @@ TEST_P(FreeOrderAttention, AgreesWithCpuAndTakesThePath) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Heads, FreeOrderAttention,
-                         ::testing::Values(AttnCase{32, 2, 128}, AttnCase{32, 8, 128}, AttnCase{4, 2, 32},
-                                           AttnCase{8, 2, 64}, AttnCase{12, 2, 256}, AttnCase{16, 1, 64},
-                                           AttnCase{6, 3, 96}, AttnCase{4, 4, 128}),
-                         [](const ::testing::TestParamInfo<AttnCase>& i) {
-                           return "heads" + std::to_string(i.param.nh) + "_kv" + std::to_string(i.param.nkv) + "_hd" +
-                                  std::to_string(i.param.hd);
-                         });
+                         ::testing::ValuesIn(with_bf16_cache(
+                             {AttnCase{32, 2, 128}, AttnCase{32, 8, 128}, AttnCase{4, 2, 32}, AttnCase{8, 2, 64},
+                              AttnCase{12, 2, 256}, AttnCase{16, 1, 64}, AttnCase{6, 3, 96}, AttnCase{4, 4, 128}})),
+                         attn_case_name);
 
 // The fused per-head preparation gives the bits of rms_norm, rope and kv_store called one by one: q
 // and k in place, and every byte of the cache (the two pools start with the same poison).
 struct HeadPrepCase {
   int nh, nkv, hd, rot;
   NormKind norm;
+  DType kv = DType::F32;  // the cache's element type
 };
 
 class HeadPrep : public Gpu, public ::testing::WithParamInterface<HeadPrepCase> {
@@ -399,7 +414,7 @@ class HeadPrep : public Gpu, public ::testing::WithParamInterface<HeadPrepCase> 
 TEST_P(HeadPrep, FusedEqualsNormRopeStore) {
   const HeadPrepCase c = GetParam();
   const int layer = 1;
-  const KvGeometry geo{3, c.nkv, c.hd};
+  const KvGeometry geo{3, c.nkv, c.hd, c.kv};
   Caches fused(geo, {1, 40, 300, 17}), one_by_one(geo, {1, 40, 300, 17});
   // A decode row, an extend of 16 rows crossing a block boundary, a prefill-like run, one row.
   std::vector<RowSpec> spec{{0, 0, 0}};
@@ -428,7 +443,7 @@ TEST_P(HeadPrep, FusedEqualsNormRopeStore) {
 TEST_P(HeadPrep, RowsFormEqualsNormRopeStore) {
   const HeadPrepCase c = GetParam();
   const int layer = 2;
-  const KvGeometry geo{3, c.nkv, c.hd};
+  const KvGeometry geo{3, c.nkv, c.hd, c.kv};
   for (const int64_t Rq : {int64_t{0}, int64_t{1}, int64_t{21}}) {
     SCOPED_TRACE("query rows " + std::to_string(Rq));
     Caches fused(geo, {25, 33, 49}), one_by_one(geo, {25, 33, 49});
@@ -456,10 +471,13 @@ INSTANTIATE_TEST_SUITE_P(Shapes, HeadPrep,
                          ::testing::Values(HeadPrepCase{32, 8, 128, 128, NormKind::Plain},
                                            HeadPrepCase{24, 4, 256, 64, NormKind::ZeroCentred},
                                            HeadPrepCase{4, 2, 64, 32, NormKind::Plain},
-                                           HeadPrepCase{6, 3, 96, 96, NormKind::ZeroCentred}),
+                                           HeadPrepCase{6, 3, 96, 96, NormKind::ZeroCentred},
+                                           HeadPrepCase{32, 8, 128, 128, NormKind::Plain, DType::BF16},
+                                           HeadPrepCase{24, 4, 256, 64, NormKind::ZeroCentred, DType::BF16}),
                          [](const ::testing::TestParamInfo<HeadPrepCase>& i) {
                            return "heads" + std::to_string(i.param.nh) + "_kv" + std::to_string(i.param.nkv) + "_hd" +
-                                  std::to_string(i.param.hd) + "_rot" + std::to_string(i.param.rot);
+                                  std::to_string(i.param.hd) + "_rot" + std::to_string(i.param.rot) +
+                                  (i.param.kv == DType::BF16 ? "_bf16cache" : "");
                          });
 
 }  // namespace

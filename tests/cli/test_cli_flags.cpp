@@ -63,8 +63,8 @@ TEST(CliFlags, EveryCommandKeepsItsFlags) {
   Cli cli;
   const std::vector<std::pair<std::string, std::vector<std::string>>> expected = {
       {"generate",
-       {"--model", "--prompt", "--prompt-ids", "--prompt-file", "--chat", "--json", "--threads", "--dtype", "--backend",
-        "--max-tokens", "--temperature", "--seed", "--trace"}},
+       {"--model", "--prompt", "--prompt-ids", "--prompt-file", "--chat", "--json", "--threads", "--dtype",
+        "--kv-dtype", "--backend", "--max-tokens", "--temperature", "--seed", "--trace"}},
       {"serve",
        {"--model",
         "--host",
@@ -78,6 +78,7 @@ TEST(CliFlags, EveryCommandKeepsItsFlags) {
         "--kv-cache-mib",
         "--threads",
         "--dtype",
+        "--kv-dtype",
         "--backend",
         "--max-tokens-limit",
         "--default-max-tokens",
@@ -89,13 +90,13 @@ TEST(CliFlags, EveryCommandKeepsItsFlags) {
         "--write-timeout-s",
         "--shutdown-grace-s",
         "--spec-max-batch"}},
-      {"bench steps",
-       {"--synthetic", "--model", "--draft", "--draft-matmul", "--draft-vocab", "--backend", "--threads", "--dtype",
-        "--context", "--contexts", "--prefill", "--prefill-chunk", "--kv-cache-mib", "--iterations", "--tau",
-        "--decode-batches", "--verify-batches", "--verify-k", "--json"}},
+      {"bench steps", {"--synthetic", "--model",          "--draft",          "--draft-matmul", "--draft-vocab",
+                       "--backend",   "--threads",        "--dtype",          "--kv-dtype",     "--context",
+                       "--contexts",  "--prefill",        "--prefill-chunk",  "--kv-cache-mib", "--iterations",
+                       "--tau",       "--decode-batches", "--verify-batches", "--verify-k",     "--json"}},
       {"bench serve-load",
        {"--model", "--url", "--api-key", "--served-model-name", "--concurrency", "--requests", "--max-tokens",
-        "--prompt-words", "--temperature", "--prompt-id-pattern", "--threads", "--dtype", "--backend",
+        "--prompt-words", "--temperature", "--prompt-id-pattern", "--threads", "--dtype", "--kv-dtype", "--backend",
         "--max-batch-rows", "--spec-max-batch"}},
       {"tokenize", {"--tokenizer", "--input-jsonl"}},
       {"chat-template", {"--tokenizer", "--request-file"}},
@@ -126,7 +127,7 @@ TEST(CliFlags, DrafterFlagsAreOneSet) {
   // A flag that does not change a forward is not offered where only forwards are timed.
   for (const char* f : {"--gamma", "--draft-sampling", "--verify-mode", "--spec-max-batch"})
     EXPECT_EQ(cli.command("bench steps")->get_option_no_throw(f), nullptr) << f;
-  for (const char* f : {"--backend", "--threads"}) {
+  for (const char* f : {"--backend", "--threads", "--dtype", "--kv-dtype"}) {
     const CLI::Option* g = generate->get_option(f);
     for (const char* path : {"serve", "bench steps", "bench serve-load"}) {
       const CLI::Option* o = cli.command(path)->get_option(f);
@@ -153,9 +154,24 @@ TEST(CliFlags, RenamedFlagsKeepTheirOldNamesHidden) {
 TEST(CliFlags, BadValuesAreParseErrors) {
   for (const char* line : {"generate --model m --backend gpu", "serve --model m --draft-matmul slow",
                            "generate --model m --draft-sampling greedy", "serve --model m --verify-mode exact",
-                           "generate --model m --dtype f16", "serve --model m --gamma -1"}) {
+                           "generate --model m --dtype f16", "serve --model m --gamma -1",
+                           "serve --model m --kv-dtype f16", "bench steps --synthetic 8b --kv-dtype fp8"}) {
     Cli cli;
     EXPECT_THROW(cli.parse(line), CLI::ParseError) << line;
+  }
+}
+
+// --kv-dtype takes auto (the default: f32 for f32 weights, else bf16), bf16 or f32 on every command that
+// loads a target.
+TEST(CliFlags, KvDtypeParses) {
+  for (const char* path : {"generate", "serve", "bench steps", "bench serve-load"}) {
+    Cli cli;
+    EXPECT_EQ(cli.command(path)->get_option("--kv-dtype")->get_default_str(), "auto") << path;
+  }
+  for (const char* line : {"serve --model m --kv-dtype bf16", "serve --model m --kv-dtype f32",
+                           "serve --model m --kv-dtype auto", "bench serve-load --model m --kv-dtype f32"}) {
+    Cli cli;
+    EXPECT_NO_THROW(cli.parse(line)) << line;
   }
 }
 

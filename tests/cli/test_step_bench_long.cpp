@@ -62,7 +62,7 @@ TEST(StepBenchLong, ContextListWithRatiosToTheFirstAndKvReadBytes) {
   ASSERT_TRUE(j.is_object());
   EXPECT_EQ(j["context"], 40);  // the batch tables run at the first entry
   ASSERT_EQ(j["contexts"].size(), 3u);
-  EXPECT_EQ(j["kv_element_bytes"].get<double>(), 4.0);  // the f32 cache
+  EXPECT_EQ(j["kv_element_bytes"].get<double>(), 2.0);  // the bf16 cache (--kv-dtype auto, bf16 weights)
   const auto& first = j["contexts"][0];
   const int positions[] = {40, 300, 120};
   for (size_t i = 0; i < 3; ++i) {
@@ -82,10 +82,18 @@ TEST(StepBenchLong, ContextListWithRatiosToTheFirstAndKvReadBytes) {
     EXPECT_DOUBLE_EQ(c["verify_ratio_to_decode"].get<double>(),
                      c["verify_ms"].get<double>() / c["decode_ms"].get<double>());
     // tiny: 2 attention layers (of 8: 3 DeltaNet layers then 1 attention, twice), 2 KV heads of 64,
-    // f32: K and V x 2 x 2 x 64 x positions x 4 bytes.
-    EXPECT_DOUBLE_EQ(c["kv_read_bytes"].get<double>(), 2.0 * 2 * 2 * 64 * positions[i] * 4);
+    // bf16: K and V x 2 x 2 x 64 x positions x 2 bytes.
+    EXPECT_DOUBLE_EQ(c["kv_read_bytes"].get<double>(), 2.0 * 2 * 2 * 64 * positions[i] * 2);
   }
   EXPECT_DOUBLE_EQ(first["decode_ratio_to_first"].get<double>(), 1.0);
+}
+
+// --kv-dtype f32 keeps the f32 cache: twice the bytes a position.
+TEST(StepBenchLong, KvDtypeF32DoublesTheKvBytes) {
+  const auto j = bench_json("--prefill 64 --contexts 40 --kv-dtype f32");
+  ASSERT_TRUE(j.is_object());
+  EXPECT_EQ(j["kv_element_bytes"].get<double>(), 4.0);
+  EXPECT_DOUBLE_EQ(j["contexts"][0]["kv_read_bytes"].get<double>(), 2.0 * 2 * 2 * 64 * 40 * 4);
 }
 
 TEST(StepBenchLong, LengthsOverTheKvBudgetAreSkippedWithANote) {

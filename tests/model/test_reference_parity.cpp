@@ -2,6 +2,7 @@
 // prompt logits at every position, captured layer outputs, a >= 32-token greedy continuation with the
 // logits of its first decode steps, and a multi-token extend on top of the prompt's cache; for Qwen3
 // untied / tied and Qwen3.5 in both checkpoint layouts.
+#include <cmath>
 #include <cstdio>
 
 #include "model_test_util.h"
@@ -112,6 +113,32 @@ TEST_P(ReferenceParity, Bf16WeightsStayClose) {
   TensorView want = ref_->f32("prompt_logits");
   const int64_t V = bf->vocab_size();
   EXPECT_LE(rel_err(r.logits.as<float>(), want.as<const float>() + (prompt.size() - 1) * V, V), 0.1);
+}
+
+// The KV cache's element type: auto follows the weights (f32 for this f32 parity model), a bf16 cache
+// takes half the bytes a block, and a prefill then decode with it stays within bf16 rounding of the f32
+// cache's logits.
+TEST_P(ReferenceParity, KvCacheDtypes) {
+  EXPECT_EQ(model_->kv_dtype(), DType::F32);
+  auto half = TargetModel::load(dir_, {.dtype = "f32", .kv_dtype = "bf16"});
+  EXPECT_EQ(half->kv_dtype(), DType::BF16);
+  EXPECT_EQ(half->kv_block_bytes() * 2, model_->kv_block_bytes());
+  auto bf_auto = TargetModel::load(dir_, {.dtype = "bf16"});
+  EXPECT_EQ(bf_auto->kv_dtype(), DType::BF16);
+  EXPECT_EQ(TargetModel::load(dir_, {.dtype = "bf16", .kv_dtype = "f32"})->kv_dtype(), DType::F32);
+  EXPECT_THROW(TargetModel::load(dir_, {.kv_dtype = "f16"}), Error);
+  auto prompt = ref_->ids("prompt_ids");
+  auto a = model_->new_sequence(), b = half->new_sequence();
+  const std::vector<int32_t> next = {static_cast<int32_t>(prompt.back())};
+  for (TargetModel* m : {model_.get(), half.get()}) {
+    auto& s = m == model_.get() ? *a : *b;
+    run_one(*m, s, prompt, SpanMode::Prefill, LogitsWanted::None);
+  }
+  auto ra = run_one(*model_, *a, next, SpanMode::Extend, LogitsWanted::All);
+  auto rb = run_one(*half, *b, next, SpanMode::Extend, LogitsWanted::All);
+  const int64_t V = model_->vocab_size();
+  for (int64_t i = 0; i < V; ++i) ASSERT_TRUE(std::isfinite(rb.logits.as<float>()[i])) << i;
+  EXPECT_LE(rel_err(rb.logits.as<float>(), ra.logits.as<float>(), V), 0.05);
 }
 
 INSTANTIATE_TEST_SUITE_P(Fixtures, ReferenceParity, ::testing::ValuesIn(all_fixtures()),

@@ -20,11 +20,15 @@ std::vector<int32_t> random_ids(size_t n, uint32_t seed, int64_t vocab) {
 struct Case {
   std::string fixture;
   std::string dtype;
+  std::string kv_dtype = "auto";  // auto: f32 for f32 weights, else bf16
 };
 
 class RowInvariance : public ::testing::TestWithParam<Case> {
  protected:
-  void SetUp() override { model_ = TargetModel::load(fixture_dir(GetParam().fixture), {.dtype = GetParam().dtype}); }
+  void SetUp() override {
+    model_ = TargetModel::load(fixture_dir(GetParam().fixture),
+                               {.dtype = GetParam().dtype, .kv_dtype = GetParam().kv_dtype});
+  }
   int64_t V() const { return model_->vocab_size(); }
   std::unique_ptr<TargetModel> model_;
 };
@@ -158,8 +162,12 @@ TEST_P(RowInvariance, StateMisuseIsRejected) {
 
 INSTANTIATE_TEST_SUITE_P(Models, RowInvariance,
                          ::testing::Values(Case{"qwen3_untied", "f32"}, Case{"qwen3_5_flat", "f32"},
-                                           Case{"qwen3_5_vl", "bf16"}, Case{"qwen3_tied", "bf16"}),
-                         [](const auto& i) { return i.param.fixture + "_" + i.param.dtype; });
+                                           Case{"qwen3_5_vl", "bf16"}, Case{"qwen3_tied", "bf16"},
+                                           Case{"qwen3_untied", "f32", "bf16"}, Case{"qwen3_5_vl", "bf16", "f32"}),
+                         [](const auto& i) {
+                           return i.param.fixture + "_" + i.param.dtype +
+                                  (i.param.kv_dtype == "auto" ? "" : "_kv" + i.param.kv_dtype);
+                         });
 
 }  // namespace
 }  // namespace specserve

@@ -21,24 +21,28 @@ inline bool have_gpu() { return cuda::device_count() > 0; }
 #define SKIP_WITHOUT_GPU() \
   if (!::specserve::testing::have_gpu()) GTEST_SKIP() << "no CUDA device: " << ::specserve::cuda::unavailable_reason()
 
-// The fixture kinds the CUDA model tests run on: attention-only and hybrid DeltaNet, f32 and bf16 weights.
+// The fixture kinds the CUDA model tests run on: attention-only and hybrid DeltaNet, f32 and bf16 weights,
+// the KV cache in the default dtype (auto: f32 for f32 weights, bf16 for bf16 ones) or a chosen one.
 struct CudaModelCase {
   std::string fixture;
   std::string dtype;
+  std::string kv_dtype = "auto";
 };
 inline auto cuda_model_cases() {
   return ::testing::Values(CudaModelCase{"qwen3_untied", "f32"}, CudaModelCase{"qwen3_5_flat", "f32"},
-                           CudaModelCase{"qwen3_5_vl", "bf16"}, CudaModelCase{"qwen3_tied", "bf16"});
+                           CudaModelCase{"qwen3_5_vl", "bf16"}, CudaModelCase{"qwen3_tied", "bf16"},
+                           CudaModelCase{"qwen3_5_flat", "f32", "bf16"});
 }
 inline std::string cuda_model_case_name(const ::testing::TestParamInfo<CudaModelCase>& i) {
-  return i.param.fixture + "_" + i.param.dtype;
+  return i.param.fixture + "_" + i.param.dtype + (i.param.kv_dtype == "auto" ? "" : "_kv" + i.param.kv_dtype);
 }
 
 inline std::unique_ptr<TargetModel> load_on(const std::string& fixture, const std::string& dtype,
-                                            const std::string& backend) {
+                                            const std::string& backend, const std::string& kv_dtype = "auto") {
   LoadOptions o;
   o.dtype = dtype;
   o.backend = backend;
+  o.kv_dtype = kv_dtype;
   return TargetModel::load(cuda_fixture_dir(fixture), o);
 }
 

@@ -117,6 +117,29 @@ TEST_P(CudaReferenceParity, HostHelpersStayOnTheCpu) {
   EXPECT_EQ(0, std::memcmp(la.as<float>(), lb.as<float>(), la.nbytes()));
 }
 
+// With a bf16 KV cache on both backends (f32 weights) the GPU stays the CPU's match: both store k and v
+// rounded to nearest even and read them widened exactly, so the same tolerance as the f32 cache holds, for
+// the prompt's logits and for decode steps that read the cache.
+TEST_P(CudaReferenceParity, Bf16KvCacheAgreesWithTheCpu) {
+  auto gpu = load_on(GetParam(), "f32", "cuda", "bf16");
+  auto cpu = load_on(GetParam(), "f32", "cpu", "bf16");
+  ASSERT_EQ(gpu->kv_dtype(), DType::BF16);
+  ASSERT_EQ(cpu->kv_dtype(), DType::BF16);
+  EXPECT_EQ(gpu->kv_block_bytes(), cpu->kv_block_bytes());
+  auto prompt = ref_->ids("prompt_ids");
+  const int64_t V = gpu->vocab_size();
+  auto gs = gpu->new_sequence(), cs = cpu->new_sequence();
+  auto rg = run_one(*gpu, *gs, prompt, SpanMode::Prefill, LogitsWanted::All);
+  auto rc = run_one(*cpu, *cs, prompt, SpanMode::Prefill, LogitsWanted::All);
+  for (size_t p = 0; p < prompt.size(); ++p)
+    EXPECT_LE(rel_err(rg.logits.as<float>() + p * V, rc.logits.as<float>() + p * V, V), kTol) << "position " << p;
+  const std::vector<int32_t> draft = {3, 1, 4, 1, 5};
+  auto eg = run_one(*gpu, *gs, draft, SpanMode::Extend, LogitsWanted::All);
+  auto ec = run_one(*cpu, *cs, draft, SpanMode::Extend, LogitsWanted::All);
+  for (size_t i = 0; i < draft.size(); ++i)
+    EXPECT_LE(rel_err(eg.logits.as<float>() + i * V, ec.logits.as<float>() + i * V, V), kTol) << "extend row " << i;
+}
+
 INSTANTIATE_TEST_SUITE_P(Fixtures, CudaReferenceParity, ::testing::ValuesIn(all_fixtures()),
                          [](const auto& i) { return i.param; });
 

@@ -27,7 +27,7 @@ class CudaRowInvariance : public ::testing::TestWithParam<CudaModelCase> {
  protected:
   void SetUp() override {
     SKIP_WITHOUT_GPU();
-    model_ = load_on(GetParam().fixture, GetParam().dtype, "cuda");
+    model_ = load_on(GetParam().fixture, GetParam().dtype, "cuda", GetParam().kv_dtype);
   }
   int64_t V() const { return model_->vocab_size(); }
   std::unique_ptr<TargetModel> model_;

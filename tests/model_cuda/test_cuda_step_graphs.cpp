@@ -19,7 +19,7 @@ class CudaStepGraphs : public ::testing::TestWithParam<CudaModelCase> {
  protected:
   void SetUp() override {
     SKIP_WITHOUT_GPU();
-    model_ = load_on(GetParam().fixture, GetParam().dtype, "cuda");
+    model_ = load_on(GetParam().fixture, GetParam().dtype, "cuda", GetParam().kv_dtype);
     was_on_ = cuda::graphs_enabled();
   }
   void TearDown() override {

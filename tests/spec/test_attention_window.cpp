@@ -20,10 +20,10 @@ constexpr int kHeads = 4, kKv = 2, kHd = 16;
 struct Cache {
   KvGeometry geo{1, kKv, kHd};
   std::vector<std::vector<float>> storage;
-  std::vector<float*> blocks;
+  std::vector<void*> blocks;
   explicit Cache(int positions) {
     for (int i = 0; i < (positions + kKvBlockSize - 1) / kKvBlockSize; ++i) {
-      storage.emplace_back(static_cast<size_t>(geo.block_floats()), 0.0f);
+      storage.emplace_back(static_cast<size_t>(geo.block_elems()), 0.0f);
       blocks.push_back(storage.back().data());
     }
   }

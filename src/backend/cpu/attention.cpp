@@ -9,6 +9,10 @@
 // extend's K rows and GQA's group would otherwise re-read the cache K·group times). Only the loop
 // nest changes: every (row, head) still computes each score, the max, the exp-sum and the
 // weighted sum with the same expressions in the same key order as a lone row.
+//
+// A bf16 cache (KvGeometry::dtype) holds k and v rounded to nearest even (convert_from_f32); each key
+// and value is widened to f32 (exact) before it is used, so the arithmetic, and the result, are those
+// of an f32 cache holding the rounded values.
 #include <algorithm>
 #include <cmath>
 #include <cstring>
@@ -16,6 +20,7 @@
 
 #include "backend/cpu/cpu_ops.h"
 #include "backend/cpu/simd.h"
+#include "core/dtype.h"
 #include "core/error.h"
 #include "core/thread_pool.h"
 
@@ -29,19 +34,33 @@ void kv_store(const TensorView& k, const TensorView& v, const KvGeometry& geo, i
            "kv_store: k {} / v {} must be f32 [rows, {}]", k.describe(), v.describe(), width);
   SS_CHECK(k.dim(0) == static_cast<int64_t>(rows.size()) && v.dim(0) == k.dim(0), "kv_store: {} rows for {} specs",
            k.dim(0), rows.size());
-  const size_t bytes = static_cast<size_t>(geo.head_dim) * 4;
+  SS_CHECK(geo.dtype == DType::F32 || geo.dtype == DType::BF16, "kv_store: a KV cache of {} is not supported",
+           dtype_name(geo.dtype));
   for (size_t r = 0; r < rows.size(); ++r) {
     const int32_t pos = rows[r].position;
-    float* block = rows[r].blocks[pos / kKvBlockSize];
+    void* block = rows[r].blocks[pos / kKvBlockSize];
     const int slot = pos % kKvBlockSize;
     for (int h = 0; h < geo.num_kv_heads; ++h) {
-      std::memcpy(block + geo.offset(layer, 0, h, slot), k.as<const float>() + r * k.strides[0] + h * geo.head_dim,
-                  bytes);
-      std::memcpy(block + geo.offset(layer, 1, h, slot), v.as<const float>() + r * v.strides[0] + h * geo.head_dim,
-                  bytes);
+      const float* ks = k.as<const float>() + r * k.strides[0] + h * geo.head_dim;
+      const float* vs = v.as<const float>() + r * v.strides[0] + h * geo.head_dim;
+      convert_from_f32(ks, geo.dtype, geo.locate(block, layer, 0, h, slot), static_cast<size_t>(geo.head_dim));
+      convert_from_f32(vs, geo.dtype, geo.locate(block, layer, 1, h, slot), static_cast<size_t>(geo.head_dim));
     }
   }
 }
+
+namespace {
+// Key or value j of KV head kvh as f32: a pointer into an f32 cache, or widened into `wide` [head_dim]
+// from a bf16 one (exact).
+const float* kv_f32(void* const* blocks, const KvGeometry& geo, int layer, int which, int kvh, int64_t j, float* wide) {
+  void* block = blocks[j / kKvBlockSize];
+  const int slot = static_cast<int>(j % kKvBlockSize);
+  if (!geo.bf16()) return geo.at<const float>(block, layer, which, kvh, slot);
+  convert_to_f32(geo.at<const uint16_t>(block, layer, which, kvh, slot), DType::BF16, wide,
+                 static_cast<size_t>(geo.head_dim));
+  return wide;
+}
+}  // namespace
 
 void attention(const TensorView& q, const KvGeometry& geo, int layer, std::span<const AttentionRow> rows, int num_heads,
                float scale, const TensorView& out) {
@@ -54,6 +73,8 @@ void attention(const TensorView& q, const KvGeometry& geo, int layer, std::span<
            q.dim(0), rows.size());
   SS_CHECK(num_heads % geo.num_kv_heads == 0, "attention: {} heads not a multiple of {} KV heads", num_heads,
            geo.num_kv_heads);
+  SS_CHECK(geo.dtype == DType::F32 || geo.dtype == DType::BF16, "attention: a KV cache of {} is not supported",
+           dtype_name(geo.dtype));
   for (const auto& row : rows)
     SS_CHECK(row.window_start >= 0 && row.window_start <= row.position,
              "attention: window start {} outside [0, position {}]", row.window_start, row.position);
@@ -70,10 +91,11 @@ void attention(const TensorView& q, const KvGeometry& geo, int layer, std::span<
 
   auto body = [&](int64_t t0, int64_t t1) {
     std::vector<float> scores;
+    std::vector<float> wide(static_cast<size_t>(hd));
     for (int64_t t = t0; t < t1; ++t) {
       const auto [r0, r1] = runs[t / nkv];
       const int kvh = static_cast<int>(t % nkv);
-      float* const* blocks = rows[r0].blocks;
+      void* const* blocks = rows[r0].blocks;
       int64_t lo = rows[r0].window_start, hi = rows[r0].position;
       for (int64_t r = r0; r < r1; ++r) {
         lo = std::min<int64_t>(lo, rows[r].window_start);
@@ -90,7 +112,7 @@ void attention(const TensorView& q, const KvGeometry& geo, int layer, std::span<
       };
       // Scores: key j once for every member whose keys w..position contain it.
       for (int64_t j = lo; j <= hi; ++j) {
-        const float* kv = blocks[j / kKvBlockSize] + geo.offset(layer, 0, kvh, static_cast<int>(j % kKvBlockSize));
+        const float* kv = kv_f32(blocks, geo, layer, 0, kvh, j, wide.data());
         for (int64_t m = 0; m < members; ++m) {
           const AttentionRow& row = rows[r0 + m / group];
           if (j < row.window_start || j > row.position) continue;
@@ -116,7 +138,7 @@ void attention(const TensorView& q, const KvGeometry& geo, int layer, std::span<
       }
       // Weighted sum: value j once for every member, accumulated in key order per member.
       for (int64_t j = lo; j <= hi; ++j) {
-        const float* vv = blocks[j / kKvBlockSize] + geo.offset(layer, 1, kvh, static_cast<int>(j % kKvBlockSize));
+        const float* vv = kv_f32(blocks, geo, layer, 1, kvh, j, wide.data());
         for (int64_t m = 0; m < members; ++m) {
           const AttentionRow& row = rows[r0 + m / group];
           if (j < row.window_start || j > row.position) continue;

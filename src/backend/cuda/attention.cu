@@ -1,7 +1,9 @@
 // Paged KV store and causal GQA attention (backend/cpu/attention.cpp) on the device.
 //
-// Layout: KvGeometry's [layer][K|V][kv_head][slot][head_dim] f32 blocks of kKvBlockSize (16)
-// positions; a row's block table is a device array of device block pointers (staged by cuda_ops).
+// Layout: KvGeometry's [layer][K|V][kv_head][slot][head_dim] blocks of kKvBlockSize (16) positions, f32
+// or bf16 (KvArgs::bf16; every kernel takes the element type KV: kv_layout.cuh); a row's block table
+// is a device array of device block pointers (staged by cuda_ops). A bf16 cache is copied to shared
+// memory as stored (half the bytes of f32) and widened exactly where the arithmetic reads it.
 //
 // Attention, split over the keys (flash-decoding), in two kernels:
 //   1. attention_partial_kernel: one block of kWarps warps per (query row, KV head, chunk of keys). It
@@ -50,18 +52,19 @@ namespace {
 
 using namespace attn_kernel;
 
-__global__ void kv_store_kernel(const KvRow* rows, float* const* ptrs, Geo geo, const float* k, int64_t ldk,
+template <class KV>
+__global__ void kv_store_kernel(const KvRow* rows, void* const* ptrs, Geo geo, const float* k, int64_t ldk,
                                 const float* v, int64_t ldv) {
   pdl_begin();
   const int64_t r = blockIdx.x;
   const KvRow row = rows[r];
-  float* block = kv_block_of(row, ptrs);
+  KV* block = static_cast<KV*>(kv_block_of(row, ptrs));
   const int slot = row.position % kBlockSize;
   const int width = geo.num_kv_heads * geo.head_dim;
   for (int e = threadIdx.x; e < width; e += blockDim.x) {
     const int h = e / geo.head_dim, d = e % geo.head_dim;
-    block[geo.offset(0, h, slot) + d] = k[r * ldk + e];
-    block[geo.offset(1, h, slot) + d] = v[r * ldv + e];
+    block[geo.offset(0, h, slot) + d] = kv_narrow<KV>(k[r * ldk + e]);
+    block[geo.offset(1, h, slot) + d] = kv_narrow<KV>(v[r * ldv + e]);
   }
 }
 
@@ -72,9 +75,9 @@ __global__ void kv_store_kernel(const KvRow* rows, float* const* ptrs, Geo geo, 
 // SeqKV: the tile's values are copied into the keys' buffer once the scores are done (half the shared
 // memory, so twice the CTAs per SM for launches of several waves); otherwise they have their own buffer
 // and land while the scores run. Only the copy schedule differs: the same arithmetic, the same bits.
-template <int DPL, int GT, bool SeqKV>
+template <int DPL, int GT, bool SeqKV, class KV>
 __global__ void __launch_bounds__(kWarps * 32)
-    attention_partial_kernel(const KvRow* rows, float* const* ptrs, Geo geo, const float* q, int64_t ldq, int num_heads,
+    attention_partial_kernel(const KvRow* rows, void* const* ptrs, Geo geo, const float* q, int64_t ldq, int num_heads,
                              float scale, float* part, int max_chunks) {
   pdl_begin();
   constexpr int HD = 32 * DPL;
@@ -82,13 +85,13 @@ __global__ void __launch_bounds__(kWarps * 32)
   extern __shared__ __align__(16) float smem[];
   constexpr int kG = GT > 0 ? GT : kMaxGroup;  // the loops' bound
   const int G = GT > 0 ? GT : num_heads / geo.num_kv_heads;
-  float* s_q = smem;                                   // [G][HD]
-  float* s_p = s_q + G * HD;                           // [G][kTileKeys] scores, then p
-  float* s_m = s_p + G * kTileKeys;                    // [G] running max
-  float* s_l = s_m + G;                                // [G] running sum
-  float* s_corr = s_l + G;                             // [G] this tile's rescale factor
-  float* s_k = s_q + attention_smem_floats(G, HD, 0);  // [kTileKeys][HD] the tile's keys
-  float* s_v = SeqKV ? s_k : s_k + kTileKeys * HD;     // [kTileKeys][HD] and values
+  float* s_q = smem;                                                       // [G][HD]
+  float* s_p = s_q + G * HD;                                               // [G][kTileKeys] scores, then p
+  float* s_m = s_p + G * kTileKeys;                                        // [G] running max
+  float* s_l = s_m + G;                                                    // [G] running sum
+  float* s_corr = s_l + G;                                                 // [G] this tile's rescale factor
+  KV* s_k = reinterpret_cast<KV*>(s_q + attention_smem_floats(G, HD, 0));  // [kTileKeys][HD] the tile's keys
+  KV* s_v = SeqKV ? s_k : s_k + kTileKeys * HD;                            // [kTileKeys][HD] and values
 
   const int64_t r = blockIdx.x / geo.num_kv_heads;
   const int kvh = static_cast<int>(blockIdx.x % geo.num_kv_heads);
@@ -98,7 +101,7 @@ __global__ void __launch_bounds__(kWarps * 32)
   const attn::Chunking ch = attn::chunking(n);
   if (c >= ch.chunks) return;
   const int64_t i_begin = c * ch.keys, i_end = i_begin + ch.keys < n ? i_begin + ch.keys : n;
-  float* const* table = ptrs + row.table;
+  void* const* table = ptrs + row.table;
   const int tid = static_cast<int>(threadIdx.x), warp = tid >> 5, lane = tid & 31;
 
   for (int e = tid; e < G * HD; e += kThreads) s_q[e] = q[r * ldq + int64_t{kvh} * G * HD + e];
@@ -115,7 +118,7 @@ __global__ void __launch_bounds__(kWarps * 32)
     for (int j = 0; j < kDims; ++j) acc[g][j] = 0.0f;
   __syncthreads();
 
-  __shared__ float* s_blk[kTileKeys / kBlockSize + 1];  // the tile's KV blocks
+  __shared__ void* s_blk[kTileKeys / kBlockSize + 1];  // the tile's KV blocks
   for (int64_t t0 = i_begin; t0 < i_end; t0 += kTileKeys) {
     const int nk = i_end - t0 < kTileKeys ? static_cast<int>(i_end - t0) : kTileKeys;
     const int64_t blk0 = tile_blocks(table, w0 + t0, nk, s_blk, tid);
@@ -128,7 +131,7 @@ __global__ void __launch_bounds__(kWarps * 32)
       constexpr int kHeadsPerThread = (kG + kHeadStep - 1) / kHeadStep;
       const int kk = tid % kTileKeys;
       if (kk < nk) {
-        const float* const key[1] = {s_k + kk * HD};
+        const KV* const key[1] = {s_k + kk * HD};
         const float* heads[kHeadsPerThread];
         bool live[kHeadsPerThread];
 #pragma unroll
@@ -160,10 +163,10 @@ __global__ void __launch_bounds__(kWarps * 32)
     if (tid < HD) {
 #pragma unroll 4
       for (int kk = 0; kk < nk; ++kk) {
-        const float* vp = s_v + kk * HD;
+        const KV* vp = s_v + kk * HD;
         float v[kDims];
 #pragma unroll
-        for (int j = 0; j < kDims; ++j) v[j] = tid + kThreads * j < HD ? vp[tid + kThreads * j] : 0.0f;
+        for (int j = 0; j < kDims; ++j) v[j] = tid + kThreads * j < HD ? kv_widen(vp[tid + kThreads * j]) : 0.0f;
 #pragma unroll
         for (int g = 0; g < kG; ++g)
           if (g < G) {
@@ -221,56 +224,60 @@ __global__ void attention_combine_kernel(const KvRow* rows, int num_heads, int h
   }
 }
 
-template <int DPL, int GT, bool SeqKV>
+template <int DPL, int GT, bool SeqKV, class KV>
 void launch_partial_kernel(const KvArgs& kv, const float* q, int64_t ldq, int num_heads, float scale, float* part,
                            int max_chunks, size_t smem, cudaStream_t stream) {
-  launch_pdl(attention_partial_kernel<DPL, GT, SeqKV>,
+  launch_pdl(attention_partial_kernel<DPL, GT, SeqKV, KV>,
              dim3(static_cast<unsigned>(kv.R * kv.num_kv_heads), static_cast<unsigned>(max_chunks)), kWarps * 32, smem,
              stream, kv.rows, kv.ptrs, geo_of(kv), q, ldq, num_heads, scale, part, max_chunks);
   CUDA_CHECK_LAUNCH();
 }
 
 // The largest shared memory either variant of the partial kernel may take (once per instantiation).
-template <int DPL, int GT>
+template <int DPL, int GT, class KV>
 void configure_partial() {
   constexpr int HD = 32 * DPL;
   static const bool configured = [] {
-    for (const auto kernel : {attention_partial_kernel<DPL, GT, false>, attention_partial_kernel<DPL, GT, true>})
-      CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                      static_cast<int>(sizeof(float) * attention_smem_floats(kMaxGroup, HD, 2))));
+    for (const auto kernel :
+         {attention_partial_kernel<DPL, GT, false, KV>, attention_partial_kernel<DPL, GT, true, KV>})
+      CUDA_CHECK(
+          cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                               static_cast<int>(sizeof(float) * attention_smem_floats(kMaxGroup, HD, 2, sizeof(KV)))));
     return true;
   }();
   (void)configured;
 }
 
-template <int DPL, int GT>
+template <int DPL, int GT, class KV>
 void launch_partial(const KvArgs& kv, const float* q, int64_t ldq, int num_heads, float scale, float* part,
                     int max_chunks, cudaStream_t stream) {
   constexpr int HD = 32 * DPL;
+  constexpr int kKvBytes = sizeof(KV);
   const int G = num_heads / kv.num_kv_heads;
-  configure_partial<DPL, GT>();
-  const size_t smem2 = sizeof(float) * static_cast<size_t>(attention_smem_floats(G, HD, 2));
+  configure_partial<DPL, GT, KV>();
+  const size_t smem2 = sizeof(float) * static_cast<size_t>(attention_smem_floats(G, HD, 2, kKvBytes));
   static std::array<std::atomic<int64_t>, kMaxGroup + 1> wave{};  // per group size
-  if (use_seq_kv(attention_partial_kernel<DPL, GT, false>, smem2, kv.R * kv.num_kv_heads * max_chunks, wave[G]))
-    launch_partial_kernel<DPL, GT, true>(kv, q, ldq, num_heads, scale, part, max_chunks,
-                                         sizeof(float) * static_cast<size_t>(attention_smem_floats(G, HD, 1)), stream);
+  if (use_seq_kv(attention_partial_kernel<DPL, GT, false, KV>, smem2, kv.R * kv.num_kv_heads * max_chunks, wave[G]))
+    launch_partial_kernel<DPL, GT, true, KV>(
+        kv, q, ldq, num_heads, scale, part, max_chunks,
+        sizeof(float) * static_cast<size_t>(attention_smem_floats(G, HD, 1, kKvBytes)), stream);
   else
-    launch_partial_kernel<DPL, GT, false>(kv, q, ldq, num_heads, scale, part, max_chunks, smem2, stream);
+    launch_partial_kernel<DPL, GT, false, KV>(kv, q, ldq, num_heads, scale, part, max_chunks, smem2, stream);
 }
 
 // Whether the one-row kernel would take at least two waves for this call (its SeqKV variant, the one
 // it takes beyond a wave; the generic instantiation stands for all: shared memory bounds them alike).
-template <int DPL>
+template <int DPL, class KV>
 bool one_row_many_waves(const KvArgs& kv, int G, int max_chunks) {
   constexpr int HD = 32 * DPL;
-  configure_partial<DPL, 0>();
+  configure_partial<DPL, 0, KV>();
   static std::array<std::atomic<int64_t>, kMaxGroup + 1> wave{};  // per group size
-  const size_t smem1 = sizeof(float) * static_cast<size_t>(attention_smem_floats(G, HD, 1));
+  const size_t smem1 = sizeof(float) * static_cast<size_t>(attention_smem_floats(G, HD, 1, sizeof(KV)));
   return kv.R * kv.num_kv_heads * max_chunks >=
-         2 * ctas_per_wave(attention_partial_kernel<DPL, 0, true>, smem1, wave[G]);
+         2 * ctas_per_wave(attention_partial_kernel<DPL, 0, true, KV>, smem1, wave[G]);
 }
 
-template <int DPL>
+template <int DPL, class KV>
 void launch_attention(const KvArgs& kv, const float* q, int64_t ldq, int num_heads, float scale, float* out,
                       int64_t ldo, float* part, int max_chunks, cudaStream_t stream, const XbOut& xb) {
   constexpr int HD = 32 * DPL;
@@ -280,30 +287,46 @@ void launch_attention(const KvArgs& kv, const float* q, int64_t ldq, int num_hea
   // generic one. Same bits in every case.
   const int G = num_heads / kv.num_kv_heads;
   bool launched = kv.R > 1 && launch_grouped_rows(kv, q, ldq, num_heads, scale, part, max_chunks,
-                                                  one_row_many_waves<DPL>(kv, G, max_chunks), stream);
+                                                  one_row_many_waves<DPL, KV>(kv, G, max_chunks), stream);
   if constexpr (DPL == 4 || DPL == 8) {
     if (!launched) {
       launched = true;
       switch (G) {
-        case 4: launch_partial<DPL, 4>(kv, q, ldq, num_heads, scale, part, max_chunks, stream); break;
-        case 6: launch_partial<DPL, 6>(kv, q, ldq, num_heads, scale, part, max_chunks, stream); break;
-        case 8: launch_partial<DPL, 8>(kv, q, ldq, num_heads, scale, part, max_chunks, stream); break;
+        case 4: launch_partial<DPL, 4, KV>(kv, q, ldq, num_heads, scale, part, max_chunks, stream); break;
+        case 6: launch_partial<DPL, 6, KV>(kv, q, ldq, num_heads, scale, part, max_chunks, stream); break;
+        case 8: launch_partial<DPL, 8, KV>(kv, q, ldq, num_heads, scale, part, max_chunks, stream); break;
         default: launched = false;
       }
     }
   }
-  if (!launched) launch_partial<DPL, 0>(kv, q, ldq, num_heads, scale, part, max_chunks, stream);
+  if (!launched) launch_partial<DPL, 0, KV>(kv, q, ldq, num_heads, scale, part, max_chunks, stream);
   launch_pdl(attention_combine_kernel, static_cast<unsigned>(kv.R * num_heads), HD < 128 ? HD : 128, 0, stream, kv.rows,
              num_heads, HD, part, max_chunks, out, ldo, kv.R, xb);
   CUDA_CHECK_LAUNCH();
+}
+
+template <class KV>
+void launch_attention_kv(const KvArgs& kv, const float* q, int64_t ldq, int num_heads, float scale, float* out,
+                         int64_t ldo, float* scratch, int mc, cudaStream_t stream, const XbOut& xb) {
+  switch (kv.head_dim / 32) {
+    case 1: launch_attention<1, KV>(kv, q, ldq, num_heads, scale, out, ldo, scratch, mc, stream, xb); break;
+    case 2: launch_attention<2, KV>(kv, q, ldq, num_heads, scale, out, ldo, scratch, mc, stream, xb); break;
+    case 3: launch_attention<3, KV>(kv, q, ldq, num_heads, scale, out, ldo, scratch, mc, stream, xb); break;
+    case 4: launch_attention<4, KV>(kv, q, ldq, num_heads, scale, out, ldo, scratch, mc, stream, xb); break;
+    case 5: launch_attention<5, KV>(kv, q, ldq, num_heads, scale, out, ldo, scratch, mc, stream, xb); break;
+    case 6: launch_attention<6, KV>(kv, q, ldq, num_heads, scale, out, ldo, scratch, mc, stream, xb); break;
+    case 7: launch_attention<7, KV>(kv, q, ldq, num_heads, scale, out, ldo, scratch, mc, stream, xb); break;
+    case 8: launch_attention<8, KV>(kv, q, ldq, num_heads, scale, out, ldo, scratch, mc, stream, xb); break;
+    default: break;  // excluded by attention_supports()
+  }
 }
 
 }  // namespace
 
 void kv_store(const KvArgs& kv, const float* k, int64_t ldk, const float* v, int64_t ldv, cudaStream_t stream) {
   if (kv.R == 0) return;
-  launch_pdl(kv_store_kernel, static_cast<unsigned>(kv.R), 128, 0, stream, kv.rows, kv.ptrs, geo_of(kv), k, ldk, v,
-             ldv);
+  launch_pdl(kv.bf16 ? kv_store_kernel<KvBf16> : kv_store_kernel<float>, static_cast<unsigned>(kv.R), 128, 0, stream,
+             kv.rows, kv.ptrs, geo_of(kv), k, ldk, v, ldv);
   CUDA_CHECK_LAUNCH();
 }
 
@@ -319,17 +342,10 @@ void attention(const KvArgs& kv, const float* q, int64_t ldq, int num_heads, flo
                float* scratch, int64_t max_chunks, cudaStream_t stream, const XbOut& xb) {
   if (kv.R == 0 || num_heads == 0) return;
   const int mc = static_cast<int>(max_chunks);
-  switch (kv.head_dim / 32) {
-    case 1: launch_attention<1>(kv, q, ldq, num_heads, scale, out, ldo, scratch, mc, stream, xb); break;
-    case 2: launch_attention<2>(kv, q, ldq, num_heads, scale, out, ldo, scratch, mc, stream, xb); break;
-    case 3: launch_attention<3>(kv, q, ldq, num_heads, scale, out, ldo, scratch, mc, stream, xb); break;
-    case 4: launch_attention<4>(kv, q, ldq, num_heads, scale, out, ldo, scratch, mc, stream, xb); break;
-    case 5: launch_attention<5>(kv, q, ldq, num_heads, scale, out, ldo, scratch, mc, stream, xb); break;
-    case 6: launch_attention<6>(kv, q, ldq, num_heads, scale, out, ldo, scratch, mc, stream, xb); break;
-    case 7: launch_attention<7>(kv, q, ldq, num_heads, scale, out, ldo, scratch, mc, stream, xb); break;
-    case 8: launch_attention<8>(kv, q, ldq, num_heads, scale, out, ldo, scratch, mc, stream, xb); break;
-    default: break;  // excluded by attention_supports()
-  }
+  if (kv.bf16)
+    launch_attention_kv<KvBf16>(kv, q, ldq, num_heads, scale, out, ldo, scratch, mc, stream, xb);
+  else
+    launch_attention_kv<float>(kv, q, ldq, num_heads, scale, out, ldo, scratch, mc, stream, xb);
 }
 
 }  // namespace specserve::cuda::kernels

@@ -29,12 +29,13 @@ using attn::kTileKeys;
 constexpr int kMaxGroup = 16;  // query heads per KV head
 
 // Dynamic shared memory of the partial kernel (floats): q [G][HD], p [G][kTileKeys], m, l and the
-// rescale factor [G], then `tiles` buffers of [kTileKeys][HD]: the tile's keys and values (2), or one
-// buffer that takes the keys and then the values (1), or none (0: the offset of the first buffer).
-// The buffers start on a 16-byte boundary (cp.async destinations).
-__host__ __device__ inline int attention_smem_floats(int G, int HD, int tiles) {
+// rescale factor [G], then `tiles` buffers of [kTileKeys][HD] cache elements (kv_bytes each: 4 for an
+// f32 cache, 2 for bf16, as stored): the tile's keys and values (2), or one buffer that takes the keys
+// and then the values (1), or none (0: the offset of the first buffer). The buffers start on a 16-byte
+// boundary (cp.async destinations).
+__host__ __device__ inline int attention_smem_floats(int G, int HD, int tiles, int kv_bytes = 4) {
   const int head = (G * HD + G * kTileKeys + 3 * G + 3) / 4 * 4;
-  return head + tiles * kTileKeys * HD;
+  return head + tiles * kTileKeys * HD * kv_bytes / 4;
 }
 
 // Scratch record of one (row, query head, chunk): acc[HD], then m, then l.
@@ -47,23 +48,26 @@ __device__ __forceinline__ float* partial_record(float* part, int64_t r, int num
 
 // The KV blocks of a tile, keys j0 .. j0 + nk - 1 of a block table, into blk[]; returns the first one's
 // index in the table (blk[0]). The caller synchronises before blk is read.
-__device__ __forceinline__ int64_t tile_blocks(float* const* table, int64_t j0, int nk, float** blk, int tid) {
+__device__ __forceinline__ int64_t tile_blocks(void* const* table, int64_t j0, int nk, void** blk, int tid) {
   const int64_t blk0 = j0 / kBlockSize, blk_last = (j0 + nk - 1) / kBlockSize;
   if (tid <= blk_last - blk0) blk[tid] = table[blk0 + tid];
   return blk0;
 }
 
 // One cp.async group copying the tile's keys (which 0) or values (1) of KV head kvh, keys j0 .. j0 + nk
-// - 1, into dst [nk][HD], by the CTA's kThreads threads.
-template <int HD, int kThreads = kWarps * 32>
-__device__ __forceinline__ void copy_tile(float* dst, float* const* blk, int64_t blk0, const Geo& geo, int kvh,
-                                          int which, int64_t j0, int nk, int tid) {
-  constexpr int kPieces = HD / 4;
+// - 1, into dst [nk][HD] of the cache's element type KV (as stored: a bf16 cache copies half the
+// bytes), by the CTA's kThreads threads.
+template <int HD, int kThreads = kWarps * 32, class KV>
+__device__ __forceinline__ void copy_tile(KV* dst, void* const* blk, int64_t blk0, const Geo& geo, int kvh, int which,
+                                          int64_t j0, int nk, int tid) {
+  constexpr int kPerPiece = 16 / static_cast<int>(sizeof(KV));
+  constexpr int kPieces = HD / kPerPiece;
   for (int e = tid; e < nk * kPieces; e += kThreads) {
     const int kk = e / kPieces, piece = e % kPieces;
     const int64_t j = j0 + kk;
-    const float* src = blk[j / kBlockSize - blk0] + geo.offset(which, kvh, static_cast<int>(j % kBlockSize));
-    cp_async_ca(smem_addr(dst + kk * HD + 4 * piece), src + 4 * piece, 16);
+    const KV* src =
+        static_cast<const KV*>(blk[j / kBlockSize - blk0]) + geo.offset(which, kvh, static_cast<int>(j % kBlockSize));
+    cp_async_ca(smem_addr(dst + kk * HD + kPerPiece * piece), src + kPerPiece * piece, 16);
   }
   cp_async_commit();
 }
@@ -71,9 +75,9 @@ __device__ __forceinline__ void copy_tile(float* dst, float* const* blk, int64_t
 // The tile's keys, then its values (unless SeqKV: they are copied after the scores, into the keys'
 // buffer), into shared memory as two cp.async groups; returns once this thread's key pieces have
 // landed (the values land meanwhile). The caller synchronises before the keys are read.
-template <int HD, bool SeqKV, int kThreads = kWarps * 32>
-__device__ __forceinline__ void load_tile(float* s_k, float* s_v, float* const* blk, int64_t blk0, const Geo& geo,
-                                          int kvh, int64_t j0, int nk, int tid) {
+template <int HD, bool SeqKV, int kThreads = kWarps * 32, class KV>
+__device__ __forceinline__ void load_tile(KV* s_k, KV* s_v, void* const* blk, int64_t blk0, const Geo& geo, int kvh,
+                                          int64_t j0, int nk, int tid) {
   copy_tile<HD, kThreads>(s_k, blk, blk0, geo, kvh, 0, j0, nk, tid);
   if constexpr (!SeqKV) {
     copy_tile<HD, kThreads>(s_v, blk, blk0, geo, kvh, 1, j0, nk, tid);

@@ -40,7 +40,8 @@ constexpr int kFreeMaxRows = 32;             // rows per item (a longer run of o
 
 // Shared memory, bf16: q of the pairs [kFreePairs][P], the tile's keys and values [kTileKeys][P], with
 // the pitch P = HD + 8 putting the 8 rows a fragment load or an ldmatrix phase touches in distinct banks.
-// The tiles' f32 keys and values come in by cp.async into a staging area [2][kTileKeys][HD] f32 that
+// The tiles' keys and values come in by cp.async, as the cache stores them (f32 or bf16: KV), into a
+// staging area [2][kTileKeys][HD] (sized for f32) that
 // overlays q's (q is in registers once the prologue is done), the next tile's while this one is
 // computed. (Each thread loading its 32 pieces of a tile itself took 96 µs a 27B drafter layer at 16
 // sequences against 65 µs so: docs/history/GPU_PERF_NOTES.md, session 11.)
@@ -79,15 +80,24 @@ __device__ __forceinline__ void store_bf16x4(uint16_t* dst, float4 v) {
   *reinterpret_cast<uint2*>(dst) = make_uint2(tc::pack_bf16x2(v.x, v.y), tc::pack_bf16x2(v.z, v.w));
 }
 
+// Four staged cache elements at src into dst's bf16 row: an f32 cache's rounded to bf16 (store_bf16x4),
+// a bf16 cache's as they are (the same bits store_bf16x4 gives for f32 values already bf16).
+__device__ __forceinline__ void stage_bf16x4(uint16_t* dst, const float* src) {
+  store_bf16x4(dst, *reinterpret_cast<const float4*>(src));
+}
+__device__ __forceinline__ void stage_bf16x4(uint16_t* dst, const KvBf16* src) {
+  *reinterpret_cast<uint2*>(dst) = *reinterpret_cast<const uint2*>(src);
+}
+
 // items[i] .. items[i + 1]: the rows of item i (consecutive rows of one sequence); blockIdx.x =
 // item * num_kv_heads + kv head, blockIdx.y = the item's pairs p0 = 64 * blockIdx.y .., pair p = (row
 // p / G of the item, query head kvh * G + p % G). Warp w owns pairs 16w .. 16w + 15 as the rows of
 // its m16n8k16 tiles (flash attention: S = q kᵀ per tile of 64 keys, the online softmax on S's
 // fragments, O += P V with P's fragments reused as A). q, keys, values and P are rounded to bf16;
 // scores, softmax and sums in f32.
-template <int HD>
+template <int HD, class KV>
 __global__ void __launch_bounds__(kFreeThreads)
-    attention_free_kernel(const KvRow* rows, const int32_t* items, float* const* ptrs, Geo geo, const float* q,
+    attention_free_kernel(const KvRow* rows, const int32_t* items, void* const* ptrs, Geo geo, const float* q,
                           int64_t ldq, int num_heads, float scale, float* out, int64_t ldo, float* part, int splits) {
   pdl_begin();
   using L = FreeLayout<HD>;
@@ -111,7 +121,7 @@ __global__ void __launch_bounds__(kFreeThreads)
     last = max(last, int64_t{rows[r].position});
   }
   const int64_t n = last + 1 - w0;
-  float* const* table = ptrs + rows[r0].table;
+  void* const* table = ptrs + rows[r0].table;
   const int tid = static_cast<int>(threadIdx.x), warp = tid >> 5, lane = tid & 31;
   auto pair_row = [&](int i) { return r0 + (p0 + i) / G; };
   auto pair_head = [&](int i) { return kvh * G + (p0 + i) % G; };
@@ -158,17 +168,18 @@ __global__ void __launch_bounds__(kFreeThreads)
   const int64_t tiles = (n + kTileKeys - 1) / kTileKeys, per_split = (tiles + splits - 1) / splits;
   const int64_t t_begin = blockIdx.z * per_split * kTileKeys;
   const int64_t t_end = min(n, (blockIdx.z + 1) * per_split * kTileKeys);
-  // Tile t0's f32 keys (stage 0) and values (stage 1) by cp.async, zeros past the window.
-  float* s_stage = reinterpret_cast<float*>(smem16);  // overlays s_q
+  // Tile t0's keys (stage 0) and values (stage 1) by cp.async, zeros past the window.
+  constexpr int kPer = 16 / static_cast<int>(sizeof(KV));  // elements of a 16-byte piece
+  KV* s_stage = reinterpret_cast<KV*>(smem16);             // overlays s_q
   auto issue = [&](int64_t t0) {
     const int nk = n - t0 < kTileKeys ? static_cast<int>(n - t0) : kTileKeys;
-    for (int e = tid; e < kTileKeys * (HD / 4); e += kFreeThreads) {
-      const int kk = e / (HD / 4), d = 4 * (e % (HD / 4));
-      const float* ksrc = q;  // any valid address when nothing is read
-      const float* vsrc = q;
+    for (int e = tid; e < kTileKeys * (HD / kPer); e += kFreeThreads) {
+      const int kk = e / (HD / kPer), d = kPer * (e % (HD / kPer));
+      const KV* ksrc = reinterpret_cast<const KV*>(q);  // any valid address when nothing is read
+      const KV* vsrc = ksrc;
       if (kk < nk) {
         const int64_t pos = w0 + t0 + kk;
-        const float* blk = table[pos / kBlockSize];
+        const KV* blk = static_cast<const KV*>(table[pos / kBlockSize]);
         const int slot = static_cast<int>(pos % kBlockSize);
         ksrc = blk + geo.offset(0, kvh, slot) + d;
         vsrc = blk + geo.offset(1, kvh, slot) + d;
@@ -185,8 +196,8 @@ __global__ void __launch_bounds__(kFreeThreads)
     __syncthreads();  // the tile's copies landed, and the previous tile's keys and values are consumed
     for (int e = tid; e < kTileKeys * (HD / 4); e += kFreeThreads) {
       const int kk = e / (HD / 4), d = 4 * (e % (HD / 4));
-      store_bf16x4(s_k + kk * P + d, *reinterpret_cast<const float4*>(s_stage + kk * HD + d));
-      store_bf16x4(s_v + kk * P + d, *reinterpret_cast<const float4*>(s_stage + (kTileKeys + kk) * HD + d));
+      stage_bf16x4(s_k + kk * P + d, s_stage + kk * HD + d);
+      stage_bf16x4(s_v + kk * P + d, s_stage + (kTileKeys + kk) * HD + d);
     }
     __syncthreads();  // the staging is free for the next tile, which comes in while this one is computed
     if (t0 + kTileKeys < t_end) issue(t0 + kTileKeys);
@@ -314,32 +325,35 @@ constexpr int free_smem() {
 
 // CTAs of attention_free_kernel<HD> one multiprocessor holds at once (registers and shared memory; the
 // kernel's shared-memory limit is raised here, once, before any launch or query).
-template <int HD>
+template <int HD, class KV>
 int free_ctas_per_sm() {
   static const int n = [] {
-    CUDA_CHECK(
-        cudaFuncSetAttribute(attention_free_kernel<HD>, cudaFuncAttributeMaxDynamicSharedMemorySize, free_smem<HD>()));
+    CUDA_CHECK(cudaFuncSetAttribute(attention_free_kernel<HD, KV>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                    free_smem<HD>()));
     int v = 0;
-    CUDA_CHECK(
-        cudaOccupancyMaxActiveBlocksPerMultiprocessor(&v, attention_free_kernel<HD>, kFreeThreads, free_smem<HD>()));
+    CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&v, attention_free_kernel<HD, KV>, kFreeThreads,
+                                                             free_smem<HD>()));
     return v > 0 ? v : 1;
   }();
   return n;
 }
+template <class KV>
 int free_ctas_per_sm(int head_dim) {
-  return head_dim == 32 ? free_ctas_per_sm<32>() : head_dim == 64 ? free_ctas_per_sm<64>() : free_ctas_per_sm<128>();
+  return head_dim == 32   ? free_ctas_per_sm<32, KV>()
+         : head_dim == 64 ? free_ctas_per_sm<64, KV>()
+                          : free_ctas_per_sm<128, KV>();
 }
 
-template <int HD>
+template <int HD, class KV>
 void launch_free(const KvArgs& kv, const int32_t* items, int64_t n_items, int max_rows, const float* q, int64_t ldq,
                  int num_heads, float scale, float* out, int64_t ldo, float* part, int splits, cudaStream_t stream) {
   const int smem = free_smem<HD>();
-  (void)free_ctas_per_sm<HD>();  // (sets the kernel's shared-memory limit)
+  (void)free_ctas_per_sm<HD, KV>();  // (sets the kernel's shared-memory limit)
   const int G = num_heads / kv.num_kv_heads;
   const dim3 grid(static_cast<unsigned>(n_items * kv.num_kv_heads),
                   static_cast<unsigned>((max_rows * G + kFreePairs - 1) / kFreePairs), static_cast<unsigned>(splits));
-  launch_pdl(attention_free_kernel<HD>, grid, kFreeThreads, static_cast<size_t>(smem), stream, kv.rows, items, kv.ptrs,
-             geo_of(kv), q, ldq, num_heads, scale, out, ldo, part, splits);
+  launch_pdl(attention_free_kernel<HD, KV>, grid, kFreeThreads, static_cast<size_t>(smem), stream, kv.rows, items,
+             kv.ptrs, geo_of(kv), q, ldq, num_heads, scale, out, ldo, part, splits);
   CUDA_CHECK_LAUNCH();
   if (splits > 1) {
     launch_pdl(attention_free_combine, static_cast<unsigned>(kv.R * num_heads), HD, 0, stream, part, num_heads, HD,
@@ -391,7 +405,8 @@ AttentionFreePlan attention_free_plan(const KvArgs& kv, int num_heads) {
   const int G = num_heads / kv.num_kv_heads;
   const int64_t ctas = n_items * kv.num_kv_heads * ((pl.max_rows * G + kFreePairs - 1) / kFreePairs);
   const int64_t tiles = (longest + kTileKeys - 1) / kTileKeys;
-  const int64_t want = int64_t{free_ctas_per_sm(kv.head_dim)} * sm_count() / ctas;
+  const int per_sm = kv.bf16 ? free_ctas_per_sm<KvBf16>(kv.head_dim) : free_ctas_per_sm<float>(kv.head_dim);
+  const int64_t want = int64_t{per_sm} * sm_count() / ctas;
   pl.splits = static_cast<int>(std::clamp<int64_t>(std::min(want, tiles / 2), 1, 64));
   if (pl.splits > 1) pl.scratch_floats = kv.R * num_heads * pl.splits * free_partial_floats(kv.head_dim);
   return pl;
@@ -404,8 +419,13 @@ void attention_free(const KvArgs& kv, const AttentionFreePlan& plan, const float
   const auto* d_items =
       static_cast<const int32_t*>(Staging::global().stage(plan.items.data(), plan.items.size() * sizeof(int32_t)));
   auto launch = [&](auto hd) {
-    launch_free<decltype(hd)::value>(kv, d_items, n_items, plan.max_rows, q, ldq, num_heads, scale, out, ldo, scratch,
-                                     plan.splits, stream);
+    constexpr int HD = decltype(hd)::value;
+    if (kv.bf16)
+      launch_free<HD, KvBf16>(kv, d_items, n_items, plan.max_rows, q, ldq, num_heads, scale, out, ldo, scratch,
+                              plan.splits, stream);
+    else
+      launch_free<HD, float>(kv, d_items, n_items, plan.max_rows, q, ldq, num_heads, scale, out, ldo, scratch,
+                             plan.splits, stream);
   };
   switch (kv.head_dim) {
     case 32: launch(std::integral_constant<int, 32>{}); break;

@@ -85,7 +85,8 @@ struct PrefillShape<256> {
   static constexpr bool kQInRegs = false;
 };
 
-// Shared memory in bf16 elements: the staging area of a step's f32 keys then values [2][KB][HD] (cp.async
+// Shared memory in bf16 elements: the staging area of a step's keys then values [2][KB][HD] as the cache
+// stores them (f32 or bf16: the area is sized for f32; cp.async
 // lands the next step's there while this one is computed), q [H2][kRows][P] (overlaying the staging when
 // its fragments go to registers before the key loop), the step's keys and values [KB][P]. The pitch P =
 // HD + 8 puts the 8 rows a fragment load or an ldmatrix phase touches in distinct banks.
@@ -122,6 +123,15 @@ __device__ __forceinline__ void store_bf16x4(uint16_t* dst, float4 v) {
   *reinterpret_cast<uint2*>(dst) = make_uint2(tc::pack_bf16x2(v.x, v.y), tc::pack_bf16x2(v.z, v.w));
 }
 
+// Four staged cache elements at src into dst's bf16 row: an f32 cache's rounded to bf16 (store_bf16x4),
+// a bf16 cache's as they are (the same bits store_bf16x4 gives for f32 values already bf16).
+__device__ __forceinline__ void stage_bf16x4(uint16_t* dst, const float* src) {
+  store_bf16x4(dst, *reinterpret_cast<const float4*>(src));
+}
+__device__ __forceinline__ void stage_bf16x4(uint16_t* dst, const KvBf16* src) {
+  *reinterpret_cast<uint2*>(dst) = *reinterpret_cast<const uint2*>(src);
+}
+
 // This lane's A fragment of k-step ks of the warp's 16 query rows, from q's bf16 rows in shared memory.
 template <int P>
 __device__ __forceinline__ void q_fragment(const uint16_t* s_q, int warp, int lane, int ks, uint32_t (&a)[4]) {
@@ -135,16 +145,16 @@ __device__ __forceinline__ void q_fragment(const uint16_t* s_q, int warp, int la
 // blockIdx.x: the query heads H2 x .. H2 x + H2 - 1 (of one KV head); blockIdx.y: the tile
 // (tiles[kPrefillTileInts * y ..]: first row, rows, the last row's position). The arithmetic and why it
 // keeps the rule: the file's header.
-template <int HD, int H2>
+template <int HD, int H2, class KV>
 __global__ void __launch_bounds__(prefill_threads<H2>())
-    attention_prefill_kernel(const KvRow* rows, const int32_t* tiles, float* const* ptrs, Geo geo, const float* q,
+    attention_prefill_kernel(const KvRow* rows, const int32_t* tiles, void* const* ptrs, Geo geo, const float* q,
                              int64_t ldq, int num_heads, float scale, float* out, int64_t ldo) {
   pdl_begin();
   using L = PrefillLayout<HD, H2>;
   constexpr int P = L::kPitch, KB = L::KB, KS = HD / 16, DT = HD / 8, NT = KB / 8;
   constexpr int kThreads = prefill_threads<H2>();
   extern __shared__ __align__(16) uint16_t smem16[];
-  float* s_stage = reinterpret_cast<float*>(smem16 + L::kStage);
+  KV* s_stage = reinterpret_cast<KV*>(smem16 + L::kStage);
   uint16_t* s_q = smem16 + L::kQ;
   uint16_t* s_k = smem16 + L::kK;
   uint16_t* s_v = smem16 + L::kV;
@@ -154,7 +164,7 @@ __global__ void __launch_bounds__(prefill_threads<H2>())
   const int64_t r0 = tile[0];
   const int nr = tile[1];
   const int64_t n = int64_t{tile[2]} + 1;  // the keys the tile's rows see: positions 0 .. its last row's
-  float* const* table = ptrs + rows[r0].table;
+  void* const* table = ptrs + rows[r0].table;
   const int tid = static_cast<int>(threadIdx.x), lane = tid & 31;
   const int warp = (tid >> 5) % kRowWarps;  // the warp's rows: 16 warp .. 16 warp + 15
   const int head = head0 + (tid >> 5) / kRowWarps;
@@ -185,18 +195,19 @@ __global__ void __launch_bounds__(prefill_threads<H2>())
   }
   __syncthreads();  // every warp has its q fragments: the staging may overwrite an overlaid s_q
 
-  // Step t0's f32 keys (first half of the staging) and values (second half) by cp.async; zeros past the
-  // tile's last position (slots not yet written may hold NaN).
-  const float* const block0 = table[0];
+  // Step t0's keys (first half of the staging) and values (second half) by cp.async, as stored; zeros
+  // past the tile's last position (slots not yet written may hold NaN).
+  constexpr int kPer = 16 / static_cast<int>(sizeof(KV));  // elements of a 16-byte piece
+  const KV* const block0 = static_cast<const KV*>(table[0]);
   auto issue = [&](int64_t t0) {
     const int nk = n - t0 < KB ? static_cast<int>(n - t0) : KB;
-    for (int e = tid; e < KB * (HD / 4); e += kThreads) {
-      const int kk = e / (HD / 4), d = 4 * (e % (HD / 4));
-      const float* ksrc = block0;  // any valid, 16-byte aligned address when nothing is read
-      const float* vsrc = block0;
+    for (int e = tid; e < KB * (HD / kPer); e += kThreads) {
+      const int kk = e / (HD / kPer), d = kPer * (e % (HD / kPer));
+      const KV* ksrc = block0;  // any valid, 16-byte aligned address when nothing is read
+      const KV* vsrc = block0;
       if (kk < nk) {
         const int64_t p = t0 + kk;
-        const float* blk = table[p / kBlockSize];
+        const KV* blk = static_cast<const KV*>(table[p / kBlockSize]);
         const int slot = static_cast<int>(p % kBlockSize);
         ksrc = blk + geo.offset(0, kvh, slot) + d;
         vsrc = blk + geo.offset(1, kvh, slot) + d;
@@ -218,8 +229,8 @@ __global__ void __launch_bounds__(prefill_threads<H2>())
     __syncthreads();  // the step's copies landed, and the previous step's keys and values are consumed
     for (int e = tid; e < KB * (HD / 4); e += kThreads) {
       const int kk = e / (HD / 4), d = 4 * (e % (HD / 4));
-      store_bf16x4(s_k + kk * P + d, *reinterpret_cast<const float4*>(s_stage + kk * HD + d));
-      store_bf16x4(s_v + kk * P + d, *reinterpret_cast<const float4*>(s_stage + (KB + kk) * HD + d));
+      stage_bf16x4(s_k + kk * P + d, s_stage + kk * HD + d);
+      stage_bf16x4(s_v + kk * P + d, s_stage + (KB + kk) * HD + d);
     }
     __syncthreads();  // the staging is free for the next step, which comes in while this one is computed
     if (t0 + KB < n) issue(t0 + KB);
@@ -314,38 +325,47 @@ __global__ void __launch_bounds__(prefill_threads<H2>())
 }
 
 // Raises the kernel's shared-memory limit, once, before its first launch.
-template <int HD, int H2>
+template <int HD, int H2, class KV>
 void prefill_smem_attribute() {
   static const bool done = [] {
-    CUDA_CHECK(cudaFuncSetAttribute(attention_prefill_kernel<HD, H2>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+    CUDA_CHECK(cudaFuncSetAttribute(attention_prefill_kernel<HD, H2, KV>, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                     prefill_smem_bytes<HD, H2>()));
     return true;
   }();
   (void)done;
 }
 
-template <int HD, int H2>
+template <int HD, int H2, class KV>
 void launch_prefill(const KvArgs& kv, const int32_t* tiles, int64_t n_tiles, const float* q, int64_t ldq, int num_heads,
                     float scale, float* out, int64_t ldo, cudaStream_t stream) {
-  prefill_smem_attribute<HD, H2>();
+  prefill_smem_attribute<HD, H2, KV>();
   constexpr int64_t kMaxGridY = 65535;
   for (int64_t t = 0; t < n_tiles; t += kMaxGridY) {
     const int64_t count = std::min(kMaxGridY, n_tiles - t);
     const dim3 grid(static_cast<unsigned>(num_heads / H2), static_cast<unsigned>(count));
-    launch_pdl(attention_prefill_kernel<HD, H2>, grid, prefill_threads<H2>(),
+    launch_pdl(attention_prefill_kernel<HD, H2, KV>, grid, prefill_threads<H2>(),
                static_cast<size_t>(prefill_smem_bytes<HD, H2>()), stream, kv.rows, tiles + t * kPrefillTileInts,
                kv.ptrs, geo_of(kv), q, ldq, num_heads, scale, out, ldo);
     CUDA_CHECK_LAUNCH();
   }
 }
 
-template <int HD>
+template <int HD, class KV>
 void launch_prefill(const KvArgs& kv, const int32_t* tiles, int64_t n_tiles, const float* q, int64_t ldq, int num_heads,
                     float scale, float* out, int64_t ldo, cudaStream_t stream) {
   if (prefill_heads_per_cta(num_heads / kv.num_kv_heads) == 2)
-    launch_prefill<HD, 2>(kv, tiles, n_tiles, q, ldq, num_heads, scale, out, ldo, stream);
+    launch_prefill<HD, 2, KV>(kv, tiles, n_tiles, q, ldq, num_heads, scale, out, ldo, stream);
   else
-    launch_prefill<HD, 1>(kv, tiles, n_tiles, q, ldq, num_heads, scale, out, ldo, stream);
+    launch_prefill<HD, 1, KV>(kv, tiles, n_tiles, q, ldq, num_heads, scale, out, ldo, stream);
+}
+
+template <class KV>
+void launch_prefill_kv(const KvArgs& kv, const int32_t* tiles, int64_t n_tiles, const float* q, int64_t ldq,
+                       int num_heads, float scale, float* out, int64_t ldo, cudaStream_t stream) {
+  if (kv.head_dim == 128)
+    launch_prefill<128, KV>(kv, tiles, n_tiles, q, ldq, num_heads, scale, out, ldo, stream);
+  else
+    launch_prefill<256, KV>(kv, tiles, n_tiles, q, ldq, num_heads, scale, out, ldo, stream);
 }
 
 }  // namespace
@@ -393,10 +413,10 @@ void attention_prefill(const KvArgs& kv, const AttentionPrefillPlan& plan, const
   // Read by the kernels enqueued next: the caller holds the staging lock (as for kv.rows).
   const auto* d_tiles =
       static_cast<const int32_t*>(Staging::global().stage(plan.tiles.data(), plan.tiles.size() * sizeof(int32_t)));
-  if (kv.head_dim == 128)
-    launch_prefill<128>(kv, d_tiles, n_tiles, q, ldq, num_heads, scale, out, ldo, stream);
+  if (kv.bf16)
+    launch_prefill_kv<KvBf16>(kv, d_tiles, n_tiles, q, ldq, num_heads, scale, out, ldo, stream);
   else
-    launch_prefill<256>(kv, d_tiles, n_tiles, q, ldq, num_heads, scale, out, ldo, stream);
+    launch_prefill_kv<float>(kv, d_tiles, n_tiles, q, ldq, num_heads, scale, out, ldo, stream);
 }
 
 uint64_t attention_prefill_calls() { return g_calls.load(std::memory_order_relaxed); }

@@ -26,9 +26,9 @@ namespace {
 // threads differs. A row past its own end (a shorter window: fewer keys in the last tile or chunk)
 // skips the tile, and a row without chunk c writes no record for it.
 // W (4 warps: kRowWarps) only sets how the work is spread over the CTA's threads.
-template <int DPL, int kQ, int W, bool SeqKV>
+template <int DPL, int kQ, int W, bool SeqKV, class KV>
 __global__ void __launch_bounds__(W * 32)
-    attention_rows_kernel(const KvRow* rows, const int32_t* items, float* const* ptrs, Geo geo, const float* q,
+    attention_rows_kernel(const KvRow* rows, const int32_t* items, void* const* ptrs, Geo geo, const float* q,
                           int64_t ldq, int num_heads, float scale, float* part, int max_chunks) {
   pdl_begin();
   constexpr int HD = 32 * DPL;
@@ -37,16 +37,16 @@ __global__ void __launch_bounds__(W * 32)
   static_assert(kQ % W == 0, "every warp scores the same number of query heads");
   extern __shared__ __align__(16) float smem[];
   const int G = num_heads / geo.num_kv_heads;
-  float* s_q = smem;                                    // [kQ][HD] query head qi = row * G + head
-  float* s_p = s_q + kQ * HD;                           // [kQ][kTileKeys] scores, then p
-  float* s_m = s_p + kQ * kTileKeys;                    // [kQ] running max
-  float* s_l = s_m + kQ;                                // [kQ] running sum
-  float* s_corr = s_l + kQ;                             // [kQ] this tile's rescale factor
-  float* s_k = s_q + attention_smem_floats(kQ, HD, 0);  // [kTileKeys][HD] the tile's keys
-  float* s_v = SeqKV ? s_k : s_k + kTileKeys * HD;      // [kTileKeys][HD] and values
+  float* s_q = smem;                                                        // [kQ][HD] query head qi = row * G + head
+  float* s_p = s_q + kQ * HD;                                               // [kQ][kTileKeys] scores, then p
+  float* s_m = s_p + kQ * kTileKeys;                                        // [kQ] running max
+  float* s_l = s_m + kQ;                                                    // [kQ] running sum
+  float* s_corr = s_l + kQ;                                                 // [kQ] this tile's rescale factor
+  KV* s_k = reinterpret_cast<KV*>(s_q + attention_smem_floats(kQ, HD, 0));  // [kTileKeys][HD] the tile's keys
+  KV* s_v = SeqKV ? s_k : s_k + kTileKeys * HD;                             // [kTileKeys][HD] and values
   __shared__ int64_t s_end[kQ];  // per query head: the end of its row's keys in the chunk (i_begin: none)
   __shared__ int s_nk[kQ];       // per query head: its row's keys in the tile (0: none)
-  __shared__ float* s_blk[kTileKeys / kBlockSize + 1];  // the tile's KV blocks
+  __shared__ void* s_blk[kTileKeys / kBlockSize + 1];  // the tile's KV blocks
 
   const int item = static_cast<int>(blockIdx.x / geo.num_kv_heads);
   const int kvh = static_cast<int>(blockIdx.x % geo.num_kv_heads);
@@ -92,7 +92,7 @@ __global__ void __launch_bounds__(W * 32)
 #pragma unroll
     for (int jd = 0; jd < kDims; ++jd) acc[j][jd] = 0.0f;
 
-  float* const* table = ptrs + first.table;
+  void* const* table = ptrs + first.table;
   for (int64_t t0 = i_begin; t0 < i_end; t0 += kTileKeys) {
     const int nk = i_end - t0 < kTileKeys ? static_cast<int>(i_end - t0) : kTileKeys;  // the longest row's
     const int64_t blk0 = tile_blocks(table, w0 + t0, nk, s_blk, tid);
@@ -106,7 +106,7 @@ __global__ void __launch_bounds__(W * 32)
     // Every head's scores, unguarded: those of heads whose row has no keys in the tile (or no row: zero
     // queries) and of keys past a row's end or past the tile's copy (lane + 32 >= nk) are never read.
     if (lane < nk) {
-      const float* const key[2] = {s_k + lane * HD, s_k + (lane + 32) * HD};
+      const KV* const key[2] = {s_k + lane * HD, s_k + (lane + 32) * HD};
       const float* heads[kScoreHeads];
       bool live[kScoreHeads];
 #pragma unroll
@@ -154,7 +154,7 @@ __global__ void __launch_bounds__(W * 32)
 #pragma unroll
       for (int t = 0; t < 4; ++t)
 #pragma unroll
-        for (int jd = 0; jd < kDims; ++jd) v[t][jd] = s_v[(kk + t) * HD + col + kCols * jd];
+        for (int jd = 0; jd < kDims; ++jd) v[t][jd] = kv_widen(s_v[(kk + t) * HD + col + kCols * jd]);
 #pragma unroll
       for (int j = 0; j < kValueHeads; ++j)
         if (vn[j] > 0) {
@@ -171,7 +171,7 @@ __global__ void __launch_bounds__(W * 32)
     for (; kk < longest; ++kk) {
       float v[kDims];
 #pragma unroll
-      for (int jd = 0; jd < kDims; ++jd) v[jd] = s_v[kk * HD + col + kCols * jd];
+      for (int jd = 0; jd < kDims; ++jd) v[jd] = kv_widen(s_v[kk * HD + col + kCols * jd]);
 #pragma unroll
       for (int j = 0; j < kValueHeads; ++j)
         if (kk < vn[j]) {
@@ -212,30 +212,32 @@ std::atomic<int>& grouping_mode() {
 constexpr int kRowWarps = 4;
 
 // The multi-row kernel with W warps a CTA over n_items items (items: their first rows, then R; device).
-template <int DPL, int kQ, int W>
+template <int DPL, int kQ, int W, class KV>
 void launch_rows_w(const KvArgs& kv, const int32_t* items, int64_t n_items, const float* q, int64_t ldq, int num_heads,
                    float scale, float* part, int max_chunks, cudaStream_t stream) {
   constexpr int HD = 32 * DPL;
-  const size_t smem2 = sizeof(float) * static_cast<size_t>(attention_smem_floats(kQ, HD, 2));
+  constexpr int kKvBytes = sizeof(KV);
+  const size_t smem2 = sizeof(float) * static_cast<size_t>(attention_smem_floats(kQ, HD, 2, kKvBytes));
   static const bool configured = [smem2] {
-    for (const auto kernel : {attention_rows_kernel<DPL, kQ, W, false>, attention_rows_kernel<DPL, kQ, W, true>})
+    for (const auto kernel :
+         {attention_rows_kernel<DPL, kQ, W, false, KV>, attention_rows_kernel<DPL, kQ, W, true, KV>})
       CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(smem2)));
     return true;
   }();
   (void)configured;
   static std::atomic<int64_t> wave{0};
-  const bool seq =
-      use_seq_kv(attention_rows_kernel<DPL, kQ, W, false>, smem2, n_items * kv.num_kv_heads * max_chunks, wave, W * 32);
+  const bool seq = use_seq_kv(attention_rows_kernel<DPL, kQ, W, false, KV>, smem2,
+                              n_items * kv.num_kv_heads * max_chunks, wave, W * 32);
   const dim3 grid(static_cast<unsigned>(n_items * kv.num_kv_heads), static_cast<unsigned>(max_chunks));
-  const size_t smem = seq ? sizeof(float) * static_cast<size_t>(attention_smem_floats(kQ, HD, 1)) : smem2;
-  launch_pdl(seq ? attention_rows_kernel<DPL, kQ, W, true> : attention_rows_kernel<DPL, kQ, W, false>, grid, W * 32,
-             smem, stream, kv.rows, items, kv.ptrs, geo_of(kv), q, ldq, num_heads, scale, part, max_chunks);
+  const size_t smem = seq ? sizeof(float) * static_cast<size_t>(attention_smem_floats(kQ, HD, 1, kKvBytes)) : smem2;
+  launch_pdl(seq ? attention_rows_kernel<DPL, kQ, W, true, KV> : attention_rows_kernel<DPL, kQ, W, false, KV>, grid,
+             W * 32, smem, stream, kv.rows, items, kv.ptrs, geo_of(kv), q, ldq, num_heads, scale, part, max_chunks);
   CUDA_CHECK_LAUNCH();
 }
 
 // The multi-row kernel when the call's rows group (attn::row_items over kv.host_rows) and the grouping
 // mode allows; false when it launched nothing.
-template <int DPL>
+template <int DPL, class KV>
 bool launch_grouped(const KvArgs& kv, const float* q, int64_t ldq, int num_heads, float scale, float* part,
                     int max_chunks, bool many_waves, cudaStream_t stream) {
   const auto mode = static_cast<attn::RowGrouping>(grouping_mode().load(std::memory_order_relaxed));
@@ -251,23 +253,30 @@ bool launch_grouped(const KvArgs& kv, const float* q, int64_t ldq, int num_heads
       static_cast<const int32_t*>(Staging::global().stage(items.data(), items.size() * sizeof(int32_t)));
   const auto n_items = static_cast<int64_t>(items.size()) - 1;
   if (queries == 16)
-    launch_rows_w<DPL, 16, kRowWarps>(kv, d_items, n_items, q, ldq, num_heads, scale, part, max_chunks, stream);
+    launch_rows_w<DPL, 16, kRowWarps, KV>(kv, d_items, n_items, q, ldq, num_heads, scale, part, max_chunks, stream);
   else
-    launch_rows_w<DPL, 32, kRowWarps>(kv, d_items, n_items, q, ldq, num_heads, scale, part, max_chunks, stream);
+    launch_rows_w<DPL, 32, kRowWarps, KV>(kv, d_items, n_items, q, ldq, num_heads, scale, part, max_chunks, stream);
   return true;
+}
+
+template <class KV>
+bool launch_grouped_kv(const KvArgs& kv, const float* q, int64_t ldq, int num_heads, float scale, float* part,
+                       int max_chunks, bool many_waves, cudaStream_t stream) {
+  switch (kv.head_dim) {
+    case 32: return launch_grouped<1, KV>(kv, q, ldq, num_heads, scale, part, max_chunks, many_waves, stream);
+    case 64: return launch_grouped<2, KV>(kv, q, ldq, num_heads, scale, part, max_chunks, many_waves, stream);
+    case 128: return launch_grouped<4, KV>(kv, q, ldq, num_heads, scale, part, max_chunks, many_waves, stream);
+    case 256: return launch_grouped<8, KV>(kv, q, ldq, num_heads, scale, part, max_chunks, many_waves, stream);
+    default: return false;
+  }
 }
 
 }  // namespace
 
 bool launch_grouped_rows(const KvArgs& kv, const float* q, int64_t ldq, int num_heads, float scale, float* part,
                          int max_chunks, bool many_waves, cudaStream_t stream) {
-  switch (kv.head_dim) {
-    case 32: return launch_grouped<1>(kv, q, ldq, num_heads, scale, part, max_chunks, many_waves, stream);
-    case 64: return launch_grouped<2>(kv, q, ldq, num_heads, scale, part, max_chunks, many_waves, stream);
-    case 128: return launch_grouped<4>(kv, q, ldq, num_heads, scale, part, max_chunks, many_waves, stream);
-    case 256: return launch_grouped<8>(kv, q, ldq, num_heads, scale, part, max_chunks, many_waves, stream);
-    default: return false;
-  }
+  return kv.bf16 ? launch_grouped_kv<KvBf16>(kv, q, ldq, num_heads, scale, part, max_chunks, many_waves, stream)
+                 : launch_grouped_kv<float>(kv, q, ldq, num_heads, scale, part, max_chunks, many_waves, stream);
 }
 
 }  // namespace specserve::cuda::kernels::attn_kernel

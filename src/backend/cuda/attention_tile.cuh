@@ -8,16 +8,18 @@
 #include <cmath>
 
 #include "backend/cuda/device_math.cuh"
+#include "backend/cuda/kv_layout.cuh"
 
 namespace specserve::cuda::kernels::attn_tile {
 
-// The scores of NK keys of a tile against NQ query heads (rows of HD floats in shared memory), for keys
-// that share rot, their place in the tile mod 32: s[k][j] = (q_j · key_k) * scale, the dot summed with
+// The scores of NK keys of a tile against NQ query heads (rows of HD floats in shared memory; the keys'
+// rows are the cache's elements KV, widened exactly: kv_layout.cuh), for keys that share rot, their
+// place in the tile mod 32: s[k][j] = (q_j · key_k) * scale, the dot summed with
 // fmaf over the dims in the order d = (i + rot) mod HD, i = 0, 1, ..., HD - 1 (so the lanes of a warp,
 // one key each, read distinct banks). A head with !live[j] is skipped (its s[.][j] is meaningless).
-template <int HD, int NK, int NQ>
-__device__ __forceinline__ void scores(const float* const (&key)[NK], const float* const (&q)[NQ],
-                                       const bool (&live)[NQ], int rot, float scale, float (&s)[NK][NQ]) {
+template <int HD, int NK, int NQ, class KV>
+__device__ __forceinline__ void scores(const KV* const (&key)[NK], const float* const (&q)[NQ], const bool (&live)[NQ],
+                                       int rot, float scale, float (&s)[NK][NQ]) {
 #pragma unroll
   for (int k = 0; k < NK; ++k)
 #pragma unroll
@@ -26,7 +28,7 @@ __device__ __forceinline__ void scores(const float* const (&key)[NK], const floa
     const int d = i + rot < HD ? i + rot : i + rot - HD;
     float kd[NK];
 #pragma unroll
-    for (int k = 0; k < NK; ++k) kd[k] = key[k][d];
+    for (int k = 0; k < NK; ++k) kd[k] = kv_widen(key[k][d]);
 #pragma unroll
     for (int j = 0; j < NQ; ++j)
       if (live[j]) {

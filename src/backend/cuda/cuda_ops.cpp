@@ -61,15 +61,17 @@ struct StagedKv {
 };
 
 StagedKv stage_kv(cuda::Staging& staging, const KvGeometry& geo, int layer, std::span<const AttentionRow> rows) {
-  std::unordered_map<const float* const*, int64_t> blocks_needed;
+  SS_CHECK(geo.dtype == DType::F32 || geo.dtype == DType::BF16, "a KV cache of {} is not supported",
+           dtype_name(geo.dtype));
+  std::unordered_map<const void* const*, int64_t> blocks_needed;
   for (const auto& row : rows) {
     SS_CHECK(row.blocks != nullptr && row.position >= 0, "KV row without a block table or with position {}",
              row.position);
     int64_t& n = blocks_needed[row.blocks];
     n = std::max<int64_t>(n, row.position / kKvBlockSize + 1);
   }
-  std::vector<float*> ptrs;
-  std::unordered_map<const float* const*, int64_t> table_start;
+  std::vector<void*> ptrs;
+  std::unordered_map<const void* const*, int64_t> table_start;
   for (const auto& row : rows) {
     auto [it, fresh] = table_start.try_emplace(row.blocks, static_cast<int64_t>(ptrs.size()));
     if (fresh) {
@@ -88,7 +90,8 @@ StagedKv stage_kv(cuda::Staging& staging, const KvGeometry& geo, int layer, std:
   auto* base = static_cast<char*>(staging.stage(blob.data(), blob.size()));
   StagedKv s;
   s.host_rows = std::move(krows);
-  s.args.ptrs = reinterpret_cast<float* const*>(base + off_ptrs);
+  s.args.ptrs = reinterpret_cast<void* const*>(base + off_ptrs);
+  s.args.bf16 = geo.bf16();
   s.args.rows = reinterpret_cast<const k::KvRow*>(base + off_rows);
   s.args.R = static_cast<int64_t>(rows.size());
   s.args.layer = layer;

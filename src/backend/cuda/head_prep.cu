@@ -4,7 +4,8 @@
 // rms_norm_kernel would (norm_math.cuh: the same threads per group, the same order), rotates it exactly
 // as rope_kernel would (rope_math.cuh) in shared memory, writes it back, and a KV head's block also
 // stores the head's key and value into the row's cache slot as kv_store_kernel would. So the bits are
-// those of rms_norm; rope; kv_store, in a fifth of the launches.
+// those of rms_norm; rope; kv_store, in a fifth of the launches (with the same rounding into a bf16 cache:
+// kv_narrow).
 #include <cuda_runtime.h>
 
 #include "backend/cuda/cuda_check.h"
@@ -18,7 +19,8 @@ namespace specserve::cuda::kernels {
 
 namespace {
 
-__global__ void qk_norm_rope_kv_store_kernel(HeadPrepArgs a, const KvRow* rows, float* const* ptrs, Geo geo) {
+template <class KV>
+__global__ void qk_norm_rope_kv_store_kernel(HeadPrepArgs a, const KvRow* rows, void* const* ptrs, Geo geo) {
   pdl_begin();
   extern __shared__ float s_head[];  // [head_dim]: the normed head, then rotated
   __shared__ float shared[32];
@@ -41,14 +43,14 @@ __global__ void qk_norm_rope_kv_store_kernel(HeadPrepArgs a, const KvRow* rows, 
   for (int i = threadIdx.x; i < hd; i += blockDim.x) x[i] = s_head[i];
   if (!is_k) return;
   const KvRow row = rows[r];
-  float* block = kv_block_of(row, ptrs);
+  KV* block = static_cast<KV*>(kv_block_of(row, ptrs));
   const int slot = row.position % kBlockSize;
-  float* k_slot = block + geo.offset(0, h, slot);
-  float* v_slot = block + geo.offset(1, h, slot);
+  KV* k_slot = block + geo.offset(0, h, slot);
+  KV* v_slot = block + geo.offset(1, h, slot);
   const float* v = a.v + r * a.ldv + int64_t{h} * hd;
   for (int i = threadIdx.x; i < hd; i += blockDim.x) {
-    k_slot[i] = s_head[i];
-    v_slot[i] = v[i];
+    k_slot[i] = kv_narrow<KV>(s_head[i]);
+    v_slot[i] = kv_narrow<KV>(v[i]);
   }
 }
 
@@ -57,8 +59,9 @@ __global__ void qk_norm_rope_kv_store_kernel(HeadPrepArgs a, const KvRow* rows, 
 void qk_norm_rope_kv_store(const HeadPrepArgs& a, const KvArgs& kv, cudaStream_t stream) {
   const int64_t blocks = a.q_rows * a.num_heads + kv.R * kv.num_kv_heads;
   if (blocks == 0) return;
-  launch_pdl(qk_norm_rope_kv_store_kernel, static_cast<unsigned>(blocks), norm_threads(kv.head_dim),
-             static_cast<size_t>(kv.head_dim) * sizeof(float), stream, a, kv.rows, kv.ptrs, geo_of(kv));
+  launch_pdl(kv.bf16 ? qk_norm_rope_kv_store_kernel<KvBf16> : qk_norm_rope_kv_store_kernel<float>,
+             static_cast<unsigned>(blocks), norm_threads(kv.head_dim), static_cast<size_t>(kv.head_dim) * sizeof(float),
+             stream, a, kv.rows, kv.ptrs, geo_of(kv));
   CUDA_CHECK_LAUNCH();
 }
 

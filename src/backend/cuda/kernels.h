@@ -174,8 +174,11 @@ struct KvRow {
   int32_t window_start = 0;
 };
 struct KvArgs {
-  const KvRow* rows = nullptr;   // device [R]
-  float* const* ptrs = nullptr;  // device, all rows' block tables back to back
+  const KvRow* rows = nullptr;  // device [R]
+  void* const* ptrs = nullptr;  // device, all rows' block tables back to back
+  // The blocks' element type (KvGeometry::dtype): bf16 (stored rounded to nearest even, widened exactly
+  // when read) or f32.
+  bool bf16 = false;
   // Optional host copy of rows: lets attention() serve rows of one sequence with shared chunks in one
   // CTA (attention_rows.cuh); it then stages a table through Staging::global() (hold its lock).
   const KvRow* host_rows = nullptr;
