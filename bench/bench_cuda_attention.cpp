@@ -2,7 +2,8 @@
 // kernels included, with the op's staging) at the engine's row shapes, for the attention layers of an
 // 8B model (32 query heads, 8 KV heads, head_dim 128) and of qwen3.6-27b (24, 4, 256). Per (shape,
 // sequences B, rows per sequence K, context C) it reports the time per call and
-//   KV_GB/s   the KV bytes the call must read (each sequence's C + K positions, K and V, f32) per second,
+//   KV_GB/s   the KV bytes the call must read (each sequence's C + K positions, K and V, in the cache's
+//             element type: kv 0 an f32 cache, kv 1 a bf16 one) per second,
 //   of_copy   that over the device-to-device copy bandwidth (BM_CopyRoofline).
 // Rows are K consecutive positions C .. C + K - 1 of each sequence, as a verify (K > 1) or a decode
 // (K = 1); K = 512 with C = 1536 is a prefill chunk. Blocks of each sequence sit at shuffled places of
@@ -10,10 +11,11 @@
 //
 // BM_AttentionPrefill: one sequence's prefill chunk of K rows at context C (its rows at positions C ..
 // C + K - 1) through Ops::attention_prefill (attention_prefill.cu's tensor-core kernel; kernel 1: its
-// default, two query heads per CTA where the group is even; kernel 2: one) or Ops::attention (kernel 0:
-// the split-KV kernels); TFLOP/s counts the causal products, 4 · hd · heads per (row, visible key).
+// default, the pipelined kernel with two query heads per CTA where the group is even; kernel 2: one;
+// kernel 3: the staged kernel, PrefillKernel::Staged, which an f32 cache takes in 1 and 2 too) or
+// Ops::attention (kernel 0: the split-KV kernels); TFLOP/s counts the causal products, 4 · hd · heads per (row, visible key).
 //
-//   build/bin/bench_cuda_attention [--benchmark_filter='shape:0/']
+//   build/bin/bench_cuda_attention [--benchmark_filter='shape:0/']   (kv:0 f32 cache, kv:1 bf16)
 #include <benchmark/benchmark.h>
 
 #include <algorithm>
@@ -27,6 +29,7 @@
 #include "backend/cuda/cuda_ops.h"
 #include "backend/cuda/device_buffer.h"
 #include "backend/ops.h"
+#include "core/dtype.h"
 #include "cuda_bench_util.h"
 
 namespace {
@@ -58,13 +61,23 @@ DeviceBuffer random_floats(size_t n, uint32_t seed) {
   return DeviceBuffer::from(v);
 }
 
+// n random values in the cache's element type (f32, or bf16 rounded from them).
+DeviceBuffer random_kv(size_t n, DType dtype, uint32_t seed) {
+  if (dtype == DType::F32) return random_floats(n, seed);
+  std::mt19937 rng(seed);
+  std::normal_distribution<float> d(0.0f, 1.0f);
+  std::vector<uint16_t> v(n);
+  for (auto& e : v) e = f32_to_bf16(d(rng));
+  return DeviceBuffer::from(v);
+}
+
 // B sequences of `positions` random keys and values each, their blocks at shuffled places of one pool.
 struct PagedSequences {
   DeviceBuffer pool;
   std::vector<std::vector<void*>> tables;
   PagedSequences(const KvGeometry& geo, int64_t B, int64_t positions) : tables(static_cast<size_t>(B)) {
     const int64_t blocks_per_seq = (positions + kKvBlockSize - 1) / kKvBlockSize, blocks = B * blocks_per_seq;
-    pool = random_floats(static_cast<size_t>(blocks * geo.block_elems()), 1);
+    pool = random_kv(static_cast<size_t>(blocks * geo.block_elems()), geo.dtype, 1);
     std::vector<int64_t> order(static_cast<size_t>(blocks));
     std::iota(order.begin(), order.end(), 0);
     std::shuffle(order.begin(), order.end(), std::mt19937(2));
@@ -81,7 +94,7 @@ void BM_Attention(benchmark::State& st) {
   }
   const HeadShape& h = kShapes[st.range(0)];
   const RowShape& rs = kRows[st.range(1)];
-  const KvGeometry geo{1, h.kv_heads, h.head_dim};
+  const KvGeometry geo{1, h.kv_heads, h.head_dim, st.range(2) == 1 ? DType::BF16 : DType::F32};
   const int64_t positions = rs.C + rs.K;
   PagedSequences seqs(geo, rs.B, positions);
   auto& tables = seqs.tables;
@@ -104,9 +117,9 @@ void BM_Attention(benchmark::State& st) {
     seconds += t;
   }
   const double t = seconds / double(st.iterations());
-  const double kv_bytes = double(rs.B) * double(positions) * 2.0 * h.kv_heads * h.head_dim * 4.0;
+  const double kv_bytes = double(rs.B) * double(positions) * 2.0 * h.kv_heads * h.head_dim * double(geo.elem_bytes());
   st.SetLabel(std::string(h.name) + " B=" + std::to_string(rs.B) + " K=" + std::to_string(rs.K) +
-              " C=" + std::to_string(rs.C));
+              " C=" + std::to_string(rs.C) + (geo.bf16() ? " bf16 KV" : " f32 KV"));
   st.counters["KV_GB/s"] = kv_bytes / t / 1e9;
   st.counters["of_copy"] = kv_bytes / t / roofline;
 }
@@ -124,7 +137,9 @@ void BM_AttentionPrefill(benchmark::State& st) {
   const bool kernel = st.range(2) >= 1;
   cuda::kernels::set_prefill_heads(st.range(2) == 2 ? cuda::kernels::PrefillHeads::One
                                                     : cuda::kernels::PrefillHeads::Auto);
-  const KvGeometry geo{1, h.kv_heads, h.head_dim};
+  cuda::kernels::set_prefill_kernel(st.range(2) == 3 ? cuda::kernels::PrefillKernel::Staged
+                                                     : cuda::kernels::PrefillKernel::Pipelined);
+  const KvGeometry geo{1, h.kv_heads, h.head_dim, st.range(3) == 1 ? DType::BF16 : DType::F32};
   PagedSequences seqs(geo, 1, rs.C + rs.K);
   std::vector<AttentionRow> rows;
   double products = 0;
@@ -153,27 +168,32 @@ void BM_AttentionPrefill(benchmark::State& st) {
   }
   const double t = seconds / double(st.iterations());
   cuda::kernels::set_prefill_heads(cuda::kernels::PrefillHeads::Auto);
-  const char* what = st.range(2) == 0 ? " attention()" : st.range(2) == 1 ? " prefill kernel" : " prefill 1 head/CTA";
-  st.SetLabel(std::string(h.name) + what + " K=" + std::to_string(rs.K) + " C=" + std::to_string(rs.C));
+  cuda::kernels::set_prefill_kernel(cuda::kernels::PrefillKernel::Pipelined);
+  const char* const kWhat[] = {" attention()", " prefill kernel", " prefill 1 head/CTA", " prefill staged kernel"};
+  const char* what = kWhat[st.range(2)];
+  st.SetLabel(std::string(h.name) + what + " K=" + std::to_string(rs.K) + " C=" + std::to_string(rs.C) +
+              (geo.bf16() ? " bf16 KV" : " f32 KV"));
   st.counters["TFLOP/s"] = products * 4.0 * h.head_dim * h.heads / t / 1e12;
 }
 
 BENCHMARK(BM_CopyRoofline)->UseManualTime()->Iterations(1);
 BENCHMARK(BM_AttentionPrefill)
-    ->ArgNames({"shape", "rows", "kernel"})
+    ->ArgNames({"shape", "rows", "kernel", "kv"})
     ->Apply([](benchmark::internal::Benchmark* b) {
       for (int64_t i = 0; i < int64_t(std::size(kShapes)); ++i)
         for (int64_t r = 0; r < int64_t(std::size(kPrefillRows)); ++r)
-          for (int64_t k = 0; k < 3; ++k) b->Args({i, r, k});
+          for (int64_t k = 0; k < 4; ++k)
+            for (int64_t kv = 0; kv < 2; ++kv) b->Args({i, r, k, kv});
     })
     ->UseManualTime()
     ->Iterations(2)
     ->Unit(benchmark::kMillisecond);
 BENCHMARK(BM_Attention)
-    ->ArgNames({"shape", "rows"})
+    ->ArgNames({"shape", "rows", "kv"})
     ->Apply([](benchmark::internal::Benchmark* b) {
       for (int64_t i = 0; i < int64_t(std::size(kShapes)); ++i)
-        for (int64_t r = 0; r < int64_t(std::size(kRows)); ++r) b->Args({i, r});
+        for (int64_t r = 0; r < int64_t(std::size(kRows)); ++r)
+          for (int64_t kv = 0; kv < 2; ++kv) b->Args({i, r, kv});
     })
     ->UseManualTime()
     ->Unit(benchmark::kMicrosecond);
