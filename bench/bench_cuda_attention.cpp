@@ -13,7 +13,8 @@
 // C + K - 1) through Ops::attention_prefill (attention_prefill.cu's tensor-core kernel; kernel 1: its
 // default, the pipelined kernel with two query heads per CTA where the group is even; kernel 2: one;
 // kernel 3: the staged kernel, PrefillKernel::Staged, which an f32 cache takes in 1 and 2 too) or
-// Ops::attention (kernel 0: the split-KV kernels); TFLOP/s counts the causal products, 4 · hd · heads per (row, visible key).
+// Ops::attention (kernel 0: the split-KV kernels); TFLOP/s counts the causal products, 4 · hd · heads
+// per (row, visible key).
 //
 //   build/bin/bench_cuda_attention [--benchmark_filter='shape:0/']   (kv:0 f32 cache, kv:1 bf16)
 #include <benchmark/benchmark.h>

@@ -134,6 +134,15 @@ struct OneHeadPerCta {
   OneHeadPerCta& operator=(const OneHeadPerCta&) = delete;
 };
 
+// The staged kernel (the first one) serving a bf16 cache for the scope's life (the default is the
+// pipelined kernel; an f32 cache takes the staged one either way).
+struct StagedKernel {
+  StagedKernel() { cuda::kernels::set_prefill_kernel(cuda::kernels::PrefillKernel::Staged); }
+  ~StagedKernel() { cuda::kernels::set_prefill_kernel(cuda::kernels::PrefillKernel::Pipelined); }
+  StagedKernel(const StagedKernel&) = delete;
+  StagedKernel& operator=(const StagedKernel&) = delete;
+};
+
 std::string case_name(const ::testing::TestParamInfo<PrefillCase>& i) {
   return "heads" + std::to_string(i.param.nh) + "_kv" + std::to_string(i.param.nkv) + "_hd" +
          std::to_string(i.param.hd) + (i.param.kv == DType::BF16 ? "_bf16cache" : "");
@@ -145,7 +154,9 @@ class AttentionPrefill : public Gpu, public ::testing::WithParamInterface<Prefil
 // position 37, a 5-row prompt) agree with the CPU's attention to bf16 rounding (q, keys, values and the
 // probabilities are bf16 in the tensor-core products; a misplaced fragment would be off by O(1)), through
 // the kernel; and each sequence's rows alone give the bits they have in the call, as do a prompt's rows in
-// two runs with another sequence's rows between them, and the call with one query head per CTA.
+// two runs with another sequence's rows between them, and the call with one query head per CTA. The
+// staged kernel (cuda::kernels::PrefillKernel::Staged) agrees with the CPU too, and its rows alone keep
+// their bits.
 TEST_P(AttentionPrefill, AgreesWithCpuAndSequencesAreBatchInvariant) {
   const auto [nh, nkv, hd, kv] = GetParam();
   const int layer = 1;
@@ -172,6 +183,14 @@ TEST_P(AttentionPrefill, AgreesWithCpuAndSequencesAreBatchInvariant) {
         w(want.begin() + r * c.q_width(), want.begin() + (r + 1) * c.q_width());
     ASSERT_LT(rel_err(g, w), 1e-2) << "row " << r;
   }
+  {
+    const StagedKernel staged;
+    const std::vector<float> s = prefill(c, layer, spans);
+    EXPECT_LT(rel_err(s, want), 1e-2) << "the staged kernel";
+    EXPECT_TRUE(bit_equal(prefill(c, layer, {spans[1]}).data(), rows_in(c, s, spans, spans[1]).data(),
+                          size_t(spans[1].p1 - spans[1].p0) * size_t(c.q_width())))
+        << "the staged kernel, a sequence alone";
+  }
 
   for (const Span& s : spans) {
     const std::vector<float> alone = prefill(c, layer, {s});
@@ -188,7 +207,8 @@ TEST_P(AttentionPrefill, AgreesWithCpuAndSequencesAreBatchInvariant) {
 
 // A 700-row prompt in one call against four other cuttings into chunks, each chunk's keys and values
 // stored only after the earlier chunks ran and every later slot NaN: the same bits, row for row (every
-// other cutting with one query head per CTA).
+// other cutting with one query head per CTA; the last one by the staged kernel, against that kernel's one
+// call).
 TEST_P(AttentionPrefill, ChunkingsGiveTheBitsOfOneCall) {
   const auto [nh, nkv, hd, kv] = GetParam();
   const int layer = 0;
@@ -197,6 +217,11 @@ TEST_P(AttentionPrefill, ChunkingsGiveTheBitsOfOneCall) {
   store(c, layer, {{0, 0, L}}, /*host=*/false);
   const std::vector<float> whole = prefill(c, layer, {{0, 0, L}});
   for (float x : whole) ASSERT_TRUE(std::isfinite(x));
+  std::vector<float> whole_staged;  // the last cutting runs the staged kernel, against its own one call
+  {
+    const StagedKernel staged;
+    whole_staged = prefill(c, layer, {{0, 0, L}});
+  }
 
   std::vector<std::vector<int>> cuttings = {{0, 64, L}, {0, 300, 301, L}, {0, 1, 65, 333, L}};
   std::vector<int> singles = {0, 130};
@@ -207,12 +232,16 @@ TEST_P(AttentionPrefill, ChunkingsGiveTheBitsOfOneCall) {
     const std::vector<int>& cut = cuttings[n];
     std::optional<OneHeadPerCta> one;
     if (n % 2 == 1) one.emplace();
+    std::optional<StagedKernel> staged;
+    if (n + 1 == cuttings.size()) staged.emplace();
+    const std::vector<float>& reference = staged ? whole_staged : whole;
     c.forget();
     for (size_t i = 0; i + 1 < cut.size(); ++i) {
       const Span chunk{0, cut[i], cut[i + 1]};
       store(c, layer, {chunk}, /*host=*/false);
       const std::vector<float> got = prefill(c, layer, {chunk});
-      const std::vector<float> want(whole.begin() + chunk.p0 * c.q_width(), whole.begin() + chunk.p1 * c.q_width());
+      const std::vector<float> want(reference.begin() + chunk.p0 * c.q_width(),
+                                    reference.begin() + chunk.p1 * c.q_width());
       ASSERT_TRUE(bit_equal(got.data(), want.data(), got.size()))
           << "chunk [" << chunk.p0 << ", " << chunk.p1 << ") of cutting " << ::testing::PrintToString(cut);
     }

@@ -44,6 +44,14 @@ void set_prefill_heads(PrefillHeads h);
 PrefillHeads prefill_heads();
 int prefill_heads_per_cta(int group);
 
+// Which kernel serves a bf16 cache: Pipelined (the default: its tiles copied by cp.async straight into
+// double-buffered bf16 tiles, ldmatrix fragments, exp2) or Staged (the first kernel: f32-sized staging and
+// a conversion pass each step; an f32 cache always takes it). Each is deterministic per row; their bits
+// differ from each other (the benchmark compares both).
+enum class PrefillKernel { Pipelined, Staged };
+void set_prefill_kernel(PrefillKernel k);
+PrefillKernel prefill_kernel();
+
 // Calls of attention_prefill so far in this process (tests check that the kernel served a call).
 uint64_t attention_prefill_calls();
 
