@@ -1,5 +1,5 @@
 // The split-KV attention's chunking (backend/cuda/attention_chunking.cuh) on the host: every window is
-// covered exactly once by at most 16 chunks of whole 64-key tiles, and the count is not monotonic (the
+// covered exactly once by at most 64 chunks of whole 64-key tiles, and the count is not monotonic (the
 // reason a call sizes its scratch by the maximum over its rows). And which rows share a CTA of the
 // multi-row kernel (attention_rows.cuh).
 #include <gtest/gtest.h>
@@ -28,10 +28,12 @@ TEST(AttentionChunking, CoversEachWindowOnceWithFewWholeTileChunks) {
 TEST(AttentionChunking, CountIsNotMonotonicInTheWindow) {
   EXPECT_EQ(chunking(64).chunks, 1);
   EXPECT_EQ(chunking(65).chunks, 2);
-  EXPECT_EQ(chunking(1024).chunks, 16);
-  EXPECT_EQ(chunking(1024).keys, 64);
-  EXPECT_EQ(chunking(1025).chunks, 9);
-  EXPECT_EQ(chunking(1025).keys, 128);
+  EXPECT_EQ(chunking(4096).chunks, 64);
+  EXPECT_EQ(chunking(4096).keys, 64);
+  EXPECT_EQ(chunking(4097).chunks, 33);
+  EXPECT_EQ(chunking(4097).keys, 128);
+  EXPECT_EQ(chunking(32768).chunks, 64);
+  EXPECT_EQ(chunking(32768).keys, 512);
 }
 
 // Rows at consecutive positions p0 .. p0 + k - 1 of block table `table`, window start ws.
@@ -50,9 +52,9 @@ TEST(AttentionChunking, RowsShareACtaWhereTheirChunksAgree) {
   // A verify of the 8B (windows 505..520, 64-key chunks), four rows per item.
   EXPECT_EQ(items_of(run_of(0, 504, 16), 4), (V{0, 4, 8, 12, 16}));
   EXPECT_EQ(items_of(run_of(0, 504, 16), 5), (V{0, 5, 10, 15, 16}));
-  // Windows 1017..1032: 64-key chunks up to 1024 keys, then 128: an item ends there.
-  EXPECT_EQ(items_of(run_of(0, 1016, 16), 16), (V{0, 8, 16}));
-  EXPECT_EQ(items_of(run_of(0, 1018, 12), 4), (V{0, 4, 6, 10, 12}));
+  // Windows 4089..4104: 64-key chunks up to 4096 keys, then 128: an item ends there.
+  EXPECT_EQ(items_of(run_of(0, 4088, 16), 16), (V{0, 8, 16}));
+  EXPECT_EQ(items_of(run_of(0, 4090, 12), 4), (V{0, 4, 6, 10, 12}));
   // A new item at another block table and at another window start.
   auto rows = run_of(0, 100, 3);
   for (const auto& more : {run_of(1, 103, 3), run_of(1, 106, 2, 5)}) rows.insert(rows.end(), more.begin(), more.end());

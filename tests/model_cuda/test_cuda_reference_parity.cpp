@@ -131,13 +131,19 @@ TEST_P(CudaReferenceParity, Bf16KvCacheAgreesWithTheCpu) {
   auto gs = gpu->new_sequence(), cs = cpu->new_sequence();
   auto rg = run_one(*gpu, *gs, prompt, SpanMode::Prefill, LogitsWanted::All);
   auto rc = run_one(*cpu, *cs, prompt, SpanMode::Prefill, LogitsWanted::All);
+  // The GPU's prefill attention runs on tensor cores (q and the probabilities rounded to bf16); the CPU's is
+  // f32: measured 1.3e-4 to 5.3e-4 on the H200 (a wrong key or head would be O(1)). The extend rows read
+  // the keys and values that prefill stored, so they carry the same difference.
+  constexpr double kBf16AttentionTol = 2e-3;
   for (size_t p = 0; p < prompt.size(); ++p)
-    EXPECT_LE(rel_err(rg.logits.as<float>() + p * V, rc.logits.as<float>() + p * V, V), kTol) << "position " << p;
+    EXPECT_LE(rel_err(rg.logits.as<float>() + p * V, rc.logits.as<float>() + p * V, V), kBf16AttentionTol)
+        << "position " << p;
   const std::vector<int32_t> draft = {3, 1, 4, 1, 5};
   auto eg = run_one(*gpu, *gs, draft, SpanMode::Extend, LogitsWanted::All);
   auto ec = run_one(*cpu, *cs, draft, SpanMode::Extend, LogitsWanted::All);
   for (size_t i = 0; i < draft.size(); ++i)
-    EXPECT_LE(rel_err(eg.logits.as<float>() + i * V, ec.logits.as<float>() + i * V, V), kTol) << "extend row " << i;
+    EXPECT_LE(rel_err(eg.logits.as<float>() + i * V, ec.logits.as<float>() + i * V, V), kBf16AttentionTol)
+        << "extend row " << i;
 }
 
 INSTANTIATE_TEST_SUITE_P(Fixtures, CudaReferenceParity, ::testing::ValuesIn(all_fixtures()),

@@ -214,7 +214,7 @@ void qk_norm_rope_kv_store(const HeadPrepArgs& a, const KvArgs& kv, cudaStream_t
 bool attention_supports(int head_dim);
 // At most 16 query heads per KV head (attention_group_supported).
 bool attention_group_supported(int num_heads, int num_kv_heads);
-// The chunks a row's window of `window` keys is split into (at most 16; not monotonic in the window),
+// The chunks a row's window of `window` keys is split into (at most 64; not monotonic in the window),
 // and the f32 scratch a call needs for `rows` rows with at most max_chunks chunks each (per row, head
 // and chunk: the chunk's weighted V sum, max and sum).
 int64_t attention_chunks(int64_t window);
