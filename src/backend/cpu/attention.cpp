@@ -81,10 +81,15 @@ void attention(const TensorView& q, const KvGeometry& geo, int layer, std::span<
   const int group = num_heads / geo.num_kv_heads;
   const int nkv = geo.num_kv_heads;
 
-  // Runs of consecutive rows that share a sequence (the same block table).
+  // Runs of up to kRunRows consecutive rows that share a sequence (the same block table). The cap gives
+  // a long prefill chunk many tasks (with one KV head, a 2048-row chunk was one task on one thread) and
+  // bounds a task's scores to kRunRows·group rows; decode and verify rows fit in one run, so they still
+  // read each key once. A row's arithmetic is the same in any run, so its bits do not change.
+  constexpr int64_t kRunRows = 64;
   std::vector<std::pair<int64_t, int64_t>> runs;
   for (int64_t r = 0; r < static_cast<int64_t>(rows.size()); ++r) {
-    if (runs.empty() || rows[r].blocks != rows[runs.back().first].blocks) runs.push_back({r, r});
+    if (runs.empty() || rows[r].blocks != rows[runs.back().first].blocks || r - runs.back().first == kRunRows)
+      runs.push_back({r, r});
     runs.back().second = r + 1;
   }
   const int64_t tasks = static_cast<int64_t>(runs.size()) * nkv;
