@@ -40,7 +40,9 @@ struct XbOut {
 };
 // The XbOut for a future matmul input [M, K] when the gemv kernel would read it through a bf16 copy
 // (gemv_xb_rows() <= M <= gemv_max_rows()), or with `free_order` when the caller's cuBLASLt path would
-// (matmul_free_order.h), in the matmul's scratch; {} otherwise. Valid until
+// (matmul_free_order.h), or above gemv_max_rows() on an sm_90a device for the prefill GEMM
+// (matmul_bf16_prefill reads it; the row-invariant wgmma kernels convert x themselves), in the matmul's
+// scratch; {} otherwise. Valid until
 // the next matmul launch (a producer writes it, the matmul enqueued right after reads it).
 XbOut matmul_xb_out(int64_t M, int64_t K, cudaStream_t stream, bool free_order = false);
 // Matmul launches (gemv, matmul_bf16_mid) that read an XbOut instead of converting x (a counter for

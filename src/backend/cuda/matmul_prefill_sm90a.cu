@@ -203,8 +203,10 @@ bool matmul_bf16_prefill(const MatmulArgs* parts, int count, cudaStream_t stream
     return true;
   }();
   (void)configured;
-  const int64_t ldxb = xb_pitch(a0.K, kKT);
-  const uint16_t* xb = matmul_x_to_bf16(a0.x, a0.ldx, a0.M, a0.K, ldxb, stream);
+  // x's bf16 copy: the one its producer wrote (norms, swiglu: XbOut), else converted here.
+  const bool reuse = a0.xb != nullptr && a0.ldxb >= a0.K && a0.ldxb % 8 == 0;
+  const int64_t ldxb = reuse ? a0.ldxb : xb_pitch(a0.K, kKT);
+  const uint16_t* xb = reuse ? a0.xb : matmul_x_to_bf16(a0.x, a0.ldx, a0.M, a0.K, ldxb, stream);
   const CUtensorMap a_map = tensor_map(xb, a0.M, a0.K, ldxb, Gemm::kBM);
   for (int i = 0; i < count; ++i) {
     const MatmulArgs& a = parts[i];
