@@ -268,6 +268,7 @@ json run_step_bench(TargetModel& target, const spec::DFlashDrafter* drafter, con
   const step_bench::KvBudget budget(target, drafter, o.kv_budget_bytes);
   r["kv_budget_bytes"] = budget.bytes();
   r["kv_element_bytes"] = kv_element_bytes(target);
+  r["kv_dtype"] = dtype_name(target.kv_dtype());
 
   const std::optional<DeviceGemmRate> gemm = measure_device_gemm_rate(target.backend());
   if (gemm) {

@@ -63,6 +63,7 @@ TEST(StepBenchLong, ContextListWithRatiosToTheFirstAndKvReadBytes) {
   EXPECT_EQ(j["context"], 40);  // the batch tables run at the first entry
   ASSERT_EQ(j["contexts"].size(), 3u);
   EXPECT_EQ(j["kv_element_bytes"].get<double>(), 2.0);  // the bf16 cache (--kv-dtype auto, bf16 weights)
+  EXPECT_EQ(j["kv_dtype"], "BF16");
   const auto& first = j["contexts"][0];
   const int positions[] = {40, 300, 120};
   for (size_t i = 0; i < 3; ++i) {
@@ -93,6 +94,7 @@ TEST(StepBenchLong, KvDtypeF32DoublesTheKvBytes) {
   const auto j = bench_json("--prefill 64 --contexts 40 --kv-dtype f32");
   ASSERT_TRUE(j.is_object());
   EXPECT_EQ(j["kv_element_bytes"].get<double>(), 4.0);
+  EXPECT_EQ(j["kv_dtype"], "F32");
   EXPECT_DOUBLE_EQ(j["contexts"][0]["kv_read_bytes"].get<double>(), 2.0 * 2 * 2 * 64 * 40 * 4);
 }
 
