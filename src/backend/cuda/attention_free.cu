@@ -19,6 +19,7 @@
 #include <type_traits>
 #include <vector>
 
+#include "backend/cuda/attention_tc_fragments.cuh"
 #include "backend/cuda/cuda_check.h"
 #include "backend/cuda/device_math.cuh"
 #include "backend/cuda/kernels.h"
@@ -64,29 +65,6 @@ __device__ __forceinline__ float* free_partial(float* part, int64_t r, int num_h
 __device__ __forceinline__ const float* free_partial(const float* part, int64_t r, int num_heads, int h, int splits,
                                                      int z, int head_dim) {
   return part + ((r * num_heads + h) * splits + z) * free_partial_floats(head_dim);
-}
-
-// B fragments of two adjacent 8-column tiles of V (k = 16 keys from `addr`'s rows, n = dims), read
-// transposed from its [key][dim] rows.
-__device__ __forceinline__ void ldmatrix_x4_trans(uint32_t addr, uint32_t& r0, uint32_t& r1, uint32_t& r2,
-                                                  uint32_t& r3) {
-  asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0, %1, %2, %3}, [%4];\n"
-               : "=r"(r0), "=r"(r1), "=r"(r2), "=r"(r3)
-               : "r"(addr)
-               : "memory");
-}
-
-__device__ __forceinline__ void store_bf16x4(uint16_t* dst, float4 v) {
-  *reinterpret_cast<uint2*>(dst) = make_uint2(tc::pack_bf16x2(v.x, v.y), tc::pack_bf16x2(v.z, v.w));
-}
-
-// Four staged cache elements at src into dst's bf16 row: an f32 cache's rounded to bf16 (store_bf16x4),
-// a bf16 cache's as they are (the same bits store_bf16x4 gives for f32 values already bf16).
-__device__ __forceinline__ void stage_bf16x4(uint16_t* dst, const float* src) {
-  store_bf16x4(dst, *reinterpret_cast<const float4*>(src));
-}
-__device__ __forceinline__ void stage_bf16x4(uint16_t* dst, const KvBf16* src) {
-  *reinterpret_cast<uint2*>(dst) = *reinterpret_cast<const uint2*>(src);
 }
 
 // items[i] .. items[i + 1]: the rows of item i (consecutive rows of one sequence); blockIdx.x =

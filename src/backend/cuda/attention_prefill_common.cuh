@@ -7,6 +7,7 @@
 #include <cstdint>
 
 #include "backend/cuda/attention_prefill.h"
+#include "backend/cuda/attention_tc_fragments.cuh"
 #include "backend/cuda/kv_layout.cuh"
 #include "backend/cuda/matmul_tensor_core.cuh"
 #include "backend/cuda/matmul_tensor_core_ptx.cuh"
@@ -63,29 +64,6 @@ constexpr int prefill_smem_bytes() {
   return static_cast<int>(sizeof(uint16_t)) * PrefillLayout<HD, H2>::kElems;
 }
 
-// B fragments of two adjacent 8-column tiles of V (k = 16 keys from `addr`'s rows, n = dims), read
-// transposed from its [key][dim] rows.
-__device__ __forceinline__ void ldmatrix_x4_trans(uint32_t addr, uint32_t& r0, uint32_t& r1, uint32_t& r2,
-                                                  uint32_t& r3) {
-  asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0, %1, %2, %3}, [%4];\n"
-               : "=r"(r0), "=r"(r1), "=r"(r2), "=r"(r3)
-               : "r"(addr)
-               : "memory");
-}
-
-__device__ __forceinline__ void store_bf16x4(uint16_t* dst, float4 v) {
-  *reinterpret_cast<uint2*>(dst) = make_uint2(tc::pack_bf16x2(v.x, v.y), tc::pack_bf16x2(v.z, v.w));
-}
-
-// Four staged cache elements at src into dst's bf16 row: an f32 cache's rounded to bf16 (store_bf16x4),
-// a bf16 cache's as they are (the same bits store_bf16x4 gives for f32 values already bf16).
-__device__ __forceinline__ void stage_bf16x4(uint16_t* dst, const float* src) {
-  store_bf16x4(dst, *reinterpret_cast<const float4*>(src));
-}
-__device__ __forceinline__ void stage_bf16x4(uint16_t* dst, const KvBf16* src) {
-  *reinterpret_cast<uint2*>(dst) = *reinterpret_cast<const uint2*>(src);
-}
-
 // This lane's A fragment of k-step ks of the warp's 16 query rows, from q's bf16 rows in shared memory.
 template <int P>
 __device__ __forceinline__ void q_fragment(const uint16_t* s_q, int warp, int lane, int ks, uint32_t (&a)[4]) {
@@ -94,6 +72,25 @@ __device__ __forceinline__ void q_fragment(const uint16_t* s_q, int warp, int la
     const tc::RowCol rc = tc::a_frag(lane, r);
     a[r] = *reinterpret_cast<const uint32_t*>(s_q + (16 * warp + rc.row) * P + 16 * ks + rc.col);
   }
+}
+
+// The end of both kernels: the row sums of the quad's lanes joined, and out = O / l for the warp's rows
+// below nr (rows r0 + 16 warp .. of the tile) at query head `head`.
+template <int HD, int DT = HD / 8>
+__device__ __forceinline__ void write_rows(const float (&o)[DT][4], float (&l)[2], float* out, int64_t ldo, int64_t r0,
+                                           int nr, int head, int warp, int lane) {
+#pragma unroll
+  for (int h = 0; h < 2; ++h) {
+    l[h] += __shfl_xor_sync(0xffffffffu, l[h], 1);
+    l[h] += __shfl_xor_sync(0xffffffffu, l[h], 2);
+  }
+#pragma unroll
+  for (int dt = 0; dt < DT; ++dt)
+#pragma unroll
+    for (int e = 0; e < 4; ++e) {
+      const int i = 16 * warp + (lane >> 2) + 8 * (e >> 1);
+      if (i < nr) out[(r0 + i) * ldo + int64_t{head} * HD + 8 * dt + 2 * (lane & 3) + (e & 1)] = o[dt][e] / l[e >> 1];
+    }
 }
 
 }  // namespace

@@ -175,18 +175,7 @@ __global__ void __launch_bounds__(prefill_threads<H2>())
       }
     }
   }
-#pragma unroll
-  for (int h = 0; h < 2; ++h) {
-    l[h] += __shfl_xor_sync(0xffffffffu, l[h], 1);
-    l[h] += __shfl_xor_sync(0xffffffffu, l[h], 2);
-  }
-#pragma unroll
-  for (int dt = 0; dt < DT; ++dt)
-#pragma unroll
-    for (int e = 0; e < 4; ++e) {
-      const int i = 16 * warp + (lane >> 2) + 8 * (e >> 1);
-      if (i < nr) out[(r0 + i) * ldo + int64_t{head} * HD + 8 * dt + 2 * (lane & 3) + (e & 1)] = o[dt][e] / l[e >> 1];
-    }
+  write_rows<HD>(o, l, out, ldo, r0, nr, head, warp, lane);
 }
 
 }  // namespace
