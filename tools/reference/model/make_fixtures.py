@@ -272,6 +272,34 @@ def make_qwen3_5_vl(outdir, name, seed):
     return meta
 
 
+def run_jobs(outdir, jobs, summary_name, tar_name):
+    """Runs each (name, job) (a job builds outdir/name and returns its summary), keeps going past a
+    failure, writes the summaries to outdir/summary_name and the fixture folders to outdir/tar_name (for
+    carrying back from the GPU machine), lists the files, and returns the summaries."""
+    summary = {}
+    for name, job in jobs:
+        try:
+            summary[name] = job()
+        except Exception as e:
+            traceback.print_exc()
+            summary[name] = {"error": repr(e)[:500]}
+        print(name, json.dumps(summary[name]), flush=True)
+    with open(os.path.join(outdir, summary_name), "w") as f:
+        json.dump(summary, f, indent=2)
+    with tarfile.open(os.path.join(outdir, tar_name), "w") as tar:
+        for name, _ in jobs:
+            p = os.path.join(outdir, name)
+            if os.path.isdir(p):
+                tar.add(p, arcname=name)
+        tar.add(os.path.join(outdir, summary_name), arcname=summary_name)
+    for name, _ in jobs:
+        p = os.path.join(outdir, name)
+        if os.path.isdir(p):
+            for fn in sorted(os.listdir(p)):
+                print(f"  {name}/{fn}: {os.path.getsize(os.path.join(p, fn))} bytes")
+    return summary
+
+
 def main():
     outdir = sys.argv[1] if len(sys.argv) > 1 else "fixtures_out"
     os.makedirs(outdir, exist_ok=True)
@@ -281,33 +309,13 @@ def main():
         print("flash-linear-attention available:", is_flash_linear_attention_available(), flush=True)
     except Exception:
         pass
-    summary = {}
     jobs = [
         ("qwen3_untied", lambda: make_qwen3(outdir, "qwen3_untied", tied=False, seed=11)),
         ("qwen3_tied", lambda: make_qwen3(outdir, "qwen3_tied", tied=True, seed=12)),
         ("qwen3_5_flat", lambda: make_qwen3_5_flat(outdir, "qwen3_5_flat", seed=13)),
         ("qwen3_5_vl", lambda: make_qwen3_5_vl(outdir, "qwen3_5_vl", seed=14)),
     ]
-    for name, job in jobs:
-        try:
-            summary[name] = job()
-        except Exception as e:
-            traceback.print_exc()
-            summary[name] = {"error": repr(e)[:500]}
-        print(name, json.dumps(summary[name]), flush=True)
-    with open(os.path.join(outdir, "summary.json"), "w") as f:
-        json.dump(summary, f, indent=2)
-    with tarfile.open(os.path.join(outdir, "fixtures.tar"), "w") as tar:
-        for name, _ in jobs:
-            p = os.path.join(outdir, name)
-            if os.path.isdir(p):
-                tar.add(p, arcname=name)
-        tar.add(os.path.join(outdir, "summary.json"), arcname="summary.json")
-    for name, _ in jobs:
-        p = os.path.join(outdir, name)
-        if os.path.isdir(p):
-            for fn in sorted(os.listdir(p)):
-                print(f"  {name}/{fn}: {os.path.getsize(os.path.join(p, fn))} bytes")
+    run_jobs(outdir, jobs, "summary.json", "fixtures.tar")
 
 
 if __name__ == "__main__":

@@ -33,12 +33,9 @@ eager attention materialises the heads x 16,500^2 fp32 score matrix of a layer):
   python3 tools/reference/model/make_long_fixtures.py tests/fixtures/model
 Writes OUTDIR/<fixture>/... and OUTDIR/long_fixtures.tar (both fixtures) and prints a summary.
 """
-import json
 import os
 import sys
-import tarfile
 import time
-import traceback
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import make_fixtures as mf  # noqa: E402  (sets the offline / CPU environment, imports torch)
@@ -156,27 +153,7 @@ def main():
         ("qwen3_long", lambda: make_qwen3_long(outdir, "qwen3_long", seed=21)),
         ("qwen3_5_long", lambda: make_qwen3_5_long(outdir, "qwen3_5_long", seed=22)),
     ]
-    summary = {}
-    for name, job in jobs:
-        try:
-            summary[name] = job()
-        except Exception as e:
-            traceback.print_exc()
-            summary[name] = {"error": repr(e)[:500]}
-        print(name, json.dumps(summary[name]), flush=True)
-    with open(os.path.join(outdir, "long_summary.json"), "w") as f:
-        json.dump(summary, f, indent=2)
-    with tarfile.open(os.path.join(outdir, "long_fixtures.tar"), "w") as tar:
-        for name, _ in jobs:
-            p = os.path.join(outdir, name)
-            if os.path.isdir(p):
-                tar.add(p, arcname=name)
-        tar.add(os.path.join(outdir, "long_summary.json"), arcname="long_summary.json")
-    for name, _ in jobs:
-        p = os.path.join(outdir, name)
-        if os.path.isdir(p):
-            for fn in sorted(os.listdir(p)):
-                print(f"  {name}/{fn}: {os.path.getsize(os.path.join(p, fn))} bytes")
+    summary = mf.run_jobs(outdir, jobs, "long_summary.json", "long_fixtures.tar")
     sys.exit(1 if any("error" in v for v in summary.values()) else 0)
 
 
