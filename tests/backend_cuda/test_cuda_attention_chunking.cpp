@@ -72,5 +72,26 @@ TEST(AttentionChunking, RowsShareACtaWhereTheirChunksAgree) {
   EXPECT_EQ(items_of(rows, 4), (V{0, 2, 3, 4, 8}));
 }
 
+// The tensor-core split kernel's items: the same cuts, always made (a decode is an item of one row).
+TEST(AttentionChunking, SplitItemsAlwaysCutRunsWhoseChunksAgree) {
+  using V = std::vector<int32_t>;
+  auto split = [](const std::vector<cuda::kernels::KvRow>& rows, int max_rows) {
+    return cuda::attn::split_items(rows.data(), static_cast<int64_t>(rows.size()), max_rows);
+  };
+  EXPECT_EQ(split(run_of(0, 700, 1), 16), (V{0, 1}));
+  EXPECT_EQ(split(run_of(0, 504, 16), 16), (V{0, 16}));
+  EXPECT_EQ(split(run_of(0, 504, 20), 16), (V{0, 16, 20}));
+  EXPECT_EQ(split(run_of(0, 4088, 16), 16), (V{0, 8, 16}));  // 64-key chunks, then 128
+  std::vector<cuda::kernels::KvRow> rows;
+  for (int s = 0; s < 3; ++s) rows.push_back({s, 10, 0});  // three sequences' decode rows
+  auto verify = run_of(3, 50, 16);
+  rows.insert(rows.end(), verify.begin(), verify.end());
+  EXPECT_EQ(split(rows, 16), (V{0, 1, 2, 3, 19}));
+  std::vector<cuda::kernels::KvRow> sliding;
+  for (int p = 200; p < 203; ++p) sliding.push_back({0, p, p - 99});
+  EXPECT_EQ(split(sliding, 16), (V{0, 1, 2, 3}));
+  EXPECT_EQ(split({}, 16), (V{0}));
+}
+
 }  // namespace
 }  // namespace specserve::cuda_test

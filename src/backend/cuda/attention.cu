@@ -32,6 +32,9 @@
 //   2. attention_combine_kernel: one block per (row, query head) merges the row's chunks in chunk
 //      order: M = max m_c, L = sum l_c e^(m_c - M), out = (sum acc_c e^(m_c - M)) / L; with an XbOut it
 //      also writes out's bf16 copy for the o projection's gemv kernel (xb_out.cuh).
+// A bf16 cache at head dims 128 and 256 takes neither partial kernel: attention_split_tc.cu's tensor-core
+// kernel serves all its rows (one read of a sequence's keys per step for up to 16 of its rows), with the
+// same chunks and the same combine in base 2.
 // Every choice of arithmetic depends only on the row's own window (the kernel and its variant depend
 // on the launch, the arithmetic does not), so a row gives the same bits alone (a decode) or inside any
 // batch (an extend, a verify, other sequences' rows).
@@ -193,7 +196,9 @@ __global__ void __launch_bounds__(kWarps * 32)
 
 // With xb.regs (the call's R rows, rows [R, xb.rows) padding): block (r, h) also writes head h's
 // registers of xb row r from its outputs (the last head also the registers past the heads), and the
-// same registers of padding rows R + r, 2R + r, ... (xb_out.cuh).
+// same registers of padding rows R + r, 2R + r, ... (xb_out.cuh). Base2: the records' maxima are in base 2
+// (the tensor-core split kernel's, attention_split_tc.cu), the factors 2^(m_c - M) by exp2f.
+template <bool Base2>
 __global__ void attention_combine_kernel(const KvRow* rows, int num_heads, int head_dim, const float* part,
                                          int max_chunks, float* out, int64_t ldo, int64_t R, XbOut xb) {
   pdl_begin();
@@ -208,7 +213,7 @@ __global__ void attention_combine_kernel(const KvRow* rows, int num_heads, int h
   for (int d = static_cast<int>(threadIdx.x); d < head_dim; d += blockDim.x) {
     float L = 0.0f, o = 0.0f;
     for (int64_t c = 0; c < chunks; ++c) {
-      const float f = expf(base[c * rec + head_dim] - mx);
+      const float f = Base2 ? exp2f(base[c * rec + head_dim] - mx) : expf(base[c * rec + head_dim] - mx);
       L = L + base[c * rec + head_dim + 1] * f;
       o = o + base[c * rec + d] * f;
     }
@@ -277,6 +282,14 @@ bool one_row_many_waves(const KvArgs& kv, int G, int max_chunks) {
          2 * ctas_per_wave(attention_partial_kernel<DPL, 0, true, KV>, smem1, wave[G]);
 }
 
+template <bool Base2>
+void launch_combine(const KvArgs& kv, int num_heads, int head_dim, const float* part, int max_chunks, float* out,
+                    int64_t ldo, cudaStream_t stream, const XbOut& xb) {
+  launch_pdl(attention_combine_kernel<Base2>, static_cast<unsigned>(kv.R * num_heads), head_dim < 128 ? head_dim : 128,
+             0, stream, kv.rows, num_heads, head_dim, part, max_chunks, out, ldo, kv.R, xb);
+  CUDA_CHECK_LAUNCH();
+}
+
 template <int DPL, class KV>
 void launch_attention(const KvArgs& kv, const float* q, int64_t ldq, int num_heads, float scale, float* out,
                       int64_t ldo, float* part, int max_chunks, cudaStream_t stream, const XbOut& xb) {
@@ -285,6 +298,13 @@ void launch_attention(const KvArgs& kv, const float* q, int64_t ldq, int num_hea
   // 32, 64, 128 and 256). Otherwise the group sizes of the supported models get their own
   // single-row kernels (head_dim 128 and 256 only, to bound the instantiations); any other runs the
   // generic one. Same bits in every case.
+  // A bf16 cache at head dims 128 and 256: the tensor-core split kernel (attention_split_tc.cu) for every
+  // row, decode and verify alike.
+  if (split_tc_serves(kv, num_heads)) {
+    launch_split_tc(kv, q, ldq, num_heads, scale, part, max_chunks, stream);
+    launch_combine<true>(kv, num_heads, HD, part, max_chunks, out, ldo, stream, xb);
+    return;
+  }
   const int G = num_heads / kv.num_kv_heads;
   bool launched = kv.R > 1 && launch_grouped_rows(kv, q, ldq, num_heads, scale, part, max_chunks,
                                                   one_row_many_waves<DPL, KV>(kv, G, max_chunks), stream);
@@ -300,9 +320,7 @@ void launch_attention(const KvArgs& kv, const float* q, int64_t ldq, int num_hea
     }
   }
   if (!launched) launch_partial<DPL, 0, KV>(kv, q, ldq, num_heads, scale, part, max_chunks, stream);
-  launch_pdl(attention_combine_kernel, static_cast<unsigned>(kv.R * num_heads), HD < 128 ? HD : 128, 0, stream, kv.rows,
-             num_heads, HD, part, max_chunks, out, ldo, kv.R, xb);
-  CUDA_CHECK_LAUNCH();
+  launch_combine<false>(kv, num_heads, HD, part, max_chunks, out, ldo, stream, xb);
 }
 
 template <class KV>

@@ -1,8 +1,8 @@
 #pragma once
-// What the two split-KV attention partial kernels share (attention.cu: one row per CTA;
-// attention_rows.cu: several rows of one sequence per CTA): the shared-memory and scratch layouts, the
-// tile loads, and the choice of the values-after-keys (SeqKV) variant. The per-tile arithmetic they
-// share is attention_tile.cuh.
+// What the split-KV attention partial kernels share (attention.cu: one row per CTA; attention_rows.cu:
+// several rows of one sequence per CTA; attention_split_tc.cu: the tensor-core kernel of bf16 caches): the
+// shared-memory and scratch layouts, the tile loads, and the choice of the values-after-keys (SeqKV)
+// variant. The per-tile arithmetic of the first two is attention_tile.cuh.
 #include <cuda_runtime.h>
 
 #include <atomic>
@@ -117,5 +117,12 @@ inline bool use_seq_kv(Kernel overlapped, size_t smem2, int64_t ctas, std::atomi
 // (attention_rows.cuh) rows are grouped only then.
 bool launch_grouped_rows(const KvArgs& kv, const float* q, int64_t ldq, int num_heads, float scale, float* part,
                          int max_chunks, bool many_waves, cudaStream_t stream);
+
+// The tensor-core split kernel (attention_split_tc.cu): whether it serves a call (a bf16 cache, head dim
+// 128 or 256, at most 8 query heads per KV head, kv.host_rows given), and its launch, which writes the
+// records attention_combine_kernel<true> (base-2 maxima) merges. The caller holds the staging lock.
+bool split_tc_serves(const KvArgs& kv, int num_heads);
+void launch_split_tc(const KvArgs& kv, const float* q, int64_t ldq, int num_heads, float scale, float* part,
+                     int max_chunks, cudaStream_t stream);
 
 }  // namespace specserve::cuda::kernels::attn_kernel

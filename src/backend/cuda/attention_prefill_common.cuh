@@ -31,12 +31,12 @@ template <int HD>
 struct PrefillShape;
 template <>
 struct PrefillShape<128> {
-  static constexpr int kStepKeys = 64;
+  static constexpr int kStepKeys = tc_step_keys<128>();
   static constexpr bool kQInRegs = true;
 };
 template <>
 struct PrefillShape<256> {
-  static constexpr int kStepKeys = 32;
+  static constexpr int kStepKeys = tc_step_keys<256>();
   static constexpr bool kQInRegs = false;
 };
 

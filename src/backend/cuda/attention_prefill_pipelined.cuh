@@ -2,6 +2,7 @@
 // Internal to attention_prefill.cu (included there only): the pipelined prefill attention kernel (the default
 // for a bf16 cache). The rule and the argument: attention_prefill.cu's header.
 #include "backend/cuda/attention_prefill_common.cuh"
+#include "backend/cuda/attention_tc_step.cuh"
 #include "backend/cuda/launch.cuh"
 
 namespace specserve::cuda::kernels {
@@ -9,16 +10,6 @@ namespace specserve::cuda::kernels {
 namespace {
 
 // ---- The pipelined kernel (the default for a bf16 cache; the file's header) ----
-
-// ex2.approx of the hardware (one MUFU op, flush-to-zero): the same instruction for every row;
-// 2^-inf = +0 exactly.
-__device__ __forceinline__ float exp2_approx(float x) {
-  float y;
-  asm("ex2.approx.ftz.f32 %0, %1;\n" : "=f"(y) : "f"(x));
-  return y;
-}
-
-__device__ __forceinline__ void prefetch_l1(const void* p) { asm volatile("prefetch.L1 [%0];\n" ::"l"(p)); }
 
 // Shared memory in bf16 elements: two steps' keys then values [2][2][KB][P] (cp.async lands step j + 1 in
 // one while step j is computed from the other), then q [H2][kRows][P]. P = HD + 8: the 8 rows an ldmatrix
@@ -55,7 +46,7 @@ __global__ void __launch_bounds__(prefill_threads<H2>(), pipelined_min_ctas<HD>(
                                        int64_t ldo) {
   pdl_begin();
   using L = PipelinedLayout<HD, H2>;
-  constexpr int P = L::kPitch, KB = L::KB, KS = HD / 16, DT = HD / 8, NT = KB / 8;
+  constexpr int P = L::kPitch, KB = L::KB, DT = HD / 8;
   constexpr int kThreads = prefill_threads<H2>();
   extern __shared__ __align__(16) uint16_t smem16[];
   uint16_t* s_q = smem16 + L::kQ;
@@ -138,87 +129,8 @@ __global__ void __launch_bounds__(prefill_threads<H2>(), pipelined_min_ctas<HD>(
     if (tid == 0 && t0 + 2 * KB < n) prefetch_l1(table + (t0 + 2 * KB) / kBlockSize);
     const uint32_t kv_base = smem_base + 2u * static_cast<uint32_t>((j & 1) * L::kStepElems);
 
-    // S = q kᵀ: each score one chain of mma k-steps over the head dim in increasing order.
-    float sc[NT][4];
-#pragma unroll
-    for (int nt = 0; nt < NT; ++nt) sc[nt][0] = sc[nt][1] = sc[nt][2] = sc[nt][3] = 0.0f;
-#pragma unroll
-    for (int ks = 0; ks < KS; ++ks) {
-      uint32_t a[4];
-      tc::ldmatrix_x4(q_lane + 32u * ks, a[0], a[1], a[2], a[3]);
-#pragma unroll
-      for (int nt = 0; nt < NT; nt += 2) {
-        uint32_t b0, b1, b2, b3;
-        tc::ldmatrix_x4(kv_base + k_lane + 2u * (8 * nt * P + 16 * ks), b0, b1, b2, b3);
-        tc::mma_bf16(sc[nt], a, b0, b1);
-        tc::mma_bf16(sc[nt + 1], a, b2, b3);
-      }
-    }
-
-    // The online softmax of rows lane / 4 (h = 0) and lane / 4 + 8 (h = 1), in base 2: s = score ·
-    // scale · log2(e). A key is masked (-inf) past its row's position; a step whose last key no row of
-    // the warp is before gives every key the unmasked value, which is the masked one's for visible keys.
-    float mx[2] = {-INFINITY, -INFINITY};
-    if (t0 + KB - 1 > warp_first) {
-#pragma unroll
-      for (int nt = 0; nt < NT; ++nt)
-#pragma unroll
-        for (int e = 0; e < 4; ++e) {
-          const int key = t0 + 8 * nt + 2 * (lane & 3) + (e & 1);
-          sc[nt][e] = key <= pos[e >> 1] ? sc[nt][e] * scale_log2 : -INFINITY;
-          mx[e >> 1] = fmaxf(mx[e >> 1], sc[nt][e]);
-        }
-    } else {
-#pragma unroll
-      for (int nt = 0; nt < NT; ++nt)
-#pragma unroll
-        for (int e = 0; e < 4; ++e) {
-          sc[nt][e] *= scale_log2;
-          mx[e >> 1] = fmaxf(mx[e >> 1], sc[nt][e]);
-        }
-    }
-    float corr[2], base[2];
-#pragma unroll
-    for (int h = 0; h < 2; ++h) {
-      mx[h] = fmaxf(mx[h], __shfl_xor_sync(0xffffffffu, mx[h], 1));
-      mx[h] = fmaxf(mx[h], __shfl_xor_sync(0xffffffffu, mx[h], 2));
-      const float m_new = fmaxf(m[h], mx[h]);
-      // Only a padding row keeps m = -inf: base 0 keeps its p at 0 instead of NaN. An unchanged max
-      // (every step of masked keys past a real row's position) gives the factor 1 exactly.
-      base[h] = m_new == -INFINITY ? 0.0f : m_new;
-      corr[h] = m[h] == m_new ? 1.0f : exp2_approx(m[h] - base[h]);
-      m[h] = m_new;
-      l[h] *= corr[h];
-    }
-#pragma unroll
-    for (int nt = 0; nt < NT; ++nt)
-#pragma unroll
-      for (int e = 0; e < 4; ++e) {
-        sc[nt][e] = exp2_approx(sc[nt][e] - base[e >> 1]);
-        l[e >> 1] += sc[nt][e];
-      }
-    // O times 1 keeps its bits: skipping it where every factor of the warp is 1 changes none.
-    if (__any_sync(0xffffffffu, corr[0] != 1.0f || corr[1] != 1.0f)) {
-#pragma unroll
-      for (int dt = 0; dt < DT; ++dt)
-#pragma unroll
-        for (int e = 0; e < 4; ++e) o[dt][e] *= corr[e >> 1];
-    }
-
-    // O += P V: P's C fragments of keys 16c .. 16c + 15 are the A fragment of k-step c.
-#pragma unroll
-    for (int c = 0; c < KB / 16; ++c) {
-      const uint32_t pa[4] = {tc::pack_bf16x2(sc[2 * c][0], sc[2 * c][1]), tc::pack_bf16x2(sc[2 * c][2], sc[2 * c][3]),
-                              tc::pack_bf16x2(sc[2 * c + 1][0], sc[2 * c + 1][1]),
-                              tc::pack_bf16x2(sc[2 * c + 1][2], sc[2 * c + 1][3])};
-#pragma unroll
-      for (int dt = 0; dt < DT; dt += 2) {
-        uint32_t b0, b1, b2, b3;
-        ldmatrix_x4_trans(kv_base + v_lane + 2u * (16 * c * P + 8 * dt), b0, b1, b2, b3);
-        tc::mma_bf16(o[dt], pa, b0, b1);
-        tc::mma_bf16(o[dt + 1], pa, b2, b3);
-      }
-    }
+    tc_flash_step<HD, KB, P>(q_lane, kv_base, k_lane, v_lane, t0, t0 + KB - 1 > warp_first, pos, lane, scale_log2, o, m,
+                             l);
   }
   write_rows<HD>(o, l, out, ldo, r0, nr, head, warp, lane);
 }

@@ -31,24 +31,32 @@ RowGrouping row_grouping();
 // item has at most item_queries(group) / group rows.
 inline int item_queries(int group) { return group <= 4 ? 16 : 32; }
 
-// Cuts the call's rows, in order, into items of at most per_item consecutive rows whose chunks agree
-// (above), and returns the items' first rows followed by R (items + 1 entries). Empty when that would
-// not halve the CTAs (fewer than two rows per item on average): then every row goes to the single-row
-// kernel.
-inline std::vector<int32_t> row_items(const kernels::KvRow* rows, int64_t R, int per_item) {
+// The call's rows, in order, cut into items of at most max_rows consecutive rows whose chunks agree (above):
+// the items' first rows followed by R. The tensor-core split kernel (attention_split_tc.cu) takes them as
+// they are (a row alone is an item of one: a decode).
+inline std::vector<int32_t> split_items(const kernels::KvRow* rows, int64_t R, int max_rows) {
   std::vector<int32_t> starts;
-  if (per_item < 2 || R < 2) return starts;  // (a decode: nothing to group)
   auto keys = [&](int64_t r) { return chunking(int64_t{rows[r].position} + 1 - rows[r].window_start).keys; };
   for (int64_t r = 0; r < R;) {
     starts.push_back(static_cast<int32_t>(r));
     int64_t e = r + 1;
-    while (e < R && e - r < per_item && rows[e].table == rows[r].table &&
+    while (e < R && e - r < max_rows && rows[e].table == rows[r].table &&
            rows[e].window_start == rows[r].window_start && keys(e) == keys(r))
       ++e;
     r = e;
   }
-  if (2 * static_cast<int64_t>(starts.size()) > R) return {};
   starts.push_back(static_cast<int32_t>(R));
+  return starts;
+}
+
+// Cuts the call's rows, in order, into items of at most per_item consecutive rows whose chunks agree
+// (split_items), and returns the items' first rows followed by R (items + 1 entries). Empty when that would
+// not halve the CTAs (fewer than two rows per item on average): then every row goes to the single-row
+// kernel.
+inline std::vector<int32_t> row_items(const kernels::KvRow* rows, int64_t R, int per_item) {
+  if (per_item < 2 || R < 2) return {};  // (a decode: nothing to group)
+  std::vector<int32_t> starts = split_items(rows, R, per_item);
+  if (2 * static_cast<int64_t>(starts.size() - 1) > R) return {};
   return starts;
 }
 

@@ -1,7 +1,8 @@
 #pragma once
-// Fragment helpers the tensor-core attention kernels share (attention_free.cu, the drafter's free-order
-// kernel; attention_prefill_*.cuh, the prefill kernels): V's B fragments read transposed by ldmatrix, and
-// key/value tiles staged into bf16 rows from an f32 or a bf16 cache.
+// Helpers the tensor-core attention kernels share (attention_free.cu, the drafter's free-order kernel;
+// attention_prefill_*.cuh, the prefill kernels; attention_split_tc.cu, decode and verify rows): the keys of
+// one step per head dim, V's B fragments read transposed by ldmatrix, key/value tiles staged into bf16 rows
+// from an f32 or a bf16 cache, exp2 of the hardware.
 #include <cuda_runtime.h>
 
 #include <cstdint>
@@ -10,6 +11,24 @@
 #include "backend/cuda/matmul_tensor_core_ptx.cuh"
 
 namespace specserve::cuda::kernels {
+
+// The keys one step of the prefill and split tensor-core kernels walks: 64 at head dim 128, 32 at 256 (O
+// alone is 128 registers a thread there). A function of the head dim alone: a row's bits depend on it.
+template <int HD>
+constexpr int tc_step_keys() {
+  static_assert(HD == 128 || HD == 256, "the tensor-core attention kernels serve head dims 128 and 256");
+  return HD == 128 ? 64 : 32;
+}
+
+// ex2.approx of the hardware (one MUFU op, flush-to-zero): the same instruction for every row;
+// 2^-inf = +0 exactly.
+__device__ __forceinline__ float exp2_approx(float x) {
+  float y;
+  asm("ex2.approx.ftz.f32 %0, %1;\n" : "=f"(y) : "f"(x));
+  return y;
+}
+
+__device__ __forceinline__ void prefetch_l1(const void* p) { asm volatile("prefetch.L1 [%0];\n" ::"l"(p)); }
 
 // B fragments of two adjacent 8-column tiles of V (k = 16 keys from `addr`'s rows, n = dims), read
 // transposed from its [key][dim] rows.
