@@ -559,6 +559,15 @@ class CudaOps final : public Ops {
       }
     }
     if (stepped.empty() && chunked.empty()) return;
+    // The chunked kernels' scratch: a window of the call's chunks at a time (the window changes no bits).
+    const int64_t chunks = k::gdn_number_chunks(chunked.data(), static_cast<int64_t>(chunked.size()));
+    const int64_t window = k::gdn_chunked_window(chunks, dims.num_v_heads, dims.k_dim, dims.v_dim);
+    Buffer chunk_scratch;
+    if (!chunked.empty())
+      chunk_scratch =
+          Buffer(cuda_memory(),
+                 static_cast<size_t>(window * k::gdn_chunk_scratch_floats(dims.num_v_heads, dims.k_dim, dims.v_dim)) *
+                     sizeof(float));
     cuda::StagingBlob blob;
     const size_t off_stepped = blob.append(stepped.data(), stepped.size());
     const size_t off_chunked = blob.append(chunked.data(), chunked.size());
@@ -572,9 +581,10 @@ class CudaOps final : public Ops {
                           dims.k_dim, dims.v_dim, out.as<float>(), out.strides[0], cuda::launch_stream());
     if (!chunked.empty())
       k::gated_delta_rule_chunked(qkv.as<const float>(), qkv.strides[0], g.as<const float>(), beta.as<const float>(),
-                                  reinterpret_cast<const k::GdnChunkSpanDev*>(base + off_chunked),
+                                  reinterpret_cast<const k::GdnChunkSpanDev*>(base + off_chunked), chunked.data(),
                                   static_cast<int64_t>(chunked.size()), dims.num_k_heads, dims.num_v_heads, dims.k_dim,
-                                  dims.v_dim, out.as<float>(), out.strides[0], cuda::launch_stream());
+                                  dims.v_dim, out.as<float>(), out.strides[0], chunk_scratch.f32(), window,
+                                  cuda::launch_stream());
   }
 };
 

@@ -4,25 +4,57 @@
 // starting at position p first runs the partial chunk up to the next multiple. Stepped spans (decode,
 // verify) keep the token-by-token kernel of gated_deltanet.cu.
 //
-// One block per (span, value head h, tile of kT value columns), kThreads = 16 x 16 threads (ti, tj).
-// The state's columns are independent of each other, so a block owns S[:, tile] of its head and
-// walks the span's chunks in order; the state stays in global memory (the block is its only reader
-// and writer; __syncthreads orders its accesses). Per chunk of L <= 64 rows (rows past L are zero
-// padded, so they add exact zeros):
+// Two kernels per window of the call's chunks (chunks numbered span after span; a window is at most
+// gdn_chunked_window chunks, so that the scratch stays within 128 MiB):
+//
+// chunk_prep_kernel, one block per (chunk, value head h), fully parallel: everything of a chunk that does
+// not depend on the state, into the chunk's scratch item (layout: item_layout). kThreads = 16 x 16
+// threads (ti, tj); per chunk of L <= 64 rows (rows past L are zero padded, so they add exact zeros):
 //  1. gates: G = cumulative g summed left to right (the CPU's order), beta, e^G, e^(G_last - G);
-//  2. scores over key tiles of kT dims: A = strictly-lower (beta_i k_i.k_j) e^(G_i - G_j) and
-//     P = lower (q_i.k_j) e^(G_i - G_j), each thread a 4 x 4 sub-grid (rows ti + 16r, cols tj + 16c);
+//  2. scores over key tiles of 32 dims: A = strictly-lower (beta_i k_i.k_j) e^(G_i - G_j) and
+//     P = lower (q_i.k_j) e^(G_i - G_j) (stored), each thread a 4 x 4 sub-grid (rows ti + 16r, cols
+//     tj + 16c);
 //  3. M = (I + A)^-1: the four 16 x 16 diagonal blocks by forward substitution (a thread per column),
 //     then the blocks below the diagonal one distance at a time, M_ij = -M_ii sum_k A_ik M_kj;
-//  4. U = M (beta V); then per key tile: W = M (beta e^G K) and V' = U - W S0, O = (e^G Q) S0;
-//  5. O += P V' (stored), then per key tile S = e^(G_last) S0 + (e^(G_last - G) K)^T V'.
-// Every reduction runs in a fixed order on one thread (fmaf, f32): no atomics, and a span's bits
-// depend only on its own rows, state and the dims, never on the other spans of the call. Shared
-// memory is 87 KB whatever dk and dv (the state is staged a key tile at a time), so any dk and dv
-// run, two blocks per multiprocessor.
+//  4. U = M (beta V) over value tiles of 32 and W = M (beta e^G K) over key tiles of 32 (stored), each
+//     thread 4 x 2 outputs, sums over m < L in order.
+//  The item also holds e^G and e^(G_last - G) per row (0 past L) and e^(G_last). Rows past L of U, W
+//  and P are exact zeros (A's rows past L are zero, so M's are the identity's and beta V, beta K there
+//  are zero).
+//
+// chunk_state_kernel, one block per (span, value head h, tile of kVT = 32 value columns): the state's
+// columns are independent of each other, so a block owns S[:, tile] of its head, holds it in shared
+// memory for the whole window (read from and written back to the span's state once per window) and
+// walks the span's chunks of the window in order. kThreads = 16 x 16 threads (ti, tj); per chunk:
+//  5. V' = U - W S and O = (e^G Q) S: W from the item, e^G Q staged from the q rows, both in key
+//     tiles of kKT = 64 dims, two tiles a round; each thread rows ti + 16r (r < 4), columns 2tj + c
+//     (c < 2), V' from U and O from 0, each summed over the key dims in increasing order;
+//  6. O += P V' (m in increasing order; P and V' are zero past L) and the outputs stored;
+//  7. S = S e^(G_last) + (e^(G_last - G) K)^T V' per key tile, each thread key rows 4ti + r (r < 4),
+//     columns 2tj + c, the sum over the chunk's rows in increasing order, then the product and the
+//     sum rounded separately (as the CPU: no FMA contraction, --fmad=false).
+// Shared memory: four 64 x 68 staging tiles, V' (64 x 32) and the state tile (dk x 32): 94 KB at
+// dk = 128, two blocks per multiprocessor; the staging reads are float4 (q and k rows as scalars where
+// the qkv rows are not 16-byte aligned: the same values either way).
+//
+// Bits: every sum runs in a fixed order on one thread (fmaf, f32), no atomics. A chunk's item and its
+// state step depend only on the chunk's rows, its position in the span (its length) and the state
+// before it, never on the other spans of the call, the window (the state goes through global memory
+// in f32 between windows), or where a prompt was cut into calls at chunk boundaries (the same chunks
+// with the same state in between). So a span gives the bits it gives alone, in any call.
+//
+// Work (27B's linear-attention layer: 48 value heads, dk = dv = 128, one 8,192-row span): 128 chunks x
+// 48 heads; the prep does ~2.1 M FMA a chunk and head (6,144 blocks, no sequential dependence), the
+// state kernel ~0.92 M FMA a chunk for each of 192 blocks, 128 chunks in sequence each. The kernel it
+// replaced (gated_deltanet_chunked_fused.cu) did ~2.6 M FMA a chunk in each of the 192 sequential
+// blocks (A, M, P and W recomputed for every column tile).
 #include <cuda_runtime.h>
 
+#include <algorithm>
+#include <cstdint>
+
 #include "backend/cuda/cuda_check.h"
+#include "backend/cuda/gated_deltanet_chunk_math.cuh"
 #include "backend/cuda/kernels.h"
 #include "backend/cuda/launch.cuh"
 
@@ -30,327 +62,506 @@ namespace specserve::cuda::kernels {
 
 namespace {
 
-constexpr int kC = kGdnChunkRows;  // rows per chunk
-constexpr int kT = 32;             // value columns per block; key dims per staged tile
-constexpr int kB = 16;             // diagonal block size of the triangular inverse
-constexpr int kThreads = 256;      // 16 x 16: thread (ti, tj)
-constexpr int kLdC = kC + 1;       // row stride of the 64 x 64 matrices (padded against bank conflicts)
-constexpr int kLdT = kT + 1;       // row stride of the 64 x 32 tiles
-static_assert(kC == 64 && kC % kB == 0 && kThreads == 256, "the thread layout assumes 64-row chunks");
+using namespace gdn_chunk;
+
+// ---- the chunks ---------------------------------------------------------------------------------------
+
+// Rows of a span's first chunk: up to the next multiple of kC.
+__host__ __device__ inline int64_t first_chunk_rows(int64_t position, int64_t rows) {
+  const int64_t to_boundary = kC - position % kC;
+  return rows < to_boundary ? rows : to_boundary;
+}
+
+__host__ __device__ inline int64_t span_chunks(int64_t position, int64_t rows) {
+  return 1 + (rows - first_chunk_rows(position, rows) + kC - 1) / kC;
+}
+
+struct ChunkRows {
+  int64_t row;  // the chunk's first row of qkv
+  int rows;     // 1 .. kC
+};
+
+// Chunk k of span sp (the CPU's cut: the first chunk up to a multiple of kC, then kC rows at a time).
+__device__ inline ChunkRows chunk_rows(const GdnChunkSpanDev& sp, int64_t k) {
+  const int64_t first = first_chunk_rows(sp.position, sp.rows);
+  if (k == 0) return {sp.row_begin, static_cast<int>(first)};
+  const int64_t off = first + (k - 1) * kC, left = sp.rows - off;
+  return {sp.row_begin + off, static_cast<int>(left < kC ? left : kC)};
+}
+
+// A chunk's scratch item (one value head), in floats: W [kC][dk], U [kC][dv], P [kC][kC], e^G [kC],
+// e^(G_last - G) [kC], then e^(G_last) and 3 floats of padding (every part starts 16-byte aligned).
+struct ItemLayout {
+  int64_t w, u, p, eg, decay, tail, floats;
+};
+__host__ __device__ inline ItemLayout item_layout(int dk, int dv) {
+  ItemLayout l{};
+  l.w = 0;
+  l.u = l.w + int64_t{kC} * dk;
+  l.p = l.u + int64_t{kC} * dv;
+  l.eg = l.p + int64_t{kC} * kC;
+  l.decay = l.eg + kC;
+  l.tail = l.decay + kC;
+  l.floats = l.tail + 4;
+  return l;
+}
+
+// ---- chunk_prep_kernel --------------------------------------------------------------------------------
 
 // Shared memory, in floats.
-constexpr int kOffA = 0;                  // [kC][kLdC] A (strictly lower)
-constexpr int kOffM = kOffA + kC * kLdC;  // [kC][kLdC] M = (I + A)^-1 (lower, unit diagonal)
-constexpr int kOffP = kOffM + kC * kLdC;  // [kC][kLdC] P (lower with the diagonal)
-constexpr int kOffK = kOffP + kC * kLdC;  // [kC][kLdT] a key tile (raw or scaled)
-constexpr int kOffQ = kOffK + kC * kLdT;  // [kC][kLdT] a query tile (raw or scaled)
-constexpr int kOffW = kOffQ + kC * kLdT;  // [kC][kLdT] a W tile; the inverse's scratch X before
-constexpr int kOffU = kOffW + kC * kLdT;  // [kC][kLdT] beta V, then V'
-constexpr int kOffS = kOffU + kC * kLdT;  // [kT][kLdT] a tile of S0 rows
-constexpr int kOffG = kOffS + kT * kLdT;  // [kC] G
-constexpr int kOffBeta = kOffG + kC;      // [kC] beta
-constexpr int kOffEg = kOffBeta + kC;     // [kC] e^G
-constexpr int kOffDecay = kOffEg + kC;    // [kC] e^(G_last - G)
-constexpr int kSmemFloats = kOffDecay + kC;
-constexpr size_t kSmemBytes = sizeof(float) * kSmemFloats;
-static_assert(3 * kB * (kB + 1) <= kC * kLdT, "the inverse's scratch fits in the W tile");
-static_assert(kSmemBytes <= 113 * 1024, "two blocks per multiprocessor");
+constexpr int kPrepOffA = 0;                            // [kC][kLdC] A (strictly lower)
+constexpr int kPrepOffM = kPrepOffA + kC * kLdC;        // [kC][kLdC] M = (I + A)^-1 (lower, unit diagonal)
+constexpr int kPrepOffK = kPrepOffM + kC * kLdC;        // [kC][kLdT] a key tile (raw, later beta e^G scaled)
+constexpr int kPrepOffQ = kPrepOffK + kC * kLdT;        // [kC][kLdT] a query tile, later a beta V tile
+constexpr int kPrepOffX = kPrepOffQ + kC * kLdT;        // the inverse's scratch
+constexpr int kPrepOffG = kPrepOffX + kInverseScratch;  // [kC] G
+constexpr int kPrepOffBeta = kPrepOffG + kC;            // [kC] beta
+constexpr int kPrepOffEg = kPrepOffBeta + kC;           // [kC] e^G
+constexpr int kPrepOffDecay = kPrepOffEg + kC;          // [kC] e^(G_last - G)
+constexpr int kPrepFloats = kPrepOffDecay + kC;
+constexpr size_t kPrepBytes = sizeof(float) * kPrepFloats;
+static_assert(kPrepBytes <= 75 * 1024, "three blocks per multiprocessor");
 
-__device__ __forceinline__ int imin(int a, int b) { return a < b ? a : b; }
-
-// dst[i][a] (row stride kLdT) = src[i * ld + a] (* s1[i]) (* s2[i]) for i < rows, a < cols; zero for
-// the rest of the alloc_rows x kT tile.
-__device__ __forceinline__ void stage(float* dst, int alloc_rows, const float* src, int64_t ld, int rows, int cols,
-                                      const float* s1, const float* s2) {
-  for (int e = static_cast<int>(threadIdx.x); e < alloc_rows * kT; e += kThreads) {
-    const int i = e / kT, a = e % kT;
-    float v = 0.0f;
-    if (i < rows && a < cols) {
-      v = src[i * ld + a];
-      if (s1 != nullptr) v = v * s1[i];
-      if (s2 != nullptr) v = v * s2[i];
-    }
-    dst[i * kLdT + a] = v;
-  }
-}
-
-// M = (I + A)^-1 for the strictly lower A (sA), into sM; X is [3][kB][kB + 1] scratch. Expects the
-// blocks of sM above the diagonal zeroed and sA visible; ends with a barrier.
-__device__ __forceinline__ void invert(const float* sA, float* sM, float* X) {
-  const int tid = static_cast<int>(threadIdx.x);
-  if (tid < kC) {  // diagonal block b, column c: forward substitution down the column
-    const int b = tid / kB, c = tid % kB;
-    const float* a = sA + (b * kB) * kLdC + b * kB;
-    float col[kB];
-#pragma unroll
-    for (int r = 0; r < kB; ++r) {
-      float s = 0.0f;
-#pragma unroll
-      for (int m = 0; m < r; ++m) s = fmaf(a[r * kLdC + m], col[m], s);
-      col[r] = r < c ? 0.0f : (r == c ? 1.0f : -s);
-    }
-#pragma unroll
-    for (int r = 0; r < kB; ++r) sM[(b * kB + r) * kLdC + b * kB + c] = col[r];
-  }
-  __syncthreads();
-  for (int d = 1; d < kC / kB; ++d) {  // blocks (bi, bj) = (q + d, q) at distance d
-    const int n = (kC / kB - d) * kB * kB;
-    for (int e = tid; e < n; e += kThreads) {  // X_q = sum_{k = bj}^{bi - 1} A_{bi,k} M_{k,bj}
-      const int q = e / (kB * kB), r = (e / kB) % kB, c = e % kB;
-      const float* arow = sA + ((q + d) * kB + r) * kLdC;
-      float x = 0.0f;
-      for (int m = q * kB; m < (q + d) * kB; ++m) x = fmaf(arow[m], sM[m * kLdC + q * kB + c], x);
-      X[(q * kB + r) * (kB + 1) + c] = x;
-    }
-    __syncthreads();
-    for (int e = tid; e < n; e += kThreads) {  // M_{bi,bj} = -M_{bi,bi} X_q
-      const int q = e / (kB * kB), r = (e / kB) % kB, c = e % kB;
-      const float* mrow = sM + ((q + d) * kB + r) * kLdC + (q + d) * kB;
-      float x = 0.0f;
-#pragma unroll
-      for (int m = 0; m < kB; ++m) x = fmaf(mrow[m], X[(q * kB + m) * (kB + 1) + c], x);
-      sM[((q + d) * kB + r) * kLdC + q * kB + c] = -x;
-    }
-    __syncthreads();
-  }
-}
-
+// Block (c - c0) * Hv + h: chunk c of the call (in [c0, c0 + gridDim.x / Hv)), value head h; the chunk's
+// span is among spans[span_lo, span_hi). Writes the item scratch[blockIdx.x].
 __global__ void __launch_bounds__(kThreads, 2)
-    chunked_kernel(const float* qkv, int64_t ld, const float* g, const float* beta, const GdnChunkSpanDev* spans,
-                   int Hk, int Hv, int dk, int dv, float* out, int64_t ldo) {
+    chunk_prep_kernel(const float* qkv, int64_t ld, const float* g, const float* beta, const GdnChunkSpanDev* spans,
+                      int span_lo, int span_hi, int64_t c0, int Hk, int Hv, int dk, int dv, float* scratch) {
   pdl_begin();
-  extern __shared__ float smem[];
-  float* sA = smem + kOffA;
-  float* sM = smem + kOffM;
-  float* sP = smem + kOffP;
-  float* sK = smem + kOffK;
-  float* sQ = smem + kOffQ;
-  float* sW = smem + kOffW;
-  float* sU = smem + kOffU;
-  float* sS = smem + kOffS;
-  float* sG = smem + kOffG;
-  float* sBeta = smem + kOffBeta;
-  float* sEg = smem + kOffEg;
-  float* sDecay = smem + kOffDecay;
+  extern __shared__ float4 prep_smem4[];
+  float* smem = reinterpret_cast<float*>(prep_smem4);
+  float* sA = smem + kPrepOffA;
+  float* sM = smem + kPrepOffM;
+  float* sK = smem + kPrepOffK;
+  float* sQ = smem + kPrepOffQ;
+  float* sX = smem + kPrepOffX;
+  float* sG = smem + kPrepOffG;
+  float* sBeta = smem + kPrepOffBeta;
+  float* sEg = smem + kPrepOffEg;
+  float* sDecay = smem + kPrepOffDecay;
 
   const int tid = static_cast<int>(threadIdx.x), ti = tid / 16, tj = tid % 16;
-  const int tiles = (dv + kT - 1) / kT;
   const int64_t bid = blockIdx.x;
-  const int tile = static_cast<int>(bid % tiles);
-  const int h = static_cast<int>((bid / tiles) % Hv);
-  const GdnChunkSpanDev sp = spans[bid / (int64_t{tiles} * Hv)];
+  const int h = static_cast<int>(bid % Hv);
+  const int64_t c = c0 + bid / Hv;
+  int lo = span_lo, hi = span_hi - 1;  // the last span whose first chunk is <= c
+  while (lo < hi) {
+    const int mid = (lo + hi + 1) / 2;
+    if (spans[mid].first_chunk <= c)
+      lo = mid;
+    else
+      hi = mid - 1;
+  }
+  const GdnChunkSpanDev sp = spans[lo];
+  const ChunkRows cr = chunk_rows(sp, c - sp.first_chunk);
+  const int64_t r0 = cr.row;
+  const int L = cr.rows;
+  const ItemLayout lay = item_layout(dk, dv);
+  float* item = scratch + bid * lay.floats;
   const int kh = h / (Hv / Hk);
-  const int j0 = tile * kT, nv = imin(kT, dv - j0);
   const int64_t key_dim = int64_t{Hk} * dk;
   const float* q_base = qkv + int64_t{kh} * dk;
   const float* k_base = qkv + key_dim + int64_t{kh} * dk;
-  const float* v_base = qkv + 2 * key_dim + int64_t{h} * dv + j0;
-  float* S = sp.state + int64_t{h} * dk * dv + j0;  // S[a * dv + j], j < nv: this block's columns
+  const float* v_base = qkv + 2 * key_dim + int64_t{h} * dv;
 
-  for (int64_t done = 0; done < sp.rows;) {
-    const int64_t r0 = sp.row_begin + done;
-    const int64_t to_boundary = kC - (sp.position + done) % kC;
-    const int L = static_cast<int>(sp.rows - done < to_boundary ? sp.rows - done : to_boundary);
-    done += L;
-
-    // 1. Gates.
-    __syncthreads();  // the previous chunk is done with every buffer and its state writes are visible
-    if (tid < kC) {
-      sG[tid] = tid < L ? g[(r0 + tid) * Hv + h] : 0.0f;
-      sBeta[tid] = tid < L ? beta[(r0 + tid) * Hv + h] : 0.0f;
+  // 1. Gates.
+  if (tid < kC) {
+    sG[tid] = tid < L ? g[(r0 + tid) * Hv + h] : 0.0f;
+    sBeta[tid] = tid < L ? beta[(r0 + tid) * Hv + h] : 0.0f;
+  }
+  __syncthreads();
+  if (tid == 0) {
+    float acc = 0.0f;
+    for (int i = 0; i < L; ++i) {
+      acc += sG[i];
+      sG[i] = acc;
     }
+    for (int i = L; i < kC; ++i) sG[i] = acc;
+  }
+  __syncthreads();
+  if (tid < kC) {
+    const float e = expf(sG[tid]);
+    const float decay = tid < L ? expf(sG[L - 1] - sG[tid]) : 0.0f;
+    sEg[tid] = e;
+    sDecay[tid] = decay;
+    item[lay.eg + tid] = tid < L ? e : 0.0f;
+    item[lay.decay + tid] = decay;
+    if (tid == L - 1) item[lay.tail] = e;
+  }
+
+  // 2. Scores: K K^T and Q K^T over the key dims, then A (shared memory) and P (the item).
+  float kk[4][4] = {}, qk[4][4] = {};
+  for (int a0 = 0; a0 < dk; a0 += kT) {
+    const int na = imin(kT, dk - a0);
+    __syncthreads();  // the tiles are free; the gates are visible
+    stage(sK, kC, k_base + r0 * ld + a0, ld, L, na, nullptr, nullptr);
+    stage(sQ, kC, q_base + r0 * ld + a0, ld, L, na, nullptr, nullptr);
     __syncthreads();
-    if (tid == 0) {
-      float acc = 0.0f;
-      for (int i = 0; i < L; ++i) {
-        acc += sG[i];
-        sG[i] = acc;
-      }
-      for (int i = L; i < kC; ++i) sG[i] = acc;
-    }
-    __syncthreads();
-    if (tid < kC) {
-      sEg[tid] = expf(sG[tid]);
-      sDecay[tid] = tid < L ? expf(sG[L - 1] - sG[tid]) : 0.0f;
-    }
-
-    // 2. Scores: K K^T and Q K^T over the key dims, then A and P.
-    float kk[4][4] = {}, qk[4][4] = {};
-    for (int a0 = 0; a0 < dk; a0 += kT) {
-      const int na = imin(kT, dk - a0);
-      __syncthreads();  // the tiles are free; the gates are visible
-      stage(sK, kC, k_base + r0 * ld + a0, ld, L, na, nullptr, nullptr);
-      stage(sQ, kC, q_base + r0 * ld + a0, ld, L, na, nullptr, nullptr);
-      __syncthreads();
-      for (int a = 0; a < na; ++a) {
-        float ki[4], qi[4], kj[4];
+    for (int a = 0; a < na; ++a) {
+      float ki[4], qi[4], kj[4];
 #pragma unroll
-        for (int r = 0; r < 4; ++r) {
-          ki[r] = sK[(ti + 16 * r) * kLdT + a];
-          qi[r] = sQ[(ti + 16 * r) * kLdT + a];
-          kj[r] = sK[(tj + 16 * r) * kLdT + a];
+      for (int r = 0; r < 4; ++r) {
+        ki[r] = sK[(ti + 16 * r) * kLdT + a];
+        qi[r] = sQ[(ti + 16 * r) * kLdT + a];
+        kj[r] = sK[(tj + 16 * r) * kLdT + a];
+      }
+#pragma unroll
+      for (int r = 0; r < 4; ++r)
+#pragma unroll
+        for (int cc = 0; cc < 4; ++cc) {
+          kk[r][cc] = fmaf(ki[r], kj[cc], kk[r][cc]);
+          qk[r][cc] = fmaf(qi[r], kj[cc], qk[r][cc]);
         }
-#pragma unroll
-        for (int r = 0; r < 4; ++r)
-#pragma unroll
-          for (int c = 0; c < 4; ++c) {
-            kk[r][c] = fmaf(ki[r], kj[c], kk[r][c]);
-            qk[r][c] = fmaf(qi[r], kj[c], qk[r][c]);
-          }
-      }
     }
+  }
 #pragma unroll
-    for (int r = 0; r < 4; ++r)
+  for (int r = 0; r < 4; ++r)
 #pragma unroll
-      for (int c = 0; c < 4; ++c) {
-        const int i = ti + 16 * r, j = tj + 16 * c;
-        const float decay = j <= i ? expf(sG[i] - sG[j]) : 0.0f;  // masked before the exp: no inf
-        sA[i * kLdC + j] = j < i ? (sBeta[i] * kk[r][c]) * decay : 0.0f;
-        sP[i * kLdC + j] = j <= i ? qk[r][c] * decay : 0.0f;
-      }
-    stage(sU, kC, v_base + r0 * ld, ld, L, nv, sBeta, nullptr);  // beta V
-    for (int e = tid; e < kC * kC; e += kThreads) {
-      const int i = e / kC, j = e % kC;
-      if (j / kB > i / kB) sM[i * kLdC + j] = 0.0f;
+    for (int cc = 0; cc < 4; ++cc) {
+      const int i = ti + 16 * r, j = tj + 16 * cc;
+      const float decay = j <= i ? expf(sG[i] - sG[j]) : 0.0f;  // masked before the exp: no inf
+      sA[i * kLdC + j] = j < i ? (sBeta[i] * kk[r][cc]) * decay : 0.0f;
+      item[lay.p + i * kC + j] = j <= i ? qk[r][cc] * decay : 0.0f;
     }
+  for (int e = tid; e < kC * kC; e += kThreads) {
+    const int i = e / kC, j = e % kC;
+    if (j / kB > i / kB) sM[i * kLdC + j] = 0.0f;
+  }
+  __syncthreads();
+
+  // 3. M = (I + A)^-1 (ends with a barrier).
+  invert(sA, sM, sX);
+
+  // 4. U = M (beta V), a value tile at a time, then W = M (beta e^G K), a key tile at a time.
+  for (int v0 = 0; v0 < dv; v0 += kT) {
+    const int nvv = imin(kT, dv - v0);
+    __syncthreads();                                                   // sQ is free
+    stage(sQ, kC, v_base + r0 * ld + v0, ld, L, nvv, sBeta, nullptr);  // beta V
     __syncthreads();
-
-    // 3. M = (I + A)^-1.
-    invert(sA, sM, sW);
-
-    // 4. U = M (beta V), then V' = U - W S0 and O = (e^G Q) S0 over the key tiles.
-    float acc_v[4][2], acc_o[4][2];
-#pragma unroll
-    for (int r = 0; r < 4; ++r)
-#pragma unroll
-      for (int c = 0; c < 2; ++c) acc_v[r][c] = acc_o[r][c] = 0.0f;
+    float u[4][2] = {};
     for (int m = 0; m < L; ++m) {
       float mi[4], vj[2];
 #pragma unroll
       for (int r = 0; r < 4; ++r) mi[r] = sM[(ti + 16 * r) * kLdC + m];
 #pragma unroll
-      for (int c = 0; c < 2; ++c) vj[c] = sU[m * kLdT + tj + 16 * c];
+      for (int cc = 0; cc < 2; ++cc) vj[cc] = sQ[m * kLdT + tj + 16 * cc];
 #pragma unroll
       for (int r = 0; r < 4; ++r)
 #pragma unroll
-        for (int c = 0; c < 2; ++c) acc_v[r][c] = fmaf(mi[r], vj[c], acc_v[r][c]);
+        for (int cc = 0; cc < 2; ++cc) u[r][cc] = fmaf(mi[r], vj[cc], u[r][cc]);
     }
-    for (int a0 = 0; a0 < dk; a0 += kT) {
-      const int na = imin(kT, dk - a0);
-      __syncthreads();  // the previous tile's W, Q and S0 are no longer read
-      stage(sK, kC, k_base + r0 * ld + a0, ld, L, na, sBeta, sEg);  // (k beta) e^G, as the CPU rounds
-      stage(sQ, kC, q_base + r0 * ld + a0, ld, L, na, sEg, nullptr);
-      stage(sS, kT, S + int64_t{a0} * dv, dv, na, nv, nullptr, nullptr);
-      __syncthreads();
-      float w[4][2] = {};
-      for (int m = 0; m < L; ++m) {
-        float mi[4], kb[2];
-#pragma unroll
-        for (int r = 0; r < 4; ++r) mi[r] = sM[(ti + 16 * r) * kLdC + m];
-#pragma unroll
-        for (int c = 0; c < 2; ++c) kb[c] = sK[m * kLdT + tj + 16 * c];
-#pragma unroll
-        for (int r = 0; r < 4; ++r)
-#pragma unroll
-          for (int c = 0; c < 2; ++c) w[r][c] = fmaf(mi[r], kb[c], w[r][c]);
-      }
-#pragma unroll
-      for (int r = 0; r < 4; ++r)
-#pragma unroll
-        for (int c = 0; c < 2; ++c) sW[(ti + 16 * r) * kLdT + tj + 16 * c] = w[r][c];
-      __syncthreads();
-      for (int a = 0; a < na; ++a) {
-        float wi[4], qi[4], sj[2];
-#pragma unroll
-        for (int r = 0; r < 4; ++r) {
-          wi[r] = sW[(ti + 16 * r) * kLdT + a];
-          qi[r] = sQ[(ti + 16 * r) * kLdT + a];
-        }
-#pragma unroll
-        for (int c = 0; c < 2; ++c) sj[c] = sS[a * kLdT + tj + 16 * c];
-#pragma unroll
-        for (int r = 0; r < 4; ++r)
-#pragma unroll
-          for (int c = 0; c < 2; ++c) {
-            acc_v[r][c] = fmaf(-wi[r], sj[c], acc_v[r][c]);
-            acc_o[r][c] = fmaf(qi[r], sj[c], acc_o[r][c]);
-          }
-      }
-    }
-    // beta V was last read before the key-tile loop's first barrier: V' replaces it.
 #pragma unroll
     for (int r = 0; r < 4; ++r)
 #pragma unroll
-      for (int c = 0; c < 2; ++c) sU[(ti + 16 * r) * kLdT + tj + 16 * c] = acc_v[r][c];
+      for (int cc = 0; cc < 2; ++cc) {
+        const int j = tj + 16 * cc;
+        if (j < nvv) item[lay.u + (ti + 16 * r) * dv + v0 + j] = u[r][cc];
+      }
+  }
+  for (int a0 = 0; a0 < dk; a0 += kT) {
+    const int na = imin(kT, dk - a0);
+    __syncthreads();                                              // sK is free
+    stage(sK, kC, k_base + r0 * ld + a0, ld, L, na, sBeta, sEg);  // (k beta) e^G, as the CPU rounds
     __syncthreads();
-
-    // 5. O += P V' and the outputs; then the state, one key tile at a time.
+    float w[4][2] = {};
     for (int m = 0; m < L; ++m) {
-      float p[4], u[2];
+      float mi[4], kb[2];
 #pragma unroll
-      for (int r = 0; r < 4; ++r) p[r] = sP[(ti + 16 * r) * kLdC + m];
+      for (int r = 0; r < 4; ++r) mi[r] = sM[(ti + 16 * r) * kLdC + m];
 #pragma unroll
-      for (int c = 0; c < 2; ++c) u[c] = sU[m * kLdT + tj + 16 * c];
+      for (int cc = 0; cc < 2; ++cc) kb[cc] = sK[m * kLdT + tj + 16 * cc];
 #pragma unroll
       for (int r = 0; r < 4; ++r)
 #pragma unroll
-        for (int c = 0; c < 2; ++c) acc_o[r][c] = fmaf(p[r], u[c], acc_o[r][c]);
+        for (int cc = 0; cc < 2; ++cc) w[r][cc] = fmaf(mi[r], kb[cc], w[r][cc]);
     }
+#pragma unroll
+    for (int r = 0; r < 4; ++r)
+#pragma unroll
+      for (int cc = 0; cc < 2; ++cc) {
+        const int j = tj + 16 * cc;
+        if (j < na) item[lay.w + (ti + 16 * r) * dk + a0 + j] = w[r][cc];
+      }
+  }
+}
+
+// ---- chunk_state_kernel -------------------------------------------------------------------------------
+
+constexpr int kVT = 32;           // value columns per block
+constexpr int kKT = 64;           // key dims per staged tile
+constexpr int kLdK = kKT + 4;     // row stride of the staged tiles (float4 rows, 4 banks apart)
+constexpr int kTile = kC * kLdK;  // floats of a staged tile
+constexpr int kMaxDk = 512;       // gdn_rule_supports' largest dk
+static_assert(kVT == 2 * 16 && kKT == 4 * 16 && kC == 4 * 16, "the thread layout: 4 x 2 outputs per thread");
+
+size_t state_smem_bytes(int dk) { return sizeof(float) * (4 * size_t{kTile} + size_t{kC} * kVT + size_t(dk) * kVT); }
+
+__device__ __forceinline__ float lane4(const float4& v, int u) {
+  return u == 0 ? v.x : (u == 1 ? v.y : (u == 2 ? v.z : v.w));
+}
+
+// dst[i][a] (row stride kLdK) = src[i * ld + a] (* scale[i]) for i < rows, a < cols (cols a multiple
+// of 4); zero for the rest of the kC x kKT tile. vec: the rows are 16-byte aligned (float4 loads).
+__device__ __forceinline__ void stage_tile(float* dst, const float* src, int64_t ld, int rows, int cols,
+                                           const float* scale, bool vec) {
+  constexpr int kGroups = kKT / 4;  // float4 groups per row
+#pragma unroll
+  for (int it = 0; it < kC * kGroups / kThreads; ++it) {
+    const int e = static_cast<int>(threadIdx.x) + it * kThreads;
+    const int i = e / kGroups, a = (e % kGroups) * 4;
+    float4 v = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+    if (i < rows && a < cols) {
+      const float* p = src + i * ld + a;
+      v = vec ? *reinterpret_cast<const float4*>(p) : make_float4(p[0], p[1], p[2], p[3]);
+      if (scale != nullptr) {
+        const float s = scale[i];
+        v.x = v.x * s;
+        v.y = v.y * s;
+        v.z = v.z * s;
+        v.w = v.w * s;
+      }
+    }
+    *reinterpret_cast<float4*>(dst + i * kLdK + a) = v;
+  }
+}
+
+// acc_v -= W S and acc_o += (e^G Q) S over one key tile (sSt: its na rows of S): rows ti + 16r,
+// columns 2tj + c, key dims in increasing order.
+__device__ __forceinline__ void vo_tile(const float* sW, const float* sQ, const float* sSt, int na, int ti, int tj,
+                                        float (&acc_v)[4][2], float (&acc_o)[4][2]) {
+  for (int a = 0; a < na; a += 4) {
+    float4 w[4], q[4];
+    float2 s[4];
+#pragma unroll
+    for (int r = 0; r < 4; ++r) {
+      w[r] = *reinterpret_cast<const float4*>(sW + (ti + 16 * r) * kLdK + a);
+      q[r] = *reinterpret_cast<const float4*>(sQ + (ti + 16 * r) * kLdK + a);
+    }
+#pragma unroll
+    for (int u = 0; u < 4; ++u) s[u] = *reinterpret_cast<const float2*>(sSt + (a + u) * kVT + 2 * tj);
+#pragma unroll
+    for (int u = 0; u < 4; ++u)
+#pragma unroll
+      for (int r = 0; r < 4; ++r) {
+        const float wu = lane4(w[r], u), qu = lane4(q[r], u);
+        acc_v[r][0] = fmaf(-wu, s[u].x, acc_v[r][0]);
+        acc_v[r][1] = fmaf(-wu, s[u].y, acc_v[r][1]);
+        acc_o[r][0] = fmaf(qu, s[u].x, acc_o[r][0]);
+        acc_o[r][1] = fmaf(qu, s[u].y, acc_o[r][1]);
+      }
+  }
+}
+
+// acc_o += P V' over the chunk's rows m < rows4 (a multiple of 4; P and V' are zero past L).
+__device__ __forceinline__ void pv(const float* sP, const float* sV, int rows4, int ti, int tj, float (&acc_o)[4][2]) {
+  for (int m = 0; m < rows4; m += 4) {
+    float4 p[4];
+    float2 v[4];
+#pragma unroll
+    for (int r = 0; r < 4; ++r) p[r] = *reinterpret_cast<const float4*>(sP + (ti + 16 * r) * kLdK + m);
+#pragma unroll
+    for (int u = 0; u < 4; ++u) v[u] = *reinterpret_cast<const float2*>(sV + (m + u) * kVT + 2 * tj);
+#pragma unroll
+    for (int u = 0; u < 4; ++u)
+#pragma unroll
+      for (int r = 0; r < 4; ++r) {
+        const float pu = lane4(p[r], u);
+        acc_o[r][0] = fmaf(pu, v[u].x, acc_o[r][0]);
+        acc_o[r][1] = fmaf(pu, v[u].y, acc_o[r][1]);
+      }
+  }
+}
+
+// The key tile's rows of S (sSt, na of them): S = S e^(G_last) + sum_m Kd[m][a] V'[m][j] for the
+// thread's rows 4ti + r < na and columns 2tj + c, m < rows4 in increasing order.
+__device__ __forceinline__ void update_tile(const float* sKd, const float* sV, float* sSt, int na, int rows4,
+                                            float e_last, int ti, int tj) {
+  float add[4][2] = {};
+#pragma unroll 4
+  for (int m = 0; m < rows4; ++m) {
+    const float4 k = *reinterpret_cast<const float4*>(sKd + m * kLdK + 4 * ti);
+    const float2 v = *reinterpret_cast<const float2*>(sV + m * kVT + 2 * tj);
+#pragma unroll
+    for (int r = 0; r < 4; ++r) {
+      add[r][0] = fmaf(lane4(k, r), v.x, add[r][0]);
+      add[r][1] = fmaf(lane4(k, r), v.y, add[r][1]);
+    }
+  }
+#pragma unroll
+  for (int r = 0; r < 4; ++r) {
+    const int a = 4 * ti + r;
+    if (a < na) {
+      float2* s = reinterpret_cast<float2*>(sSt + a * kVT + 2 * tj);
+      float2 x = *s;
+      x.x = x.x * e_last + add[r][0];
+      x.y = x.y * e_last + add[r][1];
+      *s = x;
+    }
+  }
+}
+
+// Block ((s - span_lo) * Hv + h) * tiles + tile: span s, value head h, value columns [32 tile, 32 tile
+// + 32); its chunks among the call's chunks [c0, c1), whose items are scratch[(c - c0) * Hv + h].
+__global__ void __launch_bounds__(kThreads, 2)
+    chunk_state_kernel(const float* qkv, int64_t ld, int vec, const GdnChunkSpanDev* spans, int span_lo, int64_t c0,
+                       int64_t c1, int Hk, int Hv, int dk, int dv, const float* scratch, float* out, int64_t ldo) {
+  pdl_begin();
+  extern __shared__ float4 state_smem4[];
+  float* smem = reinterpret_cast<float*>(state_smem4);
+  float* b0 = smem;
+  float* b1 = b0 + kTile;
+  float* b2 = b1 + kTile;
+  float* b3 = b2 + kTile;
+  float* sV = b3 + kTile;     // [kC][kVT] V'
+  float* sS = sV + kC * kVT;  // [dk][kVT] the state's columns of this block
+
+  const int tid = static_cast<int>(threadIdx.x), ti = tid / 16, tj = tid % 16;
+  const int tiles = (dv + kVT - 1) / kVT;
+  const int64_t bid = blockIdx.x;
+  const int tile = static_cast<int>(bid % tiles);
+  const int h = static_cast<int>((bid / tiles) % Hv);
+  const GdnChunkSpanDev sp = spans[span_lo + bid / (int64_t{tiles} * Hv)];
+  const int kh = h / (Hv / Hk);
+  const int j0 = tile * kVT, nv = imin(kVT, dv - j0);
+  const int64_t key_dim = int64_t{Hk} * dk;
+  const float* q_base = qkv + int64_t{kh} * dk;
+  const float* k_base = qkv + key_dim + int64_t{kh} * dk;
+  float* S = sp.state + int64_t{h} * dk * dv + j0;  // S[a * dv + j], j < nv: this block's columns
+  const ItemLayout lay = item_layout(dk, dv);
+  const int64_t span_end = sp.first_chunk + span_chunks(sp.position, sp.rows);
+  const int64_t k_begin = (c0 > sp.first_chunk ? c0 : sp.first_chunk) - sp.first_chunk;
+  const int64_t k_end = (c1 < span_end ? c1 : span_end) - sp.first_chunk;
+  const int key_tiles = (dk + kKT - 1) / kKT;
+  auto key_cols = [&](int t) { return t < key_tiles ? imin(kKT, dk - t * kKT) : 0; };
+
+  for (int e = tid; e < dk * kVT; e += kThreads) {
+    const int a = e / kVT, j = e % kVT;
+    sS[e] = j < nv ? S[int64_t{a} * dv + j] : 0.0f;
+  }
+  for (int64_t k = k_begin; k < k_end; ++k) {
+    const ChunkRows cr = chunk_rows(sp, k);
+    const int64_t r0 = cr.row;
+    const int L = cr.rows, rows4 = (cr.rows + 3) & ~3;
+    const float* item = scratch + ((sp.first_chunk + k - c0) * Hv + h) * lay.floats;
+
+    // 5. V' = U - W S and O = (e^G Q) S, two key tiles a round.
+    float acc_v[4][2], acc_o[4][2];
 #pragma unroll
     for (int r = 0; r < 4; ++r)
 #pragma unroll
       for (int c = 0; c < 2; ++c) {
-        const int i = ti + 16 * r, j = tj + 16 * c;
+        const int i = ti + 16 * r, j = 2 * tj + c;
+        acc_v[r][c] = j < nv ? item[lay.u + int64_t{i} * dv + j0 + j] : 0.0f;
+        acc_o[r][c] = 0.0f;
+      }
+    for (int t = 0; t < key_tiles; t += 2) {
+      const int na0 = key_cols(t), na1 = key_cols(t + 1);
+      __syncthreads();  // the tiles are free; the state's writes (the previous chunk's) are visible
+      stage_tile(b0, item + lay.w + t * kKT, dk, kC, na0, nullptr, true);
+      stage_tile(b1, q_base + r0 * ld + t * kKT, ld, L, na0, item + lay.eg, vec != 0);  // e^G q
+      if (na1 > 0) {
+        stage_tile(b2, item + lay.w + (t + 1) * kKT, dk, kC, na1, nullptr, true);
+        stage_tile(b3, q_base + r0 * ld + (t + 1) * kKT, ld, L, na1, item + lay.eg, vec != 0);
+      }
+      __syncthreads();
+      vo_tile(b0, b1, sS + t * kKT * kVT, na0, ti, tj, acc_v, acc_o);
+      if (na1 > 0) vo_tile(b2, b3, sS + (t + 1) * kKT * kVT, na1, ti, tj, acc_v, acc_o);
+    }
+
+    // 6. V' to shared memory with P and the first two e^(G_last - G) K tiles; O += P V'.
+    __syncthreads();  // every read of the tiles is done
+#pragma unroll
+    for (int r = 0; r < 4; ++r)
+#pragma unroll
+      for (int c = 0; c < 2; ++c) sV[(ti + 16 * r) * kVT + 2 * tj + c] = acc_v[r][c];
+    stage_tile(b2, item + lay.p, kC, kC, kC, nullptr, true);
+    stage_tile(b0, k_base + r0 * ld, ld, L, key_cols(0), item + lay.decay, vec != 0);
+    if (key_tiles > 1) stage_tile(b1, k_base + r0 * ld + kKT, ld, L, key_cols(1), item + lay.decay, vec != 0);
+    __syncthreads();
+    pv(b2, sV, rows4, ti, tj, acc_o);
+#pragma unroll
+    for (int r = 0; r < 4; ++r)
+#pragma unroll
+      for (int c = 0; c < 2; ++c) {
+        const int i = ti + 16 * r, j = 2 * tj + c;
         if (i < L && j < nv) out[(r0 + i) * ldo + int64_t{h} * dv + j0 + j] = acc_o[r][c];
       }
-    const float e_last = sEg[L - 1];
-    for (int a0 = 0; a0 < dk; a0 += kT) {
-      const int na = imin(kT, dk - a0);
-      __syncthreads();                                                   // the key tile is free
-      stage(sK, kC, k_base + r0 * ld + a0, ld, L, na, sDecay, nullptr);  // k e^(G_last - G)
+
+    // 7. The state, two key tiles a round.
+    const float e_last = item[lay.tail];
+    update_tile(b0, sV, sS, key_cols(0), rows4, e_last, ti, tj);
+    if (key_tiles > 1) update_tile(b1, sV, sS + kKT * kVT, key_cols(1), rows4, e_last, ti, tj);
+    for (int t = 2; t < key_tiles; t += 2) {
+      const int na0 = key_cols(t), na1 = key_cols(t + 1);
+      __syncthreads();  // the tiles are free
+      stage_tile(b0, k_base + r0 * ld + t * kKT, ld, L, na0, item + lay.decay, vec != 0);
+      if (na1 > 0) stage_tile(b1, k_base + r0 * ld + (t + 1) * kKT, ld, L, na1, item + lay.decay, vec != 0);
       __syncthreads();
-      float add[2][2] = {};
-      for (int m = 0; m < L; ++m) {
-        float ka[2], u[2];
-#pragma unroll
-        for (int r = 0; r < 2; ++r) ka[r] = sK[m * kLdT + ti + 16 * r];
-#pragma unroll
-        for (int c = 0; c < 2; ++c) u[c] = sU[m * kLdT + tj + 16 * c];
-#pragma unroll
-        for (int r = 0; r < 2; ++r)
-#pragma unroll
-          for (int c = 0; c < 2; ++c) add[r][c] = fmaf(ka[r], u[c], add[r][c]);
-      }
-#pragma unroll
-      for (int r = 0; r < 2; ++r)
-#pragma unroll
-        for (int c = 0; c < 2; ++c) {
-          const int a = ti + 16 * r, j = tj + 16 * c;
-          if (a < na && j < nv) {
-            float* s = S + int64_t{a0 + a} * dv + j;
-            *s = *s * e_last + add[r][c];
-          }
-        }
+      update_tile(b0, sV, sS + t * kKT * kVT, na0, rows4, e_last, ti, tj);
+      if (na1 > 0) update_tile(b1, sV, sS + (t + 1) * kKT * kVT, na1, rows4, e_last, ti, tj);
     }
+  }
+  __syncthreads();
+  for (int e = tid; e < dk * kVT; e += kThreads) {
+    const int a = e / kVT, j = e % kVT;
+    if (j < nv) S[int64_t{a} * dv + j] = sS[e];
   }
 }
 
 }  // namespace
 
+int64_t gdn_span_chunks(int64_t position, int64_t rows) { return span_chunks(position, rows); }
+
+int64_t gdn_number_chunks(GdnChunkSpanDev* spans, int64_t num_spans) {
+  int64_t n = 0;
+  for (int64_t s = 0; s < num_spans; ++s) {
+    spans[s].first_chunk = n;
+    n += span_chunks(spans[s].position, spans[s].rows);
+  }
+  return n;
+}
+
+int64_t gdn_chunk_scratch_floats(int Hv, int dk, int dv) { return int64_t{Hv} * item_layout(dk, dv).floats; }
+
+int64_t gdn_chunked_window(int64_t chunks, int Hv, int dk, int dv) {
+  constexpr int64_t kScratchBytes = int64_t{128} << 20;
+  const int64_t per_chunk = gdn_chunk_scratch_floats(Hv, dk, dv) * int64_t{sizeof(float)};
+  return std::clamp<int64_t>(kScratchBytes / per_chunk, 1, std::max<int64_t>(chunks, 1));
+}
+
 void gated_delta_rule_chunked(const float* qkv, int64_t ld, const float* g, const float* beta,
-                              const GdnChunkSpanDev* spans, int64_t num_spans, int Hk, int Hv, int dk, int dv,
-                              float* out, int64_t ldo, cudaStream_t stream) {
+                              const GdnChunkSpanDev* spans, const GdnChunkSpanDev* host_spans, int64_t num_spans,
+                              int Hk, int Hv, int dk, int dv, float* out, int64_t ldo, float* scratch,
+                              int64_t scratch_chunks, cudaStream_t stream) {
   if (num_spans == 0) return;
   static const bool opted_in = [] {  // more than the default 48 KB of dynamic shared memory
-    CUDA_CHECK(cudaFuncSetAttribute(chunked_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                    static_cast<int>(kSmemBytes)));
+    CUDA_CHECK(cudaFuncSetAttribute(chunk_prep_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                    static_cast<int>(kPrepBytes)));
+    CUDA_CHECK(cudaFuncSetAttribute(chunk_state_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                    static_cast<int>(state_smem_bytes(kMaxDk))));
     return true;
   }();
   (void)opted_in;
-  const int64_t blocks = num_spans * Hv * ((dv + kT - 1) / kT);
-  launch_pdl(chunked_kernel, static_cast<unsigned>(blocks), kThreads, kSmemBytes, stream, qkv, ld, g, beta, spans, Hk,
-             Hv, dk, dv, out, ldo);
-  CUDA_CHECK_LAUNCH();
+  auto span_end = [&](int64_t s) {
+    return host_spans[s].first_chunk + span_chunks(host_spans[s].position, host_spans[s].rows);
+  };
+  const int64_t total = span_end(num_spans - 1);
+  const int vec = ld % 4 == 0 && reinterpret_cast<uintptr_t>(qkv) % 16 == 0 ? 1 : 0;
+  const int64_t tiles = (dv + kVT - 1) / kVT;
+  int64_t lo = 0;  // the first span with a chunk in the window
+  for (int64_t c0 = 0; c0 < total; c0 += scratch_chunks) {
+    const int64_t c1 = std::min(total, c0 + scratch_chunks);
+    while (span_end(lo) <= c0) ++lo;
+    int64_t hi = lo;  // past the last span with a chunk in the window
+    while (hi < num_spans && host_spans[hi].first_chunk < c1) ++hi;
+    launch_pdl(chunk_prep_kernel, static_cast<unsigned>((c1 - c0) * Hv), kThreads, kPrepBytes, stream, qkv, ld, g, beta,
+               spans, static_cast<int>(lo), static_cast<int>(hi), c0, Hk, Hv, dk, dv, scratch);
+    CUDA_CHECK_LAUNCH();
+    launch_pdl(chunk_state_kernel, static_cast<unsigned>((hi - lo) * Hv * tiles), kThreads, state_smem_bytes(dk),
+               stream, qkv, ld, vec, spans, static_cast<int>(lo), c0, c1, Hk, Hv, dk, dv,
+               static_cast<const float*>(scratch), out, ldo);
+    CUDA_CHECK_LAUNCH();
+  }
 }
 
 }  // namespace specserve::cuda::kernels

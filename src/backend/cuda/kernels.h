@@ -272,16 +272,36 @@ void gated_delta_rule(const float* qkv, int64_t ld, const float* g, const float*
                       int64_t num_spans, int64_t max_rows, int Hk, int Hv, int dk, int dv, float* out, int64_t ldo,
                       cudaStream_t stream);
 // The chunked form for prefill spans (GdnSpan::chunked): chunks end at the absolute positions that are
-// multiples of kGdnChunkRows (= kGdnChunk of backend/ops.h; cuda_ops.cpp checks). Any dk, dv; no state_in.
+// multiples of kGdnChunkRows (= kGdnChunk of backend/ops.h; cuda_ops.cpp checks). Any dk, dv that
+// gdn_rule_supports; no state_in. The call's chunks are numbered span after span (first_chunk, filled
+// by gdn_number_chunks); a parallel kernel writes each chunk's state-independent products to `scratch`
+// (gdn_chunk_scratch_floats per chunk) and a sequential one carries the state, at most
+// `scratch_chunks` chunks (gdn_chunked_window) per pair of launches. `spans` is the device copy of
+// `host_spans`.
 inline constexpr int kGdnChunkRows = 64;
 struct GdnChunkSpanDev {
   float* state = nullptr;
   int64_t row_begin = 0;
-  int64_t rows = 0;      // > 0
-  int64_t position = 0;  // absolute position of the first row, >= 0
+  int64_t rows = 0;         // > 0
+  int64_t position = 0;     // absolute position of the first row, >= 0
+  int64_t first_chunk = 0;  // the call's number of the span's first chunk
 };
+// The chunks of a span of `rows` > 0 rows from `position`.
+int64_t gdn_span_chunks(int64_t position, int64_t rows);
+// Fills every span's first_chunk; returns the call's chunks.
+int64_t gdn_number_chunks(GdnChunkSpanDev* spans, int64_t num_spans);
+// Scratch floats of one chunk (every value head), and the chunks per launch pair that keep the scratch
+// within 128 MiB (at least 1, at most `chunks`). The window changes no bits.
+int64_t gdn_chunk_scratch_floats(int Hv, int dk, int dv);
+int64_t gdn_chunked_window(int64_t chunks, int Hv, int dk, int dv);
 void gated_delta_rule_chunked(const float* qkv, int64_t ld, const float* g, const float* beta,
-                              const GdnChunkSpanDev* spans, int64_t num_spans, int Hk, int Hv, int dk, int dv,
-                              float* out, int64_t ldo, cudaStream_t stream);
+                              const GdnChunkSpanDev* spans, const GdnChunkSpanDev* host_spans, int64_t num_spans,
+                              int Hk, int Hv, int dk, int dv, float* out, int64_t ldo, float* scratch,
+                              int64_t scratch_chunks, cudaStream_t stream);
+// The one-kernel form it replaced (gated_deltanet_chunked_fused.cu), same results within the CPU
+// tolerance, different bits: bench_cuda_gdn's baseline only (first_chunk unused).
+void gated_delta_rule_chunked_fused(const float* qkv, int64_t ld, const float* g, const float* beta,
+                                    const GdnChunkSpanDev* spans, int64_t num_spans, int Hk, int Hv, int dk, int dv,
+                                    float* out, int64_t ldo, cudaStream_t stream);
 
 }  // namespace specserve::cuda::kernels
