@@ -19,7 +19,7 @@ using namespace specserve::testing;
 
 // true once tests/fixtures/model/qwen3_long and qwen3_5_long are committed: from then on a missing
 // fixture fails the test instead of skipping it.
-constexpr bool kLongFixturesCommitted = false;
+constexpr bool kLongFixturesCommitted = true;
 constexpr const char* kGenerate = "python3 tools/reference/model/make_long_fixtures.py tests/fixtures/model";
 
 constexpr int64_t kPrefillChunk = 2048;  // a multiple of the DeltaNet's 64-token chunk
