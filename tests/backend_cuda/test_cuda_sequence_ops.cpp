@@ -23,7 +23,8 @@ struct AttnCase {
 };
 
 // Every case with an f32 cache, then again with a bf16 cache (its CUDA kernels read the stored bf16 and
-// widen it exactly, as the CPU does: the same tolerances and bit-identities hold).
+// widen it exactly, as the CPU does: the same bit-identities hold, and the same tolerances but where the
+// tensor-core split kernel serves: split_tc_tol).
 std::vector<AttnCase> with_bf16_cache(std::vector<AttnCase> cases) {
   const size_t n = cases.size();
   for (size_t i = 0; i < n; ++i) {
@@ -33,6 +34,14 @@ std::vector<AttnCase> with_bf16_cache(std::vector<AttnCase> cases) {
   }
   return cases;
 }
+// The CPU tolerance of Ops::attention: a bf16 cache at head dims 128 and 256 (at most 8 query heads per KV
+// head) takes the tensor-core split kernel (attention_split_tc.cu), whose q and probabilities are bf16 in
+// the products (a misplaced chunk or fragment would be off by O(1)); the CUDA-core kernels agree to 1e-5.
+double split_tc_tol(const AttnCase& c) {
+  const bool split = c.kv == DType::BF16 && (c.hd == 128 || c.hd == 256) && c.nh / c.nkv <= 8;
+  return split ? 1e-2 : 1e-5;
+}
+
 std::string attn_case_name(const ::testing::TestParamInfo<AttnCase>& i) {
   return "heads" + std::to_string(i.param.nh) + "_kv" + std::to_string(i.param.nkv) + "_hd" +
          std::to_string(i.param.hd) + (i.param.kv == DType::BF16 ? "_bf16cache" : "");
@@ -134,7 +143,7 @@ TEST_P(Attention, KvStoreAndAttentionAgreeWithCpuAndRowsAreBatchInvariant) {
   const TensorView Q = dev_view(dq, DType::F32, {R, qw});
   cuda_ops().attention(Q, c.geo, layer, dev_rows, nh, scale, dev_view(dout, DType::F32, {R, qw}));
   auto all = download(dout, size_t(R * qw));
-  EXPECT_LT(rel_err(all, want), 1e-5);
+  EXPECT_LT(rel_err(all, want), split_tc_tol(GetParam()));
 
   // A row alone (a decode) gives the bits it has inside the whole batch.
   for (int64_t r = 0; r < R; r += 7) {
@@ -261,7 +270,7 @@ TEST_P(AttentionRows, VerifyRowsEqualOneRowCalls) {
     DeviceBuffer dout = poisoned(size_t(R * qw));
     cuda_ops().attention(Q, c.geo, layer, dev_rows, nh, scale, dev_view(dout, DType::F32, {R, qw}));
     const auto got = download(dout, size_t(R * qw));
-    EXPECT_LT(rel_err(got, want), 1e-5);
+    EXPECT_LT(rel_err(got, want), split_tc_tol(GetParam()));
     for (int64_t r = 0; r < R; ++r)
       ASSERT_TRUE(bit_equal(alone.data() + r * qw, got.data() + r * qw, size_t(qw)))
           << "row " << r << " (seq " << spec[size_t(r)].seq << ", position " << spec[size_t(r)].pos << ")";
@@ -320,7 +329,7 @@ TEST_P(FreeOrderAttention, AgreesWithCpuAndTakesThePath) {
     EXPECT_TRUE(bit_equal(got.data(), download(fixed, size_t(R * qw)).data(), size_t(R * qw))) << "fell back";
   }
   for (float v : got) ASSERT_TRUE(std::isfinite(v));
-  const double tol = served ? 1e-2 : 1e-5;
+  const double tol = served ? 1e-2 : split_tc_tol(GetParam());
   EXPECT_LT(rel_err(got, want), tol);
   for (int64_t r = 0; r < R; ++r) {
     const std::vector<float> g(got.begin() + r * qw, got.begin() + (r + 1) * qw),
@@ -336,7 +345,7 @@ TEST_P(FreeOrderAttention, AgreesWithCpuAndTakesThePath) {
                          dev_view(one, DType::F32, {16, qw}));
     EXPECT_EQ(cuda::free_order_attentions(), before_one);
     const std::vector<float> w(want.begin(), want.begin() + 16 * qw);
-    EXPECT_LT(rel_err(download(one, size_t(16 * qw)), w), 1e-5);
+    EXPECT_LT(rel_err(download(one, size_t(16 * qw)), w), split_tc_tol(GetParam()));
   }
   DeviceBuffer after = poisoned(size_t(R * qw));
   cuda_ops().attention(Q, c.geo, layer, dev_rows, nh, scale, dev_view(after, DType::F32, {R, qw}));
