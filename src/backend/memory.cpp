@@ -3,6 +3,7 @@
 
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdlib>
 #include <cstring>
 #include <map>
@@ -65,6 +66,23 @@ class CpuMemory final : public Memory {
 const Memory& cpu_memory() {
   static const CpuMemory* m = new CpuMemory();
   return *m;
+}
+
+void* Memory::allocate_host(size_t bytes) const {
+  const size_t rounded = (std::max<size_t>(bytes, 1) + kBufferAlignment - 1) / kBufferAlignment * kBufferAlignment;
+  void* p = std::aligned_alloc(kBufferAlignment, rounded);
+  if (!p) throw std::bad_alloc();
+  return p;
+}
+
+void Memory::release_host(void* p, size_t) const noexcept { std::free(p); }
+
+void Memory::download_many(std::span<const CopyRegion> regions) const {
+  for (const auto& r : regions) download(r.dst, r.src, r.bytes);
+}
+
+void Memory::upload_many(std::span<const CopyRegion> regions) const {
+  for (const auto& r : regions) upload(r.dst, r.src, r.bytes);
 }
 
 void require_room(const Memory& mem, size_t bytes, const std::string& what, const std::string& hint) {

@@ -49,6 +49,19 @@ class Memory {
     for (const auto& r : regions) copy(r.dst, r.src, r.bytes);
   }
   virtual void zero(void* dst, size_t bytes) const = 0;
+
+  // Host memory that holds copies of this memory's bytes set aside (a swapped-out sequence's KV blocks
+  // and state, engine/swap.h): on a device page-locked (pinned), so the transfers below run at full speed
+  // on the ops' stream; on the host ordinary 64-byte aligned blocks. Contents undefined; release_host()
+  // takes what allocate_host() returned, with the same size.
+  virtual void* allocate_host(size_t bytes) const;
+  virtual void release_host(void* p, size_t bytes) const noexcept;
+  // Batched byte copies between this memory and host memory from allocate_host(), in order with the
+  // queued ops: download_many (each region's src in this memory, dst on the host) returns once every
+  // byte is on the host; upload_many (src on the host, dst in this memory) returns once the host bytes
+  // may be released or overwritten. Plain copies: the bytes come back bit for bit.
+  virtual void download_many(std::span<const CopyRegion> regions) const;
+  virtual void upload_many(std::span<const CopyRegion> regions) const;
   // What allocate() can still provide, for start-up sizing: on a device its free memory plus the
   // allocator's cached blocks; on the host the physical RAM (policy decides what share to use).
   virtual size_t available_bytes() const = 0;

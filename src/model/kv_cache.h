@@ -18,6 +18,7 @@ class KvBlockPool {
  public:
   explicit KvBlockPool(const KvGeometry& geo, const Memory& memory = cpu_memory()) : geo_(geo), memory_(&memory) {}
   const KvGeometry& geometry() const { return geo_; }
+  const Memory& memory() const { return *memory_; }
 
   // Allocates up front so that at least `blocks` blocks exist (one slab for the missing ones): the
   // serving engine sizes the pool at start-up, so a running sequence never meets an allocation

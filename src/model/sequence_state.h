@@ -23,6 +23,7 @@
 #include <vector>
 
 #include "model/kv_cache.h"
+#include "model/swap_image.h"
 
 namespace specserve {
 
@@ -37,6 +38,20 @@ class SequenceState {
   int64_t length() const { return length_; }
   // Rows of the last extend awaiting commit (0 when none).
   int64_t pending() const { return pending_; }
+  // KV blocks in the block table (covering the committed positions and the last extend's rows).
+  int64_t kv_blocks() const { return static_cast<int64_t>(blocks_.size()); }
+
+  // Preemption by swap (engine/swap.h, model/sequence_swap.cpp), between steps only (no pending rows).
+  // swap_out() copies the KV blocks covering the committed positions and every DeltaNet layer's state
+  // and conv window into a host image (pinned on a device) and frees the blocks and the DeltaNet
+  // buffers; swap_in() takes new blocks (a new block table) and buffers and copies the bytes back bit
+  // for bit, so the sequence continues exactly where it stopped. The image's bytes for a sequence of
+  // `positions` committed positions (an upper bound at admission) and for this one now:
+  size_t swap_bytes(int64_t positions) const;
+  size_t swap_bytes() const { return swap_bytes(length_); }
+  bool swapped_out() const { return swapped_out_; }
+  void swap_out();
+  void swap_in();
 
  private:
   friend class TargetModel;
@@ -61,6 +76,10 @@ class SequenceState {
   std::vector<DeltaNetLayer> deltanet_;
   int64_t length_ = 0;
   int64_t pending_ = 0;
+  // While swapped out: the image, and each DeltaNet layer's buffer sizes to allocate again.
+  bool swapped_out_ = false;
+  SwapImage image_;
+  std::vector<std::vector<size_t>> deltanet_sizes_;
 };
 
 }  // namespace specserve

@@ -20,6 +20,7 @@
 #include "backend/memory.h"
 #include "core/tensor.h"
 #include "model/kv_cache.h"
+#include "model/swap_image.h"
 
 namespace specserve::spec {
 
@@ -59,6 +60,19 @@ class DrafterSequence {
   // Makes the block table cover positions [0, positions).
   void ensure_blocks(int64_t positions);
   void* const* blocks() const { return blocks_.data(); }
+  int64_t kv_blocks() const { return static_cast<int64_t>(blocks_.size()); }
+
+  // Preemption by swap (engine/swap.h, spec/drafter_sequence_swap.cpp): swap_out() copies the blocks
+  // holding the projected rows' K/V and the waiting rows into a host image and frees every block and
+  // waiting row; swap_in() takes new blocks and buffers and copies the bytes back bit for bit, so the
+  // context continues exactly where it stopped (waiting rows are projected when they would have been).
+  // The image's bytes now, and at most for `positions` projected rows and `waiting` waiting rows (of a
+  // drafter with KV blocks of `block_bytes` and context rows of `feature_width` floats):
+  size_t swap_bytes() const;
+  static size_t swap_bytes_bound(size_t block_bytes, int64_t feature_width, int64_t positions, int64_t waiting);
+  bool swapped_out() const { return swapped_out_; }
+  void swap_out();
+  void swap_in();
 
  private:
   std::shared_ptr<KvBlockPool> pool_;
@@ -68,6 +82,9 @@ class DrafterSequence {
   std::vector<MemTensor> waiting_;  // one per append
   int64_t waiting_rows_ = 0;
   int64_t projected_ = 0;
+  bool swapped_out_ = false;
+  SwapImage image_;
+  std::vector<Shape> waiting_shapes_;  // while swapped out
 };
 
 }  // namespace specserve::spec

@@ -91,6 +91,27 @@ class CudaMemory final : public Memory {
     CUDA_CHECK(cudaMemcpyAsync(host, src, bytes, cudaMemcpyDeviceToHost, cuda::cuda_stream()));
     CUDA_CHECK(cudaStreamSynchronize(cuda::cuda_stream()));
   }
+  // Swap space (engine/swap.h): pinned host blocks, so the copies below are true asynchronous DMA on
+  // the stream, in order with the kernels that wrote (or will read) the device side.
+  void* allocate_host(size_t bytes) const override {
+    void* p = nullptr;
+    CUDA_CHECK(cudaHostAlloc(&p, std::max<size_t>(bytes, 1), cudaHostAllocDefault));
+    return p;
+  }
+  void release_host(void* p, size_t) const noexcept override {
+    if (p) cudaFreeHost(p);
+  }
+  void download_many(std::span<const CopyRegion> regions) const override {
+    for (const auto& r : regions)
+      if (r.bytes) CUDA_CHECK(cudaMemcpyAsync(r.dst, r.src, r.bytes, cudaMemcpyDeviceToHost, cuda::cuda_stream()));
+    CUDA_CHECK(cudaStreamSynchronize(cuda::cuda_stream()));
+  }
+  void upload_many(std::span<const CopyRegion> regions) const override {
+    for (const auto& r : regions)
+      if (r.bytes) CUDA_CHECK(cudaMemcpyAsync(r.dst, r.src, r.bytes, cudaMemcpyHostToDevice, cuda::cuda_stream()));
+    // The host side is released by the caller right after.
+    CUDA_CHECK(cudaStreamSynchronize(cuda::cuda_stream()));
+  }
   void copy(void* dst, const void* src, size_t bytes) const override {
     if (!bytes) return;
     if (as_kernel(bytes)) return launch_copies({{dst, src, static_cast<int64_t>(bytes)}}, static_cast<int64_t>(bytes));

@@ -1,0 +1,68 @@
+// DrafterSequence's swap-out and swap-in (spec/drafter_sequence.h): the context K/V of the projected
+// rows and the waiting rows go to a host image and come back into new blocks and buffers. Blocks past
+// the projected rows hold only the scratch of the last drafted block (overwritten before it is read)
+// and are freed without a copy.
+#include <algorithm>
+
+#include "core/error.h"
+#include "spec/drafter_sequence.h"
+
+namespace specserve::spec {
+
+namespace {
+int64_t blocks_covering(int64_t positions) { return (positions + kKvBlockSize - 1) / kKvBlockSize; }
+}  // namespace
+
+size_t DrafterSequence::swap_bytes() const {
+  size_t bytes = static_cast<size_t>(blocks_covering(projected_)) * SwapImage::region_bytes(pool_->block_bytes());
+  for (const MemTensor& w : waiting_) bytes += SwapImage::region_bytes(w.nbytes());
+  return bytes;
+}
+
+size_t DrafterSequence::swap_bytes_bound(size_t block_bytes, int64_t feature_width, int64_t positions,
+                                         int64_t waiting) {
+  // Each waiting append is at least one row, rounded up to 64 bytes in the image.
+  const auto w = static_cast<size_t>(std::max<int64_t>(0, waiting));
+  return static_cast<size_t>(blocks_covering(positions)) * SwapImage::region_bytes(block_bytes) +
+         w * (static_cast<size_t>(feature_width) * 4 + 64);
+}
+
+void DrafterSequence::swap_out() {
+  SS_CHECK(!swapped_out_, "drafter swap-out: the context is already swapped out");
+  const auto keep = static_cast<size_t>(blocks_covering(projected_));
+  SS_CHECK(keep <= blocks_.size(), "drafter swap-out: {} blocks for {} rows but {} held", keep, projected_,
+           blocks_.size());
+  const size_t bb = pool_->block_bytes();
+  SwapImage image(*mem_, swap_bytes());
+  std::vector<CopyRegion> copies;
+  for (size_t i = 0; i < keep; ++i) copies.push_back({image.next(bb), blocks_[i], bb});
+  for (const MemTensor& w : waiting_) copies.push_back({image.next(w.nbytes()), w.as<void>(), w.nbytes()});
+  mem_->download_many(copies);
+  for (void* b : blocks_) pool_->release(b);
+  blocks_.clear();
+  waiting_shapes_.clear();
+  for (const MemTensor& w : waiting_) waiting_shapes_.push_back(w.shape());
+  waiting_.clear();
+  image_ = std::move(image);
+  swapped_out_ = true;
+}
+
+void DrafterSequence::swap_in() {
+  SS_CHECK(swapped_out_, "drafter swap-in: the context is not swapped out");
+  ensure_blocks(projected_);
+  const size_t bb = pool_->block_bytes();
+  std::vector<CopyRegion> copies;
+  image_.rewind();
+  for (int64_t i = 0; i < blocks_covering(projected_); ++i)
+    copies.push_back({blocks_[static_cast<size_t>(i)], image_.next(bb), bb});
+  for (const Shape& shape : waiting_shapes_) {
+    waiting_.push_back(MemTensor::empty(*mem_, DType::F32, shape));
+    copies.push_back({waiting_.back().as<void>(), image_.next(waiting_.back().nbytes()), waiting_.back().nbytes()});
+  }
+  mem_->upload_many(copies);
+  image_.reset();
+  waiting_shapes_.clear();
+  swapped_out_ = false;
+}
+
+}  // namespace specserve::spec
