@@ -31,6 +31,15 @@ class DraftContext {
   // the latest propose was drawn from; empty for point-mass drafts. With q the verifier accepts
   // with min(1, p/q) and samples the residual on rejection (engine/acceptance.h).
   virtual std::span<const float> draft_distribution(int k) const { return {}; }
+
+  // Preemption by swap (engine/swap.h): the context's device memory (its KV cache's blocks, rows kept
+  // for the drafter) moves to host memory and back bit for bit; everything else stays where it is.
+  // Blocks of the proposer's KV pool held now (one block of 16 positions each).
+  virtual int64_t kv_blocks() const { return 0; }
+  // Host bytes swap_out() takes now.
+  virtual size_t swap_bytes() const { return 0; }
+  virtual void swap_out() {}
+  virtual void swap_in() {}
 };
 
 struct ProposeItem {
@@ -51,6 +60,12 @@ class DraftProposer {
   // Target decoder layers to capture for every row of every forward (empty: none needed).
   virtual std::vector<int> capture_layers() const = 0;
   virtual std::unique_ptr<DraftContext> new_context() = 0;
+  // Positions past a sequence's committed length its context's KV cache may hold blocks for (DFlash:
+  // the drafted block), for the engine's block accounting (engine/kv_budget.h).
+  virtual int positions_past_context() const { return gamma() + 1; }
+  // The most host bytes a context's swap_out() may take for a sequence of `positions` committed
+  // positions (the swap space's reservation at admission, engine/kv_budget.h).
+  virtual size_t swap_bytes_bound(int64_t positions) const { return 0; }
   // Whether the proposer takes captured features where the target computed them (a device), so the
   // engine asks the target to leave them there (ForwardBatch::capture_on_device) instead of
   // downloading them for the proposer to upload again.

@@ -13,12 +13,19 @@ Engine::Engine(TargetModel& model, EngineOptions options, TokenText token_text, 
       options_(normalised(options)),
       token_text_(std::move(token_text)),
       proposer_(proposer),
-      vocab_{model.vocab_size(), options.real_vocab},
-      budget_(options_.kv_blocks, options_.max_seqs) {
+      vocab_{model.vocab_size(), options.real_vocab} {
   if (proposer_) options_.gamma = proposer_->gamma();
   options_ = normalised(options_);
   SS_CHECK(options_.kv_blocks > 0, "engine: the KV budget is empty (kv_blocks = {})", options_.kv_blocks);
+  lookahead_ = proposer_ ? proposer_->positions_past_context() : 0;
+  {
+    // The target's swap image is linear in its blocks: measured once on an empty sequence.
+    const auto probe = model_.new_sequence();
+    target_swap_fixed_ = probe->swap_bytes(0);
+    target_swap_per_block_ = probe->swap_bytes(kKvBlockSize) - target_swap_fixed_;
+  }
   metrics_.kv_blocks_total.store(options_.kv_blocks);
+  metrics_.swap_space_total_bytes.store(static_cast<int64_t>(options_.swap_space_bytes));
   thread_ = std::thread([this] { run(); });
 }
 
@@ -27,7 +34,7 @@ Engine::~Engine() { shutdown(std::chrono::milliseconds(0)); }
 int64_t Engine::max_sequence_tokens() const {
   int64_t limit = options_.kv_blocks * kKvBlockSize;
   if (model_.config().max_position_embeddings > 0) limit = std::min(limit, model_.config().max_position_embeddings);
-  return limit - (proposer_ ? options_.gamma + 1 : 0);
+  return limit - lookahead_;
 }
 
 std::shared_ptr<ResultStream> Engine::submit(GenerationRequest request) {
@@ -46,7 +53,7 @@ std::shared_ptr<ResultStream> Engine::submit(GenerationRequest request) {
   q.request = std::move(request);
   // The Sampler validates every parameter (Error naming the field) and fixes the seed.
   q.sampler = std::make_shared<const sampling::Sampler>(q.request.params, vocab_);
-  q.positions = prompt + *stop.max_tokens + (proposer_ && q.request.speculate ? options_.gamma + 1 : 0);
+  q.worst_positions = prompt + *stop.max_tokens + (proposer_ && q.request.speculate ? lookahead_ : 0);
   q.stream = std::make_shared<ResultStream>();
   {
     std::lock_guard lock(mutex_);
@@ -97,14 +104,17 @@ void Engine::run() {
     {
       std::unique_lock lock(mutex_);
       // Sleep while idle; a submission, a cancellation or shutdown wakes us.
-      wake_.wait(lock, [&] { return !submitted_.empty() || !running_.empty() || !waiting_.empty() || exit_; });
-      if (exit_ && submitted_.empty() && running_.empty() && waiting_.empty()) return;
+      wake_.wait(lock, [&] {
+        return !submitted_.empty() || !running_.empty() || !swapped_.empty() || !waiting_.empty() || exit_;
+      });
+      if (exit_ && submitted_.empty() && running_.empty() && swapped_.empty() && waiting_.empty()) return;
       if (cancel_all_) {
         lock.unlock();
         intake();
         for (auto& q : waiting_) finish_queued(q, FinishReason::Cancelled, "");
         waiting_.clear();
         for (auto& s : running_) s->finish(FinishReason::Cancelled, "", metrics_);
+        for (auto& s : swapped_) s->finish(FinishReason::Cancelled, "", metrics_);
         retire_finished();
         continue;
       }
@@ -152,47 +162,67 @@ void Engine::reap_cancelled() {
       ++it;
     }
   }
-  for (auto& s : running_) {
-    if (!s->finished() && (s->stream().cancelled() || expired(s->request()))) {
-      s->finish(FinishReason::Cancelled, "", metrics_);
+  for (auto* list : {&running_, &swapped_}) {
+    for (auto& s : *list) {
+      if (!s->finished() && (s->stream().cancelled() || expired(s->request()))) {
+        s->finish(FinishReason::Cancelled, "", metrics_);
+      }
     }
   }
 }
 
 void Engine::admit() {
-  // FCFS: the head waits until it fits, so a large request is not starved by small ones.
-  while (!waiting_.empty() && budget_.try_reserve(waiting_.front().positions)) {
-    Queued q = std::move(waiting_.front());
+  // FCFS: the head waits until it fits, so a large request is not starved by small ones; and nothing
+  // is admitted while a preempted sequence waits to come back (it was admitted earlier).
+  while (swapped_.empty() && !waiting_.empty() && static_cast<int>(running_.size()) < options_.max_seqs) {
+    Queued& q = waiting_.front();
+    const bool drafts = proposer_ && q.request.speculate;
+    // What it needs now: its first prefill chunk's blocks (and the drafter's lookahead), and a
+    // headroom for the running sequences' next blocks (engine/kv_budget.h).
+    const int64_t first_chunk =
+        std::min<int64_t>(static_cast<int64_t>(q.request.prompt.size()), options_.prefill_chunk);
+    const int64_t need = blocks_for(first_chunk + (drafts ? lookahead_ : 0));
+    if (blocks_held() + need + admission_headroom(running_.size()) > options_.kv_blocks) break;
+    // The swap space must be able to take it (or whatever it makes preemptible) at its longest.
+    const size_t worst_swap = worst_swap_bytes(q.worst_positions, drafts);
+    if (swap_reservation_with(blocks_for(q.worst_positions), worst_swap) > options_.swap_space_bytes) break;
+    Queued taken = std::move(waiting_.front());
     waiting_.pop_front();
     metrics_.requests_waiting.fetch_sub(1);
-    auto seq = std::make_unique<Sequence>(q.id, std::move(q.request), std::move(q.stream), std::move(q.sampler),
-                                          model_.new_sequence(), q.positions);
-    if (proposer_ && seq->request().speculate) seq->draft_context = proposer_->new_context();
+    auto seq = std::make_unique<Sequence>(taken.id, std::move(taken.request), std::move(taken.stream),
+                                          std::move(taken.sampler), model_.new_sequence(), taken.worst_positions);
+    seq->worst_swap_bytes = worst_swap;
+    if (drafts) seq->draft_context = proposer_->new_context();
     running_.push_back(std::move(seq));
     metrics_.requests_running.fetch_add(1);
   }
-  metrics_.kv_blocks_used.store(budget_.reserved_blocks());
+  publish_budget_gauges();
 }
 
 void Engine::retire_finished() {
-  // Destroying a Sequence returns its KV blocks to the pool and drops its DeltaNet state and
-  // drafter context; the budget reservation goes with it.
-  auto it = std::remove_if(running_.begin(), running_.end(), [&](std::unique_ptr<Sequence>& s) {
-    if (!s->finished()) return false;
-    const int64_t reserved = s->reserved_positions();
-    s.reset();  // frees KV blocks, state and drafter context now
-    budget_.release(reserved);
-    // Gauges are updated before the running count drops, so a reader that sees the request gone
-    // also sees its blocks released.
-    metrics_.kv_blocks_used.store(budget_.reserved_blocks());
-    metrics_.requests_running.fetch_sub(1);
-    return true;
-  });
-  running_.erase(it, running_.end());
-  metrics_.kv_blocks_used.store(budget_.reserved_blocks());
+  // Destroying a Sequence returns its KV blocks to the pools and drops its DeltaNet state and drafter
+  // context (or, swapped out, its host image).
+  for (auto* list : {&running_, &swapped_}) {
+    auto it = std::remove_if(list->begin(), list->end(), [&](std::unique_ptr<Sequence>& s) {
+      if (!s->finished()) return false;
+      if (s->swapped_out()) {
+        swap_used_ -= s->swapped_bytes();
+        metrics_.requests_swapped.fetch_sub(1);
+      }
+      s.reset();  // frees KV blocks, state and drafter context now
+      // Gauges are updated before the running count drops, so a reader that sees the request gone
+      // also sees its blocks released.
+      publish_budget_gauges();
+      metrics_.requests_running.fetch_sub(1);
+      return true;
+    });
+    list->erase(it, list->end());
+  }
+  publish_budget_gauges();
 }
 
 void Engine::fail_all(const std::string& error) {
+  // Swapped-out sequences were not in the failed step: they stay.
   for (auto& s : running_) s->finish(FinishReason::Error, error, metrics_);
   retire_finished();
 }

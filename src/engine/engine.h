@@ -65,6 +65,19 @@ class Engine {
   struct SpanResult;
   bool schedule_sequences();
   std::vector<PlannedSpan> plan_rows() const;
+  // Preemption by swap (engine/swap.cpp): the plan of a step whose blocks fit the budget, swapping out
+  // the newest running sequences until they do; swapped-out sequences back in when they fit.
+  std::vector<PlannedSpan> plan_with_blocks();
+  int64_t blocks_after(std::span<const PlannedSpan> plan) const;
+  void preempt_newest();
+  void resume_swapped();
+  // KV budget (engine/kv_budget.h): blocks running sequences hold; blocks a sequence needs for a step of
+  // `rows` rows; the swap space the live sequences need with a candidate of the given worst case.
+  int64_t blocks_held() const;
+  int64_t blocks_needed(const Sequence& s, int64_t rows) const;
+  size_t swap_reservation_with(int64_t worst_blocks, size_t worst_swap_bytes) const;
+  size_t worst_swap_bytes(int64_t worst_positions, bool drafts) const;
+  void publish_budget_gauges();
   ForwardResult forward(const StepRows& rows);
   std::vector<SpanResult> pick_accept_commit(const StepRows& rows, const ForwardResult& out);
   void hand_over_context(std::span<const SpanResult> results, const ForwardResult& out);
@@ -96,7 +109,10 @@ class Engine {
   DraftProposer* proposer_;
   sampling::VocabBounds vocab_;
   EngineMetrics metrics_;
-  KvBudget budget_;
+  int lookahead_ = 0;  // DraftProposer::positions_past_context (0 without a proposer)
+  // The target's swap image: fixed bytes (DeltaNet state) and bytes per KV block (swap.cpp).
+  size_t target_swap_fixed_ = 0, target_swap_per_block_ = 0;
+  size_t swap_used_ = 0;  // host bytes of the swapped-out sequences' images
 
   // A request between submit() and admission (no model state yet).
   struct Queued {
@@ -104,7 +120,7 @@ class Engine {
     GenerationRequest request;
     std::shared_ptr<ResultStream> stream;
     std::shared_ptr<const sampling::Sampler> sampler;
-    int64_t positions = 0;  // worst-case positions reserved at admission
+    int64_t worst_positions = 0;  // prompt + max_tokens (+ the drafter's lookahead)
   };
   void finish_queued(Queued& q, FinishReason reason, const std::string& error);
 
@@ -120,6 +136,7 @@ class Engine {
   // Scheduler-thread state.
   std::deque<Queued> waiting_;                      // FCFS admission queue
   std::vector<std::unique_ptr<Sequence>> running_;  // admitted, in admission order
+  std::vector<std::unique_ptr<Sequence>> swapped_;  // preempted to host memory, in admission order
   sampling::SamplerWorkspace workspace_;
 
   std::thread thread_;

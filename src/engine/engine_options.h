@@ -7,7 +7,9 @@
 namespace specserve::engine {
 
 struct EngineOptions {
-  int max_seqs = 16;          // sequences admitted at once (each holds KV blocks and DeltaNet state)
+  // Sequences running at once: each holds a DeltaNet state slot and its KV blocks (taken on demand,
+  // engine/kv_budget.h). `specserve serve` sizes it from memory (engine/memory_plan.h).
+  int max_seqs = 16;
   int max_queue = 256;        // requests waiting for admission; more are refused (503)
   int max_batch_rows = 2560;  // rows of one target forward (prefill chunks + decode + verify rows)
   // Prefill chunk length. Chunk k of a prompt is always [k·C, (k+1)·C): boundaries depend only
@@ -16,8 +18,11 @@ struct EngineOptions {
   // GEMM's 128 x 256 tiles in whole waves on an H200 (at 256 rows an 8B q/o projection fills a quarter of
   // the multiprocessors: docs/DECISIONS.md §2).
   int prefill_chunk = 2048;
-  int64_t kv_blocks = 0;  // KV-cache budget in blocks of 16 positions (set by the loader)
-  int gamma = 0;          // drafts per verify (0: no speculation)
+  int64_t kv_blocks = 0;  // KV-cache budget in blocks of 16 positions, target + drafter (set by the loader)
+  // Host memory for swapped-out sequences (engine/swap.h; pinned on a GPU), --swap-space-gib. 0: no
+  // preemption, every admitted sequence's worst case fits the KV budget.
+  size_t swap_space_bytes = size_t{4} << 30;
+  int gamma = 0;  // drafts per verify (0: no speculation)
   // Speculate only while at most this many sequences decode (0: always). Above it a step's verify rows
   // cost more than the drafts save (on an H200 at 16 sequences a 16-row verify per sequence makes
   // DFlash slower than plain decoding: docs/BENCHMARKS.md), so the engine proposes no drafts and the

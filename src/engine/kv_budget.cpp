@@ -1,25 +1,25 @@
 #include "engine/kv_budget.h"
 
 #include "backend/ops.h"
-#include "core/error.h"
 
 namespace specserve::engine {
 
-int64_t KvBudget::blocks_for(int64_t positions) { return (positions + kKvBlockSize - 1) / kKvBlockSize; }
+int64_t blocks_for(int64_t positions) { return (positions + kKvBlockSize - 1) / kKvBlockSize; }
 
-bool KvBudget::try_reserve(int64_t positions) {
-  int64_t need = blocks_for(positions);
-  if (sequences_ >= max_seqs_ || reserved_blocks_ + need > total_blocks_) return false;
-  reserved_blocks_ += need;
-  ++sequences_;
-  return true;
-}
-
-void KvBudget::release(int64_t positions) {
-  int64_t need = blocks_for(positions);
-  SS_CHECK(sequences_ > 0 && reserved_blocks_ >= need, "KvBudget::release without a matching reserve");
-  reserved_blocks_ -= need;
-  --sequences_;
+size_t swap_reservation(std::span<const BudgetEntry> live, int64_t total_blocks) {
+  size_t bytes = 0;
+  int64_t prefix_blocks = 0;
+  bool in_prefix = true;
+  for (const BudgetEntry& e : live) {
+    if (in_prefix && prefix_blocks + e.worst_blocks <= total_blocks) {
+      prefix_blocks += e.worst_blocks;
+      if (e.swapped) bytes += e.swapped_bytes;
+      continue;
+    }
+    in_prefix = false;
+    bytes += e.worst_swap_bytes;
+  }
+  return bytes;
 }
 
 }  // namespace specserve::engine

@@ -1,35 +1,50 @@
 #pragma once
-// Admission control: a sequence is admitted only when its worst case fits, i.e. KV blocks for
-// prompt + max_tokens + the verify overhang (γ + 1 rows) and one state slot. Reserving the worst
-// case up front means a running sequence never runs out of memory and is never preempted (a
-// preempted sequence would be recomputed through prefill kernels instead of decode kernels, and its
-// output could change — docs/DESIGN.md §1), at the cost of admitting fewer sequences when requests ask
-// for long completions. Requests that do not fit wait in the queue.
+// The KV budget at run time: blocks are taken as sequences grow, not reserved for their worst case.
+//
+// Units. A budget block pays for one block of 16 positions of the target's KV cache AND one of the
+// drafter's (the start-up sizing charges both: engine/memory_plan.h), so a sequence costs
+// max(target blocks, drafter blocks) (Sequence::kv_blocks). The drafter's cache runs ahead of the
+// target's by its drafted block (DraftProposer::positions_past_context).
+//
+// Admission asks for what a request needs now: the blocks of its first prefill chunk (plus the
+// drafter's lookahead), one DeltaNet state slot (EngineOptions::max_seqs slots), and a headroom of one
+// block per running sequence (each may cross into a new block at its next step) — not its worst case.
+// A step that cannot get the blocks it needs swaps out the most recently admitted running sequence
+// (engine/swap.h) and plans again.
+//
+// Why that never deadlocks, never fails and never recomputes. Take the live sequences (running and
+// swapped out) in admission order and call the longest prefix whose worst cases (prompt + max_tokens +
+// lookahead) fit the budget together the device-safe prefix P. A step short of blocks has a running
+// sequence outside P (those in P fit at their longest), so the newest running sequence is outside P.
+// Admission keeps the swap space's reservation — the worst-case image of every sequence outside P and
+// the actual image of every swapped-out one inside it (swap_reservation) — within --swap-space-gib, so
+// that sequence can always be swapped out. The oldest sequence is always in P (submit() refuses a
+// request whose worst case exceeds the budget) and is never preempted, so it always progresses; P only
+// grows as sequences finish. A request that the swap space cannot cover waits in the queue. With no
+// swap space this is the old rule: every admitted sequence's worst case fits.
+#include <cstddef>
 #include <cstdint>
+#include <span>
 
 namespace specserve::engine {
 
-class KvBudget {
- public:
-  KvBudget(int64_t total_blocks, int max_seqs) : total_blocks_(total_blocks), max_seqs_(max_seqs) {}
+// Blocks of 16 positions covering `positions`.
+int64_t blocks_for(int64_t positions);
 
-  static int64_t blocks_for(int64_t positions);
-
-  // Reserves blocks for a sequence of up to `positions` positions; false if it does not fit now.
-  bool try_reserve(int64_t positions);
-  void release(int64_t positions);
-  // True if a sequence of `positions` could ever be admitted (on an empty engine).
-  bool could_ever_fit(int64_t positions) const { return blocks_for(positions) <= total_blocks_ && max_seqs_ > 0; }
-
-  int64_t total_blocks() const { return total_blocks_; }
-  int64_t reserved_blocks() const { return reserved_blocks_; }
-  int sequences() const { return sequences_; }
-
- private:
-  int64_t total_blocks_;
-  int max_seqs_;
-  int64_t reserved_blocks_ = 0;
-  int sequences_ = 0;
+// One live sequence as the budget sees it, in admission order.
+struct BudgetEntry {
+  int64_t worst_blocks = 0;     // blocks at its longest
+  size_t worst_swap_bytes = 0;  // its swap image at its longest
+  bool swapped = false;
+  size_t swapped_bytes = 0;  // its image now, when swapped out
 };
+
+// The host bytes the swap space must be able to give `live` (admission order) for the proof above:
+// the worst-case image of every entry outside the device-safe prefix of `total_blocks` blocks, and the
+// actual image of every swapped-out entry inside it.
+size_t swap_reservation(std::span<const BudgetEntry> live, int64_t total_blocks);
+
+// Blocks kept free at admission beyond the new sequence's first chunk: one per running sequence.
+inline int64_t admission_headroom(size_t running) { return static_cast<int64_t>(running); }
 
 }  // namespace specserve::engine

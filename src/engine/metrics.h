@@ -41,7 +41,7 @@ struct EngineMetrics {
   // Requests.
   std::atomic<uint64_t> requests_received{0};
   std::array<std::atomic<uint64_t>, kNumFinishReasons> requests_finished{};
-  std::atomic<int64_t> requests_running{0};    // admitted: holding KV / state
+  std::atomic<int64_t> requests_running{0};    // admitted: holding KV / state, or swapped out
   std::atomic<int64_t> requests_waiting{0};    // queued for admission
   std::atomic<uint64_t> requests_rejected{0};  // queue full at submission
 
@@ -59,6 +59,14 @@ struct EngineMetrics {
   std::atomic<uint64_t> step_rows{0};  // sum of forward rows over steps
   std::atomic<int64_t> kv_blocks_used{0};
   std::atomic<int64_t> kv_blocks_total{0};
+
+  // Preemption by swap (engine/swap.h).
+  std::atomic<uint64_t> preemptions{0};      // sequences swapped out
+  std::atomic<int64_t> requests_swapped{0};  // swapped out now (counted in requests_running too)
+  std::atomic<uint64_t> swap_out_bytes{0};   // bytes copied device -> host
+  std::atomic<uint64_t> swap_in_bytes{0};    // bytes copied host -> device
+  std::atomic<int64_t> swap_space_used_bytes{0};
+  std::atomic<int64_t> swap_space_total_bytes{0};
 
   // Speculative decoding (names follow vLLM's spec_decode_*).
   static constexpr int kMaxDraftPositions = 32;

@@ -1,6 +1,10 @@
 #include "engine/sequence.h"
 
+#include <algorithm>
 #include <chrono>
+#include <utility>
+
+#include "core/error.h"
 
 namespace specserve::engine {
 
@@ -10,7 +14,7 @@ double seconds(Clock::duration d) { return std::chrono::duration<double>(d).coun
 
 Sequence::Sequence(uint64_t id, GenerationRequest request, std::shared_ptr<ResultStream> stream,
                    std::shared_ptr<const sampling::Sampler> sampler, std::unique_ptr<SequenceState> state,
-                   int64_t reserved_positions)
+                   int64_t worst_positions)
     : id_(id),
       request_(std::move(request)),
       stream_(std::move(stream)),
@@ -18,11 +22,42 @@ Sequence::Sequence(uint64_t id, GenerationRequest request, std::shared_ptr<Resul
       state_(std::move(state)),
       history_(sampler_->make_state(request_.prompt)),
       stop_(sampler_->stop_params()),
-      reserved_positions_(reserved_positions) {}
+      worst_positions_(worst_positions) {}
 
 int64_t Sequence::remaining_tokens() const {
   const auto& mt = sampler_->stop_params().max_tokens;
   return mt ? *mt - static_cast<int64_t>(stop_.generated()) : INT64_MAX;
+}
+
+int64_t Sequence::kv_blocks() const {
+  return std::max(state_->kv_blocks(), draft_context ? draft_context->kv_blocks() : int64_t{0});
+}
+
+size_t Sequence::swap_bytes() const { return state_->swap_bytes() + (draft_context ? draft_context->swap_bytes() : 0); }
+
+size_t Sequence::swap_out() {
+  SS_CHECK(!swapped_out(), "sequence {}: swapped out twice", id_);
+  const size_t bytes = swap_bytes();
+  state_->swap_out();
+  if (draft_context) {
+    try {
+      draft_context->swap_out();
+    } catch (...) {
+      state_->swap_in();  // all or nothing
+      throw;
+    }
+  }
+  swapped_bytes_ = bytes;
+  swapped_ = true;
+  return bytes;
+}
+
+size_t Sequence::swap_in() {
+  SS_CHECK(swapped_out(), "sequence {}: swapped in while not swapped out", id_);
+  state_->swap_in();
+  if (draft_context) draft_context->swap_in();
+  swapped_ = false;
+  return std::exchange(swapped_bytes_, 0);
 }
 
 bool Sequence::emit(std::span<const int32_t> tokens, const std::vector<std::optional<sampling::Logprobs>>& logprobs,

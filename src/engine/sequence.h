@@ -26,17 +26,20 @@ using TokenText = std::function<std::string(int32_t)>;
 
 class Sequence {
  public:
+  // `worst_positions`: the most positions it may ever hold (prompt + max_tokens + the drafter's
+  // lookahead when it speculates), for the swap space's reservation (engine/swap.h).
   Sequence(uint64_t id, GenerationRequest request, std::shared_ptr<ResultStream> stream,
            std::shared_ptr<const sampling::Sampler> sampler, std::unique_ptr<SequenceState> state,
-           int64_t reserved_positions);
+           int64_t worst_positions);
 
   uint64_t id() const { return id_; }
   const GenerationRequest& request() const { return request_; }
   ResultStream& stream() { return *stream_; }
   SequenceState& state() { return *state_; }
+  const SequenceState& state() const { return *state_; }
   const sampling::Sampler& sampler() const { return *sampler_; }
   sampling::SamplerState& history() { return history_; }
-  int64_t reserved_positions() const { return reserved_positions_; }
+  int64_t worst_positions() const { return worst_positions_; }
 
   int64_t prompt_len() const { return static_cast<int64_t>(request_.prompt.size()); }
   int64_t prefilled() const { return prefilled_; }
@@ -48,9 +51,24 @@ class Sequence {
   // Drafts proposed for the next verify (empty: plain decode).
   std::vector<int32_t> drafts;
   std::unique_ptr<DraftContext> draft_context;
+  // Its swap image at its longest (engine/kv_budget.h: the swap space's reservation).
+  size_t worst_swap_bytes = 0;
 
   // Generated tokens not yet in the output (remaining max_tokens budget).
   int64_t remaining_tokens() const;
+
+  // KV blocks held now: the target's block table or the drafter context's, the longer (a budget block
+  // pays for one of each: engine/kv_budget.h). 0 while swapped out.
+  int64_t kv_blocks() const;
+  // Preemption by swap (engine/swap.h): the target state and the drafter context move to host memory
+  // and back bit for bit; everything else (sampler state and RNG, token history, stop checker, pending
+  // token and drafts, the stream) stays in this object untouched. swap_out() returns the host bytes
+  // taken, swap_in() those given back.
+  size_t swap_bytes() const;
+  size_t swap_out();
+  size_t swap_in();
+  bool swapped_out() const { return swapped_; }
+  size_t swapped_bytes() const { return swapped_bytes_; }
 
   // Runs `tokens` (picked this step, in order) through the stop checker and streams what is
   // final. Returns true when the request finished.
@@ -70,7 +88,9 @@ class Sequence {
   std::unique_ptr<SequenceState> state_;
   sampling::SamplerState history_;
   sampling::StopChecker stop_;
-  int64_t reserved_positions_;
+  int64_t worst_positions_;
+  size_t swapped_bytes_ = 0;
+  bool swapped_ = false;
   int64_t prefilled_ = 0;
   int64_t kept_tokens_ = 0;
   bool finished_ = false;

@@ -2,11 +2,13 @@
 // file named). One step, in order:
 //
 //   1. sequences in      schedule_sequences  new requests queued, cancelled / timed-out ones freed,
-//                                            queued ones admitted while their worst case fits the
-//                                            KV budget (FCFS), finished ones retired
-//   2. rows planned      plan_rows           decode / verify rows of every decoding sequence, then
+//                                            swapped-out ones back while they fit, then queued ones
+//                                            admitted while what they need now fits the KV budget
+//                                            (FCFS, engine/kv_budget.h), finished ones retired
+//   2. rows planned      plan_with_blocks    decode / verify rows of every decoding sequence, then
 //                                            prefill chunks oldest first within the row budget
-//                                            (engine/batch_plan.h)
+//                                            (engine/batch_plan.h); while their KV blocks do not fit,
+//                                            the newest running sequence is swapped out (engine/swap.h)
 //   3. rows laid out     lay_out_rows        prefill chunks, decode rows [pending], verify rows
 //                                            [pending, d1..dk]; one picker per sequence
 //                                            (engine/row_layout.h, engine/row_picker.h)
@@ -42,8 +44,8 @@
 namespace specserve::engine {
 
 void Engine::step() {
-  if (!schedule_sequences()) return;                  // 1
-  const std::vector<PlannedSpan> plan = plan_rows();  // 2
+  if (!schedule_sequences()) return;                         // 1
+  const std::vector<PlannedSpan> plan = plan_with_blocks();  // 2
   if (plan.empty()) return;
   const StepRows rows = lay_out_rows(plan, running_, proposer_, options_.verify_mode);  // 3
   const ForwardResult out = forward(rows);                                              // 4
@@ -58,8 +60,9 @@ void Engine::step() {
 bool Engine::schedule_sequences() {
   intake();
   reap_cancelled();
-  admit();
   retire_finished();
+  resume_swapped();
+  admit();
   return !running_.empty();
 }
 

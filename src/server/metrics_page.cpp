@@ -41,7 +41,7 @@ std::string render_metrics_page(const engine::EngineMetrics* m, const HttpCounte
              load(m->requests_finished[r]));
   }
   w.counter(p + "requests_rejected_total", "Requests refused because the queue was full", load(m->requests_rejected));
-  w.gauge(p + "num_requests_running", "Requests admitted to the engine (holding KV / state)",
+  w.gauge(p + "num_requests_running", "Requests admitted to the engine (holding KV / state, or swapped out)",
           load(m->requests_running));
   w.gauge(p + "num_requests_waiting", "Requests queued for admission", load(m->requests_waiting));
   w.counter(p + "prompt_tokens_total", "Prompt tokens processed", load(m->prompt_tokens));
@@ -56,6 +56,15 @@ std::string render_metrics_page(const engine::EngineMetrics* m, const HttpCounte
   w.counter(p + "engine_step_rows_total", "Rows over all target forwards", load(m->step_rows));
   w.gauge(p + "kv_blocks_used", "KV-cache blocks in use", load(m->kv_blocks_used));
   w.gauge(p + "kv_blocks_total", "KV-cache blocks available", load(m->kv_blocks_total));
+  w.counter(p + "num_preemptions_total", "Sequences swapped out to host memory because KV blocks ran out",
+            load(m->preemptions));
+  w.gauge(p + "num_requests_swapped", "Requests swapped out to host memory (also counted as running)",
+          load(m->requests_swapped));
+  w.family(p + "swap_bytes_total", "counter", "Bytes copied between device and host memory by swapping");
+  w.sample(p + "swap_bytes_total", {{"direction", "out"}}, load(m->swap_out_bytes));
+  w.sample(p + "swap_bytes_total", {{"direction", "in"}}, load(m->swap_in_bytes));
+  w.gauge(p + "swap_space_used_bytes", "Host swap space holding swapped-out sequences", load(m->swap_space_used_bytes));
+  w.gauge(p + "swap_space_total_bytes", "Host swap space (--swap-space-gib)", load(m->swap_space_total_bytes));
 
   w.counter(p + "spec_decode_num_drafts_total", "Verify rounds (one per speculating sequence per step)",
             load(m->spec_num_drafts));

@@ -19,8 +19,13 @@ class DFlashContext final : public engine::DraftContext {
     return std::span<const float>(q).subspan(static_cast<size_t>(k) * V, V);
   }
 
+  int64_t kv_blocks() const override { return sequence->kv_blocks(); }
+  size_t swap_bytes() const override { return sequence->swap_bytes(); }
+  void swap_out() override { sequence->swap_out(); }
+  void swap_in() override { sequence->swap_in(); }
+
   std::unique_ptr<DrafterSequence> sequence;
-  std::vector<float> q;  // sampled-draft mode: q of each draft of the latest propose
+  std::vector<float> q;  // sampled-draft mode: q of each draft of the latest propose (host memory)
   int q_rows = 0;
 };
 
@@ -53,6 +58,13 @@ DFlashProposer::DFlashProposer(const DFlashDrafter& drafter, DFlashProposerOptio
 
 std::unique_ptr<engine::DraftContext> DFlashProposer::new_context() {
   return std::make_unique<DFlashContext>(drafter_.new_sequence());
+}
+
+int DFlashProposer::positions_past_context() const { return options_.full_block ? drafter_.block_size() : gamma_ + 1; }
+
+size_t DFlashProposer::swap_bytes_bound(int64_t positions) const {
+  return DrafterSequence::swap_bytes_bound(drafter_.kv_block_bytes(), drafter_.feature_width(), positions,
+                                           std::min(positions, options_.max_waiting_rows));
 }
 
 int64_t DFlashProposer::context_rows(const engine::DraftContext& context) {

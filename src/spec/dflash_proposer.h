@@ -49,6 +49,11 @@ class DFlashProposer final : public engine::DraftProposer {
   int gamma() const override { return gamma_; }
   std::vector<int> capture_layers() const override { return drafter_.target_layer_ids(); }
   std::unique_ptr<engine::DraftContext> new_context() override;
+  // The drafted block's positions (block_size with full_block, else gamma + 1).
+  int positions_past_context() const override;
+  // The blocks of `positions` context rows and fewer than max_waiting_rows waiting rows (between steps
+  // append_contexts has projected them at that many).
+  size_t swap_bytes_bound(int64_t positions) const override;
   // The drafter runs where the target does: on a device it takes the captured rows there.
   bool wants_device_features() const override { return drafter_.on_device(); }
   // All rows of a step in one DrafterSequence::append_many (on a device: one copy launch).

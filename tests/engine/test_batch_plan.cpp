@@ -89,18 +89,18 @@ TEST(EngineOptions, NormalisedAlwaysLeavesRoomForAChunk) {
   EXPECT_EQ(n.max_batch_rows, 1024);
 }
 
-TEST(KvBudget, ReservesWorstCaseAndSlots) {
-  KvBudget b(10, 2);
-  EXPECT_EQ(KvBudget::blocks_for(1), 1);
-  EXPECT_EQ(KvBudget::blocks_for(16), 1);
-  EXPECT_EQ(KvBudget::blocks_for(17), 2);
-  EXPECT_TRUE(b.try_reserve(100));  // 7 blocks
-  EXPECT_FALSE(b.try_reserve(64));  // 4 more do not fit
-  EXPECT_TRUE(b.try_reserve(48));   // 3 do
-  EXPECT_EQ(b.reserved_blocks(), 10);
-  b.release(48);
-  EXPECT_TRUE(b.try_reserve(1));
-  EXPECT_FALSE(b.try_reserve(1));  // both state slots taken
-  EXPECT_TRUE(b.could_ever_fit(160));
-  EXPECT_FALSE(b.could_ever_fit(161));
+// The swap space's reservation (engine/kv_budget.h): entries in the device-safe prefix cost nothing
+// unless swapped out; every entry after it costs its worst-case image.
+TEST(KvBudget, SwapReservationCoversEverySequenceOutsideTheSafePrefix) {
+  EXPECT_EQ(blocks_for(0), 0);
+  EXPECT_EQ(blocks_for(1), 1);
+  EXPECT_EQ(blocks_for(16), 1);
+  EXPECT_EQ(blocks_for(17), 2);
+  std::vector<BudgetEntry> live = {{4, 100, false, 0}, {4, 200, true, 50}, {4, 300, false, 0}, {1, 400, true, 7}};
+  // 10 blocks: the first two fit (8), the third does not, and the prefix ends there (the fourth, though
+  // small, is after it).
+  EXPECT_EQ(swap_reservation(live, 10), 50u + 300u + 400u);
+  EXPECT_EQ(swap_reservation(live, 13), 50u + 7u);
+  EXPECT_EQ(swap_reservation(live, 3), 100u + 200u + 300u + 400u);
+  EXPECT_EQ(swap_reservation({}, 3), 0u);
 }
