@@ -16,6 +16,7 @@
 #include "cli/common_flags.h"
 #include "cli/drafter_flags.h"
 #include "cli/hidden_alias.h"
+#include "core/error.h"
 #include "core/log.h"
 #include "server/http_server.h"
 #include "server/loaded_model.h"
@@ -134,7 +135,23 @@ void register_serve(CLI::App& app, CommandRunner& run) {
       ->capture_default_str();
   cmd->add_option("--keep-alive-timeout-s", h.keep_alive_timeout_s, "Seconds an idle keep-alive connection stays open")
       ->capture_default_str();
-  cmd->add_option("--max-seqs", s.engine.max_seqs, "Sequences decoded concurrently")->capture_default_str();
+  s.engine.max_seqs = 0;  // auto (engine/memory_plan.h)
+  cmd->add_option("--max-seqs", s.engine.max_seqs,
+                  "Sequences running at once (0 = auto: on a GPU as many as the memory left after the weights holds "
+                  "at a DeltaNet state slot + drafter state + the KV of a 2,048-position sequence each, at most "
+                  "1024; on the CPU 16)")
+      ->check(CLI::NonNegativeNumber)
+      ->capture_default_str();
+  cmd->add_option(
+      "--swap-space-gib",
+      [&s](const std::vector<std::string>& v) {
+        const double gib = std::stod(v.at(0));
+        SS_CHECK(gib >= 0 && gib <= 65536, "--swap-space-gib must be in [0, 65536] (got {})", v.at(0));
+        s.engine.swap_space_bytes = static_cast<size_t>(gib * double(size_t{1} << 30));
+        return true;
+      },
+      "Host memory (pinned on a GPU) for sequences preempted when KV blocks run out; they resume exactly where "
+      "they stopped. 0 = no preemption: requests are admitted only while their worst case fits (default 4)");
   cmd->add_option("--max-queue", s.engine.max_queue, "Requests waiting for admission before 503")
       ->capture_default_str();
   cmd->add_option("--max-batch-rows", s.engine.max_batch_rows, "Rows of one target forward")->capture_default_str();
@@ -142,7 +159,7 @@ void register_serve(CLI::App& app, CommandRunner& run) {
       ->capture_default_str();
   cmd->add_option(
          "--kv-cache-mib", s.kv_cache_mib,
-         "KV-cache budget in MiB (0 = auto: max-seqs full contexts, <= 1/4 of RAM; on a GPU what is free after weights and state)")
+         "KV-cache budget in MiB, target + drafter (0 = auto: on a GPU what is free after the weights, the sequences' state and activations; on the CPU max-seqs full contexts, <= 1/4 of RAM)")
       ->capture_default_str();
   add_threads_flag(*cmd, s.threads);
   add_dtype_flag(*cmd, s.dtype);

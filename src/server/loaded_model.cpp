@@ -12,6 +12,7 @@
 #include "backend/memory.h"
 #include "backend/ops.h"
 #include "core/log.h"
+#include "engine/memory_plan.h"
 #include "io/model_config.h"
 #include "sampling/dry_breakers.h"
 #include "sampling/generation_config.h"
@@ -23,26 +24,6 @@
 namespace specserve::server {
 
 namespace fs = std::filesystem;
-
-int64_t kv_budget_blocks(const ModelConfig& config, const ServeSpec& spec, const KvSizing& sizing) {
-  const auto block_bytes = static_cast<int64_t>(sizing.block_bytes);
-  if (block_bytes <= 0) return 1 << 20;  // no attention layers: positions cost nothing
-  if (spec.kv_cache_mib > 0) return std::max<int64_t>(1, (spec.kv_cache_mib << 20) / block_bytes);
-  const int64_t ctx = config.max_position_embeddings > 0 ? config.max_position_embeddings : 32768;
-  const int64_t wanted = spec.engine.max_seqs * ((ctx + kKvBlockSize - 1) / kKvBlockSize);
-  const auto avail = static_cast<int64_t>(sizing.available_bytes);
-  int64_t usable = avail / 4;
-  if (sizing.on_device) {
-    const int64_t states = static_cast<int64_t>(sizing.sequence_bytes) * spec.engine.max_seqs;
-    usable = avail - states - (int64_t{1} << 30) - avail / 20;
-    SS_CHECK(usable >= block_bytes,
-             "only {:.2f} GiB of device memory are free after the weights: no room for the DeltaNet state of {} "
-             "sequences, a KV cache and activations (lower --max-seqs or use a smaller model)",
-             gib(sizing.available_bytes), spec.engine.max_seqs);
-  }
-  const int64_t cap = avail > 0 ? usable / block_bytes : wanted;
-  return std::max<int64_t>(1, std::min(wanted, cap));
-}
 
 std::shared_ptr<LoadedModel> LoadedModel::load(const ServeSpec& spec, const Progress& progress) {
   std::shared_ptr<LoadedModel> m(new LoadedModel());
@@ -86,24 +67,42 @@ std::shared_ptr<LoadedModel> LoadedModel::load(const ServeSpec& spec, const Prog
                   m->target_->vocab_size(), spec.draft_vocab);
     }
   }
-  // The KV budget from what is left after the weights, reserved now (pools sized at start-up).
-  const Memory& mem = m->target_->forward_memory();
-  KvSizing sizing;
-  sizing.block_bytes = m->target_->kv_block_bytes() + (m->drafter_ ? m->drafter_->kv_block_bytes() : 0);
-  sizing.sequence_bytes = m->target_->sequence_state_bytes();
-  sizing.on_device = mem.device() != Device::CPU;
-  sizing.available_bytes = mem.available_bytes();
-  const int64_t kv_blocks = kv_budget_blocks(config, spec, sizing);
-  if (sizing.on_device) {
-    progress(0.91, fmt::format("reserving {} KV blocks ({:.2f} GiB) on the device", kv_blocks,
-                               gib(static_cast<size_t>(kv_blocks) * sizing.block_bytes)));
-    m->target_->reserve(kv_blocks, spec.engine.max_seqs);
-    // A drafter sequence may hold one block past the target's (its block scratch positions).
-    if (m->drafter_) m->drafter_->reserve_kv_blocks(kv_blocks + spec.engine.max_seqs);
-  }
+  // The memory budget from what is left after the weights, target and drafter counted together
+  // (engine/memory_plan.h), reserved now (pools sized at start-up).
   if (m->drafter_) {
     m->proposer_ = std::make_unique<spec::DFlashProposer>(
         *m->drafter_, spec::proposer_options(spec.engine.gamma, spec.draft_sampling, spec.engine.verify_mode));
+  }
+  const Memory& mem = m->target_->forward_memory();
+  engine::MemoryCosts costs;
+  costs.block_bytes = m->target_->kv_block_bytes() + (m->drafter_ ? m->drafter_->kv_block_bytes() : 0);
+  costs.sequence_bytes = m->target_->sequence_state_bytes();
+  if (m->proposer_) {
+    // The drafter context's waiting rows (fewer than max_waiting_rows between steps) and its block
+    // scratch beyond the target's (one block).
+    costs.sequence_bytes += static_cast<size_t>(spec::DFlashProposerOptions{}.max_waiting_rows) *
+                                static_cast<size_t>(m->drafter_->feature_width()) * 4 +
+                            m->drafter_->kv_block_bytes();
+  }
+  // One forward row's activations: its logits, captured features and a few hidden-size rows.
+  costs.row_bytes = static_cast<size_t>(m->target_->vocab_size() + 8 * m->target_->hidden_size() +
+                                        (m->drafter_ ? m->drafter_->feature_width() : 0)) *
+                    4;
+  costs.rows_per_sequence = m->proposer_ ? m->proposer_->gamma() + 1 : 1;
+  costs.on_device = mem.device() != Device::CPU;
+  costs.available_bytes = mem.available_bytes();
+  costs.context_positions = config.max_position_embeddings;
+  const engine::MemoryPlan plan = engine::plan_memory(costs, spec.engine.max_seqs, spec.kv_cache_mib);
+  const int64_t kv_blocks = plan.kv_blocks;
+  const int max_seqs = plan.max_seqs;
+  SS_LOG_INFO("serve", "memory plan: {}; swap space {:.2f} GiB (--swap-space-gib)", plan.rule,
+              gib(spec.engine.swap_space_bytes));
+  if (costs.on_device) {
+    progress(0.91, fmt::format("reserving {} KV blocks ({:.2f} GiB) and the state of {} sequences on the device",
+                               kv_blocks, gib(static_cast<size_t>(kv_blocks) * costs.block_bytes), max_seqs));
+    m->target_->reserve(kv_blocks, max_seqs);
+    // A drafter sequence may hold one block past its budget share (its drafted block's scratch).
+    if (m->drafter_) m->drafter_->reserve_kv_blocks(kv_blocks + max_seqs);
   }
 
   // Ids a request may name or the sampler may pick: the tokenizer's, within the lm_head's rows
@@ -146,6 +145,7 @@ std::shared_ptr<LoadedModel> LoadedModel::load(const ServeSpec& spec, const Prog
   progress(0.97, "starting the engine");
   engine::EngineOptions eo = spec.engine;
   eo.kv_blocks = kv_blocks;
+  eo.max_seqs = max_seqs;
   eo.real_vocab = vocab;
   const tokenizer::Tokenizer* tok = &m->tokenizer_;
   m->engine_ = std::make_unique<engine::Engine>(

@@ -27,24 +27,12 @@ struct ServeSpec {
   std::string backend = "auto";   // where the target and drafter run: "auto" (cuda when present), "cpu" or "cuda"
   std::string dtype = "auto";     // weight storage of target and drafter: "auto" (the checkpoint's), "f32", "bf16"
   std::string kv_dtype = "auto";  // KV cache element type: "auto" (f32 for f32 weights, else bf16), "bf16", "f32"
-  engine::EngineOptions engine;   // kv_blocks is derived from kv_cache_mib here
-  int64_t kv_cache_mib = 0;       // KV-cache budget; 0 = auto (see kv_budget_blocks)
-  int request_timeout_s = 0;      // 0 = none
+  // kv_blocks is derived here, and max_seqs when 0 (engine/memory_plan.h); swap_space_bytes is
+  // --swap-space-gib.
+  engine::EngineOptions engine;
+  int64_t kv_cache_mib = 0;   // KV-cache budget; 0 = auto (engine/memory_plan.h)
+  int request_timeout_s = 0;  // 0 = none
 };
-
-// The KV budget in blocks for `spec`: kv_cache_mib when given, else enough for max_seqs full-
-// context sequences but at most a quarter of physical memory.
-// What one KV block and one sequence cost, and the memory they come from.
-struct KvSizing {
-  size_t block_bytes = 0;     // target + drafter KV per 16 positions
-  size_t sequence_bytes = 0;  // DeltaNet state per sequence
-  bool on_device = false;
-  size_t available_bytes = 0;  // device: free after the weights; host: physical RAM
-};
-// The KV budget in blocks: --kv-cache-mib when given; else enough for max_seqs full contexts, capped
-// at a quarter of the RAM on the host, and on a device at what is free after the weights, the
-// DeltaNet state of max_seqs sequences and a headroom for activations (1 GiB + 5 %).
-int64_t kv_budget_blocks(const ModelConfig& config, const ServeSpec& spec, const KvSizing& sizing);
 
 class LoadedModel : public ModelServices {
  public:
