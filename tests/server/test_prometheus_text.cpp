@@ -37,6 +37,10 @@ TEST(PrometheusText, MetricsPageHasRequiredFamilies) {
   engine::EngineMetrics m;
   m.record_spec_round(4, 2);
   m.record_spec_round(4, 3);
+  m.preemptions = 3;
+  m.requests_swapped = 1;
+  m.swap_out_bytes = 4096;
+  m.swap_in_bytes = 1024;
   HttpCounters http;
   http.count_status(400);
   ServingState state;
@@ -49,7 +53,9 @@ TEST(PrometheusText, MetricsPageHasRequiredFamilies) {
         "specserve:spec_decode_num_accepted_tokens_total 5",
         "specserve:spec_decode_num_accepted_tokens_per_pos_total{position=\"0\"} 2",
         "specserve:spec_decode_num_accepted_tokens_per_pos_total{position=\"2\"} 1",
-        "specserve:http_responses_total{code=\"400\"} 1"}) {
+        "specserve:http_responses_total{code=\"400\"} 1", "specserve:num_preemptions_total 3",
+        "specserve:num_requests_swapped 1", "specserve:swap_bytes_total{direction=\"out\"} 4096",
+        "specserve:swap_bytes_total{direction=\"in\"} 1024", "specserve:swap_space_used_bytes"}) {
     EXPECT_NE(page.find(name), std::string::npos) << name;
   }
   // While loading, only the HTTP families are present.
