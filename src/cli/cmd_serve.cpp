@@ -16,7 +16,6 @@
 #include "cli/common_flags.h"
 #include "cli/drafter_flags.h"
 #include "cli/hidden_alias.h"
-#include "core/error.h"
 #include "core/log.h"
 #include "server/http_server.h"
 #include "server/loaded_model.h"
@@ -29,7 +28,8 @@ namespace {
 struct ServeArgs {
   server::ServeSpec spec;
   server::ServerOptions http;
-  DrafterFlags drafter;  // applied to spec before loading
+  DrafterFlags drafter;       // applied to spec before loading
+  double swap_space_gib = 4;  // --swap-space-gib, to spec.engine.swap_space_bytes
 };
 
 // Blocks SIGINT/SIGTERM in this thread and every thread it creates afterwards; they are then
@@ -46,6 +46,7 @@ sigset_t block_shutdown_signals() {
 int run_serve(ServeArgs args) {
   args.drafter.check_needs_draft();
   args.drafter.apply_to(args.spec);
+  args.spec.engine.swap_space_bytes = static_cast<size_t>(args.swap_space_gib * double(size_t{1} << 30));
   sigset_t signals = block_shutdown_signals();
   auto state = std::make_shared<server::ServingState>();
   args.http.max_seqs = args.spec.engine.max_seqs;
@@ -142,16 +143,12 @@ void register_serve(CLI::App& app, CommandRunner& run) {
                   "1024; on the CPU 16)")
       ->check(CLI::NonNegativeNumber)
       ->capture_default_str();
-  cmd->add_option(
-      "--swap-space-gib",
-      [&s](const std::vector<std::string>& v) {
-        const double gib = std::stod(v.at(0));
-        SS_CHECK(gib >= 0 && gib <= 65536, "--swap-space-gib must be in [0, 65536] (got {})", v.at(0));
-        s.engine.swap_space_bytes = static_cast<size_t>(gib * double(size_t{1} << 30));
-        return true;
-      },
-      "Host memory (pinned on a GPU) for sequences preempted when KV blocks run out; they resume exactly where "
-      "they stopped. 0 = no preemption: requests are admitted only while their worst case fits (default 4)");
+  cmd->add_option("--swap-space-gib", args->swap_space_gib,
+                  "Host memory in GiB (pinned on a GPU) for sequences preempted when KV blocks run out; they resume "
+                  "exactly where they stopped. 0 = no preemption: requests are admitted only while their worst case "
+                  "fits")
+      ->check(CLI::Range(0.0, 65536.0))
+      ->capture_default_str();
   cmd->add_option("--max-queue", s.engine.max_queue, "Requests waiting for admission before 503")
       ->capture_default_str();
   cmd->add_option("--max-batch-rows", s.engine.max_batch_rows, "Rows of one target forward")->capture_default_str();
