@@ -7,6 +7,7 @@
 #include <gtest/gtest.h>
 
 #include <mutex>
+#include <thread>
 #include <tuple>
 
 #include "engine/kv_budget.h"
@@ -197,6 +198,27 @@ TEST(Preemption, SwappedSequenceWaitsAndCompletesLater) {
   ASSERT_LT(last_a + 1, log.size());
   EXPECT_EQ(log[last_a + 1].first, 'B');
   EXPECT_EQ(log[last_a + 1].second, log[last_a - alone].second + 1);
+}
+
+// Cancelling a swapped-out request ends it and frees its host image; the other one is unaffected.
+TEST(Preemption, CancellingASwappedOutRequestFreesItsImage) {
+  TinyModel m("qwen3_5");
+  GenerationRequest a = make_request(prompt_of(16, 31, m.tokenizer.id_limit()), 120);
+  GenerationRequest b = make_request(prompt_of(16, 32, m.tokenizer.id_limit()), 100);
+  const auto alone_a = reference_decode(m, a);
+  Engine engine(*m.model, tight_options(m, 10), m.token_text());
+  auto sa = engine.submit(a);
+  auto sb = engine.submit(b);
+  for (int i = 0; i < 20000 && engine.metrics().preemptions.load() == 0; ++i)
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  ASSERT_EQ(engine.metrics().preemptions.load(), 1u);
+  sb->cancel();
+  EXPECT_EQ(collect(*sb).reason, FinishReason::Cancelled);
+  EXPECT_EQ(collect(*sa).tokens, alone_a);
+  ASSERT_TRUE(wait_for_idle(engine));
+  EXPECT_EQ(engine.metrics().requests_swapped.load(), 0);
+  EXPECT_EQ(engine.metrics().swap_space_used_bytes.load(), 0);
+  EXPECT_EQ(engine.metrics().kv_blocks_used.load(), 0);
 }
 
 // Without swap space nothing may be preempted: a request is admitted only while every admitted
