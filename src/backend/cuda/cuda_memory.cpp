@@ -22,6 +22,7 @@ namespace {
 constexpr size_t kExactFrom = size_t{256} << 20;
 constexpr size_t kMinClass = 512;
 constexpr size_t kKernelCopyBytes = size_t{1} << 20;
+constexpr size_t kPinnedCacheBytes = size_t{4} << 30;  // released swap images kept pinned (allocate_host)
 
 // The size class of `bytes`: rounded up to a multiple of 1/8 of its power of two.
 size_t size_class(size_t bytes) {
@@ -92,14 +93,37 @@ class CudaMemory final : public Memory {
     CUDA_CHECK(cudaStreamSynchronize(cuda::cuda_stream()));
   }
   // Swap space (engine/swap.h): pinned host blocks, so the copies below are true asynchronous DMA on
-  // the stream, in order with the kernels that wrote (or will read) the device side.
+  // the stream, in order with the kernels that wrote (or will read) the device side. Pinning is slow
+  // (page-locking hundreds of MiB takes tens of ms), so released blocks are kept by size class, up to
+  // kPinnedCacheBytes, for the next swap-out.
   void* allocate_host(size_t bytes) const override {
+    const size_t cls = size_class(std::max<size_t>(bytes, 1));
+    {
+      std::lock_guard lock(mutex_);
+      auto& list = pinned_free_[cls];
+      if (!list.empty()) {
+        void* p = list.back();
+        list.pop_back();
+        pinned_cached_ -= cls;
+        return p;
+      }
+    }
     void* p = nullptr;
-    CUDA_CHECK(cudaHostAlloc(&p, std::max<size_t>(bytes, 1), cudaHostAllocDefault));
+    CUDA_CHECK(cudaHostAlloc(&p, cls, cudaHostAllocDefault));
     return p;
   }
-  void release_host(void* p, size_t) const noexcept override {
-    if (p) cudaFreeHost(p);
+  void release_host(void* p, size_t bytes) const noexcept override {
+    if (!p) return;
+    const size_t cls = size_class(std::max<size_t>(bytes, 1));
+    {
+      std::lock_guard lock(mutex_);
+      if (pinned_cached_ + cls <= kPinnedCacheBytes) {
+        pinned_free_[cls].push_back(p);
+        pinned_cached_ += cls;
+        return;
+      }
+    }
+    cudaFreeHost(p);
   }
   void download_many(std::span<const CopyRegion> regions) const override {
     for (const auto& r : regions)
@@ -191,6 +215,8 @@ class CudaMemory final : public Memory {
   mutable std::mutex mutex_;
   mutable std::map<size_t, std::vector<void*>> free_;
   mutable size_t reserved_ = 0;
+  mutable std::map<size_t, std::vector<void*>> pinned_free_;  // released pinned host blocks by size class
+  mutable size_t pinned_cached_ = 0;
 };
 
 // Never destroyed: cached blocks outlive static destructors that may still release into it, and the
