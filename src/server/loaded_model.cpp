@@ -147,6 +147,18 @@ std::shared_ptr<LoadedModel> LoadedModel::load(const ServeSpec& spec, const Prog
   eo.kv_blocks = kv_blocks;
   eo.max_seqs = max_seqs;
   eo.real_vocab = vocab;
+  {
+    // A step must hold every running sequence's decode / verify rows and one whole prefill chunk; with
+    // hundreds of sequences the row budget grows rather than the chunk shrinking (normalised() would
+    // shrink it to 64, far from the size the prefill kernels are tuned for). Their activations are in
+    // the memory plan (row_bytes per sequence).
+    const int64_t rows = int64_t{max_seqs} * costs.rows_per_sequence + eo.prefill_chunk / 64 * 64;
+    if (eo.max_batch_rows < rows) {
+      SS_LOG_INFO("serve", "--max-batch-rows {} -> {}: {} sequences x {} rows and a {}-row prefill chunk",
+                  eo.max_batch_rows, rows, max_seqs, costs.rows_per_sequence, eo.prefill_chunk / 64 * 64);
+      eo.max_batch_rows = static_cast<int>(rows);
+    }
+  }
   const tokenizer::Tokenizer* tok = &m->tokenizer_;
   m->engine_ = std::make_unique<engine::Engine>(
       *m->target_, eo,
