@@ -41,9 +41,10 @@ size_t Engine::swap_reservation_with(int64_t worst_blocks, size_t worst_swap) co
   // Live sequences in admission order: running_ and swapped_ are each sorted by id.
   std::vector<const Sequence*> live;
   live.reserve(running_.size() + swapped_.size());
-  for (const auto& s : running_) live.push_back(s.get());
-  for (const auto& s : swapped_) live.push_back(s.get());
-  std::sort(live.begin(), live.end(), [](const Sequence* a, const Sequence* b) { return a->id() < b->id(); });
+  for (size_t r = 0, w = 0; r < running_.size() || w < swapped_.size();) {
+    const bool take_running = w == swapped_.size() || (r < running_.size() && running_[r]->id() < swapped_[w]->id());
+    live.push_back(take_running ? running_[r++].get() : swapped_[w++].get());
+  }
   std::vector<BudgetEntry> entries;
   entries.reserve(live.size() + 1);
   for (const Sequence* s : live)
