@@ -6,6 +6,8 @@
 // by worst case and never preempts; the metrics count it all.
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <atomic>
 #include <mutex>
 #include <thread>
 #include <tuple>
@@ -219,6 +221,41 @@ TEST(Preemption, CancellingASwappedOutRequestFreesItsImage) {
   EXPECT_EQ(engine.metrics().requests_swapped.load(), 0);
   EXPECT_EQ(engine.metrics().swap_space_used_bytes.load(), 0);
   EXPECT_EQ(engine.metrics().kv_blocks_used.load(), 0);
+}
+
+// A swap space for two requests at their longest: requests beyond what it can cover wait in the queue,
+// the space is never overcommitted, nothing fails, and every output is still that of the request alone.
+TEST(Preemption, ASmallSwapSpaceIsNeverExceeded) {
+  TinyModel m("qwen3_5");
+  const auto reqs = many_requests(m, 0.0f);
+  std::vector<std::vector<int32_t>> alone;
+  for (const auto& r : reqs) alone.push_back(reference_decode(m, r));
+  int64_t longest = 0;
+  for (const auto& r : reqs)
+    longest = std::max<int64_t>(longest, static_cast<int64_t>(r.prompt.size()) + *r.params.stop.max_tokens);
+  EngineOptions o = tight_options(m, 24);
+  o.swap_space_bytes = 2 * m.model->new_sequence()->swap_bytes(longest);
+  Engine engine(*m.model, o, m.token_text());
+  std::vector<std::shared_ptr<ResultStream>> streams;
+  for (const auto& r : reqs) streams.push_back(engine.submit(r));
+  std::vector<Output> outs(reqs.size());
+  std::atomic<bool> done = false;
+  std::thread reader([&] {
+    for (size_t i = 0; i < reqs.size(); ++i) outs[i] = collect(*streams[i]);
+    done = true;
+  });
+  int64_t most_used = 0;
+  while (!done.load()) {
+    most_used = std::max(most_used, engine.metrics().swap_space_used_bytes.load());
+    std::this_thread::yield();
+  }
+  reader.join();
+  for (size_t i = 0; i < reqs.size(); ++i) EXPECT_EQ(outs[i].tokens, alone[i]) << i;
+  EXPECT_LE(most_used, static_cast<int64_t>(o.swap_space_bytes));
+  EXPECT_GT(engine.metrics().preemptions.load(), 0u);
+  ASSERT_TRUE(wait_for_idle(engine));
+  EXPECT_EQ(engine.metrics().requests_finished[static_cast<int>(FinishReason::Error)].load(), 0u);
+  expect_swap_metrics_settled(engine.metrics());
 }
 
 // Without swap space nothing may be preempted: a request is admitted only while every admitted
