@@ -4,7 +4,9 @@
 // 2,048-row spans (four sequences' prefill chunks in one call) and one 2,048-row span (one sequence in
 // the engine's default --prefill-chunk). kernel 0: Ops::gated_delta_rule (gated_deltanet_chunked.cu,
 // the parallel prep kernel and the sequential state kernel, with the op's staging and scratch);
-// kernel 1: the one-kernel form it replaced (gated_delta_rule_chunked_fused, the baseline). Per call:
+// kernel 1: the one-kernel form it replaced (gated_delta_rule_chunked_fused, the baseline); kernel 2:
+// Ops::gated_delta_rule with the state kernel's products on tensor cores (GdnStateMath::Tf32x3; kernel 0
+// takes the process default, F32). Per call:
 //   GFLOP/s   the chunked form's products per second: per chunk of L rows and value head
 //             2 (2 L^2 dk + L^2 dk + L^2 dv + 2 L dk dv + L^2 dv + L dk dv) (K K^T and Q K^T, W, U,
 //             W S and (e^G Q) S, P V', the state's addition)
@@ -65,6 +67,7 @@ void BM_GdnChunked(benchmark::State& st) {
   }
   const SpanSet& set = kSpanSets[st.range(0)];
   const bool fused = st.range(1) == 1;
+  const auto math = st.range(1) == 2 ? cuda::kernels::GdnStateMath::Tf32x3 : cuda::kernels::GdnStateMath::F32;
   const GdnDims& d = kDims;
   const int64_t T = set.spans * set.rows, Hv = d.num_v_heads;
   DeviceBuffer qkv = random_floats(size_t(T * d.conv_dim()), 1), g = random_floats(size_t(T * Hv), 2),
@@ -94,6 +97,7 @@ void BM_GdnChunked(benchmark::State& st) {
     else
       cuda_ops().gated_delta_rule(Qkv, G, Beta, spans, d, O);
   };
+  cuda::kernels::set_gdn_state_math(math);
   time_calls(1, call);  // warm up (attribute setup, scratch, staging)
   double seconds = 0;
   for (auto _ : st) {
@@ -102,7 +106,10 @@ void BM_GdnChunked(benchmark::State& st) {
     seconds += t;
   }
   const double t = seconds / double(st.iterations());
-  st.SetLabel(std::string("27B ") + set.name + (fused ? " one-kernel baseline" : " Ops::gated_delta_rule"));
+  cuda::kernels::set_gdn_state_math(cuda::kernels::GdnStateMath::F32);
+  const char* const kWhat[] = {" Ops::gated_delta_rule (f32 state kernel)", " one-kernel baseline",
+                               " Ops::gated_delta_rule (tf32x3 state kernel)"};
+  st.SetLabel(std::string("27B ") + set.name + kWhat[st.range(1)]);
   st.counters["GFLOP/s"] = chunked_flops(d, set.rows) * double(set.spans) / t / 1e9;
   st.counters["Mrows/s"] = double(T) / t / 1e6;
 }
@@ -111,7 +118,7 @@ BENCHMARK(BM_GdnChunked)
     ->ArgNames({"spans", "kernel"})
     ->Apply([](benchmark::internal::Benchmark* b) {
       for (int64_t s = 0; s < int64_t(std::size(kSpanSets)); ++s)
-        for (int64_t k = 0; k < 2; ++k) b->Args({s, k});
+        for (int64_t k = 0; k < 3; ++k) b->Args({s, k});
     })
     ->UseManualTime()
     ->Iterations(3)
