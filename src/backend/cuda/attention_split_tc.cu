@@ -13,7 +13,7 @@
 // keys and values are loaded once for all of them (the KV of a sequence is read once per step for all
 // of its verify rows, not once per row). Chunk c is the keys window_start + [c·keys, (c + 1)·keys),
 // keys = attn::chunking(n).keys (a function of the row's window n alone, the same for every row of the
-// item), walked in steps of KB = tc_step_keys<HD>() keys from the chunk's start. Per step, on each
+// item), walked in steps of KB = kSplitStepKeys (32) keys from the chunk's start. Per step, on each
 // warp's 16 rows (attention_tc_step.cuh, the prefill kernel's arithmetic): S = q kᵀ by mma.sync (q
 // rounded to bf16, f32 accumulate, head dim in increasing 16-wide k-steps), keys past the row's position
 // masked to -inf, the online softmax in base 2 (s = score · scale · log2 e; ex2.approx), P rounded to bf16
@@ -71,35 +71,51 @@ namespace {
 
 std::atomic<uint64_t> g_calls{0};
 
+// The keys of one step, at both head dims: 32 keys (16 KB of bf16 keys and values at head dim 128) let four
+// CTAs share a multiprocessor, where 64 (the prefill kernel's step at head dim 128) let two or three: the
+// 8B's decode at 32k positions took 6.54 against 6.63 ms, at 128k 10.37 against 10.53 (H200, session 18,
+// docs/DECISIONS.md §3). The step is a constant of this kernel: every row it serves walks the same steps.
+constexpr int kSplitStepKeys = 32;
+
 // Query pairs a CTA holds at most: 16 a warp, 8 warps.
 constexpr int kMaxPairs = 128;
 // Rows an item holds at most (a verify of 15 drafted tokens and its bonus row).
 constexpr int kMaxItemRows = 16;
 
 // Shared memory in bf16 elements: two steps' keys then values [2][2][KB][P] (cp.async lands step j + 1 in one
-// while step j is computed from the other), then q [16 W][P]. P = HD + 8 (conflict-free ldmatrix).
-template <int HD, int W>
+// while step j is computed from the other), then q [16 MT][P] for the launch's MT m16 tiles (a decode's one
+// tile leaves room for a third CTA a multiprocessor at head dim 128). P = HD + 8 (conflict-free ldmatrix).
+template <int HD>
 struct SplitLayout {
-  static constexpr int KB = tc_step_keys<HD>();
+  static constexpr int KB = kSplitStepKeys;
   static constexpr int kPitch = HD + 8;
   static constexpr int kStepElems = 2 * KB * kPitch;
   static constexpr int kQ = 2 * kStepElems;
-  static constexpr int kElems = kQ + 16 * W * kPitch;
+  static constexpr int elems(int mt) { return kQ + 16 * mt * kPitch; }
 };
 
-template <int HD, int W>
-constexpr int split_smem_bytes() {
-  return static_cast<int>(sizeof(uint16_t)) * SplitLayout<HD, W>::kElems;
+template <int HD>
+constexpr int split_smem_bytes(int mt) {
+  return static_cast<int>(sizeof(uint16_t)) * SplitLayout<HD>::elems(mt);
 }
 
-// Grid (items × KV heads, max_chunks); W warps. items: the call's items' first rows, then the end of the
-// last (attn::split_items). part: the combine's scratch records (attention.cu).
+// CTAs a multiprocessor should hold: at head dim 128 four of 4 warps (a decode's 40 KB of shared memory,
+// 128 registers a thread), so that the 64 chunks of each of the 8B's 8 KV heads (512 CTAs) run in one wave
+// of 4 x 132; at head dim 256 the registers of O bound it (two).
 template <int HD, int W>
-__global__ void __launch_bounds__(W * 32)
+constexpr int split_min_ctas() {
+  return HD == 128 ? 16 / W : 1;
+}
+
+// Grid (items × KV heads, max_chunks); W warps, the first mt (at most W) holding m16 tiles of pairs. items:
+// the call's items' first rows, then the end of the last (attn::split_items). part: the combine's scratch
+// records (attention.cu).
+template <int HD, int W>
+__global__ void __launch_bounds__(W * 32, split_min_ctas<HD, W>())
     attention_split_tc_kernel(const KvRow* rows, const int32_t* items, void* const* ptrs, Geo geo, const float* q,
-                              int64_t ldq, int num_heads, float scale_log2, float* part, int max_chunks) {
+                              int64_t ldq, int num_heads, float scale_log2, float* part, int max_chunks, int mt) {
   pdl_begin();
-  using L = SplitLayout<HD, W>;
+  using L = SplitLayout<HD>;
   constexpr int P = L::kPitch, KB = L::KB, DT = HD / 8;
   constexpr int kThreads = W * 32;
   extern __shared__ __align__(16) uint16_t smem16[];
@@ -158,7 +174,7 @@ __global__ void __launch_bounds__(W * 32)
   issue(0);  // it comes in while q is rounded into shared memory
 
   // q's pairs as bf16 rows (zeros past the item's pairs).
-  for (int e = tid; e < 16 * W * (HD / 4); e += kThreads) {
+  for (int e = tid; e < 16 * mt * (HD / 4); e += kThreads) {
     const int qi = e / (HD / 4), d = 4 * (e % (HD / 4));
     float4 v = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
     if (qi < Q) {
@@ -214,28 +230,30 @@ __global__ void __launch_bounds__(W * 32)
 }
 
 template <int HD, int W>
-void launch_split_w(const KvArgs& kv, const int32_t* items, int64_t n_items, const float* q, int64_t ldq, int num_heads,
-                    float scale_log2, float* part, int max_chunks, cudaStream_t stream) {
+void launch_split_w(const KvArgs& kv, const int32_t* items, int64_t n_items, int mt, const float* q, int64_t ldq,
+                    int num_heads, float scale_log2, float* part, int max_chunks, cudaStream_t stream) {
   static const bool configured = [] {
     CUDA_CHECK(cudaFuncSetAttribute(attention_split_tc_kernel<HD, W>, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                    split_smem_bytes<HD, W>()));
+                                    split_smem_bytes<HD>(W)));
     return true;
   }();
   (void)configured;
   const dim3 grid(static_cast<unsigned>(n_items * kv.num_kv_heads), static_cast<unsigned>(max_chunks));
-  launch_pdl(attention_split_tc_kernel<HD, W>, grid, W * 32, static_cast<size_t>(split_smem_bytes<HD, W>()), stream,
-             kv.rows, items, kv.ptrs, geo_of(kv), q, ldq, num_heads, scale_log2, part, max_chunks);
+  launch_pdl(attention_split_tc_kernel<HD, W>, grid, W * 32, static_cast<size_t>(split_smem_bytes<HD>(mt)), stream,
+             kv.rows, items, kv.ptrs, geo_of(kv), q, ldq, num_heads, scale_log2, part, max_chunks, mt);
   CUDA_CHECK_LAUNCH();
 }
 
 template <int HD>
 void launch_split(const KvArgs& kv, const int32_t* items, int64_t n_items, int max_pairs, const float* q, int64_t ldq,
                   int num_heads, float scale_log2, float* part, int max_chunks, cudaStream_t stream) {
-  // 4 warps unless an item holds more than 64 pairs (which warp holds a pair changes none of its bits).
-  if (max_pairs <= 64)
-    launch_split_w<HD, 4>(kv, items, n_items, q, ldq, num_heads, scale_log2, part, max_chunks, stream);
+  // 4 warps unless an item holds more than 64 pairs (which warp holds a pair changes none of its bits); q's
+  // shared memory for the m16 tiles the largest item needs.
+  const int mt = (max_pairs + 15) / 16;
+  if (mt <= 4)
+    launch_split_w<HD, 4>(kv, items, n_items, mt, q, ldq, num_heads, scale_log2, part, max_chunks, stream);
   else
-    launch_split_w<HD, 8>(kv, items, n_items, q, ldq, num_heads, scale_log2, part, max_chunks, stream);
+    launch_split_w<HD, 8>(kv, items, n_items, mt, q, ldq, num_heads, scale_log2, part, max_chunks, stream);
 }
 
 }  // namespace

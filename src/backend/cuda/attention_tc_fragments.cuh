@@ -12,8 +12,9 @@
 
 namespace specserve::cuda::kernels {
 
-// The keys one step of the prefill and split tensor-core kernels walks: 64 at head dim 128, 32 at 256 (O
-// alone is 128 registers a thread there). A function of the head dim alone: a row's bits depend on it.
+// The keys one step of the prefill kernels walks: 64 at head dim 128, 32 at 256 (O alone is 128 registers a
+// thread there). A function of the head dim alone: a row's bits depend on it. (The split kernel of decode
+// and verify rows, attention_split_tc.cu, takes 32 at both.)
 template <int HD>
 constexpr int tc_step_keys() {
   static_assert(HD == 128 || HD == 256, "the tensor-core attention kernels serve head dims 128 and 256");
