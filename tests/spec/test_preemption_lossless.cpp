@@ -16,6 +16,7 @@ struct PreemptionCase {
   std::string pair;
   float temperature;
 };
+void PrintTo(const PreemptionCase& c, std::ostream* os) { *os << c.pair << " T=" << c.temperature; }
 
 std::vector<engine::GenerationRequest> requests(float temperature) {
   std::vector<engine::GenerationRequest> reqs;

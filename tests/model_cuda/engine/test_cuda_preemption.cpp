@@ -93,6 +93,7 @@ struct PreemptionCase {
   std::string pair;
   float temperature;
 };
+void PrintTo(const PreemptionCase& c, std::ostream* os) { *os << c.pair << " T=" << c.temperature; }
 
 class CudaPreemption : public ::testing::TestWithParam<PreemptionCase> {
  protected:
