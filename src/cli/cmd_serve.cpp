@@ -167,13 +167,10 @@ void register_serve(CLI::App& app, CommandRunner& run) {
                   "max_tokens when a request gives none (capped by what fits; 0 = what fits)")
       ->capture_default_str();
   cmd->add_option("--max-prompt-tokens", h.max_prompt_tokens, "Longest prompt accepted (0 = the context length)");
-  cmd->add_option(
-      "--max-body-mib",
-      [&h](const std::vector<std::string>& v) {
-        h.max_body_bytes = static_cast<size_t>(std::stoll(v.at(0))) << 20;
-        return true;
-      },
-      "Largest request body in MiB (413 above; default 8)");
+  cmd->add_option_function<int64_t>(
+         "--max-body-mib", [&h](const int64_t& mib) { h.max_body_bytes = static_cast<size_t>(mib) << 20; },
+         "Largest request body in MiB (413 above; default 8)")
+      ->check(CLI::Range(int64_t{1}, int64_t{1} << 20));
   cmd->add_option("--request-timeout-s", s.request_timeout_s,
                   "Cancel a request still running after N seconds (0 = never)")
       ->capture_default_str();

@@ -152,10 +152,12 @@ TEST(CliFlags, RenamedFlagsKeepTheirOldNamesHidden) {
 }
 
 TEST(CliFlags, BadValuesAreParseErrors) {
-  for (const char* line : {"generate --model m --backend gpu", "serve --model m --draft-matmul slow",
-                           "generate --model m --draft-sampling greedy", "serve --model m --verify-mode exact",
-                           "generate --model m --dtype f16", "serve --model m --gamma -1",
-                           "serve --model m --kv-dtype f16", "bench steps --synthetic 8b --kv-dtype fp8"}) {
+  for (const char* line :
+       {"generate --model m --backend gpu", "serve --model m --draft-matmul slow",
+        "generate --model m --draft-sampling greedy", "serve --model m --verify-mode exact",
+        "generate --model m --dtype f16", "serve --model m --gamma -1", "serve --model m --kv-dtype f16",
+        "bench steps --synthetic 8b --kv-dtype fp8", "serve --model m --max-body-mib abc",
+        "serve --model m --max-body-mib 0", "serve --model m --max-body-mib -3"}) {
     Cli cli;
     EXPECT_THROW(cli.parse(line), CLI::ParseError) << line;
   }
