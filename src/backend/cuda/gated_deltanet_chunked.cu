@@ -7,17 +7,19 @@
 // Two kernels per window of the call's chunks (chunks numbered span after span; a window is at most
 // gdn_chunked_window chunks, so that the scratch stays within 128 MiB):
 //
-// chunk_prep_kernel, one block per (chunk, value head h), fully parallel: everything of a chunk that does
-// not depend on the state, into the chunk's scratch item (layout: item_layout). kThreads = 16 x 16
-// threads (ti, tj); per chunk of L <= 64 rows (rows past L are zero padded, so they add exact zeros):
+// chunk_prep_kernel, one block per (chunk, key head), fully parallel: everything of a chunk that does not
+// depend on the state, for each of the key head's Hv / Hk value heads h in turn, into the chunk's
+// scratch item of h (layout: item_layout). kThreads = 16 x 16 threads (ti, tj); per chunk of L <= 64
+// rows (rows past L are zero padded, so they add exact zeros):
+//  0. scores, once for the key head, over key tiles of 32 dims: K K^T and Q K^T, each thread a 4 x 4
+//     sub-grid (rows ti + 16r, cols tj + 16c), float4 reads along the key dims;
+//  then per value head h:
 //  1. gates: G = cumulative g summed left to right (the CPU's order), beta, e^G, e^(G_last - G);
-//  2. scores over key tiles of 32 dims: A = strictly-lower (beta_i k_i.k_j) e^(G_i - G_j) and
-//     P = lower (q_i.k_j) e^(G_i - G_j) (stored), each thread a 4 x 4 sub-grid (rows ti + 16r, cols
-//     tj + 16c);
+//  2. A = strictly-lower (beta_i k_i.k_j) e^(G_i - G_j) and P = lower (q_i.k_j) e^(G_i - G_j) (stored);
 //  3. M = (I + A)^-1: the four 16 x 16 diagonal blocks by forward substitution (a thread per column),
 //     then the blocks below the diagonal one distance at a time, M_ij = -M_ii sum_k A_ik M_kj;
 //  4. U = M (beta V) over value tiles of 32 and W = M (beta e^G K) over key tiles of 32 (stored), each
-//     thread 4 x 2 outputs, sums over m < L in order.
+//     thread rows ti + 16r, columns 2tj + c, sums over the chunk's rows in increasing order.
 //  The item also holds e^G and e^(G_last - G) per row (0 past L) and e^(G_last). Rows past L of U, W
 //  and P are exact zeros (A's rows past L are zero, so M's are the identity's and beta V, beta K there
 //  are zero).
@@ -57,9 +59,10 @@
 // at chunk boundaries (the same chunks with the same state in between). So a span gives the bits it
 // gives alone, in any call.
 //
-// Work (27B's linear-attention layer: 48 value heads, dk = dv = 128, one 8,192-row span): 128 chunks x
-// 48 heads; the prep does ~2.1 M FMA a chunk and head (6,144 blocks, no sequential dependence), the
-// state kernel ~0.92 M FMA a chunk for each of 192 blocks, 128 chunks in sequence each. The kernel it
+// Work (27B's linear-attention layer: 16 key heads, 48 value heads, dk = dv = 128, one 8,192-row span):
+// 128 chunks; the prep does ~1.05 M FMA of scores a chunk and key head and ~1.05 M a value head (2,048
+// blocks, no sequential dependence), the state kernel ~0.92 M FMA a chunk for each of 192 blocks, 128
+// chunks in sequence each. The kernel it
 // replaced (gated_deltanet_chunked_fused.cu) did ~2.6 M FMA a chunk in each of the 192 sequential
 // blocks (A, M, P and W recomputed for every column tile).
 #include <cuda_runtime.h>
@@ -122,14 +125,21 @@ __host__ __device__ inline ItemLayout item_layout(int dk, int dv) {
   return l;
 }
 
+// Component u of v (u a constant after unrolling).
+__device__ __forceinline__ float lane4(const float4& v, int u) {
+  return u == 0 ? v.x : (u == 1 ? v.y : (u == 2 ? v.z : v.w));
+}
+
 // ---- chunk_prep_kernel --------------------------------------------------------------------------------
 
+constexpr int kLdP = kT + 4;  // row stride of the prep's 64 x 32 tiles (float4 rows)
+constexpr int kLdM = kC + 4;  // row stride of its A and M (float4 rows)
 // Shared memory, in floats.
-constexpr int kPrepOffA = 0;                            // [kC][kLdC] A (strictly lower)
-constexpr int kPrepOffM = kPrepOffA + kC * kLdC;        // [kC][kLdC] M = (I + A)^-1 (lower, unit diagonal)
-constexpr int kPrepOffK = kPrepOffM + kC * kLdC;        // [kC][kLdT] a key tile (raw, later beta e^G scaled)
-constexpr int kPrepOffQ = kPrepOffK + kC * kLdT;        // [kC][kLdT] a query tile, later a beta V tile
-constexpr int kPrepOffX = kPrepOffQ + kC * kLdT;        // the inverse's scratch
+constexpr int kPrepOffA = 0;                            // [kC][kLdM] A (strictly lower)
+constexpr int kPrepOffM = kPrepOffA + kC * kLdM;        // [kC][kLdM] M = (I + A)^-1 (lower, unit diagonal)
+constexpr int kPrepOffK = kPrepOffM + kC * kLdM;        // [kC][kLdP] a key tile (raw, later beta e^G scaled)
+constexpr int kPrepOffQ = kPrepOffK + kC * kLdP;        // [kC][kLdP] a query tile, later a beta V tile
+constexpr int kPrepOffX = kPrepOffQ + kC * kLdP;        // the inverse's scratch
 constexpr int kPrepOffG = kPrepOffX + kInverseScratch;  // [kC] G
 constexpr int kPrepOffBeta = kPrepOffG + kC;            // [kC] beta
 constexpr int kPrepOffEg = kPrepOffBeta + kC;           // [kC] e^G
@@ -137,9 +147,32 @@ constexpr int kPrepOffDecay = kPrepOffEg + kC;          // [kC] e^(G_last - G)
 constexpr int kPrepFloats = kPrepOffDecay + kC;
 constexpr size_t kPrepBytes = sizeof(float) * kPrepFloats;
 static_assert(kPrepBytes <= 75 * 1024, "three blocks per multiprocessor");
+static_assert(kPrepOffK % 4 == 0 && kPrepOffQ % 4 == 0 && kPrepOffM % 4 == 0, "float4 rows");
 
-// Block (c - c0) * Hv + h: chunk c of the call (in [c0, c0 + gridDim.x / Hv)), value head h; the chunk's
-// span is among spans[span_lo, span_hi). Writes the item scratch[blockIdx.x].
+// acc[r][c] += sum_m sM[ti + 16r][m] sB[m][2tj + c] over m < rows4 (a multiple of 4) in increasing
+// order: U = M (beta V) and W = M (beta e^G K) a 32-column tile at a time.
+__device__ __forceinline__ void m_times_tile(const float* sM, const float* sB, int rows4, int ti, int tj,
+                                             float (&acc)[4][2]) {
+  for (int m = 0; m < rows4; m += 4) {
+    float4 mi[4];
+    float2 b[4];
+#pragma unroll
+    for (int r = 0; r < 4; ++r) mi[r] = *reinterpret_cast<const float4*>(sM + (ti + 16 * r) * kLdM + m);
+#pragma unroll
+    for (int q = 0; q < 4; ++q) b[q] = *reinterpret_cast<const float2*>(sB + (m + q) * kLdP + 2 * tj);
+#pragma unroll
+    for (int q = 0; q < 4; ++q)
+#pragma unroll
+      for (int r = 0; r < 4; ++r) {
+        acc[r][0] = fmaf(lane4(mi[r], q), b[q].x, acc[r][0]);
+        acc[r][1] = fmaf(lane4(mi[r], q), b[q].y, acc[r][1]);
+      }
+  }
+}
+
+// Block (c - c0) * Hk + kh: chunk c of the call (in [c0, c0 + gridDim.x / Hk)), key head kh and its
+// Hv / Hk value heads h, one after the other (K K^T and Q K^T computed once for them); the chunk's span
+// is among spans[span_lo, span_hi). Writes the items scratch[(c - c0) * Hv + h].
 __global__ void __launch_bounds__(kThreads, 2)
     chunk_prep_kernel(const float* qkv, int64_t ld, const float* g, const float* beta, const GdnChunkSpanDev* spans,
                       int span_lo, int span_hi, int64_t c0, int Hk, int Hv, int dk, int dv, float* scratch) {
@@ -158,8 +191,8 @@ __global__ void __launch_bounds__(kThreads, 2)
 
   const int tid = static_cast<int>(threadIdx.x), ti = tid / 16, tj = tid % 16;
   const int64_t bid = blockIdx.x;
-  const int h = static_cast<int>(bid % Hv);
-  const int64_t c = c0 + bid / Hv;
+  const int kh = static_cast<int>(bid % Hk);
+  const int64_t c = c0 + bid / Hk;
   int lo = span_lo, hi = span_hi - 1;  // the last span whose first chunk is <= c
   while (lo < hi) {
     const int mid = (lo + hi + 1) / 2;
@@ -171,133 +204,123 @@ __global__ void __launch_bounds__(kThreads, 2)
   const GdnChunkSpanDev sp = spans[lo];
   const ChunkRows cr = chunk_rows(sp, c - sp.first_chunk);
   const int64_t r0 = cr.row;
-  const int L = cr.rows;
+  const int L = cr.rows, rows4 = (cr.rows + 3) & ~3;
   const ItemLayout lay = item_layout(dk, dv);
-  float* item = scratch + bid * lay.floats;
-  const int kh = h / (Hv / Hk);
   const int64_t key_dim = int64_t{Hk} * dk;
   const float* q_base = qkv + int64_t{kh} * dk;
   const float* k_base = qkv + key_dim + int64_t{kh} * dk;
-  const float* v_base = qkv + 2 * key_dim + int64_t{h} * dv;
 
-  // 1. Gates.
-  if (tid < kC) {
-    sG[tid] = tid < L ? g[(r0 + tid) * Hv + h] : 0.0f;
-    sBeta[tid] = tid < L ? beta[(r0 + tid) * Hv + h] : 0.0f;
-  }
-  __syncthreads();
-  if (tid == 0) {
-    float acc = 0.0f;
-    for (int i = 0; i < L; ++i) {
-      acc += sG[i];
-      sG[i] = acc;
-    }
-    for (int i = L; i < kC; ++i) sG[i] = acc;
-  }
-  __syncthreads();
-  if (tid < kC) {
-    const float e = expf(sG[tid]);
-    const float decay = tid < L ? expf(sG[L - 1] - sG[tid]) : 0.0f;
-    sEg[tid] = e;
-    sDecay[tid] = decay;
-    item[lay.eg + tid] = tid < L ? e : 0.0f;
-    item[lay.decay + tid] = decay;
-    if (tid == L - 1) item[lay.tail] = e;
-  }
-
-  // 2. Scores: K K^T and Q K^T over the key dims, then A (shared memory) and P (the item).
+  // Scores of the key head: K K^T and Q K^T over the key dims in increasing order, each thread a 4 x 4
+  // sub-grid (rows ti + 16r, cols tj + 16c).
   float kk[4][4] = {}, qk[4][4] = {};
   for (int a0 = 0; a0 < dk; a0 += kT) {
-    const int na = imin(kT, dk - a0);
-    __syncthreads();  // the tiles are free; the gates are visible
-    stage(sK, kC, k_base + r0 * ld + a0, ld, L, na, nullptr, nullptr);
-    stage(sQ, kC, q_base + r0 * ld + a0, ld, L, na, nullptr, nullptr);
+    const int na = imin(kT, dk - a0);  // a multiple of 16
+    __syncthreads();                   // the tiles are free
+    stage<kLdP>(sK, kC, k_base + r0 * ld + a0, ld, L, na, nullptr, nullptr);
+    stage<kLdP>(sQ, kC, q_base + r0 * ld + a0, ld, L, na, nullptr, nullptr);
     __syncthreads();
-    for (int a = 0; a < na; ++a) {
-      float ki[4], qi[4], kj[4];
+    for (int a = 0; a < na; a += 4) {
+      float4 ki[4], qi[4], kj[4];
 #pragma unroll
       for (int r = 0; r < 4; ++r) {
-        ki[r] = sK[(ti + 16 * r) * kLdT + a];
-        qi[r] = sQ[(ti + 16 * r) * kLdT + a];
-        kj[r] = sK[(tj + 16 * r) * kLdT + a];
+        ki[r] = *reinterpret_cast<const float4*>(sK + (ti + 16 * r) * kLdP + a);
+        qi[r] = *reinterpret_cast<const float4*>(sQ + (ti + 16 * r) * kLdP + a);
+        kj[r] = *reinterpret_cast<const float4*>(sK + (tj + 16 * r) * kLdP + a);
       }
+#pragma unroll
+      for (int u = 0; u < 4; ++u)
+#pragma unroll
+        for (int r = 0; r < 4; ++r)
+#pragma unroll
+          for (int cc = 0; cc < 4; ++cc) {
+            kk[r][cc] = fmaf(lane4(ki[r], u), lane4(kj[cc], u), kk[r][cc]);
+            qk[r][cc] = fmaf(lane4(qi[r], u), lane4(kj[cc], u), qk[r][cc]);
+          }
+    }
+  }
+
+  for (int h = kh * (Hv / Hk); h < (kh + 1) * (Hv / Hk); ++h) {
+    float* item = scratch + ((c - c0) * Hv + h) * lay.floats;
+    const float* v_base = qkv + 2 * key_dim + int64_t{h} * dv;
+
+    // 1. Gates.
+    __syncthreads();  // the previous head is done with every buffer
+    if (tid < kC) {
+      sG[tid] = tid < L ? g[(r0 + tid) * Hv + h] : 0.0f;
+      sBeta[tid] = tid < L ? beta[(r0 + tid) * Hv + h] : 0.0f;
+    }
+    __syncthreads();
+    if (tid == 0) {
+      float acc = 0.0f;
+      for (int i = 0; i < L; ++i) {
+        acc += sG[i];
+        sG[i] = acc;
+      }
+      for (int i = L; i < kC; ++i) sG[i] = acc;
+    }
+    __syncthreads();
+    if (tid < kC) {
+      const float e = expf(sG[tid]);
+      const float decay = tid < L ? expf(sG[L - 1] - sG[tid]) : 0.0f;
+      sEg[tid] = e;
+      sDecay[tid] = decay;
+      item[lay.eg + tid] = tid < L ? e : 0.0f;
+      item[lay.decay + tid] = decay;
+      if (tid == L - 1) item[lay.tail] = e;
+    }
+
+    // 2. A (shared memory) and P (the item) from the scores.
+#pragma unroll
+    for (int r = 0; r < 4; ++r)
+#pragma unroll
+      for (int cc = 0; cc < 4; ++cc) {
+        const int i = ti + 16 * r, j = tj + 16 * cc;
+        const float decay = j <= i ? expf(sG[i] - sG[j]) : 0.0f;  // masked before the exp: no inf
+        sA[i * kLdM + j] = j < i ? (sBeta[i] * kk[r][cc]) * decay : 0.0f;
+        item[lay.p + i * kC + j] = j <= i ? qk[r][cc] * decay : 0.0f;
+      }
+    for (int e = tid; e < kC * kC; e += kThreads) {
+      const int i = e / kC, j = e % kC;
+      if (j / kB > i / kB) sM[i * kLdM + j] = 0.0f;
+    }
+    __syncthreads();
+
+    // 3. M = (I + A)^-1 (ends with a barrier).
+    invert<kLdM>(sA, sM, sX);
+
+    // 4. U = M (beta V), a value tile at a time, then W = M (beta e^G K), a key tile at a time; each
+    // thread rows ti + 16r, columns 2tj + c, the sums over m < rows4 (M's columns and the tile's rows
+    // past L add exact zeros).
+    for (int v0 = 0; v0 < dv; v0 += kT) {
+      const int nvv = imin(kT, dv - v0);
+      __syncthreads();                                                         // sQ is free
+      stage<kLdP>(sQ, kC, v_base + r0 * ld + v0, ld, L, nvv, sBeta, nullptr);  // beta V
+      __syncthreads();
+      float u[4][2] = {};
+      m_times_tile(sM, sQ, rows4, ti, tj, u);
 #pragma unroll
       for (int r = 0; r < 4; ++r)
 #pragma unroll
-        for (int cc = 0; cc < 4; ++cc) {
-          kk[r][cc] = fmaf(ki[r], kj[cc], kk[r][cc]);
-          qk[r][cc] = fmaf(qi[r], kj[cc], qk[r][cc]);
+        for (int cc = 0; cc < 2; ++cc) {
+          const int j = 2 * tj + cc;
+          if (j < nvv) item[lay.u + (ti + 16 * r) * dv + v0 + j] = u[r][cc];
         }
     }
-  }
-#pragma unroll
-  for (int r = 0; r < 4; ++r)
-#pragma unroll
-    for (int cc = 0; cc < 4; ++cc) {
-      const int i = ti + 16 * r, j = tj + 16 * cc;
-      const float decay = j <= i ? expf(sG[i] - sG[j]) : 0.0f;  // masked before the exp: no inf
-      sA[i * kLdC + j] = j < i ? (sBeta[i] * kk[r][cc]) * decay : 0.0f;
-      item[lay.p + i * kC + j] = j <= i ? qk[r][cc] * decay : 0.0f;
-    }
-  for (int e = tid; e < kC * kC; e += kThreads) {
-    const int i = e / kC, j = e % kC;
-    if (j / kB > i / kB) sM[i * kLdC + j] = 0.0f;
-  }
-  __syncthreads();
-
-  // 3. M = (I + A)^-1 (ends with a barrier).
-  invert(sA, sM, sX);
-
-  // 4. U = M (beta V), a value tile at a time, then W = M (beta e^G K), a key tile at a time.
-  for (int v0 = 0; v0 < dv; v0 += kT) {
-    const int nvv = imin(kT, dv - v0);
-    __syncthreads();                                                   // sQ is free
-    stage(sQ, kC, v_base + r0 * ld + v0, ld, L, nvv, sBeta, nullptr);  // beta V
-    __syncthreads();
-    float u[4][2] = {};
-    for (int m = 0; m < L; ++m) {
-      float mi[4], vj[2];
-#pragma unroll
-      for (int r = 0; r < 4; ++r) mi[r] = sM[(ti + 16 * r) * kLdC + m];
-#pragma unroll
-      for (int cc = 0; cc < 2; ++cc) vj[cc] = sQ[m * kLdT + tj + 16 * cc];
+    for (int a0 = 0; a0 < dk; a0 += kT) {
+      const int na = imin(kT, dk - a0);
+      __syncthreads();                                                    // sK is free
+      stage<kLdP>(sK, kC, k_base + r0 * ld + a0, ld, L, na, sBeta, sEg);  // (k beta) e^G, as the CPU rounds
+      __syncthreads();
+      float w[4][2] = {};
+      m_times_tile(sM, sK, rows4, ti, tj, w);
 #pragma unroll
       for (int r = 0; r < 4; ++r)
 #pragma unroll
-        for (int cc = 0; cc < 2; ++cc) u[r][cc] = fmaf(mi[r], vj[cc], u[r][cc]);
+        for (int cc = 0; cc < 2; ++cc) {
+          const int j = 2 * tj + cc;
+          if (j < na) item[lay.w + (ti + 16 * r) * dk + a0 + j] = w[r][cc];
+        }
     }
-#pragma unroll
-    for (int r = 0; r < 4; ++r)
-#pragma unroll
-      for (int cc = 0; cc < 2; ++cc) {
-        const int j = tj + 16 * cc;
-        if (j < nvv) item[lay.u + (ti + 16 * r) * dv + v0 + j] = u[r][cc];
-      }
-  }
-  for (int a0 = 0; a0 < dk; a0 += kT) {
-    const int na = imin(kT, dk - a0);
-    __syncthreads();                                              // sK is free
-    stage(sK, kC, k_base + r0 * ld + a0, ld, L, na, sBeta, sEg);  // (k beta) e^G, as the CPU rounds
-    __syncthreads();
-    float w[4][2] = {};
-    for (int m = 0; m < L; ++m) {
-      float mi[4], kb[2];
-#pragma unroll
-      for (int r = 0; r < 4; ++r) mi[r] = sM[(ti + 16 * r) * kLdC + m];
-#pragma unroll
-      for (int cc = 0; cc < 2; ++cc) kb[cc] = sK[m * kLdT + tj + 16 * cc];
-#pragma unroll
-      for (int r = 0; r < 4; ++r)
-#pragma unroll
-        for (int cc = 0; cc < 2; ++cc) w[r][cc] = fmaf(mi[r], kb[cc], w[r][cc]);
-    }
-#pragma unroll
-    for (int r = 0; r < 4; ++r)
-#pragma unroll
-      for (int cc = 0; cc < 2; ++cc) {
-        const int j = tj + 16 * cc;
-        if (j < na) item[lay.w + (ti + 16 * r) * dk + a0 + j] = w[r][cc];
-      }
   }
 }
 
@@ -326,10 +349,6 @@ template <GdnStateMath kMath>
 size_t state_smem_bytes(int dk) {
   return sizeof(float) *
          (4 * size_t{kBufFloats} + size_t{kC} * StateLayout<kMath>::kLdS + size_t(dk) * StateLayout<kMath>::kLdS);
-}
-
-__device__ __forceinline__ float lane4(const float4& v, int u) {
-  return u == 0 ? v.x : (u == 1 ? v.y : (u == 2 ? v.z : v.w));
 }
 
 // Starts dst[i][a] (row stride Ld) = src[i * ld + a] for i < rows, a < cols (cols a multiple of 4) and
@@ -782,7 +801,7 @@ void gated_delta_rule_chunked(const float* qkv, int64_t ld, const float* g, cons
     while (span_end(lo) <= c0) ++lo;
     int64_t hi = lo;  // past the last span with a chunk in the window
     while (hi < num_spans && host_spans[hi].first_chunk < c1) ++hi;
-    launch_pdl(chunk_prep_kernel, static_cast<unsigned>((c1 - c0) * Hv), kThreads, kPrepBytes, stream, qkv, ld, g, beta,
+    launch_pdl(chunk_prep_kernel, static_cast<unsigned>((c1 - c0) * Hk), kThreads, kPrepBytes, stream, qkv, ld, g, beta,
                spans, static_cast<int>(lo), static_cast<int>(hi), c0, Hk, Hv, dk, dv, scratch);
     CUDA_CHECK_LAUNCH();
     const auto state_blocks = static_cast<unsigned>((hi - lo) * Hv * tiles);
