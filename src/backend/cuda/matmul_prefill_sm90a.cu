@@ -166,9 +166,25 @@ PFN_cuTensorMapEncodeTiled_v12000 encode_fn() {
   return fn;
 }
 
+// cuTensorMapEncodeTiled is a driver call: it needs a context current on the calling thread, which the
+// runtime binds only at a thread's first runtime call that needs one. A thread whose launches so far were
+// only recorded (step_graphs.h: enqueued at the segment's end) may not have one yet — the engine's thread
+// at its first prefill measured CUDA_ERROR_INVALID_CONTEXT (201). cudaSetDevice binds the device's primary
+// context (CUDA 12 and later), once per thread.
+void bind_context_once() {
+  thread_local const bool bound = [] {
+    int device = 0;
+    CUDA_CHECK(cudaGetDevice(&device));
+    CUDA_CHECK(cudaSetDevice(device));
+    return true;
+  }();
+  (void)bound;
+}
+
 // A row-major bf16 [rows, cols] matrix (row stride `ld` elements) read in boxes of 64 columns x box_rows
 // rows, 128-byte swizzle, zeros outside.
 CUtensorMap tensor_map(const void* base, int64_t rows, int64_t cols, int64_t ld, int box_rows) {
+  bind_context_once();
   CUtensorMap m;
   const cuuint64_t dims[2] = {static_cast<cuuint64_t>(cols), static_cast<cuuint64_t>(rows)};
   const cuuint64_t strides[1] = {static_cast<cuuint64_t>(ld) * 2};
