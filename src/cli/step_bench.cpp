@@ -28,6 +28,7 @@ namespace {
 using nlohmann::json;
 using step_bench::Clock;
 using step_bench::median_seconds;
+using step_bench::profile_once;
 using step_bench::random_tokens;
 using step_bench::seconds_since;
 
@@ -43,9 +44,6 @@ double copy_bandwidth(const Memory& mem) {
   });
   return 2.0 * static_cast<double>(bytes) / s;
 }
-
-// SPECSERVE_PROFILE_STEP: which step to repeat inside a profiler range ("decode", "verify", "propose"), or "".
-std::string profile_step() { return std::string(env_text("SPECSERVE_PROFILE_STEP")); }
 
 std::string device_name(const TargetModel& target) {
 #if SPECSERVE_HAVE_CUDA
@@ -122,18 +120,7 @@ void measure_batches(TargetModel& target, const spec::DFlashDrafter* drafter, co
   };
   // One more step of `kind` inside a profiler range (`ncu --profile-from-start off` sees only it) when
   // SPECSERVE_PROFILE_STEP names it.
-  const std::string profile = profile_step();
-  auto maybe_profile = [&](const char* kind, int batch, int k) {
-#if SPECSERVE_HAVE_CUDA
-    if (profile == kind && target.backend() == "cuda") {
-      cuda::profiler_start();
-      step(batch, k);
-      cuda::profiler_stop();
-    }
-#else
-    (void)kind, (void)batch, (void)k;
-#endif
-  };
+  auto maybe_profile = [&](const char* kind, int batch, int k) { profile_once(kind, target, [&] { step(batch, k); }); };
   // Bytes a step over `batch` sequences must move: the weights once, each sequence's KV, and its
   // DeltaNet state read and written.
   auto step_bytes = [&](int batch) { return weights + batch * (context * kv_per_position + state_bytes); };
@@ -224,13 +211,7 @@ void measure_batches(TargetModel& target, const spec::DFlashDrafter* drafter, co
       drafter->draft_argmax(blocks, gamma, gamma, V);
     };
     const double s = median_seconds(o.iterations, propose_once);
-#if SPECSERVE_HAVE_CUDA
-    if (profile == "propose" && target.backend() == "cuda") {
-      cuda::profiler_start();
-      propose_once();
-      cuda::profiler_stop();
-    }
-#endif
+    profile_once("propose", target, propose_once);
     json e = {{"batch", b}, {"ms", s * 1e3}, {"appended_rows", appended}};
     if (decode_s.count(b)) e["fraction_of_decode"] = s / decode_s[b];
     propose.push_back(e);

@@ -6,9 +6,27 @@
 
 #include "backend/memory.h"
 #include "backend/ops.h"
+#include "core/env_registry.h"
 #include "core/error.h"
+#include "model/target_model.h"
+
+#if SPECSERVE_HAVE_CUDA
+#include "backend/cuda/cuda_device.h"
+#endif
 
 namespace specserve::cli::step_bench {
+
+void profile_once(const char* kind, const TargetModel& target, const std::function<void()>& fn) {
+#if SPECSERVE_HAVE_CUDA
+  if (std::string_view(env_text("SPECSERVE_PROFILE_STEP")) == kind && target.backend() == "cuda") {
+    cuda::profiler_start();
+    fn();
+    cuda::profiler_stop();
+  }
+#else
+  (void)kind, (void)target, (void)fn;
+#endif
+}
 
 double seconds_since(Clock::time_point t0) { return std::chrono::duration<double>(Clock::now() - t0).count(); }
 

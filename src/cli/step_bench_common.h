@@ -24,6 +24,11 @@ double median_seconds(int iterations, const std::function<void()>& fn, int warmu
 
 std::vector<int32_t> random_tokens(size_t n, std::mt19937& rng, int64_t vocab);
 
+// One more call of fn inside a profiler range (cudaProfilerStart/Stop: what scripts/gpu_profile.sh and
+// scripts/gpu_trace.sh record) when SPECSERVE_PROFILE_STEP names `kind` ("decode", "verify", "propose",
+// "prefill") and the target runs on CUDA; otherwise nothing.
+void profile_once(const char* kind, const TargetModel& target, const std::function<void()>& fn);
+
 // Prefills `tokens` into `seq` (at its current length) in chunks of `chunk`, wanting no logits.
 void prefill(TargetModel& target, SequenceState& seq, std::span<const int32_t> tokens, int chunk);
 

@@ -50,6 +50,7 @@ json measure_prefill_lengths(TargetModel& target, const StepBenchOptions& o, con
     warmed = true;
     const int iterations = prefill_iterations(o.iterations, n);
     const double s = median_seconds(iterations, prefill_once, warmups);
+    profile_once("prefill", target, prefill_once);
     const double matmul_flops = 2.0 * params * n;
     const double attention_flops = prefill_attention_flops(target, n);
     e["iterations"] = iterations;

@@ -29,8 +29,9 @@ constexpr std::array kRegistry = {
     EnvVar{"SPECSERVE_GRAPH_DEBUG", EnvType::Int, "0",
            "CUDA: log the first N CUDA graph node updates to stderr (which kernel, which parameter changed)."},
     EnvVar{"SPECSERVE_PROFILE_STEP", EnvType::Text, "",
-           "`specserve bench`: repeat one step (decode, verify or propose) between cudaProfilerStart and "
-           "cudaProfilerStop, for scripts/gpu_profile.sh and scripts/gpu_trace.sh."},
+           "`specserve bench`: repeat one step (decode, verify, propose, or prefill: one whole prompt of each "
+           "--prefill length) between cudaProfilerStart and cudaProfilerStop, for scripts/gpu_profile.sh and "
+           "scripts/gpu_trace.sh."},
     EnvVar{"SPECSERVE_API_KEY", EnvType::Text, "",
            "`specserve serve`: the API key when --api-key is not given (the command line reads it; an "
            "environment variable keeps the key out of ps). Never printed.",
