@@ -21,7 +21,8 @@ CLI::Option* add_threads_flag(CLI::App& cmd, int& threads) {
 }
 
 CLI::Option* add_dtype_flag(CLI::App& cmd, std::string& dtype) {
-  return cmd.add_option("--dtype", dtype, "Weight storage: auto (the checkpoint's), f32 or bf16")
+  return cmd
+      .add_option("--dtype", dtype, "Weight storage: auto (the checkpoint's; bf16 for an fp8 checkpoint), f32 or bf16")
       ->check(CLI::IsMember({"auto", "f32", "bf16"}))
       ->capture_default_str();
 }

@@ -4,6 +4,7 @@
 #include <set>
 
 #include "core/error.h"
+#include "io/fp8_blocks.h"
 #include "io/printable.h"
 
 namespace specserve {
@@ -18,25 +19,29 @@ class TensorList {
   void add(std::string name, Shape shape, std::string reason = "") {
     out_.push_back({std::move(name), shape, std::move(reason)});
   }
+  // A Linear layer's weight: may be stored fp8 with a block scale.
+  void add_linear(std::string name, Shape shape, std::string reason = "") {
+    out_.push_back({std::move(name), shape, std::move(reason), true});
+  }
 
   // Pre-norm decoder layer norms and the SwiGLU MLP (docs/MODELS.md §1.2).
   void add_norms_and_mlp(const std::string& p, const std::string& why) {
     const int64_t H = c_.hidden_size, I = c_.intermediate_size;
     add(p + "input_layernorm.weight", {H}, why);
     add(p + "post_attention_layernorm.weight", {H}, why);
-    add(p + "mlp.gate_proj.weight", {I, H}, why);
-    add(p + "mlp.up_proj.weight", {I, H}, why);
-    add(p + "mlp.down_proj.weight", {H, I}, why);
+    add_linear(p + "mlp.gate_proj.weight", {I, H}, why);
+    add_linear(p + "mlp.up_proj.weight", {I, H}, why);
+    add_linear(p + "mlp.down_proj.weight", {H, I}, why);
   }
 
   // Softmax attention with per-head q/k norms; Qwen3.5's gated form doubles q_proj (docs/MODELS.md §3.2).
   void add_attention(const std::string& p, const std::string& why) {
     const int64_t H = c_.hidden_size, hd = c_.head_dim;
     const int64_t q_rows = c_.num_heads * hd * (c_.attn_output_gate ? 2 : 1), kv_rows = c_.num_kv_heads * hd;
-    add(p + "self_attn.q_proj.weight", {q_rows, H}, why);
-    add(p + "self_attn.k_proj.weight", {kv_rows, H}, why);
-    add(p + "self_attn.v_proj.weight", {kv_rows, H}, why);
-    add(p + "self_attn.o_proj.weight", {H, c_.num_heads * hd}, why);
+    add_linear(p + "self_attn.q_proj.weight", {q_rows, H}, why);
+    add_linear(p + "self_attn.k_proj.weight", {kv_rows, H}, why);
+    add_linear(p + "self_attn.v_proj.weight", {kv_rows, H}, why);
+    add_linear(p + "self_attn.o_proj.weight", {H, c_.num_heads * hd}, why);
     add(p + "self_attn.q_norm.weight", {hd}, why);
     add(p + "self_attn.k_norm.weight", {hd}, why);
     if (c_.attention_bias) {
@@ -52,15 +57,15 @@ class TensorList {
     const int64_t H = c_.hidden_size, Hk = c_.linear_num_key_heads, Hv = c_.linear_num_value_heads;
     const int64_t dk = c_.linear_key_head_dim, dv = c_.linear_value_head_dim;
     const int64_t conv_dim = 2 * Hk * dk + Hv * dv;
-    add(p + "linear_attn.in_proj_qkv.weight", {conv_dim, H}, why);
-    add(p + "linear_attn.in_proj_z.weight", {Hv * dv, H}, why);
-    add(p + "linear_attn.in_proj_b.weight", {Hv, H}, why);
-    add(p + "linear_attn.in_proj_a.weight", {Hv, H}, why);
+    add_linear(p + "linear_attn.in_proj_qkv.weight", {conv_dim, H}, why);
+    add_linear(p + "linear_attn.in_proj_z.weight", {Hv * dv, H}, why);
+    add_linear(p + "linear_attn.in_proj_b.weight", {Hv, H}, why);
+    add_linear(p + "linear_attn.in_proj_a.weight", {Hv, H}, why);
     add(p + "linear_attn.conv1d.weight", {conv_dim, 1, c_.linear_conv_kernel_dim}, why);
     add(p + "linear_attn.A_log", {Hv}, why);
     add(p + "linear_attn.dt_bias", {Hv}, why);
     add(p + "linear_attn.norm.weight", {dv}, why);
-    add(p + "linear_attn.out_proj.weight", {H, Hv * dv}, why);
+    add_linear(p + "linear_attn.out_proj.weight", {H, Hv * dv}, why);
   }
 
  private:
@@ -110,6 +115,36 @@ std::string first_names(const std::vector<std::string>& names, size_t shown = 3)
   return out;
 }
 
+// Checks the block scale of fp8 Linear weight `t` (present, [ceil(out/128), ceil(in/128)], F32 / F16 / BF16);
+// returns its name.
+std::string check_fp8_scale(const Checkpoint& ckpt, const ExpectedTensor& t) {
+  const std::string scale = fp8_scale_name(t.name);
+  const Shape want = fp8_scale_shape(t.shape);
+  if (!ckpt.contains(scale))
+    fail("{}: fp8 weight {} has no scale tensor {} {} (one multiplier per 128×128 block)", ckpt.path(),
+         quoted_name(t.name), quoted_name(scale), want.to_string());
+  const SafetensorsEntry& e = ckpt.entry(scale);
+  if (!(e.shape == want))
+    fail("{}: scale tensor {} has shape {}; the 128×128 blocks of {} {} need {}", ckpt.path(), quoted_name(scale),
+         e.shape.to_string(), quoted_name(t.name), t.shape.to_string(), want.to_string());
+  if (!is_fp8_scale_dtype(e.dtype))
+    fail("{}: scale tensor {} has dtype {}; scales must be F32, F16 or BF16", ckpt.path(), quoted_name(scale),
+         dtype_name(e.dtype));
+  return scale;
+}
+
+// A scale next to a weight the model reads that is not fp8 would be silently dropped: refuse it by name.
+void reject_scales_of_float_weights(const Checkpoint& ckpt, const std::set<std::string, std::less<>>& read) {
+  constexpr std::string_view kScaleSuffix = "_scale_inv";
+  for (const auto& name : ckpt.names()) {
+    if (read.count(name) || !ends_with(name, kScaleSuffix)) continue;
+    const std::string weight = name.substr(0, name.size() - kScaleSuffix.size());
+    if (read.count(weight))
+      fail("{}: tensor {} scales {}, which is stored as {}, not F8_E4M3", ckpt.path(), quoted_name(name),
+           quoted_name(weight), dtype_name(ckpt.entry(weight).dtype));
+  }
+}
+
 std::string find_prefix(const ModelConfig& c, const Checkpoint& ckpt) {
   const std::string anchor = anchor_tensor(c.family);
   std::string looked_for;
@@ -132,10 +167,20 @@ bool is_known_extra_tensor(const ModelConfig& c, std::string_view name) {
 }
 
 void require_implemented(const ModelConfig& c, const Checkpoint& ckpt) {
-  if (!c.quantization.empty())
+  if (!c.quantization_unimplemented.empty())
+    fail(
+        "{}: quantization '{}' with {} is not implemented: specserve loads fp8 checkpoints of e4m3 weights with "
+        "one scale per 128×128 block and dynamic activations (docs/MODELS.md §6)",
+        ckpt.path(), c.quantization, c.quantization_unimplemented);
+  if (c.fp8_block128 && c.family == ModelFamily::DFlashDrafter)
+    fail(
+        "{}: quantization 'fp8' is not implemented for DFlash drafters: specserve loads drafters whose weights are "
+        "f32, f16 or bf16",
+        ckpt.path());
+  if (!c.quantization.empty() && !c.fp8_block128)
     fail(
         "{}: quantization '{}' is not implemented: specserve loads checkpoints whose weights are f32, f16 or "
-        "bf16",
+        "bf16, and Qwen's fp8 block-128 format",
         ckpt.path(), c.quantization);
   if (c.rope_type != "default")
     fail("{}: rope type '{}' is not implemented (only plain RoPE): positions would be encoded wrongly", ckpt.path(),
@@ -159,7 +204,7 @@ std::vector<ExpectedTensor> expected_tensors(const ModelConfig& c, std::string_v
   TensorList list(c);
   if (c.family == ModelFamily::DFlashDrafter) {
     const auto taps = static_cast<int64_t>(c.dflash ? c.dflash->target_layer_ids.size() : 0);
-    list.add(prefix + "fc.weight", {H, taps * H}, "fc projects the concatenated target_layer_ids features");
+    list.add_linear(prefix + "fc.weight", {H, taps * H}, "fc projects the concatenated target_layer_ids features");
     list.add(prefix + "hidden_norm.weight", {H});
   } else {
     list.add(prefix + "embed_tokens.weight", {c.vocab_size, H});
@@ -175,7 +220,7 @@ std::vector<ExpectedTensor> expected_tensors(const ModelConfig& c, std::string_v
   }
   list.add(prefix + "norm.weight", {H});
   if (c.family != ModelFamily::DFlashDrafter && !c.tie_word_embeddings)
-    list.add("lm_head.weight", {c.vocab_size, H}, "tie_word_embeddings is false");
+    list.add_linear("lm_head.weight", {c.vocab_size, H}, "tie_word_embeddings is false");
   return list.take();
 }
 
@@ -194,11 +239,19 @@ CheckpointLayout resolve_checkpoint_layout(const ModelConfig& c, const Checkpoin
     if (!(e.shape == t.shape))
       fail("{}: tensor {} has shape {}, the config implies {}", ckpt.path(), quoted_name(t.name), e.shape.to_string(),
            t.shape.to_string());
-    if (!is_plain_float(e.dtype))
-      fail("{}: tensor {} has dtype {}; weights must be F32, F16 or BF16{}", ckpt.path(), quoted_name(t.name),
-           dtype_name(e.dtype), is_float(e.dtype) ? " (fp8 weights need a quantization_config)" : "");
     read.insert(t.name);
+    if (c.fp8_block128 && t.linear && e.dtype == DType::F8_E4M3) {
+      read.insert(check_fp8_scale(ckpt, t));
+      layout.fp8_weights.push_back(t.name);
+    } else if (!is_plain_float(e.dtype)) {
+      const std::string_view why =
+          e.dtype != DType::F8_E4M3 ? "weights must be F32, F16 or BF16"
+          : c.fp8_block128 ? "the model reads it as F32, F16 or BF16 (fp8 checkpoints quantise only Linear weights)"
+                           : "weights must be F32, F16 or BF16 (fp8 weights need a quantization_config)";
+      fail("{}: tensor {} has dtype {}; {}", ckpt.path(), quoted_name(t.name), dtype_name(e.dtype), why);
+    }
   }
+  reject_scales_of_float_weights(ckpt, read);
   if (c.family != ModelFamily::DFlashDrafter)
     layout.head = c.tie_word_embeddings ? layout.prefix + "embed_tokens.weight" : "lm_head.weight";
   std::vector<std::string> unread;

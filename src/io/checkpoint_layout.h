@@ -17,6 +17,9 @@ struct ExpectedTensor {
   std::string name;
   Shape shape;
   std::string reason;  // why the config implies it, for error messages ("layer 3 is full_attention")
+  // A Linear layer's weight [out, in], the only kind of tensor an fp8 checkpoint may quantise (with its
+  // block scale, io/fp8_blocks.h); every other tensor is read as F32, F16 or BF16.
+  bool linear = false;
 };
 
 struct CheckpointLayout {
@@ -28,6 +31,9 @@ struct CheckpointLayout {
   std::string head;
   std::vector<ExpectedTensor> tensors;  // every tensor the model reads, embedding/fc first, then per layer
   std::vector<std::string> unused;      // present, not read, and a known extra (is_known_extra_tensor)
+  // The Linear weights stored as F8_E4M3, each with its scale fp8_scale_name(name) (checked: present, of
+  // shape fp8_scale_shape, F32 / F16 / BF16). Empty unless the config declares the fp8 block-128 format.
+  std::vector<std::string> fp8_weights;
 
   std::string layer_prefix(int layer) const { return prefix + "layers." + std::to_string(layer) + "."; }
 };
@@ -47,14 +53,17 @@ std::vector<ExpectedTensor> expected_tensors(const ModelConfig& c, std::string_v
 bool is_known_extra_tensor(const ModelConfig& c, std::string_view name);
 
 // Refuses a config the models do not implement although it parses: a quantised checkpoint
-// (ModelConfig::quantization) or a RoPE scaling other than plain RoPE (yarn, linear, dynamic, ...).
-// The message is one line naming the method.
+// (ModelConfig::quantization) other than Qwen's fp8 block-128 format on a target model, or a RoPE scaling
+// other than plain RoPE (yarn, linear, dynamic, ...). The message is one line naming the method.
 void require_implemented(const ModelConfig& c, const Checkpoint& ckpt);
 
 // Finds the prefix, then checks that every expected tensor is present with the implied shape and a
-// float dtype (F32, F16, BF16), and that every other tensor is a known extra. Throws Error naming the
-// first missing or mismatched tensor, what require_implemented refuses, the unread tensors, or a tensor of an
-// unsupported drafter variant (DFlash2 / DSpark, docs/DFLASH.md §1.9). Every loader calls it first.
+// float dtype (F32, F16, BF16; or, in an fp8 block-128 checkpoint, F8_E4M3 for a Linear weight with its
+// scale), and that every other tensor is a known extra. Throws Error naming the first missing or mismatched
+// tensor (an fp8 weight without its scale, a scale of the wrong shape or dtype, an fp8 tensor the model
+// reads as floats), what require_implemented refuses, a scale of a weight that is not fp8, the unread
+// tensors, or a tensor of an unsupported drafter variant (DFlash2 / DSpark, docs/DFLASH.md §1.9). Every
+// loader calls it first.
 CheckpointLayout resolve_checkpoint_layout(const ModelConfig& c, const Checkpoint& ckpt);
 
 }  // namespace specserve

@@ -28,6 +28,12 @@ const json* JsonKeys::find(std::string_view key) const {
 
 bool JsonKeys::has(std::string_view key) const { return find(key) != nullptr; }
 
+std::vector<std::string> JsonKeys::keys() const {
+  std::vector<std::string> out;
+  for (auto it = object_->begin(); it != object_->end(); ++it) out.push_back(it.key());
+  return out;
+}
+
 const json& JsonKeys::require(std::string_view key) const {
   const json* v = find(key);
   if (!v) fail("missing key '{}'", key_path(key));

@@ -20,6 +20,7 @@ class JsonKeys {
   const std::string& path() const { return path_; }
   std::string key_path(std::string_view key) const;  // "text_config.hidden_size"
   bool has(std::string_view key) const;              // present and not null
+  std::vector<std::string> keys() const;             // every key of the object, null-valued ones included
 
   // Required values: Error "missing key 'p'" or "key 'p' must be ..., found ...".
   int64_t integer(std::string_view key) const;

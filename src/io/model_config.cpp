@@ -205,16 +205,6 @@ void parse_gated_deltanet(const JsonKeys& t, ModelConfig& c) {
          c.linear_num_value_heads, t.key_path("linear_num_key_heads"), c.linear_num_key_heads);
 }
 
-// The quantisation a config declares, "" for none. A declared scheme without a readable quant_method
-// is still a quantised checkpoint: it reads as "unknown" so that the loader refuses it.
-std::string parse_quantization(const JsonKeys& root, const JsonKeys& text) {
-  for (const JsonKeys* keys : {&root, &text})
-    if (const auto q = keys->opt_object("quantization_config"))
-      return q->opt_string("quant_method").value_or("unknown");
-  if (root.has("compression_config")) return "compressed-tensors";
-  return "";
-}
-
 // Keys a composite (text_config) file may keep at either level: the text config wins for token ids
 // (transformers reads them there), the top level wins for tying and dtype (where Qwen3.5 puts them).
 const JsonKeys& pick(const JsonKeys& first, const JsonKeys& second, std::string_view key) {
@@ -277,7 +267,7 @@ ModelConfig parse_model_config(std::string_view json_text) {
   const JsonKeys& dtype_from = pick(root, text, dtype_key);
   c.dtype = dtype_from.has(dtype_key) ? parse_torch_dtype(dtype_from, dtype_key) : DType::BF16;
 
-  c.quantization = parse_quantization(root, text);
+  parse_quantization(root, text, c);
 
   if (c.family == ModelFamily::DFlashDrafter) c.dflash = parse_dflash_config(root, c);
   return c;

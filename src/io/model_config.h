@@ -69,6 +69,13 @@ struct ModelConfig {
   // quantize_config.json of GPTQ/AWQ exports. The loaders refuse every scheme they do not implement
   // (io/checkpoint_layout.h).
   std::string quantization;
+  // Set when `quantization` is "fp8" with every quantization_config key at a value the loader implements:
+  // Qwen's block-128 format (e4m3 weights, one multiplier per 128×128 block, dynamic activations;
+  // io/fp8_blocks.h, docs/MODELS.md §6). The weights are dequantised when the model loads.
+  bool fp8_block128 = false;
+  // For any other fp8 config, the first key whose value is not implemented ("quantization_config.fmt
+  // 'e5m2'"), for the loader's refusal.
+  std::string quantization_unimplemented;
 
   std::optional<DFlashConfig> dflash;  // set for drafters
 

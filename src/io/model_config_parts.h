@@ -10,4 +10,8 @@ namespace specserve {
 // `c` holds the already parsed text-model keys (vocab size, drafter layer count).
 DFlashConfig parse_dflash_config(const JsonKeys& root, const ModelConfig& c);
 
+// The quantisation a config declares (quantization_config at the top level or in text_config,
+// compression_config): sets c.quantization, c.fp8_block128 and c.quantization_unimplemented.
+void parse_quantization(const JsonKeys& root, const JsonKeys& text, ModelConfig& c);
+
 }  // namespace specserve

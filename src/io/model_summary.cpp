@@ -3,6 +3,7 @@
 #include <nlohmann/json.hpp>
 
 #include "core/error.h"
+#include "io/fp8_blocks.h"
 #include "io/safetensors.h"
 
 namespace specserve {
@@ -94,6 +95,9 @@ ModelSummary summarize_model(const std::string& dir) {
   s.num_files = ckpt->files().size();
   s.num_tensors = ckpt->names().size();
   for (const auto& f : ckpt->files()) s.file_bytes += f->file_size();
+  s.fp8_weights = s.layout.fp8_weights.size();
+  for (const auto& name : s.layout.fp8_weights)
+    s.fp8_bytes += ckpt->entry(name).nbytes() + ckpt->entry(fp8_scale_name(name)).nbytes();
   return s;
 }
 
@@ -162,6 +166,9 @@ std::string format_summary_text(const ModelSummary& s) {
   if (s.model_parameters != s.total_parameters)
     read_note = fmt::format(", of which the model reads {}", human_count(s.model_parameters));
   line("parameters", (params.empty() ? std::string("none") : join(params, "; ")) + read_note);
+  if (c.quantization == "fp8")
+    line("quantized", fmt::format("fp8 block-128: {} tensors, {} of {} (dequantised to the compute dtype at load)",
+                                  s.fp8_weights, human_bytes(s.fp8_bytes), human_bytes(s.file_bytes)));
   if (!s.layout.unused.empty()) {
     std::vector<std::string> groups;
     for (const auto& [group, n] : group_tensor_names(s.layout.unused))
@@ -218,6 +225,8 @@ std::string format_summary_json(const ModelSummary& s) {
   j["file_bytes"] = s.file_bytes;
   auto& params = j["parameters"] = nlohmann::ordered_json::object();
   for (const auto& [dtype, n] : s.parameters_by_dtype) params[std::string(dtype_name(dtype))] = n;
+  j["quantization"] = c.quantization;
+  if (c.quantization == "fp8") j["fp8_block128"] = {{"tensors", s.fp8_weights}, {"bytes", s.fp8_bytes}};
   j["total_parameters"] = s.total_parameters;
   j["model_parameters"] = s.model_parameters;
   j["unused_tensors"] = group_tensor_names(s.layout.unused);

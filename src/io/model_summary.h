@@ -22,6 +22,10 @@ struct ModelSummary {
   size_t num_files = 0;
   size_t num_tensors = 0;
   uint64_t file_bytes = 0;
+  // Qwen's fp8 block-128 format (layout.fp8_weights): the quantised weights and the bytes they and their
+  // scales take in the files.
+  size_t fp8_weights = 0;
+  uint64_t fp8_bytes = 0;
 };
 
 // Loads DIR/config.json and the checkpoint (header only: the data pages are never touched) and

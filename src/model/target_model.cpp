@@ -29,10 +29,13 @@ struct TargetModel::Impl {
 };
 
 namespace {
-DType choose_dtype(const std::string& option, const Checkpoint& c) {
+// --dtype auto: the checkpoint's matrix dtype, bf16 for an fp8 checkpoint (its weights dequantised, then
+// rounded to bf16; --dtype f32 keeps the exact dequantised values).
+DType choose_dtype(const std::string& option, const ModelConfig& cfg, const Checkpoint& c) {
   if (option == "f32") return DType::F32;
   if (option == "bf16") return DType::BF16;
   SS_CHECK(option == "auto", "--dtype must be auto, f32 or bf16 (got '{}')", option);
+  if (cfg.fp8_block128) return DType::BF16;
   DType d = WeightStore::checkpoint_matrix_dtype(c);
   return d == DType::BF16 ? DType::BF16 : DType::F32;
 }
@@ -146,7 +149,7 @@ std::unique_ptr<TargetModel> TargetModel::load(const std::string& dir, const Loa
     const bool on_host = impl->mem->device() == Device::CPU;
     auto checkpoint = Checkpoint::open(dir);
     resolve_checkpoint_layout(impl->cfg, *checkpoint);  // refuses what the model would not run as stored
-    DType dt = choose_dtype(options.dtype, *checkpoint);
+    DType dt = choose_dtype(options.dtype, impl->cfg, *checkpoint);
     // On a device the host copy of a matrix is only an upload source: read it from the mapping.
     impl->weights = std::make_unique<WeightStore>(std::move(checkpoint), dt, options.map_weights || !on_host);
     build_parts(*impl, !on_host, options.kv_dtype);

@@ -4,6 +4,7 @@
 #include <map>
 
 #include "core/error.h"
+#include "io/fp8_blocks.h"
 
 namespace specserve {
 
@@ -36,6 +37,11 @@ TensorView WeightStore::checked(const std::string& name, const Shape& shape) con
 TensorView WeightStore::matrix(const std::string& name, const Shape& shape) {
   if (synthetic_) return synthetic_->make(name, shape, matrix_dtype_);
   TensorView v = checked(name, shape);
+  if (v.dtype == DType::F8_E4M3) {
+    // Qwen's block-128 fp8 (resolve_checkpoint_layout accepted it): dequantised once, here.
+    owned_.push_back(dequantize_fp8_blocks(v, checkpoint_->get(fp8_scale_name(name)), matrix_dtype_, name));
+    return owned_.back().view();
+  }
   if (v.dtype == matrix_dtype_) {
     if (map_matrices_) return v;
     Tensor t = Tensor::empty(v.dtype, v.shape);
@@ -51,6 +57,7 @@ TensorView WeightStore::matrix(const std::string& name, const Shape& shape) {
 TensorView WeightStore::vector_f32(const std::string& name, const Shape& shape) {
   if (synthetic_) return synthetic_->make(name, shape, DType::F32);
   TensorView v = checked(name, shape);
+  SS_CHECK(v.dtype != DType::F8_E4M3, "tensor '{}' is F8_E4M3, but the model reads it as F32, F16 or BF16", name);
   owned_.push_back(to_f32(v));
   return owned_.back().view();
 }

@@ -6,6 +6,9 @@
 //     it they are copied into process memory, or left as zero-copy views of the file mapping when
 //     `map_matrices` is set (decode read them about 2x slower through the mapping on the development
 //     VM, see docs/BENCHMARKS.md);
+//   - matrices of an fp8 block-128 checkpoint (F8_E4M3 with a weight_scale_inv, io/fp8_blocks.h) are
+//     dequantised exactly into f32 and then rounded into the storage dtype, once, at load: the forward runs
+//     them like any float weight (docs/MODELS.md §6);
 //   - vectors and small parameters (norms, conv, A_log, dt_bias) to owned f32 copies.
 #include <deque>
 #include <memory>

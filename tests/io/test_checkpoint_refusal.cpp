@@ -1,5 +1,5 @@
 // A checkpoint the loader does not fully understand is refused, never run: quantised checkpoints
-// (Qwen's block-128 FP8 layout as transformers saves it, and every other declared scheme), RoPE scaling,
+// (every declared scheme but Qwen's block-128 FP8, and FP8 configs outside it), RoPE scaling,
 // fp8 weights without a declaration, and tensors the architecture does not read. Known extras (vision tower, MTP
 // head, a tied model's stored lm_head, rotary buffers) still load.
 #include <gtest/gtest.h>
@@ -68,12 +68,15 @@ void write_fp8_checkpoint(const std::string& dir, const std::string& config_json
   write_bytes(dir + "/config.json", config_json);
 }
 
-TEST(CheckpointRefusal, Fp8CheckpointNamesTheMethod) {
+TEST(CheckpointRefusal, Fp8CheckpointOutsideTheBlock128FormatNamesTheKey) {
+  // The block-128 format loads (tests/io/test_fp8_checkpoint_layout.cpp); another block size is refused.
   TempDir dir;
-  write_fp8_checkpoint(dir.path().string(),
-                       with_key(tiny_qwen3_5_config(false, true), "quantization_config", kFp8Config));
+  nlohmann::json q = kFp8Config;
+  q["weight_block_size"] = {64, 64};
+  write_fp8_checkpoint(dir.path().string(), with_key(tiny_qwen3_5_config(false, true), "quantization_config", q));
   EXPECT_EQ(load_model_config(dir.path().string()).quantization, "fp8");
-  expect_error([&] { layout_of(dir.path().string()); }, "quantization 'fp8' is not implemented");
+  expect_error([&] { layout_of(dir.path().string()); },
+               "quantization 'fp8' with quantization_config.weight_block_size [64, 64] is not implemented");
 }
 
 TEST(CheckpointRefusal, Fp8TensorsWithoutTheirConfigAreNamed) {
@@ -87,15 +90,22 @@ TEST(CheckpointRefusal, Fp8TensorsWithoutTheirConfigAreNamed) {
 TEST(CheckpointRefusal, UnreadTensorsAreNamedWithTheirCount) {
   TempDir dir;
   write_checkpoint(dir.path().string(), tiny_qwen3_5_config(false, true), "model.", [](auto& t) {
-    t.push_back({"model.layers.0.mlp.down_proj.weight_scale_inv", Shape({1, 1}), ""});
-    t.push_back({"model.layers.0.mlp.gate_proj.weight_scale_inv", Shape({1, 1}), ""});
+    t.push_back({"model.layers.0.mlp.down_proj.input_scale", Shape({1}), ""});
+    t.push_back({"model.layers.0.mlp.gate_proj.weight_packed", Shape({1, 1}), ""});
     t.push_back({"model.layers.0.mlp.up_proj.lora_A.weight", Shape({2, 16}), ""});
-    t.push_back({"model.layers.1.mlp.down_proj.weight_scale_inv", Shape({1, 1}), ""});
+    t.push_back({"model.layers.1.mlp.down_proj.weight_zero_point", Shape({1, 1}), ""});
   });
   expect_error([&] { layout_of(dir.path().string()); },
                "4 tensors the qwen3_5 architecture does not read, so this is not the model config.json describes: "
-               "'model.layers.0.mlp.down_proj.weight_scale_inv', 'model.layers.0.mlp.gate_proj.weight_scale_inv', "
+               "'model.layers.0.mlp.down_proj.input_scale', 'model.layers.0.mlp.gate_proj.weight_packed', "
                "'model.layers.0.mlp.up_proj.lora_A.weight' and 1 more");
+  // A block scale beside a bf16 weight (no quantization_config) is named as such.
+  write_checkpoint(dir.path().string(), tiny_qwen3_5_config(false, true), "model.", [](auto& t) {
+    t.push_back({"model.layers.0.mlp.down_proj.weight_scale_inv", Shape({1, 1}), ""});
+  });
+  expect_error([&] { layout_of(dir.path().string()); },
+               "tensor 'model.layers.0.mlp.down_proj.weight_scale_inv' scales 'model.layers.0.mlp.down_proj.weight', "
+               "which is stored as BF16, not F8_E4M3");
 }
 
 TEST(CheckpointRefusal, EveryDeclaredSchemeIsRefused) {
@@ -110,9 +120,9 @@ TEST(CheckpointRefusal, EveryDeclaredSchemeIsRefused) {
   refused_as(with_key(base, "quantization_config", {{"bits", 4}}), "unknown");
   refused_as(with_key(base, "compression_config", {{"format", "float-quantized"}}), "compressed-tensors");
   nlohmann::json nested = nlohmann::json::parse(tiny_qwen3_5_config(true, true));
-  nested["text_config"]["quantization_config"] = kFp8Config;
+  nested["text_config"]["quantization_config"] = {{"quant_method", "gptq"}, {"bits", 4}};
   write_checkpoint(dir.path().string(), tiny_qwen3_5_config(true, true), "model.language_model.");
-  refused_as(nested.dump(), "fp8");
+  refused_as(nested.dump(), "gptq");
   // An AutoGPTQ / AutoAWQ export keeps its scheme in a file of its own.
   write_bytes(dir.file("config.json"), base);
   write_checkpoint(dir.path().string(), base, "model.");
@@ -152,7 +162,7 @@ TEST(CheckpointRefusal, DrafterWithUnreadTensorsOrQuantizationIsRefused) {
                "1 tensor the dflash architecture does not read, so this is not the model config.json describes: "
                "'lm_head.weight'");
   write_checkpoint(dir.path().string(), with_key(tiny_dflash_config(), "quantization_config", kFp8Config), "");
-  expect_error([&] { layout_of(dir.path().string()); }, "quantization 'fp8' is not implemented");
+  expect_error([&] { layout_of(dir.path().string()); }, "quantization 'fp8' is not implemented for DFlash drafters");
 }
 
 }  // namespace

@@ -104,13 +104,17 @@ TEST(InfoCli, QuantizedCheckpointIsRefusedByInfoAndGenerate) {
   TempDir model, scratch;
   ASSERT_EQ(run(kBin + "make_tiny_model --out " + model.path().string() + " --seed 1", scratch).exit_code, 0);
   auto cfg = nlohmann::json::parse(read_bytes(model.file("config.json")));
-  cfg["quantization_config"] = {{"quant_method", "fp8"}, {"fmt", "e4m3"}, {"weight_block_size", {128, 128}}};
+  cfg["quantization_config"] = {{"quant_method", "fp8"}, {"fmt", "e4m3"}, {"weight_block_size", {64, 64}}};
   write_bytes(model.file("config.json"), cfg.dump());
   const std::string dir = model.path().string();
-  expect_one_line_error(run(kBin + "specserve info --model " + dir, scratch), "quantization 'fp8' is not implemented");
+  const std::string refusal =
+      "quantization 'fp8' with quantization_config.weight_block_size [64, 64] is not implemented";
+  expect_one_line_error(run(kBin + "specserve info --model " + dir, scratch), refusal);
   expect_one_line_error(
-      run(kBin + "specserve generate --backend cpu --model " + dir + " --prompt hi --max-tokens 2", scratch),
-      "quantization 'fp8' is not implemented");
+      run(kBin + "specserve generate --backend cpu --model " + dir + " --prompt hi --max-tokens 2", scratch), refusal);
+  cfg["quantization_config"] = {{"quant_method", "awq"}, {"bits", 4}};
+  write_bytes(model.file("config.json"), cfg.dump());
+  expect_one_line_error(run(kBin + "specserve info --model " + dir, scratch), "quantization 'awq' is not implemented");
 }
 
 // `info --env` prints the registry (core/env_registry.h) with the values the process sees; `info` needs

@@ -1,0 +1,73 @@
+#include "io/fp8_blocks.h"
+
+#include <array>
+#include <vector>
+
+#include "core/error.h"
+#include "core/thread_pool.h"
+#include "io/printable.h"
+
+namespace specserve {
+
+namespace {
+bool ends_with(std::string_view s, std::string_view p) {
+  return s.size() >= p.size() && s.substr(s.size() - p.size()) == p;
+}
+}  // namespace
+
+std::string fp8_scale_name(std::string_view weight_name) {
+  SS_CHECK(ends_with(weight_name, "weight"), "tensor {} is not a weight, so it has no fp8 scale",
+           quoted_name(weight_name));
+  return std::string(weight_name) + "_scale_inv";
+}
+
+Shape fp8_scale_shape(const Shape& w) {
+  SS_CHECK(w.ndim == 2, "an fp8 weight is a matrix, not {}", w.to_string());
+  return Shape({(w[0] + kFp8BlockSize - 1) / kFp8BlockSize, (w[1] + kFp8BlockSize - 1) / kFp8BlockSize});
+}
+
+bool is_fp8_scale_dtype(DType t) { return t == DType::F32 || t == DType::F16 || t == DType::BF16; }
+
+const float* e4m3_f32_table() {
+  static const std::array<float, 256> table = [] {
+    std::array<float, 256> t{};
+    for (int code = 0; code < 256; ++code) t[static_cast<size_t>(code)] = e4m3_to_f32(static_cast<uint8_t>(code));
+    return t;
+  }();
+  return table.data();
+}
+
+Tensor dequantize_fp8_blocks(const TensorView& weight, const TensorView& scale, DType out, std::string_view name) {
+  SS_CHECK(weight.dtype == DType::F8_E4M3 && weight.ndim() == 2, "fp8 weight {} is {}, expected a F8_E4M3 matrix",
+           quoted_name(name), weight.describe());
+  SS_CHECK(weight.is_contiguous() && scale.is_contiguous(), "fp8 weight {}: tensors must be contiguous",
+           quoted_name(name));
+  const Shape want = fp8_scale_shape(weight.shape);
+  SS_CHECK(scale.shape == want, "the scale of fp8 weight {} {} has shape {}; 128×128 blocks need {}", quoted_name(name),
+           weight.shape.to_string(), scale.shape.to_string(), want.to_string());
+  SS_CHECK(is_fp8_scale_dtype(scale.dtype), "the scale of fp8 weight {} has dtype {}; scales must be F32, F16 or BF16",
+           quoted_name(name), dtype_name(scale.dtype));
+  SS_CHECK(out == DType::F32 || out == DType::F16 || out == DType::BF16,
+           "fp8 weights dequantise to F32, F16 or BF16, not {}", dtype_name(out));
+  const int64_t rows = weight.dim(0), cols = weight.dim(1), scale_cols = want[1];
+  const Tensor scales = to_f32(scale);
+  const float* s = scales.as<float>();
+  const float* decode = e4m3_f32_table();
+  const auto* q = weight.as<const uint8_t>();
+  Tensor result = Tensor::empty(out, weight.shape);
+  auto* dst = result.as<uint8_t>();
+  const size_t out_row_bytes = static_cast<size_t>(cols) * dtype_size(out);
+  ThreadPool::global().parallel_for(rows, [&](int64_t begin, int64_t end) {
+    std::vector<float> row(static_cast<size_t>(cols));
+    for (int64_t r = begin; r < end; ++r) {
+      const float* block_scales = s + (r / kFp8BlockSize) * scale_cols;
+      const uint8_t* codes = q + r * cols;
+      for (int64_t c = 0; c < cols; ++c)
+        row[static_cast<size_t>(c)] = decode[codes[c]] * block_scales[c / kFp8BlockSize];
+      convert_from_f32(row.data(), out, dst + static_cast<size_t>(r) * out_row_bytes, static_cast<size_t>(cols));
+    }
+  });
+  return result;
+}
+
+}  // namespace specserve
