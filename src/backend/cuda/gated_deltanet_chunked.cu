@@ -19,7 +19,8 @@
 //  3. M = (I + A)^-1: the four 16 x 16 diagonal blocks by forward substitution (a thread per column),
 //     then the blocks below the diagonal one distance at a time, M_ij = -M_ii sum_k A_ik M_kj;
 //  4. U = M (beta V) over value tiles of 32 and W = M (beta e^G K) over key tiles of 32 (stored), each
-//     thread rows ti + 16r, columns 2tj + c, sums over the chunk's rows in increasing order.
+//     thread rows 4ti + r, columns 2tj + c, sums over the chunk's rows in increasing order, stopping at
+//     the thread's last row (M is lower triangular).
 //  The item also holds e^G and e^(G_last - G) per row (0 past L) and e^(G_last). Rows past L of U, W
 //  and P are exact zeros (A's rows past L are zero, so M's are the identity's and beta V, beta K there
 //  are zero).
@@ -37,8 +38,9 @@
 // The tiles are staged with cp.async (no register round trip; scalar loads where the qkv rows are not
 // 16-byte aligned: the same values), then the thread that staged a row multiplies it by its gate.
 // The products run one of two ways (GdnStateMath, process-wide, set_gdn_state_math):
-//  - F32 (the default): CUDA cores, fmaf; each thread 4 x 2 outputs (rows ti + 16r, columns 2tj + c,
-//    ti = tid / 16, tj = tid % 16; for 7. key rows 4ti + r), float4 operand reads.
+//  - F32 (the default): CUDA cores, fmaf; each thread 4 x 2 outputs (rows 4ti + r, columns 2tj + c,
+//    ti = tid / 16, tj = tid % 16; for 7. key rows), float4 operand reads; 6. stops at the thread's
+//    last row (P is lower triangular).
 //  - Tf32x3: tensor cores, mma.m16n8k8 tf32 (gated_deltanet_chunked_ptx.cuh), each warp a 16 x 16 block
 //    of every 64 x 32 product, k-steps of 8 in increasing order. Each f32 operand x is split into
 //    hi = tf32(x) and lo = tf32(x - hi), |x - hi - lo| <= 2^-22 |x|, and a b is taken as lo_a hi_b +
@@ -149,15 +151,17 @@ constexpr size_t kPrepBytes = sizeof(float) * kPrepFloats;
 static_assert(kPrepBytes <= 75 * 1024, "three blocks per multiprocessor");
 static_assert(kPrepOffK % 4 == 0 && kPrepOffQ % 4 == 0 && kPrepOffM % 4 == 0, "float4 rows");
 
-// acc[r][c] += sum_m sM[ti + 16r][m] sB[m][2tj + c] over m < rows4 (a multiple of 4) in increasing
-// order: U = M (beta V) and W = M (beta e^G K) a 32-column tile at a time.
+// acc[r][c] += sum_m sM[4ti + r][m] sB[m][2tj + c] over m < min(rows4, 4ti + 4) (rows4 a multiple of 4)
+// in increasing order: U = M (beta V) and W = M (beta e^G K) a 32-column tile at a time. M is lower
+// triangular, so the columns past a thread's last row add exact zeros and are skipped (the same bits).
 __device__ __forceinline__ void m_times_tile(const float* sM, const float* sB, int rows4, int ti, int tj,
                                              float (&acc)[4][2]) {
-  for (int m = 0; m < rows4; m += 4) {
+  const int end = imin(rows4, 4 * ti + 4);
+  for (int m = 0; m < end; m += 4) {
     float4 mi[4];
     float2 b[4];
 #pragma unroll
-    for (int r = 0; r < 4; ++r) mi[r] = *reinterpret_cast<const float4*>(sM + (ti + 16 * r) * kLdM + m);
+    for (int r = 0; r < 4; ++r) mi[r] = *reinterpret_cast<const float4*>(sM + (4 * ti + r) * kLdM + m);
 #pragma unroll
     for (int q = 0; q < 4; ++q) b[q] = *reinterpret_cast<const float2*>(sB + (m + q) * kLdP + 2 * tj);
 #pragma unroll
@@ -289,8 +293,8 @@ __global__ void __launch_bounds__(kThreads, 2)
     invert<kLdM>(sA, sM, sX);
 
     // 4. U = M (beta V), a value tile at a time, then W = M (beta e^G K), a key tile at a time; each
-    // thread rows ti + 16r, columns 2tj + c, the sums over m < rows4 (M's columns and the tile's rows
-    // past L add exact zeros).
+    // thread rows 4ti + r, columns 2tj + c, the sums over m <= its last row and < rows4 (M's columns
+    // and the tile's rows past L add exact zeros).
     for (int v0 = 0; v0 < dv; v0 += kT) {
       const int nvv = imin(kT, dv - v0);
       __syncthreads();                                                         // sQ is free
@@ -303,7 +307,7 @@ __global__ void __launch_bounds__(kThreads, 2)
 #pragma unroll
         for (int cc = 0; cc < 2; ++cc) {
           const int j = 2 * tj + cc;
-          if (j < nvv) item[lay.u + (ti + 16 * r) * dv + v0 + j] = u[r][cc];
+          if (j < nvv) item[lay.u + (4 * ti + r) * dv + v0 + j] = u[r][cc];
         }
     }
     for (int a0 = 0; a0 < dk; a0 += kT) {
@@ -318,7 +322,7 @@ __global__ void __launch_bounds__(kThreads, 2)
 #pragma unroll
         for (int cc = 0; cc < 2; ++cc) {
           const int j = 2 * tj + cc;
-          if (j < na) item[lay.w + (ti + 16 * r) * dk + a0 + j] = w[r][cc];
+          if (j < na) item[lay.w + (4 * ti + r) * dk + a0 + j] = w[r][cc];
         }
     }
   }
@@ -396,7 +400,7 @@ __device__ __forceinline__ void scale_tile(float* dst, int rows, int cols, const
 }
 
 // The 8 elements of a 64 x 32 output (V', O) a thread holds: rows out_row0 + out_drow(e), columns
-// out_col0 + out_dcol(e). F32: rows ti + 16 (e / 2), columns 2 tj + e % 2 (ti = tid / 16, tj = tid % 16).
+// out_col0 + out_dcol(e). F32: rows 4 ti + e / 2, columns 2 tj + e % 2 (ti = tid / 16, tj = tid % 16).
 // Tf32x3: warp w's 16 x 16 block (rows 16 (w / 2), columns 16 (w % 2)) as two mma C fragments (e / 4
 // the n-tile; lane g = lane / 4, t = lane % 4).
 template <GdnStateMath kMath>
@@ -404,7 +408,7 @@ __device__ __forceinline__ int out_row0(int tid) {
   if constexpr (StateLayout<kMath>::kTc)
     return 16 * (tid / 64) + (tid % 32) / 4;
   else
-    return tid / 16;
+    return 4 * (tid / 16);
 }
 template <GdnStateMath kMath>
 __device__ __forceinline__ int out_col0(int tid) {
@@ -415,7 +419,7 @@ __device__ __forceinline__ int out_col0(int tid) {
 }
 template <GdnStateMath kMath>
 __host__ __device__ constexpr int out_drow(int e) {
-  return StateLayout<kMath>::kTc ? 8 * ((e % 4) / 2) : 16 * (e / 2);
+  return StateLayout<kMath>::kTc ? 8 * ((e % 4) / 2) : e / 2;
 }
 template <GdnStateMath kMath>
 __host__ __device__ constexpr int out_dcol(int e) {
@@ -434,8 +438,8 @@ __device__ __forceinline__ void vo_tile_f32(const float* sW, const float* sQ, co
     float2 s[4];
 #pragma unroll
     for (int r = 0; r < 4; ++r) {
-      w[r] = *reinterpret_cast<const float4*>(sW + (ti + 16 * r) * kLdA + a);
-      q[r] = *reinterpret_cast<const float4*>(sQ + (ti + 16 * r) * kLdA + a);
+      w[r] = *reinterpret_cast<const float4*>(sW + (4 * ti + r) * kLdA + a);
+      q[r] = *reinterpret_cast<const float4*>(sQ + (4 * ti + r) * kLdA + a);
     }
 #pragma unroll
     for (int u = 0; u < 4; ++u) s[u] = *reinterpret_cast<const float2*>(sSt + (a + u) * kLdS + 2 * tj);
@@ -452,16 +456,17 @@ __device__ __forceinline__ void vo_tile_f32(const float* sW, const float* sQ, co
   }
 }
 
-// F32: acc_o += P V' over the chunk's rows m < rows4 (a multiple of 4; P and V' are zero past L).
+// F32: acc_o += P V' over the chunk's rows m < rows4 (a multiple of 4; P and V' are zero past L) in
+// increasing order, stopping after the thread's last row (P is lower triangular: the same bits).
 __device__ __forceinline__ void pv_f32(const float* sP, const float* sV, int rows4, int tid, float (&acc_o)[8]) {
   constexpr int kLdA = StateLayout<GdnStateMath::F32>::kLdA, kLdS = StateLayout<GdnStateMath::F32>::kLdS;
-  const int ti = tid / 16, tj = tid % 16;
+  const int ti = tid / 16, tj = tid % 16, end = imin(rows4, 4 * ti + 4);
 #pragma unroll 1
-  for (int m = 0; m < rows4; m += 4) {
+  for (int m = 0; m < end; m += 4) {
     float4 p[4];
     float2 v[4];
 #pragma unroll
-    for (int r = 0; r < 4; ++r) p[r] = *reinterpret_cast<const float4*>(sP + (ti + 16 * r) * kLdA + m);
+    for (int r = 0; r < 4; ++r) p[r] = *reinterpret_cast<const float4*>(sP + (4 * ti + r) * kLdA + m);
 #pragma unroll
     for (int u = 0; u < 4; ++u) v[u] = *reinterpret_cast<const float2*>(sV + (m + u) * kLdS + 2 * tj);
 #pragma unroll
