@@ -3,10 +3,10 @@
 // and k, g < 0, beta in (0, 1)), each span from its own state. Span sets: one 8,192-row span, four
 // 2,048-row spans (four sequences' prefill chunks in one call) and one 2,048-row span (one sequence in
 // the engine's default --prefill-chunk). kernel 0: Ops::gated_delta_rule (gated_deltanet_chunked.cu,
-// the parallel prep kernel and the sequential state kernel, with the op's staging and scratch);
-// kernel 1: the one-kernel form it replaced (gated_delta_rule_chunked_fused, the baseline); kernel 2:
-// Ops::gated_delta_rule with the state kernel's products on tensor cores (GdnStateMath::Tf32x3; kernel 0
-// takes the process default, F32). Per call:
+// the parallel prep kernel and the sequential state kernel, with the op's staging and scratch) with the
+// state kernel's products on CUDA cores (GdnStateMath::F32, the default); kernel 1: the one-kernel form it
+// replaced (gated_delta_rule_chunked_fused, the baseline); kernel 2: kernel 0 with the products on
+// tensor cores (GdnStateMath::Tf32x3). Per call:
 //   GFLOP/s   the chunked form's products per second: per chunk of L rows and value head
 //             2 (2 L^2 dk + L^2 dk + L^2 dv + 2 L dk dv + L^2 dv + L dk dv) (K K^T and Q K^T, W, U,
 //             W S and (e^G Q) S, P V', the state's addition)
