@@ -4,6 +4,8 @@
 // docs/DESIGN.md §1.2 bit for bit: a row's output does not depend on M, on the rows around it, on where
 // the rows were cut into calls, or on sharing x with other weights (matmul_multi_prefill).
 #include <cmath>
+#include <iterator>
+#include <vector>
 
 #include "backend/cuda/kernels.h"
 #include "backend/matmul_choice.h"
@@ -119,6 +121,27 @@ TEST_P(PrefillMatmul, ARowsBitsDependOnItsRowOnly) {
   const DeviceBuffer yb1 = poisoned(size_t(M * 300));
   cuda_ops().matmul_prefill(X, ws[1], dev_view(yb1, DType::F32, {M, 300}));
   ASSERT_TRUE(bit_equal(download(yb, size_t(M * 300)).data(), download(yb1, size_t(M * 300)).data(), size_t(M * 300)));
+
+  // Six weights sharing x (a launch takes four: two launches, the small weights' tiles after the large
+  // ones'): every part's bits are its lone call's.
+  const int64_t widths[] = {N, 48, 300, 1, 520, 48};
+  std::vector<DeviceBuffer> wbufs, ybufs;
+  std::vector<TensorView> wv, yv;
+  for (size_t i = 0; i < std::size(widths); ++i) {
+    wbufs.push_back(DeviceBuffer::from(to_bf16(randn(size_t(widths[i] * K), 40 + uint32_t(i), 0.05f))));
+    ybufs.push_back(poisoned(size_t(M * widths[i])));
+  }
+  for (size_t i = 0; i < std::size(widths); ++i) {
+    wv.push_back(dev_view(wbufs[i], DType::BF16, {widths[i], K}));
+    yv.push_back(dev_view(ybufs[i], DType::F32, {M, widths[i]}));
+  }
+  cuda_ops().matmul_multi_prefill(X, wv, yv);
+  for (size_t i = 0; i < std::size(widths); ++i) {
+    const size_t n = size_t(M * widths[i]);
+    const DeviceBuffer alone = poisoned(n);
+    cuda_ops().matmul_prefill(X, wv[i], dev_view(alone, DType::F32, {M, widths[i]}));
+    ASSERT_TRUE(bit_equal(download(ybufs[i], n).data(), download(alone, n).data(), n)) << "part " << i << " of six";
+  }
 }
 
 // Shapes: one row; a partial M tile and a partial 256-column tile; K not a multiple of the 64-wide stage

@@ -9,6 +9,7 @@
 #include <cuda_runtime.h>
 
 #include "backend/cuda/cuda_check.h"
+#include "backend/cuda/device_math.cuh"
 #include "backend/cuda/kernels.h"
 #include "backend/cuda/kv_layout.cuh"
 #include "backend/cuda/norm_math.cuh"
@@ -54,11 +55,99 @@ __global__ void qk_norm_rope_kv_store_kernel(HeadPrepArgs a, const KvRow* rows, 
   }
 }
 
+// The same arithmetic with one block of 256 threads per row, for calls of many rows whose queries are
+// the KV rows (a prefill chunk, a verify): the block is kGroups groups of T = norm_threads(HD) threads, and
+// group g takes heads g, g + kGroups, .. of the row (q's, then k's), each exactly as the kernel above
+// would with a block of T threads: thread t of the group accumulates elements t, t + T, .. with fmaf, then
+// warp_sum, then the group's warps' partials in warp order (block_sum's order), the same normed() and
+// rope_rotate(). The row's cos and sin (rope_cos_sin of the same angle) are computed once for all its heads
+// instead of once per head: the per-head kernel spent most of its ~100 µs on 2,048-row prefill chunks of
+// the 8B (40 heads a row) recomputing them and on 80k tiny blocks (session 18's trace).
+template <class KV, int HD>
+__global__ void __launch_bounds__(256)
+    qk_norm_rope_kv_store_by_row_kernel(HeadPrepArgs a, const KvRow* rows, void* const* ptrs, Geo geo) {
+  constexpr int T = HD <= 64 ? 32 : HD <= 128 ? 64 : 128;  // norm_threads(HD)
+  constexpr int kGroups = 256 / T, kWarps = T / 32;
+  __shared__ float s_cos[HD / 2], s_sin[HD / 2];
+  __shared__ float s_head[kGroups][HD];
+  __shared__ float s_part[kGroups][kWarps];
+  pdl_begin();
+  const int64_t r = blockIdx.x;
+  const KvRow row = rows[r];
+  const int half = a.rot_dim / 2;
+  for (int i = threadIdx.x; i < half; i += blockDim.x) rope_cos_sin(a.inv_freq[i], row.position, s_cos[i], s_sin[i]);
+  const int g = static_cast<int>(threadIdx.x) / T, t = static_cast<int>(threadIdx.x) % T;
+  const int warp = t >> 5, lane = t & 31;
+  const int heads = a.num_heads + geo.num_kv_heads;
+  float* head = s_head[g];
+  for (int h0 = 0; h0 < heads; h0 += kGroups) {
+    const int h = h0 + g;
+    const bool live = h < heads, is_k = h >= a.num_heads;
+    const int kh = h - a.num_heads;
+    float* x = !live ? nullptr : is_k ? a.k + r * a.ldk + int64_t{kh} * HD : a.q + r * a.ldq + int64_t{h} * HD;
+    float sum = 0.0f;
+    if (live)
+      for (int i = t; i < HD; i += T) sum = fmaf(x[i], x[i], sum);
+    sum = warp_sum(sum);
+    if (lane == 0) s_part[g][warp] = sum;
+    __syncthreads();  // the partials (and, at h0 = 0, the row's cos and sin)
+    if (live) {
+      float total = 0.0f;
+      for (int w = 0; w < kWarps; ++w) total += s_part[g][w];
+      const float inv = 1.0f / sqrtf(total / static_cast<float>(HD) + a.eps);
+      const float* w = is_k ? a.k_norm : a.q_norm;
+      for (int i = t; i < HD; i += T) head[i] = normed(x[i], w[i], a.kind, inv);
+    }
+    __syncthreads();
+    if (live)
+      for (int i = t; i < half; i += T) rope_rotate(head, i, half, s_cos[i], s_sin[i]);
+    __syncthreads();
+    if (live) {
+      for (int i = t; i < HD; i += T) x[i] = head[i];
+      if (is_k) {
+        KV* block = static_cast<KV*>(kv_block_of(row, ptrs));
+        const int slot = row.position % kBlockSize;
+        KV* k_slot = block + geo.offset(0, kh, slot);
+        KV* v_slot = block + geo.offset(1, kh, slot);
+        const float* v = a.v + r * a.ldv + int64_t{kh} * HD;
+        for (int i = t; i < HD; i += T) {
+          k_slot[i] = kv_narrow<KV>(head[i]);
+          v_slot[i] = kv_narrow<KV>(v[i]);
+        }
+      }
+    }
+    __syncthreads();  // s_head and s_part are rewritten by the next heads
+  }
+}
+
+// Calls of at least this many rows take the by-row kernel (the same bits either way).
+constexpr int64_t kByRowMinRows = 64;
+
+template <class KV>
+void launch_by_row(const HeadPrepArgs& a, const KvArgs& kv, cudaStream_t stream) {
+  const Geo geo = geo_of(kv);
+  if (kv.head_dim == 128)
+    launch_pdl(qk_norm_rope_kv_store_by_row_kernel<KV, 128>, static_cast<unsigned>(kv.R), 256, 0, stream, a, kv.rows,
+               kv.ptrs, geo);
+  else
+    launch_pdl(qk_norm_rope_kv_store_by_row_kernel<KV, 256>, static_cast<unsigned>(kv.R), 256, 0, stream, a, kv.rows,
+               kv.ptrs, geo);
+  CUDA_CHECK_LAUNCH();
+}
+
 }  // namespace
 
 void qk_norm_rope_kv_store(const HeadPrepArgs& a, const KvArgs& kv, cudaStream_t stream) {
   const int64_t blocks = a.q_rows * a.num_heads + kv.R * kv.num_kv_heads;
   if (blocks == 0) return;
+  if (a.q_pos == nullptr && a.q_rows == kv.R && kv.R >= kByRowMinRows && (kv.head_dim == 128 || kv.head_dim == 256) &&
+      a.rot_dim <= kv.head_dim) {
+    if (kv.bf16)
+      launch_by_row<KvBf16>(a, kv, stream);
+    else
+      launch_by_row<float>(a, kv, stream);
+    return;
+  }
   launch_pdl(kv.bf16 ? qk_norm_rope_kv_store_kernel<KvBf16> : qk_norm_rope_kv_store_kernel<float>,
              static_cast<unsigned>(blocks), norm_threads(kv.head_dim), static_cast<size_t>(kv.head_dim) * sizeof(float),
              stream, a, kv.rows, kv.ptrs, geo_of(kv));

@@ -16,9 +16,10 @@
 // swizzle, the layout wgmma's descriptors read) and arms the stage's `full` barrier with the bytes to
 // expect; warpgroups 1 and 2 are consumers, each computing 64 rows x 256 columns with wgmma.m64n256k16
 // (128 f32 accumulators a thread), keeping one stage's wgmma in flight and handing the stage before
-// back through its `empty` barrier. Output tiles are walked with M fastest (tile t: m = t % tiles_m),
-// so the CTAs running at once share the same weight columns and x stays in L2; the producer loads the
-// next tile's stages while the consumers store the last one.
+// back through its `empty` barrier. A launch serves up to four weights that share x (GemmParams: their
+// tiles one after the other); each weight's output tiles are walked with M fastest (m = t % tiles_m), so
+// the CTAs running at once share the same weight columns and x stays in L2; the producer loads the next
+// tile's stages while the consumers store the last one.
 #include <cuda.h>
 #include <cuda_runtime.h>
 #include <cudaTypedefs.h>
@@ -55,15 +56,38 @@ static_assert(Gemm::kBK == kKT && kKT * 2 == 128, "a 64-element row of a tile is
 static_assert(128 * Gemm::kProducerRegs + 256 * Gemm::kConsumerRegs <= 65536, "the register file");
 static_assert(Gemm::kSmemBytes <= 227 * 1024, "more shared memory than an sm_90 block may have");
 
-struct GemmParams {
-  CUtensorMap a;  // x's bf16 copy [M, K] (pitch xb_pitch), box 64 x 128
+// One weight of a launch: its output tiles are the launch's tiles [previous part's tiles_end, tiles_end).
+struct GemmPart {
   CUtensorMap b;  // w [N, K] (stride ldw), box 64 x 256
   float* y;
   int64_t ldy;
-  int64_t M, N;
-  int kblocks, tiles_m, tiles;
+  int64_t N;
+  int tiles_end;
   bool pairs;  // y and ldy allow 8-byte stores of column pairs
 };
+// Up to kMaxParts weights that share x (q, k and v; a DeltaNet's in_proj and its a / b projections; gate and
+// up) in one launch: the small weights' tiles fill the last wave of the large one's instead of taking a
+// launch of a few CTAs each after it (8B k / v at 2,048 rows: 64 CTAs for 48 µs; 27B a / b: 16 CTAs for
+// 56 µs — session 18's trace). Which launch or CTA computes a tile changes none of its bits.
+constexpr int kMaxParts = 4;
+struct GemmParams {
+  CUtensorMap a;  // x's bf16 copy [M, K] (pitch xb_pitch), box 64 x 128
+  GemmPart part[kMaxParts];
+  int64_t M;
+  int kblocks, tiles_m, tiles;
+};
+
+// The part of launch tile t and the tile's place in that part's [tiles_m, N / kBN] grid (M fastest).
+struct TileAt {
+  int part;
+  int64_t m0, n0;
+};
+__device__ __forceinline__ TileAt tile_at(const GemmParams& p, int t) {
+  int i = 0;
+  while (t >= p.part[i].tiles_end) ++i;
+  const int local = t - (i > 0 ? p.part[i - 1].tiles_end : 0);
+  return {i, int64_t{local % p.tiles_m} * Gemm::kBM, int64_t{local / p.tiles_m} * Gemm::kBN};
+}
 
 __global__ void __launch_bounds__(Gemm::kThreads, 1) matmul_prefill_kernel(const __grid_constant__ GemmParams p) {
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
@@ -90,14 +114,16 @@ __global__ void __launch_bounds__(Gemm::kThreads, 1) matmul_prefill_kernel(const
     if (tid != 0) return;
     uint32_t it = 0;
     for (int t = static_cast<int>(blockIdx.x); t < p.tiles; t += static_cast<int>(gridDim.x)) {
-      const int m0 = (t % p.tiles_m) * Gemm::kBM, n0 = (t / p.tiles_m) * Gemm::kBN;
+      const TileAt at = tile_at(p, t);
+      const int m0 = static_cast<int>(at.m0), n0 = static_cast<int>(at.n0);
+      const CUtensorMap* b_map = &p.part[at.part].b;
       for (int kb = 0; kb < p.kblocks; ++kb, ++it) {
         const uint32_t stage = it % Gemm::kStages;
         if (it >= Gemm::kStages) mbar_wait(empty0 + 8 * stage, (it / Gemm::kStages - 1) & 1u);
         const uint32_t dst = sbase + stage * Gemm::kStageBytes, bar = full0 + 8 * stage;
         mbar_arrive_expect_tx(bar, Gemm::kStageBytes);
         tma_load_2d(dst, &p.a, kb * Gemm::kBK, m0, bar);
-        tma_load_2d(dst + Gemm::kABytes, &p.b, kb * Gemm::kBK, n0, bar);
+        tma_load_2d(dst + Gemm::kABytes, b_map, kb * Gemm::kBK, n0, bar);
       }
     }
     return;
@@ -110,7 +136,9 @@ __global__ void __launch_bounds__(Gemm::kThreads, 1) matmul_prefill_kernel(const
   float acc[128];
   uint32_t it = 0;
   for (int t = static_cast<int>(blockIdx.x); t < p.tiles; t += static_cast<int>(gridDim.x)) {
-    const int64_t m0 = int64_t{t % p.tiles_m} * Gemm::kBM, n0 = int64_t{t / p.tiles_m} * Gemm::kBN;
+    const TileAt at = tile_at(p, t);
+    const int64_t m0 = at.m0, n0 = at.n0;
+    const GemmPart& part = p.part[at.part];
 #pragma unroll
     for (int i = 0; i < 128; ++i) acc[i] = 0.0f;
     for (int kb = 0; kb < p.kblocks; ++kb, ++it) {
@@ -137,16 +165,16 @@ __global__ void __launch_bounds__(Gemm::kThreads, 1) matmul_prefill_kernel(const
     for (int h = 0; h < 2; ++h) {
       const int64_t r = r0 + 8 * h;
       if (r >= p.M) continue;
-      float* yr = p.y + r * p.ldy;
+      float* yr = part.y + r * part.ldy;
 #pragma unroll
       for (int j = 0; j < 32; ++j) {
         const int64_t c = n0 + 8 * j + 2 * (lane % 4);
         const float v0 = acc[4 * j + 2 * h], v1 = acc[4 * j + 2 * h + 1];
-        if (p.pairs && c + 1 < p.N) {
+        if (part.pairs && c + 1 < part.N) {
           *reinterpret_cast<float2*>(yr + c) = make_float2(v0, v1);
         } else {
-          if (c < p.N) yr[c] = v0;
-          if (c + 1 < p.N) yr[c + 1] = v1;
+          if (c < part.N) yr[c] = v0;
+          if (c + 1 < part.N) yr[c + 1] = v1;
         }
       }
     }
@@ -224,21 +252,32 @@ bool matmul_bf16_prefill(const MatmulArgs* parts, int count, cudaStream_t stream
   const int64_t ldxb = reuse ? a0.ldxb : xb_pitch(a0.K, kKT);
   const uint16_t* xb = reuse ? a0.xb : matmul_x_to_bf16(a0.x, a0.ldx, a0.M, a0.K, ldxb, stream);
   const CUtensorMap a_map = tensor_map(xb, a0.M, a0.K, ldxb, Gemm::kBM);
-  for (int i = 0; i < count; ++i) {
-    const MatmulArgs& a = parts[i];
+  const int tiles_m = static_cast<int>(ceil_div(a0.M, int64_t{Gemm::kBM}));
+  for (int first = 0; first < count; first += kMaxParts) {
     GemmParams p{};
     p.a = a_map;
-    p.b = tensor_map(a.w, a.N, a.K, a.ldw, Gemm::kBN);
-    p.y = a.y;
-    p.ldy = a.ldy;
-    p.M = a.M;
-    p.N = a.N;
-    p.kblocks = static_cast<int>(ceil_div(a.K, int64_t{Gemm::kBK}));
-    p.tiles_m = static_cast<int>(ceil_div(a.M, int64_t{Gemm::kBM}));
-    const int64_t tiles = int64_t{p.tiles_m} * ceil_div(a.N, int64_t{Gemm::kBN});
-    SS_CHECK(tiles <= INT_MAX, "prefill matmul: {} x {} is more tiles than the kernel counts", a.M, a.N);
+    p.M = a0.M;
+    p.kblocks = static_cast<int>(ceil_div(a0.K, int64_t{Gemm::kBK}));
+    p.tiles_m = tiles_m;
+    int64_t tiles = 0;
+    const int n_parts = std::min(kMaxParts, count - first);
+    for (int i = 0; i < kMaxParts; ++i) {
+      GemmPart& part = p.part[i];
+      if (i >= n_parts) {
+        part.tiles_end = INT_MAX;  // never reached: every launch tile is below p.tiles
+        continue;
+      }
+      const MatmulArgs& a = parts[first + i];
+      part.b = tensor_map(a.w, a.N, a.K, a.ldw, Gemm::kBN);
+      part.y = a.y;
+      part.ldy = a.ldy;
+      part.N = a.N;
+      part.pairs = (reinterpret_cast<uintptr_t>(a.y) & 7u) == 0 && a.ldy % 2 == 0;
+      tiles += int64_t{tiles_m} * ceil_div(a.N, int64_t{Gemm::kBN});
+      SS_CHECK(tiles <= INT_MAX, "prefill matmul: {} x {} is more tiles than the kernel counts", a.M, a.N);
+      part.tiles_end = static_cast<int>(tiles);
+    }
     p.tiles = static_cast<int>(tiles);
-    p.pairs = (reinterpret_cast<uintptr_t>(a.y) & 7u) == 0 && a.ldy % 2 == 0;
     const int grid = static_cast<int>(std::min<int64_t>(tiles, sm_count()));
     launch_pdl(matmul_prefill_kernel, dim3(static_cast<unsigned>(grid)), Gemm::kThreads, Gemm::kSmemBytes, stream, p);
     CUDA_CHECK_LAUNCH();
