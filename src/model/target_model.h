@@ -31,7 +31,8 @@ namespace specserve {
 
 struct LoadOptions {
   // Storage of the matmul weights and the embedding table: "auto" (the checkpoint's dtype; F16 becomes
-  // f32), "f32" or "bf16". Activations, norms and DeltaNet state are always f32.
+  // f32; bf16 for an fp8 checkpoint, whose weights are dequantised at load), "f32" or "bf16". Activations,
+  // norms and DeltaNet state are always f32.
   std::string dtype = "auto";
   // > 0: resizes the global CPU thread pool (ThreadPool::set_global_threads) at load.
   int threads = 0;

@@ -1,0 +1,147 @@
+// Qwen block-128 fp8 checkpoints end to end on the CPU (docs/MODELS.md §6). Each transformers fixture is
+// quantised here (tests/model/fp8_checkpoint_writer.h) — dense untied and tied, hybrid flat and
+// vision-language (sharded), with F32, F16 and BF16 scales — and loaded: with --dtype f32 every quantised
+// weight is the dequantised value bit for bit and the logits (prefill, decode, extend) are bit for bit those
+// of the same model stored as f32 dequantised weights; the default dtype is bf16, equal bit for bit to that
+// f32 model stored as bf16.
+#include <cstdio>
+#include <cstring>
+
+#include <nlohmann/json.hpp>
+
+#include "../specserve_cli.h"
+#include "fp8_checkpoint_writer.h"
+#include "model/weights.h"
+#include "model_test_util.h"
+
+namespace specserve {
+namespace {
+
+using namespace specserve::testing;
+
+struct Case {
+  std::string fixture;
+  DType scale_dtype;
+  uint64_t shard_bytes;
+};
+
+std::string case_name(const ::testing::TestParamInfo<Case>& info) {
+  return info.param.fixture + "_" + std::string(dtype_name(info.param.scale_dtype)) + "_scales";
+}
+
+class Fp8Checkpoint : public ::testing::TestWithParam<Case> {
+ protected:
+  void SetUp() override {
+    fp8_ = std::make_unique<ScratchDir>("fp8");
+    dequantized_ = std::make_unique<ScratchDir>("dequantized");
+    pair_ = write_fp8_pair(fixture_dir(GetParam().fixture), fp8_->path(), dequantized_->path(), GetParam().scale_dtype,
+                           GetParam().shard_bytes);
+  }
+  std::unique_ptr<ScratchDir> fp8_, dequantized_;
+  Fp8Pair pair_;
+};
+
+bool same_bits(const TensorView& a, const TensorView& b) {
+  return a.dtype == b.dtype && a.shape == b.shape && std::memcmp(a.data, b.data, a.nbytes()) == 0;
+}
+
+TEST_P(Fp8Checkpoint, LoadsTheDequantisedWeightsBitForBit) {
+  ASSERT_FALSE(pair_.quantized.empty());
+  const auto reference = Checkpoint::open(dequantized_->path(), MapAdvice::Normal);
+  // The quantiser itself: each dequantised weight is within half an e4m3 step (1/16 relative, 2^-10 × the
+  // scale for subnormals) of the original, give or take the scale's own rounding to F16 / BF16.
+  const auto source = Checkpoint::open(fixture_dir(GetParam().fixture), MapAdvice::Normal);
+  const auto fp8 = Checkpoint::open(fp8_->path(), MapAdvice::Normal);
+  for (const auto& name : pair_.quantized) {
+    const Tensor original = to_f32(source->get(name)), scale = to_f32(fp8->get(fp8_scale_name(name)));
+    const TensorView deq = reference->get(name);
+    const int64_t cols = deq.dim(1);
+    for (int64_t i = 0; i < deq.numel(); ++i) {
+      const float w = original.as<float>()[i],
+                  s = scale.as<float>()[(i / cols / 128) * scale.view().dim(1) + (i % cols) / 128];
+      ASSERT_LE(std::fabs(deq.as<const float>()[i] - w), std::fabs(w) / 16 * 1.01f + s * 0x1p-10f) << name << " " << i;
+    }
+  }
+  WeightStore f32(Checkpoint::open(fp8_->path()), DType::F32);
+  WeightStore bf16(Checkpoint::open(fp8_->path()), DType::BF16);
+  for (const auto& name : pair_.quantized) {
+    const TensorView want = reference->get(name);
+    EXPECT_TRUE(same_bits(f32.matrix(name, want.shape), want)) << name;
+    EXPECT_TRUE(same_bits(bf16.matrix(name, want.shape), from_f32(want, DType::BF16))) << name;
+  }
+}
+
+// Logits of the prompt, then greedy decode steps and an extend: bit for bit between the two models.
+void expect_same_logits(TargetModel& a, TargetModel& b, const std::vector<int32_t>& prompt) {
+  auto sa = a.new_sequence(), sb = b.new_sequence();
+  ForwardResult ra = run_one(a, *sa, prompt, SpanMode::Prefill), rb = run_one(b, *sb, prompt, SpanMode::Prefill);
+  ASSERT_TRUE(same_bits(ra.logits, rb.logits)) << "prompt logits differ";
+  const int64_t V = a.vocab_size();
+  int32_t tok = argmax(ra.logits.as<float>() + (static_cast<int64_t>(prompt.size()) - 1) * V, V);
+  for (int step = 0; step < 8; ++step) {
+    ra = run_one(a, *sa, {tok}, SpanMode::Extend);
+    rb = run_one(b, *sb, {tok}, SpanMode::Extend);
+    a.commit(*sa, 1);
+    b.commit(*sb, 1);
+    ASSERT_TRUE(same_bits(ra.logits, rb.logits)) << "decode step " << step;
+    tok = argmax(ra.logits.as<float>(), V);
+  }
+  const std::vector<int32_t> extend{3, 1, 4, 1, 5};
+  ra = run_one(a, *sa, extend, SpanMode::Extend);
+  rb = run_one(b, *sb, extend, SpanMode::Extend);
+  ASSERT_TRUE(same_bits(ra.logits, rb.logits)) << "extend";
+}
+
+TEST_P(Fp8Checkpoint, F32LogitsEqualTheDequantisedModel) {
+  auto fp8 = TargetModel::load(fp8_->path(), {.dtype = "f32"});
+  auto dequantized = TargetModel::load(dequantized_->path(), {.dtype = "f32"});
+  EXPECT_EQ(fp8->weight_dtype(), DType::F32);
+  const auto prompt = Reference(fixture_dir(GetParam().fixture)).ids("prompt_ids");
+  expect_same_logits(*fp8, *dequantized, prompt);
+
+  // Not a parity claim: how far e4m3 weights move the transformers fp32 logits of the original fixture.
+  auto seq = fp8->new_sequence();
+  const ForwardResult r = run_one(*fp8, *seq, prompt, SpanMode::Prefill);
+  const Reference reference(fixture_dir(GetParam().fixture));
+  const TensorView original = reference.f32("prompt_logits");
+  const int64_t V = fp8->vocab_size();
+  double worst = 0;
+  for (size_t p = 0; p < prompt.size(); ++p)
+    worst = std::max(worst, rel_err(r.logits.as<float>() + p * V, original.as<const float>() + p * V, V));
+  std::printf("  %s: fp8 prompt logits vs the original fp32 model: max rel err %.3g\n", GetParam().fixture.c_str(),
+              worst);
+}
+
+TEST_P(Fp8Checkpoint, DefaultDtypeIsBf16OfTheDequantisedWeights) {
+  auto fp8 = TargetModel::load(fp8_->path(), {});
+  auto dequantized = TargetModel::load(dequantized_->path(), {.dtype = "bf16"});
+  EXPECT_EQ(fp8->weight_dtype(), DType::BF16);
+  expect_same_logits(*fp8, *dequantized, Reference(fixture_dir(GetParam().fixture)).ids("prompt_ids"));
+}
+
+// The commands: `generate` gives the dequantised model's greedy tokens (--dtype f32) and, by default, those of
+// its bf16 storage; `info` reports the quantised share.
+TEST_P(Fp8Checkpoint, GenerateAndInfoCommands) {
+  const std::string prompt = join_ids(Reference(fixture_dir(GetParam().fixture)).ids("prompt_ids"));
+  const auto tokens = [&](const std::string& dir, const std::string& dtype) {
+    const CliRun r = run_specserve("generate --model " + dir + " --prompt-ids " + prompt +
+                                   " --max-tokens 12 --ignore-eos --json --threads 2" + dtype);
+    EXPECT_EQ(r.status, 0) << r.out;
+    return r.status == 0 ? nlohmann::json::parse(r.out).at("token_ids") : nlohmann::json();
+  };
+  EXPECT_EQ(tokens(fp8_->path(), " --dtype f32"), tokens(dequantized_->path(), " --dtype f32"));
+  EXPECT_EQ(tokens(fp8_->path(), ""), tokens(dequantized_->path(), " --dtype bf16"));
+  const CliRun info = run_specserve("info --model " + fp8_->path());
+  ASSERT_EQ(info.status, 0);
+  EXPECT_NE(info.out.find("fp8 block-128: " + std::to_string(pair_.quantized.size()) + " tensors, "), std::string::npos)
+      << info.out;
+}
+
+INSTANTIATE_TEST_SUITE_P(Fixtures, Fp8Checkpoint,
+                         ::testing::Values(Case{"qwen3_untied", DType::F32, 0}, Case{"qwen3_tied", DType::F16, 0},
+                                           Case{"qwen3_5_flat", DType::BF16, 0},
+                                           Case{"qwen3_5_vl", DType::F32, 200'000}),
+                         case_name);
+
+}  // namespace
+}  // namespace specserve
