@@ -62,11 +62,13 @@
 // gives alone, in any call.
 //
 // Work (27B's linear-attention layer: 16 key heads, 48 value heads, dk = dv = 128, one 8,192-row span):
-// 128 chunks; the prep does ~1.05 M FMA of scores a chunk and key head and ~1.05 M a value head (2,048
-// blocks, no sequential dependence), the state kernel ~0.92 M FMA a chunk for each of 192 blocks, 128
-// chunks in sequence each. The kernel it
-// replaced (gated_deltanet_chunked_fused.cu) did ~2.6 M FMA a chunk in each of the 192 sequential
-// blocks (A, M, P and W recomputed for every column tile).
+// 128 chunks; the prep does ~1.05 M FMA of scores a chunk and key head and ~0.6 M a value head (2,048
+// blocks, no sequential dependence), the state kernel ~0.86 M FMA a chunk in each of 192 blocks, the
+// chunks in sequence. The kernel it replaced (gated_deltanet_chunked_fused.cu) did ~2.6 M FMA a chunk in
+// each of the 192 sequential blocks (A, M, P and W recomputed for every column tile).
+//
+// tools/gpu/gdn_emulation/ runs both kernels on the host (threads as fibers) against the CPU's chunks
+// and the bit identities above: run it after changing this file.
 #include <cuda_runtime.h>
 
 #include <algorithm>
