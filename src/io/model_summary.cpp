@@ -96,8 +96,11 @@ ModelSummary summarize_model(const std::string& dir) {
   s.num_tensors = ckpt->names().size();
   for (const auto& f : ckpt->files()) s.file_bytes += f->file_size();
   s.fp8_weights = s.layout.fp8_weights.size();
-  for (const auto& name : s.layout.fp8_weights)
-    s.fp8_bytes += ckpt->entry(name).nbytes() + ckpt->entry(fp8_scale_name(name)).nbytes();
+  for (const auto& name : s.layout.fp8_weights) {
+    const SafetensorsEntry& scale = ckpt->entry(fp8_scale_name(name));
+    s.model_parameters += scale.shape.numel();  // the model reads the block scales too
+    s.fp8_bytes += ckpt->entry(name).nbytes() + scale.nbytes();
+  }
   return s;
 }
 

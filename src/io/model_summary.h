@@ -18,7 +18,7 @@ struct ModelSummary {
   CheckpointLayout layout;
   std::map<DType, int64_t> parameters_by_dtype;  // every tensor in the checkpoint
   int64_t total_parameters = 0;                  // every tensor in the checkpoint
-  int64_t model_parameters = 0;                  // the tensors the model reads (layout.tensors)
+  int64_t model_parameters = 0;                  // the tensors the model reads (layout.tensors, fp8 scales)
   size_t num_files = 0;
   size_t num_tensors = 0;
   uint64_t file_bytes = 0;

@@ -157,6 +157,7 @@ TEST(Fp8CheckpointLayout, ShardsAndMixedModulesLoad) {
   for (const auto& name : l.fp8_weights)
     bytes += ckpt->entry(name).nbytes() + ckpt->entry(fp8_scale_name(name)).nbytes();
   EXPECT_EQ(s.fp8_bytes, bytes);
+  EXPECT_EQ(s.model_parameters, s.total_parameters);  // the scales are read too
   EXPECT_NE(format_summary_text(s).find("fp8 block-128: 14 tensors, "), std::string::npos) << format_summary_text(s);
   EXPECT_NE(format_summary_json(s).find("\"fp8_block128\""), std::string::npos);
 }
