@@ -106,12 +106,8 @@ __global__ void __launch_bounds__(prefill_threads<H2>(), pipelined_min_ctas<HD>(
     store_bf16x4(s_q + (hi * kRows + i) * P + d, v);
   }
 
-  // ldmatrix row addresses of this lane: q's A tile (rows lane % 16, k-half lane / 16), the keys' B tiles
-  // (key lane % 8 + 8 (lane / 16), k-half (lane / 8) % 2; x4 gives two 8-key tiles), the values' (key
-  // lane % 8 + 8 ((lane / 8) % 2), dim-half lane / 16, transposed).
-  const uint32_t q_lane = tc::smem_addr(s_q + ((head - head0) * kRows + 16 * warp + (lane & 15)) * P + 8 * (lane >> 4));
-  const uint32_t k_lane = 2u * static_cast<uint32_t>(((lane & 7) + 8 * (lane >> 4)) * P + 8 * ((lane >> 3) & 1));
-  const uint32_t v_lane = 2u * static_cast<uint32_t>((KB + (lane & 7) + 8 * ((lane >> 3) & 1)) * P + 8 * (lane >> 4));
+  const TcLaneAddrs lane_addrs = tc_lane_addrs<KB, P>(s_q + ((head - head0) * kRows + 16 * warp) * P, lane);
+  const uint32_t q_lane = lane_addrs.q, k_lane = lane_addrs.k, v_lane = lane_addrs.v;
   const uint32_t smem_base = tc::smem_addr(smem16);
 
   float o[DT][4];

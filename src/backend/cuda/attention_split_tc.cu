@@ -184,10 +184,8 @@ __global__ void __launch_bounds__(W * 32, split_min_ctas<HD, W>())
     store_bf16x4(s_q + qi * P + d, v);
   }
 
-  // ldmatrix addresses of this lane (attention_prefill_pipelined.cuh: q's A tile, the keys' and values' B).
-  const uint32_t q_lane = tc::smem_addr(s_q + (16 * warp + (lane & 15)) * P + 8 * (lane >> 4));
-  const uint32_t k_lane = 2u * static_cast<uint32_t>(((lane & 7) + 8 * (lane >> 4)) * P + 8 * ((lane >> 3) & 1));
-  const uint32_t v_lane = 2u * static_cast<uint32_t>((KB + (lane & 7) + 8 * ((lane >> 3) & 1)) * P + 8 * (lane >> 4));
+  const TcLaneAddrs lane_addrs = tc_lane_addrs<KB, P>(s_q + 16 * warp * P, lane);
+  const uint32_t q_lane = lane_addrs.q, k_lane = lane_addrs.k, v_lane = lane_addrs.v;
   const uint32_t smem_base = tc::smem_addr(smem16);
 
   float o[DT][4];

@@ -13,12 +13,26 @@
 
 namespace specserve::cuda::kernels {
 
-// q_lane, k_lane, v_lane: this lane's ldmatrix addresses (q's A tile; the keys' and the values' offsets from
-// kv_base, the step's keys then values). t0: the step's first key, in the positions pos[] are given in (pos:
-// this lane's rows lane / 4 and lane / 4 + 8; -1 for a padding row). mask: whether some key of the step may
-// lie past a row of the warp (false only when every key is visible to every real row). Scores are scaled by
-// scale_log2 = scale · log2(e) and exponentiated in base 2; o, m and l (this lane's partial sum over its key
-// columns) carry the online softmax from step to step.
+// This lane's ldmatrix addresses for tc_flash_step: q's A tile (row lane % 16 of the warp's 16 rows starting
+// at q_rows, k-half lane / 16) as a shared-memory address; the keys' B tiles (key lane % 8 + 8 (lane / 16),
+// k-half (lane / 8) % 2; x4 gives two 8-key tiles) and the values' (key lane % 8 + 8 ((lane / 8) % 2),
+// dim-half lane / 16, read transposed) as byte offsets from a step's keys-then-values tile of pitch P.
+struct TcLaneAddrs {
+  uint32_t q, k, v;
+};
+template <int KB, int P>
+__device__ __forceinline__ TcLaneAddrs tc_lane_addrs(const uint16_t* q_rows, int lane) {
+  return {tc::smem_addr(q_rows + (lane & 15) * P + 8 * (lane >> 4)),
+          2u * static_cast<uint32_t>(((lane & 7) + 8 * (lane >> 4)) * P + 8 * ((lane >> 3) & 1)),
+          2u * static_cast<uint32_t>((KB + (lane & 7) + 8 * ((lane >> 3) & 1)) * P + 8 * (lane >> 4))};
+}
+
+// q_lane, k_lane, v_lane: this lane's ldmatrix addresses (tc_lane_addrs) (q's A tile; the keys' and the values' offsets
+// from kv_base, the step's keys then values). t0: the step's first key, in the positions pos[] are given in (pos: this
+// lane's rows lane / 4 and lane / 4 + 8; -1 for a padding row). mask: whether some key of the step may lie past a row
+// of the warp (false only when every key is visible to every real row). Scores are scaled by scale_log2 = scale ·
+// log2(e) and exponentiated in base 2; o, m and l (this lane's partial sum over its key columns) carry the online
+// softmax from step to step.
 template <int HD, int KB, int P>
 __device__ __forceinline__ void tc_flash_step(uint32_t q_lane, uint32_t kv_base, uint32_t k_lane, uint32_t v_lane,
                                               int t0, bool mask, const int (&pos)[2], int lane, float scale_log2,
