@@ -1,0 +1,90 @@
+// Qwen block-128 fp8 checkpoints on the CUDA backend (docs/MODELS.md §6): the weights are dequantised on the
+// host at load, through the CPU path, and uploaded, so the GPU runs the same model as the dequantised
+// checkpoint — its logits (prefill, decode steps, extend) equal that model's on the GPU bit for bit, in
+// f32 and in the default bf16 — and the f32 GPU logits agree with the CPU's fp8 model within the f32
+// parity tolerance of the CUDA tests.
+#include "../model/fp8_checkpoint_writer.h"
+#include "model_cuda_test_util.h"
+
+namespace specserve {
+namespace {
+
+using namespace specserve::testing;
+
+constexpr double kTol = 1e-4;
+
+struct Fp8CudaCase {
+  std::string fixture;
+  DType scale_dtype;
+};
+
+class CudaFp8Checkpoint : public ::testing::TestWithParam<Fp8CudaCase> {
+ protected:
+  void SetUp() override {
+    SKIP_WITHOUT_GPU();
+    fp8_ = std::make_unique<ScratchDir>("cuda-fp8");
+    dequantized_ = std::make_unique<ScratchDir>("cuda-dequantized");
+    write_fp8_pair(cuda_fixture_dir(GetParam().fixture), fp8_->path(), dequantized_->path(), GetParam().scale_dtype);
+  }
+  std::unique_ptr<TargetModel> load(const std::string& dir, const std::string& dtype, const std::string& backend) {
+    LoadOptions o;
+    o.dtype = dtype;
+    o.backend = backend;
+    return TargetModel::load(dir, o);
+  }
+  std::vector<int32_t> prompt() const { return Reference(cuda_fixture_dir(GetParam().fixture)).ids("prompt_ids"); }
+  std::unique_ptr<ScratchDir> fp8_, dequantized_;
+};
+
+bool same_bits(const Tensor& a, const Tensor& b) {
+  return a.view().shape == b.view().shape && std::memcmp(a.as<void>(), b.as<void>(), a.view().nbytes()) == 0;
+}
+
+// Prefill logits, 8 greedy decode steps and a 5-token extend: bit for bit between the two models.
+void expect_same_logits(TargetModel& a, TargetModel& b, const std::vector<int32_t>& prompt) {
+  auto sa = a.new_sequence(), sb = b.new_sequence();
+  ForwardResult ra = run_one(a, *sa, prompt, SpanMode::Prefill), rb = run_one(b, *sb, prompt, SpanMode::Prefill);
+  ASSERT_TRUE(same_bits(ra.logits, rb.logits)) << "prompt logits differ";
+  const int64_t V = a.vocab_size();
+  int32_t tok = argmax(ra.logits.as<float>() + (static_cast<int64_t>(prompt.size()) - 1) * V, V);
+  for (int step = 0; step < 8; ++step) {
+    ra = run_one(a, *sa, {tok}, SpanMode::Extend);
+    rb = run_one(b, *sb, {tok}, SpanMode::Extend);
+    a.commit(*sa, 1);
+    b.commit(*sb, 1);
+    ASSERT_TRUE(same_bits(ra.logits, rb.logits)) << "decode step " << step;
+    tok = argmax(ra.logits.as<float>(), V);
+  }
+  ra = run_one(a, *sa, {3, 1, 4, 1, 5}, SpanMode::Extend);
+  rb = run_one(b, *sb, {3, 1, 4, 1, 5}, SpanMode::Extend);
+  ASSERT_TRUE(same_bits(ra.logits, rb.logits)) << "extend";
+}
+
+TEST_P(CudaFp8Checkpoint, RunsTheDequantisedModelBitForBit) {
+  auto fp8 = load(fp8_->path(), "f32", "cuda");
+  auto dequantized = load(dequantized_->path(), "f32", "cuda");
+  expect_same_logits(*fp8, *dequantized, prompt());
+  auto fp8_bf16 = load(fp8_->path(), "auto", "cuda");
+  auto dequantized_bf16 = load(dequantized_->path(), "bf16", "cuda");
+  EXPECT_EQ(fp8_bf16->weight_dtype(), DType::BF16);
+  expect_same_logits(*fp8_bf16, *dequantized_bf16, prompt());
+}
+
+TEST_P(CudaFp8Checkpoint, F32LogitsAgreeWithTheCpu) {
+  auto gpu = load(fp8_->path(), "f32", "cuda");
+  auto cpu = load(fp8_->path(), "f32", "cpu");
+  const auto ids = prompt();
+  auto sg = gpu->new_sequence(), sc = cpu->new_sequence();
+  const ForwardResult rg = run_one(*gpu, *sg, ids, SpanMode::Prefill), rc = run_one(*cpu, *sc, ids, SpanMode::Prefill);
+  const int64_t V = gpu->vocab_size();
+  for (size_t p = 0; p < ids.size(); ++p)
+    EXPECT_LE(rel_err(rg.logits.as<float>() + p * V, rc.logits.as<float>() + p * V, V), kTol) << "position " << p;
+}
+
+INSTANTIATE_TEST_SUITE_P(Fixtures, CudaFp8Checkpoint,
+                         ::testing::Values(Fp8CudaCase{"qwen3_untied", DType::F32},
+                                           Fp8CudaCase{"qwen3_5_flat", DType::BF16}),
+                         [](const ::testing::TestParamInfo<Fp8CudaCase>& i) { return i.param.fixture; });
+
+}  // namespace
+}  // namespace specserve
