@@ -25,6 +25,10 @@ struct Case {
   uint64_t shard_bytes;
 };
 
+void PrintTo(const Case& c, std::ostream* os) {
+  *os << c.fixture << " with " << dtype_name(c.scale_dtype) << " scales" << (c.shard_bytes ? ", sharded" : "");
+}
+
 std::string case_name(const ::testing::TestParamInfo<Case>& info) {
   return info.param.fixture + "_" + std::string(dtype_name(info.param.scale_dtype)) + "_scales";
 }

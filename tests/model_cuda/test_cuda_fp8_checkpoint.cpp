@@ -18,6 +18,10 @@ struct Fp8CudaCase {
   DType scale_dtype;
 };
 
+void PrintTo(const Fp8CudaCase& c, std::ostream* os) {
+  *os << c.fixture << " with " << dtype_name(c.scale_dtype) << " scales";
+}
+
 class CudaFp8Checkpoint : public ::testing::TestWithParam<Fp8CudaCase> {
  protected:
   void SetUp() override {
