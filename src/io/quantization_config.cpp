@@ -59,7 +59,8 @@ std::string fp8_unimplemented_key(const JsonKeys& q) {
     }
   }
   if (!q.has("weight_block_size"))
-    return fmt::format("{} absent (one scale per tensor)", q.key_path("weight_block_size"));
+    return fmt::format("{} absent (vLLM reads that as one scale per tensor, transformers as 128×128 blocks)",
+                       q.key_path("weight_block_size"));
   return "";
 }
 
