@@ -2,11 +2,9 @@
 // layer (16 key heads, 48 value heads, dk = dv = 128), inputs from gdn_prepare on random rows (unit q
 // and k, g < 0, beta in (0, 1)), each span from its own state. Span sets: one 8,192-row span, four
 // 2,048-row spans (four sequences' prefill chunks in one call) and one 2,048-row span (one sequence in
-// the engine's default --prefill-chunk). kernel 0: Ops::gated_delta_rule (gated_deltanet_chunked.cu,
-// the parallel prep kernel and the sequential state kernel, with the op's staging and scratch) with the
-// state kernel's products on CUDA cores (GdnStateMath::F32, the default); kernel 1: the one-kernel form it
-// replaced (gated_delta_rule_chunked_fused, the baseline); kernel 2: kernel 0 with the products on
-// tensor cores (GdnStateMath::Tf32x3). Per call:
+// the engine's default --prefill-chunk), through Ops::gated_delta_rule (gated_deltanet_chunked.cu: the
+// parallel prep kernel and the sequential state kernel, with the op's staging and scratch). The forms
+// measured against it and removed are in docs/DECISIONS.md §4. Per call:
 //   GFLOP/s   the chunked form's products per second: per chunk of L rows and value head
 //             2 (2 L^2 dk + L^2 dk + L^2 dv + 2 L dk dv + L^2 dv + L dk dv) (K K^T and Q K^T, W, U,
 //             W S and (e^G Q) S, P V', the state's addition)
@@ -23,8 +21,6 @@
 #include "backend/cuda/cuda_device.h"
 #include "backend/cuda/cuda_ops.h"
 #include "backend/cuda/device_buffer.h"
-#include "backend/cuda/kernels.h"
-#include "backend/cuda/step_graphs.h"
 #include "backend/ops.h"
 #include "cuda_bench_util.h"
 
@@ -66,8 +62,6 @@ void BM_GdnChunked(benchmark::State& st) {
     return;
   }
   const SpanSet& set = kSpanSets[st.range(0)];
-  const bool fused = st.range(1) == 1;
-  const auto math = st.range(1) == 2 ? cuda::kernels::GdnStateMath::Tf32x3 : cuda::kernels::GdnStateMath::F32;
   const GdnDims& d = kDims;
   const int64_t T = set.spans * set.rows, Hv = d.num_v_heads;
   DeviceBuffer qkv = random_floats(size_t(T * d.conv_dim()), 1), g = random_floats(size_t(T * Hv), 2),
@@ -81,23 +75,11 @@ void BM_GdnChunked(benchmark::State& st) {
                          TensorView::contiguous(dt_bias.data(), DType::F32, {Hv}, Device::CUDA), d);
   std::vector<DeviceBuffer> states;
   std::vector<GdnSpan> spans;
-  std::vector<cuda::kernels::GdnChunkSpanDev> dev;
   for (int64_t s = 0; s < set.spans; ++s) {
     states.push_back(random_floats(size_t(d.state_floats()), 10 + uint32_t(s), 0.3f));
     spans.push_back({states.back().as<float>(), s * set.rows, set.rows, 0, true});
-    dev.push_back({states.back().as<float>(), s * set.rows, set.rows, 0});
   }
-  const DeviceBuffer dev_spans = DeviceBuffer::from(dev);
-  auto call = [&](int) {
-    if (fused)
-      cuda::kernels::gated_delta_rule_chunked_fused(
-          qkv.as<const float>(), d.conv_dim(), g.as<const float>(), beta.as<const float>(),
-          dev_spans.as<const cuda::kernels::GdnChunkSpanDev>(), set.spans, d.num_k_heads, d.num_v_heads, d.k_dim,
-          d.v_dim, out.as<float>(), d.value_dim(), cuda::launch_stream());
-    else
-      cuda_ops().gated_delta_rule(Qkv, G, Beta, spans, d, O);
-  };
-  cuda::kernels::set_gdn_state_math(math);
+  auto call = [&](int) { cuda_ops().gated_delta_rule(Qkv, G, Beta, spans, d, O); };
   time_calls(1, call);  // warm up (attribute setup, scratch, staging)
   double seconds = 0;
   for (auto _ : st) {
@@ -106,20 +88,14 @@ void BM_GdnChunked(benchmark::State& st) {
     seconds += t;
   }
   const double t = seconds / double(st.iterations());
-  cuda::kernels::set_gdn_state_math(cuda::kernels::GdnStateMath::F32);
-  const char* const kWhat[] = {" Ops::gated_delta_rule (f32 state kernel)", " one-kernel baseline",
-                               " Ops::gated_delta_rule (tf32x3 state kernel)"};
-  st.SetLabel(std::string("27B ") + set.name + kWhat[st.range(1)]);
+  st.SetLabel(std::string("27B ") + set.name + " Ops::gated_delta_rule");
   st.counters["GFLOP/s"] = chunked_flops(d, set.rows) * double(set.spans) / t / 1e9;
   st.counters["Mrows/s"] = double(T) / t / 1e6;
 }
 
 BENCHMARK(BM_GdnChunked)
-    ->ArgNames({"spans", "kernel"})
-    ->Apply([](benchmark::internal::Benchmark* b) {
-      for (int64_t s = 0; s < int64_t(std::size(kSpanSets)); ++s)
-        for (int64_t k = 0; k < 3; ++k) b->Args({s, k});
-    })
+    ->ArgName("spans")
+    ->DenseRange(0, int64_t(std::size(kSpanSets)) - 1)
     ->UseManualTime()
     ->Iterations(3)
     ->Unit(benchmark::kMillisecond);

@@ -24,25 +24,15 @@ std::vector<float> slice(const std::vector<float>& v, size_t begin, size_t n) {
   return std::vector<float>(v.begin() + std::ptrdiff_t(begin), v.begin() + std::ptrdiff_t(begin + n));
 }
 
-using cuda::kernels::GdnStateMath;
-
 struct Param {
-  std::string name;
+  const char* name;
   GdnDims d;
   std::vector<int64_t> positions, lengths;
-  GdnStateMath math = GdnStateMath::F32;  // the state kernel's products
 };
 
 void PrintTo(const Param& p, std::ostream* os) { *os << p.name; }
 
-class GdnChunked : public Gpu, public ::testing::WithParamInterface<Param> {
- protected:
-  void SetUp() override {
-    Gpu::SetUp();
-    cuda::kernels::set_gdn_state_math(GetParam().math);
-  }
-  void TearDown() override { cuda::kernels::set_gdn_state_math(GdnStateMath::F32); }
-};
+class GdnChunked : public Gpu, public ::testing::WithParamInterface<Param> {};
 
 // Every (position, length) pair as a chunked span, with a stepped span after every fifth, rows laid
 // out back to back, each span from its own random state, listed to the call in a shuffled order.
@@ -92,9 +82,9 @@ TEST_P(GdnChunked, MixedCallAgreesWithCpuAndEachSpanAloneIsBitIdentical) {
   for (size_t i = 0; i < lay.size(); ++i) {
     const Layout& l = lay[i];
     const size_t o = size_t(l.begin) * VD, n = size_t(l.rows) * VD;
-    // The CPU's chunked form within far less than 1e-3 (a host emulation of the kernels: about 3e-7
-    // with f32 products, 9e-7 with tf32x3 ones summed exactly; the index and barrier mistakes tried
-    // there are off by 1e-1 and more); stepped spans as in the GatedDeltaRule tests.
+    // The CPU's chunked form within far less than 1e-3 (a host emulation of the kernels: about 3e-7;
+    // the index and barrier mistakes tried there are off by 1e-1 and more); stepped spans as in the
+    // GatedDeltaRule tests.
     const double tol = l.chunked ? 1e-5 : 2e-5;
     EXPECT_LT(rel_err(slice(got, o, n), slice(want, o, n)), tol)
         << (l.chunked ? "chunked" : "stepped") << " span at position " << l.position << ", " << l.rows
@@ -203,29 +193,18 @@ TEST_F(Gpu, GdnChunkedSpanRejectsANegativePosition) {
 const std::vector<int64_t> kPositions{0, 5, 63, 64, 130};
 const std::vector<int64_t> kLengths{1, 7, 64, 65, 200, 300};
 
-// Every shape with the state kernel's products on CUDA cores (f32) and on tensor cores (tf32x3).
-std::vector<Param> params() {
-  const std::vector<Param> shapes{
-      {"hk4_hv8_dk64_dv64", {4, 8, 64, 64, 4}, kPositions, kLengths},
-      {"hk2_hv4_dk128_dv128", {2, 4, 128, 128, 4}, kPositions, kLengths},
-      {"hk2_hv2_dk32_dv32", {2, 2, 32, 32, 4}, kPositions, kLengths},
-      {"hk2_hv2_dk16_dv12", {2, 2, 16, 12, 4}, kPositions, kLengths},
-      {"hk1_hv3_dk48_dv80", {1, 3, 48, 80, 4}, kPositions, kLengths},
-      {"hk1_hv2_dk192_dv40", {1, 2, 192, 40, 4}, {5, 64}, {1, 65, 300}},  // an odd number of 64-dim key tiles
-      // Qwen3.5/3.6-27B's DeltaNet layer, on fewer spans (the CPU reference is slow).
-      {"qwen27b_hk16_hv48_dk128_dv128", {16, 48, 128, 128, 4}, {5, 37, 64, 130}, {1, 65, 300}}};
-  std::vector<Param> all;
-  for (const GdnStateMath math : {GdnStateMath::F32, GdnStateMath::Tf32x3})
-    for (Param p : shapes) {
-      p.name += math == GdnStateMath::F32 ? "_f32" : "_tf32x3";
-      p.math = math;
-      all.push_back(p);
-    }
-  return all;
-}
-
-INSTANTIATE_TEST_SUITE_P(Dims, GdnChunked, ::testing::ValuesIn(params()),
-                         [](const ::testing::TestParamInfo<Param>& i) { return i.param.name; });
+INSTANTIATE_TEST_SUITE_P(
+    Dims, GdnChunked,
+    ::testing::Values(Param{"hk4_hv8_dk64_dv64", {4, 8, 64, 64, 4}, kPositions, kLengths},
+                      Param{"hk2_hv4_dk128_dv128", {2, 4, 128, 128, 4}, kPositions, kLengths},
+                      Param{"hk2_hv2_dk32_dv32", {2, 2, 32, 32, 4}, kPositions, kLengths},
+                      Param{"hk2_hv2_dk16_dv12", {2, 2, 16, 12, 4}, kPositions, kLengths},
+                      Param{"hk1_hv3_dk48_dv80", {1, 3, 48, 80, 4}, kPositions, kLengths},
+                      // An odd number of 64-dim key tiles in the state kernel.
+                      Param{"hk1_hv2_dk192_dv40", {1, 2, 192, 40, 4}, {5, 64}, {1, 65, 300}},
+                      // Qwen3.5/3.6-27B's DeltaNet layer, on fewer spans (the CPU reference is slow).
+                      Param{"qwen27b_hk16_hv48_dk128_dv128", {16, 48, 128, 128, 4}, {5, 37, 64, 130}, {1, 65, 300}}),
+    [](const ::testing::TestParamInfo<Param>& i) { return std::string(i.param.name); });
 
 }  // namespace
 }  // namespace specserve::cuda_test

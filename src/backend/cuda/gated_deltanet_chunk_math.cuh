@@ -1,20 +1,17 @@
 #pragma once
-// Pieces of the chunked gated delta rule (docs/MODELS.md §3.3 step 7) shared by its CUDA kernels
-// (gated_deltanet_chunked.cu, and the one-kernel baseline gated_deltanet_chunked_fused.cu): the chunk
-// geometry, the staging of a 64-row tile into shared memory, and M = (I + A)^-1 of a chunk's strictly
-// lower A. Every reduction runs in a fixed order on one thread (fmaf, f32).
+// Pieces of the chunked gated delta rule (docs/MODELS.md §3.3 step 7) for its CUDA kernels
+// (gated_deltanet_chunked.cu): the chunk geometry, the staging of a 64-row tile into shared memory, and
+// M = (I + A)^-1 of a chunk's strictly lower A. Every reduction runs in a fixed order on one thread (fmaf, f32).
 #include <cstdint>
 
 #include "backend/cuda/kernels.h"
 
 namespace specserve::cuda::kernels::gdn_chunk {
 
-inline constexpr int kC = kGdnChunkRows;  // rows per chunk
-inline constexpr int kT = 32;             // columns of a staged tile (value columns or key dims)
-inline constexpr int kB = 16;             // diagonal block size of the triangular inverse
-inline constexpr int kThreads = 256;      // 16 x 16: thread (ti, tj)
-inline constexpr int kLdC = kC + 1;       // row stride of the 64 x 64 matrices (padded against bank conflicts)
-inline constexpr int kLdT = kT + 1;       // row stride of the 64 x 32 tiles
+inline constexpr int kC = kGdnChunkRows;                   // rows per chunk
+inline constexpr int kT = 32;                              // columns of a staged tile (value columns or key dims)
+inline constexpr int kB = 16;                              // diagonal block size of the triangular inverse
+inline constexpr int kThreads = 256;                       // 16 x 16: thread (ti, tj)
 inline constexpr int kInverseScratch = 3 * kB * (kB + 1);  // floats of invert()'s X
 static_assert(kC == 64 && kC % kB == 0 && kThreads == 256, "the thread layout assumes 64-row chunks");
 
@@ -22,7 +19,7 @@ __device__ __forceinline__ int imin(int a, int b) { return a < b ? a : b; }
 
 // dst[i][a] (row stride Ld) = src[i * ld + a] (* s1[i]) (* s2[i]) for i < rows, a < cols; zero for
 // the rest of the alloc_rows x kT tile.
-template <int Ld = kLdT>
+template <int Ld>
 __device__ __forceinline__ void stage(float* dst, int alloc_rows, const float* src, int64_t ld, int rows, int cols,
                                       const float* s1, const float* s2) {
   for (int e = static_cast<int>(threadIdx.x); e < alloc_rows * kT; e += kThreads) {
@@ -41,7 +38,7 @@ __device__ __forceinline__ void stage(float* dst, int alloc_rows, const float* s
 // floats of scratch. Expects the blocks of sM above the diagonal zeroed and sA visible; ends with a
 // barrier. Rows of A that are zero (a chunk's padding past its last row) give rows of M that are the
 // identity's.
-template <int Ld = kLdC>
+template <int Ld>
 __device__ __forceinline__ void invert(const float* sA, float* sM, float* X) {
   const int tid = static_cast<int>(threadIdx.x);
   if (tid < kC) {  // diagonal block b, column c: forward substitution down the column

@@ -37,42 +37,31 @@
 //     increasing order, then the product and the sum rounded separately (as the CPU: --fmad=false).
 // The tiles are staged with cp.async (no register round trip; scalar loads where the qkv rows are not
 // 16-byte aligned: the same values), then the thread that staged a row multiplies it by its gate.
-// The products run one of two ways (GdnStateMath, process-wide, set_gdn_state_math):
-//  - F32 (the default): CUDA cores, fmaf; each thread 4 x 2 outputs (rows 4ti + r, columns 2tj + c,
-//    ti = tid / 16, tj = tid % 16; for 7. key rows), float4 operand reads; 6. stops at the thread's
-//    last row (P is lower triangular).
-//  - Tf32x3: tensor cores, mma.m16n8k8 tf32 (gated_deltanet_chunked_ptx.cuh), each warp a 16 x 16 block
-//    of every 64 x 32 product, k-steps of 8 in increasing order. Each f32 operand x is split into
-//    hi = tf32(x) and lo = tf32(x - hi), |x - hi - lo| <= 2^-22 |x|, and a b is taken as lo_a hi_b +
-//    hi_a lo_b + hi_a hi_b (dropping lo_a lo_b <= 2^-22 |a b|): each product within ~3 * 2^-22 = 7e-7
-//    of a b against f32's 6e-8, summed by the tensor core in f32. The sums here are at most 128 terms
-//    of unit-norm rows and contract from chunk to chunk (|e^G| <= 1), so the outputs stay well inside
-//    the test's 1e-5 of the CPU (a host emulation with exact sums: 9e-7; f32: 3e-7), which the index
-//    and barrier mistakes tried in that emulation miss by four orders of magnitude. The fragments are
-//    read from shared memory without bank conflicts (row strides 68 for W, e^G Q and P, 72 for the
-//    decayed K, read transposed as the A operand of 7., and 40 for the state and V').
-// Shared memory: four 64 x 72 staging tiles, V' (64 x 32 or 40) and the state tile (dk x 32 or 40):
-// 96 / 104 KB at dk = 128, two blocks per multiprocessor.
+// The products run on CUDA cores (fmaf): each thread 4 x 2 outputs (rows 4ti + r, columns 2tj + c,
+// ti = tid / 16, tj = tid % 16; for 7. key rows), float4 operand reads; 6. stops at the thread's last
+// row (P is lower triangular).
+// Shared memory: four 64 x 68 staging tiles (row stride 68: float4 rows 4 banks apart), V' (64 x 32) and
+// the state tile (dk x 32): 92 KB at dk = 128, two blocks per multiprocessor.
 //
-// Bits: every sum runs in a fixed order (one thread's fmaf chain, or a fixed sequence of mma steps), no
-// atomics. A chunk's item and its state step depend only on the chunk's rows, its position in the span
-// (its length), the state before it and GdnStateMath, never on the other spans of the call, the window
-// (the state goes through global memory in f32 between windows), or where a prompt was cut into calls
-// at chunk boundaries (the same chunks with the same state in between). So a span gives the bits it
-// gives alone, in any call.
+// Bits: every sum runs in a fixed order (one thread's fmaf chain), no atomics. A chunk's item and its
+// state step depend only on the chunk's rows, its position in the span (its length) and the state
+// before it, never on the other spans of the call, the window (the state goes through global memory in
+// f32 between windows), or where a prompt was cut into calls at chunk boundaries (the same chunks with
+// the same state in between). So a span gives the bits it gives alone, in any call.
 //
 // Work (27B's linear-attention layer: 16 key heads, 48 value heads, dk = dv = 128, one 8,192-row span):
 // 128 chunks; the prep does ~1.05 M FMA of scores a chunk and key head and ~0.6 M a value head (2,048
 // blocks, no sequential dependence), the state kernel ~0.86 M FMA a chunk in each of 192 blocks, the
-// chunks in sequence. The kernel it replaced (gated_deltanet_chunked_fused.cu) did ~2.6 M FMA a chunk in
-// each of the 192 sequential blocks (A, M, P and W recomputed for every column tile).
+// chunks in sequence. Measured on an H200 (bench_cuda_gdn, docs/DECISIONS.md §4): 3.88 ms a layer,
+// 18.3 TFLOP/s; the one-kernel form this replaced (~2.6 M FMA a chunk in each of the 192 sequential
+// blocks: A, M, P and W recomputed for every column tile) 13.0 ms, and this state kernel's products on
+// tensor cores (mma tf32, each f32 operand split in two tf32 parts) 4.16 ms; both left the code.
 //
 // tools/gpu/gdn_emulation/ runs both kernels on the host (threads as fibers) against the CPU's chunks
 // and the bit identities above: run it after changing this file.
 #include <cuda_runtime.h>
 
 #include <algorithm>
-#include <atomic>
 #include <cstdint>
 
 #include "backend/cuda/cuda_check.h"
@@ -332,42 +321,30 @@ __global__ void __launch_bounds__(kThreads, 2)
 
 // ---- chunk_state_kernel -------------------------------------------------------------------------------
 
-constexpr int kVT = 32;              // value columns per block
-constexpr int kKT = 64;              // key dims per staged tile
-constexpr int kBufFloats = kC * 72;  // floats of a staging buffer (64 rows, row stride up to 72)
-constexpr int kMaxDk = 512;          // gdn_rule_supports' largest dk
+constexpr int kVT = 32;  // value columns per block
+constexpr int kKT = 64;  // key dims per staged tile
+// Row strides (floats) of the state kernel's shared tiles: the staged 64-row tiles (W, e^G Q, P, the
+// decayed K) 68 (float4 rows 4 banks apart), the state and V' 32.
+constexpr int kLdA = 68;
+constexpr int kLdS = 32;
+constexpr int kBufFloats = kC * kLdA;  // floats of a staging buffer
+constexpr int kMaxDk = 512;            // gdn_rule_supports' largest dk
 static_assert(kVT == 2 * 16 && kKT == 4 * 16 && kC == 4 * 16, "the thread layouts: 8 outputs per thread");
 
-// Row strides (floats) of the state kernel's shared tiles. F32: the A-side tiles (W, e^G Q, P, the
-// decayed K) 68 (float4 rows 4 banks apart), the state and V' 32. Tf32x3: the mma fragments' reads
-// conflict-free: A-side tiles read along rows 68 (lanes g, t -> banks 4g + t), the decayed K read
-// transposed 72 (banks 8t + g), the state and V' read as B 40 (banks 8t + g).
-template <GdnStateMath kMath>
-struct StateLayout {
-  static constexpr bool kTc = kMath == GdnStateMath::Tf32x3;
-  static constexpr int kLdA = 68;
-  static constexpr int kLdKd = kTc ? 72 : 68;
-  static constexpr int kLdS = kTc ? 40 : 32;
-  static_assert(kLdKd <= 72, "a staging buffer holds 64 rows of 72");
-};
-
-template <GdnStateMath kMath>
 size_t state_smem_bytes(int dk) {
-  return sizeof(float) *
-         (4 * size_t{kBufFloats} + size_t{kC} * StateLayout<kMath>::kLdS + size_t(dk) * StateLayout<kMath>::kLdS);
+  return sizeof(float) * (4 * size_t{kBufFloats} + size_t{kC} * kLdS + size_t(dk) * kLdS);
 }
 
-// Starts dst[i][a] (row stride Ld) = src[i * ld + a] for i < rows, a < cols (cols a multiple of 4) and
+// Starts dst[i][a] (row stride kLdA) = src[i * ld + a] for i < rows, a < cols (cols a multiple of 4) and
 // zeroes the rest of the kC x kKT tile. vec: the rows are 16-byte aligned, so cp.async (complete after
 // cp_async_wait_all); else scalar loads.
-template <int Ld>
 __device__ __forceinline__ void stage_tile(float* dst, const float* src, int64_t ld, int rows, int cols, bool vec) {
   constexpr int kGroups = kKT / 4;  // float4 groups per row
 #pragma unroll
   for (int it = 0; it < kC * kGroups / kThreads; ++it) {
     const int e = static_cast<int>(threadIdx.x) + it * kThreads;
     const int i = e / kGroups, a = (e % kGroups) * 4;
-    float* d = dst + i * Ld + a;
+    float* d = dst + i * kLdA + a;
     if (i < rows && a < cols) {
       const float* p = src + i * ld + a;
       if (vec)
@@ -381,7 +358,6 @@ __device__ __forceinline__ void stage_tile(float* dst, const float* src, int64_t
 }
 
 // After cp_async_wait_all: dst[i][a] *= scale[i] on the elements this thread staged (stage_tile's).
-template <int Ld>
 __device__ __forceinline__ void scale_tile(float* dst, int rows, int cols, const float* scale) {
   constexpr int kGroups = kKT / 4;
 #pragma unroll
@@ -389,7 +365,7 @@ __device__ __forceinline__ void scale_tile(float* dst, int rows, int cols, const
     const int e = static_cast<int>(threadIdx.x) + it * kThreads;
     const int i = e / kGroups, a = (e % kGroups) * 4;
     if (i < rows && a < cols) {
-      float4* d = reinterpret_cast<float4*>(dst + i * Ld + a);
+      float4* d = reinterpret_cast<float4*>(dst + i * kLdA + a);
       float4 v = *d;
       const float s = scale[i];
       v.x = v.x * s;
@@ -401,39 +377,14 @@ __device__ __forceinline__ void scale_tile(float* dst, int rows, int cols, const
   }
 }
 
-// The 8 elements of a 64 x 32 output (V', O) a thread holds: rows out_row0 + out_drow(e), columns
-// out_col0 + out_dcol(e). F32: rows 4 ti + e / 2, columns 2 tj + e % 2 (ti = tid / 16, tj = tid % 16).
-// Tf32x3: warp w's 16 x 16 block (rows 16 (w / 2), columns 16 (w % 2)) as two mma C fragments (e / 4
-// the n-tile; lane g = lane / 4, t = lane % 4).
-template <GdnStateMath kMath>
-__device__ __forceinline__ int out_row0(int tid) {
-  if constexpr (StateLayout<kMath>::kTc)
-    return 16 * (tid / 64) + (tid % 32) / 4;
-  else
-    return 4 * (tid / 16);
-}
-template <GdnStateMath kMath>
-__device__ __forceinline__ int out_col0(int tid) {
-  if constexpr (StateLayout<kMath>::kTc)
-    return 16 * ((tid / 32) % 2) + 2 * (tid % 4);
-  else
-    return 2 * (tid % 16);
-}
-template <GdnStateMath kMath>
-__host__ __device__ constexpr int out_drow(int e) {
-  return StateLayout<kMath>::kTc ? 8 * ((e % 4) / 2) : e / 2;
-}
-template <GdnStateMath kMath>
-__host__ __device__ constexpr int out_dcol(int e) {
-  return StateLayout<kMath>::kTc ? 8 * (e / 4) + e % 2 : e % 2;
-}
+// Key dims of key tile t (0 past the last tile).
+__device__ __forceinline__ int key_cols(int t, int dk) { return t * kKT < dk ? imin(kKT, dk - t * kKT) : 0; }
 
-// F32: acc_v -= W S and acc_o += (e^G Q) S over one key tile (sSt: its na rows of S), key dims in
-// increasing order.
-__device__ __forceinline__ void vo_tile_f32(const float* sW, const float* sQ, const float* sSt, int na, int tid,
-                                            float (&acc_v)[8], float (&acc_o)[8]) {
-  constexpr int kLdA = StateLayout<GdnStateMath::F32>::kLdA, kLdS = StateLayout<GdnStateMath::F32>::kLdS;
-  const int ti = tid / 16, tj = tid % 16;
+// acc_v -= W S and acc_o += (e^G Q) S over key tile t (its na rows of S), key dims in increasing order.
+__device__ __forceinline__ void vo_tile(const float* sW, const float* sQ, const float* sS, int t, int dk, int tid,
+                                        float (&acc_v)[8], float (&acc_o)[8]) {
+  const float* sSt = sS + t * kKT * kLdS;
+  const int na = key_cols(t, dk), ti = tid / 16, tj = tid % 16;
 #pragma unroll 1
   for (int a = 0; a < na; a += 4) {
     float4 w[4], q[4];
@@ -458,10 +409,9 @@ __device__ __forceinline__ void vo_tile_f32(const float* sW, const float* sQ, co
   }
 }
 
-// F32: acc_o += P V' over the chunk's rows m < rows4 (a multiple of 4; P and V' are zero past L) in
+// acc_o += P V' over the chunk's rows m < rows4 (a multiple of 4; P and V' are zero past L) in
 // increasing order, stopping after the thread's last row (P is lower triangular: the same bits).
-__device__ __forceinline__ void pv_f32(const float* sP, const float* sV, int rows4, int tid, float (&acc_o)[8]) {
-  constexpr int kLdA = StateLayout<GdnStateMath::F32>::kLdA, kLdS = StateLayout<GdnStateMath::F32>::kLdS;
+__device__ __forceinline__ void pv(const float* sP, const float* sV, int rows4, int tid, float (&acc_o)[8]) {
   const int ti = tid / 16, tj = tid % 16, end = imin(rows4, 4 * ti + 4);
 #pragma unroll 1
   for (int m = 0; m < end; m += 4) {
@@ -482,16 +432,17 @@ __device__ __forceinline__ void pv_f32(const float* sP, const float* sV, int row
   }
 }
 
-// F32: the key tile's rows of S (sSt, na of them): S = S e^(G_last) + sum_m Kd[m][a] V'[m][j] for the
-// thread's rows 4ti + r < na and columns 2tj + c, m < rows4 in increasing order.
-__device__ __forceinline__ void update_tile_f32(const float* sKd, const float* sV, float* sSt, int na, int rows4,
-                                                float e_last, int tid) {
-  constexpr int kLdKd = StateLayout<GdnStateMath::F32>::kLdKd, kLdS = StateLayout<GdnStateMath::F32>::kLdS;
-  const int ti = tid / 16, tj = tid % 16;
+// Key tile t's rows of S (na of them): S = S e^(G_last) + sum_m Kd[m][a] V'[m][j] for the thread's rows
+// 4ti + r < na and columns 2tj + c, over the chunk's rows m < rows4 = rows rounded up to 4 (Kd and V' are
+// zero past them) in increasing order.
+__device__ __forceinline__ void update_tile(const float* sKd, const float* sV, float* sS, int t, int dk, int rows,
+                                            float e_last, int tid) {
+  float* sSt = sS + t * kKT * kLdS;
+  const int na = key_cols(t, dk), rows4 = (rows + 3) & ~3, ti = tid / 16, tj = tid % 16;
   float add[4][2] = {};
 #pragma unroll 4
   for (int m = 0; m < rows4; ++m) {
-    const float4 k = *reinterpret_cast<const float4*>(sKd + m * kLdKd + 4 * ti);
+    const float4 k = *reinterpret_cast<const float4*>(sKd + m * kLdA + 4 * ti);
     const float2 v = *reinterpret_cast<const float2*>(sV + m * kLdS + 2 * tj);
 #pragma unroll
     for (int r = 0; r < 4; ++r) {
@@ -512,134 +463,11 @@ __device__ __forceinline__ void update_tile_f32(const float* sKd, const float* s
   }
 }
 
-// Tf32x3: the A fragment of rows r0.., k columns k0.. of a row-major tile (stride Ld), times `sign`,
-// split.
-template <int Ld>
-__device__ __forceinline__ void a_frag(const float* tile, int r0, int k0, float sign, int g, int t, uint32_t (&hi)[4],
-                                       uint32_t (&lo)[4]) {
-  gdn_ptx::split(sign * tile[(r0 + g) * Ld + k0 + t], hi[0], lo[0]);
-  gdn_ptx::split(sign * tile[(r0 + g + 8) * Ld + k0 + t], hi[1], lo[1]);
-  gdn_ptx::split(sign * tile[(r0 + g) * Ld + k0 + t + 4], hi[2], lo[2]);
-  gdn_ptx::split(sign * tile[(r0 + g + 8) * Ld + k0 + t + 4], hi[3], lo[3]);
-}
-// Tf32x3: the B fragment of k rows k0.., columns n0.. of a k-major tile (stride Ld), split.
-template <int Ld>
-__device__ __forceinline__ void b_frag(const float* tile, int k0, int n0, int g, int t, uint32_t (&hi)[2],
-                                       uint32_t (&lo)[2]) {
-  gdn_ptx::split(tile[(k0 + t) * Ld + n0 + g], hi[0], lo[0]);
-  gdn_ptx::split(tile[(k0 + t + 4) * Ld + n0 + g], hi[1], lo[1]);
-}
-
-// Tf32x3: acc += (sign A) S over one key tile (A: W with sign -1, e^G Q with +1), k-steps of 8 in
-// increasing order.
-__device__ __forceinline__ void a_s_tile_tc(const float* sA, float sign, const float* sSt, int na, int tid,
-                                            float (&acc)[8]) {
-  constexpr int kLdA = StateLayout<GdnStateMath::Tf32x3>::kLdA, kLdS = StateLayout<GdnStateMath::Tf32x3>::kLdS;
-  const int w = tid / 32, g = (tid % 32) / 4, t = tid % 4, r0 = 16 * (w / 2), n0 = 16 * (w % 2);
-  float c0[4] = {acc[0], acc[1], acc[2], acc[3]}, c1[4] = {acc[4], acc[5], acc[6], acc[7]};
-#pragma unroll 1
-  for (int k0 = 0; k0 < na; k0 += 8) {
-    uint32_t ah[4], al[4], bh0[2], bl0[2], bh1[2], bl1[2];
-    a_frag<kLdA>(sA, r0, k0, sign, g, t, ah, al);
-    b_frag<kLdS>(sSt, k0, n0, g, t, bh0, bl0);
-    b_frag<kLdS>(sSt, k0, n0 + 8, g, t, bh1, bl1);
-    gdn_ptx::mma3(c0, ah, al, bh0, bl0);
-    gdn_ptx::mma3(c1, ah, al, bh1, bl1);
-  }
-#pragma unroll
-  for (int i = 0; i < 4; ++i) {
-    acc[i] = c0[i];
-    acc[4 + i] = c1[i];
-  }
-}
-
-// Tf32x3: acc_v += (-W) S and acc_o += (e^G Q) S over one key tile.
-__device__ __forceinline__ void vo_tile_tc(const float* sW, const float* sQ, const float* sSt, int na, int tid,
-                                           float (&acc_v)[8], float (&acc_o)[8]) {
-  a_s_tile_tc(sW, -1.0f, sSt, na, tid, acc_v);
-  a_s_tile_tc(sQ, 1.0f, sSt, na, tid, acc_o);
-}
-
-// Tf32x3: acc_o += P V' over the chunk's rows m < rows8 (a multiple of 8; P and V' are zero past L).
-__device__ __forceinline__ void pv_tc(const float* sP, const float* sV, int rows8, int tid, float (&acc_o)[8]) {
-  constexpr int kLdA = StateLayout<GdnStateMath::Tf32x3>::kLdA, kLdS = StateLayout<GdnStateMath::Tf32x3>::kLdS;
-  const int w = tid / 32, g = (tid % 32) / 4, t = tid % 4, r0 = 16 * (w / 2), n0 = 16 * (w % 2);
-  float o0[4] = {acc_o[0], acc_o[1], acc_o[2], acc_o[3]}, o1[4] = {acc_o[4], acc_o[5], acc_o[6], acc_o[7]};
-#pragma unroll 1
-  for (int k0 = 0; k0 < rows8; k0 += 8) {
-    uint32_t ph[4], pl[4], bh0[2], bl0[2], bh1[2], bl1[2];
-    a_frag<kLdA>(sP, r0, k0, 1.0f, g, t, ph, pl);
-    b_frag<kLdS>(sV, k0, n0, g, t, bh0, bl0);
-    b_frag<kLdS>(sV, k0, n0 + 8, g, t, bh1, bl1);
-    gdn_ptx::mma3(o0, ph, pl, bh0, bl0);
-    gdn_ptx::mma3(o1, ph, pl, bh1, bl1);
-  }
-#pragma unroll
-  for (int i = 0; i < 4; ++i) {
-    acc_o[i] = o0[i];
-    acc_o[4 + i] = o1[i];
-  }
-}
-
-// Tf32x3: the key tile's rows of S (sSt, na of them, a multiple of 16): S = S e^(G_last) + Kd^T V' on
-// warp w's 16 x 16 block, the chunk's rows m < rows8 in k-steps of 8 in increasing order. Kd is stored
-// [m][a], so the A fragment (rows a, k = m) is read transposed.
-__device__ __forceinline__ void update_tile_tc(const float* sKd, const float* sV, float* sSt, int na, int rows8,
-                                               float e_last, int tid) {
-  constexpr int kLdKd = StateLayout<GdnStateMath::Tf32x3>::kLdKd, kLdS = StateLayout<GdnStateMath::Tf32x3>::kLdS;
-  const int w = tid / 32, g = (tid % 32) / 4, t = tid % 4, r0 = 16 * (w / 2), n0 = 16 * (w % 2);
-  if (r0 >= na) return;  // the whole warp: na is a multiple of 16
-  float add0[4] = {}, add1[4] = {};
-#pragma unroll 1
-  for (int k0 = 0; k0 < rows8; k0 += 8) {
-    uint32_t ah[4], al[4], bh0[2], bl0[2], bh1[2], bl1[2];
-    gdn_ptx::split(sKd[(k0 + t) * kLdKd + r0 + g], ah[0], al[0]);
-    gdn_ptx::split(sKd[(k0 + t) * kLdKd + r0 + g + 8], ah[1], al[1]);
-    gdn_ptx::split(sKd[(k0 + t + 4) * kLdKd + r0 + g], ah[2], al[2]);
-    gdn_ptx::split(sKd[(k0 + t + 4) * kLdKd + r0 + g + 8], ah[3], al[3]);
-    b_frag<kLdS>(sV, k0, n0, g, t, bh0, bl0);
-    b_frag<kLdS>(sV, k0, n0 + 8, g, t, bh1, bl1);
-    gdn_ptx::mma3(add0, ah, al, bh0, bl0);
-    gdn_ptx::mma3(add1, ah, al, bh1, bl1);
-  }
-#pragma unroll
-  for (int i = 0; i < 4; ++i) {
-    float* s = sSt + (r0 + g + 8 * (i / 2)) * kLdS + n0 + 2 * t + (i % 2);
-    s[0] = s[0] * e_last + add0[i];
-    s[8] = s[8] * e_last + add1[i];
-  }
-}
-
-// Key dims of key tile t (0 past the last tile).
-__device__ __forceinline__ int key_cols(int t, int dk) { return t * kKT < dk ? imin(kKT, dk - t * kKT) : 0; }
-
-template <GdnStateMath kMath>
-__device__ __forceinline__ void vo_tile(const float* sW, const float* sQ, const float* sS, int t, int dk, int tid,
-                                        float (&acc_v)[8], float (&acc_o)[8]) {
-  const float* sSt = sS + t * kKT * StateLayout<kMath>::kLdS;
-  if constexpr (StateLayout<kMath>::kTc)
-    vo_tile_tc(sW, sQ, sSt, key_cols(t, dk), tid, acc_v, acc_o);
-  else
-    vo_tile_f32(sW, sQ, sSt, key_cols(t, dk), tid, acc_v, acc_o);
-}
-
-template <GdnStateMath kMath>
-__device__ __forceinline__ void update_tile(const float* sKd, const float* sV, float* sS, int t, int dk, int rows,
-                                            float e_last, int tid) {
-  float* sSt = sS + t * kKT * StateLayout<kMath>::kLdS;
-  if constexpr (StateLayout<kMath>::kTc)
-    update_tile_tc(sKd, sV, sSt, key_cols(t, dk), (rows + 7) & ~7, e_last, tid);
-  else
-    update_tile_f32(sKd, sV, sSt, key_cols(t, dk), (rows + 3) & ~3, e_last, tid);
-}
-
 // Block ((s - span_lo) * Hv + h) * tiles + tile: span s, value head h, value columns [32 tile, 32 tile
 // + 32); its chunks among the call's chunks [c0, c1), whose items are scratch[(c - c0) * Hv + h].
-template <GdnStateMath kMath>
 __global__ void __launch_bounds__(kThreads, 2)
     chunk_state_kernel(const float* qkv, int64_t ld, int vec, const GdnChunkSpanDev* spans, int span_lo, int64_t c0,
                        int64_t c1, int Hk, int Hv, int dk, int dv, const float* scratch, float* out, int64_t ldo) {
-  using Lay = StateLayout<kMath>;
   pdl_begin();
   extern __shared__ float4 state_smem4[];
   float* smem = reinterpret_cast<float*>(state_smem4);
@@ -647,8 +475,8 @@ __global__ void __launch_bounds__(kThreads, 2)
   float* b1 = b0 + kBufFloats;
   float* b2 = b1 + kBufFloats;
   float* b3 = b2 + kBufFloats;
-  float* sV = b3 + kBufFloats;      // [kC][kLdS] V'
-  float* sS = sV + kC * Lay::kLdS;  // [dk][kLdS] the state's columns of this block
+  float* sV = b3 + kBufFloats;  // [kC][kLdS] V'
+  float* sS = sV + kC * kLdS;   // [dk][kLdS] the state's columns of this block
 
   const int tid = static_cast<int>(threadIdx.x);
   const int tiles = (dv + kVT - 1) / kVT;
@@ -667,10 +495,11 @@ __global__ void __launch_bounds__(kThreads, 2)
   const int64_t k_begin = (c0 > sp.first_chunk ? c0 : sp.first_chunk) - sp.first_chunk;
   const int64_t k_end = (c1 < span_end ? c1 : span_end) - sp.first_chunk;
   const int key_tiles = (dk + kKT - 1) / kKT;
-  const int row0 = out_row0<kMath>(tid), col0 = out_col0<kMath>(tid);
+  // The thread's 8 elements of a 64 x 32 output (V', O): rows row0 + e / 2, columns col0 + e % 2.
+  const int row0 = 4 * (tid / 16), col0 = 2 * (tid % 16);
   for (int e = tid; e < dk * kVT; e += kThreads) {
     const int a = e / kVT, j = e % kVT;
-    sS[a * Lay::kLdS + j] = j < nv ? S[int64_t{a} * dv + j] : 0.0f;
+    sS[a * kLdS + j] = j < nv ? S[int64_t{a} * dv + j] : 0.0f;
   }
   // The chunks in order: each ends at the next multiple of kC or at the span's end.
   const int64_t row_end = sp.row_begin + sp.rows;
@@ -688,46 +517,42 @@ __global__ void __launch_bounds__(kThreads, 2)
     const float* u_base = item + lay.u + int64_t{row0} * dv + j0 + col0;
 #pragma unroll
     for (int e = 0; e < 8; ++e) {
-      acc_v[e] = col0 + out_dcol<kMath>(e) < nv ? u_base[out_drow<kMath>(e) * dv + out_dcol<kMath>(e)] : 0.0f;
+      acc_v[e] = col0 + e % 2 < nv ? u_base[(e / 2) * dv + e % 2] : 0.0f;
       acc_o[e] = 0.0f;
     }
     for (int t = 0; t < key_tiles; t += 2) {
       const int na0 = key_cols(t, dk), na1 = key_cols(t + 1, dk);
       __syncthreads();  // the tiles are free; the state's writes (the previous chunk's) are visible
-      stage_tile<Lay::kLdA>(b0, item + lay.w + t * kKT, dk, kC, na0, true);
-      stage_tile<Lay::kLdA>(b1, q_base + r0 * ld + t * kKT, ld, L, na0, vec != 0);
+      stage_tile(b0, item + lay.w + t * kKT, dk, kC, na0, true);
+      stage_tile(b1, q_base + r0 * ld + t * kKT, ld, L, na0, vec != 0);
       if (na1 > 0) {
-        stage_tile<Lay::kLdA>(b2, item + lay.w + (t + 1) * kKT, dk, kC, na1, true);
-        stage_tile<Lay::kLdA>(b3, q_base + r0 * ld + (t + 1) * kKT, ld, L, na1, vec != 0);
+        stage_tile(b2, item + lay.w + (t + 1) * kKT, dk, kC, na1, true);
+        stage_tile(b3, q_base + r0 * ld + (t + 1) * kKT, ld, L, na1, vec != 0);
       }
       gdn_ptx::cp_async_wait_all();
-      scale_tile<Lay::kLdA>(b1, L, na0, item + lay.eg);  // e^G q
-      if (na1 > 0) scale_tile<Lay::kLdA>(b3, L, na1, item + lay.eg);
+      scale_tile(b1, L, na0, item + lay.eg);  // e^G q
+      if (na1 > 0) scale_tile(b3, L, na1, item + lay.eg);
       __syncthreads();
-      vo_tile<kMath>(b0, b1, sS, t, dk, tid, acc_v, acc_o);
-      if (na1 > 0) vo_tile<kMath>(b2, b3, sS, t + 1, dk, tid, acc_v, acc_o);
+      vo_tile(b0, b1, sS, t, dk, tid, acc_v, acc_o);
+      if (na1 > 0) vo_tile(b2, b3, sS, t + 1, dk, tid, acc_v, acc_o);
     }
 
     // 6. V' to shared memory with P and the first two e^(G_last - G) K tiles; O += P V'.
     __syncthreads();  // every read of the tiles is done
 #pragma unroll
-    for (int e = 0; e < 8; ++e) sV[(row0 + out_drow<kMath>(e)) * Lay::kLdS + col0 + out_dcol<kMath>(e)] = acc_v[e];
-    stage_tile<Lay::kLdA>(b2, item + lay.p, kC, kC, kC, true);
-    stage_tile<Lay::kLdKd>(b0, k_base + r0 * ld, ld, L, key_cols(0, dk), vec != 0);
-    if (key_tiles > 1) stage_tile<Lay::kLdKd>(b1, k_base + r0 * ld + kKT, ld, L, key_cols(1, dk), vec != 0);
+    for (int e = 0; e < 8; ++e) sV[(row0 + e / 2) * kLdS + col0 + e % 2] = acc_v[e];
+    stage_tile(b2, item + lay.p, kC, kC, kC, true);
+    stage_tile(b0, k_base + r0 * ld, ld, L, key_cols(0, dk), vec != 0);
+    if (key_tiles > 1) stage_tile(b1, k_base + r0 * ld + kKT, ld, L, key_cols(1, dk), vec != 0);
     gdn_ptx::cp_async_wait_all();
-    scale_tile<Lay::kLdKd>(b0, L, key_cols(0, dk), item + lay.decay);  // e^(G_last - G) k
-    if (key_tiles > 1) scale_tile<Lay::kLdKd>(b1, L, key_cols(1, dk), item + lay.decay);
+    scale_tile(b0, L, key_cols(0, dk), item + lay.decay);  // e^(G_last - G) k
+    if (key_tiles > 1) scale_tile(b1, L, key_cols(1, dk), item + lay.decay);
     __syncthreads();
-    if constexpr (Lay::kTc)
-      pv_tc(b2, sV, (L + 7) & ~7, tid, acc_o);
-    else
-      pv_f32(b2, sV, (L + 3) & ~3, tid, acc_o);
+    pv(b2, sV, (L + 3) & ~3, tid, acc_o);
     float* o_base = out + (r0 + row0) * ldo + int64_t{h} * dv + j0 + col0;
 #pragma unroll
     for (int e = 0; e < 8; ++e)
-      if (row0 + out_drow<kMath>(e) < L && col0 + out_dcol<kMath>(e) < nv)
-        o_base[out_drow<kMath>(e) * ldo + out_dcol<kMath>(e)] = acc_o[e];
+      if (row0 + e / 2 < L && col0 + e % 2 < nv) o_base[(e / 2) * ldo + e % 2] = acc_o[e];
 
     // 7. The state, two key tiles a round (the first two staged above).
     const float e_last = item[lay.tail];
@@ -735,30 +560,25 @@ __global__ void __launch_bounds__(kThreads, 2)
       const int na0 = key_cols(t, dk), na1 = key_cols(t + 1, dk);
       if (t > 0) {
         __syncthreads();  // the tiles are free
-        stage_tile<Lay::kLdKd>(b0, k_base + r0 * ld + t * kKT, ld, L, na0, vec != 0);
-        if (na1 > 0) stage_tile<Lay::kLdKd>(b1, k_base + r0 * ld + (t + 1) * kKT, ld, L, na1, vec != 0);
+        stage_tile(b0, k_base + r0 * ld + t * kKT, ld, L, na0, vec != 0);
+        if (na1 > 0) stage_tile(b1, k_base + r0 * ld + (t + 1) * kKT, ld, L, na1, vec != 0);
         gdn_ptx::cp_async_wait_all();
-        scale_tile<Lay::kLdKd>(b0, L, na0, item + lay.decay);
-        if (na1 > 0) scale_tile<Lay::kLdKd>(b1, L, na1, item + lay.decay);
+        scale_tile(b0, L, na0, item + lay.decay);
+        if (na1 > 0) scale_tile(b1, L, na1, item + lay.decay);
         __syncthreads();
       }
-      update_tile<kMath>(b0, sV, sS, t, dk, L, e_last, tid);
-      if (na1 > 0) update_tile<kMath>(b1, sV, sS, t + 1, dk, L, e_last, tid);
+      update_tile(b0, sV, sS, t, dk, L, e_last, tid);
+      if (na1 > 0) update_tile(b1, sV, sS, t + 1, dk, L, e_last, tid);
     }
   }
   __syncthreads();
   for (int e = tid; e < dk * kVT; e += kThreads) {
     const int a = e / kVT, j = e % kVT;
-    if (j < nv) S[int64_t{a} * dv + j] = sS[a * Lay::kLdS + j];
+    if (j < nv) S[int64_t{a} * dv + j] = sS[a * kLdS + j];
   }
 }
 
-std::atomic<int> g_state_math{static_cast<int>(GdnStateMath::F32)};
-
 }  // namespace
-
-void set_gdn_state_math(GdnStateMath m) { g_state_math.store(static_cast<int>(m), std::memory_order_relaxed); }
-GdnStateMath gdn_state_math() { return static_cast<GdnStateMath>(g_state_math.load(std::memory_order_relaxed)); }
 
 int64_t gdn_span_chunks(int64_t position, int64_t rows) { return span_chunks(position, rows); }
 
@@ -787,11 +607,8 @@ void gated_delta_rule_chunked(const float* qkv, int64_t ld, const float* g, cons
   static const bool opted_in = [] {  // more than the default 48 KB of dynamic shared memory
     CUDA_CHECK(cudaFuncSetAttribute(chunk_prep_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                     static_cast<int>(kPrepBytes)));
-    CUDA_CHECK(cudaFuncSetAttribute(chunk_state_kernel<GdnStateMath::F32>, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                    static_cast<int>(state_smem_bytes<GdnStateMath::F32>(kMaxDk))));
-    CUDA_CHECK(cudaFuncSetAttribute(chunk_state_kernel<GdnStateMath::Tf32x3>,
-                                    cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                    static_cast<int>(state_smem_bytes<GdnStateMath::Tf32x3>(kMaxDk))));
+    CUDA_CHECK(cudaFuncSetAttribute(chunk_state_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                    static_cast<int>(state_smem_bytes(kMaxDk))));
     return true;
   }();
   (void)opted_in;
@@ -801,7 +618,6 @@ void gated_delta_rule_chunked(const float* qkv, int64_t ld, const float* g, cons
   const int64_t total = span_end(num_spans - 1);
   const int vec = ld % 4 == 0 && reinterpret_cast<uintptr_t>(qkv) % 16 == 0 ? 1 : 0;
   const int64_t tiles = (dv + kVT - 1) / kVT;
-  const GdnStateMath math = gdn_state_math();
   int64_t lo = 0;  // the first span with a chunk in the window
   for (int64_t c0 = 0; c0 < total; c0 += scratch_chunks) {
     const int64_t c1 = std::min(total, c0 + scratch_chunks);
@@ -812,14 +628,8 @@ void gated_delta_rule_chunked(const float* qkv, int64_t ld, const float* g, cons
                spans, static_cast<int>(lo), static_cast<int>(hi), c0, Hk, Hv, dk, dv, scratch);
     CUDA_CHECK_LAUNCH();
     const auto state_blocks = static_cast<unsigned>((hi - lo) * Hv * tiles);
-    if (math == GdnStateMath::Tf32x3)
-      launch_pdl(chunk_state_kernel<GdnStateMath::Tf32x3>, state_blocks, kThreads,
-                 state_smem_bytes<GdnStateMath::Tf32x3>(dk), stream, qkv, ld, vec, spans, static_cast<int>(lo), c0, c1,
-                 Hk, Hv, dk, dv, static_cast<const float*>(scratch), out, ldo);
-    else
-      launch_pdl(chunk_state_kernel<GdnStateMath::F32>, state_blocks, kThreads, state_smem_bytes<GdnStateMath::F32>(dk),
-                 stream, qkv, ld, vec, spans, static_cast<int>(lo), c0, c1, Hk, Hv, dk, dv,
-                 static_cast<const float*>(scratch), out, ldo);
+    launch_pdl(chunk_state_kernel, state_blocks, kThreads, state_smem_bytes(dk), stream, qkv, ld, vec, spans,
+               static_cast<int>(lo), c0, c1, Hk, Hv, dk, dv, static_cast<const float*>(scratch), out, ldo);
     CUDA_CHECK_LAUNCH();
   }
 }

@@ -298,16 +298,5 @@ void gated_delta_rule_chunked(const float* qkv, int64_t ld, const float* g, cons
                               const GdnChunkSpanDev* spans, const GdnChunkSpanDev* host_spans, int64_t num_spans,
                               int Hk, int Hv, int dk, int dv, float* out, int64_t ldo, float* scratch,
                               int64_t scratch_chunks, cudaStream_t stream);
-// The state kernel's products: F32 on CUDA cores (fmaf), or Tf32x3 on tensor cores (mma.sync with each
-// f32 operand split in two tf32 parts: three products per pair, f32 accumulation; gdn_tf32x3.cuh).
-// Process-wide, F32 by default; a span's bits depend on it and on nothing else of the call.
-enum class GdnStateMath { F32, Tf32x3 };
-void set_gdn_state_math(GdnStateMath m);
-GdnStateMath gdn_state_math();
-// The one-kernel form it replaced (gated_deltanet_chunked_fused.cu), same results within the CPU
-// tolerance, different bits: bench_cuda_gdn's baseline only (first_chunk unused).
-void gated_delta_rule_chunked_fused(const float* qkv, int64_t ld, const float* g, const float* beta,
-                                    const GdnChunkSpanDev* spans, int64_t num_spans, int Hk, int Hv, int dk, int dv,
-                                    float* out, int64_t ldo, cudaStream_t stream);
 
 }  // namespace specserve::cuda::kernels

@@ -2,9 +2,9 @@
 // through cuda_emu.h and checks them the way tests/backend_cuda/test_cuda_gdn_chunked.cpp does on a GPU:
 // against the CPU's chunked form (the chunk() of src/backend/cpu/gated_deltanet.cpp, restated here) within
 // 1e-5, each span alone giving the bits it gives in a mixed call, and scratch windows of 1 and 3 chunks
-// giving the bits of one window; for both GdnStateMath forms, several shapes, aligned and unaligned qkv
-// rows. Prints one line per case with a hash of its bits (compare two runs, e.g. EMU_REVERSE=1, to see
-// a race). Built and run by run.sh; exit status 1 when a case fails.
+// giving the bits of one window; several shapes, aligned and unaligned qkv rows. Prints one line per
+// case with a hash of its bits (compare two runs, e.g. EMU_REVERSE=1, to see a race). Built and run by
+// run.sh; exit status 1 when a case fails.
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
@@ -180,56 +180,52 @@ uint64_t hash_bits(const std::vector<float>& v, uint64_t h) {
 int main() {
   const Dims shapes[] = {{2, 2, 16, 12}, {1, 3, 48, 80}, {2, 4, 128, 128}, {2, 2, 32, 32}, {1, 2, 192, 40}};
   int failures = 0;
-  for (const auto math : {k::GdnStateMath::F32, k::GdnStateMath::Tf32x3}) {
-    k::set_gdn_state_math(math);
-    for (const Dims& d : shapes)
-      for (const int pad : {0, 1}) {
-        std::vector<Span> spans = {{5, 200, 0}, {64, 65, 0}, {130, 1, 0}, {37, 300, 0}, {63, 7, 0}, {0, 64, 0}};
-        int64_t T = 0;
-        for (auto& s : spans) {
-          s.begin = T;
-          T += s.rows;
-        }
-        const Inputs in(d, T, 131 + unsigned(pad), pad);
-        const size_t SF = d.state_floats(), n_out = size_t(T) * size_t(d.value_dim());
-        std::vector<std::vector<float>> s0;
-        for (size_t i = 0; i < spans.size(); ++i) s0.push_back(randn(SF, 200 + unsigned(i), 0.3f));
-        auto cpu_states = s0;
-        std::vector<float> cpu_out(n_out, NAN);
-        cpu_run(in, spans, cpu_states, cpu_out);
-        const std::vector<size_t> order = {3, 0, 5, 1, 4, 2};
-        auto states = s0;
-        std::vector<float> out(n_out, NAN);
-        emu_run(in, spans, states, out, 0, order);
-        const double err_out = rel_err(out.data(), cpu_out.data(), n_out);
-        double err_state = 0;
-        for (size_t i = 0; i < spans.size(); ++i)
-          err_state = std::max(err_state, rel_err(states[i].data(), cpu_states[i].data(), SF));
-        bool bits = true;
-        for (const int64_t window : {1, 3}) {
-          auto w_states = s0;
-          std::vector<float> w_out(n_out, NAN);
-          emu_run(in, spans, w_states, w_out, window, order);
-          bits = bits && w_out == out;
-          for (size_t i = 0; i < spans.size(); ++i) bits = bits && w_states[i] == states[i];
-        }
-        for (size_t i = 0; i < spans.size(); ++i) {
-          auto a_states = s0;
-          std::vector<float> a_out(n_out, NAN);
-          emu_run(in, spans, a_states, a_out, 0, {i});
-          const size_t o = size_t(spans[i].begin) * size_t(d.value_dim()), n = size_t(spans[i].rows) * d.value_dim();
-          bits = bits && std::memcmp(a_out.data() + o, out.data() + o, n * 4) == 0 && a_states[i] == states[i];
-        }
-        uint64_t h = hash_bits(out, 1469598103934665603ull);
-        for (const auto& s : states) h = hash_bits(s, h);
-        const bool ok = err_out < 1e-5 && err_state < 1e-5 && bits;
-        failures += ok ? 0 : 1;
-        std::printf("%s Hk %d Hv %d dk %d dv %d pad %d: bits %016llx, out err %.3g, state err %.3g, %s, %s\n",
-                    math == k::GdnStateMath::F32 ? "f32   " : "tf32x3", d.Hk, d.Hv, d.dk, d.dv, pad,
-                    static_cast<unsigned long long>(h), err_out, err_state,
-                    bits ? "window/alone bits same" : "BITS DIFFER", ok ? "ok" : "FAIL");
-        std::fflush(stdout);
+  for (const Dims& d : shapes)
+    for (const int pad : {0, 1}) {
+      std::vector<Span> spans = {{5, 200, 0}, {64, 65, 0}, {130, 1, 0}, {37, 300, 0}, {63, 7, 0}, {0, 64, 0}};
+      int64_t T = 0;
+      for (auto& s : spans) {
+        s.begin = T;
+        T += s.rows;
       }
-  }
+      const Inputs in(d, T, 131 + unsigned(pad), pad);
+      const size_t SF = d.state_floats(), n_out = size_t(T) * size_t(d.value_dim());
+      std::vector<std::vector<float>> s0;
+      for (size_t i = 0; i < spans.size(); ++i) s0.push_back(randn(SF, 200 + unsigned(i), 0.3f));
+      auto cpu_states = s0;
+      std::vector<float> cpu_out(n_out, NAN);
+      cpu_run(in, spans, cpu_states, cpu_out);
+      const std::vector<size_t> order = {3, 0, 5, 1, 4, 2};
+      auto states = s0;
+      std::vector<float> out(n_out, NAN);
+      emu_run(in, spans, states, out, 0, order);
+      const double err_out = rel_err(out.data(), cpu_out.data(), n_out);
+      double err_state = 0;
+      for (size_t i = 0; i < spans.size(); ++i)
+        err_state = std::max(err_state, rel_err(states[i].data(), cpu_states[i].data(), SF));
+      bool bits = true;
+      for (const int64_t window : {1, 3}) {
+        auto w_states = s0;
+        std::vector<float> w_out(n_out, NAN);
+        emu_run(in, spans, w_states, w_out, window, order);
+        bits = bits && w_out == out;
+        for (size_t i = 0; i < spans.size(); ++i) bits = bits && w_states[i] == states[i];
+      }
+      for (size_t i = 0; i < spans.size(); ++i) {
+        auto a_states = s0;
+        std::vector<float> a_out(n_out, NAN);
+        emu_run(in, spans, a_states, a_out, 0, {i});
+        const size_t o = size_t(spans[i].begin) * size_t(d.value_dim()), n = size_t(spans[i].rows) * d.value_dim();
+        bits = bits && std::memcmp(a_out.data() + o, out.data() + o, n * 4) == 0 && a_states[i] == states[i];
+      }
+      uint64_t h = hash_bits(out, 1469598103934665603ull);
+      for (const auto& s : states) h = hash_bits(s, h);
+      const bool ok = err_out < 1e-5 && err_state < 1e-5 && bits;
+      failures += ok ? 0 : 1;
+      std::printf("Hk %d Hv %d dk %d dv %d pad %d: bits %016llx, out err %.3g, state err %.3g, %s, %s\n", d.Hk, d.Hv,
+                  d.dk, d.dv, pad, static_cast<unsigned long long>(h), err_out, err_state,
+                  bits ? "window/alone bits same" : "BITS DIFFER", ok ? "ok" : "FAIL");
+      std::fflush(stdout);
+    }
   return failures == 0 ? 0 : 1;
 }

@@ -21,8 +21,5 @@ void gated_delta_rule_chunked(const float* qkv, int64_t ld, const float* g, cons
                               const GdnChunkSpanDev* spans, const GdnChunkSpanDev* host_spans, int64_t num_spans,
                               int Hk, int Hv, int dk, int dv, float* out, int64_t ldo, float* scratch,
                               int64_t scratch_chunks, cudaStream_t stream);
-enum class GdnStateMath { F32, Tf32x3 };
-void set_gdn_state_math(GdnStateMath m);
-GdnStateMath gdn_state_math();
 
 }  // namespace specserve::cuda::kernels
