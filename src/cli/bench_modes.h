@@ -4,6 +4,8 @@
 //                     model shape with random weights (--synthetic) or on a checkpoint (--model)
 //   bench serve-load  HTTP load on a server (in-process with --model, or a running one with --url):
 //                     TTFT, inter-token latency and tokens/s per concurrency level
+//   bench controlled  plain vs speculative tokens/s at a chosen acceptance (cli/controlled_bench.h):
+//                     the real drafter forward, drafts from the recorded plain output, corrupted
 #include <string>
 #include <vector>
 
@@ -13,9 +15,11 @@ namespace specserve::cli {
 
 inline constexpr const char* kBenchSteps = "steps";
 inline constexpr const char* kBenchServeLoad = "serve-load";
+inline constexpr const char* kBenchControlled = "controlled";
 
 void register_bench_steps(CLI::App& bench, CommandRunner& run);
 void register_bench_serve_load(CLI::App& bench, CommandRunner& run);
+void register_bench_controlled(CLI::App& bench, CommandRunner& run);
 
 // The command line before bench had modes (`specserve bench --synthetic ...`, `bench --steps ...`,
 // `bench --model DIR --concurrency ...`) still runs: when args[1] is "bench" and args[2] is a flag

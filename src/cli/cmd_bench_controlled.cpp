@@ -1,0 +1,120 @@
+// `specserve bench controlled`: speculation at a chosen acceptance on a real model shape (cli/controlled_bench.h).
+//   specserve bench controlled --synthetic SHAPE [--acceptance geometric:6.5]   random weights and the
+//                                                                               shape's z-lab drafter
+//   specserve bench controlled --model DIR --draft DIR [--acceptance ...]      a checkpoint pair
+// A benchmark only: `serve` has no way to reach the controlled proposer.
+#include <cstdio>
+#include <memory>
+
+#include "cli/bench_modes.h"
+#include "cli/common_flags.h"
+#include "cli/controlled_bench.h"
+#include "cli/drafter_flags.h"
+#include "core/error.h"
+#include "model/synthetic_shapes.h"
+#include "model/target_model.h"
+#include "spec/dflash_drafter.h"
+
+namespace specserve::cli {
+
+namespace {
+
+struct ControlledArgs {
+  std::string synthetic;
+  std::string model;
+  DrafterFlags drafter;
+  std::string backend = "auto";
+  int threads = 0;
+  std::string dtype = "auto";
+  std::string kv_dtype = "auto";
+  std::string acceptance = "geometric:6.5";
+  ControlledBenchOptions bench;
+};
+
+int run_controlled(const ControlledArgs& a) {
+  ControlledBenchOptions options = a.bench;
+  options.acceptance = parse_acceptance_spec(a.acceptance);  // before any weights are made
+  SS_CHECK(a.synthetic.empty() != a.model.empty(),
+           "bench controlled: give exactly one of --synthetic SHAPE or --model DIR");
+  SS_CHECK(a.synthetic.empty() || a.drafter.draft.empty(), "--synthetic brings its own drafter shape; drop --draft");
+  SS_CHECK(!a.synthetic.empty() || !a.drafter.draft.empty(),
+           "bench controlled: --model needs --draft DIR (the drafter whose forward is timed)");
+  LoadOptions lo;
+  lo.dtype = a.dtype;
+  lo.kv_dtype = a.kv_dtype;
+  lo.threads = a.threads;
+  lo.backend = a.backend;
+  std::unique_ptr<TargetModel> target;
+  std::unique_ptr<spec::DFlashDrafter> drafter;
+  std::string label;
+  if (!a.synthetic.empty()) {
+    const SyntheticShape shape = synthetic_shape(a.synthetic);
+    std::fprintf(stderr, "bench controlled: making synthetic %s weights\n", shape.name.c_str());
+    target = TargetModel::synthetic(shape.target, lo);
+    drafter = spec::DFlashDrafter::synthetic(shape.drafter, *target);
+    label = "synthetic " + shape.name;
+  } else {
+    target = TargetModel::load(a.model, lo);
+    drafter = spec::DFlashDrafter::load(a.drafter.draft, *target, a.dtype);
+    label = a.model;
+  }
+  drafter->set_matmul_order(spec::parse_draft_matmul(a.drafter.draft_matmul));
+  if (a.drafter.draft_vocab != "all") drafter->select_vocabulary(a.drafter.draft_vocab, nullptr);
+  std::fprintf(stderr, "bench controlled: acceptance-controlled run, %s\n", options.acceptance.label().c_str());
+  const ControlledBenchResult r = run_controlled_bench(*target, *drafter, label, options);
+  std::fputs(format_controlled_bench(r, options).c_str(), stdout);
+  return 0;
+}
+
+}  // namespace
+
+void register_bench_controlled(CLI::App& bench, CommandRunner& run) {
+  auto* cmd = bench.add_subcommand(
+      kBenchControlled,
+      "Acceptance-controlled speculation: plain vs DFlash tokens/s per concurrency level with the real drafter "
+      "forward but drafts taken from the recorded plain output, corrupted to a chosen acceptance (a benchmark "
+      "only; outputs are checked equal to plain decoding)");
+  auto a = std::make_shared<ControlledArgs>();
+  cmd->add_option("--synthetic", a->synthetic,
+                  "A real model shape with random weights made on the device: qwen3-8b, qwen3.6-27b "
+                  "(= qwen3.5-27b) or tiny, with its z-lab drafter shape");
+  add_model_flag(*cmd, a->model);
+  add_drafter_flags(*cmd, a->drafter, DrafterScope::Forward);
+  cmd->add_option("--gamma", a->bench.gamma, "Drafts per verify step, 1..block_size-1 (0 = block_size - 1)")
+      ->capture_default_str();
+  cmd->add_option("--acceptance", a->acceptance,
+                  "The acceptance profile: geometric:TAU (each draft correct with one probability chosen so that "
+                  "accepted drafts + the bonus token average TAU per verify, 1 <= TAU <= gamma + 1; TAU = 1: every "
+                  "draft wrong) or profile:P1,P2,... (draft i correct with probability Pi given draft i-1 was; "
+                  "drafts past the list are wrong)")
+      ->capture_default_str()
+      ->check([](const std::string& text) {
+        try {
+          parse_acceptance_spec(text);
+          return std::string();
+        } catch (const Error& e) {
+          const std::string message = e.what();  // CLI11 names the flag itself
+          const std::string prefix = "--acceptance: ";
+          return message.rfind(prefix, 0) == 0 ? message.substr(prefix.size()) : message;
+        }
+      });
+  cmd->add_option("--concurrency", a->bench.concurrency, "Concurrency levels (requests decoding at once)")
+      ->delimiter(',')
+      ->capture_default_str();
+  cmd->add_option("--requests", a->bench.requests, "Requests per level (0 = the level's concurrency)")
+      ->capture_default_str();
+  cmd->add_option("--prompt-tokens", a->bench.prompt_tokens, "Random prompt length in tokens")->capture_default_str();
+  cmd->add_option("--max-tokens", a->bench.max_tokens, "Tokens generated per request (EOS ignored)")
+      ->capture_default_str();
+  cmd->add_option("--temperature", a->bench.temperature, "Sampling temperature (T > 0 is seeded per request)")
+      ->capture_default_str();
+  cmd->add_option("--seed", a->bench.seed, "Seed of the prompts, the requests' sampling and the corruption process")
+      ->capture_default_str();
+  add_backend_flag(*cmd, a->backend);
+  add_threads_flag(*cmd, a->threads);
+  add_dtype_flag(*cmd, a->dtype);
+  add_kv_dtype_flag(*cmd, a->kv_dtype);
+  cmd->callback([&run, a] { run = [a] { return run_controlled(*a); }; });
+}
+
+}  // namespace specserve::cli
