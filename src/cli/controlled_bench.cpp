@@ -177,7 +177,7 @@ std::string format_controlled_bench(const ControlledBenchResult& r, const Contro
   s += fmt::format("acceptance-controlled: {} prompt tokens, {} generated per request, T={}, seed {}\n",
                    o.prompt_tokens, o.max_tokens, o.temperature, o.seed);
   s += fmt::format("{:>11} {:>8} {:>12} {:>17} {:>8} {:>15} {:>14}  {}\n", "concurrency", "requests", "plain tok/s",
-                   "controlled tok/s", "speed-up", "tokens/verify", "expected", "acceptance");
+                   "controlled tok/s", "speed-up", "tokens/verify", "expected", "acceptance-controlled");
   for (const auto& l : r.levels) {
     const double plain = static_cast<double>(l.tokens) / l.plain_seconds;
     const double spec = static_cast<double>(l.tokens) / l.controlled_seconds;

@@ -8,6 +8,7 @@
 #include <cmath>
 
 #include "../spec/spec_test_util.h"
+#include "../specserve_cli.h"
 #include "cli/controlled_bench.h"
 #include "cli/controlled_draft_proposer.h"
 
@@ -101,6 +102,25 @@ TEST(ControlledBench, DivergedRecordingIsAnError) {
   const RequestRun run = run_request(*engine, greedy_request(prompt, 24));
   EXPECT_EQ(run.finish_reason, engine::FinishReason::Error);
   EXPECT_NE(run.error.find("differ from its recorded plain decoding"), std::string::npos) << run.error;
+}
+
+// The command end to end on the tiny synthetic shape: it runs, and every line it prints says it is
+// acceptance-controlled (the table's rows in their last column).
+TEST(ControlledBench, CommandLabelsEveryLine) {
+  const auto r = specserve::testing::run_specserve(
+      "bench controlled --synthetic tiny --backend cpu --concurrency 1,2 --prompt-tokens 16 --max-tokens 24 "
+      "--acceptance geometric:2.5");
+  ASSERT_EQ(r.status, 0) << r.out;
+  size_t lines = 0;
+  for (size_t i = 0; i < r.out.size();) {
+    const size_t end = r.out.find('\n', i);
+    const std::string line = r.out.substr(i, end - i);
+    EXPECT_NE(line.find("controlled"), std::string::npos) << line;
+    ++lines;
+    i = end == std::string::npos ? r.out.size() : end + 1;
+  }
+  EXPECT_EQ(lines, 6u) << r.out;  // 2 header lines, the column names, 2 levels, the check
+  EXPECT_NE(r.out.find("controlled geometric τ=2.5"), std::string::npos) << r.out;
 }
 
 }  // namespace
