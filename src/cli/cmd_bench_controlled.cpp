@@ -6,12 +6,12 @@
 #include <cstdio>
 #include <memory>
 
+#include "cli/bench_models.h"
 #include "cli/bench_modes.h"
 #include "cli/common_flags.h"
 #include "cli/controlled_bench.h"
 #include "cli/drafter_flags.h"
 #include "core/error.h"
-#include "model/synthetic_shapes.h"
 #include "model/target_model.h"
 #include "spec/dflash_drafter.h"
 
@@ -34,32 +34,17 @@ struct ControlledArgs {
 int run_controlled(const ControlledArgs& a) {
   ControlledBenchOptions options = a.bench;
   options.acceptance = parse_acceptance_spec(a.acceptance);  // before any weights are made
-  SS_CHECK(a.synthetic.empty() != a.model.empty(),
-           "bench controlled: give exactly one of --synthetic SHAPE or --model DIR");
-  SS_CHECK(a.synthetic.empty() || a.drafter.draft.empty(), "--synthetic brings its own drafter shape; drop --draft");
-  SS_CHECK(!a.synthetic.empty() || !a.drafter.draft.empty(),
+  SS_CHECK(a.model.empty() || !a.drafter.draft.empty(),
            "bench controlled: --model needs --draft DIR (the drafter whose forward is timed)");
   LoadOptions lo;
   lo.dtype = a.dtype;
   lo.kv_dtype = a.kv_dtype;
   lo.threads = a.threads;
   lo.backend = a.backend;
-  std::unique_ptr<TargetModel> target;
-  std::unique_ptr<spec::DFlashDrafter> drafter;
-  std::string label;
-  if (!a.synthetic.empty()) {
-    const SyntheticShape shape = synthetic_shape(a.synthetic);
-    std::fprintf(stderr, "bench controlled: making synthetic %s weights\n", shape.name.c_str());
-    target = TargetModel::synthetic(shape.target, lo);
-    drafter = spec::DFlashDrafter::synthetic(shape.drafter, *target);
-    label = "synthetic " + shape.name;
-  } else {
-    target = TargetModel::load(a.model, lo);
-    drafter = spec::DFlashDrafter::load(a.drafter.draft, *target, a.dtype);
-    label = a.model;
-  }
-  drafter->set_matmul_order(spec::parse_draft_matmul(a.drafter.draft_matmul));
-  if (a.drafter.draft_vocab != "all") drafter->select_vocabulary(a.drafter.draft_vocab, nullptr);
+  BenchModels m = load_bench_models(a.synthetic, a.model, a.drafter, lo, "bench controlled");
+  std::unique_ptr<TargetModel>& target = m.target;
+  std::unique_ptr<spec::DFlashDrafter>& drafter = m.drafter;
+  const std::string& label = m.label;
   std::fprintf(stderr, "bench controlled: acceptance-controlled run, %s\n", options.acceptance.label().c_str());
   const ControlledBenchResult r = run_controlled_bench(*target, *drafter, label, options);
   std::fputs(format_controlled_bench(r, options).c_str(), stdout);

@@ -5,18 +5,15 @@
 //                                                          the device, and its z-lab drafter shape
 //   specserve bench steps --model DIR [--draft DIR]         a checkpoint (and its drafter)
 #include <cstdio>
-#include <filesystem>
-#include <optional>
 
+#include "cli/bench_models.h"
 #include "cli/bench_modes.h"
 #include "cli/common_flags.h"
 #include "cli/drafter_flags.h"
 #include "cli/step_bench.h"
 #include "core/error.h"
-#include "model/synthetic_shapes.h"
 #include "model/target_model.h"
 #include "spec/dflash_drafter.h"
-#include "tokenizer/tokenizer.h"
 
 namespace specserve::cli {
 
@@ -38,38 +35,16 @@ struct StepsArgs {
 };
 
 int run_steps(const StepsArgs& a) {
-  SS_CHECK(a.synthetic.empty() != a.model.empty(), "bench steps: give exactly one of --synthetic SHAPE or --model DIR");
-  SS_CHECK(a.synthetic.empty() || a.drafter.draft.empty(), "--synthetic brings its own drafter shape; drop --draft");
   if (!a.model.empty()) a.drafter.check_needs_draft();
   LoadOptions lo;
   lo.dtype = a.dtype;
   lo.kv_dtype = a.kv_dtype;
   lo.threads = a.threads;
   lo.backend = a.backend;
-  std::unique_ptr<TargetModel> target;
-  std::unique_ptr<spec::DFlashDrafter> drafter;
-  std::string label;
-  if (!a.synthetic.empty()) {
-    const SyntheticShape shape = synthetic_shape(a.synthetic);
-    std::fprintf(stderr, "bench: making synthetic %s weights\n", shape.name.c_str());
-    target = TargetModel::synthetic(shape.target, lo);
-    drafter = spec::DFlashDrafter::synthetic(shape.drafter, *target);
-    label = "synthetic " + shape.name;
-  } else {
-    target = TargetModel::load(a.model, lo);
-    if (!a.drafter.draft.empty()) drafter = spec::DFlashDrafter::load(a.drafter.draft, *target, a.dtype);
-    label = a.model;
-  }
-  if (drafter) {
-    drafter->set_matmul_order(spec::parse_draft_matmul(a.drafter.draft_matmul));
-    if (a.drafter.draft_vocab != "all") {
-      // The EOS ids join; a checkpoint with a tokenizer adds its added tokens.
-      std::optional<tokenizer::Tokenizer> tok;
-      if (!a.model.empty() && std::filesystem::exists(std::filesystem::path(a.model) / "tokenizer.json"))
-        tok = tokenizer::Tokenizer::load(a.model);
-      drafter->select_vocabulary(a.drafter.draft_vocab, tok ? &*tok : nullptr);
-    }
-  }
+  BenchModels m = load_bench_models(a.synthetic, a.model, a.drafter, lo, "bench steps");
+  std::unique_ptr<TargetModel>& target = m.target;
+  std::unique_ptr<spec::DFlashDrafter>& drafter = m.drafter;
+  const std::string& label = m.label;
   std::fprintf(stderr, "bench: weights %s, KV cache %s (--kv-dtype %s)\n",
                std::string(dtype_name(target->weight_dtype())).c_str(),
                std::string(dtype_name(target->kv_dtype())).c_str(), a.kv_dtype.c_str());
