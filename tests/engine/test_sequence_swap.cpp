@@ -9,37 +9,14 @@
 #include <vector>
 
 #include "engine_test_util.h"
+#include "sequence_bytes.h"
 #include "model/layers.h"
 
 namespace specserve::test {
 namespace {
 
-// The bytes of the state a sequence carries between steps: the KV blocks covering its positions, then
-// each DeltaNet layer's state and conv window.
-std::vector<char> state_bytes(SequenceState& s, size_t block_bytes) {
-  std::vector<char> out;
-  auto add = [&](const void* p, size_t n) {
-    const auto* c = static_cast<const char*>(p);
-    out.insert(out.end(), c, c + n);
-  };
-  const auto& blocks = ModelInternals::blocks(s);
-  const int64_t keep = (s.length() + kKvBlockSize - 1) / kKvBlockSize;
-  for (int64_t i = 0; i < keep; ++i) add(blocks[static_cast<size_t>(i)], block_bytes);
-  for (auto& l : ModelInternals::deltanets(s)) {
-    add(l.state.data(), l.state.bytes());
-    add(l.window.data(), l.window.bytes());
-  }
-  return out;
-}
-
-std::vector<float> decode_logits(TargetModel& model, SequenceState& s, int32_t token) {
-  std::vector<int32_t> in = {token};
-  ForwardBatch b;
-  b.spans = {{&s, in, SpanMode::Extend, LogitsWanted::Last}};
-  ForwardResult r = model.forward(b);
-  model.commit(s, 1);
-  return std::vector<float>(r.logits.as<float>(), r.logits.as<float>() + r.logits.shape().numel());
-}
+using swap_testing::decode_logits;
+using swap_testing::sequence_state_bytes;
 
 class SequenceSwap : public ::testing::TestWithParam<std::string> {};
 
@@ -55,8 +32,7 @@ TEST_P(SequenceSwap, RoundTripsBitForBitIntoNewBlocks) {
     model.forward(b);
     for (int32_t t : {3, 9, 27}) decode_logits(model, *s, t);
   }
-  const size_t block_bytes = model.kv_block_bytes();
-  const std::vector<char> before = state_bytes(*swapped, block_bytes);
+  const std::vector<char> before = sequence_state_bytes(model, *swapped);
   const std::vector<void*> old_table = ModelInternals::blocks(*swapped);
   ASSERT_FALSE(before.empty());
   EXPECT_EQ(swapped->swap_bytes(), swapped->swap_bytes(swapped->length()));
@@ -79,7 +55,7 @@ TEST_P(SequenceSwap, RoundTripsBitForBitIntoNewBlocks) {
   ASSERT_EQ(static_cast<int64_t>(new_table.size()), (swapped->length() + kKvBlockSize - 1) / kKvBlockSize);
   for (void* b : new_table)
     EXPECT_EQ(std::find(old_table.begin(), old_table.end(), b), old_table.end()) << "a block was reused in place";
-  EXPECT_EQ(state_bytes(*swapped, block_bytes), before);
+  EXPECT_EQ(sequence_state_bytes(model, *swapped), before);
 
   // It continues exactly where it stopped.
   for (int32_t t : {81, 4, 55, 12, 70}) {

@@ -7,6 +7,7 @@
 #include <cstring>
 #include <random>
 
+#include "../../engine/sequence_bytes.h"
 #include "../../spec/spec_test_util.h"
 #include "../model_cuda_test_util.h"
 #include "model/layers.h"
@@ -16,33 +17,8 @@ namespace {
 
 using namespace specserve::spec::testing;
 
-// The KV blocks covering the sequence's positions and its DeltaNet state and window, read back to the host.
-std::vector<char> device_state_bytes(const TargetModel& model, SequenceState& s) {
-  const Memory& mem = model.forward_memory();
-  std::vector<char> out;
-  auto add = [&](const void* p, size_t n) {
-    const size_t at = out.size();
-    out.resize(at + n);
-    mem.download(out.data() + at, p, n);
-  };
-  const auto& blocks = ModelInternals::blocks(s);
-  for (int64_t i = 0; i < (s.length() + kKvBlockSize - 1) / kKvBlockSize; ++i)
-    add(blocks[static_cast<size_t>(i)], model.kv_block_bytes());
-  for (auto& l : ModelInternals::deltanets(s)) {
-    add(l.state.data(), l.state.bytes());
-    add(l.window.data(), l.window.bytes());
-  }
-  return out;
-}
-
-std::vector<float> decode_logits(TargetModel& model, SequenceState& s, int32_t token) {
-  std::vector<int32_t> in = {token};
-  ForwardBatch b;
-  b.spans = {{&s, in, SpanMode::Extend, LogitsWanted::Last}};
-  ForwardResult r = model.forward(b);
-  model.commit(s, 1);
-  return std::vector<float>(r.logits.as<float>(), r.logits.as<float>() + r.logits.shape().numel());
-}
+using swap_testing::decode_logits;
+using swap_testing::sequence_state_bytes;
 
 class CudaSwap : public ::testing::TestWithParam<std::string> {
  protected:
@@ -62,7 +38,7 @@ TEST_P(CudaSwap, TargetStateRoundTripsBitForBit) {
     model.forward(b);
     for (int32_t t : {3, 9, 27}) decode_logits(model, *s, t);
   }
-  const std::vector<char> before = device_state_bytes(model, *swapped);
+  const std::vector<char> before = sequence_state_bytes(model, *swapped);
   const std::vector<void*> old_table = ModelInternals::blocks(*swapped);
   swapped->swap_out();
   auto squatter = model.new_sequence();
@@ -75,7 +51,7 @@ TEST_P(CudaSwap, TargetStateRoundTripsBitForBit) {
   swapped->swap_in();
   for (void* b : ModelInternals::blocks(*swapped))
     EXPECT_EQ(std::find(old_table.begin(), old_table.end(), b), old_table.end());
-  EXPECT_EQ(device_state_bytes(model, *swapped), before);
+  EXPECT_EQ(sequence_state_bytes(model, *swapped), before);
   for (int32_t t : {81, 4, 55, 12}) {
     const auto a = decode_logits(model, *swapped, t), b = decode_logits(model, *reference, t);
     ASSERT_EQ(a.size(), b.size());
