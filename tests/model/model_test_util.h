@@ -87,4 +87,30 @@ inline void check_forward_argmax(TargetModel& m) {
   }
 }
 
+// The same dtype, shape and bytes.
+inline bool same_bits(const TensorView& a, const TensorView& b) {
+  return a.dtype == b.dtype && a.shape == b.shape && std::memcmp(a.data, b.data, a.nbytes()) == 0;
+}
+
+// Prefill logits of `prompt`, 8 greedy decode steps and a 5-token extend: bit for bit between two models
+// (the FP8 checkpoint tests: a checkpoint against its dequantised twin, on the CPU and on CUDA).
+inline void expect_same_logits(TargetModel& a, TargetModel& b, const std::vector<int32_t>& prompt) {
+  auto sa = a.new_sequence(), sb = b.new_sequence();
+  ForwardResult ra = run_one(a, *sa, prompt, SpanMode::Prefill), rb = run_one(b, *sb, prompt, SpanMode::Prefill);
+  ASSERT_TRUE(same_bits(ra.logits, rb.logits)) << "prompt logits differ";
+  const int64_t V = a.vocab_size();
+  int32_t tok = argmax(ra.logits.as<float>() + (static_cast<int64_t>(prompt.size()) - 1) * V, V);
+  for (int step = 0; step < 8; ++step) {
+    ra = run_one(a, *sa, {tok}, SpanMode::Extend);
+    rb = run_one(b, *sb, {tok}, SpanMode::Extend);
+    a.commit(*sa, 1);
+    b.commit(*sb, 1);
+    ASSERT_TRUE(same_bits(ra.logits, rb.logits)) << "decode step " << step;
+    tok = argmax(ra.logits.as<float>(), V);
+  }
+  ra = run_one(a, *sa, {3, 1, 4, 1, 5}, SpanMode::Extend);
+  rb = run_one(b, *sb, {3, 1, 4, 1, 5}, SpanMode::Extend);
+  ASSERT_TRUE(same_bits(ra.logits, rb.logits)) << "extend";
+}
+
 }  // namespace specserve::testing

@@ -45,10 +45,6 @@ class Fp8Checkpoint : public ::testing::TestWithParam<Case> {
   Fp8Pair pair_;
 };
 
-bool same_bits(const TensorView& a, const TensorView& b) {
-  return a.dtype == b.dtype && a.shape == b.shape && std::memcmp(a.data, b.data, a.nbytes()) == 0;
-}
-
 TEST_P(Fp8Checkpoint, LoadsTheDequantisedWeightsBitForBit) {
   ASSERT_FALSE(pair_.quantized.empty());
   const auto reference = Checkpoint::open(dequantized_->path(), MapAdvice::Normal);
@@ -73,27 +69,6 @@ TEST_P(Fp8Checkpoint, LoadsTheDequantisedWeightsBitForBit) {
     EXPECT_TRUE(same_bits(f32.matrix(name, want.shape), want)) << name;
     EXPECT_TRUE(same_bits(bf16.matrix(name, want.shape), from_f32(want, DType::BF16))) << name;
   }
-}
-
-// Logits of the prompt, then greedy decode steps and an extend: bit for bit between the two models.
-void expect_same_logits(TargetModel& a, TargetModel& b, const std::vector<int32_t>& prompt) {
-  auto sa = a.new_sequence(), sb = b.new_sequence();
-  ForwardResult ra = run_one(a, *sa, prompt, SpanMode::Prefill), rb = run_one(b, *sb, prompt, SpanMode::Prefill);
-  ASSERT_TRUE(same_bits(ra.logits, rb.logits)) << "prompt logits differ";
-  const int64_t V = a.vocab_size();
-  int32_t tok = argmax(ra.logits.as<float>() + (static_cast<int64_t>(prompt.size()) - 1) * V, V);
-  for (int step = 0; step < 8; ++step) {
-    ra = run_one(a, *sa, {tok}, SpanMode::Extend);
-    rb = run_one(b, *sb, {tok}, SpanMode::Extend);
-    a.commit(*sa, 1);
-    b.commit(*sb, 1);
-    ASSERT_TRUE(same_bits(ra.logits, rb.logits)) << "decode step " << step;
-    tok = argmax(ra.logits.as<float>(), V);
-  }
-  const std::vector<int32_t> extend{3, 1, 4, 1, 5};
-  ra = run_one(a, *sa, extend, SpanMode::Extend);
-  rb = run_one(b, *sb, extend, SpanMode::Extend);
-  ASSERT_TRUE(same_bits(ra.logits, rb.logits)) << "extend";
 }
 
 TEST_P(Fp8Checkpoint, F32LogitsEqualTheDequantisedModel) {

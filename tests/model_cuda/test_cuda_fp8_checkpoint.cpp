@@ -40,30 +40,6 @@ class CudaFp8Checkpoint : public ::testing::TestWithParam<Fp8CudaCase> {
   std::unique_ptr<ScratchDir> fp8_, dequantized_;
 };
 
-bool same_bits(const Tensor& a, const Tensor& b) {
-  return a.view().shape == b.view().shape && std::memcmp(a.as<void>(), b.as<void>(), a.view().nbytes()) == 0;
-}
-
-// Prefill logits, 8 greedy decode steps and a 5-token extend: bit for bit between the two models.
-void expect_same_logits(TargetModel& a, TargetModel& b, const std::vector<int32_t>& prompt) {
-  auto sa = a.new_sequence(), sb = b.new_sequence();
-  ForwardResult ra = run_one(a, *sa, prompt, SpanMode::Prefill), rb = run_one(b, *sb, prompt, SpanMode::Prefill);
-  ASSERT_TRUE(same_bits(ra.logits, rb.logits)) << "prompt logits differ";
-  const int64_t V = a.vocab_size();
-  int32_t tok = argmax(ra.logits.as<float>() + (static_cast<int64_t>(prompt.size()) - 1) * V, V);
-  for (int step = 0; step < 8; ++step) {
-    ra = run_one(a, *sa, {tok}, SpanMode::Extend);
-    rb = run_one(b, *sb, {tok}, SpanMode::Extend);
-    a.commit(*sa, 1);
-    b.commit(*sb, 1);
-    ASSERT_TRUE(same_bits(ra.logits, rb.logits)) << "decode step " << step;
-    tok = argmax(ra.logits.as<float>(), V);
-  }
-  ra = run_one(a, *sa, {3, 1, 4, 1, 5}, SpanMode::Extend);
-  rb = run_one(b, *sb, {3, 1, 4, 1, 5}, SpanMode::Extend);
-  ASSERT_TRUE(same_bits(ra.logits, rb.logits)) << "extend";
-}
-
 TEST_P(CudaFp8Checkpoint, RunsTheDequantisedModelBitForBit) {
   auto fp8 = load(fp8_->path(), "f32", "cuda");
   auto dequantized = load(dequantized_->path(), "f32", "cuda");
