@@ -68,6 +68,10 @@ struct EngineMetrics {
   std::atomic<int64_t> swap_space_used_bytes{0};
   std::atomic<int64_t> swap_space_total_bytes{0};
 
+  // Prefix cache (as vLLM counts them): prompt tokens looked up in the cache, and those found there.
+  std::atomic<int64_t> prefix_cache_queries{0};
+  std::atomic<int64_t> prefix_cache_hits{0};
+
   // Speculative decoding (names follow vLLM's spec_decode_*).
   static constexpr int kMaxDraftPositions = 32;
   std::atomic<uint64_t> spec_num_drafts{0};        // verify rounds

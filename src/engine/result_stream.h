@@ -33,6 +33,7 @@ struct TokenLogprob {
 struct Usage {
   int64_t prompt_tokens = 0;
   int64_t completion_tokens = 0;
+  int64_t cached_tokens = 0;  // prompt tokens served from the prefix cache (usage.prompt_tokens_details)
 };
 
 // One batch of output. Text is released only once it can no longer turn into a stop string and
