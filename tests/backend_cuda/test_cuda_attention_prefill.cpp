@@ -9,6 +9,8 @@
 #include <span>
 
 #include "backend/cuda/attention_prefill.h"
+#include "backend/cuda/cuda_memory.h"
+#include "backend/cuda/kernels.h"
 #include "cuda_test_util.h"
 #include "kv_prompts.h"
 
@@ -160,6 +162,42 @@ INSTANTIATE_TEST_SUITE_P(Heads, AttentionPrefill,
                                            PrefillCase{8, 2, 128, DType::BF16}, PrefillCase{8, 2, 256, DType::BF16},
                                            PrefillCase{6, 2, 128, DType::BF16}),
                          case_name);
+
+// The pipelined kernel writes its output's bf16 copy for the o projection (kernels.h: XbOut): the prefill
+// GEMM of the output enqueued right after reads that copy and gets the bits of the same GEMM of a device copy
+// of the output (which converts x itself), with the conversion scratch poisoned with NaN first (a register
+// the kernel failed to write, a tail column or a padding row, would show). Row counts off the 16-row grid.
+TEST_F(Gpu, AttentionPrefillWritesTheOProjectionsCopy) {
+  if (!cuda::kernels::wgmma_available()) GTEST_SKIP() << "the prefill GEMM needs sm_90a";
+  for (const auto& [nh, hd] : {std::pair{8, 128}, std::pair{6, 256}}) {
+    SCOPED_TRACE(hd);
+    Prompts c(KvGeometry{1, 2, hd, DType::BF16}, nh, {203, 77}, 41);
+    store(c, 0, {{0, 0, 203}, {1, 0, 77}}, /*host=*/false);
+    const std::vector<Span> spans = {{0, 0, 203}, {1, 20, 77}};
+    const std::vector<float> q = queries(c, spans);
+    const int64_t R = int64_t(q.size()) / c.q_width(), K = c.q_width(), N = 96;
+    const DeviceBuffer w = DeviceBuffer::from(to_bf16(randn(size_t(N * K), 9, 0.5f)));
+    DeviceBuffer dq = DeviceBuffer::from(q), out = poisoned(q.size()), copy(q.size() * 4);
+    const DeviceBuffer y_fused = poisoned(size_t(R * N)), y_plain = poisoned(size_t(R * N));
+    const TensorView OUT = dev_view(out, DType::F32, {R, K}), W = dev_view(w, DType::BF16, {N, K});
+    {  // poison the conversion scratch: a prefill GEMM of NaN rows as wide and as many as the call's
+      const std::vector<float> nan(size_t(R * K), NAN);
+      DeviceBuffer x = DeviceBuffer::from(nan);
+      cuda_ops().matmul_prefill(dev_view(x, DType::F32, {R, K}), W,
+                                dev_view(poisoned(size_t(R * N)), DType::F32, {R, N}));
+    }
+    const uint64_t before = cuda::kernels::matmul_xb_reused();
+    cuda_ops().attention_prefill(dev_view(dq, DType::F32, {R, K}), c.geo, 0, rows_of(c, c.dev_tables, spans), c.nh,
+                                 scale_of(c), OUT);
+    cuda_ops().matmul_prefill(OUT, W, dev_view(y_fused, DType::F32, {R, N}));
+    EXPECT_EQ(cuda::kernels::matmul_xb_reused(), before + 1) << "the GEMM read the kernel's copy";
+    cuda_memory().copy(copy.data(), out.data(), q.size() * 4);
+    cuda_ops().matmul_prefill(dev_view(copy, DType::F32, {R, K}), W, dev_view(y_plain, DType::F32, {R, N}));
+    const auto plain = download(y_plain, size_t(R * N));
+    for (float x : plain) ASSERT_TRUE(std::isfinite(x));
+    EXPECT_TRUE(bit_equal(download(y_fused, size_t(R * N)).data(), plain.data(), plain.size()));
+  }
+}
 
 // What the kernel does not serve (another head dim, a sliding window) is attention()'s, bit for bit.
 TEST_F(Gpu, AttentionPrefillFallsBackToAttention) {

@@ -70,6 +70,7 @@
 #include "backend/cuda/matmul_tensor_core.cuh"
 #include "backend/cuda/matmul_tensor_core_ptx.cuh"
 #include "backend/cuda/staging.h"
+#include "core/error.h"
 
 namespace specserve::cuda::kernels {
 
@@ -92,7 +93,7 @@ void prefill_smem_attribute() {
 
 template <int HD, int H2>
 void launch_pipelined(const KvArgs& kv, const int32_t* tiles, int64_t n_tiles, const float* q, int64_t ldq,
-                      int num_heads, float scale, float* out, int64_t ldo, cudaStream_t stream) {
+                      int num_heads, float scale, float* out, int64_t ldo, cudaStream_t stream, const XbOut& xb) {
   static const bool attribute_set = [] {
     CUDA_CHECK(cudaFuncSetAttribute(attention_prefill_pipelined_kernel<HD, H2>,
                                     cudaFuncAttributeMaxDynamicSharedMemorySize, pipelined_smem_bytes<HD, H2>()));
@@ -106,17 +107,17 @@ void launch_pipelined(const KvArgs& kv, const int32_t* tiles, int64_t n_tiles, c
     const dim3 grid(static_cast<unsigned>(num_heads / H2), static_cast<unsigned>(count));
     launch_pdl(attention_prefill_pipelined_kernel<HD, H2>, grid, prefill_threads<H2>(),
                static_cast<size_t>(pipelined_smem_bytes<HD, H2>()), stream, kv.rows, tiles + t * kPrefillTileInts,
-               kv.ptrs, geo_of(kv), q, ldq, num_heads, scale_log2, out, ldo);
+               kv.ptrs, geo_of(kv), q, ldq, num_heads, scale_log2, out, ldo, kv.R, xb);
     CUDA_CHECK_LAUNCH();
   }
 }
 
 template <int HD, int H2, class KV>
 void launch_prefill(const KvArgs& kv, const int32_t* tiles, int64_t n_tiles, const float* q, int64_t ldq, int num_heads,
-                    float scale, float* out, int64_t ldo, cudaStream_t stream) {
+                    float scale, float* out, int64_t ldo, cudaStream_t stream, const XbOut& xb) {
   if constexpr (std::is_same_v<KV, KvBf16>) {
     if (prefill_kernel() == PrefillKernel::Pipelined) {
-      launch_pipelined<HD, H2>(kv, tiles, n_tiles, q, ldq, num_heads, scale, out, ldo, stream);
+      launch_pipelined<HD, H2>(kv, tiles, n_tiles, q, ldq, num_heads, scale, out, ldo, stream, xb);
       return;
     }
   }
@@ -134,20 +135,20 @@ void launch_prefill(const KvArgs& kv, const int32_t* tiles, int64_t n_tiles, con
 
 template <int HD, class KV>
 void launch_prefill(const KvArgs& kv, const int32_t* tiles, int64_t n_tiles, const float* q, int64_t ldq, int num_heads,
-                    float scale, float* out, int64_t ldo, cudaStream_t stream) {
+                    float scale, float* out, int64_t ldo, cudaStream_t stream, const XbOut& xb) {
   if (prefill_heads_per_cta(num_heads / kv.num_kv_heads) == 2)
-    launch_prefill<HD, 2, KV>(kv, tiles, n_tiles, q, ldq, num_heads, scale, out, ldo, stream);
+    launch_prefill<HD, 2, KV>(kv, tiles, n_tiles, q, ldq, num_heads, scale, out, ldo, stream, xb);
   else
-    launch_prefill<HD, 1, KV>(kv, tiles, n_tiles, q, ldq, num_heads, scale, out, ldo, stream);
+    launch_prefill<HD, 1, KV>(kv, tiles, n_tiles, q, ldq, num_heads, scale, out, ldo, stream, xb);
 }
 
 template <class KV>
 void launch_prefill_kv(const KvArgs& kv, const int32_t* tiles, int64_t n_tiles, const float* q, int64_t ldq,
-                       int num_heads, float scale, float* out, int64_t ldo, cudaStream_t stream) {
+                       int num_heads, float scale, float* out, int64_t ldo, cudaStream_t stream, const XbOut& xb) {
   if (kv.head_dim == 128)
-    launch_prefill<128, KV>(kv, tiles, n_tiles, q, ldq, num_heads, scale, out, ldo, stream);
+    launch_prefill<128, KV>(kv, tiles, n_tiles, q, ldq, num_heads, scale, out, ldo, stream, xb);
   else
-    launch_prefill<256, KV>(kv, tiles, n_tiles, q, ldq, num_heads, scale, out, ldo, stream);
+    launch_prefill<256, KV>(kv, tiles, n_tiles, q, ldq, num_heads, scale, out, ldo, stream, xb);
 }
 
 }  // namespace
@@ -189,8 +190,11 @@ AttentionPrefillPlan attention_prefill_plan(const KvArgs& kv) {
   return pl;
 }
 
+bool attention_prefill_writes_xb(const KvArgs& kv) { return kv.bf16 && prefill_kernel() == PrefillKernel::Pipelined; }
+
 void attention_prefill(const KvArgs& kv, const AttentionPrefillPlan& plan, const float* q, int64_t ldq, int num_heads,
-                       float scale, float* out, int64_t ldo, cudaStream_t stream) {
+                       float scale, float* out, int64_t ldo, cudaStream_t stream, const XbOut& xb) {
+  SS_CHECK(xb.regs == nullptr || attention_prefill_writes_xb(kv), "attention_prefill: this kernel writes no XbOut");
   g_calls.fetch_add(1, std::memory_order_relaxed);
   const int64_t n_tiles = plan.num_tiles();
   if (n_tiles == 0) return;
@@ -198,9 +202,9 @@ void attention_prefill(const KvArgs& kv, const AttentionPrefillPlan& plan, const
   const auto* d_tiles =
       static_cast<const int32_t*>(Staging::global().stage(plan.tiles.data(), plan.tiles.size() * sizeof(int32_t)));
   if (kv.bf16)
-    launch_prefill_kv<KvBf16>(kv, d_tiles, n_tiles, q, ldq, num_heads, scale, out, ldo, stream);
+    launch_prefill_kv<KvBf16>(kv, d_tiles, n_tiles, q, ldq, num_heads, scale, out, ldo, stream, xb);
   else
-    launch_prefill_kv<float>(kv, d_tiles, n_tiles, q, ldq, num_heads, scale, out, ldo, stream);
+    launch_prefill_kv<float>(kv, d_tiles, n_tiles, q, ldq, num_heads, scale, out, ldo, stream, xb);
 }
 
 uint64_t attention_prefill_calls() { return g_calls.load(std::memory_order_relaxed); }

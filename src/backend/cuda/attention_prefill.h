@@ -32,8 +32,11 @@ AttentionPrefillPlan attention_prefill_plan(const KvArgs& kv);
 // kv.num_kv_heads); q, out [R, num_heads * head_dim] (row strides ldq, ldo). Every key and value at a
 // position up to a tile's last row's must be stored. The caller holds the staging lock
 // (Staging::global(), as for kv.rows): the tiles are staged through it.
+// With xb.regs (kernels.h: XbOut for [R, num_heads * head_dim]) the kernel also writes out's bf16 copy for
+// the o projection; only where attention_prefill_writes_xb(kv) (the pipelined kernel, a bf16 cache).
+bool attention_prefill_writes_xb(const KvArgs& kv);
 void attention_prefill(const KvArgs& kv, const AttentionPrefillPlan& plan, const float* q, int64_t ldq, int num_heads,
-                       float scale, float* out, int64_t ldo, cudaStream_t stream);
+                       float scale, float* out, int64_t ldo, cudaStream_t stream, const XbOut& xb = {});
 
 // How many query heads of one KV head a CTA serves, sharing each step's keys and values: Auto, two
 // when the group (num_heads / num_kv_heads) is even (half the key and value traffic and conversions per

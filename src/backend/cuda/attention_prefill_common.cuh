@@ -11,6 +11,7 @@
 #include "backend/cuda/kv_layout.cuh"
 #include "backend/cuda/matmul_tensor_core.cuh"
 #include "backend/cuda/matmul_tensor_core_ptx.cuh"
+#include "backend/cuda/xb_out.cuh"
 
 namespace specserve::cuda::kernels {
 
@@ -91,6 +92,38 @@ __device__ __forceinline__ void write_rows(const float (&o)[DT][4], float (&l)[2
       const int i = 16 * warp + (lane >> 2) + 8 * (e >> 1);
       if (i < nr) out[(r0 + i) * ldo + int64_t{head} * HD + 8 * dt + 2 * (lane & 3) + (e & 1)] = o[dt][e] / l[e >> 1];
     }
+}
+
+// The pipelined kernel's XbOut (kernels.h), after write_rows: the warp's rows of query head `head` as the
+// o projection's bf16 copy, each register the pack_bf16x2 of the two f32 values write_rows stored (the
+// same quotients o / l), so the matmul reading it gets the bits of its own conversion. The last head's
+// warps also zero their rows' registers past the heads (width num_heads · HD up to the pitch), and the
+// CTA whose tile holds the call's last row (r0 + nr == R) zeroes the padding rows [R, xb.rows) of its
+// heads' columns (xb_out.cuh). `l` is the joined row sum write_rows left.
+template <int HD, int DT = HD / 8>
+__device__ __forceinline__ void write_rows_xb(const float (&o)[DT][4], const float (&l)[2], const XbOut& xb, int64_t r0,
+                                              int nr, int64_t R, int head, int num_heads, int warp, int lane) {
+  const int64_t regs_per_row = xb.pitch / 2;
+#pragma unroll
+  for (int dt = 0; dt < DT; ++dt)
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+      const int i = 16 * warp + (lane >> 2) + 8 * h;
+      if (i < nr) {
+        const int64_t col = int64_t{head} * HD + 8 * dt + 2 * (lane & 3);
+        xb.regs[(r0 + i) * regs_per_row + col / 2] = tc::pack_bf16x2(o[dt][2 * h] / l[h], o[dt][2 * h + 1] / l[h]);
+      }
+    }
+  const int64_t width = int64_t{num_heads} * HD;
+  const bool last_head = head == num_heads - 1;
+  if (last_head) {
+    for (int i = 16 * warp; i < 16 * warp + 16 && i < nr; ++i)
+      xb_write(xb, r0 + i, nullptr, width, width, xb.pitch, lane, 32);
+  }
+  if (r0 + nr == R && warp == 0) {
+    const int64_t k0 = int64_t{head} * HD, k1 = last_head ? xb.pitch : k0 + HD;
+    for (int64_t m = R; m < xb.rows; ++m) xb_write(xb, m, nullptr, width, k0, k1, lane, 32);
+  }
 }
 
 }  // namespace

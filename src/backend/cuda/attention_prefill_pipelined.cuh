@@ -38,12 +38,13 @@ constexpr int pipelined_min_ctas() {
 // The pipelined kernel: a bf16 cache's keys and values go by cp.async straight into the bf16 tiles
 // (double-buffered, no conversion pass, one barrier a step); q, k and v fragments by ldmatrix; exp2 with
 // log2(e) folded into the scale; the mask only in the steps that reach past a row of the warp; the rescale
-// of O skipped when every factor of the warp is exactly 1. Grid and rows as attention_prefill_kernel's.
+// of O skipped when every factor of the warp is exactly 1. Grid and rows as attention_prefill_kernel's. With
+// xb.regs it also writes out's bf16 copy for the o projection (write_rows_xb; R: the call's rows).
 template <int HD, int H2>
 __global__ void __launch_bounds__(prefill_threads<H2>(), pipelined_min_ctas<HD>())
     attention_prefill_pipelined_kernel(const KvRow* rows, const int32_t* tiles, void* const* ptrs, Geo geo,
                                        const float* q, int64_t ldq, int num_heads, float scale_log2, float* out,
-                                       int64_t ldo) {
+                                       int64_t ldo, int64_t R, XbOut xb) {
   pdl_begin();
   using L = PipelinedLayout<HD, H2>;
   constexpr int P = L::kPitch, KB = L::KB, DT = HD / 8;
@@ -129,6 +130,7 @@ __global__ void __launch_bounds__(prefill_threads<H2>(), pipelined_min_ctas<HD>(
                              l);
   }
   write_rows<HD>(o, l, out, ldo, r0, nr, head, warp, lane);
+  if (xb.regs != nullptr) write_rows_xb<HD>(o, l, xb, r0, nr, R, head, num_heads, warp, lane);
 }
 
 }  // namespace

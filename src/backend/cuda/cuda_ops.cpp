@@ -409,8 +409,11 @@ class CudaOps final : public Ops {
     StagedKv s = stage_kv(staging, geo, layer, rows);
     s.args.host_rows = s.host_rows.data();
     const k::AttentionPrefillPlan plan = k::attention_prefill_plan(s.args);
+    // The o projection's bf16 copy of out, written by the kernel (kernels.h: XbOut) where it can.
+    const k::XbOut xb = k::attention_prefill_writes_xb(s.args) ? xb_for(q.dim(0), width) : k::XbOut{};
     k::attention_prefill(s.args, plan, q.as<const float>(), q.strides[0], num_heads, scale, out.as<float>(),
-                         out.strides[0], cuda::launch_stream());
+                         out.strides[0], cuda::launch_stream(), xb);
+    note_xb(out.data, out.strides[0], q.dim(0), width, xb);
   }
 
   void attention(const TensorView& q, const KvGeometry& geo, int layer, std::span<const AttentionRow> rows,

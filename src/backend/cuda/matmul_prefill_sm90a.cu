@@ -247,10 +247,11 @@ bool matmul_bf16_prefill(const MatmulArgs* parts, int count, cudaStream_t stream
     return true;
   }();
   (void)configured;
-  // x's bf16 copy: the one its producer wrote (norms, swiglu: XbOut), else converted here.
+  // x's bf16 copy: the one its producer wrote (norms, swiglu, prefill attention: XbOut), else converted here.
   const bool reuse = a0.xb != nullptr && a0.ldxb >= a0.K && a0.ldxb % 8 == 0;
   const int64_t ldxb = reuse ? a0.ldxb : xb_pitch(a0.K, kKT);
   const uint16_t* xb = reuse ? a0.xb : matmul_x_to_bf16(a0.x, a0.ldx, a0.M, a0.K, ldxb, stream);
+  if (reuse) matmul_count_xb_reused();
   const CUtensorMap a_map = tensor_map(xb, a0.M, a0.K, ldxb, Gemm::kBM);
   const int tiles_m = static_cast<int>(ceil_div(a0.M, int64_t{Gemm::kBM}));
   for (int first = 0; first < count; first += kMaxParts) {
