@@ -42,7 +42,8 @@ json chat_logprobs_content(const std::vector<engine::TokenLogprob>& lps, int top
 json usage_json(const engine::Usage& u) {
   return {{"prompt_tokens", u.prompt_tokens},
           {"completion_tokens", u.completion_tokens},
-          {"total_tokens", u.prompt_tokens + u.completion_tokens}};
+          {"total_tokens", u.prompt_tokens + u.completion_tokens},
+          {"prompt_tokens_details", {{"cached_tokens", u.cached_tokens}}}};
 }
 
 ChatOutput::ChatOutput(OutputOptions options) : opt_(std::move(options)), splitter_(opt_.reasoning) {

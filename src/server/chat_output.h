@@ -36,6 +36,8 @@ const char* openai_finish_reason(engine::FinishReason r);
 nlohmann::json chat_logprobs_content(const std::vector<engine::TokenLogprob>& lps, int top_n,
                                      const std::function<std::string(int32_t)>& token_bytes);
 
+// The OpenAI usage object: prompt, completion and total tokens, and prompt_tokens_details.cached_tokens
+// (prompt tokens served from the prefix cache).
 nlohmann::json usage_json(const engine::Usage& u);
 
 class ChatOutput {

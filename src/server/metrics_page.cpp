@@ -65,6 +65,10 @@ std::string render_metrics_page(const engine::EngineMetrics* m, const HttpCounte
   w.sample(p + "swap_bytes_total", {{"direction", "in"}}, load(m->swap_in_bytes));
   w.gauge(p + "swap_space_used_bytes", "Host swap space holding swapped-out sequences", load(m->swap_space_used_bytes));
   w.gauge(p + "swap_space_total_bytes", "Host swap space (--swap-space-gib)", load(m->swap_space_total_bytes));
+  w.counter(p + "prefix_cache_queries_total", "Prompt tokens looked up in the prefix cache",
+            load(m->prefix_cache_queries));
+  w.counter(p + "prefix_cache_hits_total", "Prompt tokens found in the prefix cache (their prefill was skipped)",
+            load(m->prefix_cache_hits));
 
   w.counter(p + "spec_decode_num_drafts_total", "Verify rounds (one per speculating sequence per step)",
             load(m->spec_num_drafts));

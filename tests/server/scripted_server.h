@@ -1,9 +1,11 @@
 #pragma once
 // A scripted model behind the ModelServices seam and an in-process HttpServer around it, for the
 // HTTP-level tests: tokens are bytes; the "model" answers "Hello, world!" one byte per event, or
-// streams until cancelled when the prompt contains "forever".
+// streams until cancelled when the prompt contains "forever". It imitates a prefix cache's counting
+// (usage.cached_tokens and the prefix_cache_* metrics) and records every prompt it was sent.
 #include <httplib.h>
 
+#include <algorithm>
 #include <atomic>
 #include <list>
 #include <mutex>
@@ -17,7 +19,9 @@ namespace specserve::test {
 using namespace specserve::server;
 
 // Tokens are bytes; the "model" answers with the script "Hello, world!" one byte per event, or
-// streams forever (until cancelled) when the prompt contains "forever".
+// streams forever (until cancelled) when the prompt contains "forever". Prefix cache, imitated: a
+// prompt's cached tokens are its longest common prefix with any earlier prompt, in whole 16-token
+// blocks, at most prompt length − 1 (the last prompt token is always computed).
 class ScriptedModel : public ModelServices {
  public:
   ScriptedModel() {
@@ -54,9 +58,21 @@ class ScriptedModel : public ModelServices {
     const bool gaps = prompt_text.find("gaps") != std::string::npos;
     const int64_t max_tokens = r.max_tokens;
     const int64_t prompt_len = static_cast<int64_t>(prompt.size());
+    const int delay_ms = forever ? 20 : token_delay_ms.load();
     metrics_.requests_running.fetch_add(1);
     std::lock_guard lock(mutex_);
-    workers_.emplace_back([this, stream, forever, gaps, max_tokens, prompt_len] {
+    size_t common = 0;
+    for (const auto& p : prompts_) {
+      size_t n = 0;
+      while (n < p.size() && n < prompt_text.size() && p[n] == prompt_text[n]) ++n;
+      common = std::max(common, n);
+    }
+    const int64_t cached =
+        std::min<int64_t>(static_cast<int64_t>(common), std::max<int64_t>(0, prompt_len - 1)) / 16 * 16;
+    metrics_.prefix_cache_queries.fetch_add(prompt_len);
+    metrics_.prefix_cache_hits.fetch_add(cached);
+    prompts_.push_back(prompt_text);
+    workers_.emplace_back([this, stream, forever, gaps, max_tokens, prompt_len, cached, delay_ms] {
       const std::string script = "Hello, world!";
       int64_t n = 0;
       for (;; ++n) {
@@ -72,7 +88,7 @@ class ScriptedModel : public ModelServices {
           engine::StreamEvent e;
           e.finished = true;
           e.finish_reason = n == max_tokens ? engine::FinishReason::Length : engine::FinishReason::Stop;
-          e.usage = {prompt_len, n};
+          e.usage = {prompt_len, n, cached};
           stream->push(e);
           break;
         }
@@ -87,20 +103,28 @@ class ScriptedModel : public ModelServices {
         e.tokens = {c};
         e.text = std::string(1, c);
         stream->push(e);
-        std::this_thread::sleep_for(std::chrono::milliseconds(forever ? 20 : 2));
+        std::this_thread::sleep_for(std::chrono::milliseconds(delay_ms));
       }
       metrics_.requests_running.fetch_sub(1);
     });
     return stream;
   }
 
+  // Every prompt submitted so far, in order of submission.
+  std::vector<std::string> prompts() {
+    std::lock_guard lock(mutex_);
+    return prompts_;
+  }
+
   std::atomic<int> cancelled_{0};
+  std::atomic<int> token_delay_ms{2};  // between the tokens of a scripted answer
 
  private:
   ModelInfo info_;
   engine::EngineMetrics metrics_;
   std::mutex mutex_;
   std::list<std::thread> workers_;
+  std::vector<std::string> prompts_;
 };
 
 struct Fixture {

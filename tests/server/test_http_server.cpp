@@ -282,3 +282,51 @@ TEST(HttpServer, ManyConcurrentStreams) {
   for (auto& t : threads) t.join();
   EXPECT_EQ(ok.load(), kClients);
 }
+
+// usage.prompt_tokens_details.cached_tokens and the prefix_cache_* counters reach the client from
+// the engine's values (here the scripted model's imitation of a prefix cache: whole 16-byte blocks of
+// the longest prefix shared with an earlier prompt), on chat and completions, streaming or not.
+TEST(HttpServer, PrefixCacheUsageAndMetrics) {
+  Fixture f;
+  f.ready();
+  const std::string shared(40, 'S');  // 40 shared bytes: two whole 16-byte blocks
+  auto completion = [&](const std::string& tail, bool stream) {
+    json body = {{"prompt", shared + tail}, {"max_tokens", 2}, {"stream", stream}};
+    if (stream) body["stream_options"] = {{"include_usage", true}};
+    auto r = f.client().Post("/v1/completions", body.dump(), "application/json");
+    EXPECT_TRUE(r && r->status == 200);
+    if (!stream) return json::parse(r->body)["usage"];
+    test::SseParse sse = test::parse_sse(r->body);
+    EXPECT_TRUE(sse.done);
+    return sse.events.back()["usage"];
+  };
+  json u = completion("first", false);
+  EXPECT_EQ(u["prompt_tokens_details"]["cached_tokens"], 0) << u;
+  u = completion("second", false);
+  EXPECT_EQ(u["prompt_tokens"], 46);
+  EXPECT_EQ(u["prompt_tokens_details"]["cached_tokens"], 32) << u;
+  u = completion("third", true);
+  EXPECT_EQ(u["prompt_tokens_details"]["cached_tokens"], 32) << u;
+
+  // Chat: the scripted template renders "role:content\n" per message.
+  const std::string chat = R"({"messages":[{"role":"user","content":"SSSSSSSSSSSSSSSSSSSSSSSSSSSSSSSSSSSSSSSSSS"}]})";
+  auto r = f.client().Post("/v1/chat/completions", chat, "application/json");
+  ASSERT_TRUE(r && r->status == 200);
+  EXPECT_EQ(json::parse(r->body)["usage"]["prompt_tokens_details"]["cached_tokens"], 0);
+  json streamed = json::parse(chat);
+  streamed["stream"] = true;
+  streamed["stream_options"] = {{"include_usage", true}};
+  r = f.client().Post("/v1/chat/completions", streamed.dump(), "application/json");
+  ASSERT_TRUE(r && r->status == 200);
+  test::SseParse sse = test::parse_sse(r->body);
+  ASSERT_TRUE(sse.done);
+  // "user:" + 42 bytes + "\n" = 48 bytes, all seen before: 47 at most, in whole blocks: 32.
+  EXPECT_EQ(sse.events.back()["usage"]["prompt_tokens_details"]["cached_tokens"], 32) << sse.events.back();
+
+  // The counters: every prompt token queried, the cached ones hit.
+  const std::string page = f.client().Get("/metrics")->body;
+  const int64_t queries = 45 + 46 + 45 + 48 + 48, hits = 32 + 32 + 32;
+  EXPECT_NE(page.find("specserve:prefix_cache_queries_total " + std::to_string(queries) + "\n"), std::string::npos)
+      << page;
+  EXPECT_NE(page.find("specserve:prefix_cache_hits_total " + std::to_string(hits) + "\n"), std::string::npos) << page;
+}

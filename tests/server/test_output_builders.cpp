@@ -167,3 +167,36 @@ TEST(CompletionOutput, EchoAndStreamEquivalence) {
   EXPECT_EQ(r["choices"][0]["finish_reason"], "length");
   EXPECT_EQ(chunks.back()["usage"]["completion_tokens"], 2);
 }
+
+// usage.prompt_tokens_details.cached_tokens (the OpenAI field) carries Usage::cached_tokens, in the
+// final usage chunk of a stream and in the whole response, for chat and completions alike.
+TEST(OutputUsage, CachedTokensInStreamAndResponse) {
+  auto evs = events({"a", "b", "c"}, engine::FinishReason::Length);
+  evs.back().usage.cached_tokens = 5;
+  OutputOptions o = options();
+  o.include_usage = true;
+  ChatOutput chat_streamed(o), chat_whole(o);
+  CompletionOutput comp_streamed(o, ""), comp_whole(o, "");
+  std::vector<json> chat_chunks, comp_chunks;
+  for (const auto& e : evs) {
+    chat_streamed.consume(e, &chat_chunks);
+    chat_whole.consume(e, nullptr);
+    comp_streamed.consume(e, &comp_chunks);
+    comp_whole.consume(e, nullptr);
+  }
+  for (const json& u : {chat_chunks.back()["usage"], comp_chunks.back()["usage"], chat_whole.response()["usage"],
+                        comp_whole.response()["usage"]}) {
+    EXPECT_EQ(u["prompt_tokens"], 7) << u;
+    EXPECT_EQ(u["prompt_tokens_details"]["cached_tokens"], 5) << u;
+    EXPECT_EQ(u["total_tokens"], 10) << u;
+  }
+  // Chunks before the last carry "usage": null, never details of their own.
+  EXPECT_TRUE(chat_chunks.front()["usage"].is_null());
+  EXPECT_TRUE(comp_chunks.front()["usage"].is_null());
+
+  // Without a cache hit the field is present and zero.
+  auto cold = events({"a"}, engine::FinishReason::Stop);
+  ChatOutput c(options());
+  c.consume(cold.back(), nullptr);
+  EXPECT_EQ(c.response()["usage"]["prompt_tokens_details"]["cached_tokens"], 0);
+}

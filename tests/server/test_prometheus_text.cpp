@@ -41,21 +41,34 @@ TEST(PrometheusText, MetricsPageHasRequiredFamilies) {
   m.requests_swapped = 1;
   m.swap_out_bytes = 4096;
   m.swap_in_bytes = 1024;
+  m.prefix_cache_queries = 300;
+  m.prefix_cache_hits = 256;
   HttpCounters http;
   http.count_status(400);
   ServingState state;
   std::string page = render_metrics_page(&m, http, state);
-  for (const char* name :
-       {"specserve:num_requests_running", "specserve:num_requests_waiting", "specserve:requests_total",
-        "specserve:prompt_tokens_total", "specserve:generation_tokens_total",
-        "specserve:time_to_first_token_seconds_bucket", "specserve:inter_token_latency_seconds_bucket",
-        "specserve:spec_decode_num_drafts_total 2", "specserve:spec_decode_num_draft_tokens_total 8",
-        "specserve:spec_decode_num_accepted_tokens_total 5",
-        "specserve:spec_decode_num_accepted_tokens_per_pos_total{position=\"0\"} 2",
-        "specserve:spec_decode_num_accepted_tokens_per_pos_total{position=\"2\"} 1",
-        "specserve:http_responses_total{code=\"400\"} 1", "specserve:num_preemptions_total 3",
-        "specserve:num_requests_swapped 1", "specserve:swap_bytes_total{direction=\"out\"} 4096",
-        "specserve:swap_bytes_total{direction=\"in\"} 1024", "specserve:swap_space_used_bytes"}) {
+  for (const char* name : {"specserve:num_requests_running",
+                           "specserve:num_requests_waiting",
+                           "specserve:requests_total",
+                           "specserve:prompt_tokens_total",
+                           "specserve:generation_tokens_total",
+                           "specserve:time_to_first_token_seconds_bucket",
+                           "specserve:inter_token_latency_seconds_bucket",
+                           "specserve:spec_decode_num_drafts_total 2",
+                           "specserve:spec_decode_num_draft_tokens_total 8",
+                           "specserve:spec_decode_num_accepted_tokens_total 5",
+                           "specserve:spec_decode_num_accepted_tokens_per_pos_total{position=\"0\"} 2",
+                           "specserve:spec_decode_num_accepted_tokens_per_pos_total{position=\"2\"} 1",
+                           "specserve:http_responses_total{code=\"400\"} 1",
+                           "specserve:num_preemptions_total 3",
+                           "specserve:num_requests_swapped 1",
+                           "specserve:swap_bytes_total{direction=\"out\"} 4096",
+                           "specserve:swap_bytes_total{direction=\"in\"} 1024",
+                           "specserve:swap_space_used_bytes",
+                           "# TYPE specserve:prefix_cache_queries_total counter\n",
+                           "specserve:prefix_cache_queries_total 300\n",
+                           "# TYPE specserve:prefix_cache_hits_total counter\n",
+                           "specserve:prefix_cache_hits_total 256\n"}) {
     EXPECT_NE(page.find(name), std::string::npos) << name;
   }
   // While loading, only the HTTP families are present.
