@@ -1,5 +1,6 @@
-// `specserve bench serve-load`: the serving benchmark. Streams /v1/completions requests at several
-// concurrency levels and reports TTFT, inter-token latency and aggregate output tokens/s.
+// `specserve bench serve-load`: the serving benchmark. Streams requests of a workload (random,
+// shared-prefix, multi-turn, capacity: server/load_generator.h) at several concurrency levels and
+// reports TTFT, inter-token latency, aggregate output tokens/s and the prefix cache's hit rate.
 //   specserve bench serve-load --model DIR [--draft DIR]   starts an in-process server on a free port
 //   specserve bench serve-load --url http://HOST:PORT      measures a running server (specserve or a peer)
 #include <algorithm>
@@ -25,6 +26,9 @@ struct LoadArgs {
   DrafterFlags drafter;
   server::LoadOptions load;
   std::string levels = "1,4,16,64";
+  std::string workload = "random";
+  int max_seqs = 0;           // in-process --max-seqs; 0 = see run_serve_load
+  double swap_space_gib = 4;  // in-process --swap-space-gib
 };
 
 std::vector<int> parse_levels(const std::string& s) {
@@ -63,6 +67,13 @@ void parse_url(const std::string& url, server::LoadOptions& o) {
 
 int run_serve_load(LoadArgs a) {
   const std::vector<int> levels = parse_levels(a.levels);
+  a.load.workload = server::parse_workload(a.workload);
+  const bool chat = a.load.workload == server::Workload::SharedPrefix || a.load.workload == server::Workload::MultiTurn;
+  SS_CHECK(!chat || a.load.prompt_pattern.empty(),
+           "--prompt-id-pattern: the {} workload sends chat messages (text); use random or capacity", a.workload);
+  SS_CHECK(a.load.prompt_words > 0 && a.load.max_tokens > 0, "--prompt-words and --max-tokens must be positive");
+  SS_CHECK(a.load.turns > 0 && a.load.turn_words > 0 && a.load.system_prompt_words > 0,
+           "--turns, --turn-words and --system-prompt-words must be positive");
   SS_CHECK(a.url.empty() != a.spec.model_dir.empty(), "give exactly one of --model DIR or --url URL");
   SS_CHECK(a.url.empty() || a.drafter.draft.empty(), "--draft starts an in-process drafter: use it with --model");
   a.drafter.check_needs_draft();
@@ -71,8 +82,14 @@ int run_serve_load(LoadArgs a) {
   std::unique_ptr<server::HttpServer> http;
   std::shared_ptr<server::LoadedModel> model;
   if (!a.spec.model_dir.empty()) {
+    // --max-seqs 0: the capacity probe leaves the count to the server's memory rule (as `serve`
+    // does); the other workloads run at least the largest level at once, so no level queues.
     const int max_level = *std::max_element(levels.begin(), levels.end());
-    if (a.spec.engine.max_seqs < max_level) a.spec.engine.max_seqs = max_level;
+    a.spec.engine.max_seqs = a.max_seqs;
+    if (a.max_seqs == 0 && a.load.workload != server::Workload::Capacity) {
+      a.spec.engine.max_seqs = std::max(16, max_level);
+    }
+    a.spec.engine.swap_space_bytes = static_cast<size_t>(a.swap_space_gib * double(size_t{1} << 30));
     server::ServerOptions ho;
     ho.port = 0;
     ho.max_seqs = a.spec.engine.max_seqs;
@@ -89,8 +106,17 @@ int run_serve_load(LoadArgs a) {
     parse_url(a.url, a.load);
   }
   a.load.model = server::discover_model(a.load);
-  std::fprintf(stderr, "bench: model '%s' at %s:%d, max_tokens %d, ~%d-word prompts, T=%g\n", a.load.model.c_str(),
-               a.load.host.c_str(), a.load.port, a.load.max_tokens, a.load.prompt_words, a.load.temperature);
+  std::fprintf(stderr, "bench: model '%s' at %s:%d, workload %s, max_tokens %d, ~%d-word prompts, T=%g\n",
+               a.load.model.c_str(), a.load.host.c_str(), a.load.port, a.workload.c_str(), a.load.max_tokens,
+               a.load.prompt_words, a.load.temperature);
+  if (a.load.workload == server::Workload::SharedPrefix) {
+    std::fprintf(stderr, "bench: shared system prompt of ~%d words (one untimed request fills the cache first)\n",
+                 a.load.system_prompt_words);
+  } else if (a.load.workload == server::Workload::MultiTurn) {
+    std::fprintf(stderr, "bench: %s conversations of %d turns, follow-up messages of ~%d words\n",
+                 a.load.conversations > 0 ? std::to_string(a.load.conversations).c_str() : "(concurrency)",
+                 a.load.turns, a.load.turn_words);
+  }
   std::vector<server::LevelResult> results;
   for (int c : levels) {
     results.push_back(server::run_load_level(a.load, c));
@@ -98,6 +124,10 @@ int run_serve_load(LoadArgs a) {
     std::fprintf(stderr, "bench: concurrency %d: %.1f tok/s, TTFT p50 %.1f ms, ITL p50 %.2f ms, %d errors%s\n", c,
                  r.tokens_per_s, r.ttft_p50 * 1e3, r.itl_p50 * 1e3, r.errors,
                  r.first_error.empty() ? "" : (" (" + r.first_error + ")").c_str());
+    if (r.workload == server::Workload::Capacity) {
+      std::fprintf(stderr, "bench: concurrency %d: at most %.0f running, %.0f waiting, %.0f swapped (of %d sent)\n", c,
+                   r.max_running, r.max_waiting, r.max_swapped, r.requests);
+    }
   }
   std::fputs(server::format_results(results).c_str(), stdout);
   if (http) {
@@ -123,11 +153,33 @@ void register_bench_serve_load(CLI::App& bench, CommandRunner& run) {
   cmd->add_option("--api-key", a->load.api_key, "Bearer key for --url");
   cmd->add_option("--served-model-name", a->load.model, "Model id to request (default: the server's first)");
   add_hidden_alias(*cmd, "--served-model", a->load.model, "--served-model-name");
+  cmd->add_option("--workload", a->workload,
+                  "random: distinct completion prompts; shared-prefix: one long system prompt + short distinct user "
+                  "messages (chat); multi-turn: conversations resending their history and answers (chat); "
+                  "capacity: every request at once, reporting the most the server runs at once")
+      ->check(CLI::IsMember({"random", "shared-prefix", "multi-turn", "capacity"}))
+      ->capture_default_str();
   cmd->add_option("--concurrency", a->levels, "Comma-separated concurrency levels")->capture_default_str();
-  cmd->add_option("--requests", a->load.requests, "Requests per level (0 = max(16, 4 x concurrency))")
+  cmd->add_option("--requests", a->load.requests,
+                  "Requests per level (0 = max(16, 4 x concurrency); capacity: the concurrency; multi-turn: see "
+                  "--conversations)")
       ->capture_default_str();
   cmd->add_option("--max-tokens", a->load.max_tokens, "Tokens generated per request")->capture_default_str();
-  cmd->add_option("--prompt-words", a->load.prompt_words, "Approximate prompt length in words")->capture_default_str();
+  cmd->add_option("--prompt-words", a->load.prompt_words,
+                  "Approximate prompt length in words (shared-prefix: the user message; multi-turn: the first turn)")
+      ->capture_default_str();
+  cmd->add_option("--system-prompt-words", a->load.system_prompt_words,
+                  "shared-prefix: words of the system prompt every request shares")
+      ->capture_default_str();
+  cmd->add_option("--turns", a->load.turns, "multi-turn: turns per conversation")->capture_default_str();
+  cmd->add_option("--turn-words", a->load.turn_words, "multi-turn: words of each follow-up user message")
+      ->capture_default_str();
+  cmd->add_option("--conversations", a->load.conversations,
+                  "multi-turn: conversations per level, run concurrency at a time (0 = the concurrency)")
+      ->capture_default_str();
+  cmd->add_option("--poll-ms", a->load.poll_ms, "capacity: milliseconds between reads of /metrics")
+      ->check(CLI::PositiveNumber)
+      ->capture_default_str();
   cmd->add_option("--temperature", a->load.temperature, "Sampling temperature")->capture_default_str();
   cmd->add_option("--prompt-id-pattern", a->load.prompt_pattern,
                   "Send token-id prompts: this comma-separated id pattern repeated to --prompt-words ids "
@@ -139,6 +191,16 @@ void register_bench_serve_load(CLI::App& bench, CommandRunner& run) {
   add_kv_dtype_flag(*cmd, a->spec.kv_dtype);
   add_backend_flag(*cmd, a->spec.backend);
   cmd->add_option("--max-batch-rows", a->spec.engine.max_batch_rows, "Rows per target forward (in-process)")
+      ->capture_default_str();
+  cmd->add_option("--max-seqs", a->max_seqs,
+                  "Sequences running at once (in-process; 0 = the largest concurrency level, at least 16; capacity: "
+                  "the memory rule of serve)")
+      ->check(CLI::NonNegativeNumber)
+      ->capture_default_str();
+  cmd->add_option("--kv-cache-mib", a->spec.kv_cache_mib, "KV-cache budget in MiB (in-process; 0 = auto, as serve)")
+      ->capture_default_str();
+  cmd->add_option("--swap-space-gib", a->swap_space_gib, "Host swap space in GiB (in-process; as serve)")
+      ->check(CLI::Range(0.0, 65536.0))
       ->capture_default_str();
   cmd->callback([&run, a] { run = [a] { return run_serve_load(*a); }; });
 }

@@ -94,10 +94,19 @@ TEST(CliFlags, EveryCommandKeepsItsFlags) {
                        "--backend",   "--threads",        "--dtype",          "--kv-dtype",     "--context",
                        "--contexts",  "--prefill",        "--prefill-chunk",  "--kv-cache-mib", "--iterations",
                        "--tau",       "--decode-batches", "--verify-batches", "--verify-k",     "--json"}},
-      {"bench serve-load",
-       {"--model", "--url", "--api-key", "--served-model-name", "--concurrency", "--requests", "--max-tokens",
-        "--prompt-words", "--temperature", "--prompt-id-pattern", "--threads", "--dtype", "--kv-dtype", "--backend",
-        "--max-batch-rows", "--spec-max-batch"}},
+      {"bench serve-load", {"--model",          "--url",
+                            "--api-key",        "--served-model-name",
+                            "--concurrency",    "--requests",
+                            "--max-tokens",     "--prompt-words",
+                            "--temperature",    "--prompt-id-pattern",
+                            "--threads",        "--dtype",
+                            "--kv-dtype",       "--backend",
+                            "--max-batch-rows", "--spec-max-batch",
+                            "--workload",       "--system-prompt-words",
+                            "--turns",          "--turn-words",
+                            "--conversations",  "--poll-ms",
+                            "--max-seqs",       "--kv-cache-mib",
+                            "--swap-space-gib"}},
       {"bench controlled",
        {"--synthetic", "--model", "--draft", "--draft-matmul", "--draft-vocab", "--gamma", "--acceptance",
         "--concurrency", "--requests", "--prompt-tokens", "--max-tokens", "--temperature", "--seed", "--backend",
@@ -205,6 +214,10 @@ TEST(CliFlags, BenchNeedsAMode) {
   EXPECT_NO_THROW(steps.parse("bench steps --synthetic tiny --iterations 1"));
   Cli load;
   EXPECT_NO_THROW(load.parse("bench serve-load --url http://127.0.0.1:1 --concurrency 1"));
+  Cli workload;
+  EXPECT_NO_THROW(workload.parse("bench serve-load --url http://127.0.0.1:1 --workload multi-turn --turns 3"));
+  Cli unknown;
+  EXPECT_THROW(unknown.parse("bench serve-load --url http://127.0.0.1:1 --workload everything"), CLI::ParseError);
   Cli mixed;  // a serving flag is not a step-benchmark flag
   EXPECT_THROW(mixed.parse("bench steps --synthetic tiny --concurrency 1"), CLI::ParseError);
 }
