@@ -442,7 +442,7 @@ std::string format_results(const std::vector<LevelResult>& results) {
       "tok/s | wall (s) |";
   std::string rule = "|---:|---:|---:|---|---|---:|---:|";
   if (cache) {
-    head += " cached prompt tokens (usage) | cache hits / queries (/metrics) |";
+    head += " cached prompt tokens (usage) | cache hit rate (/metrics) |";
     rule += "---:|---:|";
   }
   if (followup) {
