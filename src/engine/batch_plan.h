@@ -6,6 +6,14 @@
 // d1..dγ]) — they are latency-critical and few. Prefilling sequences then contribute their next
 // prompt chunk, oldest first, while the row budget lasts; a chunk that does not fit waits for a
 // later step whole (never shortened), so chunk boundaries depend only on the sequence.
+//
+// Chunk boundaries (prefill_chunk_end). A chunk starts where the prompt's computed part ends: at 0, at
+// the end of the previous chunk, or at a prefix-cache hit (docs/DESIGN.md §5: a multiple of 16, and of
+// 64 on a hybrid target). It ends at the first of: the next multiple of the chunk length C, the
+// sequence's next DeltaNet snapshot point (a multiple of stop_interval, or last_stop; hybrid targets
+// with the prefix cache on: the state is copied there, between steps), and the prompt's end. Every
+// boundary but the prompt's end and a dense target's hit lies on the 64-position grid, so the chunked
+// DeltaNet sees the chunks of a whole-prompt prefill (docs/DESIGN.md §1.2), and none depends on the batch.
 #include <cstdint>
 #include <span>
 #include <vector>
@@ -16,9 +24,14 @@ namespace specserve::engine {
 
 struct SeqPlanInput {
   int64_t prompt_len = 0;
-  int64_t prefilled = 0;  // prompt tokens already in the model (a multiple of the chunk, or all)
-  int drafts = 0;         // draft tokens ready for a verify (decoding sequences)
+  int64_t prefilled = 0;      // prompt tokens already in the model (a multiple of the chunk, or all)
+  int drafts = 0;             // draft tokens ready for a verify (decoding sequences)
+  int64_t stop_interval = 0;  // chunks also end at its multiples (0: none)
+  int64_t last_stop = 0;      // ... and here (0: nowhere)
 };
+
+// Where the prefill chunk of `q` starting at q.prefilled ends (see above), for chunk length `chunk`.
+int64_t prefill_chunk_end(const SeqPlanInput& q, int64_t chunk);
 
 enum class SpanKind { PrefillChunk, Decode };
 

@@ -18,6 +18,7 @@
 #include <vector>
 
 #include "core/tensor.h"
+#include "model/kv_cache.h"
 
 #include "sampling/sampler.h"
 
@@ -34,8 +35,22 @@ class DraftContext {
 
   // Preemption by swap (engine/swap.h): the context's device memory (its KV cache's blocks, rows kept
   // for the drafter) moves to host memory and back bit for bit; everything else stays where it is.
-  // Blocks of the proposer's KV pool held now (one block of 16 positions each).
+  // Blocks of the proposer's KV pool held now as its own (one block of 16 positions each; blocks shared
+  // through the prefix cache not counted).
   virtual int64_t kv_blocks() const { return 0; }
+
+  // Prefix cache (docs/DESIGN.md §5): a context whose K/V for position p depends only on the tokens
+  // [0, p] (DFlash: on the target's prefill features) can share whole blocks of 16 positions through the
+  // cache, under the target's keys. A proposer without a KV pool (DraftProposer::kv_pool null) shares
+  // nothing, and its speculating requests get no hits. Positions whose K/V are in the cache now:
+  virtual int64_t cached_positions() const { return 0; }
+  virtual int64_t shared_blocks() const { return 0; }
+  virtual void* kv_block(int64_t i) const { return nullptr; }
+  // As SequenceState::share_next_block: block shared_blocks() becomes the cache's (null: this context's
+  // own is handed over) or is replaced by `cached`.
+  virtual void share_next_block(void* cached) {}
+  // A new context starts from cached blocks of positions [0, 16·n).
+  virtual void adopt_prefix(std::span<void* const> blocks) {}
   // Host bytes swap_out() takes now.
   virtual size_t swap_bytes() const { return 0; }
   virtual void swap_out() {}
@@ -66,6 +81,9 @@ class DraftProposer {
   // The most host bytes a context's swap_out() may take for a sequence of `positions` committed
   // positions (the swap space's reservation at admission, engine/kv_budget.h).
   virtual size_t swap_bytes_bound(int64_t positions) const { return 0; }
+  // The pool its contexts' KV blocks come from (null: none, no prefix sharing): the prefix cache gives
+  // evicted drafter blocks back to it.
+  virtual std::shared_ptr<KvBlockPool> kv_pool() const { return nullptr; }
   // Whether the proposer takes captured features where the target computed them (a device), so the
   // engine asks the target to leave them there (ForwardBatch::capture_on_device) instead of
   // downloading them for the proposer to upload again.

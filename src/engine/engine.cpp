@@ -5,6 +5,7 @@
 #include <fmt/format.h>
 
 #include "core/log.h"
+#include "engine/kv_budget.h"
 
 namespace specserve::engine {
 
@@ -23,6 +24,21 @@ Engine::Engine(TargetModel& model, EngineOptions options, TokenText token_text, 
     const auto probe = model_.new_sequence();
     target_swap_fixed_ = probe->swap_bytes(0);
     target_swap_per_block_ = probe->swap_bytes(kKvBlockSize) - target_swap_fixed_;
+  }
+  if (options_.prefix_cache && model_.kv_pool()) {
+    cache_ = std::make_unique<PrefixCache>(model_.kv_pool(), proposer_ ? proposer_->kv_pool() : nullptr);
+    snapshot_blocks_ = model_.snapshot_blocks();
+  }
+  if (!cache_) {
+    SS_LOG_INFO("engine", "prefix cache: off");
+  } else if (snapshot_blocks_ > 0) {
+    SS_LOG_INFO("engine",
+                "prefix cache: on; DeltaNet state kept every {} prompt positions (--prefix-cache-state-interval) "
+                "and at each prompt's last multiple of 64, {:.1f} MiB = {} KV blocks each",
+                options_.prefix_cache_state_interval, static_cast<double>(model_.snapshot_bytes()) / (1 << 20),
+                snapshot_blocks_);
+  } else {
+    SS_LOG_INFO("engine", "prefix cache: on (16-token blocks)");
   }
   metrics_.kv_blocks_total.store(options_.kv_blocks);
   metrics_.swap_space_total_bytes.store(static_cast<int64_t>(options_.swap_space_bytes));
@@ -172,20 +188,38 @@ void Engine::reap_cancelled() {
 }
 
 void Engine::admit() {
+  // What the running sequences computed since the last step goes into the prefix cache first, so the
+  // requests admitted now can use it (engine/prefix_share.cpp).
+  for (auto& s : running_) publish_prefix(*s);
   // FCFS: the head waits until it fits, so a large request is not starved by small ones; and nothing
   // is admitted while a preempted sequence waits to come back (it was admitted earlier).
   while (swapped_.empty() && !waiting_.empty() && static_cast<int>(running_.size()) < options_.max_seqs) {
     Queued& q = waiting_.front();
     const bool drafts = proposer_ && q.request.speculate;
-    // What it needs now: its first prefill chunk's blocks (and the drafter's lookahead), and a
-    // headroom for the running sequences' next blocks (engine/kv_budget.h).
-    const int64_t first_chunk =
-        std::min<int64_t>(static_cast<int64_t>(q.request.prompt.size()), options_.prefill_chunk);
-    const int64_t need = blocks_for(first_chunk + (drafts ? lookahead_ : 0));
-    if (blocks_held() + need + admission_headroom(running_.size()) > options_.kv_blocks) break;
     // The swap space must be able to take it (or whatever it makes preemptible) at its longest.
     const size_t worst_swap = worst_swap_bytes(q.worst_positions, drafts);
     if (swap_reservation_with(blocks_for(q.worst_positions), worst_swap) > options_.swap_space_bytes) break;
+    // Its prefix-cache hit, held (so that making room cannot evict it); then what it needs now: the
+    // blocks of its first prefill chunk past the hit (and the drafter's lookahead), and a headroom for
+    // the running sequences' next blocks (engine/kv_budget.h), after evicting unheld cached blocks. A
+    // hit whose DeltaNet snapshot was evicted meanwhile is looked up again.
+    std::vector<PrefixEntryId> hit;
+    bool fits = false;
+    for (;;) {
+      hit = find_prefix_hit(q.request.prompt, drafts);
+      if (cache_) cache_->acquire(hit);
+      const SeqPlanInput in =
+          plan_input(static_cast<int64_t>(q.request.prompt.size()), static_cast<int64_t>(hit.size()) * kKvBlockSize, 0);
+      const int64_t need = blocks_for(prefill_chunk_end(in, options_.prefill_chunk) + (drafts ? lookahead_ : 0)) -
+                           static_cast<int64_t>(hit.size());
+      fits = make_room(need + admission_headroom(running_.size()));
+      if (!fits || hit.empty() || snapshot_blocks_ == 0 || !cache_->snapshot(hit.back()).empty()) break;
+      cache_->release(hit);
+    }
+    if (!fits) {
+      if (cache_) cache_->release(hit);
+      break;
+    }
     Queued taken = std::move(waiting_.front());
     waiting_.pop_front();
     metrics_.requests_waiting.fetch_sub(1);
@@ -193,6 +227,12 @@ void Engine::admit() {
                                           std::move(taken.sampler), model_.new_sequence(), taken.worst_positions);
     seq->worst_swap_bytes = worst_swap;
     if (drafts) seq->draft_context = proposer_->new_context();
+    if (cache_) {
+      seq->prefix.bind(cache_.get());
+      start_from_prefix(*seq, hit);
+      metrics_.prefix_cache_queries.fetch_add(seq->prompt_len(), std::memory_order_relaxed);
+      metrics_.prefix_cache_hits.fetch_add(seq->cached_tokens, std::memory_order_relaxed);
+    }
     running_.push_back(std::move(seq));
     metrics_.requests_running.fetch_add(1);
   }
@@ -205,6 +245,7 @@ void Engine::retire_finished() {
   for (auto* list : {&running_, &swapped_}) {
     auto it = std::remove_if(list->begin(), list->end(), [&](std::unique_ptr<Sequence>& s) {
       if (!s->finished()) return false;
+      publish_prefix(*s);  // its prompt stays cached (engine/prefix_share.cpp)
       if (s->swapped_out()) {
         swap_used_ -= s->swapped_bytes();
         metrics_.requests_swapped.fetch_sub(1);

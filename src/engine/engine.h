@@ -21,6 +21,7 @@
 #include "engine/engine_options.h"
 #include "engine/kv_budget.h"
 #include "engine/metrics.h"
+#include "engine/prefix_cache.h"
 #include "engine/request.h"
 #include "engine/result_stream.h"
 #include "engine/row_layout.h"
@@ -74,7 +75,10 @@ class Engine {
   // KV budget (engine/kv_budget.h): blocks running sequences hold; blocks a sequence needs for a step of
   // `rows` rows; the swap space the live sequences need with a candidate of the given worst case.
   int64_t blocks_held() const;
+  int64_t blocks_private() const;
   int64_t blocks_needed(const Sequence& s, int64_t rows) const;
+  // Evicts reclaimable prefix-cache blocks until `blocks` more fit the budget; whether they do.
+  bool make_room(int64_t blocks);
   size_t swap_reservation_with(int64_t worst_blocks, size_t worst_swap_bytes) const;
   size_t worst_swap_bytes(int64_t worst_positions, bool drafts) const;
   void publish_budget_gauges();
@@ -91,6 +95,14 @@ class Engine {
   void admit();
   void retire_finished();
   void fail_all(const std::string& error);
+  // Prefix cache (engine/prefix_cache.h, engine/prefix_share.cpp, docs/DESIGN.md §5): the row plan's view
+  // of a sequence (its chunk boundaries); a request's hit; starting a sequence from it; a sequence's
+  // prefill-computed blocks (and drafter blocks, DeltaNet snapshot) into the cache.
+  SeqPlanInput plan_input(const Sequence& s) const;
+  SeqPlanInput plan_input(int64_t prompt_len, int64_t prefilled, int drafts) const;
+  std::vector<PrefixEntryId> find_prefix_hit(const std::vector<int32_t>& prompt, bool drafts) const;
+  void start_from_prefix(Sequence& s, std::span<const PrefixEntryId> hit);
+  void publish_prefix(Sequence& s);
 
   // What one span of a step committed and picked (stage 5), for the stages after it.
   struct SpanResult {
@@ -133,8 +145,10 @@ class Engine {
   bool cancel_all_ = false;  // grace over: cancel everything
   bool exit_ = false;
 
-  // Scheduler-thread state.
-  std::deque<Queued> waiting_;                      // FCFS admission queue
+  // Scheduler-thread state. The prefix cache outlives the sequences (they release its entries).
+  std::unique_ptr<PrefixCache> cache_;  // null: --no-prefix-cache (or a model without attention layers)
+  int64_t snapshot_blocks_ = 0;         // KV-pool blocks of one DeltaNet snapshot (0: dense target or no cache)
+  std::deque<Queued> waiting_;          // FCFS admission queue
   std::vector<std::unique_ptr<Sequence>> running_;  // admitted, in admission order
   std::vector<std::unique_ptr<Sequence>> swapped_;  // preempted to host memory, in admission order
   sampling::SamplerWorkspace workspace_;

@@ -71,6 +71,7 @@ struct EngineMetrics {
   // Prefix cache (as vLLM counts them): prompt tokens looked up in the cache, and those found there.
   std::atomic<int64_t> prefix_cache_queries{0};
   std::atomic<int64_t> prefix_cache_hits{0};
+  std::atomic<int64_t> prefix_cache_blocks{0};  // KV budget blocks the cache holds (held or not, snapshots included)
 
   // Speculative decoding (names follow vLLM's spec_decode_*).
   static constexpr int kMaxDraftPositions = 32;

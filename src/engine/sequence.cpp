@@ -30,7 +30,7 @@ int64_t Sequence::remaining_tokens() const {
 }
 
 int64_t Sequence::kv_blocks() const {
-  return std::max(state_->kv_blocks(), draft_context ? draft_context->kv_blocks() : int64_t{0});
+  return std::max(state_->private_blocks(), draft_context ? draft_context->kv_blocks() : int64_t{0});
 }
 
 size_t Sequence::swap_bytes() const { return state_->swap_bytes() + (draft_context ? draft_context->swap_bytes() : 0); }
@@ -47,6 +47,7 @@ size_t Sequence::swap_out() {
       throw;
     }
   }
+  prefix.reset();  // the image holds the shared blocks' bytes too
   swapped_bytes_ = bytes;
   swapped_ = true;
   return bytes;
@@ -94,7 +95,7 @@ bool Sequence::emit(std::span<const int32_t> tokens, const std::vector<std::opti
   if (step.finished()) {
     ev.finished = true;
     ev.finish_reason = step.reason == sampling::FinishReason::kLength ? FinishReason::Length : FinishReason::Stop;
-    ev.usage = {prompt_len(), kept_tokens_};
+    ev.usage = {prompt_len(), kept_tokens_, cached_tokens};
     finished_ = true;
     record_finish(ev.finish_reason, metrics);
   }
@@ -105,11 +106,12 @@ bool Sequence::emit(std::span<const int32_t> tokens, const std::vector<std::opti
 void Sequence::finish(FinishReason reason, const std::string& error, EngineMetrics& metrics) {
   if (finished_) return;
   finished_ = true;
+  failed_ = reason == FinishReason::Error;
   StreamEvent ev;
   ev.finished = true;
   ev.finish_reason = reason;
   ev.error = error;
-  ev.usage = {prompt_len(), kept_tokens_};
+  ev.usage = {prompt_len(), kept_tokens_, cached_tokens};
   stream_->push(std::move(ev));
   record_finish(reason, metrics);
 }

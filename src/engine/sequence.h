@@ -11,8 +11,10 @@
 #include <string>
 #include <vector>
 
+#include "engine/acceptance_stats.h"
 #include "engine/draft_proposer.h"
 #include "engine/metrics.h"
+#include "engine/prefix_cache.h"
 #include "engine/request.h"
 #include "engine/result_stream.h"
 #include "model/sequence_state.h"
@@ -51,19 +53,29 @@ class Sequence {
   // Drafts proposed for the next verify (empty: plain decode).
   std::vector<int32_t> drafts;
   std::unique_ptr<DraftContext> draft_context;
+  // Its acceptance per draft position, for the draft-length policy (engine/acceptance_stats.h).
+  AcceptanceStats acceptance;
   // Its swap image at its longest (engine/kv_budget.h: the swap space's reservation).
   size_t worst_swap_bytes = 0;
+  // Prefix cache (engine/prefix_cache.h, docs/DESIGN.md §5): the entries it holds — one per shared block
+  // of its target block table, in order — the prompt tokens found in the cache at admission (reported as
+  // usage.cached_tokens), and whether a hash collision stopped its blocks from going in.
+  PrefixHold prefix;
+  int64_t cached_tokens = 0;
+  bool prefix_closed = false;
 
   // Generated tokens not yet in the output (remaining max_tokens budget).
   int64_t remaining_tokens() const;
 
-  // KV blocks held now: the target's block table or the drafter context's, the longer (a budget block
-  // pays for one of each: engine/kv_budget.h). 0 while swapped out.
+  // KV blocks held now as its own: the target's block table or the drafter context's, the longer (a
+  // budget block pays for one of each: engine/kv_budget.h), without the blocks shared through the prefix
+  // cache (counted once, as the cache's). 0 while swapped out.
   int64_t kv_blocks() const;
   // Preemption by swap (engine/swap.h): the target state and the drafter context move to host memory
   // and back bit for bit; everything else (sampler state and RNG, token history, stop checker, pending
-  // token and drafts, the stream) stays in this object untouched. swap_out() returns the host bytes
-  // taken, swap_in() those given back.
+  // token and drafts, the stream) stays in this object untouched. Blocks shared through the prefix
+  // cache are copied like its own and its references dropped: it comes back with its own blocks only.
+  // swap_out() returns the host bytes taken, swap_in() those given back.
   size_t swap_bytes() const;
   size_t swap_out();
   size_t swap_in();
@@ -77,6 +89,8 @@ class Sequence {
   // Ends the request without more output (cancellation, timeout, engine error).
   void finish(FinishReason reason, const std::string& error, EngineMetrics& metrics);
   bool finished() const { return finished_; }
+  // Finished with FinishReason::Error (e.g. a failed step: its state may be half written).
+  bool failed() const { return failed_; }
 
  private:
   void record_finish(FinishReason reason, EngineMetrics& metrics);
@@ -94,6 +108,7 @@ class Sequence {
   int64_t prefilled_ = 0;
   int64_t kept_tokens_ = 0;
   bool finished_ = false;
+  bool failed_ = false;
   std::optional<Clock::time_point> last_emit_;
 };
 

@@ -70,7 +70,7 @@ bool Engine::schedule_sequences() {
 std::vector<PlannedSpan> Engine::plan_rows() const {
   std::vector<SeqPlanInput> in;
   in.reserve(running_.size());
-  for (const auto& s : running_) in.push_back({s->prompt_len(), s->prefilled(), static_cast<int>(s->drafts.size())});
+  for (const auto& s : running_) in.push_back(plan_input(*s));
   return plan_step(in, options_);
 }
 

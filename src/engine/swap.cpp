@@ -20,16 +20,21 @@ void insert_in_admission_order(std::vector<std::unique_ptr<Sequence>>& list, std
 }
 }  // namespace
 
-int64_t Engine::blocks_held() const {
+int64_t Engine::blocks_private() const {
   int64_t n = 0;
   for (const auto& s : running_)
     if (s) n += s->kv_blocks();  // (null: mid-retirement)
   return n;
 }
 
+int64_t Engine::blocks_held() const { return blocks_private() + (cache_ ? cache_->blocks() : 0); }
+
 int64_t Engine::blocks_needed(const Sequence& s, int64_t rows) const {
-  // The target's cache after the step's rows; the drafter's runs ahead by its drafted block.
-  return blocks_for(s.state().length() + rows + (s.draft_context ? lookahead_ : 0));
+  // The target's cache after the step's rows; the drafter's runs ahead by its drafted block. Blocks shared
+  // through the prefix cache are the cache's.
+  const int64_t shared = std::min(s.state().shared_blocks(),
+                                  s.draft_context ? s.draft_context->shared_blocks() : s.state().shared_blocks());
+  return blocks_for(s.state().length() + rows + (s.draft_context ? lookahead_ : 0)) - shared;
 }
 
 size_t Engine::worst_swap_bytes(int64_t worst_positions, bool drafts) const {
@@ -57,7 +62,7 @@ int64_t Engine::blocks_after(std::span<const PlannedSpan> plan) const {
   std::vector<int64_t> blocks(running_.size());
   for (size_t i = 0; i < running_.size(); ++i) blocks[i] = running_[i]->kv_blocks();
   for (const PlannedSpan& p : plan) blocks[p.seq] = std::max(blocks[p.seq], blocks_needed(*running_[p.seq], p.rows));
-  int64_t total = 0;
+  int64_t total = cache_ ? cache_->blocks() : 0;
   for (int64_t b : blocks) total += b;
   return total;
 }
@@ -65,7 +70,14 @@ int64_t Engine::blocks_after(std::span<const PlannedSpan> plan) const {
 std::vector<PlannedSpan> Engine::plan_with_blocks() {
   for (;;) {
     std::vector<PlannedSpan> plan = plan_rows();
-    const int64_t need = blocks_after(plan);
+    int64_t need = blocks_after(plan);
+    // Unheld cached blocks go before anyone is preempted.
+    if (cache_) {
+      const int64_t sequences = need - cache_->blocks();
+      while (sequences + cache_->blocks() > options_.kv_blocks && cache_->evict_one()) {
+      }
+      need = sequences + cache_->blocks();
+    }
     if (need <= options_.kv_blocks) return plan;
     // Never reached while submit() refuses requests whose worst case exceeds the budget.
     SS_CHECK(running_.size() > 1, "engine: one sequence needs {} KV blocks of {}", need, options_.kv_blocks);
@@ -105,9 +117,9 @@ void Engine::resume_swapped() {
   while (!swapped_.empty() && static_cast<int>(running_.size()) < options_.max_seqs) {
     Sequence& s = *swapped_.front();
     // The blocks its next step needs (a prefill chunk, or its decode / verify rows).
-    const int64_t rows = s.prefilling() ? std::min<int64_t>(options_.prefill_chunk, s.prompt_len() - s.prefilled())
+    const int64_t rows = s.prefilling() ? prefill_chunk_end(plan_input(s), options_.prefill_chunk) - s.prefilled()
                                         : 1 + static_cast<int64_t>(s.drafts.size());
-    if (blocks_held() + blocks_needed(s, rows) + admission_headroom(running_.size()) > options_.kv_blocks) break;
+    if (!make_room(blocks_needed(s, rows) + admission_headroom(running_.size()))) break;
     std::unique_ptr<Sequence> back = std::move(swapped_.front());
     swapped_.erase(swapped_.begin());
     metrics_.requests_swapped.fetch_sub(1);
@@ -129,7 +141,10 @@ void Engine::resume_swapped() {
 }
 
 void Engine::publish_budget_gauges() {
-  metrics_.kv_blocks_used.store(blocks_held());
+  // Used: the sequences' own blocks and the cached ones they hold; the cache's unheld ones are free to
+  // evict (and counted in prefix_cache_blocks with the held ones).
+  metrics_.kv_blocks_used.store(blocks_private() + (cache_ ? cache_->held_blocks() : 0));
+  metrics_.prefix_cache_blocks.store(cache_ ? cache_->blocks() : 0);
   metrics_.swap_space_used_bytes.store(static_cast<int64_t>(swap_used_));
 }
 

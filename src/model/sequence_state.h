@@ -20,6 +20,7 @@
 // docs/MODEL.md for the measurement.
 #include <cstdint>
 #include <memory>
+#include <span>
 #include <vector>
 
 #include "model/kv_cache.h"
@@ -41,12 +42,28 @@ class SequenceState {
   // KV blocks in the block table (covering the committed positions and the last extend's rows).
   int64_t kv_blocks() const { return static_cast<int64_t>(blocks_.size()); }
 
+  // Prefix sharing (docs/DESIGN.md §5). The first shared_blocks() blocks of the table belong to the prefix
+  // cache: read-only (they hold full blocks of prompt positions, and new positions go to later blocks),
+  // never given back to the pool by this sequence. The rest are its own.
+  int64_t shared_blocks() const { return shared_; }
+  int64_t private_blocks() const { return kv_blocks() - shared_; }
+  void* kv_block(int64_t i) const { return blocks_[static_cast<size_t>(i)]; }
+  // Block shared_blocks() becomes shared: with `cached` null this sequence's own block is handed to the
+  // cache; else its own block is given back to the pool and `cached` (holding the same bits: docs/DESIGN.md
+  // §5) takes its place. Between steps only.
+  void share_next_block(void* cached);
+  // A new, empty sequence starts from a cached prefix: `blocks` (shared) hold positions [0, 16·n); the
+  // sequence's length becomes `positions` (16·n). The DeltaNet state at that position comes separately
+  // (TargetModel::restore_snapshot).
+  void adopt_prefix(std::span<void* const> blocks, int64_t positions);
+
   // Preemption by swap (engine/swap.h, model/sequence_swap.cpp), between steps only (no pending rows).
   // swap_out() copies the KV blocks covering the committed positions and every DeltaNet layer's state
   // and conv window into a host image (pinned on a device) and frees the blocks and the DeltaNet
-  // buffers; swap_in() takes new blocks (a new block table) and buffers and copies the bytes back bit
-  // for bit, so the sequence continues exactly where it stopped. The image's bytes for a sequence of
-  // `positions` committed positions (an upper bound at admission) and for this one now:
+  // buffers (shared blocks are copied like its own and left to the cache: the sequence comes back with
+  // its own blocks only, and its holder drops its references); swap_in() takes new blocks (a new block table) and
+  // buffers and copies the bytes back bit for bit, so the sequence continues exactly where it stopped. The image's
+  // bytes for a sequence of `positions` committed positions (an upper bound at admission) and for this one now:
   size_t swap_bytes(int64_t positions) const;
   size_t swap_bytes() const { return swap_bytes(length_); }
   bool swapped_out() const { return swapped_out_; }
@@ -73,6 +90,7 @@ class SequenceState {
 
   std::shared_ptr<KvBlockPool> pool_;
   std::vector<void*> blocks_;
+  int64_t shared_ = 0;  // blocks_[0, shared_) belong to the prefix cache
   std::vector<DeltaNetLayer> deltanet_;
   int64_t length_ = 0;
   int64_t pending_ = 0;

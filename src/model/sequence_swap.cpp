@@ -56,8 +56,9 @@ void SequenceState::swap_out() {
   }
   // The bytes are on the host: give the device memory back (on a device, later work that reuses it
   // is enqueued after the copies).
-  for (void* b : blocks_) pool_->release(b);
+  for (size_t i = static_cast<size_t>(shared_); i < blocks_.size(); ++i) pool_->release(blocks_[i]);
   blocks_.clear();
+  shared_ = 0;  // the holder drops its references to the shared ones
   for (auto& l : deltanet_) {
     for (Buffer* b : {&l.state, &l.window, &l.work, &l.pending_pre, &l.pending_qkv, &l.pending_g, &l.pending_beta})
       b->reset();

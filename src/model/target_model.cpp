@@ -10,6 +10,7 @@
 #include "core/error.h"
 #include "core/thread_pool.h"
 #include "io/checkpoint_layout.h"
+#include "model/deltanet_snapshot.h"
 #include "model/layers.h"
 
 namespace specserve {
@@ -399,6 +400,25 @@ ForwardResult TargetModel::forward(const ForwardBatch& batch) {
     }
   }
   return result;
+}
+
+std::shared_ptr<KvBlockPool> TargetModel::kv_pool() const { return impl_->pool; }
+
+size_t TargetModel::snapshot_bytes() const {
+  return deltanet_snapshot_bytes(impl_->parts.spec.gdn, impl_->num_deltanet);
+}
+
+int64_t TargetModel::snapshot_blocks() const {
+  const size_t bytes = snapshot_bytes(), block = kv_block_bytes();
+  return bytes == 0 || block == 0 ? 0 : static_cast<int64_t>((bytes + block - 1) / block);
+}
+
+void TargetModel::save_snapshot(const SequenceState& s, std::span<void* const> blocks) const {
+  save_deltanet_snapshot(*impl_->mem, impl_->parts.spec.gdn, s, blocks, kv_block_bytes());
+}
+
+void TargetModel::restore_snapshot(std::span<void* const> blocks, SequenceState& s) const {
+  restore_deltanet_snapshot(*impl_->mem, impl_->parts.spec.gdn, blocks, kv_block_bytes(), s);
 }
 
 void TargetModel::commit(SequenceState& state, int64_t n) const {

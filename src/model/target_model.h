@@ -137,6 +137,18 @@ class TargetModel {
   // with the sizes when they do not fit.
   void reserve(int64_t kv_blocks, int sequences);
 
+  // The target's KV block pool (null for a model without attention layers): the prefix cache keeps
+  // blocks of it (engine/prefix_cache.h).
+  std::shared_ptr<KvBlockPool> kv_pool() const;
+  // DeltaNet snapshots for the prefix cache (docs/DESIGN.md §5, model/deltanet_snapshot.cpp): the bytes of
+  // one (every DeltaNet layer's committed state and conv window, in layer order; 0 for a dense model),
+  // how many KV-pool blocks hold one, and the copies of a sequence's state (no pending rows) into such
+  // blocks and back, bit for bit.
+  size_t snapshot_bytes() const;
+  int64_t snapshot_blocks() const;
+  void save_snapshot(const SequenceState& s, std::span<void* const> blocks) const;
+  void restore_snapshot(std::span<void* const> blocks, SequenceState& s) const;
+
   // Runs all spans; a span's state must have no pending rows. Extend spans leave their state
   // pending until commit().
   ForwardResult forward(const ForwardBatch& batch);

@@ -108,6 +108,8 @@ class DFlashDrafter {
   size_t weight_bytes() const;
   size_t head_bytes() const;
   void reserve_kv_blocks(int64_t blocks) const { pool_->reserve(blocks); }
+  // The context KV pool (the prefix cache keeps blocks of it: docs/DESIGN.md §5).
+  std::shared_ptr<KvBlockPool> kv_pool() const { return pool_; }
 
   // Projects the waiting context rows of `sequences` into their caches (no drafting): bounds the
   // memory of waiting rows during long prefills. Bit-identical to projecting them later.

@@ -19,7 +19,12 @@ class DFlashContext final : public engine::DraftContext {
     return std::span<const float>(q).subspan(static_cast<size_t>(k) * V, V);
   }
 
-  int64_t kv_blocks() const override { return sequence->kv_blocks(); }
+  int64_t kv_blocks() const override { return sequence->private_blocks(); }
+  int64_t cached_positions() const override { return sequence->projected(); }
+  int64_t shared_blocks() const override { return sequence->shared_blocks(); }
+  void* kv_block(int64_t i) const override { return sequence->blocks()[i]; }
+  void share_next_block(void* cached) override { sequence->share_next_block(cached); }
+  void adopt_prefix(std::span<void* const> blocks) override { sequence->adopt_prefix(blocks); }
   size_t swap_bytes() const override { return sequence->swap_bytes(); }
   void swap_out() override { sequence->swap_out(); }
   void swap_in() override { sequence->swap_in(); }

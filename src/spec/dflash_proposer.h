@@ -56,6 +56,7 @@ class DFlashProposer final : public engine::DraftProposer {
   size_t swap_bytes_bound(int64_t positions) const override;
   // The drafter runs where the target does: on a device it takes the captured rows there.
   bool wants_device_features() const override { return drafter_.on_device(); }
+  std::shared_ptr<KvBlockPool> kv_pool() const override { return drafter_.kv_pool(); }
   // All rows of a step in one DrafterSequence::append_many (on a device: one copy launch).
   void append_contexts(std::span<const ContextRows> rows) override;
   void propose(std::span<engine::ProposeItem> items) override;

@@ -10,7 +10,26 @@ DrafterSequence::DrafterSequence(std::shared_ptr<KvBlockPool> pool, int64_t feat
 }
 
 DrafterSequence::~DrafterSequence() {
-  for (void* b : blocks_) pool_->release(b);
+  for (size_t i = static_cast<size_t>(shared_); i < blocks_.size(); ++i) pool_->release(blocks_[i]);
+}
+
+void DrafterSequence::share_next_block(void* cached) {
+  SS_CHECK(shared_ < kv_blocks() && (shared_ + 1) * kKvBlockSize <= projected_,
+           "drafter context: block {} cannot be shared ({} blocks, {} rows projected)", shared_, kv_blocks(),
+           projected_);
+  auto& slot = blocks_[static_cast<size_t>(shared_)];
+  if (cached && cached != slot) {
+    pool_->release(slot);
+    slot = cached;
+  }
+  ++shared_;
+}
+
+void DrafterSequence::adopt_prefix(std::span<void* const> blocks) {
+  SS_CHECK(rows() == 0 && blocks_.empty() && !swapped_out_, "drafter context: adopt_prefix on a used context");
+  blocks_.assign(blocks.begin(), blocks.end());
+  shared_ = static_cast<int64_t>(blocks.size());
+  projected_ = shared_ * kKvBlockSize;
 }
 
 void DrafterSequence::append_many(std::span<const Append> rows) {

@@ -62,6 +62,17 @@ class DrafterSequence {
   void* const* blocks() const { return blocks_.data(); }
   int64_t kv_blocks() const { return static_cast<int64_t>(blocks_.size()); }
 
+  // Prefix sharing (docs/DESIGN.md §5), as SequenceState's: the first shared_blocks() blocks belong to the
+  // prefix cache and hold projected context rows only (read-only: projections and the drafted block's
+  // scratch go to positions >= projected(), past them).
+  int64_t shared_blocks() const { return shared_; }
+  int64_t private_blocks() const { return kv_blocks() - shared_; }
+  // Block shared_blocks() (whose 16 rows must be projected) becomes shared: handed to the cache when
+  // `cached` is null, else given back to the pool and replaced by `cached` (the same bits).
+  void share_next_block(void* cached);
+  // A new, empty context starts from cached blocks holding the projected rows of positions [0, 16·n).
+  void adopt_prefix(std::span<void* const> blocks);
+
   // Preemption by swap (engine/swap.h, spec/drafter_sequence_swap.cpp): swap_out() copies the blocks
   // holding the projected rows' K/V and the waiting rows into a host image and frees every block and
   // waiting row; swap_in() takes new blocks and buffers and copies the bytes back bit for bit, so the
@@ -78,6 +89,7 @@ class DrafterSequence {
   std::shared_ptr<KvBlockPool> pool_;
   int64_t feature_width_;
   std::vector<void*> blocks_;
+  int64_t shared_ = 0;  // blocks_[0, shared_) belong to the prefix cache
   const Memory* mem_;
   std::vector<MemTensor> waiting_;  // one per append
   int64_t waiting_rows_ = 0;

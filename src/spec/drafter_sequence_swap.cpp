@@ -38,8 +38,9 @@ void DrafterSequence::swap_out() {
   for (size_t i = 0; i < keep; ++i) copies.push_back({image.next(bb), blocks_[i], bb});
   for (const MemTensor& w : waiting_) copies.push_back({image.next(w.nbytes()), w.as<void>(), w.nbytes()});
   mem_->download_many(copies);
-  for (void* b : blocks_) pool_->release(b);
+  for (size_t i = static_cast<size_t>(shared_); i < blocks_.size(); ++i) pool_->release(blocks_[i]);
   blocks_.clear();
+  shared_ = 0;  // the holder drops its references to the shared ones
   waiting_shapes_.clear();
   for (const MemTensor& w : waiting_) waiting_shapes_.push_back(w.shape());
   waiting_.clear();
