@@ -24,12 +24,12 @@ TEST_F(Gpu, CausalConvSiluAgreesWithCpu) {
   EXPECT_LT(rel_err(download(out, x.size()), want), 1e-6);
 }
 
-// Several sequences' spans in one call: each span gives the bits of the one-span call, and the CPU's
-// per-span default agrees.
+// Several sequences' spans in one call: each span gives the bits of the one-span call (the conv_one kernel),
+// and the CPU's per-span default agrees.
 TEST_F(Gpu, CausalConvSiluSpansEqualOneSpanCalls) {
   const GdnDims d{2, 4, 32, 32, 4};
   const int64_t C = d.conv_dim(), Kc = d.conv_kernel;
-  const int64_t lens[] = {1, 16, 5, 0, 3};
+  const int64_t lens[] = {1, 16, 5, 0, 3, 75};  // 75: runs of 32 rows (the Kc = 4 kernel) and a partial one
   int64_t R = 0;
   for (int64_t l : lens) R += l;
   auto x = randn(size_t(R * C), 94), w = randn(size_t(C * Kc), 95, 0.5f);

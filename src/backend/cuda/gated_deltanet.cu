@@ -118,6 +118,44 @@ __global__ void conv_spans_kernel(const float* x, int64_t ldx, const ConvSpanDev
     os[t * ldo + c] = conv_one(xs, ldx, sp.window, w, t, c, C, Kc);
 }
 
+// The same outputs for a compile-time kernel width KC (Qwen3.5/3.6: 4), each thread one channel over a run
+// of kConvRunRows consecutive rows of its span: the KC weights and the last KC - 1 inputs stay in registers,
+// so every input is read once (conv_spans_kernel reads each KC times, and its weights every row: a
+// 2,048-row chunk of the 27B took ~210 µs a layer for ~170 MB, session 19's trace). Each output is
+// conv_one's sum, term by term in the same order: the same bits.
+constexpr int kConvRunRows = 32;
+template <int KC>
+__global__ void conv_spans_runs_kernel(const float* x, int64_t ldx, const ConvSpanDev* spans, const float* w,
+                                       float* out, int64_t ldo, int64_t C) {
+  pdl_begin();
+  const ConvSpanDev sp = spans[blockIdx.z];
+  const int64_t c = blockIdx.x * int64_t{blockDim.x} + threadIdx.x;
+  if (c >= C) return;
+  float wr[KC];
+#pragma unroll
+  for (int j = 0; j < KC; ++j) wr[j] = w[c * KC + j];
+  const float* xs = x + sp.row_begin * ldx;
+  float* os = out + sp.row_begin * ldo;
+  for (int64_t t0 = int64_t{blockIdx.y} * kConvRunRows; t0 < sp.rows; t0 += int64_t{gridDim.y} * kConvRunRows) {
+    const int64_t t1 = t0 + kConvRunRows < sp.rows ? t0 + kConvRunRows : sp.rows;
+    float win[KC];  // win[j]: the input at row t - (KC - 1) + j
+#pragma unroll
+    for (int j = 0; j < KC - 1; ++j) {
+      const int64_t src = t0 - (KC - 1) + j;  // negative: a window row
+      win[j] = src >= 0 ? xs[src * ldx + c] : sp.window[(KC - 1 + src) * C + c];
+    }
+    for (int64_t t = t0; t < t1; ++t) {
+      win[KC - 1] = xs[t * ldx + c];
+      float acc = 0.0f;
+#pragma unroll
+      for (int j = 0; j < KC; ++j) acc += wr[j] * win[j];  // two roundings, as conv_one
+      os[t * ldo + c] = d_silu(acc);
+#pragma unroll
+      for (int j = 0; j < KC - 1; ++j) win[j] = win[j + 1];
+    }
+  }
+}
+
 // One block per row: warps take the 2 Hk q/k heads in turn (one each when the block has 2 Hk warps,
 // as launched up to 32), then the threads do the Hv gates. The gates' weights are read before the wait
 // for the previous kernel (launch.cuh: weights may be).
@@ -280,6 +318,17 @@ void causal_conv_silu_spans(const float* x, int64_t ldx, const ConvSpanDev* span
                             const float* w, float* out, int64_t ldo, int64_t C, int Kc, cudaStream_t stream) {
   if (num_spans == 0 || max_rows == 0 || C == 0) return;
   const auto channel_blocks = static_cast<unsigned>((C + 255) / 256);
+  if (Kc == 4) {
+    const int64_t runs = (max_rows + kConvRunRows - 1) / kConvRunRows;
+    const auto run_blocks = static_cast<unsigned>(runs < 65535 ? runs : 65535);
+    for (int64_t first = 0; first < num_spans; first += 65535) {
+      const auto n = static_cast<unsigned>(num_spans - first < 65535 ? num_spans - first : 65535);
+      launch_pdl(conv_spans_runs_kernel<4>, dim3(channel_blocks, run_blocks, n), 256, 0, stream, x, ldx, spans + first,
+                 w, out, ldo, C);
+      CUDA_CHECK_LAUNCH();
+    }
+    return;
+  }
   const auto row_blocks = static_cast<unsigned>(max_rows < 65535 ? max_rows : 65535);
   for (int64_t first = 0; first < num_spans; first += 65535) {
     const auto n = static_cast<unsigned>(num_spans - first < 65535 ? num_spans - first : 65535);
