@@ -173,6 +173,15 @@ class Ops {
                                     std::span<const TensorView> ys) const {
     matmul_multi(x, ws, ys);
   }
+  // An MLP's prefill rows in one pass where the backend has one: out = silu(x · gateᵀ) ⊙ (x · upᵀ) with the
+  // bits of matmul_multi_prefill({gate, up}) then swiglu (the CUDA backend on sm_90a: the prefill GEMM's
+  // SwiGLU form, which also writes out's bf16 copy for the down projection). Returns false having done
+  // nothing otherwise (the default); the caller then runs those two.
+  virtual bool matmul_prefill_swiglu(const TensorView& x, const TensorView& gate, const TensorView& up,
+                                     const TensorView& out) const {
+    (void)x, (void)gate, (void)up, (void)out;
+    return false;
+  }
   // y += x · wᵀ in one pass, where the backend has one: the CUDA backend under MatmulOrder::Free (a
   // cuBLASLt GEMM whose epilogue adds y, as the drafter's residual adds do). Returns false having done
   // nothing otherwise; the caller then runs matmul() into a scratch and add().

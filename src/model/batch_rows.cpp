@@ -61,4 +61,30 @@ void BatchContext::attention(const TensorView& q, int layer, int num_heads, floa
   }
 }
 
+void BatchContext::swiglu_mlp(const TensorView& x, const TensorView& gate, const TensorView& up, const TensorView& down,
+                              const TensorView& g, const TensorView& u, const TensorView& out) const {
+  // Each run's three steps back to back, so that the down projection follows the op that wrote its input
+  // (on CUDA it then reads that op's bf16 copy: ops.h).
+  for (const RowRun& r : runs) {
+    const bool whole = runs.size() == 1;
+    const TensorView xr = whole ? x : rows_of(x, r.row_begin, r.rows);
+    const TensorView gr = whole ? g : rows_of(g, r.row_begin, r.rows);
+    const TensorView ur = whole ? u : rows_of(u, r.row_begin, r.rows);
+    const TensorView outr = whole ? out : rows_of(out, r.row_begin, r.rows);
+    if (!(r.prefill && ops->matmul_prefill_swiglu(xr, gate, up, gr))) {
+      const TensorView ws[] = {gate, up};
+      const TensorView ys[] = {gr, ur};
+      if (r.prefill)
+        ops->matmul_multi_prefill(xr, ws, ys);
+      else
+        ops->matmul_multi(xr, ws, ys);
+      ops->swiglu(gr, ur, gr);
+    }
+    if (r.prefill)
+      ops->matmul_prefill(gr, down, outr);
+    else
+      ops->matmul(gr, down, outr);
+  }
+}
+
 }  // namespace specserve

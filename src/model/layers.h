@@ -67,6 +67,11 @@ struct BatchContext {
   void matmul(const TensorView& x, const TensorView& w, const TensorView& y) const;
   void matmul_multi(const TensorView& x, std::span<const TensorView> ws, std::span<const TensorView> ys) const;
   void attention(const TensorView& q, int layer, int num_heads, float scale, const TensorView& out) const;
+  // The SwiGLU MLP over every run, run after run: out = down(silu(x · gateᵀ) ⊙ (x · upᵀ)), with g and u
+  // [rows, intermediate] as scratch (g holds the product). A prefill run takes Ops::matmul_prefill_swiglu
+  // where the backend has it (the same bits).
+  void swiglu_mlp(const TensorView& x, const TensorView& gate, const TensorView& up, const TensorView& down,
+                  const TensorView& g, const TensorView& u, const TensorView& out) const;
 };
 
 struct AttentionBlock {

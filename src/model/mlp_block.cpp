@@ -15,11 +15,7 @@ MlpBlock load_mlp(WeightStore& w, const ArchSpec& s, int i) {
 void MlpBlock::forward(BatchContext& ctx, const TensorView& x, const TensorView& out) const {
   MemTensor g = MemTensor::empty(*ctx.mem, DType::F32, {ctx.rows, gate.dim(0)});
   MemTensor u = MemTensor::empty(*ctx.mem, DType::F32, {ctx.rows, up.dim(0)});
-  TensorView ws[] = {gate, up};
-  TensorView ys[] = {g, u};
-  ctx.matmul_multi(x, ws, ys);
-  ctx.ops->swiglu(g, u, g);
-  ctx.matmul(g, down, out);
+  ctx.swiglu_mlp(x, gate, up, down, g, u, out);
 }
 
 }  // namespace specserve

@@ -7,6 +7,7 @@
 #include <iterator>
 #include <vector>
 
+#include "backend/cuda/cuda_memory.h"
 #include "backend/cuda/kernels.h"
 #include "backend/matmul_choice.h"
 #include "cuda_test_util.h"
@@ -150,6 +151,60 @@ INSTANTIATE_TEST_SUITE_P(Shapes, PrefillMatmul,
                          ::testing::Values(PrefillCase{1, 256, 512}, PrefillCase{37, 200, 72},
                                            PrefillCase{130, 300, 1000}, PrefillCase{300, 1000, 1024},
                                            PrefillCase{700, 4096, 256}, PrefillCase{1024, 512, 3072}));
+
+// The SwiGLU form (Ops::matmul_prefill_swiglu): the bits of matmul_multi_prefill of gate and up then swiglu,
+// every element written (out poisoned first); and its bf16 copy is what the down projection reads next:
+// matmul_prefill of out right after gives the bits of matmul_prefill of a device copy of out, with the
+// conversion scratch poisoned with NaN first (a register the epilogue failed to write would show). Shapes
+// with one row, a partial 128-column tile, an odd N, a partial M tile, K off the 64 grid, several persistent
+// rounds.
+TEST_P(PrefillMatmul, SwigluFormEqualsMatmulsThenSwiglu) {
+  const auto [M, N, K] = GetParam();
+  if (!cuda::kernels::wgmma_available()) GTEST_SKIP() << "not a compute capability 9.0 device";
+  for (const int64_t I : {N, N + 1}) {
+    SCOPED_TRACE(I);
+    const DeviceBuffer x = DeviceBuffer::from(randn(size_t(M * K), 11));
+    const DeviceBuffer wg = DeviceBuffer::from(to_bf16(randn(size_t(I * K), 12, 0.05f))),
+                       wu = DeviceBuffer::from(to_bf16(randn(size_t(I * K), 13, 0.05f))),
+                       wd = DeviceBuffer::from(to_bf16(randn(size_t(64 * I), 14, 0.05f)));
+    const TensorView X = dev_view(x, DType::F32, {M, K}), G = dev_view(wg, DType::BF16, {I, K}),
+                     U = dev_view(wu, DType::BF16, {I, K}), D = dev_view(wd, DType::BF16, {64, I});
+    const DeviceBuffer g = poisoned(size_t(M * I)), u = poisoned(size_t(M * I)), fused = poisoned(size_t(M * I)),
+                       copy = poisoned(size_t(M * I)), y_fused = poisoned(size_t(M * 64)),
+                       y_plain = poisoned(size_t(M * 64));
+    const TensorView ws[] = {G, U};
+    const TensorView ys[] = {dev_view(g, DType::F32, {M, I}), dev_view(u, DType::F32, {M, I})};
+    cuda_ops().matmul_multi_prefill(X, ws, ys);
+    cuda_ops().swiglu(ys[0], ys[1], ys[0]);
+    const auto want = download(g, size_t(M * I));
+    {  // poison both scratches: a prefill GEMM of NaN rows as many and as wide as out (its x's copy), and the
+      // SwiGLU form of NaN rows, more and wider than out (its own copy)
+      DeviceBuffer nan = DeviceBuffer::from(std::vector<float>(size_t(M * I), NAN));
+      cuda_ops().matmul_prefill(dev_view(nan, DType::F32, {M, I}), D, dev_view(y_plain, DType::F32, {M, 64}));
+      const int64_t M2 = M + 32, I2 = I + 136;
+      DeviceBuffer nan_x = DeviceBuffer::from(std::vector<float>(size_t(M2 * K), NAN)),
+                   w2 = DeviceBuffer::from(to_bf16(randn(size_t(I2 * K), 15))), out2 = poisoned(size_t(M2 * I2));
+      const TensorView W2 = dev_view(w2, DType::BF16, {I2, K});
+      ASSERT_TRUE(cuda_ops().matmul_prefill_swiglu(dev_view(nan_x, DType::F32, {M2, K}), W2, W2,
+                                                   dev_view(out2, DType::F32, {M2, I2})));
+    }
+    const TensorView OUT = dev_view(fused, DType::F32, {M, I});
+    const uint64_t before = cuda::kernels::matmul_xb_reused();
+    ASSERT_TRUE(cuda_ops().matmul_prefill_swiglu(X, G, U, OUT));
+    if (I % 8 != 0) {  // the prefill GEMM cannot take K = I (the TMA's 16-byte rows): only out's bits
+      ASSERT_TRUE(bit_equal(download(fused, size_t(M * I)).data(), want.data(), want.size()));
+      continue;
+    }
+    cuda_ops().matmul_prefill(OUT, D, dev_view(y_fused, DType::F32, {M, 64}));
+    EXPECT_EQ(cuda::kernels::matmul_xb_reused(), before + 1) << "the down projection read the copy";
+    ASSERT_TRUE(bit_equal(download(fused, size_t(M * I)).data(), want.data(), want.size()));
+    cuda_memory().copy(copy.data(), fused.data(), size_t(M * I) * 4);
+    cuda_ops().matmul_prefill(dev_view(copy, DType::F32, {M, I}), D, dev_view(y_plain, DType::F32, {M, 64}));
+    const auto plain = download(y_plain, size_t(M * 64));
+    for (float v : plain) ASSERT_TRUE(std::isfinite(v));
+    EXPECT_TRUE(bit_equal(download(y_fused, size_t(M * 64)).data(), plain.data(), plain.size()));
+  }
+}
 
 // f32 weights (the parity path) and weights the TMA cannot address run the row-invariant kernels: still
 // correct, still a row's own bits.

@@ -189,6 +189,22 @@ class CudaOps final : public Ops {
     k::matmul_run(&a, 1, MatmulOrder::Prefill, cuda::launch_stream());
   }
 
+  bool matmul_prefill_swiglu(const TensorView& x, const TensorView& gate, const TensorView& up,
+                             const TensorView& out) const override {
+    check_matmul(x, gate, out);
+    check_matmul(x, up, out);
+    const k::MatmulArgs g = matmul_args(x, gate, out), u = matmul_args(x, up, out);
+    // Only where the choice gives both weights the prefill GEMM (backend/matmul_choice.h).
+    for (const k::MatmulArgs* a : {&g, &u})
+      if (choose_matmul(MatmulBackend::Cuda, MatmulOrder::Prefill, a->M, a->K, k::matmul_weight(*a),
+                        k::matmul_device()) != MatmulKernel::Prefill)
+        return false;
+    const k::XbOut xb = k::matmul_xb_out_beside_x(out.dim(0), out.dim(1), cuda::launch_stream());
+    if (!k::matmul_bf16_prefill_swiglu(g, u, xb, cuda::launch_stream())) return false;
+    note_xb(out.data, out.strides[0], out.dim(0), out.dim(1), xb);
+    return true;
+  }
+
   void matmul_multi_prefill(const TensorView& x, std::span<const TensorView> ws,
                             std::span<const TensorView> ys) const override {
     run_multi(x, ws, ys, MatmulOrder::Prefill);

@@ -45,6 +45,9 @@ struct XbOut {
 // scratch; {} otherwise. Valid until
 // the next matmul launch (a producer writes it, the matmul enqueued right after reads it).
 XbOut matmul_xb_out(int64_t M, int64_t K, cudaStream_t stream, bool free_order = false);
+// The XbOut of a matmul's own [M, K] output (the prefill GEMM's SwiGLU form), in a second scratch: the copy
+// of its x (in the first) stays intact while the kernel writes this one. Valid until the next such call.
+XbOut matmul_xb_out_beside_x(int64_t M, int64_t K, cudaStream_t stream);
 // Matmul launches (gemv, matmul_bf16_mid) that read an XbOut instead of converting x (a counter for
 // tests), and the launchers' call that counts one.
 uint64_t matmul_xb_reused();
@@ -116,6 +119,11 @@ bool matmul_bf16_wgmma_multi(const MatmulArgs* parts, int count, cudaStream_t st
 // share x, M and K.
 bool prefill_matmul_fits(const MatmulArgs& a);
 bool matmul_bf16_prefill(const MatmulArgs* parts, int count, cudaStream_t stream);
+// The prefill GEMM's SwiGLU form: gate.y = silu(x · gateᵀ) ⊙ (x · upᵀ) [M, N] and its bf16 copy `xb`
+// (XbOut for [M, N]) in one launch, with the bits of matmul_bf16_prefill of both weights then swiglu
+// (up.y is not written). Returns false, launching nothing, where matmul_bf16_prefill would decline a part,
+// the parts do not share x, M, K and N, or xb is missing.
+bool matmul_bf16_prefill_swiglu(const MatmulArgs& gate, const MatmulArgs& up, const XbOut& xb, cudaStream_t stream);
 // The slice-serial warpgroup kernel (matmul_wgmma_serial_sm90a.cu; matmul_wgmma.cuh: WgSerial) over x's
 // bf16 copy xb (pitch ldxb = xb_pitch(K, wg::kKT)); matmul_bf16_wgmma picks it where
 // matmul_wgmma_serial (matmul_choice.h) says. Only for operands

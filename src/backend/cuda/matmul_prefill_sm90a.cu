@@ -20,6 +20,15 @@
 // tiles one after the other); each weight's output tiles are walked with M fastest (m = t % tiles_m), so
 // the CTAs running at once share the same weight columns and x stays in L2; the producer loads the next
 // tile's stages while the consumers store the last one.
+//
+// The SwiGLU form (matmul_bf16_prefill_swiglu): out = silu(x · gateᵀ) ⊙ (x · upᵀ) for an MLP's gate and up
+// weights in one pass. A tile's 256 B rows are 128 rows of gate and the same 128 rows of up (two TMA boxes
+// of 64 x 128 stacked in the stage: the 128-byte swizzle repeats every 8 rows, so two boxes lay out as one
+// box of 256), so a thread's accumulators j and j + 16 (columns c and c + 128 of the m64n256 tile) are gate
+// and up of the same output column. The epilogue stores silu(g) · u (the swiglu kernel's formula,
+// device_math.cuh) in f32 and its bf16 copy for the down projection (kernels.h: XbOut). Each accumulator is
+// the chain the plain GEMM computes for that element, so out has the bits of matmul_multi_prefill then
+// swiglu, and the gate and up outputs (2 x 4 bytes an element) are never written or read back.
 #include <cuda.h>
 #include <cuda_runtime.h>
 #include <cudaTypedefs.h>
@@ -28,6 +37,7 @@
 #include <climits>
 
 #include "backend/cuda/cuda_check.h"
+#include "backend/cuda/device_math.cuh"
 #include "backend/cuda/kernels.h"
 #include "backend/cuda/launch.cuh"
 #include "backend/cuda/matmul_tensor_core.cuh"
@@ -75,7 +85,12 @@ struct GemmParams {
   GemmPart part[kMaxParts];
   int64_t M;
   int kblocks, tiles_m, tiles;
+  // The SwiGLU form: part[0].b is gate and part[1].b up (boxes 64 x 128), part[0] the output [M, N] (N the
+  // intermediate width, tiles of 128 columns), xb its bf16 copy.
+  bool swiglu;
+  XbOut xb;
 };
+constexpr int kSwigluBN = Gemm::kBN / 2;  // output columns of a SwiGLU tile
 
 // The part of launch tile t and the tile's place in that part's [tiles_m, N / kBN] grid (M fastest).
 struct TileAt {
@@ -86,7 +101,48 @@ __device__ __forceinline__ TileAt tile_at(const GemmParams& p, int t) {
   int i = 0;
   while (t >= p.part[i].tiles_end) ++i;
   const int local = t - (i > 0 ? p.part[i - 1].tiles_end : 0);
-  return {i, int64_t{local % p.tiles_m} * Gemm::kBM, int64_t{local / p.tiles_m} * Gemm::kBN};
+  return {i, int64_t{local % p.tiles_m} * Gemm::kBM, int64_t{local / p.tiles_m} * (p.swiglu ? kSwigluBN : Gemm::kBN)};
+}
+
+// The SwiGLU epilogue of one thread: rows r0 and r0 + 8 of the tile (columns n0 ..), accumulators j < 16
+// gate and j + 16 up of columns n0 + 8 j + 2 (lane % 4) + {0, 1}. Stores out and its bf16 copy; rows from M
+// up to xb.rows (padding) get zero registers, and the tile at the last columns also zeroes the registers
+// past N up to the pitch (xb_out.cuh's layout).
+__device__ __forceinline__ void swiglu_epilogue(const GemmParams& p, const float (&acc)[128], int64_t r0, int64_t n0,
+                                                int lane) {
+  const GemmPart& part = p.part[0];
+  const int64_t regs_per_row = p.xb.pitch / 2;
+  const bool last_cols = n0 + kSwigluBN >= part.N;
+#pragma unroll
+  for (int h = 0; h < 2; ++h) {
+    const int64_t r = r0 + 8 * h;
+    if (r >= p.xb.rows) continue;
+    uint32_t* xr = p.xb.regs + r * regs_per_row;
+    if (r >= p.M) {  // a padding row of the copy
+      for (int64_t c = n0 + 2 * (lane % 4); c < (last_cols ? p.xb.pitch : n0 + kSwigluBN); c += 8) xr[c / 2] = 0u;
+      continue;
+    }
+    float* yr = part.y + r * part.ldy;
+#pragma unroll
+    for (int j = 0; j < 16; ++j) {
+      const int64_t c = n0 + 8 * j + 2 * (lane % 4);
+      if (c >= part.N) continue;
+      const float v0 = d_silu(acc[4 * j + 2 * h]) * acc[4 * (j + 16) + 2 * h];
+      const bool two = c + 1 < part.N;
+      const float v1 = two ? d_silu(acc[4 * j + 2 * h + 1]) * acc[4 * (j + 16) + 2 * h + 1] : 0.0f;
+      if (part.pairs && two) {
+        *reinterpret_cast<float2*>(yr + c) = make_float2(v0, v1);
+      } else {
+        yr[c] = v0;
+        if (two) yr[c + 1] = v1;
+      }
+      xr[c / 2] = pack_bf16x2(v0, v1);
+    }
+    if (last_cols) {
+      const int64_t tail = (part.N + 1) / 2 * 2;  // the first register wholly past N
+      for (int64_t c = tail + 2 * (lane % 4); c < p.xb.pitch; c += 8) xr[c / 2] = 0u;
+    }
+  }
 }
 
 __global__ void __launch_bounds__(Gemm::kThreads, 1) matmul_prefill_kernel(const __grid_constant__ GemmParams p) {
@@ -123,7 +179,12 @@ __global__ void __launch_bounds__(Gemm::kThreads, 1) matmul_prefill_kernel(const
         const uint32_t dst = sbase + stage * Gemm::kStageBytes, bar = full0 + 8 * stage;
         mbar_arrive_expect_tx(bar, Gemm::kStageBytes);
         tma_load_2d(dst, &p.a, kb * Gemm::kBK, m0, bar);
-        tma_load_2d(dst + Gemm::kABytes, b_map, kb * Gemm::kBK, n0, bar);
+        if (p.swiglu) {  // gate rows n0 .. n0 + 127, then up's
+          tma_load_2d(dst + Gemm::kABytes, &p.part[0].b, kb * Gemm::kBK, n0, bar);
+          tma_load_2d(dst + Gemm::kABytes + Gemm::kBBytes / 2, &p.part[1].b, kb * Gemm::kBK, n0, bar);
+        } else {
+          tma_load_2d(dst + Gemm::kABytes, b_map, kb * Gemm::kBK, n0, bar);
+        }
       }
     }
     return;
@@ -161,6 +222,10 @@ __global__ void __launch_bounds__(Gemm::kThreads, 1) matmul_prefill_kernel(const
     // Accumulator i of this thread: row 16 (warp % 4) + lane / 4 + 8 (i % 4 / 2) of the warpgroup's 64,
     // column 8 (i / 4) + 2 (lane % 4) + i % 2 (the m16n8 C fragment, repeated along n).
     const int64_t r0 = m0 + 64 * wgi + 16 * (warp % 4) + lane / 4;
+    if (p.swiglu) {
+      swiglu_epilogue(p, acc, r0, n0, lane);
+      continue;
+    }
 #pragma unroll
     for (int h = 0; h < 2; ++h) {
       const int64_t r = r0 + 8 * h;
@@ -234,6 +299,31 @@ bool prefill_matmul_fits(const MatmulArgs& a) {
          a.K <= INT_MAX;
 }
 
+namespace {
+
+void configure_once() {
+  static const bool configured = [] {
+    CUDA_CHECK(
+        cudaFuncSetAttribute(matmul_prefill_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, Gemm::kSmemBytes));
+    return true;
+  }();
+  (void)configured;
+}
+
+// The tensor map of x's bf16 copy: the one its producer wrote (norms, swiglu, prefill attention: XbOut),
+// else converted here.
+CUtensorMap x_map(const MatmulArgs& a0, cudaStream_t stream) {
+  const bool reuse = a0.xb != nullptr && a0.ldxb >= a0.K && a0.ldxb % 8 == 0;
+  const int64_t ldxb = reuse ? a0.ldxb : xb_pitch(a0.K, kKT);
+  const uint16_t* xb = reuse ? a0.xb : matmul_x_to_bf16(a0.x, a0.ldx, a0.M, a0.K, ldxb, stream);
+  if (reuse) matmul_count_xb_reused();
+  return tensor_map(xb, a0.M, a0.K, ldxb, Gemm::kBM);
+}
+
+bool pairs_ok(const MatmulArgs& a) { return (reinterpret_cast<uintptr_t>(a.y) & 7u) == 0 && a.ldy % 2 == 0; }
+
+}  // namespace
+
 bool matmul_bf16_prefill(const MatmulArgs* parts, int count, cudaStream_t stream) {
   if (count < 1 || !wgmma_available()) return false;
   const MatmulArgs& a0 = parts[0];
@@ -241,18 +331,8 @@ bool matmul_bf16_prefill(const MatmulArgs* parts, int count, cudaStream_t stream
     const MatmulArgs& a = parts[i];
     if (!prefill_matmul_fits(a) || a.x != a0.x || a.ldx != a0.ldx || a.M != a0.M || a.K != a0.K) return false;
   }
-  static const bool configured = [] {
-    CUDA_CHECK(
-        cudaFuncSetAttribute(matmul_prefill_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, Gemm::kSmemBytes));
-    return true;
-  }();
-  (void)configured;
-  // x's bf16 copy: the one its producer wrote (norms, swiglu, prefill attention: XbOut), else converted here.
-  const bool reuse = a0.xb != nullptr && a0.ldxb >= a0.K && a0.ldxb % 8 == 0;
-  const int64_t ldxb = reuse ? a0.ldxb : xb_pitch(a0.K, kKT);
-  const uint16_t* xb = reuse ? a0.xb : matmul_x_to_bf16(a0.x, a0.ldx, a0.M, a0.K, ldxb, stream);
-  if (reuse) matmul_count_xb_reused();
-  const CUtensorMap a_map = tensor_map(xb, a0.M, a0.K, ldxb, Gemm::kBM);
+  configure_once();
+  const CUtensorMap a_map = x_map(a0, stream);
   const int tiles_m = static_cast<int>(ceil_div(a0.M, int64_t{Gemm::kBM}));
   for (int first = 0; first < count; first += kMaxParts) {
     GemmParams p{};
@@ -273,7 +353,7 @@ bool matmul_bf16_prefill(const MatmulArgs* parts, int count, cudaStream_t stream
       part.y = a.y;
       part.ldy = a.ldy;
       part.N = a.N;
-      part.pairs = (reinterpret_cast<uintptr_t>(a.y) & 7u) == 0 && a.ldy % 2 == 0;
+      part.pairs = pairs_ok(a);
       tiles += int64_t{tiles_m} * ceil_div(a.N, int64_t{Gemm::kBN});
       SS_CHECK(tiles <= INT_MAX, "prefill matmul: {} x {} is more tiles than the kernel counts", a.M, a.N);
       part.tiles_end = static_cast<int>(tiles);
@@ -283,6 +363,35 @@ bool matmul_bf16_prefill(const MatmulArgs* parts, int count, cudaStream_t stream
     launch_pdl(matmul_prefill_kernel, dim3(static_cast<unsigned>(grid)), Gemm::kThreads, Gemm::kSmemBytes, stream, p);
     CUDA_CHECK_LAUNCH();
   }
+  return true;
+}
+
+bool matmul_bf16_prefill_swiglu(const MatmulArgs& gate, const MatmulArgs& up, const XbOut& xb, cudaStream_t stream) {
+  if (!wgmma_available() || xb.regs == nullptr || !prefill_matmul_fits(gate) || !prefill_matmul_fits(up)) return false;
+  if (up.x != gate.x || up.ldx != gate.ldx || up.M != gate.M || up.K != gate.K || up.N != gate.N) return false;
+  if (xb.rows < gate.M || xb.pitch < gate.N || xb.pitch % 2 != 0) return false;
+  configure_once();
+  GemmParams p{};
+  p.a = x_map(gate, stream);
+  p.M = gate.M;
+  p.kblocks = static_cast<int>(ceil_div(gate.K, int64_t{Gemm::kBK}));
+  p.tiles_m = static_cast<int>(ceil_div(gate.M, int64_t{Gemm::kBM}));
+  const int64_t tiles = int64_t{p.tiles_m} * ceil_div(gate.N, int64_t{kSwigluBN});
+  SS_CHECK(tiles <= INT_MAX, "prefill matmul: {} x {} is more tiles than the kernel counts", gate.M, gate.N);
+  p.tiles = static_cast<int>(tiles);
+  p.swiglu = true;
+  p.xb = xb;
+  p.part[0].b = tensor_map(gate.w, gate.N, gate.K, gate.ldw, kSwigluBN);
+  p.part[1].b = tensor_map(up.w, up.N, up.K, up.ldw, kSwigluBN);
+  p.part[0].y = gate.y;
+  p.part[0].ldy = gate.ldy;
+  p.part[0].N = gate.N;
+  p.part[0].pairs = pairs_ok(gate);
+  p.part[0].tiles_end = p.tiles;
+  for (int i = 1; i < kMaxParts; ++i) p.part[i].tiles_end = INT_MAX;
+  const int grid = static_cast<int>(std::min<int64_t>(tiles, sm_count()));
+  launch_pdl(matmul_prefill_kernel, dim3(static_cast<unsigned>(grid)), Gemm::kThreads, Gemm::kSmemBytes, stream, p);
+  CUDA_CHECK_LAUNCH();
   return true;
 }
 

@@ -33,11 +33,15 @@ __global__ void __launch_bounds__(256)
     out[i] = xb_pair(x, ldx, M, K, pitch, i, [](float lo, float hi) { return pack_bf16x2(lo, hi); });
 }
 
-// The process's scratch block, at least `bytes` long (contents undefined).
-void* scratch(size_t bytes, cudaStream_t stream) {
+// The process's scratch block `slot`, at least `bytes` long (contents undefined). Slot 0 holds the copies
+// of matmul inputs (x_to_bf16 and the producers' XbOut); slot 1 the copy a matmul writes of its own output
+// while it reads its x's copy from slot 0 (matmul_xb_out_beside_x).
+void* scratch(size_t bytes, cudaStream_t stream, int slot = 0) {
   static std::mutex mutex;
-  static void* block = nullptr;
-  static size_t capacity = 0;
+  static void* blocks[2] = {nullptr, nullptr};
+  static size_t capacities[2] = {0, 0};
+  void*& block = blocks[slot];
+  size_t& capacity = capacities[slot];
   std::lock_guard lock(mutex);
   if (bytes > capacity) {
     flush_launches();                           // recorded kernels may read the old block:
@@ -64,6 +68,15 @@ XbOut matmul_xb_out(int64_t M, int64_t K, cudaStream_t stream, bool free_order) 
   o.pitch = xb_pitch(K, Gemv<2>::kKT);
   o.rows = xb_rows(M);
   o.regs = static_cast<uint32_t*>(scratch(static_cast<size_t>(o.rows * o.pitch) * 2, stream));
+  return o;
+}
+
+XbOut matmul_xb_out_beside_x(int64_t M, int64_t K, cudaStream_t stream) {
+  if (M <= 0 || K <= 0) return {};
+  XbOut o;
+  o.pitch = xb_pitch(K, Gemv<2>::kKT);
+  o.rows = xb_rows(M);
+  o.regs = static_cast<uint32_t*>(scratch(static_cast<size_t>(o.rows * o.pitch) * 2, stream, /*slot=*/1));
   return o;
 }
 
