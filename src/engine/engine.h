@@ -17,6 +17,7 @@
 #include "core/error.h"
 #include "engine/acceptance.h"
 #include "engine/batch_plan.h"
+#include "engine/draft_length_policy.h"
 #include "engine/draft_proposer.h"
 #include "engine/engine_options.h"
 #include "engine/kv_budget.h"
@@ -89,6 +90,8 @@ class Engine {
   void propose_drafts();
   // More sequences decode than options_.spec_max_batch allows to speculate.
   bool speculation_paused() const;
+  // γ for each decoding sequence (its max_drafts under a fixed policy; engine/draft_length_policy.h).
+  std::vector<int> draft_lengths(std::span<Sequence* const> decoding, std::span<const int> max_drafts);
   // Requests in and out (engine.cpp).
   void intake();
   void reap_cancelled();
@@ -121,6 +124,8 @@ class Engine {
   DraftProposer* proposer_;
   sampling::VocabBounds vocab_;
   EngineMetrics metrics_;
+  // The draft-length policy (adaptive: a step cost model; its gauges go into metrics_ at construction).
+  DraftLengthPolicy draft_policy_{options_, metrics_};
   int lookahead_ = 0;  // DraftProposer::positions_past_context (0 without a proposer)
   // The target's swap image: fixed bytes (DeltaNet state) and bytes per KV block (swap.cpp).
   size_t target_swap_fixed_ = 0, target_swap_per_block_ = 0;

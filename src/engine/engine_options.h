@@ -1,10 +1,22 @@
 #pragma once
 // Engine capacity and batching knobs (from `specserve serve` flags).
 #include <cstdint>
+#include <optional>
+#include <string_view>
 
 #include "engine/acceptance.h"
+#include "io/step_cost_profile.h"
 
 namespace specserve::engine {
+
+// How many drafts each speculating sequence's verify carries (docs/DFLASH.md §13).
+//   Fixed: every sequence drafts gamma (fewer near max_tokens), as the drafter's block allows.
+//   Adaptive: per sequence and step, γ_i in 0..gamma chosen from its observed acceptance and the step cost
+//     model to maximise expected tokens per second (engine/draft_length_policy.h); γ_i = 0 is a plain
+//     decode row, and when no sequence drafts the drafter does not run.
+enum class DraftPolicy { Fixed, Adaptive };
+std::string_view draft_policy_name(DraftPolicy p);      // "fixed", "adaptive"
+DraftPolicy parse_draft_policy(std::string_view name);  // throws Error naming the accepted values
 
 struct EngineOptions {
   // Sequences running at once: each holds a DeltaNet state slot and its KV blocks (taken on demand,
@@ -22,11 +34,14 @@ struct EngineOptions {
   // Host memory for swapped-out sequences (engine/swap.h; pinned on a GPU), --swap-space-gib. 0: no
   // preemption, every admitted sequence's worst case fits the KV budget.
   size_t swap_space_bytes = size_t{4} << 30;
-  int gamma = 0;  // drafts per verify (0: no speculation)
-  // Speculate only while at most this many sequences decode (0: always). Above it a step's verify rows
-  // cost more than the drafts save (on an H200 at 16 sequences a 16-row verify per sequence makes
-  // DFlash slower than plain decoding: docs/BENCHMARKS.md), so the engine proposes no drafts and the
-  // next step is a plain decode; outputs are the same either way (drafts never change them).
+  int gamma = 0;  // drafts per verify (0: no speculation); the adaptive policy's upper bound
+  DraftPolicy draft_policy = DraftPolicy::Fixed;
+  // The step cost model's coefficients; required by DraftPolicy::Adaptive (engine/step_cost_model.h).
+  std::optional<StepCosts> step_costs;
+  // A hard cap: speculate only while at most this many sequences decode (0: no cap). Above it the engine
+  // proposes no drafts and the next step is a plain decode whatever the policy says; outputs are the same
+  // either way (drafts never change them). The adaptive policy makes the choice from measured costs; the
+  // cap remains for a fixed policy and as an operator's override.
   int spec_max_batch = 0;
   // How drafts are judged (engine/acceptance.h); raw-argmax is NOT lossless (comparison only).
   VerifyMode verify_mode = VerifyMode::SampleMatch;
@@ -41,7 +56,8 @@ struct EngineOptions {
 };
 
 // Adjusts options so the scheduler can always make progress: the chunk is a multiple of 64 and a
-// full step of decode/verify rows still leaves room for one chunk.
+// full step of decode/verify rows still leaves room for one chunk. Throws Error for an adaptive draft
+// policy without step costs.
 EngineOptions normalised(EngineOptions o);
 
 }  // namespace specserve::engine

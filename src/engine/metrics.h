@@ -79,7 +79,28 @@ struct EngineMetrics {
   std::atomic<uint64_t> spec_num_draft_tokens{0};  // draft tokens proposed
   std::atomic<uint64_t> spec_num_accepted_tokens{0};
   std::array<std::atomic<uint64_t>, kMaxDraftPositions> spec_accepted_per_pos{};  // accepted at draft index i
-  std::atomic<uint64_t> spec_paused_steps{0};  // steps that proposed no drafts (EngineOptions::spec_max_batch)
+  std::atomic<uint64_t> spec_paused_steps{0};  // steps with sequences that could draft whose drafter did not run
+                                               // (EngineOptions::spec_max_batch, or the policy chose γ = 0 for all)
+
+  // The draft-length policy (engine/draft_length_policy.h): decode rows it gave drafts, those it kept at
+  // γ = 0, and probes; and its step cost model's predicted seconds at fixed points (set at start-up).
+  std::atomic<uint64_t> spec_policy_drafted{0};
+  std::atomic<uint64_t> spec_policy_plain{0};
+  std::atomic<uint64_t> spec_policy_probes{0};
+  struct StepCostPoint {
+    const char* kind;  // "decode", "verify" (rows per sequence), "propose"
+    int sequences, rows, context;
+  };
+  static constexpr std::array<StepCostPoint, 8> kStepCostPoints = {{{"decode", 1, 1, 1024},
+                                                                    {"decode", 16, 1, 1024},
+                                                                    {"decode", 64, 1, 1024},
+                                                                    {"decode", 1, 1, 32768},
+                                                                    {"verify", 1, 16, 1024},
+                                                                    {"verify", 16, 16, 1024},
+                                                                    {"propose", 1, 0, 1024},
+                                                                    {"propose", 16, 0, 1024}}};
+  std::atomic<bool> step_cost_model{false};  // the adaptive policy runs on a cost model
+  std::array<std::atomic<double>, kStepCostPoints.size()> step_cost_seconds{};
 
   void record_spec_round(int num_drafts_proposed, int num_accepted);
 };

@@ -23,8 +23,10 @@
 //                                            accepted drafts; never a rejected draft
 //   7. tokens out        stream_tokens       the step observer, then the stop checker and the
 //                                            request's stream
-//   8. drafts proposed   propose_drafts      ONE batched propose for every speculating sequence
-//                                            (none while more than spec_max_batch decode)
+//   8. drafts proposed   propose_drafts      γ per sequence from the draft-length policy
+//                                            (engine/draft_length_policy.h), then ONE batched propose
+//                                            for the sequences with γ > 0 (none: no propose; none
+//                                            while more than spec_max_batch decode)
 //   9. finished retired  retire_finished     KV blocks, state and drafter context freed
 //
 // The ordering rule: the drafter receives a step's context rows (6) after every commit of the step
@@ -137,7 +139,13 @@ std::vector<Engine::SpanResult> Engine::pick_accept_commit(const StepRows& rows,
       model_.commit(s.state(), 1 + accepted);
       r.first_position = s.state().length() - (1 + accepted);
       r.committed = std::span<const int32_t>(span.tokens).first(static_cast<size_t>(1 + accepted));
-      if (k > 0) metrics_.record_spec_round(k, accepted);
+      if (k > 0) {
+        metrics_.record_spec_round(k, accepted);
+        // The draft-length policy's evidence (engine/acceptance_stats.h).
+        s.acceptance.observe(k, accepted);
+        s.acceptance.mark_step(static_cast<int64_t>(metrics_.steps.load(std::memory_order_relaxed)));
+        draft_policy_.engine_acceptance().observe(k, accepted);
+      }
       if (s.request().on_step) r.step = SpecStep{r.first_position, s.drafts, accepted, r.picks.tokens};
       s.drafts.clear();
     }
@@ -174,35 +182,84 @@ void Engine::stream_tokens(std::span<const SpanResult> results) {
   }
 }
 
-// 8. For the next step's verify rows. Past options_.spec_max_batch decoding sequences the next step
-// is a plain decode.
+// 8. For the next step's verify rows: each decoding sequence's γ from the draft-length policy
+// (engine/draft_length_policy.h; under a fixed policy gamma, fewer near max_tokens); γ = 0 leaves it a
+// plain decode row, and when no sequence drafts the drafter does not run. Past options_.spec_max_batch
+// decoding sequences (a hard cap) the next step is a plain decode.
 void Engine::propose_drafts() {
   if (!proposer_) return;
+  std::vector<Sequence*> decoding;
+  std::vector<int> max_drafts;
+  bool can_draft = false;
+  for (auto& sp : running_) {
+    Sequence& s = *sp;
+    if (s.finished() || s.prefilling() || !s.pending) continue;
+    // Drafts past max_tokens would be cut anyway; the last token needs no drafts.
+    const int m =
+        s.draft_context ? static_cast<int>(std::clamp<int64_t>(s.remaining_tokens() - 1, 0, options_.gamma)) : 0;
+    decoding.push_back(&s);
+    max_drafts.push_back(m);
+    can_draft = can_draft || m > 0;
+  }
+  if (!can_draft) return;
   if (speculation_paused()) {
     metrics_.spec_paused_steps.fetch_add(1, std::memory_order_relaxed);
     return;
   }
+  const std::vector<int> gamma = draft_lengths(decoding, max_drafts);
   std::vector<ProposeItem> items;
-  for (auto& sp : running_) {
-    Sequence& s = *sp;
-    if (s.finished() || s.prefilling() || !s.draft_context || !s.pending) continue;
-    // Drafts past max_tokens would be cut anyway; the last token needs no drafts.
-    const int max_drafts = static_cast<int>(std::min<int64_t>(options_.gamma, s.remaining_tokens() - 1));
-    if (max_drafts <= 0) continue;
+  for (size_t i = 0; i < decoding.size(); ++i) {
+    if (gamma[i] <= 0) continue;
+    Sequence& s = *decoding[i];
     ProposeItem item;
     item.context = s.draft_context.get();
     item.pending_token = *s.pending;
     item.pending_position = s.state().length();
     item.sampler = &s.sampler();
     item.history = &s.history();
-    item.max_drafts = max_drafts;
+    item.max_drafts = gamma[i];
     item.drafts = &s.drafts;
     items.push_back(item);
   }
-  if (!items.empty()) proposer_->propose(items);
+  if (items.empty()) {
+    metrics_.spec_paused_steps.fetch_add(1, std::memory_order_relaxed);
+    return;
+  }
+  proposer_->propose(items);
   for (const auto& item : items) {
     if (static_cast<int>(item.drafts->size()) > item.max_drafts) item.drafts->resize(item.max_drafts);
   }
+}
+
+std::vector<int> Engine::draft_lengths(std::span<Sequence* const> decoding, std::span<const int> max_drafts) {
+  if (!draft_policy_.adaptive()) return {max_drafts.begin(), max_drafts.end()};
+  const auto step = static_cast<int64_t>(metrics_.steps.load(std::memory_order_relaxed));
+  const AcceptanceStats& prior = draft_policy_.engine_acceptance();
+  std::vector<DraftCandidate> candidates(decoding.size());
+  uint64_t probes = 0;
+  for (size_t i = 0; i < decoding.size(); ++i) {
+    Sequence& s = *decoding[i];
+    DraftCandidate& c = candidates[i];
+    c.max_drafts = max_drafts[i];
+    c.context = s.state().length();
+    if (c.max_drafts == 0) continue;
+    s.acceptance.mark_first_step(step);
+    if (DraftLengthPolicy::probes(step, s.acceptance.since_step())) {
+      c.min_drafts = std::min(c.max_drafts, DraftLengthPolicy::kProbeDrafts);
+      ++probes;
+    }
+    for (int j = 1; j <= c.max_drafts; ++j) c.accept.push_back(s.acceptance.rate(j, &prior));
+  }
+  const DraftChoice choice = choose_draft_lengths(draft_policy_.model(), candidates);
+  uint64_t drafted = 0, plain = 0;
+  for (size_t i = 0; i < decoding.size(); ++i) {
+    if (max_drafts[i] == 0) continue;
+    ++(choice.gamma[i] > 0 ? drafted : plain);
+  }
+  metrics_.spec_policy_drafted.fetch_add(drafted, std::memory_order_relaxed);
+  metrics_.spec_policy_plain.fetch_add(plain, std::memory_order_relaxed);
+  metrics_.spec_policy_probes.fetch_add(probes, std::memory_order_relaxed);
+  return choice.gamma;
 }
 
 bool Engine::speculation_paused() const {

@@ -1,0 +1,185 @@
+#include "engine/step_cost_model.h"
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <vector>
+
+#include <fmt/format.h>
+
+#include "core/error.h"
+
+namespace specserve::engine {
+
+StepCostModel::StepCostModel(StepCosts costs) : costs_(std::move(costs)) { check_step_costs(costs_); }
+
+double StepCostModel::row_seconds(double rows) const {
+  const auto& x = costs_.row_knots;
+  const auto& y = costs_.row_seconds;
+  if (x.size() == 1) return y.front() * std::max(1.0, rows / x.front());  // one knot: proportional past it
+  if (rows <= x.front()) return y.front();
+  size_t i = 1;
+  while (i + 1 < x.size() && rows > x[i]) ++i;
+  // Between knots i-1 and i, or past the last knot along the last segment.
+  const double slope = (y[i] - y[i - 1]) / (x[i] - x[i - 1]);
+  return y[i - 1] + slope * (rows - x[i - 1]);
+}
+
+double StepCostModel::step_seconds(double rows, double sequences, double context_sum,
+                                   double extra_row_context_sum) const {
+  return row_seconds(rows) + costs_.sequence_s * sequences + costs_.context_s * context_sum +
+         costs_.row_context_s * extra_row_context_sum;
+}
+
+double StepCostModel::uniform_step_seconds(int sequences, int rows_per_sequence, int64_t context) const {
+  const double c = static_cast<double>(context);
+  return step_seconds(double(sequences) * rows_per_sequence, sequences, sequences * c,
+                      sequences * (rows_per_sequence - 1) * c);
+}
+
+double StepCostModel::propose_seconds(double sequences, double context_sum) const {
+  if (sequences <= 0) return 0;
+  return costs_.propose_s + costs_.propose_sequence_s * sequences + costs_.propose_context_s * context_sum;
+}
+
+std::string StepCostModel::describe(int gamma_max) const {
+  const int k = gamma_max + 1;
+  auto ms = [](double s) { return s * 1e3; };
+  return fmt::format(
+      "at 1024 positions: decode 1/16/64 sequences {:.2f}/{:.2f}/{:.2f} ms, verify of {} rows for 1/16 sequences "
+      "{:.2f}/{:.2f} ms, propose 1/16 {:.2f}/{:.2f} ms; +{:.3f} ms per 1,000 positions of a decode row",
+      ms(uniform_step_seconds(1, 1, 1024)), ms(uniform_step_seconds(16, 1, 1024)),
+      ms(uniform_step_seconds(64, 1, 1024)), k, ms(uniform_step_seconds(1, k, 1024)),
+      ms(uniform_step_seconds(16, k, 1024)), ms(propose_seconds(1, 1024)), ms(propose_seconds(16, 16 * 1024.0)),
+      ms(costs_.context_s * 1000));
+}
+
+namespace {
+
+// Weighted least squares: min Σ_r w_r (A_r·x − b_r)² over x, where the columns in `nonneg` must be >= 0
+// (every subset of them pinned to 0 is tried; the best feasible fit wins). A tiny ridge keeps columns the
+// data cannot tell apart solvable (they share the fit).
+std::vector<double> fit_columns(const std::vector<std::vector<double>>& A, const std::vector<double>& b,
+                                const std::vector<double>& w, const std::vector<size_t>& nonneg) {
+  const size_t n = A.empty() ? 0 : A.front().size();
+  std::vector<double> best(n, 0.0);
+  double best_residual = std::numeric_limits<double>::infinity();
+  for (uint32_t pinned = 0; pinned < (1u << nonneg.size()); ++pinned) {
+    std::vector<bool> zero(n, false);
+    for (size_t i = 0; i < nonneg.size(); ++i)
+      if (pinned & (1u << i)) zero[nonneg[i]] = true;
+    // Normal equations over the free columns.
+    std::vector<std::vector<double>> M(n, std::vector<double>(n + 1, 0.0));
+    for (size_t r = 0; r < A.size(); ++r)
+      for (size_t i = 0; i < n; ++i) {
+        if (zero[i]) continue;
+        for (size_t j = 0; j < n; ++j)
+          if (!zero[j]) M[i][j] += w[r] * A[r][i] * A[r][j];
+        M[i][n] += w[r] * A[r][i] * b[r];
+      }
+    for (size_t i = 0; i < n; ++i) {
+      if (zero[i]) {
+        M[i][i] = 1;
+        continue;
+      }
+      M[i][i] += 1e-9 * (M[i][i] > 0 ? M[i][i] : 1.0);
+    }
+    // Gaussian elimination with partial pivoting.
+    for (size_t c = 0; c < n; ++c) {
+      size_t p = c;
+      for (size_t r = c + 1; r < n; ++r)
+        if (std::abs(M[r][c]) > std::abs(M[p][c])) p = r;
+      std::swap(M[c], M[p]);
+      if (M[c][c] == 0) continue;
+      for (size_t r = 0; r < n; ++r) {
+        if (r == c || M[r][c] == 0) continue;
+        const double f = M[r][c] / M[c][c];
+        for (size_t j = c; j <= n; ++j) M[r][j] -= f * M[c][j];
+      }
+    }
+    std::vector<double> x(n, 0.0);
+    for (size_t i = 0; i < n; ++i) x[i] = zero[i] || M[i][i] == 0 ? 0.0 : M[i][n] / M[i][i];
+    bool feasible = true;
+    for (size_t i : nonneg) feasible = feasible && x[i] >= 0;
+    if (!feasible) continue;
+    double residual = 0;
+    for (size_t r = 0; r < A.size(); ++r) {
+      double e = -b[r];
+      for (size_t i = 0; i < n; ++i) e += A[r][i] * x[i];
+      residual += w[r] * e * e;
+    }
+    if (residual < best_residual) {
+      best_residual = residual;
+      best = x;
+    }
+  }
+  return best;
+}
+
+}  // namespace
+
+StepCosts fit_step_costs(std::span<const StepTiming> steps, std::span<const ProposeTiming> proposes) {
+  SS_CHECK(!steps.empty(), "step cost fit: no step timings");
+  std::vector<double> knots;
+  for (const StepTiming& t : steps) {
+    SS_CHECK(t.batch >= 1 && t.rows_per_sequence >= 1 && t.context >= 0 && std::isfinite(t.seconds) && t.seconds > 0,
+             "step cost fit: a timing of {} sequences x {} rows at {} positions took {} s", t.batch,
+             t.rows_per_sequence, t.context, t.seconds);
+    knots.push_back(double(t.batch) * t.rows_per_sequence);
+  }
+  std::sort(knots.begin(), knots.end());
+  knots.erase(std::unique(knots.begin(), knots.end()), knots.end());
+  const size_t K = knots.size();
+  // Columns: w at each knot, then sequence_s, context_s, row_context_s.
+  std::vector<std::vector<double>> A;
+  std::vector<double> b, w;
+  for (const StepTiming& t : steps) {
+    std::vector<double> row(K + 3, 0.0);
+    const double R = double(t.batch) * t.rows_per_sequence;
+    row[static_cast<size_t>(std::lower_bound(knots.begin(), knots.end(), R) - knots.begin())] = 1;
+    row[K] = t.batch;
+    row[K + 1] = double(t.batch) * double(t.context);
+    row[K + 2] = double(t.batch) * (t.rows_per_sequence - 1) * double(t.context);
+    A.push_back(row);
+    b.push_back(t.seconds);
+    w.push_back(1.0 / (t.seconds * t.seconds));
+  }
+  const std::vector<double> x = fit_columns(A, b, w, {K, K + 1, K + 2});
+  StepCosts c;
+  c.row_knots = knots;
+  // w must be positive and not decrease with rows (a step of more rows never costs less).
+  double floor = std::numeric_limits<double>::min();
+  for (size_t i = 0; i < K; ++i) {
+    floor = std::max(floor, x[i]);
+    c.row_seconds.push_back(floor);
+  }
+  if (c.row_seconds.front() <= std::numeric_limits<double>::min()) {
+    // Everything went into the other terms: give w the smallest measured step's time instead.
+    double smallest = steps.front().seconds;
+    for (const StepTiming& t : steps) smallest = std::min(smallest, t.seconds);
+    for (double& s : c.row_seconds) s = std::max(s, smallest * 1e-3);
+  }
+  c.sequence_s = x[K];
+  c.context_s = x[K + 1];
+  c.row_context_s = x[K + 2];
+
+  if (!proposes.empty()) {
+    std::vector<std::vector<double>> P;
+    std::vector<double> pb, pw;
+    for (const ProposeTiming& t : proposes) {
+      SS_CHECK(t.batch >= 1 && t.context >= 0 && std::isfinite(t.seconds) && t.seconds > 0,
+               "step cost fit: a propose of {} sequences at {} positions took {} s", t.batch, t.context, t.seconds);
+      P.push_back({1.0, double(t.batch), double(t.batch) * double(t.context)});
+      pb.push_back(t.seconds);
+      pw.push_back(1.0 / (t.seconds * t.seconds));
+    }
+    const std::vector<double> y = fit_columns(P, pb, pw, {0, 1, 2});
+    c.propose_s = y[0];
+    c.propose_sequence_s = y[1];
+    c.propose_context_s = y[2];
+  }
+  check_step_costs(c);
+  return c;
+}
+
+}  // namespace specserve::engine

@@ -1,0 +1,62 @@
+#pragma once
+// The step cost model of the draft-length policy (docs/DFLASH.md §13): what one step's target forward
+// over decode and verify rows costs, and what a drafter propose costs, as functions of rows, sequences
+// and the positions they hold (the form and its coefficients: io/step_cost_profile.h, StepCosts).
+//
+// The coefficients come from measured step times, fitted by fit_step_costs: at start-up `specserve serve`
+// times a few decode, verify and propose steps on the loaded model (cli/step_cost_calibration.h), or
+// reads them from a profile `specserve bench step-costs` wrote.
+#include <cstdint>
+#include <span>
+#include <string>
+
+#include "io/step_cost_profile.h"
+
+namespace specserve::engine {
+
+class StepCostModel {
+ public:
+  // Throws Error on coefficients check_step_costs refuses.
+  explicit StepCostModel(StepCosts costs);
+
+  // The rows' share w(R) of a step of R extend rows (io/step_cost_profile.h).
+  double row_seconds(double rows) const;
+  // A target forward of `rows` extend rows over `sequences` sequences holding `context_sum` positions in
+  // all, with `extra_row_context_sum` = Σ_i (k_i − 1)·c_i.
+  double step_seconds(double rows, double sequences, double context_sum, double extra_row_context_sum) const;
+  // `sequences` sequences of `context` positions with `rows_per_sequence` rows each.
+  double uniform_step_seconds(int sequences, int rows_per_sequence, int64_t context) const;
+  // A drafter propose for `sequences` sequences holding `context_sum` positions in all (0 for none).
+  double propose_seconds(double sequences, double context_sum) const;
+
+  const StepCosts& costs() const { return costs_; }
+  // One line for the start-up log: predicted decode, verify and propose times at a few points.
+  std::string describe(int gamma_max) const;
+
+ private:
+  StepCosts costs_;
+};
+
+// One measured target step: `batch` sequences of `context` positions, `rows_per_sequence` rows each
+// (1: decode), its median seconds.
+struct StepTiming {
+  int batch = 1;
+  int rows_per_sequence = 1;
+  int64_t context = 0;
+  double seconds = 0;
+};
+// One measured drafter propose over `batch` sequences of `context` positions.
+struct ProposeTiming {
+  int batch = 1;
+  int64_t context = 0;
+  double seconds = 0;
+};
+
+// Least-squares fit of StepCosts to the timings, each weighted by 1/seconds² (relative error): w's
+// knots are the distinct row counts measured; the other coefficients are kept >= 0 and w non-decreasing.
+// Identifiable when some row count was measured with two batch sizes and some step at two contexts
+// (otherwise the per-sequence / per-position terms come out 0 and w absorbs them). Throws Error when
+// `steps` is empty or a time is not positive.
+StepCosts fit_step_costs(std::span<const StepTiming> steps, std::span<const ProposeTiming> proposes);
+
+}  // namespace specserve::engine
