@@ -12,6 +12,11 @@
 // A step that cannot get the blocks it needs swaps out the most recently admitted running sequence
 // (engine/swap.h) and plans again.
 //
+// The prefix cache (docs/DESIGN.md §5.5). Each physical block is counted once: every running sequence's
+// own blocks (Sequence::kv_blocks, its shared ones excluded) plus the cache's — one per entry, held or not,
+// and one per DeltaNet snapshot block. Unheld entries and all snapshots are reclaimable and are evicted
+// before admission gives up, before a swapped-out sequence waits and before anyone is preempted.
+//
 // Why that never deadlocks, never fails and never recomputes. Take the live sequences (running and
 // swapped out) in admission order and call the longest prefix whose worst cases (prompt + max_tokens +
 // lookahead) fit the budget together the device-safe prefix P. A step short of blocks has a running
@@ -22,6 +27,12 @@
 // request whose worst case exceeds the budget) and is never preempted, so it always progresses; P only
 // grows as sequences finish. A request that the swap space cannot cover waits in the queue. With no
 // swap space this is the old rule: every admitted sequence's worst case fits.
+// With the prefix cache: a sequence's worst case counts all its positions, shared blocks included. A held
+// entry is held only by running sequences (swap-out drops the references), so after evicting every
+// reclaimable block the budget in use is at most the sum, over running sequences, of their own blocks and
+// the entries they hold (each held entry charged to one holder), which for a sequence is at most its
+// current block count and so its worst case. Snapshots are never held. So "a step short of blocks has a
+// running sequence outside P" still holds, and the rest of the argument is unchanged.
 #include <cstddef>
 #include <cstdint>
 #include <span>
