@@ -2,12 +2,12 @@
 """A Hugging Face checkpoint of a real model's shape with random bf16 weights, for serving benchmarks
 (`specserve bench serve-load --model OUT`) on the GPU machine, where PyTorch and transformers are installed.
 
-    python3 tools/gpu/make_random_checkpoint.py --shape qwen3-8b --tokenizer-from DIR OUT
+    python3 tools/gpu/make_random_checkpoint.py --shape qwen3-8b|qwen3.6-27b --tokenizer-from DIR OUT
 
 The weights are drawn on the GPU (N(0, 0.02) for matrices, transformers' init for the rest) with a fixed
 seed and saved as safetensors shards; the tokenizer files (tokenizer.json, tokenizer_config.json) are copied
 from DIR, which must hold a tokenizer whose ids fit the shape's vocabulary (a Qwen3 tokenizer for
-qwen3-8b). The shapes are those of `specserve bench steps --synthetic` (src/model/synthetic_shapes.cpp).
+qwen3-8b; any tokenizer of fewer ids fits too, e.g. the demo pair's). The shapes are those of `specserve bench steps --synthetic` (src/model/synthetic_shapes.cpp).
 """
 import argparse
 import os
@@ -18,6 +18,12 @@ import time
 SHAPES = {
     "qwen3-8b": dict(vocab_size=151936, hidden_size=4096, intermediate_size=12288, num_hidden_layers=36,
                      num_attention_heads=32, num_key_value_heads=8, head_dim=128),
+    # Qwen3.6-27B's text model: 16 x (3 Gated DeltaNet layers + 1 gated attention layer).
+    "qwen3.6-27b": dict(vocab_size=248320, hidden_size=5120, intermediate_size=17408, num_hidden_layers=64,
+                        num_attention_heads=24, num_key_value_heads=4, head_dim=256,
+                        layer_types=[t for _ in range(16) for t in ("linear_attention",) * 3 + ("full_attention",)],
+                        linear_conv_kernel_dim=4, linear_key_head_dim=128, linear_value_head_dim=128,
+                        linear_num_key_heads=16, linear_num_value_heads=48),
 }
 
 
@@ -34,16 +40,25 @@ def main() -> int:
         return 2
 
     import torch
-    from transformers import Qwen3Config, Qwen3ForCausalLM
+    import transformers
 
     start = time.time()
-    config = Qwen3Config(**SHAPES[args.shape], max_position_embeddings=131072, rms_norm_eps=1e-6,
-                         rope_parameters={"rope_type": "default", "rope_theta": 1000000.0},
-                         tie_word_embeddings=False)
+    if args.shape == "qwen3-8b":
+        config = transformers.Qwen3Config(**SHAPES[args.shape], max_position_embeddings=131072, rms_norm_eps=1e-6,
+                                          rope_parameters={"rope_type": "default", "rope_theta": 1000000.0},
+                                          tie_word_embeddings=False)
+        model_class = transformers.Qwen3ForCausalLM
+    else:
+        config = transformers.Qwen3_5TextConfig(
+            **SHAPES[args.shape], max_position_embeddings=262144, rms_norm_eps=1e-6, tie_word_embeddings=False,
+            rope_parameters={"rope_type": "default", "rope_theta": 10000000.0, "partial_rotary_factor": 0.25})
+        model_class = transformers.Qwen3_5ForCausalLM
     torch.manual_seed(args.seed)
     device = "cuda" if torch.cuda.is_available() else "cpu"
+    # Made in bf16 directly: the 27B's f32 parameters would not fit beside it.
+    torch.set_default_dtype(torch.bfloat16)
     with torch.device(device):
-        model = Qwen3ForCausalLM(config).to(torch.bfloat16)
+        model = model_class(config)
     with torch.no_grad():
         for _, p in model.named_parameters():
             if p.dim() == 2:
