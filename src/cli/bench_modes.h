@@ -6,6 +6,8 @@
 //                     TTFT, inter-token latency and tokens/s per concurrency level
 //   bench controlled  plain vs speculative tokens/s at a chosen acceptance (cli/controlled_bench.h):
 //                     the real drafter forward, drafts from the recorded plain output, corrupted
+//   bench step-costs  the draft-length policy's step cost model, measured and fitted, written as the
+//                     profile `serve --step-cost-profile` reads (cli/step_cost_calibration.h)
 #include <string>
 #include <vector>
 
@@ -16,10 +18,12 @@ namespace specserve::cli {
 inline constexpr const char* kBenchSteps = "steps";
 inline constexpr const char* kBenchServeLoad = "serve-load";
 inline constexpr const char* kBenchControlled = "controlled";
+inline constexpr const char* kBenchStepCosts = "step-costs";
 
 void register_bench_steps(CLI::App& bench, CommandRunner& run);
 void register_bench_serve_load(CLI::App& bench, CommandRunner& run);
 void register_bench_controlled(CLI::App& bench, CommandRunner& run);
+void register_bench_step_costs(CLI::App& bench, CommandRunner& run);
 
 // The command line before bench had modes (`specserve bench --synthetic ...`, `bench --steps ...`,
 // `bench --model DIR --concurrency ...`) still runs: when args[1] is "bench" and args[2] is a flag

@@ -9,11 +9,13 @@ void register_bench(CLI::App& app, CommandRunner& run) {
   auto* cmd = app.add_subcommand(
       "bench",
       "Benchmarks: `bench steps` (decode/verify/propose/prefill step times) or `bench serve-load` (HTTP "
-      "load: TTFT, inter-token latency, tokens/s) or `bench controlled` (speculation at a chosen acceptance)");
+      "load: TTFT, inter-token latency, tokens/s) or `bench controlled` (speculation at a chosen acceptance) or "
+      "`bench step-costs` (the draft-length policy's step cost profile)");
   cmd->require_subcommand(1);
   register_bench_steps(*cmd, run);
   register_bench_serve_load(*cmd, run);
   register_bench_controlled(*cmd, run);
+  register_bench_step_costs(*cmd, run);
 }
 
 }  // namespace specserve::cli

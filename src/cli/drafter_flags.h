@@ -17,7 +17,7 @@ namespace specserve::cli {
 enum class DrafterScope {
   Forward,   // --draft, --draft-matmul, --draft-vocab (bench steps)
   Generate,  // Forward + --gamma, --draft-sampling, --verify-mode (generate)
-  Serving,   // Generate + --spec-max-batch (serve, bench serve-load)
+  Serving,   // Generate + --draft-policy, --step-cost-profile, --spec-max-batch (serve, bench serve-load)
 };
 
 struct DrafterFlags {
@@ -27,7 +27,9 @@ struct DrafterFlags {
   std::string draft_matmul = "fast";
   std::string draft_vocab = "all";
   std::string verify_mode = "sample-match";
-  int spec_max_batch = 0;  // 0 = speculate at any batch
+  int spec_max_batch = 0;                 // 0 = speculate at any batch
+  std::string draft_policy = "adaptive";  // Serving scope; the other scopes draft gamma (fixed)
+  std::string step_cost_profile;          // "" = calibrate at start-up
 
   // The drafter-only flags the user gave (their long names), filled by add_drafter_flags.
   std::vector<const CLI::Option*> given_options;
@@ -35,7 +37,8 @@ struct DrafterFlags {
   // Throws Error when a drafter-only flag was given without --draft, naming the flags.
   void check_needs_draft() const;
   // The parsed values into a serving spec (draft_dir, draft_sampling, draft_matmul, draft_vocab,
-  // engine.gamma, engine.verify_mode, engine.spec_max_batch). Throws Error on a bad value.
+  // engine.gamma, engine.verify_mode, engine.spec_max_batch, engine.draft_policy with the step_costs
+  // hook: cli/step_cost_calibration.h). Throws Error on a bad value.
   void apply_to(server::ServeSpec& spec) const;
 };
 

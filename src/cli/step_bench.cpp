@@ -12,6 +12,7 @@
 #include "cli/step_bench_common.h"
 #include "cli/step_bench_flops.h"
 #include "cli/step_bench_long.h"
+#include "cli/step_timer.h"
 #include "core/env_registry.h"
 #include "core/error.h"
 #include "core/log.h"
@@ -43,13 +44,6 @@ double copy_bandwidth(const Memory& mem) {
     mem.download(&sink, b.data(), sizeof(sink));  // waits for the copy
   });
   return 2.0 * static_cast<double>(bytes) / s;
-}
-
-std::string device_name(const TargetModel& target) {
-#if SPECSERVE_HAVE_CUDA
-  if (target.backend() == "cuda") return cuda::device_info(0).name;
-#endif
-  return "cpu";
 }
 
 void check_options(const StepBenchOptions& o) {
@@ -97,27 +91,12 @@ void measure_batches(TargetModel& target, const spec::DFlashDrafter* drafter, co
     fail("bench: the batch tables at --contexts {} ({} sequences): {}", context, max_batch, *note);
 
   // ---- sequences holding `context` positions ----------------------------------------------------
-  std::vector<std::unique_ptr<SequenceState>> seqs;
-  for (int i = 0; i < max_batch; ++i) {
-    seqs.push_back(target.new_sequence());
-    step_bench::prefill(target, *seqs.back(), random_tokens(static_cast<size_t>(context), rng, V), o.prefill_chunk);
-  }
-  // One engine step over the first `batch` sequences with `k` rows each, then commit(1).
-  const auto tokens = random_tokens(static_cast<size_t>(32 + max_k), rng, V);
+  StepTimer timer(target, context, max_batch, max_k, o.prefill_chunk, rng);
+  auto step = [&](int batch, int k) { timer.step(batch, k); };
   auto extend_batch = [&](int batch, int k, LogitsWanted logits, int64_t argmax_columns) {
-    ForwardBatch b;
-    for (int i = 0; i < batch; ++i)
-      b.spans.push_back({seqs[static_cast<size_t>(i)].get(), std::span<const int32_t>(tokens).subspan(i % 32, k),
-                         SpanMode::Extend, logits, argmax_columns});
-    return b;
+    return timer.extend_batch(batch, k, logits, argmax_columns);
   };
-  auto commit_one = [&](int batch) {
-    for (int i = 0; i < batch; ++i) target.commit(*seqs[static_cast<size_t>(i)], 1);
-  };
-  auto step = [&](int batch, int k) {
-    target.forward(extend_batch(batch, k, LogitsWanted::All, V));
-    commit_one(batch);
-  };
+  auto commit_one = [&](int batch) { timer.commit_one(batch); };
   // One more step of `kind` inside a profiler range (`ncu --profile-from-start off` sees only it) when
   // SPECSERVE_PROFILE_STEP names it.
   auto maybe_profile = [&](const char* kind, int batch, int k) { profile_once(kind, target, [&] { step(batch, k); }); };
@@ -184,32 +163,11 @@ void measure_batches(TargetModel& target, const spec::DFlashDrafter* drafter, co
   r["draft_head_bytes"] = static_cast<double>(drafter->head_bytes());
   const int gamma = drafter->block_size() - 1;
   // Context rows in the target's forward memory, as the engine hands them over (the target leaves its
-  // captured features on the device for a drafter beside it); a chunk of them serves every append.
-  const MemTensor rows =
-      MemTensor::empty(mem, DType::F32, {std::max(o.prefill_chunk, appended), drafter->feature_width()});
-  mem.fill_uniform(rows.as<void>(), DType::F32, static_cast<size_t>(rows.view().numel()), 3, -1.0f, 1.0f);
+  // captured features on the device for a drafter beside it).
+  ProposeTimer proposer(target, *drafter, context, appended, o.prefill_chunk, timer.tokens());
   json propose = json::array();
-  std::vector<std::unique_ptr<spec::DrafterSequence>> ctx;
   for (int b : o.verify_batches) {
-    while (static_cast<int>(ctx.size()) < b) {
-      ctx.push_back(drafter->new_sequence());
-      step_bench::fill_drafter_context(*drafter, *ctx.back(), context, rows.view());
-    }
-    auto propose_once = [&] {
-      // Each sequence's new context rows, in one copy as the engine hands them over (append_contexts).
-      std::vector<spec::DrafterSequence::Append> appends;
-      for (int i = 0; i < b; ++i) {
-        spec::DrafterSequence& d = *ctx[static_cast<size_t>(i)];
-        appends.push_back({&d, d.rows(), rows.view().rows(0, appended)});
-      }
-      spec::DrafterSequence::append_many(appends);
-      std::vector<spec::DraftBlock> blocks;
-      for (int i = 0; i < b; ++i) {
-        spec::DrafterSequence& d = *ctx[static_cast<size_t>(i)];
-        blocks.push_back({&d, tokens[static_cast<size_t>(i % 32)], d.rows()});
-      }
-      drafter->draft_argmax(blocks, gamma, gamma, V);
-    };
+    auto propose_once = [&] { proposer.propose(b); };
     const double s = median_seconds(o.iterations, propose_once);
     profile_once("propose", target, propose_once);
     json e = {{"batch", b}, {"ms", s * 1e3}, {"appended_rows", appended}};
@@ -239,7 +197,7 @@ json run_step_bench(TargetModel& target, const spec::DFlashDrafter* drafter, con
   json r;
   r["model"] = label;
   r["backend"] = target.backend();
-  r["device"] = device_name(target);
+  r["device"] = step_bench::device_name(target);
   r["dtype"] = dtype_name(target.weight_dtype());
   r["context"] = o.contexts.front();  // the batch tables' context
   r["iterations"] = o.iterations;

@@ -28,6 +28,13 @@ void profile_once(const char* kind, const TargetModel& target, const std::functi
 #endif
 }
 
+std::string device_name(const TargetModel& target) {
+#if SPECSERVE_HAVE_CUDA
+  if (target.backend() == "cuda") return cuda::device_info(0).name;
+#endif
+  return "cpu";
+}
+
 double seconds_since(Clock::time_point t0) { return std::chrono::duration<double>(Clock::now() - t0).count(); }
 
 double median_seconds(int iterations, const std::function<void()>& fn, int warmups) {

@@ -19,6 +19,9 @@ using Clock = std::chrono::steady_clock;
 
 double seconds_since(Clock::time_point t0);
 
+// The device the target runs on: the GPU's name, or "cpu".
+std::string device_name(const TargetModel& target);
+
 // Median seconds of `iterations` calls of fn after `warmups` untimed calls.
 double median_seconds(int iterations, const std::function<void()>& fn, int warmups = 2);
 

@@ -159,6 +159,11 @@ std::shared_ptr<LoadedModel> LoadedModel::load(const ServeSpec& spec, const Prog
       eo.max_batch_rows = static_cast<int>(rows);
     }
   }
+  if (eo.draft_policy == engine::DraftPolicy::Adaptive) {
+    SS_CHECK(m->drafter_ && spec.step_costs, "the adaptive draft policy needs a drafter and a step cost model");
+    progress(0.98, "timing steps for the draft-length policy");
+    eo.step_costs = spec.step_costs(*m->target_, *m->drafter_, eo);
+  }
   const tokenizer::Tokenizer* tok = &m->tokenizer_;
   m->engine_ = std::make_unique<engine::Engine>(
       *m->target_, eo,

@@ -30,7 +30,10 @@ struct ServeSpec {
   // kv_blocks is derived here, and max_seqs when 0 (engine/memory_plan.h); swap_space_bytes is
   // --swap-space-gib.
   engine::EngineOptions engine;
-  int64_t kv_cache_mib = 0;   // KV-cache budget; 0 = auto (engine/memory_plan.h)
+  int64_t kv_cache_mib = 0;  // KV-cache budget; 0 = auto (engine/memory_plan.h)
+  // The step cost model of the adaptive draft policy (engine.draft_policy), for the loaded target and
+  // drafter and the engine's options (kv_blocks and max_seqs set): cli/step_cost_calibration.h.
+  std::function<StepCosts(TargetModel&, const spec::DFlashDrafter&, const engine::EngineOptions&)> step_costs;
   int request_timeout_s = 0;  // 0 = none
 };
 

@@ -75,8 +75,28 @@ std::string render_metrics_page(const engine::EngineMetrics* m, const HttpCounte
   w.counter(p + "spec_decode_num_draft_tokens_total", "Draft tokens proposed", load(m->spec_num_draft_tokens));
   w.counter(p + "spec_decode_num_accepted_tokens_total", "Draft tokens accepted", load(m->spec_num_accepted_tokens));
   w.counter(p + "spec_decode_paused_steps_total",
-            "Steps that proposed no drafts because more sequences decoded than --spec-max-batch",
+            "Steps whose drafter did not run though sequences could draft (--spec-max-batch, or the draft-length "
+            "policy chose 0 drafts for all)",
             load(m->spec_paused_steps));
+  w.counter(p + "spec_policy_drafted_total", "Decode rows the draft-length policy gave drafts",
+            load(m->spec_policy_drafted));
+  w.counter(p + "spec_policy_plain_total", "Decode rows the draft-length policy kept at 0 drafts",
+            load(m->spec_policy_plain));
+  w.counter(p + "spec_policy_probes_total", "Decode rows given drafts to see their acceptance again",
+            load(m->spec_policy_probes));
+  if (m->step_cost_model.load()) {
+    w.family(p + "step_cost_predicted_seconds", "gauge",
+             "The draft-length policy's step cost model: predicted seconds of a step or propose");
+    for (size_t i = 0; i < m->kStepCostPoints.size(); ++i) {
+      const auto& pt = m->kStepCostPoints[i];
+      w.sample(p + "step_cost_predicted_seconds",
+               {{"kind", pt.kind},
+                {"sequences", std::to_string(pt.sequences)},
+                {"rows_per_sequence", std::to_string(pt.rows)},
+                {"context", std::to_string(pt.context)}},
+               m->step_cost_seconds[i].load(std::memory_order_relaxed));
+    }
+  }
   w.family(p + "spec_decode_num_accepted_tokens_per_pos_total", "counter",
            "Draft tokens accepted at each draft position");
   for (int i = 0; i < engine::EngineMetrics::kMaxDraftPositions; ++i) {

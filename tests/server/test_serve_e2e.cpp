@@ -245,7 +245,12 @@ TEST_F(E2E, SpeculativeStreamsEqualPlainDecoding) {
   const std::string model = fixture_model_dir();
   const std::string draft = std::string(SPECSERVE_SOURCE_DIR) + "/tests/fixtures/dflash/hybrid-trained/draft";
   test::ServerProcess plain(model, {"--max-seqs", "16", "--prefill-chunk", "64"});
-  test::ServerProcess spec(model, {"--max-seqs", "16", "--prefill-chunk", "64", "--draft", draft});
+  test::ServerProcess spec(model,
+                           {"--max-seqs", "16", "--prefill-chunk", "64", "--draft", draft, "--draft-policy", "fixed"});
+  // The default adaptive draft policy, its step costs timed at start-up (the profile named cannot be read:
+  // refused with a warning, then calibrated).
+  test::ServerProcess adaptive(model, {"--max-seqs", "16", "--prefill-chunk", "64", "--draft", draft,
+                                       "--step-cost-profile", "/nonexistent/step-costs.json"});
   // Prompts in the fixture's synthetic language (high acceptance), mixed lengths; greedy and seeded.
   const std::vector<int> pattern = {130, 66, 172, 183, 18};
   std::vector<json> bodies;
@@ -278,6 +283,21 @@ TEST_F(E2E, SpeculativeStreamsEqualPlainDecoding) {
     });
   }
   for (auto& t : threads) t.join();
+  std::vector<Streamed> adaptive_runs(bodies.size());
+  threads.clear();
+  for (size_t i = 0; i < bodies.size(); ++i) {
+    threads.emplace_back([&, i] {
+      json b = bodies[i];
+      b["model"] = adaptive.model();
+      adaptive_runs[i] = stream_completion(adaptive.port(), b);
+    });
+  }
+  for (auto& t : threads) t.join();
+  for (size_t i = 0; i < bodies.size(); ++i) EXPECT_EQ(adaptive_runs[i].tokens, alone[i].tokens) << "adaptive " << i;
+  EXPECT_GT(metric(adaptive.port(), R"(specserve:step_cost_predicted_seconds{kind="decode",sequences="1",)"
+                                    R"(rows_per_sequence="1",context="1024"})"),
+            0);
+  EXPECT_EQ(adaptive.stop(), 0);
   for (size_t i = 0; i < bodies.size(); ++i) {
     EXPECT_EQ(together[i].completion_tokens, bodies[i]["max_tokens"].get<int64_t>()) << i;
     EXPECT_EQ(together[i].tokens.size(), static_cast<size_t>(together[i].completion_tokens)) << i;
