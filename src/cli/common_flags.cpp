@@ -35,4 +35,25 @@ CLI::Option* add_kv_dtype_flag(CLI::App& cmd, std::string& kv_dtype) {
       ->capture_default_str();
 }
 
+void add_prefix_cache_flags(CLI::App& cmd, engine::EngineOptions& engine) {
+  cmd.add_flag_callback(
+      "--no-prefix-cache", [&engine] { engine.prefix_cache = false; },
+      "Turn the prefix cache off: every prompt is prefilled whole (outputs are the same either way)");
+  cmd.add_option("--prefix-cache-state-interval", engine.prefix_cache_state_interval,
+                 "Hybrid targets: keep the DeltaNet state every N prompt positions (a multiple of 64) besides each "
+                 "prompt's last multiple of 64; smaller hits more of a diverging prefix at more snapshot memory")
+      ->check(CLI::Validator(
+          [](const std::string& v) -> std::string {
+            int n = 0;
+            try {
+              n = std::stoi(v);
+            } catch (...) {
+              return "not a number: " + v;
+            }
+            return n >= 64 && n % 64 == 0 ? "" : "must be a positive multiple of 64, got " + v;
+          },
+          "MULTIPLE OF 64"))
+      ->capture_default_str();
+}
+
 }  // namespace specserve::cli

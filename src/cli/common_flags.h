@@ -5,6 +5,8 @@
 
 #include <string>
 
+#include "engine/engine_options.h"
+
 namespace specserve::cli {
 
 // --model DIR: the target checkpoint (Hugging Face layout). Callers add ->required() where it is.
@@ -18,5 +20,8 @@ CLI::Option* add_dtype_flag(CLI::App& cmd, std::string& dtype);
 // --kv-dtype auto|bf16|f32: the KV cache's element type (auto = f32 when the weights are f32, as
 // `--dtype f32` parity runs, else bf16; model/target_model.h LoadOptions::kv_dtype).
 CLI::Option* add_kv_dtype_flag(CLI::App& cmd, std::string& kv_dtype);
+// --no-prefix-cache and --prefix-cache-state-interval N (a multiple of 64; default 2048): the engine's
+// prefix cache (docs/DESIGN.md §5), on by default.
+void add_prefix_cache_flags(CLI::App& cmd, engine::EngineOptions& engine);
 
 }  // namespace specserve::cli

@@ -96,19 +96,34 @@ TEST(CliFlags, EveryCommandKeepsItsFlags) {
                        "--backend",   "--threads",        "--dtype",          "--kv-dtype",     "--context",
                        "--contexts",  "--prefill",        "--prefill-chunk",  "--kv-cache-mib", "--iterations",
                        "--tau",       "--decode-batches", "--verify-batches", "--verify-k",     "--json"}},
-      {"bench serve-load", {"--model",          "--url",
-                            "--api-key",        "--served-model-name",
-                            "--concurrency",    "--requests",
-                            "--max-tokens",     "--prompt-words",
-                            "--temperature",    "--prompt-id-pattern",
-                            "--threads",        "--dtype",
-                            "--kv-dtype",       "--backend",
-                            "--max-batch-rows", "--spec-max-batch",
-                            "--workload",       "--system-prompt-words",
-                            "--turns",          "--turn-words",
-                            "--conversations",  "--poll-ms",
-                            "--max-seqs",       "--kv-cache-mib",
-                            "--swap-space-gib"}},
+      {"bench serve-load",
+       {"--model",
+        "--url",
+        "--api-key",
+        "--served-model-name",
+        "--concurrency",
+        "--requests",
+        "--max-tokens",
+        "--prompt-words",
+        "--temperature",
+        "--prompt-id-pattern",
+        "--threads",
+        "--dtype",
+        "--kv-dtype",
+        "--backend",
+        "--max-batch-rows",
+        "--spec-max-batch",
+        "--workload",
+        "--system-prompt-words",
+        "--turns",
+        "--turn-words",
+        "--conversations",
+        "--poll-ms",
+        "--max-seqs",
+        "--kv-cache-mib",
+        "--swap-space-gib",
+        "--no-prefix-cache",
+        "--prefix-cache-state-interval"}},
       {"bench controlled",
        {"--synthetic", "--model", "--draft", "--draft-matmul", "--draft-vocab", "--gamma", "--acceptance",
         "--concurrency", "--requests", "--prompt-tokens", "--max-tokens", "--temperature", "--seed", "--backend",
@@ -223,6 +238,16 @@ TEST(CliFlags, BenchNeedsAMode) {
   EXPECT_NO_THROW(workload.parse("bench serve-load --url http://127.0.0.1:1 --workload multi-turn --turns 3"));
   Cli unknown;
   EXPECT_THROW(unknown.parse("bench serve-load --url http://127.0.0.1:1 --workload everything"), CLI::ParseError);
+  Cli cache;
+  EXPECT_NO_THROW(
+      cache.parse("bench serve-load --url http://127.0.0.1:1 --no-prefix-cache --prefix-cache-state-interval 512"));
+  for (const char* interval : {"100", "0", "x"}) {
+    Cli bad;
+    EXPECT_THROW(
+        bad.parse(std::string("bench serve-load --url http://127.0.0.1:1 --prefix-cache-state-interval ") + interval),
+        CLI::ParseError)
+        << interval;
+  }
   Cli mixed;  // a serving flag is not a step-benchmark flag
   EXPECT_THROW(mixed.parse("bench steps --synthetic tiny --concurrency 1"), CLI::ParseError);
 }

@@ -1,0 +1,40 @@
+// The serve-load workloads against `specserve serve` on the default model (a hybrid target: the prefix
+// cache needs its DeltaNet state snapshots): multi-turn conversations hit the cache from their second
+// turn, and the hit counts of usage.prompt_tokens_details.cached_tokens and of /metrics agree.
+#include <gtest/gtest.h>
+
+#include "server/load_generator.h"
+#include "server_process.h"
+
+using namespace specserve;
+using namespace specserve::server;
+
+TEST(LoadWorkloadsE2E, MultiTurnFollowUpsHitThePrefixCache) {
+  test::ServerProcess server(test::default_model_dir(), {"--threads", "2"});
+  LoadOptions o;
+  o.port = server.port();
+  o.model = server.model();
+  o.workload = Workload::MultiTurn;
+  o.conversations = 2;
+  o.turns = 3;
+  o.prompt_words = 150;  // at least 150 tokens: each turn's prompt passes a 64-position grid point
+  o.turn_words = 20;
+  o.max_tokens = 6;
+  o.level_salt = 5;
+  LevelResult r = run_load_level(o, 2);
+  EXPECT_EQ(r.requests, 6);
+  EXPECT_EQ(r.errors, 0) << r.first_error;
+  EXPECT_EQ(r.followups, 4);
+  EXPECT_GT(r.cached_tokens, 0);
+  EXPECT_EQ(r.cache_hits, static_cast<double>(r.cached_tokens));
+  EXPECT_EQ(r.cache_queries, static_cast<double>(r.prompt_tokens));  // every prompt token is looked up
+  // A fresh level shares nothing with the first but the chat template's opening (at most one block).
+  LoadOptions fresh = o;
+  fresh.level_salt = 6;
+  fresh.turns = 1;
+  LevelResult cold = run_load_level(fresh, 2);
+  EXPECT_EQ(cold.errors, 0) << cold.first_error;
+  EXPECT_LE(cold.cached_tokens, 2 * 16);
+  double took_s = 0;
+  EXPECT_EQ(server.terminate_within(10, &took_s), 0);
+}
