@@ -69,6 +69,9 @@ std::string render_metrics_page(const engine::EngineMetrics* m, const HttpCounte
             load(m->prefix_cache_queries));
   w.counter(p + "prefix_cache_hits_total", "Prompt tokens found in the prefix cache (their prefill was skipped)",
             load(m->prefix_cache_hits));
+  w.gauge(p + "prefix_cache_blocks",
+          "KV budget blocks the prefix cache holds (held or not, DeltaNet snapshots included)",
+          load(m->prefix_cache_blocks));
 
   w.counter(p + "spec_decode_num_drafts_total", "Verify rounds (one per speculating sequence per step)",
             load(m->spec_num_drafts));

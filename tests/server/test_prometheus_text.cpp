@@ -43,6 +43,7 @@ TEST(PrometheusText, MetricsPageHasRequiredFamilies) {
   m.swap_in_bytes = 1024;
   m.prefix_cache_queries = 300;
   m.prefix_cache_hits = 256;
+  m.prefix_cache_blocks = 40;
   HttpCounters http;
   http.count_status(400);
   ServingState state;
@@ -68,7 +69,9 @@ TEST(PrometheusText, MetricsPageHasRequiredFamilies) {
                            "# TYPE specserve:prefix_cache_queries_total counter\n",
                            "specserve:prefix_cache_queries_total 300\n",
                            "# TYPE specserve:prefix_cache_hits_total counter\n",
-                           "specserve:prefix_cache_hits_total 256\n"}) {
+                           "specserve:prefix_cache_hits_total 256\n",
+                           "# TYPE specserve:prefix_cache_blocks gauge\n",
+                           "specserve:prefix_cache_blocks 40\n"}) {
     EXPECT_NE(page.find(name), std::string::npos) << name;
   }
   // While loading, only the HTTP families are present.
