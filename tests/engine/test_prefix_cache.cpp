@@ -12,6 +12,7 @@
 
 #include "engine/prefix_cache.h"
 #include "engine_test_util.h"
+#include "prefix_cache_test_util.h"
 
 using namespace specserve;
 using namespace specserve::engine;
@@ -195,73 +196,6 @@ EngineOptions cache_options(const TinyModel& m, bool cache, int64_t kv_blocks = 
   return o;
 }
 
-GenerationRequest with_logprobs(GenerationRequest r) {
-  r.params.sampling.logprobs = true;
-  r.params.sampling.top_logprobs = 2;
-  return r;
-}
-
-struct CacheRun {
-  std::vector<int32_t> tokens;
-  std::vector<float> logprobs;
-  int64_t cached = 0;
-};
-
-CacheRun collect_run(ResultStream& s) {
-  CacheRun out;
-  std::vector<StreamEvent> evs;
-  for (;;) {
-    evs.clear();
-    if (!s.wait(evs, std::chrono::seconds(120))) {
-      ADD_FAILURE() << "no output for 120 s";
-      return out;
-    }
-    for (auto& e : evs) {
-      out.tokens.insert(out.tokens.end(), e.tokens.begin(), e.tokens.end());
-      for (const auto& lp : e.logprobs) {
-        out.logprobs.push_back(lp.logprob);
-        for (const auto& t : lp.top) out.logprobs.push_back(t.logprob);
-      }
-      if (e.finished) {
-        EXPECT_TRUE(e.error.empty()) << e.error;
-        out.cached = e.usage.cached_tokens;
-        return out;
-      }
-    }
-  }
-}
-
-std::vector<CacheRun> run_sequentially(Engine& e, const std::vector<GenerationRequest>& reqs) {
-  std::vector<CacheRun> out;
-  for (const auto& r : reqs) out.push_back(collect_run(*e.submit(r)));
-  return out;
-}
-
-std::vector<CacheRun> run_together(Engine& e, const std::vector<GenerationRequest>& reqs) {
-  std::vector<std::shared_ptr<ResultStream>> streams;
-  for (const auto& r : reqs) streams.push_back(e.submit(r));
-  std::vector<CacheRun> out;
-  for (auto& s : streams) out.push_back(collect_run(*s));
-  return out;
-}
-
-void expect_same_outputs(const std::vector<CacheRun>& on, const std::vector<CacheRun>& off) {
-  ASSERT_EQ(on.size(), off.size());
-  for (size_t i = 0; i < on.size(); ++i) {
-    EXPECT_EQ(on[i].tokens, off[i].tokens) << "request " << i;
-    EXPECT_EQ(on[i].logprobs, off[i].logprobs) << "request " << i;  // bit for bit
-    EXPECT_EQ(off[i].cached, 0);
-  }
-}
-
-// After the engine is idle every block of the target's pool in use is the cache's.
-void expect_pool_is_the_cache(TinyModel& m, Engine& e) {
-  ASSERT_TRUE(wait_for_idle(e));
-  std::this_thread::sleep_for(std::chrono::milliseconds(20));
-  EXPECT_EQ(e.metrics().kv_blocks_used.load(), 0);
-  EXPECT_EQ(m.model->kv_pool()->blocks_in_use(), e.metrics().prefix_cache_blocks.load());
-}
-
 struct CacheCase {
   std::string family;
   float temperature;
@@ -275,11 +209,6 @@ class PrefixCacheEngine : public ::testing::TestWithParam<CacheCase> {
     return with_logprobs(make_request(std::move(prompt), max_tokens, GetParam().temperature, seed));
   }
 };
-
-std::vector<int32_t> concat(std::vector<int32_t> a, const std::vector<int32_t>& b) {
-  a.insert(a.end(), b.begin(), b.end());
-  return a;
-}
 
 TEST_P(PrefixCacheEngine, SharedSystemPromptSequentialAndConcurrent) {
   TinyModel m(GetParam().family);
@@ -302,16 +231,16 @@ TEST_P(PrefixCacheEngine, SharedSystemPromptSequentialAndConcurrent) {
     int64_t prompts = 0;
     for (const auto& r : reqs) prompts += static_cast<int64_t>(r.prompt.size());
     EXPECT_EQ(on.metrics().prefix_cache_queries.load(), prompts);
-    expect_pool_is_the_cache(m, on);
+    expect_pool_is_the_cache(*m.model, on);
     // Concurrently now, on the warm cache: the same outputs again.
     expect_same_outputs(run_together(on, reqs), expected);
-    expect_pool_is_the_cache(m, on);
+    expect_pool_is_the_cache(*m.model, on);
   }
   {
     // Concurrently on a cold cache: the first admitted ones miss, those admitted after a chunk hit.
     Engine on(*m.model, cache_options(m, true), m.token_text());
     expect_same_outputs(run_together(on, reqs), expected);
-    expect_pool_is_the_cache(m, on);
+    expect_pool_is_the_cache(*m.model, on);
   }
 }
 
@@ -336,7 +265,7 @@ TEST_P(PrefixCacheEngine, MultiTurnConversationResumesAtTheLastTurnsPrompt) {
     last_prompt = static_cast<int64_t>(history.size());
     history = concat(concat(history, a.tokens), prompt_of(30, 60 + turn, limit));
   }
-  expect_pool_is_the_cache(m, on);
+  expect_pool_is_the_cache(*m.model, on);
 }
 
 TEST_P(PrefixCacheEngine, AFullyCachedPromptStillPrefillsItsLastToken) {
@@ -380,7 +309,7 @@ TEST_P(PrefixCacheEngine, CacheAndPreemptionBySwapUnderASmallBudget) {
   EXPECT_GT(on.metrics().preemptions.load(), 0u);
   EXPECT_GT(on.metrics().prefix_cache_hits.load(), 0);
   EXPECT_LE(on.metrics().prefix_cache_blocks.load(), 24);
-  expect_pool_is_the_cache(m, on);
+  expect_pool_is_the_cache(*m.model, on);
 }
 
 TEST_P(PrefixCacheEngine, EvictionUnderPressureKeepsOutputsExact) {
@@ -392,11 +321,11 @@ TEST_P(PrefixCacheEngine, EvictionUnderPressureKeepsOutputsExact) {
   std::vector<GenerationRequest> reqs;
   for (int i = 0; i < 12; ++i) reqs.push_back(request(prompt_of(100, 500 + i % 6, limit), 8, 20 + i));
   expect_same_outputs(run_sequentially(on, reqs), run_sequentially(off, reqs));
-  expect_pool_is_the_cache(m, on);
+  expect_pool_is_the_cache(*m.model, on);
   EXPECT_LE(on.metrics().prefix_cache_blocks.load(), 40);
   // And concurrently (cached blocks held by running sequences are never evicted under them).
   expect_same_outputs(run_together(on, reqs), run_sequentially(off, reqs));
-  expect_pool_is_the_cache(m, on);
+  expect_pool_is_the_cache(*m.model, on);
 }
 
 INSTANTIATE_TEST_SUITE_P(Cases, PrefixCacheEngine,

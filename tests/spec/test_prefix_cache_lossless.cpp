@@ -4,14 +4,17 @@
 // requests with the cache off — so a hit left the drafter's context complete (its cached K/V are the ones
 // the request would have projected). Shared system prompts (sequential and concurrent) and multi-turn
 // conversations; a speculative request skips entries without drafter blocks, a plain one uses them.
-#include <random>
-
+#include "../engine/prefix_cache_test_util.h"
 #include "spec_test_util.h"
 
 namespace specserve::spec {
 namespace {
 
 using namespace specserve::spec::testing;
+using specserve::test::concat;
+using specserve::test::expect_same_steps;
+using specserve::test::random_tokens;
+using specserve::test::synthetic;
 
 struct CacheCase {
   std::string pair;
@@ -38,35 +41,6 @@ engine::EngineOptions options(bool cache) {
   o.prefix_cache = cache;
   o.prefix_cache_state_interval = 64;
   return o;
-}
-
-// Synthetic-language text the trained pairs continue predictably (drafts get accepted).
-std::vector<int32_t> synthetic(int n, int phase) {
-  std::vector<int32_t> p;
-  for (int k = 0; k < n; ++k) p.push_back(static_cast<int32_t>(7 + 5 * ((k + phase) % 40)));
-  return p;
-}
-
-std::vector<int32_t> random_tokens(int n, unsigned seed) {
-  std::mt19937 rng(seed);
-  std::vector<int32_t> p;
-  for (int k = 0; k < n; ++k) p.push_back(static_cast<int32_t>(rng() % 300));
-  return p;
-}
-
-std::vector<int32_t> concat(std::vector<int32_t> a, const std::vector<int32_t>& b) {
-  a.insert(a.end(), b.begin(), b.end());
-  return a;
-}
-
-void expect_same_steps(const RequestRun& got, const RequestRun& want, const std::string& what) {
-  EXPECT_EQ(got.tokens, want.tokens) << what;
-  ASSERT_EQ(got.steps.size(), want.steps.size()) << what;
-  for (size_t k = 0; k < want.steps.size(); ++k) {
-    EXPECT_EQ(got.steps[k].position, want.steps[k].position) << what << " step " << k;
-    EXPECT_EQ(got.steps[k].drafts, want.steps[k].drafts) << what << " step " << k;
-    EXPECT_EQ(got.steps[k].accepted, want.steps[k].accepted) << what << " step " << k;
-  }
 }
 
 TEST_P(PrefixCacheLossless, SharedSystemPrompt) {
