@@ -149,15 +149,7 @@ void register_serve(CLI::App& app, CommandRunner& run) {
                   "fits")
       ->check(CLI::Range(0.0, 65536.0))
       ->capture_default_str();
-  cmd->add_flag_function(
-      "--no-prefix-cache", [&s](int64_t) { s.engine.prefix_cache = false; },
-      "Turn off the prefix cache (prompt KV blocks computed by prefill, shared between requests; "
-      "docs/DESIGN.md §5)");
-  cmd->add_option("--prefix-cache-state-interval", s.engine.prefix_cache_state_interval,
-                  "Hybrid targets: keep the DeltaNet state every N prompt positions for prefix-cache hits (a "
-                  "multiple of 64), besides each prompt's last multiple of 64")
-      ->check(CLI::Range(64, 1 << 30))
-      ->capture_default_str();
+  add_prefix_cache_flags(*cmd, s.engine);
   cmd->add_option("--max-queue", s.engine.max_queue, "Requests waiting for admission before 503")
       ->capture_default_str();
   cmd->add_option("--max-batch-rows", s.engine.max_batch_rows, "Rows of one target forward")->capture_default_str();
