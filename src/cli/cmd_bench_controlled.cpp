@@ -1,8 +1,10 @@
-// `specserve bench controlled`: speculation at a chosen acceptance on a real model shape (cli/controlled_bench.h).
-//   specserve bench controlled --synthetic SHAPE [--acceptance geometric:6.5]   random weights and the
-//                                                                               shape's z-lab drafter
-//   specserve bench controlled --model DIR --draft DIR [--acceptance ...]      a checkpoint pair
+// `specserve bench controlled`: speculation at chosen acceptances on a real model shape, under the fixed and the
+// adaptive draft-length policy (cli/controlled_bench.h).
+//   specserve bench controlled --synthetic SHAPE [--acceptance geometric:1,3,6.5]   random weights and the
+//                                                                                   shape's z-lab drafter
+//   specserve bench controlled --model DIR --draft DIR [--acceptance ...]          a checkpoint pair
 // A benchmark only: `serve` has no way to reach the controlled proposer.
+#include <algorithm>
 #include <cstdio>
 #include <memory>
 
@@ -28,12 +30,17 @@ struct ControlledArgs {
   std::string dtype = "auto";
   std::string kv_dtype = "auto";
   std::string acceptance = "geometric:6.5";
+  std::string policies = "fixed,adaptive";
   ControlledBenchOptions bench;
 };
 
 int run_controlled(const ControlledArgs& a) {
   ControlledBenchOptions options = a.bench;
-  options.acceptance = parse_acceptance_spec(a.acceptance);  // before any weights are made
+  options.acceptance = parse_acceptance_list(a.acceptance);  // before any weights are made
+  options.policies = parse_policy_list(a.policies);
+  SS_CHECK(a.bench.step_cost_profile.empty() || std::find(options.policies.begin(), options.policies.end(),
+                                                          engine::DraftPolicy::Adaptive) != options.policies.end(),
+           "bench controlled: --step-cost-profile needs the adaptive policy in --policies");
   SS_CHECK(a.model.empty() || !a.drafter.draft.empty(),
            "bench controlled: --model needs --draft DIR (the drafter whose forward is timed)");
   LoadOptions lo;
@@ -45,7 +52,10 @@ int run_controlled(const ControlledArgs& a) {
   std::unique_ptr<TargetModel>& target = m.target;
   std::unique_ptr<spec::DFlashDrafter>& drafter = m.drafter;
   const std::string& label = m.label;
-  std::fprintf(stderr, "bench controlled: acceptance-controlled run, %s\n", options.acceptance.label().c_str());
+  std::string profiles;
+  for (const AcceptanceSpec& spec : options.acceptance) profiles += (profiles.empty() ? "" : "; ") + spec.label();
+  std::fprintf(stderr, "bench controlled: acceptance-controlled run, %s; policies %s\n", profiles.c_str(),
+               a.policies.c_str());
   const ControlledBenchResult r = run_controlled_bench(*target, *drafter, label, options);
   std::fputs(format_controlled_bench(r, options).c_str(), stdout);
   return 0;
@@ -56,26 +66,28 @@ int run_controlled(const ControlledArgs& a) {
 void register_bench_controlled(CLI::App& bench, CommandRunner& run) {
   auto* cmd = bench.add_subcommand(
       kBenchControlled,
-      "Acceptance-controlled speculation: plain vs DFlash tokens/s per concurrency level with the real drafter "
-      "forward but drafts taken from the recorded plain output, corrupted to a chosen acceptance (a benchmark "
-      "only; outputs are checked equal to plain decoding)");
+      "Acceptance-controlled speculation: plain vs DFlash tokens/s per concurrency level and acceptance, under "
+      "each draft-length policy, with the real drafter forward but drafts taken from the recorded plain output, "
+      "corrupted to a chosen acceptance (a benchmark only; outputs are checked equal to plain decoding)");
   auto a = std::make_shared<ControlledArgs>();
   cmd->add_option("--synthetic", a->synthetic,
                   "A real model shape with random weights made on the device: qwen3-8b, qwen3.6-27b "
                   "(= qwen3.5-27b) or tiny, with its z-lab drafter shape");
   add_model_flag(*cmd, a->model);
   add_drafter_flags(*cmd, a->drafter, DrafterScope::Forward);
-  cmd->add_option("--gamma", a->bench.gamma, "Drafts per verify step, 1..block_size-1 (0 = block_size - 1)")
+  cmd->add_option("--gamma", a->bench.gamma,
+                  "Drafts per verify step, 1..block_size-1 (0 = block_size - 1); the adaptive policy's most")
       ->capture_default_str();
   cmd->add_option("--acceptance", a->acceptance,
-                  "The acceptance profile: geometric:TAU (each draft correct with one probability chosen so that "
-                  "accepted drafts + the bonus token average TAU per verify, 1 <= TAU <= gamma + 1; TAU = 1: every "
-                  "draft wrong) or profile:P1,P2,... (draft i correct with probability Pi given draft i-1 was; "
-                  "drafts past the list are wrong)")
+                  "Acceptance profiles, comma-separated, each measured at every level: geometric:TAU (each draft "
+                  "correct with one probability chosen so that accepted drafts + the bonus token average TAU per "
+                  "verify, 1 <= TAU <= gamma + 1; TAU = 1: every draft wrong) or profile:P1,P2,... (draft i correct "
+                  "with probability Pi given draft i-1 was; drafts past the list are wrong). A bare number continues "
+                  "the item before it: geometric:1,3,6.5 is three profiles")
       ->capture_default_str()
       ->check([](const std::string& text) {
         try {
-          parse_acceptance_spec(text);
+          parse_acceptance_list(text);
           return std::string();
         } catch (const Error& e) {
           const std::string message = e.what();  // CLI11 names the flag itself
@@ -83,6 +95,25 @@ void register_bench_controlled(CLI::App& bench, CommandRunner& run) {
           return message.rfind(prefix, 0) == 0 ? message.substr(prefix.size()) : message;
         }
       });
+  cmd->add_option("--policies", a->policies,
+                  "Draft-length policies to measure, comma-separated: fixed (every sequence drafts --gamma) and/or "
+                  "adaptive (per sequence and step 0..--gamma drafts from its acceptance and the step cost model, "
+                  "as `serve` runs by default)")
+      ->capture_default_str()
+      ->check([](const std::string& text) {
+        try {
+          parse_policy_list(text);
+          return std::string();
+        } catch (const Error& e) {
+          const std::string message = e.what();
+          const std::string prefix = "--policies: ";
+          return message.rfind(prefix, 0) == 0 ? message.substr(prefix.size()) : message;
+        }
+      });
+  cmd->add_option("--step-cost-profile", a->bench.step_cost_profile,
+                  "Step costs for the adaptive policy, as `specserve bench step-costs --out FILE` wrote them for this "
+                  "model, device and build (default: timed once at the start of the run, as `serve` does; a profile "
+                  "that does not match or parse is refused with a warning and timed instead)");
   cmd->add_option("--concurrency", a->bench.concurrency, "Concurrency levels (requests decoding at once)")
       ->delimiter(',')
       ->capture_default_str();

@@ -4,13 +4,17 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cmath>
 #include <memory>
 #include <random>
 #include <set>
+#include <string>
 
 #include "cli/controlled_draft_proposer.h"
+#include "cli/step_cost_calibration.h"
 #include "core/error.h"
 #include "engine/engine.h"
+#include "engine/step_cost_model.h"
 #include "spec/dflash_proposer.h"
 
 namespace specserve::cli {
@@ -89,9 +93,13 @@ std::vector<engine::GenerationRequest> make_requests(const ControlledBenchOption
   return out;
 }
 
-engine::EngineOptions engine_options(const ControlledBenchOptions& o, int concurrency, int lookahead, int gamma) {
+engine::EngineOptions engine_options(const ControlledBenchOptions& o, int concurrency, int lookahead, int gamma,
+                                     engine::DraftPolicy policy = engine::DraftPolicy::Fixed,
+                                     const std::optional<StepCosts>& costs = std::nullopt) {
   engine::EngineOptions e;
   e.gamma = gamma;
+  e.draft_policy = policy;
+  if (policy == engine::DraftPolicy::Adaptive) e.step_costs = costs;
   e.max_seqs = concurrency;
   e.max_queue = std::max(e.max_queue, o.requests);
   const int64_t blocks_per_sequence = (o.prompt_tokens + o.max_tokens + lookahead + 15) / 16 + 2;
@@ -100,7 +108,57 @@ engine::EngineOptions engine_options(const ControlledBenchOptions& o, int concur
   return engine::normalised(e);
 }
 
+// The comma-separated items of `text`, each trimmed of nothing (spaces are errors of the parsers).
+std::vector<std::string_view> split_commas(std::string_view text) {
+  std::vector<std::string_view> items;
+  size_t start = 0;
+  while (true) {
+    const size_t comma = text.find(',', start);
+    items.push_back(text.substr(start, comma == std::string_view::npos ? text.npos : comma - start));
+    if (comma == std::string_view::npos) return items;
+    start = comma + 1;
+  }
+}
+
 }  // namespace
+
+std::vector<AcceptanceSpec> parse_acceptance_list(std::string_view text) {
+  // Items grouped into specs: an item with a kind starts one, a bare number continues the one before it.
+  std::vector<std::string> specs;
+  for (std::string_view item : split_commas(text)) {
+    if (item.find(':') != std::string_view::npos) {
+      specs.emplace_back(item);
+      continue;
+    }
+    SS_CHECK(!specs.empty(), "--acceptance: '{}' has no kind before it; give geometric:TAU or profile:P1,P2,...",
+             std::string(item));
+    if (specs.back().rfind("geometric:", 0) == 0)
+      specs.push_back(std::string("geometric:").append(item));  // another τ
+    else
+      specs.back().append(",").append(item);  // the profile's next probability
+  }
+  std::vector<AcceptanceSpec> out;
+  std::vector<std::string> labels;
+  for (const std::string& s : specs) {
+    out.push_back(parse_acceptance_spec(s));
+    const std::string label = out.back().label();
+    SS_CHECK(std::find(labels.begin(), labels.end(), label) == labels.end(), "--acceptance: {} is given twice", label);
+    labels.push_back(label);
+  }
+  return out;
+}
+
+std::vector<engine::DraftPolicy> parse_policy_list(std::string_view text) {
+  std::vector<engine::DraftPolicy> out;
+  for (std::string_view item : split_commas(text)) {
+    SS_CHECK(item == "fixed" || item == "adaptive",
+             "--policies: '{}' is not a draft policy; give fixed and/or adaptive", std::string(item));
+    const engine::DraftPolicy p = engine::parse_draft_policy(item);
+    SS_CHECK(std::find(out.begin(), out.end(), p) == out.end(), "--policies: {} is given twice", std::string(item));
+    out.push_back(p);
+  }
+  return out;
+}
 
 ControlledBenchResult run_controlled_bench(TargetModel& target, const spec::DFlashDrafter& drafter,
                                            const std::string& label, const ControlledBenchOptions& o) {
@@ -109,84 +167,141 @@ ControlledBenchResult run_controlled_bench(TargetModel& target, const spec::DFla
   SS_CHECK(o.requests >= 0, "bench controlled: --requests must be >= 0");
   SS_CHECK(o.temperature >= 0, "bench controlled: --temperature must be >= 0");
   SS_CHECK(!o.concurrency.empty(), "bench controlled: --concurrency needs at least one level");
+  SS_CHECK(!o.acceptance.empty(), "bench controlled: --acceptance needs at least one profile");
+  SS_CHECK(!o.policies.empty(), "bench controlled: --policies needs at least one policy");
+  for (int c : o.concurrency) SS_CHECK(c >= 1, "bench controlled: concurrency levels must be >= 1, got {}", c);
   spec::DFlashProposer real(
       drafter, spec::proposer_options(o.gamma, spec::DraftSampling::Argmax, engine::VerifyMode::SampleMatch));
   ControlledBenchResult result;
   result.label = label;
-  result.acceptance = o.acceptance.label();
   result.gamma = real.gamma();
-  const std::vector<double> conditional = o.acceptance.conditional(result.gamma);
-  result.requested_tau = verify_tokens(conditional).mean;
+  std::vector<std::vector<double>> conditional;  // per profile, before any pass (a τ above γ + 1 throws)
+  for (const AcceptanceSpec& a : o.acceptance) conditional.push_back(a.conditional(result.gamma));
+
+  const int most = *std::max_element(o.concurrency.begin(), o.concurrency.end());
+  const bool adaptive =
+      std::find(o.policies.begin(), o.policies.end(), engine::DraftPolicy::Adaptive) != o.policies.end();
+  int64_t blocks = engine_options(o, most, real.positions_past_context(), real.gamma()).kv_blocks;
+  const int chunk = engine::normalised(engine::EngineOptions{}).prefill_chunk;
+  if (adaptive && !o.step_costs)  // room for serve's calibration too
+    blocks = std::max(blocks, kv_blocks_needed(calibration_plan(target.backend(), most, result.gamma), chunk));
   if (target.forward_memory().device() != Device::CPU) {
     // Pools sized before the timed passes (as `serve` does at start-up), for the largest level.
-    const int most = *std::max_element(o.concurrency.begin(), o.concurrency.end());
-    const int64_t blocks = engine_options(o, most, real.positions_past_context(), real.gamma()).kv_blocks;
     target.reserve(blocks, most);
     drafter.reserve_kv_blocks(blocks + most);
   }
+  std::optional<StepCosts> costs = o.step_costs;
+  if (adaptive && !costs)
+    costs = serving_step_costs(target, drafter, most, result.gamma, blocks, chunk, o.step_cost_profile);
+  if (adaptive) result.step_costs = engine::StepCostModel(*costs).describe(result.gamma);
+
+  std::vector<ControlledLevel> by_level;  // concurrency-major while measuring
   for (int c : o.concurrency) {
-    SS_CHECK(c >= 1, "bench controlled: concurrency levels must be >= 1, got {}", c);
-    ControlledLevel level;
-    level.concurrency = c;
-    level.requests = o.requests > 0 ? o.requests : c;
+    const int requests_n = o.requests > 0 ? o.requests : c;
     const uint64_t level_seed = o.seed * 1000003u + static_cast<uint64_t>(c);
-    const auto requests = make_requests(o, level.requests, target.vocab_size(), level_seed);
+    const auto requests = make_requests(o, requests_n, target.vocab_size(), level_seed);
     const engine::TokenText no_text = [](int32_t) { return std::string(); };
     std::vector<std::vector<int32_t>> recorded;
     {
       engine::Engine plain(target, engine_options(o, c, 0, 0), no_text);
       recorded = run_pass(plain, requests).outputs;
     }
+    double plain_seconds = 0;
     {
       engine::Engine plain(target, engine_options(o, c, 0, 0), no_text);
       const Pass pass = run_pass(plain, requests);
       check_same(pass, recorded, "plain");
-      level.plain_seconds = pass.seconds;
+      plain_seconds = pass.seconds;
     }
     std::vector<RecordedRequest> recording;
+    int64_t tokens = 0;
     for (size_t i = 0; i < requests.size(); ++i) {
       recording.push_back({requests[i].prompt, recorded[i]});
-      level.tokens += static_cast<int64_t>(recorded[i].size());
+      tokens += static_cast<int64_t>(recorded[i].size());
     }
-    ControlledDraftProposer controlled(real, std::move(recording), conditional, level_seed, target.vocab_size());
-    engine::Engine spec(target, engine_options(o, c, real.positions_past_context(), real.gamma()), no_text,
-                        &controlled);
-    const Pass pass = run_pass(spec, requests);
-    check_same(pass, recorded, "controlled");
-    level.controlled_seconds = pass.seconds;
-    for (const auto& steps : pass.steps)
-      for (const auto& s : steps) {
-        if (s.drafts.empty()) continue;
-        ++level.verifies;
-        level.verify_tokens += s.accepted + 1;
-        const VerifyTokens v =
-            verify_tokens(std::vector<double>(conditional.begin(), conditional.begin() + s.drafts.size()));
-        level.expected_tokens += v.mean;
-        level.variance += v.variance;
+    for (size_t a = 0; a < o.acceptance.size(); ++a) {
+      ControlledLevel level;
+      level.acceptance = o.acceptance[a].label();
+      level.requested_tau = verify_tokens(conditional[a]).mean;
+      level.concurrency = c;
+      level.requests = requests_n;
+      level.tokens = tokens;
+      level.plain_seconds = plain_seconds;
+      for (engine::DraftPolicy policy : o.policies) {
+        // The same draws for every policy: a row's are keyed by its request and position only.
+        ControlledDraftProposer controlled(real, recording, conditional[a], level_seed, target.vocab_size());
+        engine::Engine spec(target, engine_options(o, c, real.positions_past_context(), real.gamma(), policy, costs),
+                            no_text, &controlled);
+        const Pass pass = run_pass(spec, requests);
+        check_same(pass, recorded,
+                   policy == engine::DraftPolicy::Adaptive ? "controlled (adaptive)" : "controlled (fixed)");
+        ControlledPass p;
+        p.policy = policy;
+        p.seconds = pass.seconds;
+        p.plain_rows = static_cast<int64_t>(spec.metrics().spec_policy_plain.load());
+        for (const auto& steps : pass.steps)
+          for (const auto& s : steps) {
+            if (s.drafts.empty()) continue;
+            ++p.verifies;
+            p.drafts += static_cast<int64_t>(s.drafts.size());
+            p.verify_tokens += s.accepted + 1;  // `accepted` counts drafts only; + the target's pick
+            const VerifyTokens v =
+                verify_tokens(std::vector<double>(conditional[a].begin(), conditional[a].begin() + s.drafts.size()));
+            p.expected_tokens += v.mean;
+            p.variance += v.variance;
+          }
+        level.passes.push_back(p);
       }
-    result.levels.push_back(level);
+      by_level.push_back(std::move(level));
+    }
   }
+  for (size_t a = 0; a < o.acceptance.size(); ++a)
+    for (size_t c = 0; c < o.concurrency.size(); ++c) result.levels.push_back(by_level[c * o.acceptance.size() + a]);
   return result;
 }
 
 std::string format_controlled_bench(const ControlledBenchResult& r, const ControlledBenchOptions& o) {
   std::string s = fmt::format(
-      "acceptance-controlled: {} (γ={}, {:.3g} tokens per verify at γ drafts), {}: drafts are the recorded plain "
-      "output, corrupted; the real drafter runs every step\n",
-      r.acceptance, r.gamma, r.requested_tau, r.label);
+      "acceptance-controlled: {}, γ={}: drafts are the recorded plain output, corrupted to the profile; the real "
+      "drafter runs every step\n",
+      r.label, r.gamma);
   s += fmt::format("acceptance-controlled: {} prompt tokens, {} generated per request, T={}, seed {}\n",
                    o.prompt_tokens, o.max_tokens, o.temperature, o.seed);
-  s += fmt::format("{:>11} {:>8} {:>12} {:>17} {:>8} {:>15} {:>14}  {}\n", "concurrency", "requests", "plain tok/s",
-                   "controlled tok/s", "speed-up", "tokens/verify", "expected", "acceptance-controlled");
-  for (const auto& l : r.levels) {
-    const double plain = static_cast<double>(l.tokens) / l.plain_seconds;
-    const double spec = static_cast<double>(l.tokens) / l.controlled_seconds;
-    const double measured = l.verifies ? static_cast<double>(l.verify_tokens) / static_cast<double>(l.verifies) : 0;
-    const double expected = l.verifies ? l.expected_tokens / static_cast<double>(l.verifies) : 0;
-    s += fmt::format("{:>11} {:>8} {:>12.1f} {:>17.1f} {:>7.2f}x {:>15.2f} {:>14.2f}  controlled {}\n", l.concurrency,
-                     l.requests, plain, spec, spec / plain, measured, expected, r.acceptance);
+  if (!r.step_costs.empty())
+    s += fmt::format("acceptance-controlled: adaptive policy's step costs: {}\n", r.step_costs);
+  // Per policy: tok/s, speed-up, tokens per verify measured, expected ± one standard deviation of the
+  // measured mean (the profile's, given each verify's drafts), decode rows kept plain, mean drafts per verify.
+  std::string head = fmt::format("{:>11} {:>8} {:>11}", "concurrency", "requests", "plain tok/s");
+  for (engine::DraftPolicy p : o.policies) {
+    const std::string name(engine::draft_policy_name(p));
+    head += fmt::format(" | {:>14} {:>8} {:>10} {:>12} {:>6} {:>5}", name + " tok/s", "speed-up", "tok/verify",
+                        "expected", "plain", "γ");
   }
-  s += "acceptance-controlled: outputs of both passes equal the recorded plain decoding (checked)\n";
+  s += head + "  acceptance-controlled\n";
+  std::string last;
+  for (const auto& l : r.levels) {
+    if (l.acceptance != last)
+      s += fmt::format("acceptance-controlled: {} ({:.3g} tokens per verify at γ drafts)\n", l.acceptance,
+                       l.requested_tau);
+    last = l.acceptance;
+    const double plain = static_cast<double>(l.tokens) / l.plain_seconds;
+    std::string row = fmt::format("{:>11} {:>8} {:>11.1f}", l.concurrency, l.requests, plain);
+    for (const auto& p : l.passes) {
+      const double spec = static_cast<double>(l.tokens) / p.seconds;
+      const auto n = static_cast<double>(p.verifies);
+      const double measured = p.verifies ? static_cast<double>(p.verify_tokens) / n : 0;
+      const std::string expected =
+          p.verifies ? fmt::format("{:.2f}±{:.2f}", p.expected_tokens / n, std::sqrt(p.variance) / n) : "-";
+      const double rows = static_cast<double>(p.verifies + p.plain_rows);
+      const std::string plain_share =
+          rows > 0 ? fmt::format("{:.0f}%", 100.0 * static_cast<double>(p.plain_rows) / rows) : "-";
+      const std::string gamma = p.verifies ? fmt::format("{:.1f}", static_cast<double>(p.drafts) / n) : "-";
+      row += fmt::format(" | {:>14.1f} {:>7.2f}x {:>10.2f} {:>12} {:>6} {:>5}", spec, spec / plain, measured, expected,
+                         plain_share, gamma);
+    }
+    s += row + fmt::format("  controlled {}\n", l.acceptance);
+  }
+  s += "acceptance-controlled: outputs of every pass equal the recorded plain decoding (checked)\n";
   return s;
 }
 
