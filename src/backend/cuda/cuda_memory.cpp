@@ -24,6 +24,18 @@ constexpr size_t kMinClass = 512;
 constexpr size_t kKernelCopyBytes = size_t{1} << 20;
 constexpr size_t kPinnedCacheBytes = size_t{4} << 30;  // released swap images kept pinned (allocate_host)
 
+// Classes below kCarveBelow are carved from chunks (one cudaMalloc of a whole number of 2 MiB pages holding
+// up to 16 pieces of the class): the driver backs every cudaMalloc with whole 2 MiB pages, so a 27B
+// sequence's DeltaNet buffers (48 layers x seven: two of 3 MiB, five under 1 MiB) took ~1.7x their bytes
+// one by one, and a serving start-up sized by their bytes ran out of device memory. trim() gives back the
+// chunks whose pieces are all free.
+constexpr size_t kCarveBelow = size_t{64} << 20;
+constexpr size_t kPage = size_t{2} << 20;
+size_t carve_chunk(size_t cls) {
+  const size_t pieces = std::clamp<size_t>(kCarveBelow / cls, 1, 16);
+  return (pieces * cls + kPage - 1) / kPage * kPage;
+}
+
 // The size class of `bytes`: rounded up to a multiple of 1/8 of its power of two.
 size_t size_class(size_t bytes) {
   if (bytes <= kMinClass) return kMinClass;
@@ -51,20 +63,28 @@ class CudaMemory final : public Memory {
       if (!list.empty()) {
         void* p = list.back();
         list.pop_back();
+        if (cls < kCarveBelow) --chunk_of(p).free;
         return p;
       }
     }
+    const size_t bytes_new = cls < kCarveBelow ? carve_chunk(cls) : cls;
     void* p = nullptr;
-    cudaError_t err = cudaMalloc(&p, cls);
+    cudaError_t err = cudaMalloc(&p, bytes_new);
     if (err == cudaErrorMemoryAllocation) {
       // Give the cached blocks back and try once more.
       (void)cudaGetLastError();
       trim();
-      err = cudaMalloc(&p, cls);
+      err = cudaMalloc(&p, bytes_new);
     }
     CUDA_CHECK(err);
     std::lock_guard lock(mutex_);
-    reserved_ += cls;
+    reserved_ += bytes_new;
+    if (cls < kCarveBelow) {  // a chunk: the first piece is the caller's, the rest wait in the class's list
+      auto& list = free_[cls];
+      size_t pieces = 1;
+      for (size_t off = cls; off + cls <= bytes_new; off += cls, ++pieces) list.push_back(static_cast<char*>(p) + off);
+      chunks_[static_cast<char*>(p)] = Chunk{cls, bytes_new, pieces, pieces - 1};
+    }
     return p;
   }
 
@@ -78,7 +98,9 @@ class CudaMemory final : public Memory {
       return;
     }
     std::lock_guard lock(mutex_);
-    free_[size_class(bytes)].push_back(p);
+    const size_t cls = size_class(bytes);
+    free_[cls].push_back(p);
+    if (cls < kCarveBelow) ++chunk_of(p).free;
   }
 
   void upload(void* dst, const void* host, size_t bytes) const override {
@@ -206,14 +228,42 @@ class CudaMemory final : public Memory {
     cudaStreamSynchronize(cuda::cuda_stream());
     std::lock_guard lock(mutex_);
     for (auto& [cls, list] : free_) {
+      if (cls < kCarveBelow) continue;  // pieces of chunks: below
       for (void* p : list) cudaFree(p);
       reserved_ -= cls * list.size();
       list.clear();
     }
+    for (auto it = chunks_.begin(); it != chunks_.end();) {
+      const Chunk& c = it->second;
+      if (c.free != c.pieces) {
+        ++it;
+        continue;
+      }
+      char* base = it->first;
+      auto& list = free_[c.cls];
+      list.erase(std::remove_if(
+                     list.begin(), list.end(),
+                     [&](void* q) { return static_cast<char*>(q) >= base && static_cast<char*>(q) < base + c.bytes; }),
+                 list.end());
+      cudaFree(base);
+      reserved_ -= c.bytes;
+      it = chunks_.erase(it);
+    }
+  }
+
+  // A carved class's chunk: its class, bytes, pieces and how many of them are free.
+  struct Chunk {
+    size_t cls, bytes, pieces, free;
+  };
+  // The chunk holding piece p (the lock held).
+  Chunk& chunk_of(void* p) const {
+    auto it = chunks_.upper_bound(static_cast<char*>(p));
+    return std::prev(it)->second;
   }
 
   mutable std::mutex mutex_;
   mutable std::map<size_t, std::vector<void*>> free_;
+  mutable std::map<char*, Chunk> chunks_;  // carved chunks by base address
   mutable size_t reserved_ = 0;
   mutable std::map<size_t, std::vector<void*>> pinned_free_;  // released pinned host blocks by size class
   mutable size_t pinned_cached_ = 0;
