@@ -4,14 +4,35 @@
 #include <filesystem>
 #include <optional>
 
+#include "cli/common_flags.h"
 #include "core/error.h"
 #include "model/synthetic_shapes.h"
 #include "tokenizer/tokenizer.h"
 
 namespace specserve::cli {
 
-BenchModels load_bench_models(const std::string& synthetic, const std::string& model, const DrafterFlags& drafter,
-                              const LoadOptions& lo, const char* who) {
+void add_bench_model_flags(CLI::App& cmd, BenchModelFlags& f) {
+  cmd.add_option("--synthetic", f.synthetic,
+                 "A real model shape with random weights made on the device: qwen3-8b, qwen3.6-27b "
+                 "(= qwen3.5-27b) or tiny, with its z-lab drafter shape");
+  add_model_flag(cmd, f.model);
+  add_drafter_flags(cmd, f.drafter, DrafterScope::Forward);
+  add_backend_flag(cmd, f.backend);
+  add_threads_flag(cmd, f.threads);
+  add_dtype_flag(cmd, f.dtype);
+  add_kv_dtype_flag(cmd, f.kv_dtype);
+}
+
+BenchModels load_bench_models(const BenchModelFlags& f, const char* who) {
+  const std::string& synthetic = f.synthetic;
+  const std::string& model = f.model;
+  const DrafterFlags& drafter = f.drafter;
+  if (!model.empty()) drafter.check_needs_draft();
+  LoadOptions lo;
+  lo.dtype = f.dtype;
+  lo.kv_dtype = f.kv_dtype;
+  lo.threads = f.threads;
+  lo.backend = f.backend;
   SS_CHECK(synthetic.empty() != model.empty(), "{}: give exactly one of --synthetic SHAPE or --model DIR", who);
   SS_CHECK(synthetic.empty() || drafter.draft.empty(), "--synthetic brings its own drafter shape; drop --draft");
   BenchModels m;

@@ -1,7 +1,9 @@
 #pragma once
-// The target and drafter a benchmark mode measures (`bench steps`, `bench controlled`): a synthetic shape
-// (random weights made on the device, with its z-lab drafter shape) or a checkpoint with an optional
-// drafter, the drafter's forward flags applied (--draft-matmul, --draft-vocab).
+// The target and drafter a benchmark mode measures (`bench steps`, `bench controlled`, `bench step-costs`): a synthetic
+// shape (random weights made on the device, with its z-lab drafter shape) or a checkpoint with an optional drafter, the
+// drafter's forward flags applied (--draft-matmul, --draft-vocab).
+#include <CLI/CLI.hpp>
+
 #include <memory>
 #include <string>
 
@@ -17,8 +19,20 @@ struct BenchModels {
   std::string label;                             // "synthetic SHAPE" or the checkpoint's directory
 };
 
-// Exactly one of `synthetic` and `model`; `who` prefixes the messages ("bench", "bench controlled").
-BenchModels load_bench_models(const std::string& synthetic, const std::string& model, const DrafterFlags& drafter,
-                              const LoadOptions& lo, const char* who);
+// The flags that choose them, the same in every mode: --synthetic SHAPE or --model DIR (with the drafter's
+// flags), --backend, --threads, --dtype, --kv-dtype.
+struct BenchModelFlags {
+  std::string synthetic;
+  std::string model;
+  DrafterFlags drafter;
+  std::string backend = "auto";
+  int threads = 0;
+  std::string dtype = "auto";
+  std::string kv_dtype = "auto";
+};
+void add_bench_model_flags(CLI::App& cmd, BenchModelFlags& f);
+
+// Exactly one of --synthetic and --model; `who` prefixes the messages ("bench steps", "bench controlled").
+BenchModels load_bench_models(const BenchModelFlags& f, const char* who);
 
 }  // namespace specserve::cli

@@ -22,13 +22,7 @@ namespace specserve::cli {
 namespace {
 
 struct ControlledArgs {
-  std::string synthetic;
-  std::string model;
-  DrafterFlags drafter;
-  std::string backend = "auto";
-  int threads = 0;
-  std::string dtype = "auto";
-  std::string kv_dtype = "auto";
+  BenchModelFlags models;
   std::string acceptance = "geometric:6.5";
   std::string policies = "fixed,adaptive";
   ControlledBenchOptions bench;
@@ -41,14 +35,9 @@ int run_controlled(const ControlledArgs& a) {
   SS_CHECK(a.bench.step_cost_profile.empty() || std::find(options.policies.begin(), options.policies.end(),
                                                           engine::DraftPolicy::Adaptive) != options.policies.end(),
            "bench controlled: --step-cost-profile needs the adaptive policy in --policies");
-  SS_CHECK(a.model.empty() || !a.drafter.draft.empty(),
+  SS_CHECK(a.models.model.empty() || !a.models.drafter.draft.empty(),
            "bench controlled: --model needs --draft DIR (the drafter whose forward is timed)");
-  LoadOptions lo;
-  lo.dtype = a.dtype;
-  lo.kv_dtype = a.kv_dtype;
-  lo.threads = a.threads;
-  lo.backend = a.backend;
-  BenchModels m = load_bench_models(a.synthetic, a.model, a.drafter, lo, "bench controlled");
+  BenchModels m = load_bench_models(a.models, "bench controlled");
   std::unique_ptr<TargetModel>& target = m.target;
   std::unique_ptr<spec::DFlashDrafter>& drafter = m.drafter;
   const std::string& label = m.label;
@@ -70,11 +59,7 @@ void register_bench_controlled(CLI::App& bench, CommandRunner& run) {
       "each draft-length policy, with the real drafter forward but drafts taken from the recorded plain output, "
       "corrupted to a chosen acceptance (a benchmark only; outputs are checked equal to plain decoding)");
   auto a = std::make_shared<ControlledArgs>();
-  cmd->add_option("--synthetic", a->synthetic,
-                  "A real model shape with random weights made on the device: qwen3-8b, qwen3.6-27b "
-                  "(= qwen3.5-27b) or tiny, with its z-lab drafter shape");
-  add_model_flag(*cmd, a->model);
-  add_drafter_flags(*cmd, a->drafter, DrafterScope::Forward);
+  add_bench_model_flags(*cmd, a->models);
   cmd->add_option("--gamma", a->bench.gamma,
                   "Drafts per verify step, 1..block_size-1 (0 = block_size - 1); the adaptive policy's most")
       ->capture_default_str();
@@ -126,10 +111,6 @@ void register_bench_controlled(CLI::App& bench, CommandRunner& run) {
       ->capture_default_str();
   cmd->add_option("--seed", a->bench.seed, "Seed of the prompts, the requests' sampling and the corruption process")
       ->capture_default_str();
-  add_backend_flag(*cmd, a->backend);
-  add_threads_flag(*cmd, a->threads);
-  add_dtype_flag(*cmd, a->dtype);
-  add_kv_dtype_flag(*cmd, a->kv_dtype);
   cmd->callback([&run, a] { run = [a] { return run_controlled(*a); }; });
 }
 

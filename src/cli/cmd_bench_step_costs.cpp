@@ -23,13 +23,7 @@ namespace specserve::cli {
 namespace {
 
 struct StepCostsArgs {
-  std::string synthetic;
-  std::string model;
-  DrafterFlags drafter;
-  std::string backend = "auto";
-  int threads = 0;
-  std::string dtype = "auto";
-  std::string kv_dtype = "auto";
+  BenchModelFlags models;
   int max_seqs = 64;
   int gamma = 0;
   int64_t kv_cache_mib = 0;
@@ -37,15 +31,9 @@ struct StepCostsArgs {
 };
 
 int run_step_costs(const StepCostsArgs& a) {
-  if (!a.model.empty()) a.drafter.check_needs_draft();
-  SS_CHECK(a.model.empty() || !a.drafter.draft.empty(), "bench step-costs: --model needs --draft DIR");
+  SS_CHECK(a.models.model.empty() || !a.models.drafter.draft.empty(), "bench step-costs: --model needs --draft DIR");
   SS_CHECK(a.max_seqs >= 1, "bench step-costs: --max-seqs must be >= 1");
-  LoadOptions lo;
-  lo.dtype = a.dtype;
-  lo.kv_dtype = a.kv_dtype;
-  lo.threads = a.threads;
-  lo.backend = a.backend;
-  BenchModels m = load_bench_models(a.synthetic, a.model, a.drafter, lo, "bench step-costs");
+  BenchModels m = load_bench_models(a.models, "bench step-costs");
   const int block = m.drafter->block_size();
   SS_CHECK(a.gamma >= 0 && a.gamma <= block - 1, "bench step-costs: --gamma must be in [0, {}]", block - 1);
   const int gamma_max = a.gamma > 0 ? a.gamma : block - 1;
@@ -98,15 +86,7 @@ void register_bench_step_costs(CLI::App& bench, CommandRunner& run) {
       "Step costs for the adaptive draft policy: decode, verify and propose times, the fitted cost model beside "
       "them, and the profile `serve --step-cost-profile` reads (--out)");
   auto a = std::make_shared<StepCostsArgs>();
-  cmd->add_option("--synthetic", a->synthetic,
-                  "A real model shape with random weights made on the device: qwen3-8b, qwen3.6-27b "
-                  "(= qwen3.5-27b) or tiny, with its z-lab drafter shape");
-  add_model_flag(*cmd, a->model);
-  add_drafter_flags(*cmd, a->drafter, DrafterScope::Forward);
-  add_backend_flag(*cmd, a->backend);
-  add_threads_flag(*cmd, a->threads);
-  add_dtype_flag(*cmd, a->dtype);
-  add_kv_dtype_flag(*cmd, a->kv_dtype);
+  add_bench_model_flags(*cmd, a->models);
   cmd->add_option("--max-seqs", a->max_seqs, "The most sequences the server will run at once (the largest batch timed)")
       ->capture_default_str();
   cmd->add_option("--gamma", a->gamma, "The most drafts per verify the server allows (0 = block_size - 1)")

@@ -20,13 +20,7 @@ namespace specserve::cli {
 namespace {
 
 struct StepsArgs {
-  std::string synthetic;
-  std::string model;
-  DrafterFlags drafter;
-  std::string backend = "auto";
-  int threads = 0;
-  std::string dtype = "auto";
-  std::string kv_dtype = "auto";
+  BenchModelFlags models;
   bool json = false;
   bool legacy_steps = false;         // `bench --steps`, the old spelling of this mode (ignored)
   std::optional<int> context_alias;  // --context N: --contexts N
@@ -35,19 +29,13 @@ struct StepsArgs {
 };
 
 int run_steps(const StepsArgs& a) {
-  if (!a.model.empty()) a.drafter.check_needs_draft();
-  LoadOptions lo;
-  lo.dtype = a.dtype;
-  lo.kv_dtype = a.kv_dtype;
-  lo.threads = a.threads;
-  lo.backend = a.backend;
-  BenchModels m = load_bench_models(a.synthetic, a.model, a.drafter, lo, "bench steps");
+  BenchModels m = load_bench_models(a.models, "bench steps");
   std::unique_ptr<TargetModel>& target = m.target;
   std::unique_ptr<spec::DFlashDrafter>& drafter = m.drafter;
   const std::string& label = m.label;
   std::fprintf(stderr, "bench: weights %s, KV cache %s (--kv-dtype %s)\n",
                std::string(dtype_name(target->weight_dtype())).c_str(),
-               std::string(dtype_name(target->kv_dtype())).c_str(), a.kv_dtype.c_str());
+               std::string(dtype_name(target->kv_dtype())).c_str(), a.models.kv_dtype.c_str());
   StepBenchOptions options = a.step;
   if (a.context_alias) options.contexts = {*a.context_alias};
   SS_CHECK(a.kv_cache_mib >= 0, "bench: --kv-cache-mib must be >= 0");
@@ -65,15 +53,7 @@ void register_bench_steps(CLI::App& bench, CommandRunner& run) {
       "Step times: decode, verify, drafter propose and prefill, with bytes moved and the roofline; prefill "
       "tokens/s and time to first token per prompt length; the steps at long contexts; the bf16 GEMM rate");
   auto a = std::make_shared<StepsArgs>();
-  cmd->add_option("--synthetic", a->synthetic,
-                  "A real model shape with random weights made on the device: qwen3-8b, qwen3.6-27b "
-                  "(= qwen3.5-27b) or tiny, with its z-lab drafter shape");
-  add_model_flag(*cmd, a->model);
-  add_drafter_flags(*cmd, a->drafter, DrafterScope::Forward);
-  add_backend_flag(*cmd, a->backend);
-  add_threads_flag(*cmd, a->threads);
-  add_dtype_flag(*cmd, a->dtype);
-  add_kv_dtype_flag(*cmd, a->kv_dtype);
+  add_bench_model_flags(*cmd, a->models);
   auto* contexts =
       cmd->add_option("--contexts", a->step.contexts,
                       "Context lengths (positions a sequence holds before the timed steps): the batch tables run at "
