@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "engine/engine.h"
+#include "stream_drain.h"
 #include "model/target_model.h"
 #include "sampling/sampler.h"
 #include "tiny_model.h"
@@ -51,23 +52,15 @@ struct Output {
 
 inline Output collect(engine::ResultStream& s) {
   Output out;
-  std::vector<engine::StreamEvent> evs;
-  for (;;) {
-    evs.clear();
-    if (!s.wait(evs, std::chrono::seconds(120))) {
-      ADD_FAILURE() << "no output for 120 s";
-      return out;
+  drain(s, [&](const engine::StreamEvent& e) {
+    out.tokens.insert(out.tokens.end(), e.tokens.begin(), e.tokens.end());
+    out.text += e.text;
+    if (e.finished) {
+      out.reason = e.finish_reason;
+      out.usage = e.usage;
     }
-    for (auto& e : evs) {
-      out.tokens.insert(out.tokens.end(), e.tokens.begin(), e.tokens.end());
-      out.text += e.text;
-      if (e.finished) {
-        out.reason = e.finish_reason;
-        out.usage = e.usage;
-        return out;
-      }
-    }
-  }
+  });
+  return out;
 }
 
 inline engine::GenerationRequest make_request(std::vector<int32_t> prompt, int64_t max_tokens, float temperature = 0,

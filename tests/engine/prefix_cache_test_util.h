@@ -14,6 +14,7 @@
 
 #include "engine/engine.h"
 #include "engine/spec_step.h"
+#include "stream_drain.h"
 #include "model/target_model.h"
 
 namespace specserve::test {
@@ -43,27 +44,19 @@ inline std::shared_ptr<engine::ResultStream> submit_observed(engine::Engine& e, 
 inline CacheRun collect_run(engine::ResultStream& s,
                             const std::shared_ptr<std::vector<engine::SpecStep>>& steps = nullptr) {
   CacheRun out;
-  std::vector<engine::StreamEvent> evs;
-  for (;;) {
-    evs.clear();
-    if (!s.wait(evs, std::chrono::seconds(120))) {
-      ADD_FAILURE() << "no output for 120 s";
-      return out;
+  drain(s, [&](const engine::StreamEvent& e) {
+    out.tokens.insert(out.tokens.end(), e.tokens.begin(), e.tokens.end());
+    for (const auto& lp : e.logprobs) {
+      out.logprobs.push_back(lp.logprob);
+      for (const auto& t : lp.top) out.logprobs.push_back(t.logprob);
     }
-    for (auto& e : evs) {
-      out.tokens.insert(out.tokens.end(), e.tokens.begin(), e.tokens.end());
-      for (const auto& lp : e.logprobs) {
-        out.logprobs.push_back(lp.logprob);
-        for (const auto& t : lp.top) out.logprobs.push_back(t.logprob);
-      }
-      if (e.finished) {
-        EXPECT_TRUE(e.error.empty()) << e.error;
-        out.cached = e.usage.cached_tokens;
-        if (steps) out.steps = *steps;
-        return out;
-      }
+    if (e.finished) {
+      EXPECT_TRUE(e.error.empty()) << e.error;
+      out.cached = e.usage.cached_tokens;
+      if (steps) out.steps = *steps;
     }
-  }
+  });
+  return out;
 }
 
 inline CacheRun run_one(engine::Engine& e, const engine::GenerationRequest& r) {
