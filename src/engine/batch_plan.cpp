@@ -8,6 +8,7 @@ int64_t prefill_chunk_end(const SeqPlanInput& q, int64_t chunk) {
   int64_t end = std::min<int64_t>(q.prompt_len, (q.prefilled / chunk + 1) * chunk);
   if (q.stop_interval > 0) end = std::min(end, (q.prefilled / q.stop_interval + 1) * q.stop_interval);
   if (q.last_stop > q.prefilled) end = std::min(end, q.last_stop);
+  if (q.branch_stop > q.prefilled) end = std::min(end, q.branch_stop);
   return end;
 }
 

@@ -10,8 +10,9 @@
 // Chunk boundaries (prefill_chunk_end). A chunk starts where the prompt's computed part ends: at 0, at
 // the end of the previous chunk, or at a prefix-cache hit (docs/DESIGN.md §5: a multiple of 16, and of
 // 64 on a hybrid target). It ends at the first of: the next multiple of the chunk length C, the
-// sequence's next DeltaNet snapshot point (a multiple of stop_interval, or last_stop; hybrid targets
-// with the prefix cache on: the state is copied there, between steps), and the prompt's end. Every
+// sequence's next DeltaNet snapshot point (a multiple of stop_interval, last_stop, or branch_stop: the last
+// 64-grid point of the blocks its prompt shares with cached ones, past its hit; hybrid targets with the
+// prefix cache on: the state is copied there, between steps), and the prompt's end. Every
 // boundary but the prompt's end and a dense target's hit lies on the 64-position grid, so the chunked
 // DeltaNet sees the chunks of a whole-prompt prefill (docs/DESIGN.md §1.2), and none depends on the batch.
 #include <cstdint>
@@ -28,6 +29,7 @@ struct SeqPlanInput {
   int drafts = 0;             // draft tokens ready for a verify (decoding sequences)
   int64_t stop_interval = 0;  // chunks also end at its multiples (0: none)
   int64_t last_stop = 0;      // ... and here (0: nowhere)
+  int64_t branch_stop = 0;    // ... and here (0: nowhere): where its prompt leaves the cached blocks
 };
 
 // Where the prefill chunk of `q` starting at q.prefilled ends (see above), for chunk length `chunk`.

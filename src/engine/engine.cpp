@@ -208,8 +208,9 @@ void Engine::admit() {
     for (;;) {
       hit = find_prefix_hit(q.request.prompt, drafts);
       if (cache_) cache_->acquire(hit);
-      const SeqPlanInput in =
+      SeqPlanInput in =
           plan_input(static_cast<int64_t>(q.request.prompt.size()), static_cast<int64_t>(hit.size()) * kKvBlockSize, 0);
+      in.branch_stop = branch_stop(q.request.prompt, in.prefilled);
       const int64_t need = blocks_for(prefill_chunk_end(in, options_.prefill_chunk) + (drafts ? lookahead_ : 0)) -
                            static_cast<int64_t>(hit.size());
       fits = make_room(need + admission_headroom(running_.size()));
@@ -230,6 +231,7 @@ void Engine::admit() {
     if (cache_) {
       seq->prefix.bind(cache_.get());
       start_from_prefix(*seq, hit);
+      seq->branch_stop = branch_stop(seq->request().prompt, seq->prefilled());
       metrics_.prefix_cache_queries.fetch_add(seq->prompt_len(), std::memory_order_relaxed);
       metrics_.prefix_cache_hits.fetch_add(seq->cached_tokens, std::memory_order_relaxed);
     }

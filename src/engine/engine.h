@@ -104,6 +104,8 @@ class Engine {
   SeqPlanInput plan_input(const Sequence& s) const;
   SeqPlanInput plan_input(int64_t prompt_len, int64_t prefilled, int drafts) const;
   std::vector<PrefixEntryId> find_prefix_hit(const std::vector<int32_t>& prompt, bool drafts) const;
+  // Sequence::branch_stop for a prompt whose hit covers `hit_positions`.
+  int64_t branch_stop(const std::vector<int32_t>& prompt, int64_t hit_positions) const;
   void start_from_prefix(Sequence& s, std::span<const PrefixEntryId> hit);
   void publish_prefix(Sequence& s);
 

@@ -25,7 +25,17 @@ SeqPlanInput Engine::plan_input(int64_t prompt_len, int64_t prefilled, int draft
 }
 
 SeqPlanInput Engine::plan_input(const Sequence& s) const {
-  return plan_input(s.prompt_len(), s.prefilled(), static_cast<int>(s.drafts.size()));
+  SeqPlanInput in = plan_input(s.prompt_len(), s.prefilled(), static_cast<int>(s.drafts.size()));
+  if (snapshot_blocks_ > 0) in.branch_stop = s.branch_stop;
+  return in;
+}
+
+int64_t Engine::branch_stop(const std::vector<int32_t>& prompt, int64_t hit_positions) const {
+  if (!cache_ || snapshot_blocks_ == 0) return 0;
+  const auto max_blocks = static_cast<int64_t>(prompt.size() - 1) / kKvBlockSize;
+  const auto matched = static_cast<int64_t>(cache_->match(prompt, max_blocks).size()) * kKvBlockSize;
+  const int64_t stop = matched / kGrid * kGrid;
+  return stop > hit_positions ? stop : 0;
 }
 
 bool Engine::make_room(int64_t blocks) {
@@ -108,7 +118,7 @@ void Engine::publish_prefix(Sequence& s) {
   if (snapshot_blocks_ == 0) return;
   const SeqPlanInput in = plan_input(s);
   const bool stop_point = computed > 0 && computed < s.prompt_len() && computed % kGrid == 0 &&
-                          (computed % in.stop_interval == 0 || computed == in.last_stop);
+                          (computed % in.stop_interval == 0 || computed == in.last_stop || computed == in.branch_stop);
   if (stop_point && st.length() == computed && st.shared_blocks() * kKvBlockSize >= computed) {
     const PrefixEntryId id = s.prefix.ids()[static_cast<size_t>(computed / kKvBlockSize - 1)];
     // Never at the cost of a preemption: only while the running sequences' headroom stays free.

@@ -63,6 +63,10 @@ class Sequence {
   PrefixHold prefix;
   int64_t cached_tokens = 0;
   bool prefix_closed = false;
+  // Hybrid targets: the last 64-grid point of the cached blocks its prompt matched past its hit (0: none),
+  // where its DeltaNet state is kept, so that the next prompt sharing that prefix resumes there
+  // (docs/DESIGN.md §5.3).
+  int64_t branch_stop = 0;
 
   // Generated tokens not yet in the output (remaining max_tokens budget).
   int64_t remaining_tokens() const;

@@ -268,6 +268,30 @@ TEST_P(PrefixCacheEngine, MultiTurnConversationResumesAtTheLastTurnsPrompt) {
   expect_pool_is_the_cache(*m.model, on);
 }
 
+// A shared system prompt whose end is not a snapshot point (interval 2048: only each prompt's last grid
+// point and branch points): the first request's snapshot lies past the shared part (at 256 of its 300), so the
+// second matches the shared blocks (192 positions) with no snapshot in them and misses on a hybrid target —
+// but keeps its state at that branch point, so from the third request on they hit at 192. Dense targets hit
+// the shared blocks from the second request on. Outputs equal the cache-off engine's.
+TEST_P(PrefixCacheEngine, AHybridPromptKeepsItsStateWhereItLeavesACachedPrefix) {
+  TinyModel m(GetParam().family);
+  const int32_t limit = m.tokenizer.id_limit();
+  const auto system = prompt_of(200, 78, limit);
+  std::vector<GenerationRequest> reqs;
+  for (int i = 0; i < 4; ++i) reqs.push_back(request(concat(system, prompt_of(100, 400 + i, limit)), 8, 5 + i));
+  Engine off(*m.model, cache_options(m, false), m.token_text());
+  EngineOptions o = cache_options(m, true);
+  o.prefix_cache_state_interval = 2048;
+  Engine on(*m.model, o, m.token_text());
+  const auto expected = run_sequentially(off, reqs);
+  const auto got = run_sequentially(on, reqs);
+  expect_same_outputs(got, expected);
+  const std::vector<int64_t> hits =
+      hybrid() ? std::vector<int64_t>{0, 0, 192, 192} : std::vector<int64_t>{0, 192, 192, 192};
+  for (size_t i = 0; i < got.size(); ++i) EXPECT_EQ(got[i].cached, hits[i]) << "request " << i;
+  expect_pool_is_the_cache(*m.model, on);
+}
+
 TEST_P(PrefixCacheEngine, AFullyCachedPromptStillPrefillsItsLastToken) {
   TinyModel m(GetParam().family);
   const int32_t limit = m.tokenizer.id_limit();
