@@ -9,7 +9,10 @@ namespace specserve {
 void check_matmul_operands(const TensorView& x, const TensorView& w, const TensorView& y) {
   SS_CHECK(x.dtype == DType::F32 && y.dtype == DType::F32, "matmul: activations must be F32 (x {}, y {})", x.describe(),
            y.describe());
-  SS_CHECK(w.dtype == DType::F32 || w.dtype == DType::BF16, "matmul: weight dtype {} unsupported", w.describe());
+  SS_CHECK(w.dtype == DType::F32 || w.dtype == DType::BF16 || (w.dtype == DType::F8_E4M3 && w.block_scaled()),
+           "matmul: weight dtype {} unsupported", w.describe());
+  SS_CHECK(w.block_scaled() == (w.dtype == DType::F8_E4M3), "matmul: weight {} has scales but is not F8_E4M3",
+           w.describe());
   SS_CHECK(x.ndim() == 2 && w.ndim() == 2 && y.ndim() == 2, "matmul: 2-D operands expected ({}, {}, {})", x.describe(),
            w.describe(), y.describe());
   SS_CHECK(x.dim(1) == w.dim(1) && y.dim(0) == x.dim(0) && y.dim(1) == w.dim(0),

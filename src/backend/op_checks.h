@@ -8,7 +8,8 @@
 
 namespace specserve {
 
-// y[M, N] = x[M, K] · w[N, K]ᵀ: f32 activations, f32/bf16 weights, 2-D, shapes agree, rows contiguous.
+// y[M, N] = x[M, K] · w[N, K]ᵀ: f32 activations, f32/bf16 weights or block-scaled fp8 ones (F8_E4M3 with
+// TensorView::scales), 2-D, shapes agree, rows contiguous.
 void check_matmul_operands(const TensorView& x, const TensorView& w, const TensorView& y);
 
 // RoPE on x [R, heads * head_dim] with `positions` entries, rot_dim even and <= head_dim.

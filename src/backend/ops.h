@@ -159,6 +159,13 @@ class Ops {
   // y[M, N] = x[M, K] · w[N, K]ᵀ. x, y f32; w f32 or bf16; accumulation f32. The reduction order of
   // each output element along K is fixed (independent of M, of the thread count and of the columns
   // around it).
+  // w may also be a block-scaled fp8 matrix (F8_E4M3 with TensorView::scales: `--fp8-weights keep`,
+  // docs/MODELS.md §6.1). Its contract: every weight element is dequantised to bf16 as
+  // bf16_rn(f32_rn(e4m3(w[n, k]) × scales[n / 128, k / 128])) — exactly the bf16 matrix that
+  // io/fp8_blocks.h dequantize_fp8_blocks(w, scales, BF16) stores at load — and y has, bit for bit, the bits
+  // of this call with that bf16 matrix, on every backend, for matmul, matmul_multi and the prefill ops
+  // (under MatmulOrder::Free it is as free as with bf16). The dequantisation happens in registers or in a
+  // scratch, per call; rows stay invariant because the bf16 kernels' rows are.
   virtual void matmul(const TensorView& x, const TensorView& w, const TensorView& y) const = 0;
   // Several matmuls sharing x in one parallel pass (q/k/v, gate/up): ys[i] = x · ws[i]ᵀ.
   virtual void matmul_multi(const TensorView& x, std::span<const TensorView> ws,

@@ -126,6 +126,15 @@ uint8_t f32_to_e4m3(float x) {
   return sign | best;
 }
 
+const float* e4m3_f32_table() {
+  static const std::array<float, 256> table = [] {
+    std::array<float, 256> t{};
+    for (int code = 0; code < 256; ++code) t[static_cast<size_t>(code)] = e4m3_to_f32(static_cast<uint8_t>(code));
+    return t;
+  }();
+  return table.data();
+}
+
 float e5m2_to_f32(uint8_t x) { return f16_to_f32(static_cast<uint16_t>(x) << 8); }
 
 void convert_to_f32(const void* src, DType from, float* dst, size_t n) {

@@ -48,6 +48,8 @@ float f16_to_f32(uint16_t x);
 // are NaN). f32 -> e4m3 rounds to nearest even and saturates to ±448.
 uint8_t f32_to_e4m3(float x);
 float e4m3_to_f32(uint8_t x);
+// The same for every code, as a table of 256 (0x7F / 0xFF are NaN).
+const float* e4m3_f32_table();
 // fp8 e5m2 (IEEE-like: bias 15, has inf).
 float e5m2_to_f32(uint8_t x);
 

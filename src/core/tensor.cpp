@@ -67,7 +67,18 @@ TensorView TensorView::rows(int64_t begin, int64_t end) const {
   TensorView v = *this;
   v.shape.dims[0] = end - begin;
   v.data = static_cast<char*>(data) + begin * strides[0] * static_cast<int64_t>(dtype_size(dtype));
+  if (block_scaled()) {
+    SS_CHECK(begin % kFp8BlockSize == 0, "rows [{}, {}) of block-scaled {} do not start on a 128-row block", begin, end,
+             describe());
+    v.scales = scales + begin / kFp8BlockSize * scale_shape()[1];
+  }
   return v;
+}
+
+Shape TensorView::scale_shape() const {
+  if (!block_scaled()) return Shape{};
+  SS_CHECK(ndim() == 2, "block-scaled {} is not a matrix", describe());
+  return Shape({(dim(0) + kFp8BlockSize - 1) / kFp8BlockSize, (dim(1) + kFp8BlockSize - 1) / kFp8BlockSize});
 }
 
 TensorView TensorView::operator[](int64_t i) const {
@@ -89,7 +100,9 @@ TensorView TensorView::reshape(const Shape& s) const {
   return contiguous(data, dtype, s, device);
 }
 
-std::string TensorView::describe() const { return std::string(dtype_name(dtype)) + shape.to_string(); }
+std::string TensorView::describe() const {
+  return std::string(dtype_name(dtype)) + shape.to_string() + (block_scaled() ? " (128x128 block scales)" : "");
+}
 
 Tensor Tensor::empty(DType dtype, const Shape& shape) {
   Tensor t;

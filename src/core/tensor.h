@@ -15,6 +15,10 @@ enum class Device : uint8_t { CPU, CUDA };
 
 inline constexpr int kMaxDims = 6;
 
+// Rows and columns of weight one scale of a block-scaled fp8 matrix covers (Qwen's block-128 format,
+// io/fp8_blocks.h).
+inline constexpr int64_t kFp8BlockSize = 128;
+
 struct Shape {
   std::array<int64_t, kMaxDims> dims{};
   int ndim = 0;
@@ -40,6 +44,11 @@ struct TensorView {
   Device device = Device::CPU;
   Shape shape;
   std::array<int64_t, kMaxDims> strides{};  // in elements
+  // A block-scaled fp8 matrix (dtype F8_E4M3, 2-D, rows contiguous: the `--fp8-weights keep` weights,
+  // docs/MODELS.md §6.1): its f32 scales [ceil(rows / 128), ceil(cols / 128)], contiguous, on the same
+  // device; element (r, c) stands for e4m3(data[r, c]) × scales[r / 128, c / 128]. Null for every other
+  // tensor. rows() keeps it for row ranges that start on a block boundary (and refuses the others).
+  const float* scales = nullptr;
 
   static TensorView contiguous(void* data, DType dtype, const Shape& shape, Device device = Device::CPU);
 
@@ -49,6 +58,10 @@ struct TensorView {
   size_t nbytes() const { return static_cast<size_t>(numel()) * dtype_size(dtype); }
   bool is_contiguous() const;
   bool valid() const { return data != nullptr || numel() == 0; }
+  // Block-scaled fp8 (see `scales`): the scale grid's shape and size in bytes (0 for other tensors).
+  bool block_scaled() const { return scales != nullptr; }
+  Shape scale_shape() const;
+  size_t scale_bytes() const { return block_scaled() ? static_cast<size_t>(scale_shape().numel()) * 4 : 0; }
 
   template <typename T>
   T* as() const {

@@ -1,6 +1,5 @@
 #include "io/fp8_blocks.h"
 
-#include <array>
 #include <vector>
 
 #include "core/error.h"
@@ -27,15 +26,6 @@ Shape fp8_scale_shape(const Shape& w) {
 }
 
 bool is_fp8_scale_dtype(DType t) { return t == DType::F32 || t == DType::F16 || t == DType::BF16; }
-
-const float* e4m3_f32_table() {
-  static const std::array<float, 256> table = [] {
-    std::array<float, 256> t{};
-    for (int code = 0; code < 256; ++code) t[static_cast<size_t>(code)] = e4m3_to_f32(static_cast<uint8_t>(code));
-    return t;
-  }();
-  return table.data();
-}
 
 Tensor dequantize_fp8_blocks(const TensorView& weight, const TensorView& scale, DType out, std::string_view name) {
   SS_CHECK(weight.dtype == DType::F8_E4M3 && weight.ndim() == 2, "fp8 weight {} is {}, expected a F8_E4M3 matrix",

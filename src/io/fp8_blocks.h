@@ -11,8 +11,7 @@
 
 namespace specserve {
 
-// Rows and columns of weight one scale covers.
-inline constexpr int64_t kFp8BlockSize = 128;
+// (kFp8BlockSize, the rows and columns of weight one scale covers, is core/tensor.h's.)
 
 // "model.layers.0.mlp.up_proj.weight" -> "model.layers.0.mlp.up_proj.weight_scale_inv".
 std::string fp8_scale_name(std::string_view weight_name);
@@ -23,8 +22,7 @@ Shape fp8_scale_shape(const Shape& weight_shape);
 // The dtypes a scale may have: F32, F16, BF16.
 bool is_fp8_scale_dtype(DType t);
 
-// The f32 value of every e4m3 code (core/dtype.h e4m3_to_f32: exact; 0x7F / 0xFF are NaN), as a table.
-const float* e4m3_f32_table();
+// (e4m3_f32_table, the f32 value of every e4m3 code, is core/dtype.h's.)
 
 // The dequantised weight in `out` (F32, F16 or BF16), contiguous [out, in]. Each element is the e4m3 value
 // (exact in f32) times its block's scale (exact in f32) rounded once to f32 — the product is exact, so

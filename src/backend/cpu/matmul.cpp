@@ -1,5 +1,5 @@
-// Matmul y = x · wᵀ (f32 activations, f32 or bf16 weights, f32 accumulation): the AVX2 kernel and
-// the dispatcher. See matmul_kernels.h for why the result of an element does not depend on M.
+// Matmul y = x · wᵀ (f32 activations, f32, bf16 or block-scaled fp8 weights, f32 accumulation): the AVX2
+// kernel and the dispatcher. See matmul_kernels.h for why the result of an element does not depend on M.
 #include <algorithm>
 #include <cstdlib>
 #include <cstring>
@@ -86,6 +86,13 @@ MatmulArgs args_of(const TensorView& x, const TensorView& w, const TensorView& y
   a.w = w.data;
   a.w_bf16 = w.dtype == DType::BF16;
   a.ldw = w.strides[0];
+  if (w.block_scaled()) {  // fp8: the bf16 kernel over its dequantised rows (matmul_fp8.cpp)
+    a.w = nullptr;
+    a.w_bf16 = true;
+    a.w_fp8 = w.as<const uint8_t>();
+    a.w_scales = w.scales;
+    a.scale_ld = w.scale_shape()[1];
+  }
   a.y = y.as<float>();
   a.ldy = y.strides[0];
   a.M = x.dim(0);
@@ -93,16 +100,18 @@ MatmulArgs args_of(const TensorView& x, const TensorView& w, const TensorView& y
   return a;
 }
 
-void run_cols(const MatmulArgs& a, int64_t n0, int64_t n1) {
-  if (a.x_bf16 != nullptr)
+}  // namespace
+
+void matmul_cols(const MatmulArgs& a, int64_t n0, int64_t n1) {
+  if (a.w_fp8 != nullptr)
+    matmul_cols_fp8(a, n0, n1);
+  else if (a.x_bf16 != nullptr)
     matmul_cols_avx512bf16(a, n0, n1);
   else if (use_avx512())
     matmul_cols_avx512(a, n0, n1);
   else
     matmul_cols_avx2(a, n0, n1);
 }
-
-}  // namespace
 
 // SPECSERVE_ISA=avx512 keeps AVX-512 but not its BF16 dot product (to test that path too).
 bool bf16_dot_kernel() {
@@ -155,7 +164,7 @@ void matmul_multi(const TensorView& x, std::span<const TensorView> ws, std::span
   auto body = [&](int64_t c0, int64_t c1) {
     for (size_t i = 0; i < args.size(); ++i) {
       int64_t b = std::max(c0, col_start[i]), e = std::min(c1, col_start[i + 1]);
-      if (b < e) run_cols(args[i], b - col_start[i], e - col_start[i]);
+      if (b < e) matmul_cols(args[i], b - col_start[i], e - col_start[i]);
     }
   };
   const double flops = 2.0 * static_cast<double>(x.dim(0)) * static_cast<double>(total) * static_cast<double>(x.dim(1));
