@@ -104,6 +104,10 @@ Buffer upload_tensors(std::span<TensorView* const> views, const Memory& mem) {
              v->describe());
     offset[v->data] = total;
     total += (v->nbytes() + kAlign - 1) / kAlign * kAlign;
+    if (v->block_scaled()) {  // a block-scaled fp8 matrix's scales travel with it
+      offset[v->scales] = total;
+      total += (v->scale_bytes() + kAlign - 1) / kAlign * kAlign;
+    }
   }
   require_room(mem, total, "the model's weights");
   Buffer block(mem, total);
@@ -115,6 +119,11 @@ Buffer upload_tensors(std::span<TensorView* const> views, const Memory& mem) {
     if (done.insert(host).second) mem.upload(dst, host, v->nbytes());
     v->data = dst;
     v->device = mem.device();
+    if (v->block_scaled()) {
+      char* sdst = static_cast<char*>(block.data()) + offset.at(v->scales);
+      if (done.insert(v->scales).second) mem.upload(sdst, v->scales, v->scale_bytes());
+      v->scales = reinterpret_cast<const float*>(sdst);
+    }
   }
   return block;
 }

@@ -157,8 +157,8 @@ inline double gib(size_t bytes) { return static_cast<double>(bytes) / double(siz
 void require_room(const Memory& mem, size_t bytes, const std::string& what, const std::string& hint = "");
 
 // Copies the tensors `views` point at into one block of `mem` (a tensor shared by several views,
-// e.g. a tied head, once; null views and views already in mem's device memory skipped) and points
-// the views there. Byte copies: the copies
+// e.g. a tied head, once; null views and views already in mem's device memory skipped; a block-scaled
+// fp8 matrix's scales with it) and points the views there. Byte copies: the copies
 // hold the host's exact bits. The views must be contiguous host tensors. Throws a one-line Error
 // naming both sizes when the tensors do not fit in the memory's available bytes.
 Buffer upload_tensors(std::span<TensorView* const> views, const Memory& mem);

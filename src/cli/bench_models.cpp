@@ -21,6 +21,7 @@ void add_bench_model_flags(CLI::App& cmd, BenchModelFlags& f) {
   add_threads_flag(cmd, f.threads);
   add_dtype_flag(cmd, f.dtype);
   add_kv_dtype_flag(cmd, f.kv_dtype);
+  add_fp8_weights_flag(cmd, f.fp8_weights);
 }
 
 BenchModels load_bench_models(const BenchModelFlags& f, const char* who) {
@@ -31,6 +32,7 @@ BenchModels load_bench_models(const BenchModelFlags& f, const char* who) {
   LoadOptions lo;
   lo.dtype = f.dtype;
   lo.kv_dtype = f.kv_dtype;
+  lo.fp8_weights = f.fp8_weights;
   lo.threads = f.threads;
   lo.backend = f.backend;
   SS_CHECK(synthetic.empty() != model.empty(), "{}: give exactly one of --synthetic SHAPE or --model DIR", who);

@@ -20,7 +20,7 @@ struct BenchModels {
 };
 
 // The flags that choose them, the same in every mode: --synthetic SHAPE or --model DIR (with the drafter's
-// flags), --backend, --threads, --dtype, --kv-dtype.
+// flags), --backend, --threads, --dtype, --kv-dtype, --fp8-weights.
 struct BenchModelFlags {
   std::string synthetic;
   std::string model;
@@ -29,6 +29,7 @@ struct BenchModelFlags {
   int threads = 0;
   std::string dtype = "auto";
   std::string kv_dtype = "auto";
+  std::string fp8_weights = "dequantise";
 };
 void add_bench_model_flags(CLI::App& cmd, BenchModelFlags& f);
 

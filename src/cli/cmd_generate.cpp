@@ -3,6 +3,7 @@
 //
 //   specserve generate --model DIR (--prompt TEXT | --prompt-ids 1,2,3 | --prompt-file F) [--chat]
 //       --max-tokens N [--temperature T] [--seed S] [--ignore-eos] [--json] [--threads N] [--dtype D] [--kv-dtype D]
+//       [--fp8-weights keep|dequantise]
 //       [--backend auto|cpu|cuda]
 //       [--draft DIR [--gamma G] [--draft-sampling argmax|sample] [--draft-matmul fast|exact] [--draft-vocab V]
 //        [--verify-mode sample-match|raw-argmax] [--trace]]
@@ -63,6 +64,7 @@ struct GenerateOptions {
   std::string prompt_file;
   std::string dtype = "auto";
   std::string kv_dtype = "auto";
+  std::string fp8_weights = "dequantise";
   std::string backend = "auto";
   bool chat = false;
   bool json = false;
@@ -144,6 +146,7 @@ int run_generate(GenerateOptions& o) {
   LoadOptions load{o.dtype, o.threads};
   load.backend = o.backend;
   load.kv_dtype = o.kv_dtype;
+  load.fp8_weights = o.fp8_weights;
   auto model = TargetModel::load(o.model, load);
   sampling::RequestParams params = o.sampling.resolve(model_defaults(o.model, model->config()));
   SS_CHECK(params.stop.max_tokens.has_value() && *params.stop.max_tokens > 0, "--max-tokens must be given and > 0");
@@ -251,6 +254,7 @@ void register_generate(CLI::App& app, CommandRunner& run) {
   add_threads_flag(*cmd, opts->threads);
   add_dtype_flag(*cmd, opts->dtype);
   add_kv_dtype_flag(*cmd, opts->kv_dtype);
+  add_fp8_weights_flag(*cmd, opts->fp8_weights);
   add_backend_flag(*cmd, opts->backend);
   opts->sampling.add_to(*cmd);
   add_drafter_flags(*cmd, opts->drafter, DrafterScope::Generate);

@@ -162,6 +162,7 @@ void register_serve(CLI::App& app, CommandRunner& run) {
   add_threads_flag(*cmd, s.threads);
   add_dtype_flag(*cmd, s.dtype);
   add_kv_dtype_flag(*cmd, s.kv_dtype);
+  add_fp8_weights_flag(*cmd, s.fp8_weights);
   add_backend_flag(*cmd, s.backend);
   cmd->add_option("--max-tokens-limit", h.max_tokens_limit, "Largest max_tokens accepted (0 = the context length)");
   cmd->add_option("--default-max-tokens", h.default_max_tokens,

@@ -35,6 +35,17 @@ CLI::Option* add_kv_dtype_flag(CLI::App& cmd, std::string& kv_dtype) {
       ->capture_default_str();
 }
 
+CLI::Option* add_fp8_weights_flag(CLI::App& cmd, std::string& fp8_weights) {
+  return cmd
+      .add_option("--fp8-weights", fp8_weights,
+                  "An fp8 block-128 checkpoint's Linear weights: dequantise (bf16 or f32 copies made at load) or keep "
+                  "(they stay e4m3 with their scales, half the bytes, with the bits of the bf16 dequantisation; "
+                  "--dtype f32 always dequantises). The default stays dequantise until the kept path has been "
+                  "measured on a GPU")
+      ->check(CLI::IsMember({"keep", "dequantise"}))
+      ->capture_default_str();
+}
+
 void add_prefix_cache_flags(CLI::App& cmd, engine::EngineOptions& engine) {
   cmd.add_flag_callback(
       "--no-prefix-cache", [&engine] { engine.prefix_cache = false; },

@@ -20,6 +20,9 @@ CLI::Option* add_dtype_flag(CLI::App& cmd, std::string& dtype);
 // --kv-dtype auto|bf16|f32: the KV cache's element type (auto = f32 when the weights are f32, as
 // `--dtype f32` parity runs, else bf16; model/target_model.h LoadOptions::kv_dtype).
 CLI::Option* add_kv_dtype_flag(CLI::App& cmd, std::string& kv_dtype);
+// --fp8-weights keep|dequantise: what an fp8 block-128 checkpoint's Linear weights become (default
+// dequantise until the kept path's GPU tests have passed on a device; LoadOptions::fp8_weights).
+CLI::Option* add_fp8_weights_flag(CLI::App& cmd, std::string& fp8_weights);
 // --no-prefix-cache and --prefix-cache-state-interval N (a multiple of 64; default 2048): the engine's
 // prefix cache (docs/DESIGN.md §5), on by default.
 void add_prefix_cache_flags(CLI::App& cmd, engine::EngineOptions& engine);

@@ -12,10 +12,10 @@ AttentionBlock load_attention(WeightStore& w, const ArchSpec& s, int i, int slot
   const int64_t q_rows = int64_t{s.num_heads} * s.head_dim * (s.attn_output_gate ? 2 : 1);
   const int64_t kv_rows = int64_t{s.num_kv_heads} * s.head_dim;
   AttentionBlock b;
-  b.q_proj = w.text_matrix(p + "q_proj.weight", {q_rows, s.hidden});
-  b.k_proj = w.text_matrix(p + "k_proj.weight", {kv_rows, s.hidden});
-  b.v_proj = w.text_matrix(p + "v_proj.weight", {kv_rows, s.hidden});
-  b.o_proj = w.text_matrix(p + "o_proj.weight", {s.hidden, int64_t{s.num_heads} * s.head_dim});
+  b.q_proj = w.text_linear(p + "q_proj.weight", {q_rows, s.hidden});
+  b.k_proj = w.text_linear(p + "k_proj.weight", {kv_rows, s.hidden});
+  b.v_proj = w.text_linear(p + "v_proj.weight", {kv_rows, s.hidden});
+  b.o_proj = w.text_linear(p + "o_proj.weight", {s.hidden, int64_t{s.num_heads} * s.head_dim});
   b.q_norm = w.text_vector(p + "q_norm.weight", {s.head_dim});
   b.k_norm = w.text_vector(p + "k_norm.weight", {s.head_dim});
   b.slot = slot;

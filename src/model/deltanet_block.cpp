@@ -42,11 +42,11 @@ DeltaNetBlock load_deltanet(WeightStore& w, const ArchSpec& s, int i, int slot) 
   const std::string p = "layers." + std::to_string(i) + ".linear_attn.";
   const GdnDims& d = s.gdn;
   DeltaNetBlock b;
-  b.in_qkv = w.text_matrix(p + "in_proj_qkv.weight", {d.conv_dim(), s.hidden});
-  b.in_z = w.text_matrix(p + "in_proj_z.weight", {d.value_dim(), s.hidden});
-  b.in_b = w.text_matrix(p + "in_proj_b.weight", {d.num_v_heads, s.hidden});
-  b.in_a = w.text_matrix(p + "in_proj_a.weight", {d.num_v_heads, s.hidden});
-  b.out_proj = w.text_matrix(p + "out_proj.weight", {s.hidden, d.value_dim()});
+  b.in_qkv = w.text_linear(p + "in_proj_qkv.weight", {d.conv_dim(), s.hidden});
+  b.in_z = w.text_linear(p + "in_proj_z.weight", {d.value_dim(), s.hidden});
+  b.in_b = w.text_linear(p + "in_proj_b.weight", {d.num_v_heads, s.hidden});
+  b.in_a = w.text_linear(p + "in_proj_a.weight", {d.num_v_heads, s.hidden});
+  b.out_proj = w.text_linear(p + "out_proj.weight", {s.hidden, d.value_dim()});
   b.conv = w.text_vector(p + "conv1d.weight", {d.conv_dim(), 1, d.conv_kernel}).reshape({d.conv_dim(), d.conv_kernel});
   b.a_log = w.text_vector(p + "A_log", {d.num_v_heads});
   b.dt_bias = w.text_vector(p + "dt_bias", {d.num_v_heads});

@@ -6,9 +6,9 @@ namespace specserve {
 MlpBlock load_mlp(WeightStore& w, const ArchSpec& s, int i) {
   const std::string p = "layers." + std::to_string(i) + ".mlp.";
   MlpBlock b;
-  b.gate = w.text_matrix(p + "gate_proj.weight", {s.intermediate, s.hidden});
-  b.up = w.text_matrix(p + "up_proj.weight", {s.intermediate, s.hidden});
-  b.down = w.text_matrix(p + "down_proj.weight", {s.hidden, s.intermediate});
+  b.gate = w.text_linear(p + "gate_proj.weight", {s.intermediate, s.hidden});
+  b.up = w.text_linear(p + "up_proj.weight", {s.intermediate, s.hidden});
+  b.down = w.text_linear(p + "down_proj.weight", {s.hidden, s.intermediate});
   return b;
 }
 

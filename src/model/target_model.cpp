@@ -153,6 +153,10 @@ std::unique_ptr<TargetModel> TargetModel::load(const std::string& dir, const Loa
     DType dt = choose_dtype(options.dtype, impl->cfg, *checkpoint);
     // On a device the host copy of a matrix is only an upload source: read it from the mapping.
     impl->weights = std::make_unique<WeightStore>(std::move(checkpoint), dt, options.map_weights || !on_host);
+    SS_CHECK(options.fp8_weights == "keep" || options.fp8_weights == "dequantise",
+             "--fp8-weights must be keep or dequantise (got '{}')", options.fp8_weights);
+    // (--dtype f32 is the exact dequantised reference: there fp8 weights are always dequantised.)
+    if (impl->cfg.fp8_block128 && options.fp8_weights == "keep" && dt == DType::BF16) impl->weights->set_keep_fp8(true);
     build_parts(*impl, !on_host, options.kv_dtype);
     return std::unique_ptr<TargetModel>(new TargetModel(std::move(impl)));
   });
@@ -245,7 +249,7 @@ size_t TargetModel::step_weight_bytes() const {
   std::set<const void*> seen;
   size_t total = 0;
   for (const TensorView* v : weight_views(parts))
-    if (v->data && seen.insert(v->data).second) total += v->nbytes();
+    if (v->data && seen.insert(v->data).second) total += v->nbytes() + v->scale_bytes();
   return total;
 }
 

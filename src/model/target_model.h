@@ -47,6 +47,12 @@ struct LoadOptions {
   // Element type of the paged KV cache (`--kv-dtype`): "auto" (f32 when the weights are f32, as in the
   // `--dtype f32` parity runs, else bf16), "bf16" or "f32" (backend/ops.h: resolve_kv_dtype, KvGeometry).
   std::string kv_dtype = "auto";
+  // What an fp8 block-128 checkpoint's Linear weights become (`--fp8-weights`, docs/MODELS.md §6.1):
+  // "dequantise" (the default for now: bf16 or f32 copies made at load) or "keep" (they stay e4m3 with
+  // their scales, half the bytes; each matmul dequantises in registers and gets the bits of the bf16
+  // dequantisation; with dtype "f32", the exact dequantised reference, they are dequantised whatever this
+  // says). No effect on other checkpoints.
+  std::string fp8_weights = "dequantise";
 };
 
 enum class SpanMode {

@@ -54,6 +54,38 @@ TensorView WeightStore::matrix(const std::string& name, const Shape& shape) {
   return owned_.back().view();
 }
 
+void WeightStore::set_keep_fp8(bool keep) {
+  SS_CHECK(!keep || matrix_dtype_ == DType::BF16,
+           "--fp8-weights keep computes with the bf16 dequantisation of the weights; it needs --dtype bf16 or auto, "
+           "not {} (--dtype f32 is the exact dequantised reference: use --fp8-weights dequantise)",
+           dtype_name(matrix_dtype_));
+  keep_fp8_ = keep;
+}
+
+TensorView WeightStore::linear(const std::string& name, const Shape& shape) {
+  if (synthetic_ || !keep_fp8_) return matrix(name, shape);
+  TensorView v = checked(name, shape);
+  if (v.dtype != DType::F8_E4M3) return matrix(name, shape);
+  const std::string scale_name = fp8_scale_name(name);
+  SS_CHECK(checkpoint_->contains(scale_name), "fp8 weight '{}' has no '{}'", name, scale_name);
+  const TensorView scale = checkpoint_->get(scale_name);
+  const Shape want = fp8_scale_shape(v.shape);
+  SS_CHECK(scale.shape == want && is_fp8_scale_dtype(scale.dtype),
+           "the scale of fp8 weight '{}' {} is {}; 128x128 blocks need F32, F16 or BF16 {}", name, v.shape.to_string(),
+           scale.describe(), want.to_string());
+  SS_CHECK(v.is_contiguous(), "fp8 weight '{}' is not contiguous", name);
+  TensorView kept = v;
+  if (!map_matrices_) {
+    Tensor t = Tensor::empty(v.dtype, v.shape);
+    std::memcpy(t.as<void>(), v.data, t.nbytes());
+    owned_.push_back(std::move(t));
+    kept = owned_.back().view();
+  }
+  owned_.push_back(to_f32(scale));  // F16 and BF16 scales widen exactly
+  kept.scales = owned_.back().as<const float>();
+  return kept;
+}
+
 TensorView WeightStore::vector_f32(const std::string& name, const Shape& shape) {
   if (synthetic_) return synthetic_->make(name, shape, DType::F32);
   TensorView v = checked(name, shape);

@@ -64,7 +64,7 @@ TEST(CliFlags, EveryCommandKeepsItsFlags) {
   const std::vector<std::pair<std::string, std::vector<std::string>>> expected = {
       {"generate",
        {"--model", "--prompt", "--prompt-ids", "--prompt-file", "--chat", "--json", "--threads", "--dtype",
-        "--kv-dtype", "--backend", "--max-tokens", "--temperature", "--seed", "--trace"}},
+        "--kv-dtype", "--fp8-weights", "--backend", "--max-tokens", "--temperature", "--seed", "--trace"}},
       {"serve",
        {"--model",
         "--host",
@@ -79,6 +79,7 @@ TEST(CliFlags, EveryCommandKeepsItsFlags) {
         "--threads",
         "--dtype",
         "--kv-dtype",
+        "--fp8-weights",
         "--backend",
         "--max-tokens-limit",
         "--default-max-tokens",
@@ -92,10 +93,11 @@ TEST(CliFlags, EveryCommandKeepsItsFlags) {
         "--spec-max-batch",
         "--draft-policy",
         "--step-cost-profile"}},
-      {"bench steps", {"--synthetic", "--model",          "--draft",          "--draft-matmul", "--draft-vocab",
-                       "--backend",   "--threads",        "--dtype",          "--kv-dtype",     "--context",
-                       "--contexts",  "--prefill",        "--prefill-chunk",  "--kv-cache-mib", "--iterations",
-                       "--tau",       "--decode-batches", "--verify-batches", "--verify-k",     "--json"}},
+      {"bench steps",
+       {"--synthetic",      "--model",         "--draft",        "--draft-matmul", "--draft-vocab", "--backend",
+        "--threads",        "--dtype",         "--kv-dtype",     "--fp8-weights",  "--context",     "--contexts",
+        "--prefill",        "--prefill-chunk", "--kv-cache-mib", "--iterations",   "--tau",         "--decode-batches",
+        "--verify-batches", "--verify-k",      "--json"}},
       {"bench serve-load",
        {"--model",
         "--url",
@@ -110,6 +112,7 @@ TEST(CliFlags, EveryCommandKeepsItsFlags) {
         "--threads",
         "--dtype",
         "--kv-dtype",
+        "--fp8-weights",
         "--backend",
         "--max-batch-rows",
         "--spec-max-batch",
@@ -127,10 +130,10 @@ TEST(CliFlags, EveryCommandKeepsItsFlags) {
       {"bench controlled",
        {"--synthetic", "--model", "--draft", "--draft-matmul", "--draft-vocab", "--gamma", "--acceptance",
         "--concurrency", "--requests", "--prompt-tokens", "--max-tokens", "--temperature", "--seed", "--backend",
-        "--threads", "--dtype", "--kv-dtype"}},
+        "--threads", "--dtype", "--kv-dtype", "--fp8-weights"}},
       {"bench step-costs",
        {"--synthetic", "--model", "--draft", "--draft-matmul", "--draft-vocab", "--backend", "--threads", "--dtype",
-        "--kv-dtype", "--max-seqs", "--gamma", "--kv-cache-mib", "--out"}},
+        "--kv-dtype", "--fp8-weights", "--max-seqs", "--gamma", "--kv-cache-mib", "--out"}},
       {"tokenize", {"--tokenizer", "--input-jsonl"}},
       {"chat-template", {"--tokenizer", "--request-file"}},
       {"draft-vocab", {"--tokenizer", "--top"}},
@@ -160,7 +163,7 @@ TEST(CliFlags, DrafterFlagsAreOneSet) {
   // A flag that does not change a forward is not offered where only forwards are timed.
   for (const char* f : {"--gamma", "--draft-sampling", "--verify-mode", "--spec-max-batch"})
     EXPECT_EQ(cli.command("bench steps")->get_option_no_throw(f), nullptr) << f;
-  for (const char* f : {"--backend", "--threads", "--dtype", "--kv-dtype"}) {
+  for (const char* f : {"--backend", "--threads", "--dtype", "--kv-dtype", "--fp8-weights"}) {
     const CLI::Option* g = generate->get_option(f);
     for (const char* path : {"serve", "bench steps", "bench serve-load"}) {
       const CLI::Option* o = cli.command(path)->get_option(f);
@@ -190,7 +193,8 @@ TEST(CliFlags, BadValuesAreParseErrors) {
         "generate --model m --draft-sampling greedy", "serve --model m --verify-mode exact",
         "generate --model m --dtype f16", "serve --model m --gamma -1", "serve --model m --kv-dtype f16",
         "bench steps --synthetic 8b --kv-dtype fp8", "serve --model m --max-body-mib abc",
-        "serve --model m --max-body-mib 0", "serve --model m --max-body-mib -3"}) {
+        "serve --model m --max-body-mib 0", "serve --model m --max-body-mib -3", "generate --model m --fp8-weights fp8",
+        "serve --model m --fp8-weights dequantize"}) {
     Cli cli;
     EXPECT_THROW(cli.parse(line), CLI::ParseError) << line;
   }

@@ -3,7 +3,8 @@
 // vision-language (sharded), with F32, F16 and BF16 scales — and loaded: with --dtype f32 every quantised
 // weight is the dequantised value bit for bit and the logits (prefill, decode, extend) are bit for bit those
 // of the same model stored as f32 dequantised weights; the default dtype is bf16, equal bit for bit to that
-// f32 model stored as bf16.
+// f32 model stored as bf16; with --fp8-weights keep the weights stay fp8 and the logits are still those
+// bits, and extend rows equal decode rows.
 #include <cstdio>
 #include <cstring>
 
@@ -98,6 +99,42 @@ TEST_P(Fp8Checkpoint, DefaultDtypeIsBf16OfTheDequantisedWeights) {
   expect_same_logits(*fp8, *dequantized, Reference(fixture_dir(GetParam().fixture)).ids("prompt_ids"));
 }
 
+// --fp8-weights keep: the Linear weights stay e4m3 with their scales (half the bytes of their bf16 copies)
+// and the forward has the bits of the bf16 dequantised model (backend/ops.h, Ops::matmul), so prefill,
+// decode and extend logits equal those of the dequantised twin stored as bf16, bit for bit. With --dtype
+// f32 (the exact reference) they are dequantised whatever the flag says.
+TEST_P(Fp8Checkpoint, KeptWeightsGiveTheBf16DequantisedLogitsBitForBit) {
+  auto kept = TargetModel::load(fp8_->path(), {.fp8_weights = "keep"});
+  auto dequantised = TargetModel::load(fp8_->path(), {});
+  auto twin = TargetModel::load(dequantized_->path(), {.dtype = "bf16"});
+  EXPECT_EQ(kept->weight_dtype(), DType::BF16);
+  // The kept model streams fewer bytes per step: the fp8 codes (1 byte) and f32 scales instead of bf16.
+  EXPECT_LT(kept->step_weight_bytes(), dequantised->step_weight_bytes());
+  expect_same_logits(*kept, *twin, Reference(fixture_dir(GetParam().fixture)).ids("prompt_ids"));
+  auto f32_kept = TargetModel::load(fp8_->path(), {.dtype = "f32", .fp8_weights = "keep"});
+  auto f32_twin = TargetModel::load(dequantized_->path(), {.dtype = "f32"});
+  EXPECT_EQ(f32_kept->step_weight_bytes(), f32_twin->step_weight_bytes());
+  expect_same_logits(*f32_kept, *f32_twin, Reference(fixture_dir(GetParam().fixture)).ids("prompt_ids"));
+  EXPECT_THROW(TargetModel::load(fp8_->path(), {.fp8_weights = "fp8"}), Error);
+}
+
+// Verify rows equal decode rows with kept fp8 weights (what makes speculative decoding equal plain decoding,
+// docs/DESIGN.md §1.1): an extend of 6 rows against 6 successive decodes, bit for bit.
+TEST_P(Fp8Checkpoint, KeptWeightsKeepExtendRowsEqualToDecodeRows) {
+  auto m = TargetModel::load(fp8_->path(), {.fp8_weights = "keep"});
+  const auto prompt = Reference(fixture_dir(GetParam().fixture)).ids("prompt_ids");
+  const std::vector<int32_t> next{5, 9, 2, 6, 5, 3};
+  auto a = m->new_sequence(), b = m->new_sequence();
+  run_one(*m, *a, prompt, SpanMode::Prefill, LogitsWanted::None);
+  run_one(*m, *b, prompt, SpanMode::Prefill, LogitsWanted::None);
+  const ForwardResult extend = run_one(*m, *a, next, SpanMode::Extend);
+  for (size_t i = 0; i < next.size(); ++i) {
+    const ForwardResult one = run_one(*m, *b, {next[i]}, SpanMode::Extend);
+    m->commit(*b, 1);
+    ASSERT_EQ(row(one.logits, 0), row(extend.logits, static_cast<int64_t>(i))) << "row " << i;
+  }
+}
+
 // The commands: `generate` gives the dequantised model's greedy tokens (--dtype f32) and, by default, those of
 // its bf16 storage; `info` reports the quantised share.
 TEST_P(Fp8Checkpoint, GenerateAndInfoCommands) {
@@ -110,6 +147,7 @@ TEST_P(Fp8Checkpoint, GenerateAndInfoCommands) {
   };
   EXPECT_EQ(tokens(fp8_->path(), " --dtype f32"), tokens(dequantized_->path(), " --dtype f32"));
   EXPECT_EQ(tokens(fp8_->path(), ""), tokens(dequantized_->path(), " --dtype bf16"));
+  EXPECT_EQ(tokens(fp8_->path(), " --fp8-weights keep"), tokens(dequantized_->path(), " --dtype bf16"));
   const CliRun info = run_specserve("info --model " + fp8_->path());
   ASSERT_EQ(info.status, 0);
   EXPECT_NE(info.out.find("fp8 block-128: " + std::to_string(pair_.quantized.size()) + " tensors, "), std::string::npos)
