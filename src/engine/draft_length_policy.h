@@ -64,7 +64,7 @@ class DraftLengthPolicy {
 
  private:
   std::optional<StepCostModel> model_;
-  AcceptanceStats engine_acceptance_{0.99, 2.0};
+  AcceptanceStats engine_acceptance_{AcceptanceStats::kEngineDecay, AcceptanceStats::kPriorWeight};
 };
 
 }  // namespace specserve::engine

@@ -142,8 +142,7 @@ std::vector<Engine::SpanResult> Engine::pick_accept_commit(const StepRows& rows,
       if (k > 0) {
         metrics_.record_spec_round(k, accepted);
         // The draft-length policy's evidence (engine/acceptance_stats.h).
-        s.acceptance.observe(k, accepted);
-        s.acceptance.mark_step(static_cast<int64_t>(metrics_.steps.load(std::memory_order_relaxed)));
+        s.acceptance.observe(k, accepted, static_cast<int64_t>(metrics_.steps.load(std::memory_order_relaxed)));
         draft_policy_.engine_acceptance().observe(k, accepted);
       }
       if (s.request().on_step) r.step = SpecStep{r.first_position, s.drafts, accepted, r.picks.tokens};
@@ -234,7 +233,9 @@ void Engine::propose_drafts() {
 std::vector<int> Engine::draft_lengths(std::span<Sequence* const> decoding, std::span<const int> max_drafts) {
   if (!draft_policy_.adaptive()) return {max_drafts.begin(), max_drafts.end()};
   const auto step = static_cast<int64_t>(metrics_.steps.load(std::memory_order_relaxed));
-  const AcceptanceStats& prior = draft_policy_.engine_acceptance();
+  // The engine-wide rates once: every sequence's prior (engine/acceptance_stats.h).
+  std::vector<double> prior(static_cast<size_t>(*std::max_element(max_drafts.begin(), max_drafts.end())));
+  draft_policy_.engine_acceptance().rates(prior);
   std::vector<DraftCandidate> candidates(decoding.size());
   uint64_t probes = 0;
   for (size_t i = 0; i < decoding.size(); ++i) {
@@ -248,7 +249,8 @@ std::vector<int> Engine::draft_lengths(std::span<Sequence* const> decoding, std:
       c.min_drafts = std::min(c.max_drafts, DraftLengthPolicy::kProbeDrafts);
       ++probes;
     }
-    for (int j = 1; j <= c.max_drafts; ++j) c.accept.push_back(s.acceptance.rate(j, &prior));
+    c.accept.resize(static_cast<size_t>(c.max_drafts));
+    s.acceptance.rates(c.accept, prior, step);
   }
   const DraftChoice choice = choose_draft_lengths(draft_policy_.model(), candidates);
   uint64_t drafted = 0, plain = 0;

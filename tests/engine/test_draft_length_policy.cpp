@@ -4,9 +4,12 @@
 // (engine/acceptance_stats.h) and the cost model's fit (engine/step_cost_model.h).
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
+#include <cstdio>
 #include <functional>
 #include <random>
+#include <string>
 
 #include "core/error.h"
 #include "engine/acceptance_stats.h"
@@ -145,23 +148,227 @@ TEST(DraftLengthPolicy, MatchesAnExhaustiveSearch) {
 }
 
 TEST(AcceptanceStats, StartsAtThePriorAndLearnsPerPosition) {
-  AcceptanceStats engine_wide(0.99, 2.0);
+  AcceptanceStats engine_wide(AcceptanceStats::kEngineDecay, AcceptanceStats::kPriorWeight);
   AcceptanceStats s;
   EXPECT_DOUBLE_EQ(s.rate(1), AcceptanceStats::kDefaultPrior);
   EXPECT_DOUBLE_EQ(s.rate(3, &engine_wide), AcceptanceStats::kDefaultPrior);
-  // Accepts the first draft, rejects the second, every time: positions past 2 are never seen. The
-  // smoothing weighs about 1 / (1 - decay) = 5 recent verifies against the prior's 2.
+  // Accepts the first draft, rejects the second, every time. The smoothing weighs about
+  // 1 / (1 - decay) = 5 recent verifies against the prior's 2; position 1's prior is the default, position
+  // 2's is position 1's rate, and position 3, never tried, inherits position 2's.
   for (int i = 0; i < 30; ++i) s.observe(4, 1);
-  EXPECT_NEAR(s.rate(1), (5 + 2 * AcceptanceStats::kDefaultPrior) / 7, 1e-3);
-  EXPECT_NEAR(s.rate(2), (0 + 2 * AcceptanceStats::kDefaultPrior) / 7, 1e-3);
-  EXPECT_DOUBLE_EQ(s.rate(3), AcceptanceStats::kDefaultPrior);
+  const double a1 = (5 + 2 * AcceptanceStats::kDefaultPrior) / 7;
+  EXPECT_NEAR(s.rate(1), a1, 1e-3);
+  EXPECT_NEAR(s.rate(2), 2 * a1 / 7, 1e-3);
+  EXPECT_NEAR(s.rate(3), s.rate(2), 1e-12);
+  EXPECT_NEAR(s.rate(20), s.rate(2), 1e-12);
   EXPECT_EQ(s.verifies(), 30);
-  // The prior is whatever the engine-wide statistics say.
+  // Its own evidence outweighs the engine-wide rates: the engine accepting everything lifts position 1
+  // but not the positions past the sequence's own failure at 2.
   for (int i = 0; i < 30; ++i) engine_wide.observe(8, 8);
-  EXPECT_GT(s.rate(3, &engine_wide), 0.9);
+  EXPECT_GT(s.rate(1, &engine_wide), s.rate(1));
+  EXPECT_LT(s.rate(3, &engine_wide), 0.35);
   // A change of acceptance shows within a few verifies (smoothing, not a lifetime average).
   for (int i = 0; i < 10; ++i) s.observe(4, 0);
   EXPECT_LT(s.rate(1), 0.3);
+}
+
+TEST(AcceptanceStats, ANewSequenceReadsTheEngineWideProfile) {
+  // The engine has seen drafts 1..4 accepted and 5 rejected, over and over.
+  AcceptanceStats engine_wide(AcceptanceStats::kEngineDecay, AcceptanceStats::kPriorWeight);
+  for (int i = 0; i < 200; ++i) engine_wide.observe(8, 4);
+  const AcceptanceStats s;
+  for (int j = 1; j <= 10; ++j) EXPECT_NEAR(s.rate(j, &engine_wide), engine_wide.rate(j), 0.01) << j;
+  EXPECT_GT(engine_wide.rate(4), 0.95);
+  EXPECT_LT(engine_wide.rate(5), 0.05);
+  EXPECT_LT(engine_wide.rate(8), 0.05);  // untried: inherits position 5's
+}
+
+TEST(AcceptanceStats, AFullyAcceptedVerifyRaisesThePositionsBeyondIt) {
+  AcceptanceStats s;
+  const double before = s.rate(12);
+  s.observe(3, 3);
+  // Positions 4.. were not tried; they inherit position 3's rate, now above the prior.
+  EXPECT_GT(s.rate(12), before + 0.2);
+  EXPECT_NEAR(s.rate(12), s.rate(3), 1e-12);
+  s.observe(6, 6);
+  EXPECT_GT(s.rate(12), 0.9);
+  // One failure at position 2 lowers it and everything past it.
+  std::vector<double> before_failure(12), after_failure(12);
+  s.rates(before_failure);
+  s.observe(6, 1);
+  s.rates(after_failure);
+  EXPECT_LT(after_failure[1], 0.7);
+  for (size_t j = 1; j < 12; ++j) EXPECT_LT(after_failure[j], before_failure[j] - 0.02) << j + 1;
+}
+
+TEST(AcceptanceStats, TheEngineWideShapeLowersDeepPositionsNeverRaisesThem) {
+  // The engine sees acceptance fall from position 5 on (drafts 1..4 accepted, 5 rejected, half the time;
+  // all 8 the other half).
+  AcceptanceStats engine_wide(AcceptanceStats::kEngineDecay, AcceptanceStats::kPriorWeight);
+  for (int i = 0; i < 100; ++i) engine_wide.observe(8, i % 2 ? 4 : 8);
+  // A sequence that has only drafted 3, all accepted: position 5 is read lower than position 4.
+  AcceptanceStats s;
+  for (int i = 0; i < 3; ++i) s.observe(3, 3);
+  EXPECT_LT(s.rate(5, &engine_wide), 0.7 * s.rate(4, &engine_wide));
+  // A sequence that rejects at 2 is not lifted at 3.. by the engine's higher rates there.
+  AcceptanceStats t;
+  for (int i = 0; i < 5; ++i) t.observe(3, 1);
+  EXPECT_LE(t.rate(3, &engine_wide), t.rate(2, &engine_wide) + 1e-12);
+}
+
+TEST(AcceptanceStats, OldEvidenceFadesTowardsTheChain) {
+  // A failure at position 6 seen once, then only verifies of 2 drafts, all accepted: position 6's counts
+  // age with every verify, so it comes back to what position 2 says.
+  AcceptanceStats s;
+  s.observe(8, 5);
+  EXPECT_LT(s.rate(6), s.rate(5) - 0.25);
+  for (int i = 0; i < 20; ++i) s.observe(2, 2);
+  EXPECT_GT(s.rate(6), 0.9);
+  EXPECT_NEAR(s.rate(6), s.rate(2), 0.02);
+}
+
+// The policy in the engine's loop (engine/step.cpp, Engine::draft_lengths): each step every sequence's
+// γ from its acceptance statistics against the engine-wide ones, probes on their schedule, then each
+// verify's outcome observed by both. `accepted(i, drafts)` says how many of sequence i's drafts a verify
+// accepts. Returns each step's γ per sequence.
+std::vector<std::vector<int>> simulate(const StepCostModel& costs, int sequences, int gamma_max, int steps,
+                                       const std::function<int(int, int)>& accepted) {
+  AcceptanceStats engine_wide(AcceptanceStats::kEngineDecay, AcceptanceStats::kPriorWeight);
+  std::vector<AcceptanceStats> seq(static_cast<size_t>(sequences));
+  std::vector<std::vector<int>> out;
+  for (int64_t step = 0; step < steps; ++step) {
+    // The verifies of the step (their drafts chosen at the end of the one before), then the next γ.
+    if (!out.empty()) {
+      for (size_t i = 0; i < seq.size(); ++i) {
+        const int g = out.back()[i];
+        if (g == 0) continue;
+        const int a = std::clamp(accepted(static_cast<int>(i), g), 0, g);
+        seq[i].observe(g, a, step);
+        engine_wide.observe(g, a);
+      }
+    }
+    std::vector<double> prior(static_cast<size_t>(gamma_max));
+    engine_wide.rates(prior);
+    std::vector<DraftCandidate> c(static_cast<size_t>(sequences));
+    for (size_t i = 0; i < c.size(); ++i) {
+      c[i].max_drafts = gamma_max;
+      c[i].context = 512;
+      seq[i].mark_first_step(step);
+      if (DraftLengthPolicy::probes(step, seq[i].since_step())) c[i].min_drafts = DraftLengthPolicy::kProbeDrafts;
+      c[i].accept.resize(static_cast<size_t>(gamma_max));
+      seq[i].rates(c[i].accept, prior, step);
+    }
+    out.push_back(choose_draft_lengths(costs, c).gamma);
+  }
+  return out;
+}
+
+// H200 qwen3-8b-like step costs (docs/BENCHMARKS.md): up to 16 rows cost about a decode step (4.9 ms),
+// then about 0.11 ms a row; a propose 1.25 ms + 0.06 ms a sequence.
+StepCostModel gpu_like_costs() {
+  StepCosts c;
+  c.row_knots = {1, 16, 64, 256, 1024};
+  for (double ms : {4.9, 5.6, 11.0, 35.0, 130.0}) c.row_seconds.push_back(ms * kMs);
+  c.sequence_s = 0.1 * kMs;
+  c.context_s = 4.6e-5 * kMs;
+  c.propose_s = 1.25 * kMs;
+  c.propose_sequence_s = 0.06 * kMs;
+  return StepCostModel(c);
+}
+
+std::string trace(const std::vector<std::vector<int>>& steps, size_t n = 12) {
+  std::string s;
+  for (size_t t = 0; t < std::min(n, steps.size()); ++t) {
+    s += "[";
+    for (int g : steps[t]) s += std::to_string(g) + " ";
+    s += "] ";
+  }
+  return s;
+}
+
+TEST(DraftLengthPolicy, AllCorrectDraftsReachTheMostDraftsWithinTwoVerifies) {
+  for (int n : {1, 4, 8}) {
+    const auto steps = simulate(gpu_like_costs(), n, 15, 12, [](int, int drafts) { return drafts; });
+    // Each sequence drafts from its first step (the prior is worth drafting for) and is at 15 from its
+    // third verify on.
+    for (size_t t = 0; t < steps.size(); ++t)
+      for (int g : steps[t]) {
+        EXPECT_GT(g, 0) << n << " sequences: " << trace(steps);
+        if (t >= 2) EXPECT_EQ(g, 15) << n << " sequences, step " << t << ": " << trace(steps);
+      }
+  }
+}
+
+TEST(DraftLengthPolicy, EveryDraftWrongFallsToPlainRowsAndProbes) {
+  for (int n : {1, 4, 16}) {
+    const int total = 256;
+    const int64_t interval = DraftLengthPolicy::kProbeInterval;
+    const auto steps = simulate(gpu_like_costs(), n, 15, total, [](int, int) { return 0; });
+    std::vector<int> early(static_cast<size_t>(n));  // verifies in the first interval
+    int probes = 0;
+    for (int t = 0; t < total; ++t) {
+      for (size_t i = 0; i < steps[static_cast<size_t>(t)].size(); ++i) {
+        const int g = steps[static_cast<size_t>(t)][i];
+        if (t < interval) {
+          early[i] += g > 0;
+        } else if (t % interval == 0) {
+          EXPECT_LE(g, DraftLengthPolicy::kProbeDrafts) << n << " sequences, step " << t;
+          probes += g > 0;
+        } else {
+          EXPECT_EQ(g, 0) << n << " sequences, step " << t << ": " << trace(steps, 70);
+        }
+      }
+    }
+    // A few verifies on the prior (and on the engine-wide rates while they still hope), then plain rows
+    // and a probe each interval at most.
+    for (int v : early) EXPECT_LE(v, 4) << n << " sequences: " << trace(steps, 40);
+    EXPECT_LE(probes, n * (total / interval)) << n;
+    EXPECT_GT(probes, 0) << n;
+  }
+}
+
+TEST(DraftLengthPolicy, GeometricAcceptanceSettlesNearTheCostOptimalLength) {
+  for (double p : {0.6, 0.8, 0.9}) {
+    for (int n : {1, 4, 16}) {
+      const StepCostModel costs = gpu_like_costs();
+      // The best choice knowing the true rate: every sequence at p at every position.
+      const std::vector<DraftCandidate> truth(static_cast<size_t>(n), candidate(15, p));
+      const DraftChoice best = choose_draft_lengths(costs, truth);
+      std::mt19937 rng(static_cast<uint32_t>(n * 100 + p * 10));
+      std::bernoulli_distribution correct(p);
+      const int total = 300;
+      const auto steps = simulate(costs, n, 15, total, [&](int, int drafts) {
+        int a = 0;
+        while (a < drafts && correct(rng)) ++a;
+        return a;
+      });
+      // Over the second half: the mean γ and the true expected tokens per second of what was chosen.
+      double gamma_sum = 0, rate_sum = 0;
+      int counted = 0;
+      for (int t = total / 2; t < total; ++t) {
+        std::vector<DraftCandidate> chosen = truth;
+        for (int g : steps[static_cast<size_t>(t)]) gamma_sum += g;
+        double tokens = 0, rows = 0, drafted = 0;
+        for (int g : steps[static_cast<size_t>(t)]) {
+          tokens += (1 - std::pow(p, g + 1)) / (1 - p);
+          rows += 1 + g;
+          drafted += g > 0;
+        }
+        rate_sum += tokens / (costs.step_seconds(rows, n, n * 512.0, (rows - n) * 512.0) +
+                              costs.propose_seconds(drafted, drafted * 512));
+        ++counted;
+      }
+      double best_gamma = 0;
+      for (int g : best.gamma) best_gamma += g;
+      best_gamma /= n;
+      const double mean_gamma = gamma_sum / counted / n;
+      const double best_rate = best.tokens / best.seconds;
+      std::printf("p %.1f, %d sequences: cost-optimal γ %.1f (%.0f tok/s), adaptive mean γ %.1f (%.0f tok/s)\n", p, n,
+                  best_gamma, best_rate, mean_gamma, rate_sum / counted);
+      EXPECT_NEAR(mean_gamma, best_gamma, std::max(2.0, 0.3 * best_gamma)) << "p " << p << ", " << n;
+      EXPECT_GE(rate_sum / counted, 0.95 * best_rate) << "p " << p << ", " << n;
+    }
+  }
 }
 
 TEST(StepCostModel, FitRecoversTheCoefficientsOfItsOwnForm) {
