@@ -55,6 +55,16 @@ bool mid_takes(int64_t M, int64_t K, const MatmulWeight* ws, size_t n, int sms) 
   return cuda::tc::mid_fills_waves(M, ctas, sms);
 }
 
+// A block-scaled fp8 weight, any order: the streaming fp8 kernel for 1-32 rows (every order but Prefill),
+// else its bf16 dequantisation through the bf16 plan (under Prefill for every M: the prefill GEMM's bits
+// do not depend on M, and a prefill row's kernel must not either).
+MatmulKernel choose_fp8(MatmulOrder order, int64_t M, int64_t K, const MatmulWeight& w) {
+  if (M <= 0 || w.N <= 0) return MatmulKernel::Empty;
+  if (K <= 0) return MatmulKernel::ZeroFill;
+  if (order != MatmulOrder::Prefill && M <= kGemvMaxRows) return MatmulKernel::Fp8Gemv;
+  return MatmulKernel::Fp8Dequant;
+}
+
 // One weight, row-invariant order.
 MatmulKernel choose_one(int64_t M, int64_t K, const MatmulWeight& w, const MatmulDevice& d) {
   if (M <= 0 || w.N <= 0) return MatmulKernel::Empty;
@@ -87,6 +97,8 @@ std::string_view matmul_kernel_name(MatmulKernel k) {
     case MatmulKernel::WgmmaSerial: return "wgmma-serial";
     case MatmulKernel::Tiled: return "tiled";
     case MatmulKernel::Prefill: return "prefill";
+    case MatmulKernel::Fp8Gemv: return "fp8-gemv";
+    case MatmulKernel::Fp8Dequant: return "fp8-dequant";
   }
   return "?";
 }
@@ -110,6 +122,14 @@ MatmulPlan plan_matmul(const MatmulCall& c) {
   const size_t n = ws.size();
   if (n == 0) return {};
   if (c.backend == MatmulBackend::Cpu) return {{{MatmulKernel::Cpu, all_parts(n)}}};
+  bool any_fp8 = false;
+  for (const MatmulWeight& w : ws) any_fp8 = any_fp8 || w.fp8;
+  if (any_fp8) {  // every weight its own launch (an fp8 launch takes one weight)
+    MatmulPlan plan;
+    for (size_t i = 0; i < n; ++i)
+      plan.launches.push_back({choose_matmul(c.backend, c.order, c.M, c.K, ws[i], c.device), {static_cast<int>(i)}});
+    return plan;
+  }
   if (c.order == MatmulOrder::Free && free_order_takes(c.M, c.K, ws.data(), n))
     return {{{MatmulKernel::FreeOrder, all_parts(n)}}};
   if (c.order == MatmulOrder::Prefill && c.M > 0 && prefill_takes(c.K, ws.data(), n, c.device))
@@ -158,6 +178,7 @@ MatmulKernel choose_matmul(MatmulBackend backend, MatmulOrder order, int64_t M, 
   // plan_matmul's rules for one weight, without building a plan (no allocation: most matmuls of a step
   // are one-weight calls); tests/backend/test_matmul_choice.cpp checks the two agree.
   if (backend == MatmulBackend::Cpu) return MatmulKernel::Cpu;
+  if (w.fp8) return choose_fp8(order, M, K, w);
   if (order == MatmulOrder::Free && free_order_takes(M, K, &w, 1)) return MatmulKernel::FreeOrder;
   if (order == MatmulOrder::Prefill && M > 0 && prefill_takes(K, &w, 1, device)) return MatmulKernel::Prefill;
   return choose_one(M, K, w, device);

@@ -40,6 +40,11 @@ enum class MatmulKernel {
   WgmmaSerial,  // the same where K is split and the tiles fill 2.5 waves: slice-serial (matmul_wgmma_serial_sm90a.cu)
   Tiled,        // above 32 rows where wgmma cannot run: mma.sync tiled kernel (cuda/matmul_tensor_core.cu)
   Prefill,      // MatmulOrder::Prefill on compute capability 9.0: the TMA/wgmma GEMM (cuda/matmul_prefill_sm90a.cu)
+  // Block-scaled fp8 weights (MatmulWeight::fp8; the bits of the bf16 dequantisation, backend/ops.h):
+  Fp8Gemv,     // 1-32 rows outside MatmulOrder::Prefill: the gemv kernel streaming e4m3 (cuda/matmul_fp8_gemv.cu)
+  Fp8Dequant,  // the rest: the weight dequantised to a bf16 scratch, then the bf16 plan of the same call
+               // (cuda/matmul_fp8_dequant.cu); always under MatmulOrder::Prefill, so a prefill row's kernel
+               // does not depend on its chunk's rows
 };
 std::string_view matmul_kernel_name(MatmulKernel k);
 
@@ -54,10 +59,11 @@ struct MatmulDevice {
 // One weight of a call: y_i[M, N] = x[M, K] · w_i[N, K]ᵀ.
 struct MatmulWeight {
   int64_t N = 0;
-  bool bf16 = true;
+  bool bf16 = true;         // false: f32, or fp8 when `fp8` is set
   int64_t ldw = 0;          // w's row stride in elements
   bool w_aligned16 = true;  // w's address is a multiple of 16 bytes
   int64_t ldy = 0;          // y's row stride in elements
+  bool fp8 = false;         // block-scaled fp8 (TensorView::scales; bf16 is then false)
 };
 
 // A call: one x [M, K] and one or more weights sharing it (Ops::matmul is one; Ops::matmul_multi

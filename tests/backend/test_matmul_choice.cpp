@@ -18,6 +18,7 @@ namespace {
 
 MatmulWeight bf16(int64_t N) { return {N, true, 0, true, N}; }
 MatmulWeight f32(int64_t N) { return {N, false, 0, true, N}; }
+MatmulWeight fp8(int64_t N) { return {N, false, 0, true, N, true}; }
 // A weight with its row stride: a view of a wider matrix (ldw) or a packed one (ldw = K).
 MatmulWeight with_ldw(MatmulWeight w, int64_t ldw) {
   w.ldw = ldw;
@@ -190,8 +191,8 @@ TEST(MatmulChoice, OneWeightRuleIsThePlansRule) {
       for (int64_t N : {int64_t{0}, int64_t{1}, int64_t{70}, kKv, kH, int64_t{5120}, kI, kVocab})
         for (bool wg : {false, true})
           for (auto order : {MatmulOrder::RowInvariant, MatmulOrder::Free, MatmulOrder::Prefill})
-            for (int variant = 0; variant < 4; ++variant) {
-              MatmulWeight w = variant == 3 ? f32(N) : bf16(N);
+            for (int variant = 0; variant < 5; ++variant) {
+              MatmulWeight w = variant == 3 ? f32(N) : variant == 4 ? fp8(N) : bf16(N);
               w.ldw = variant == 1 ? K + 4 : K;
               if (variant == 2) w = unaligned(w);
               const MatmulDevice d{variant == 0 ? 132 : 80, wg};
@@ -238,4 +239,37 @@ TEST(MatmulChoice, EveryWeightOnce) {
             for (int i : l.parts) ++seen[size_t(i)];
           for (int i = 0; i < 5; ++i) EXPECT_EQ(seen[size_t(i)], 1) << "M " << M << " K " << K << " part " << i;
         }
+}
+
+// Block-scaled fp8 weights (backend/ops.h: the bits of the bf16 dequantisation): the fp8 gemv kernel for
+// 1-32 rows in the row-invariant and free orders, else the weight dequantised to bf16 and the bf16 plan;
+// under MatmulOrder::Prefill always the dequantisation (then the prefill GEMM: a prefill row's kernel does not
+// depend on its chunk's rows). A call with an fp8 weight runs every weight alone.
+TEST(MatmulChoice, Fp8Weights) {
+  for (int64_t M : {1, 4, 5, 16, 17, 32}) {
+    EXPECT_EQ(one(M, kH, fp8(kI)), Kn::Fp8Gemv) << M;
+    EXPECT_EQ(one(M, kI, fp8(kH)), Kn::Fp8Gemv) << M;
+    EXPECT_EQ(one(M, 1001, fp8(70)), Kn::Fp8Gemv) << M;
+    EXPECT_EQ(one(M, kH, fp8(kI), MatmulOrder::Free), Kn::Fp8Gemv) << M;
+    EXPECT_EQ(one(M, kH, fp8(kI), MatmulOrder::Prefill), Kn::Fp8Dequant) << M;
+  }
+  for (int64_t M : {33, 64, 512, 4096})
+    for (auto order : {MatmulOrder::RowInvariant, MatmulOrder::Free, MatmulOrder::Prefill})
+      EXPECT_EQ(one(M, kH, fp8(kI), order), Kn::Fp8Dequant) << M;
+  EXPECT_EQ(one(0, kH, fp8(kI)), Kn::Empty);
+  EXPECT_EQ(one(1, kH, fp8(0)), Kn::Empty);
+  EXPECT_EQ(one(1, 0, fp8(kI)), Kn::ZeroFill);
+  EXPECT_EQ(one(1, kH, fp8(kI), MatmulOrder::RowInvariant, kNoWgmma), Kn::Fp8Gemv);
+  EXPECT_EQ(describe(plan(1, kH, {fp8(kH), fp8(kKv), fp8(kKv)})), "fp8-gemv[0] fp8-gemv[1] fp8-gemv[2] ");
+  EXPECT_EQ(describe(plan(16, kH, {fp8(kI), bf16(kI)})), "fp8-gemv[0] gemv[1] ");
+  EXPECT_EQ(describe(plan(512, kH, {fp8(kI), fp8(kI)}, MatmulOrder::Prefill)), "fp8-dequant[0] fp8-dequant[1] ");
+  EXPECT_EQ(describe(plan(512, kH, {fp8(kI), bf16(kI)}, MatmulOrder::Prefill)), "fp8-dequant[0] prefill[1] ");
+  EXPECT_EQ(one(1, kH, fp8(kI), MatmulOrder::RowInvariant),
+            choose_matmul(MatmulBackend::Cuda, MatmulOrder::RowInvariant, 1, kH, fp8(kI)));
+  EXPECT_EQ(plan_matmul(MatmulCall{MatmulBackend::Cpu, MatmulOrder::RowInvariant, 1, kH, {fp8(kI)}, kH200})
+                .launches[0]
+                .kernel,
+            Kn::Cpu);
+  EXPECT_EQ(matmul_kernel_name(Kn::Fp8Gemv), "fp8-gemv");
+  EXPECT_EQ(matmul_kernel_name(Kn::Fp8Dequant), "fp8-dequant");
 }

@@ -167,6 +167,10 @@ class CudaOps final : public Ops {
     a.w = w.data;
     a.w_bf16 = w.dtype == DType::BF16;
     a.ldw = w.strides[0];
+    if (w.block_scaled()) {  // fp8 codes and their scales (kernels.h)
+      a.w_scales = w.scales;
+      a.scale_ld = w.scale_shape()[1];
+    }
     a.y = y.as<float>();
     a.ldy = y.strides[0];
     a.M = x.dim(0);

@@ -27,6 +27,10 @@ struct MatmulArgs {
   // nullptr: none (every other kernel ignores it).
   const uint16_t* xb = nullptr;
   int64_t ldxb = 0;
+  // A block-scaled fp8 weight (w: e4m3 codes, rows ldw bytes apart; w_bf16 false): its f32 scales
+  // [ceil(N / 128), scale_ld] (backend/ops.h: the matmul has the bits of the bf16 dequantisation).
+  const float* w_scales = nullptr;
+  int64_t scale_ld = 0;
 };
 
 // A producer's second output: its [M, K] result rounded to bf16 in the layout the gemv kernel reads x
@@ -55,7 +59,8 @@ void matmul_count_xb_reused();
 // ---- which kernel runs a matmul: backend/matmul_choice.h, one function for every caller ---------------
 // The choice's view of one weight of a call, and of this process's device (matmul_tensor_core.cu).
 inline MatmulWeight matmul_weight(const MatmulArgs& a) {
-  return MatmulWeight{a.N, a.w_bf16, a.ldw, (reinterpret_cast<uintptr_t>(a.w) & 15u) == 0, a.ldy};
+  return MatmulWeight{
+      a.N, a.w_bf16, a.ldw, (reinterpret_cast<uintptr_t>(a.w) & 15u) == 0, a.ldy, a.w_scales != nullptr};
 }
 const MatmulDevice& matmul_device();
 // Runs `count` matmuls sharing x, M and K (Ops::matmul: one; Ops::matmul_multi: several) as
@@ -130,6 +135,18 @@ bool matmul_bf16_prefill_swiglu(const MatmulArgs& gate, const MatmulArgs& up, co
 // wgmma_serial_fits: bf16 weights, 16-byte aligned rows, K % 8 == 0.
 bool wgmma_serial_fits(const MatmulArgs& a);
 void matmul_bf16_wgmma_serial(const MatmulArgs& a, const uint16_t* xb, int64_t ldxb, cudaStream_t stream);
+// Block-scaled fp8 weights (a.w_scales set; backend/ops.h: every result has the bits of the same call with
+// the bf16 dequantisation bf16_rn(f32_rn(e4m3 × scale)) of the weight):
+// - matmul_fp8_gemv (matmul_fp8_gemv.cu; MatmulKernel::Fp8Gemv, 1 to gemv_max_rows() rows): the gemv kernel's
+//   shape, split and mma chains, streaming the e4m3 codes and dequantising each tile in shared memory;
+// - matmul_fp8_dequant (matmul_fp8_dequant.cu; MatmulKernel::Fp8Dequant): the weight dequantised into a bf16
+//   scratch, then matmul_run of the same call in `order` with that bf16 weight;
+// - fp8_dequantize_bf16: that dequantisation alone, into `out` (rows ldo elements apart), for tests.
+void matmul_fp8_gemv(const MatmulArgs& a, cudaStream_t stream);
+void matmul_fp8_dequant(const MatmulArgs& a, MatmulOrder order, cudaStream_t stream);
+void fp8_dequantize_bf16(const uint8_t* w, int64_t ldw, const float* scales, int64_t scale_ld, int64_t N, int64_t K,
+                         uint16_t* out, int64_t ldo, cudaStream_t stream);
+
 // The tiled kernel's pre-pass (matmul_tensor_core_xb.cu): x [M, K] (pitch ldx) rounded to bf16 into the
 // process's scratch block as tc::xb_pair lays it out (tc::xb_rows(M) rows of `pitch` elements, zero
 // past M and K); returns the copy, valid for work enqueued on `stream` before the next call.

@@ -45,6 +45,8 @@ void run_launch(MatmulKernel kernel, const MatmulArgs* g, int n, cudaStream_t st
     case MatmulKernel::Prefill:
       SS_CHECK(matmul_bf16_prefill(g, n, stream), "matmul: the prefill GEMM declined a call the choice gave it");
       return;
+    case MatmulKernel::Fp8Gemv: return matmul_fp8_gemv(g[0], stream);
+    case MatmulKernel::Fp8Dequant: break;  // (needs the order: matmul_run calls it)
     case MatmulKernel::FreeOrder:
     case MatmulKernel::Cpu: break;
   }
@@ -55,6 +57,18 @@ void run_launch(MatmulKernel kernel, const MatmulArgs* g, int n, cudaStream_t st
 
 void matmul_run(const MatmulArgs* parts, int count, MatmulOrder order, cudaStream_t stream) {
   if (count < 1) return;
+  bool any_fp8 = false;
+  for (int i = 0; i < count; ++i) any_fp8 = any_fp8 || parts[i].w_scales != nullptr;
+  if (count > 1 && any_fp8) {  // plan_matmul gives every weight its own launch: each as its own call
+    for (int i = 0; i < count; ++i) {
+      // Only the first reads x's producer copy: a later one's kernel may find it overwritten by an
+      // earlier call's own conversion of x (in another layout); converting x again gives the same bits.
+      MatmulArgs a = parts[i];
+      if (i > 0) a.xb = nullptr, a.ldxb = 0;
+      matmul_run(&a, 1, order, stream);
+    }
+    return;
+  }
   if (count == 1) {  // the common case, without building a plan (choose_matmul is plan_matmul's one-weight rule)
     const MatmulArgs& a = parts[0];
     MatmulKernel k = choose_matmul(MatmulBackend::Cuda, order, a.M, a.K, matmul_weight(a), matmul_device());
@@ -62,6 +76,7 @@ void matmul_run(const MatmulArgs* parts, int count, MatmulOrder order, cudaStrea
       if (matmul_free_order({parts, 1})) return;
       k = choose_matmul(MatmulBackend::Cuda, MatmulOrder::RowInvariant, a.M, a.K, matmul_weight(a), matmul_device());
     }
+    if (k == MatmulKernel::Fp8Dequant) return matmul_fp8_dequant(a, order, stream);
     return run_launch(k, parts, 1, stream);
   }
   MatmulPlan plan = plan_of(parts, count, order);
