@@ -2,7 +2,8 @@
 // host at load, through the CPU path, and uploaded, so the GPU runs the same model as the dequantised
 // checkpoint — its logits (prefill, decode steps, extend) equal that model's on the GPU bit for bit, in
 // f32 and in the default bf16 — and the f32 GPU logits agree with the CPU's fp8 model within the f32
-// parity tolerance of the CUDA tests.
+// parity tolerance of the CUDA tests. With --fp8-weights keep the weights stay fp8 on the device and the
+// logits are still the dequantised bf16 model's, bit for bit.
 #include "../model/fp8_checkpoint_writer.h"
 #include "model_cuda_test_util.h"
 
@@ -48,6 +49,29 @@ TEST_P(CudaFp8Checkpoint, RunsTheDequantisedModelBitForBit) {
   auto dequantized_bf16 = load(dequantized_->path(), "bf16", "cuda");
   EXPECT_EQ(fp8_bf16->weight_dtype(), DType::BF16);
   expect_same_logits(*fp8_bf16, *dequantized_bf16, prompt());
+}
+
+// --fp8-weights keep (docs/MODELS.md §6.1): the weights stay e4m3 on the device (fp8 gemv for decode and
+// verify rows, the bf16 dequantisation through the bf16 plan for prefill), with the bits of the dequantised
+// bf16 model on the GPU: prefill, decode and extend logits equal bit for bit; extend rows equal decode rows.
+TEST_P(CudaFp8Checkpoint, KeptWeightsGiveTheBf16DequantisedLogitsBitForBit) {
+  LoadOptions o;
+  o.backend = "cuda";
+  o.fp8_weights = "keep";
+  auto kept = TargetModel::load(fp8_->path(), o);
+  auto dequantized_bf16 = load(dequantized_->path(), "bf16", "cuda");
+  EXPECT_LT(kept->step_weight_bytes(), dequantized_bf16->step_weight_bytes());
+  expect_same_logits(*kept, *dequantized_bf16, prompt());
+  const std::vector<int32_t> next{5, 9, 2, 6, 5, 3, 8, 1, 7, 4, 2, 9, 6, 3, 5, 8, 1};  // 17 rows: past 16
+  auto a = kept->new_sequence(), b = kept->new_sequence();
+  run_one(*kept, *a, prompt(), SpanMode::Prefill, LogitsWanted::None);
+  run_one(*kept, *b, prompt(), SpanMode::Prefill, LogitsWanted::None);
+  const ForwardResult extend = run_one(*kept, *a, next, SpanMode::Extend);
+  for (size_t i = 0; i < next.size(); ++i) {
+    const ForwardResult one = run_one(*kept, *b, {next[i]}, SpanMode::Extend);
+    kept->commit(*b, 1);
+    ASSERT_EQ(row(one.logits, 0), row(extend.logits, static_cast<int64_t>(i))) << "row " << i;
+  }
 }
 
 TEST_P(CudaFp8Checkpoint, F32LogitsAgreeWithTheCpu) {
