@@ -29,13 +29,16 @@ class CpuMemory final : public Memory {
   }
   void release(void* p, size_t) const noexcept override { std::free(p); }
   void fill_uniform(void* dst, DType dtype, size_t n, uint64_t seed, float lo, float hi) const override {
-    SS_CHECK(dtype == DType::F32 || dtype == DType::BF16, "fill_uniform: f32 or bf16 only");
+    SS_CHECK(dtype == DType::F32 || dtype == DType::BF16 || dtype == DType::F8_E4M3,
+             "fill_uniform: f32, bf16 or f8_e4m3 only");
     for (size_t i = 0; i < n; ++i) {
       const float v = synthetic::uniform_at(seed, i, lo, hi);
       if (dtype == DType::F32)
         static_cast<float*>(dst)[i] = v;
-      else
+      else if (dtype == DType::BF16)
         static_cast<uint16_t*>(dst)[i] = synthetic::to_bf16_bits(v);
+      else
+        static_cast<uint8_t*>(dst)[i] = synthetic::to_e4m3_bits(v);
     }
   }
   size_t available_bytes() const override {

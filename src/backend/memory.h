@@ -65,7 +65,7 @@ class Memory {
   // What allocate() can still provide, for start-up sizing: on a device its free memory plus the
   // allocator's cached blocks; on the host the physical RAM (policy decides what share to use).
   virtual size_t available_bytes() const = 0;
-  // n elements of `dtype` (F32 or BF16) at dst set to the seeded uniform values of
+  // n elements of `dtype` (F32, BF16 or F8_E4M3) at dst set to the seeded uniform values of
   // backend/synthetic_fill.h in [lo, hi): synthetic weights made where they live (no host copy).
   virtual void fill_uniform(void* dst, DType dtype, size_t n, uint64_t seed, float lo, float hi) const = 0;
 };

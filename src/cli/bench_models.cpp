@@ -14,7 +14,8 @@ namespace specserve::cli {
 void add_bench_model_flags(CLI::App& cmd, BenchModelFlags& f) {
   cmd.add_option("--synthetic", f.synthetic,
                  "A real model shape with random weights made on the device: qwen3-8b, qwen3.6-27b "
-                 "(= qwen3.5-27b) or tiny, with its z-lab drafter shape");
+                 "(= qwen3.5-27b) or tiny, with its z-lab drafter shape; NAME-fp8 (qwen3-8b-fp8, ...) is the "
+                 "target as Qwen's fp8 release with its Linear weights kept fp8 (--fp8-weights keep)");
   add_model_flag(cmd, f.model);
   add_drafter_flags(cmd, f.drafter, DrafterScope::Forward);
   add_backend_flag(cmd, f.backend);

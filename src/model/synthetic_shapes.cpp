@@ -109,19 +109,36 @@ SyntheticShape make(const std::string& name, const json& target, const json& dra
   return {name, parse_model_config(target.dump()), parse_model_config(draft.dump())};
 }
 
+// The quantization_config of Qwen's fp8 releases (docs/MODELS.md §6): the target's Linear weights are then
+// made block-scaled fp8 and kept so (TargetModel::synthetic); the drafter stays bf16, as z-lab ships it.
+json fp8(json target) {
+  target["quantization_config"] = {
+      {"quant_method", "fp8"}, {"fmt", "e4m3"}, {"activation_scheme", "dynamic"}, {"weight_block_size", {128, 128}}};
+  return target;
+}
+
+constexpr std::string_view kFp8Suffix = "-fp8";
+
 }  // namespace
 
-std::vector<std::string> synthetic_shape_names() { return {"qwen3-8b", "qwen3.6-27b", "qwen3.5-27b", "tiny"}; }
+std::vector<std::string> synthetic_shape_names() {
+  return {"qwen3-8b",     "qwen3.6-27b",     "qwen3.5-27b",     "tiny",
+          "qwen3-8b-fp8", "qwen3.6-27b-fp8", "qwen3.5-27b-fp8", "tiny-fp8"};
+}
 
 SyntheticShape synthetic_shape(std::string_view name) {
-  if (name == "qwen3-8b")
-    return make("qwen3-8b", qwen3_target({4096, 36, 32, 8, 128, 12288, 151936, 1e6}),
+  std::string_view base = name;
+  const bool quantised = name.size() > kFp8Suffix.size() && name.ends_with(kFp8Suffix);
+  if (quantised) base.remove_suffix(kFp8Suffix.size());
+  auto target = [&](json t) { return quantised ? fp8(std::move(t)) : t; };
+  if (base == "qwen3-8b")
+    return make(std::string(name), target(qwen3_target({4096, 36, 32, 8, 128, 12288, 151936, 1e6})),
                 drafter({4096, 5, 32, 8, 128, 12288, {1, 9, 17, 25, 33}, 36, 151936, 151669, 1e6}));
-  if (name == "qwen3.6-27b" || name == "qwen3.5-27b")
-    return make(std::string(name), qwen3_5_target({5120, 16, 24, 4, 256, 17408, 16, 48, 128, 248320}),
+  if (base == "qwen3.6-27b" || base == "qwen3.5-27b")
+    return make(std::string(name), target(qwen3_5_target({5120, 16, 24, 4, 256, 17408, 16, 48, 128, 248320})),
                 drafter({5120, 5, 32, 8, 128, 17408, {1, 16, 31, 46, 61}, 64, 248320, 248070, 1e7, 4}));
-  if (name == "tiny")
-    return make("tiny", qwen3_5_target({256, 2, 4, 2, 64, 512, 2, 4, 32, 1024}),
+  if (base == "tiny")
+    return make(std::string(name), target(qwen3_5_target({256, 2, 4, 2, 64, 512, 2, 4, 32, 1024})),
                 drafter({256, 2, 4, 2, 64, 512, {1, 5}, 8, 1024, 1000, 1e7, 1}));
   fail("unknown synthetic shape '{}' (known: {})", name, fmt::join(synthetic_shape_names(), ", "));
 }

@@ -5,6 +5,11 @@
 //   qwen3.6-27b   Qwen3.6-27B = Qwen3.5-27B (48 DeltaNet + 16 attention layers, H 5120)
 //                                                           + Qwen3.6-27B-DFlash (4 sliding + 1 full)
 //   tiny          a small hybrid pair (for tests of the benchmark itself)
+//   NAME-fp8      (each of the above) the target as Qwen's fp8 release of it, loaded with --fp8-weights keep
+//                 (docs/MODELS.md §6.1): its config carries the block-128 fp8 quantization_config, and
+//                 TargetModel::synthetic makes the Linear weights e4m3 codes + f32 block scales
+//                 (in_proj_a / in_proj_b, the embedding table, lm_head and norms as in the plain shape); the
+//                 drafter is the plain shape's (z-lab's drafters are bf16)
 #include <string>
 #include <string_view>
 #include <vector>
@@ -19,7 +24,8 @@ struct SyntheticShape {
   ModelConfig drafter;
 };
 
-// Throws an Error listing the known names when `name` is none of them ("qwen3.5-27b" is an alias).
+// Throws an Error listing the known names when `name` is none of them ("qwen3.5-27b" is an alias of
+// "qwen3.6-27b", "qwen3.5-27b-fp8" of "qwen3.6-27b-fp8").
 SyntheticShape synthetic_shape(std::string_view name);
 std::vector<std::string> synthetic_shape_names();
 

@@ -4,6 +4,7 @@
 #include <functional>
 
 #include "core/error.h"
+#include "io/fp8_blocks.h"
 
 namespace specserve {
 
@@ -35,6 +36,25 @@ TensorView SyntheticTensors::make(const std::string& name, const Shape& shape, D
   const uint64_t key = seed_ ^ std::hash<std::string>{}(name);
   memory_.fill_uniform(buffers_.back().data(), dtype, n, key, lo, hi);
   return buffers_.back().view(dtype, shape);
+}
+
+TensorView SyntheticTensors::make_fp8(const std::string& name, const Shape& shape) {
+  SS_CHECK(shape.ndim == 2, "synthetic fp8 weight '{}': a matrix, not {}", name, shape.to_string());
+  const Shape grid = fp8_scale_shape(shape);
+  const auto n = static_cast<size_t>(shape.numel()), scales = static_cast<size_t>(grid.numel());
+  require_room(memory_, n + scales * 4, "synthetic fp8 weight '" + name + "'");
+  buffers_.emplace_back(memory_, n);
+  Buffer& codes = buffers_.back();
+  buffers_.emplace_back(memory_, scales * 4);
+  Buffer& scale = buffers_.back();
+  bytes_ += n + scales * 4;
+  const float a = std::sqrt(3.0f / static_cast<float>(shape[1]));  // the bf16 matrices' range (make)
+  const uint64_t key = seed_ ^ std::hash<std::string>{}(name);
+  memory_.fill_uniform(codes.data(), DType::F8_E4M3, n, key, -448.0f, 448.0f);
+  memory_.fill_uniform(scale.data(), DType::F32, scales, key ^ 0x5CA1E5ull, 0.9f * a / 448.0f, 1.1f * a / 448.0f);
+  TensorView v = codes.view(DType::F8_E4M3, shape);
+  v.scales = static_cast<const float*>(scale.data());
+  return v;
 }
 
 }  // namespace specserve

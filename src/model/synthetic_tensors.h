@@ -5,6 +5,9 @@
 // in ranges that keep activations finite and O(1):
 //   matrices ±sqrt(3 / fan_in) (the embedding table ±1), norm weights [0.9, 1.1] (Plain) or
 //   [-0.1, 0.1] (zero-centred), A_log [0, 2], dt_bias [-1, 1], conv kernels ±0.5.
+// Block-scaled fp8 Linear weights (make_fp8, the synthetic `-fp8` shapes): e4m3 codes uniform in ±448 (rounded
+// to e4m3) times f32 block-128 scales uniform in [0.9, 1.1] × sqrt(3 / fan_in) / 448, so the dequantised
+// weights have the bf16 matrices' magnitude.
 // The values mean nothing; the shapes, dtypes and memory traffic are a real model's.
 #include <cstdint>
 #include <deque>
@@ -23,6 +26,10 @@ class SyntheticTensors {
 
   // A new tensor of `shape` for the checkpoint tensor `name` (its values chosen by the name's kind).
   TensorView make(const std::string& name, const Shape& shape, DType dtype);
+  // A new block-scaled fp8 matrix [out, in] for the Linear weight `name`: F8_E4M3 codes with their f32 scales
+  // [ceil(out/128), ceil(in/128)] (core/tensor.h TensorView::scales), as WeightStore::linear keeps a real
+  // fp8 checkpoint's (docs/MODELS.md §6.1).
+  TensorView make_fp8(const std::string& name, const Shape& shape);
   size_t bytes() const { return bytes_; }
 
  private:

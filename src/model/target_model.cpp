@@ -175,6 +175,9 @@ std::unique_ptr<TargetModel> TargetModel::synthetic(const ModelConfig& config, c
   const DType dt = options.dtype == "f32" ? DType::F32 : DType::BF16;
   auto tensors = std::make_shared<SyntheticTensors>(*impl->mem, seed, config.family == ModelFamily::Qwen3_5);
   impl->weights = std::make_unique<WeightStore>(tensors, dt);
+  // An fp8 shape (synthetic_shapes.h "-fp8") is a Qwen fp8 checkpoint loaded with --fp8-weights keep (its
+  // dequantised twin is the plain shape); --dtype f32, as on a checkpoint, dequantises: plain f32 matrices.
+  if (config.fp8_block128 && dt == DType::BF16) impl->weights->set_keep_fp8(true);
   build_parts(*impl, false, options.kv_dtype);
   if (impl->mem->device() != Device::CPU) {
     // The weights exist only on the device: there are no host copies for host-side helpers.
@@ -250,6 +253,18 @@ size_t TargetModel::step_weight_bytes() const {
   size_t total = 0;
   for (const TensorView* v : weight_views(parts))
     if (v->data && seen.insert(v->data).second) total += v->nbytes() + v->scale_bytes();
+  return total;
+}
+
+size_t TargetModel::dequantised_step_weight_bytes() const {
+  ModelParts parts = impl_->parts;
+  parts.embed = TensorView();
+  std::set<const void*> seen;
+  size_t total = 0;
+  const size_t element = dtype_size(impl_->weights->matrix_dtype());
+  for (const TensorView* v : weight_views(parts))
+    if (v->data && seen.insert(v->data).second)
+      total += v->block_scaled() ? static_cast<size_t>(v->numel()) * element : v->nbytes();
   return total;
 }
 

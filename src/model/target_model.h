@@ -136,7 +136,12 @@ class TargetModel {
   size_t kv_block_bytes() const;
   // Bytes of the weights every forward step reads in full: every layer's tensors and the final norm
   // and lm_head (not the embedding table, of which a step reads only its tokens' rows).
+  // (Kept fp8 weights count their codes, one byte an element, and their f32 scales.)
   size_t step_weight_bytes() const;
+  // The same with every kept fp8 weight (--fp8-weights keep) counted as its dequantised matrix in
+  // weight_dtype() (bf16): what the step would read with the weights dequantised at load. Equal to
+  // step_weight_bytes() when no weight is kept fp8.
+  size_t dequantised_step_weight_bytes() const;
   size_t sequence_state_bytes() const;
   // Allocates `kv_blocks` KV blocks and the DeltaNet state of `sequences` sequences now (on a device:
   // from device memory, kept by its allocator for the sequences that come). Throws a one-line Error

@@ -62,7 +62,17 @@ void WeightStore::set_keep_fp8(bool keep) {
   keep_fp8_ = keep;
 }
 
+namespace {
+// The Linear weights Qwen's fp8 releases leave in bf16 (docs/MODELS.md §6): the DeltaNet's small
+// in_proj_a / in_proj_b. A synthetic fp8 shape keeps them bf16 too.
+bool bf16_in_qwen_fp8(const std::string& name) {
+  return name.find("linear_attn.in_proj_a.") != std::string::npos ||
+         name.find("linear_attn.in_proj_b.") != std::string::npos;
+}
+}  // namespace
+
 TensorView WeightStore::linear(const std::string& name, const Shape& shape) {
+  if (synthetic_ && keep_fp8_ && !bf16_in_qwen_fp8(name)) return synthetic_->make_fp8(name, shape);
   if (synthetic_ || !keep_fp8_) return matrix(name, shape);
   TensorView v = checked(name, shape);
   if (v.dtype != DType::F8_E4M3) return matrix(name, shape);

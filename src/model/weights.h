@@ -48,7 +48,8 @@ class WeightStore {
   TensorView linear(const std::string& name, const Shape& shape);
   TensorView text_linear(const std::string& name, const Shape& shape) { return linear(prefix_ + name, shape); }
   // Keep fp8 Linear weights fp8 (needs the bf16 matrix dtype: the kept weights compute as their bf16
-  // dequantisation). Off by default.
+  // dequantisation). Off by default. Synthetic: every Linear weight but in_proj_a / in_proj_b (bf16 in Qwen's
+  // fp8 releases) is made fp8 (SyntheticTensors::make_fp8), as a real fp8 checkpoint's would be kept.
   void set_keep_fp8(bool keep);
   bool keep_fp8() const { return keep_fp8_; }
   // Text-stack tensor: prefix() + name.

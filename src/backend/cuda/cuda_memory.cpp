@@ -11,6 +11,7 @@
 #include "backend/cuda/cuda_check.h"
 #include "backend/cuda/cuda_stream.h"
 #include "backend/cuda/kernels.h"
+#include "backend/cuda/synthetic_fill_e4m3.h"
 #include "backend/cuda/staging.h"
 #include "backend/cuda/step_graphs.h"
 #include "core/error.h"
@@ -193,8 +194,13 @@ class CudaMemory final : public Memory {
   }
 
   void fill_uniform(void* dst, DType dtype, size_t n, uint64_t seed, float lo, float hi) const override {
-    SS_CHECK(dtype == DType::F32 || dtype == DType::BF16, "fill_uniform: f32 or bf16 only");
-    cuda::kernels::fill_uniform(dst, dtype == DType::BF16, static_cast<int64_t>(n), seed, lo, hi, cuda::cuda_stream());
+    SS_CHECK(dtype == DType::F32 || dtype == DType::BF16 || dtype == DType::F8_E4M3,
+             "fill_uniform: f32, bf16 or f8_e4m3 only");
+    if (dtype == DType::F8_E4M3)
+      cuda::kernels::fill_uniform_e4m3(dst, static_cast<int64_t>(n), seed, lo, hi, cuda::cuda_stream());
+    else
+      cuda::kernels::fill_uniform(dst, dtype == DType::BF16, static_cast<int64_t>(n), seed, lo, hi,
+                                  cuda::cuda_stream());
   }
   size_t available_bytes() const override {
     size_t free = 0, total = 0;
