@@ -66,6 +66,7 @@ void measure_batches(TargetModel& target, const spec::DFlashDrafter* drafter, co
   const int64_t V = target.vocab_size();
   const Memory& mem = target.forward_memory();
   const auto weights = static_cast<double>(target.step_weight_bytes());
+  const auto dequantised = static_cast<double>(target.dequantised_step_weight_bytes());
   const double kv_per_position = static_cast<double>(target.kv_block_bytes()) / kKvBlockSize;
   const auto state_bytes = static_cast<double>(target.sequence_state_bytes());
   const int max_k = *std::max_element(o.verify_ks.begin(), o.verify_ks.end());
@@ -102,7 +103,10 @@ void measure_batches(TargetModel& target, const spec::DFlashDrafter* drafter, co
   auto maybe_profile = [&](const char* kind, int batch, int k) { profile_once(kind, target, [&] { step(batch, k); }); };
   // Bytes a step over `batch` sequences must move: the weights once, each sequence's KV, and its
   // DeltaNet state read and written.
+  // With fp8 weights kept, the weights count one byte an element plus their scales (the bytes streamed);
+  // bf16_step_bytes is the same step with them dequantised into bf16.
   auto step_bytes = [&](int batch) { return weights + batch * (context * kv_per_position + state_bytes); };
+  auto bf16_step_bytes = [&](int batch) { return step_bytes(batch) - weights + dequantised; };
 
   // The host's share of a decode step: the time forward() takes to enqueue a step that wants no
   // logits (so it never waits for the device). Close to the whole step time means launch-bound.
@@ -129,13 +133,19 @@ void measure_batches(TargetModel& target, const spec::DFlashDrafter* drafter, co
     decode_s[b] = s;
     const double bytes = step_bytes(b);
     const double enqueue = enqueue_seconds(b);
-    decode.push_back({{"batch", b},
-                      {"ms", s * 1e3},
-                      {"bytes", bytes},
-                      {"gb_s", bytes / s / 1e9},
-                      {"roofline_fraction", bytes / s / bw},
-                      {"tokens_per_s", b / s},
-                      {"host_enqueue_ms", enqueue * 1e3}});
+    json e = {{"batch", b},
+              {"ms", s * 1e3},
+              {"bytes", bytes},
+              {"gb_s", bytes / s / 1e9},
+              {"roofline_ms", bytes / bw * 1e3},
+              {"roofline_fraction", bytes / s / bw},
+              {"tokens_per_s", b / s},
+              {"host_enqueue_ms", enqueue * 1e3}};
+    if (dequantised != weights) {
+      e["bf16_bytes"] = bf16_step_bytes(b);
+      e["bf16_roofline_ms"] = bf16_step_bytes(b) / bw * 1e3;
+    }
+    decode.push_back(e);
     maybe_profile("decode", b, 1);
     SS_LOG_INFO("bench", "decode B={}: {:.3f} ms", b, s * 1e3);
   }
@@ -204,6 +214,8 @@ json run_step_bench(TargetModel& target, const spec::DFlashDrafter* drafter, con
   const double bw = copy_bandwidth(mem);
   r["copy_bandwidth_gb_s"] = bw / 1e9;
   r["step_weight_bytes"] = static_cast<double>(target.step_weight_bytes());
+  if (target.dequantised_step_weight_bytes() != target.step_weight_bytes())  // fp8 weights kept
+    r["bf16_step_weight_bytes"] = static_cast<double>(target.dequantised_step_weight_bytes());
   const step_bench::KvBudget budget(target, drafter, o.kv_budget_bytes);
   r["kv_budget_bytes"] = budget.bytes();
   r["kv_element_bytes"] = kv_element_bytes(target);

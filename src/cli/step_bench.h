@@ -4,7 +4,9 @@
 // performance"), prefill throughput and time to first token per prompt length, the same steps at long
 // contexts, the bytes each step must move and the fraction of the measured device-copy bandwidth that
 // achieves, the device's bf16 GEMM rate against which prefill's matmuls are held, and the projected
-// tokens/s for a given acceptance τ.
+// tokens/s for a given acceptance τ. With fp8 weights kept (`--fp8-weights keep`, the synthetic `-fp8`
+// shapes) the bytes are those streamed (one byte an fp8 element plus its scales), and the JSON adds
+// bf16_step_weight_bytes and, per decode batch, bf16_bytes / bf16_roofline_ms: the bf16 step's.
 //
 // Every timed call is a real engine-shaped forward: decode = B sequences × 1 row, verify = B × K rows
 // then commit(1) (the rollback a rejected draft costs), propose = B drafter blocks of the trained size

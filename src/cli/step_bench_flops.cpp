@@ -25,7 +25,7 @@ double kv_read_bytes(const TargetModel& target, int64_t positions) {
 double prefill_matmul_parameters(const TargetModel& target) {
   const double element = static_cast<double>(dtype_size(target.weight_dtype()));
   const double lm_head = static_cast<double>(target.vocab_size()) * static_cast<double>(target.hidden_size()) * element;
-  return (static_cast<double>(target.step_weight_bytes()) - lm_head) / element;
+  return (static_cast<double>(target.dequantised_step_weight_bytes()) - lm_head) / element;
 }
 
 double prefill_attention_flops(const TargetModel& target, int64_t tokens) {

@@ -18,7 +18,8 @@ double kv_element_bytes(const TargetModel& target);
 double kv_read_bytes(const TargetModel& target, int64_t positions);
 
 // ≈ the weights a prefill token multiplies by: the step's weight bytes less the lm_head (a prefill
-// computes it for its last row only), over the weight dtype's size. Norm vectors and the DeltaNet's
+// computes it for its last row only), over the weight dtype's size (kept fp8 weights counted as their
+// dequantised matrices, TargetModel::dequantised_step_weight_bytes). Norm vectors and the DeltaNet's
 // small per-head tensors are included: under 0.1 % of a real shape.
 double prefill_matmul_parameters(const TargetModel& target);
 

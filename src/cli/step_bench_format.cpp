@@ -24,6 +24,11 @@ std::string header(const json& r) {
                   r["model"].get<std::string>(), r["device"].get<std::string>(), r["backend"].get<std::string>(),
                   r["dtype"].get<std::string>(), r["context"].get<int>(), num(r, "copy_bandwidth_gb_s"),
                   num(r, "step_weight_bytes") / 1e9);
+  if (r.contains("bf16_step_weight_bytes"))
+    out += fmt::format(
+        "  fp8 Linear weights kept: {:.2f} GB of codes and scales a step streams, {:.2f} GB as bf16 ({:.2f}x)\n",
+        num(r, "step_weight_bytes") / 1e9, num(r, "bf16_step_weight_bytes") / 1e9,
+        num(r, "bf16_step_weight_bytes") / num(r, "step_weight_bytes"));
   out += fmt::format("KV budget {:.2f} GiB (--kv-cache-mib), {:.0f} bytes per stored KV element\n",
                      num(r, "kv_budget_bytes") / double(size_t{1} << 30), num(r, "kv_element_bytes"));
   if (r.contains("gemm_rate")) {
@@ -72,13 +77,22 @@ std::string prefill_table(const json& r) {
 }
 
 std::string batch_tables(const json& r) {
-  std::string out = fmt::format("\ndecode at {} positions, B sequences x 1 row\n", r["context"].get<int>());
-  out += fmt::format("{:>8} {:>10} {:>10} {:>9} {:>9} {:>10} {:>12}\n", "decode B", "ms", "GB moved", "GB/s",
-                     "roofline", "tokens/s", "host enqueue");
-  for (const auto& d : r["decode"])
-    out += fmt::format("{:>8} {:>10.3f} {:>10.2f} {:>9.0f} {:>8.0f}% {:>10.0f} {:>9.3f} ms\n", d["batch"].get<int>(),
-                       num(d, "ms"), num(d, "bytes") / 1e9, num(d, "gb_s"), 100 * num(d, "roofline_fraction"),
-                       num(d, "tokens_per_s"), num(d, "host_enqueue_ms"));
+  const bool fp8 = r.contains("bf16_step_weight_bytes");
+  std::string out = fmt::format(
+      "\ndecode at {} positions, B sequences x 1 row; roof ms = GB moved / copy bandwidth{}\n", r["context"].get<int>(),
+      fp8 ? " (fp8 weights as streamed; bf16 GB / bf16 roof: the same step with bf16 weights)" : "");
+  out += fmt::format("{:>8} {:>10} {:>10} {:>9} {:>9} {:>9} {:>10} {:>12}", "decode B", "ms", "GB moved", "roof ms",
+                     "GB/s", "roofline", "tokens/s", "host enqueue");
+  out += fp8 ? fmt::format(" {:>9} {:>10}\n", "bf16 GB", "bf16 roof") : "\n";
+  for (const auto& d : r["decode"]) {
+    out +=
+        fmt::format("{:>8} {:>10.3f} {:>10.2f} {:>9.3f} {:>9.0f} {:>8.0f}% {:>10.0f} {:>9.3f} ms",
+                    d["batch"].get<int>(), num(d, "ms"), num(d, "bytes") / 1e9, num(d, "roofline_ms"), num(d, "gb_s"),
+                    100 * num(d, "roofline_fraction"), num(d, "tokens_per_s"), num(d, "host_enqueue_ms"));
+    out += fp8 && d.contains("bf16_bytes")
+               ? fmt::format(" {:>9.2f} {:>7.3f} ms\n", num(d, "bf16_bytes") / 1e9, num(d, "bf16_roofline_ms"))
+               : "\n";
+  }
   out += fmt::format("\nverify at {} positions, B sequences x K rows, then commit(1)\n", r["context"].get<int>());
   out += fmt::format("{:>8} {:>4} {:>10} {:>12}\n", "verify B", "K", "ms", "/ decode(B)");
   for (const auto& v : r["verify"])
