@@ -49,6 +49,14 @@ struct XbOut {
 // scratch; {} otherwise. Valid until
 // the next matmul launch (a producer writes it, the matmul enqueued right after reads it).
 XbOut matmul_xb_out(int64_t M, int64_t K, cudaStream_t stream, bool free_order = false);
+// The matmuls' growable device scratch blocks, one per use (matmul_tensor_core_xb.cu): the copies of matmul
+// inputs (x_to_bf16 and the producers' XbOut), the copy a matmul writes of its own output while it reads its
+// x's copy (matmul_xb_out_beside_x), and an fp8 weight dequantised to bf16 (matmul_fp8_dequant). All matmuls
+// are enqueued on the one stream, so a block's next user runs after its last reader; a block that must grow
+// drains the stream first. Contents undefined.
+enum class ScratchSlot { XCopy, OutputCopy, Fp8Weight };
+inline constexpr int kScratchSlots = 3;
+void* matmul_scratch(size_t bytes, cudaStream_t stream, ScratchSlot slot);
 // The XbOut of a matmul's own [M, K] output (the prefill GEMM's SwiGLU form), in a second scratch: the copy
 // of its x (in the first) stays intact while the kernel writes this one. Valid until the next such call.
 XbOut matmul_xb_out_beside_x(int64_t M, int64_t K, cudaStream_t stream);

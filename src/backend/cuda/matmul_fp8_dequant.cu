@@ -7,18 +7,14 @@
 // whatever its chunk. The simplest correct path, not a fast one: it writes and reads 2 bytes per weight
 // element per call (for a prefill chunk, a few percent of the GEMM's time; to be measured).
 //
-// The scratch is one growable device block for the process, as matmul_tensor_core_xb.cu's: every matmul is
-// enqueued on the one stream, so a call's pass runs after the previous call's kernels have read the block;
-// when a call needs more, the stream is drained first (it grows to the largest fp8 matrix once).
+// The bf16 weight goes into the matmuls' scratch slot ScratchSlot::Fp8Weight (kernels.h: matmul_scratch), which
+// grows to the largest fp8 matrix once.
 #include <cuda_runtime.h>
-
-#include <mutex>
 
 #include "backend/cuda/cuda_check.h"
 #include "backend/cuda/kernels.h"
 #include "backend/cuda/launch.cuh"
 #include "backend/cuda/matmul_fp8_math.cuh"
-#include "backend/cuda/step_graphs.h"
 
 namespace specserve::cuda::kernels {
 
@@ -42,24 +38,6 @@ __global__ void __launch_bounds__(256)
   }
 }
 
-void* scratch(size_t bytes, cudaStream_t stream) {
-  static std::mutex mutex;
-  static void* block = nullptr;
-  static size_t capacity = 0;
-  std::lock_guard lock(mutex);
-  if (bytes > capacity) {
-    flush_launches();                           // recorded kernels may read the old block:
-    CUDA_CHECK(cudaStreamSynchronize(stream));  // enqueue them and wait for them
-    if (block) CUDA_CHECK(cudaFree(block));
-    block = nullptr;
-    capacity = 0;
-    const size_t rounded = (bytes + (size_t{1} << 20) - 1) & ~((size_t{1} << 20) - 1);
-    CUDA_CHECK(cudaMalloc(&block, rounded));
-    capacity = rounded;
-  }
-  return block;
-}
-
 }  // namespace
 
 void fp8_dequantize_bf16(const uint8_t* w, int64_t ldw, const float* scales, int64_t scale_ld, int64_t N, int64_t K,
@@ -78,7 +56,8 @@ void matmul_fp8_dequant(const MatmulArgs& a, MatmulOrder order, cudaStream_t str
   if (a.M <= 0 || a.N <= 0) return;
   // Rows a multiple of 8 elements apart from a 16-byte aligned block: the bf16 kernels' 16-byte loads.
   const int64_t ldo = (a.K + 7) / 8 * 8;
-  auto* w = static_cast<uint16_t*>(scratch(static_cast<size_t>(a.N * (ldo > 0 ? ldo : 8)) * 2, stream));
+  auto* w = static_cast<uint16_t*>(
+      matmul_scratch(static_cast<size_t>(a.N * (ldo > 0 ? ldo : 8)) * 2, stream, ScratchSlot::Fp8Weight));
   fp8_dequantize_bf16(static_cast<const uint8_t*>(a.w), a.ldw, a.w_scales, a.scale_ld, a.N, a.K, w, ldo, stream);
   MatmulArgs b = a;
   b.w = w;

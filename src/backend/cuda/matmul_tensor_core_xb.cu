@@ -3,10 +3,11 @@
 // elements): coalesced f32 reads and 4-byte writes; the pass moves M * K * 6 bytes, a few percent of
 // what the matmul itself moves.
 //
-// The scratch is one growable device block for the process, reused by every call: all matmuls are
-// enqueued on the one stream (cuda_stream(), as cuda_memory()'s allocator assumes too), so a call's
-// pre-pass runs after the previous call's kernel has finished reading the block. When a call needs a
-// larger block, the stream is drained first (rare: it grows to the largest prefill's x once).
+// The copy goes into the matmuls' scratch (matmul_scratch, defined here; kernels.h): growable device blocks,
+// one per use, reused by every call. All matmuls are enqueued on the one stream (cuda_stream(), as
+// cuda_memory()'s allocator assumes too), so a call's pre-pass runs after the previous call's kernel has
+// finished reading the block. When a call needs a larger block, the stream is drained first (rare: it grows
+// to the largest prefill's x once).
 #include <cuda_runtime.h>
 
 #include <climits>
@@ -33,13 +34,13 @@ __global__ void __launch_bounds__(256)
     out[i] = xb_pair(x, ldx, M, K, pitch, i, [](float lo, float hi) { return pack_bf16x2(lo, hi); });
 }
 
-// The process's scratch block `slot`, at least `bytes` long (contents undefined). Slot 0 holds the copies
-// of matmul inputs (x_to_bf16 and the producers' XbOut); slot 1 the copy a matmul writes of its own output
-// while it reads its x's copy from slot 0 (matmul_xb_out_beside_x).
-void* scratch(size_t bytes, cudaStream_t stream, int slot = 0) {
+}  // namespace
+
+void* matmul_scratch(size_t bytes, cudaStream_t stream, ScratchSlot which) {
+  const int slot = static_cast<int>(which);
   static std::mutex mutex;
-  static void* blocks[2] = {nullptr, nullptr};
-  static size_t capacities[2] = {0, 0};
+  static void* blocks[kScratchSlots] = {};
+  static size_t capacities[kScratchSlots] = {};
   void*& block = blocks[slot];
   size_t& capacity = capacities[slot];
   std::lock_guard lock(mutex);
@@ -56,8 +57,6 @@ void* scratch(size_t bytes, cudaStream_t stream, int slot = 0) {
   return block;
 }
 
-}  // namespace
-
 XbOut matmul_xb_out(int64_t M, int64_t K, cudaStream_t stream, bool free_order) {
   // The gemv kernel's 5-32 rows, the free-order GEMM, and above 32 rows on an sm_90a device the prefill GEMM
   // (which reads the copy when the matmul is a prefill's; the row-invariant wgmma kernels convert again).
@@ -67,7 +66,8 @@ XbOut matmul_xb_out(int64_t M, int64_t K, cudaStream_t stream, bool free_order) 
   static_assert(Gemv<2>::kKT == Gemv<3>::kKT && Gemv<3>::kKT == Gemv<4, true>::kKT, "one pitch for every gemv");
   o.pitch = xb_pitch(K, Gemv<2>::kKT);
   o.rows = xb_rows(M);
-  o.regs = static_cast<uint32_t*>(scratch(static_cast<size_t>(o.rows * o.pitch) * 2, stream));
+  o.regs =
+      static_cast<uint32_t*>(matmul_scratch(static_cast<size_t>(o.rows * o.pitch) * 2, stream, ScratchSlot::XCopy));
   return o;
 }
 
@@ -76,14 +76,15 @@ XbOut matmul_xb_out_beside_x(int64_t M, int64_t K, cudaStream_t stream) {
   XbOut o;
   o.pitch = xb_pitch(K, Gemv<2>::kKT);
   o.rows = xb_rows(M);
-  o.regs = static_cast<uint32_t*>(scratch(static_cast<size_t>(o.rows * o.pitch) * 2, stream, /*slot=*/1));
+  o.regs = static_cast<uint32_t*>(
+      matmul_scratch(static_cast<size_t>(o.rows * o.pitch) * 2, stream, ScratchSlot::OutputCopy));
   return o;
 }
 
 const uint16_t* matmul_x_to_bf16(const float* x, int64_t ldx, int64_t M, int64_t K, int64_t pitch,
                                  cudaStream_t stream) {
   const int64_t regs = xb_rows(M) * pitch / 2;
-  auto* out = static_cast<uint32_t*>(scratch(static_cast<size_t>(regs) * 4, stream));
+  auto* out = static_cast<uint32_t*>(matmul_scratch(static_cast<size_t>(regs) * 4, stream, ScratchSlot::XCopy));
   const int64_t blocks = ceil_div(regs, 256) < int64_t{1} << 20 ? ceil_div(regs, 256) : int64_t{1} << 20;
   launch_pdl(x_to_bf16_kernel, static_cast<unsigned>(blocks), 256, 0, stream, x, ldx, M, K, pitch, regs, out);
   CUDA_CHECK_LAUNCH();
