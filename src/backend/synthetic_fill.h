@@ -23,23 +23,33 @@ SS_HOST_DEVICE inline float uniform_at(uint64_t seed, uint64_t i, float lo, floa
   return lo + (hi - lo) * u;
 }
 
+// A float's bits and back, on the host and the device.
+SS_HOST_DEVICE inline uint32_t f32_bits(float x) {
+#if defined(__CUDA_ARCH__)
+  return __float_as_uint(x);
+#else
+  uint32_t b;
+  __builtin_memcpy(&b, &x, 4);
+  return b;
+#endif
+}
+SS_HOST_DEVICE inline float f32_from_bits(uint32_t b) {
+#if defined(__CUDA_ARCH__)
+  return __uint_as_float(b);
+#else
+  float x;
+  __builtin_memcpy(&x, &b, 4);
+  return x;
+#endif
+}
+
 // f32 -> OCP e4m3 ("fn") code, round to nearest even, saturating to ±448 (0x7E / 0xFE): the codes of the
 // synthetic fp8 weights (the values here are finite). Equal to core/dtype.h's f32_to_e4m3, which is host-only.
 SS_HOST_DEVICE inline uint8_t to_e4m3_bits(float x) {
-  uint32_t b;
-#if defined(__CUDA_ARCH__)
-  b = __float_as_uint(x);
-#else
-  __builtin_memcpy(&b, &x, 4);
-#endif
+  uint32_t b = f32_bits(x);
   const auto sign = static_cast<uint8_t>((b >> 24) & 0x80u);
   b &= 0x7FFFFFFFu;
-  float a;
-#if defined(__CUDA_ARCH__)
-  a = __uint_as_float(b);
-#else
-  __builtin_memcpy(&a, &b, 4);
-#endif
+  const float a = f32_from_bits(b);
   if (a >= 448.0f) return sign | 0x7Eu;
   if (a < 0.015625f) {           // below 2^-6: subnormal, steps of 2^-9 (8 steps is 2^-6, code 0x08)
     const float m = a * 512.0f;  // exact
@@ -55,12 +65,7 @@ SS_HOST_DEVICE inline uint8_t to_e4m3_bits(float x) {
 
 // f32 -> bf16 bits, round to nearest even (the values here are finite).
 SS_HOST_DEVICE inline uint16_t to_bf16_bits(float x) {
-  uint32_t b;
-#if defined(__CUDA_ARCH__)
-  b = __float_as_uint(x);
-#else
-  __builtin_memcpy(&b, &x, 4);
-#endif
+  uint32_t b = f32_bits(x);
   b += 0x7FFFu + ((b >> 16) & 1u);
   return static_cast<uint16_t>(b >> 16);
 }
