@@ -70,16 +70,7 @@ void register_bench_controlled(CLI::App& bench, CommandRunner& run) {
                   "with probability Pi given draft i-1 was; drafts past the list are wrong). A bare number continues "
                   "the item before it: geometric:1,3,6.5 is three profiles")
       ->capture_default_str()
-      ->check([](const std::string& text) {
-        try {
-          parse_acceptance_list(text);
-          return std::string();
-        } catch (const Error& e) {
-          const std::string message = e.what();  // CLI11 names the flag itself
-          const std::string prefix = "--acceptance: ";
-          return message.rfind(prefix, 0) == 0 ? message.substr(prefix.size()) : message;
-        }
-      });
+      ->check(acceptance_list_problem);
   cmd->add_option("--policies", a->policies,
                   "Draft-length policies to measure, comma-separated: fixed (every sequence drafts --gamma) and/or "
                   "adaptive (per sequence and step 0..--gamma drafts from its acceptance and the step cost model, "

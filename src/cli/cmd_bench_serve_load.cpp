@@ -5,13 +5,18 @@
 //   specserve bench serve-load --url http://HOST:PORT      measures a running server (specserve or a peer)
 #include <algorithm>
 #include <cstdio>
+#include <optional>
 #include <sstream>
 
 #include "cli/bench_modes.h"
 #include "cli/common_flags.h"
+#include "cli/controlled_bench.h"
 #include "cli/drafter_flags.h"
 #include "cli/hidden_alias.h"
+#include "cli/serve_controlled.h"
 #include "core/error.h"
+#include "io/model_config.h"
+#include "model/synthetic_shapes.h"
 #include "server/http_server.h"
 #include "server/load_generator.h"
 #include "server/loaded_model.h"
@@ -29,6 +34,8 @@ struct LoadArgs {
   std::string workload = "random";
   int max_seqs = 0;           // in-process --max-seqs; 0 = see run_serve_load
   double swap_space_gib = 4;  // in-process --swap-space-gib
+  std::string acceptance;     // "": plain load; else the acceptance-controlled benchmark (cli/serve_controlled.h)
+  uint64_t seed = 1;          // --acceptance: prompts, sampling seeds, corruption
 };
 
 std::vector<int> parse_levels(const std::string& s) {
@@ -65,9 +72,92 @@ void parse_url(const std::string& url, server::LoadOptions& o) {
   }
 }
 
+// The in-process server: HTTP on a free port of 127.0.0.1 (a.load points there), the model loaded. The
+// caller says which services it answers with (set_ready).
+struct InProcess {
+  std::shared_ptr<server::ServingState> state;
+  std::unique_ptr<server::HttpServer> http;
+  std::shared_ptr<server::LoadedModel> model;
+
+  void stop() {
+    state->set_draining();
+    model->engine().shutdown(std::chrono::seconds(0));
+    http->stop();
+  }
+};
+
+InProcess start_in_process(LoadArgs& a, const std::vector<int>& levels) {
+  InProcess s;
+  // --max-seqs 0: the capacity probe leaves the count to the server's memory rule (as `serve`
+  // does); the other workloads run at least the largest level at once, so no level queues.
+  const int max_level = *std::max_element(levels.begin(), levels.end());
+  a.spec.engine.max_seqs = a.max_seqs;
+  if (a.max_seqs == 0 && a.load.workload != server::Workload::Capacity) {
+    a.spec.engine.max_seqs = std::max(16, max_level);
+  }
+  a.spec.engine.swap_space_bytes = static_cast<size_t>(a.swap_space_gib * double(size_t{1} << 30));
+  server::ServerOptions ho;
+  ho.port = 0;
+  ho.max_seqs = a.spec.engine.max_seqs;
+  ho.max_queue = a.spec.engine.max_queue;
+  s.state = std::make_shared<server::ServingState>();
+  s.http = std::make_unique<server::HttpServer>(ho, s.state);
+  a.load.port = s.http->bind();
+  a.load.host = "127.0.0.1";
+  s.http->start();
+  std::fprintf(stderr, "bench: loading %s\n", a.spec.model_dir.c_str());
+  s.model = server::LoadedModel::load(a.spec, [](double, const std::string&) {});
+  return s;
+}
+
+// --acceptance: in-process, the random workload on token-id prompts, a drafter from --draft or a random
+// one of the target's real drafter shape (model/synthetic_shapes.h), the draft-length policy of --draft-policy.
+int run_controlled_serving(LoadArgs a, const std::vector<int>& levels) {
+  const char* who = "bench serve-load --acceptance";
+  SS_CHECK(a.load.workload == server::Workload::Random,
+           "{}: runs the random workload (distinct token-id prompts); drop --workload {}", who,
+           server::workload_name(a.load.workload));
+  SS_CHECK(a.load.prompt_pattern.empty(),
+           "{}: sends its own token-id prompts (distinct per request, from --seed); drop --prompt-id-pattern", who);
+  ServeControlledOptions o;
+  o.acceptance = parse_acceptance_list(a.acceptance);  // before any weights are read
+  o.levels = levels;
+  o.seed = a.seed;
+  a.drafter.apply_to(a.spec);
+  SS_CHECK(a.spec.engine.verify_mode == engine::VerifyMode::SampleMatch,
+           "{}: outputs are checked equal to plain decoding; --verify-mode must be sample-match", who);
+  o.label = a.spec.model_dir + ", drafter " + a.drafter.draft;
+  if (a.drafter.draft.empty()) {
+    const ModelConfig config = load_model_config(a.spec.model_dir);
+    const std::optional<SyntheticShape> shape = synthetic_shape_for(config);
+    SS_CHECK(shape,
+             "{}: no --draft DIR, and the target (hidden size {}, {} layers, vocabulary {}) has none of the known "
+             "shapes whose real drafter shape a random drafter could take (qwen3-8b, qwen3.6-27b); give --draft DIR",
+             who, config.hidden_size, config.num_layers, config.vocab_size);
+    a.spec.engine.draft_policy = engine::parse_draft_policy(a.drafter.draft_policy);
+    a.spec.make_drafter = [drafter = shape->drafter](const TargetModel& target) {
+      return spec::DFlashDrafter::synthetic(drafter, target);
+    };
+    o.label = a.spec.model_dir + ", a random drafter of the " + shape->name + " drafter's shape";
+  }
+  InProcess s = start_in_process(a, levels);
+  auto served = std::make_shared<RecordingServices>(s.model);
+  s.state->set_ready(served);
+  a.load.model = server::discover_model(a.load);
+  o.load = a.load;
+  std::fprintf(stderr, "bench: acceptance-controlled serving of %s\n", o.label.c_str());
+  const ServeControlledResult r = run_serve_controlled(*s.model, *served, o);
+  std::fputs(format_serve_controlled(r, o).c_str(), stdout);
+  s.stop();
+  return 0;
+}
+
 int run_serve_load(LoadArgs a) {
   const std::vector<int> levels = parse_levels(a.levels);
   a.load.workload = server::parse_workload(a.workload);
+  SS_CHECK(a.acceptance.empty() || a.url.empty(),
+           "bench serve-load --acceptance: runs the in-process server only (its engine takes the controlled drafts); "
+           "give --model DIR, not --url");
   const bool chat = a.load.workload == server::Workload::SharedPrefix || a.load.workload == server::Workload::MultiTurn;
   SS_CHECK(!chat || a.load.prompt_pattern.empty(),
            "--prompt-id-pattern: the {} workload sends chat messages (text); use random or capacity", a.workload);
@@ -76,32 +166,13 @@ int run_serve_load(LoadArgs a) {
            "--turns, --turn-words and --system-prompt-words must be positive");
   SS_CHECK(a.url.empty() != a.spec.model_dir.empty(), "give exactly one of --model DIR or --url URL");
   SS_CHECK(a.url.empty() || a.drafter.draft.empty(), "--draft starts an in-process drafter: use it with --model");
+  if (!a.acceptance.empty()) return run_controlled_serving(std::move(a), levels);
   a.drafter.check_needs_draft();
   a.drafter.apply_to(a.spec);
-  std::shared_ptr<server::ServingState> state;
-  std::unique_ptr<server::HttpServer> http;
-  std::shared_ptr<server::LoadedModel> model;
+  std::optional<InProcess> in_process;
   if (!a.spec.model_dir.empty()) {
-    // --max-seqs 0: the capacity probe leaves the count to the server's memory rule (as `serve`
-    // does); the other workloads run at least the largest level at once, so no level queues.
-    const int max_level = *std::max_element(levels.begin(), levels.end());
-    a.spec.engine.max_seqs = a.max_seqs;
-    if (a.max_seqs == 0 && a.load.workload != server::Workload::Capacity) {
-      a.spec.engine.max_seqs = std::max(16, max_level);
-    }
-    a.spec.engine.swap_space_bytes = static_cast<size_t>(a.swap_space_gib * double(size_t{1} << 30));
-    server::ServerOptions ho;
-    ho.port = 0;
-    ho.max_seqs = a.spec.engine.max_seqs;
-    ho.max_queue = a.spec.engine.max_queue;
-    state = std::make_shared<server::ServingState>();
-    http = std::make_unique<server::HttpServer>(ho, state);
-    a.load.port = http->bind();
-    a.load.host = "127.0.0.1";
-    http->start();
-    std::fprintf(stderr, "bench: loading %s\n", a.spec.model_dir.c_str());
-    model = server::LoadedModel::load(a.spec, [](double, const std::string&) {});
-    state->set_ready(model);
+    in_process = start_in_process(a, levels);
+    in_process->state->set_ready(in_process->model);
   } else {
     parse_url(a.url, a.load);
   }
@@ -130,11 +201,7 @@ int run_serve_load(LoadArgs a) {
     }
   }
   std::fputs(server::format_results(results).c_str(), stdout);
-  if (http) {
-    state->set_draining();
-    model->engine().shutdown(std::chrono::seconds(0));
-    http->stop();
-  }
+  if (in_process) in_process->stop();
   for (const auto& r : results) {
     if (r.errors > 0) return 1;
   }
@@ -186,6 +253,16 @@ void register_bench_serve_load(CLI::App& bench, CommandRunner& run) {
                   "(synthetic-vocabulary models)")
       ->delimiter(',');
   add_hidden_alias(*cmd, "--prompt-ids", a->load.prompt_pattern, "--prompt-id-pattern")->delimiter(',');
+  cmd->add_option("--acceptance", a->acceptance,
+                  "Acceptance-controlled speculation (in-process, random workload): per level a plain pass, then "
+                  "per profile a speculative pass whose drafts are the plain output corrupted to the profile (the "
+                  "real drafter, --draft or a random one of the target's real drafter shape, runs every step), "
+                  "outputs checked equal; prints the speed-up table. Profiles as in `bench controlled`: "
+                  "geometric:1,3,6.5 is three (TAU = tokens per verify; 1: every draft wrong)")
+      ->check(acceptance_list_problem);
+  cmd->add_option("--seed", a->seed,
+                  "--acceptance: seed of the token-id prompts, the requests' sampling and the corruption process")
+      ->capture_default_str();
   add_threads_flag(*cmd, a->spec.threads);
   add_dtype_flag(*cmd, a->spec.dtype);
   add_kv_dtype_flag(*cmd, a->spec.kv_dtype);

@@ -148,6 +148,17 @@ std::vector<AcceptanceSpec> parse_acceptance_list(std::string_view text) {
   return out;
 }
 
+std::string acceptance_list_problem(const std::string& text) {
+  try {
+    parse_acceptance_list(text);
+    return std::string();
+  } catch (const Error& e) {
+    const std::string message = e.what();
+    const std::string prefix = "--acceptance: ";
+    return message.rfind(prefix, 0) == 0 ? message.substr(prefix.size()) : message;
+  }
+}
+
 std::vector<engine::DraftPolicy> parse_policy_list(std::string_view text) {
   std::vector<engine::DraftPolicy> out;
   for (std::string_view item : split_commas(text)) {

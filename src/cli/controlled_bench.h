@@ -44,6 +44,9 @@ struct ControlledBenchOptions {
 // "geometric:TAU" or "profile:P1" starting a profile, a bare number continuing the one before it (another
 // geometric τ; the profile's next probability). Throws Error naming the problem.
 std::vector<AcceptanceSpec> parse_acceptance_list(std::string_view text);
+// For a CLI11 check of --acceptance: "" when parse_acceptance_list takes `text`, else the problem (CLI11 names
+// the flag itself).
+std::string acceptance_list_problem(const std::string& text);
 // "fixed,adaptive": each once. Throws Error naming the problem.
 std::vector<engine::DraftPolicy> parse_policy_list(std::string_view text);
 

@@ -143,4 +143,18 @@ SyntheticShape synthetic_shape(std::string_view name) {
   fail("unknown synthetic shape '{}' (known: {})", name, fmt::join(synthetic_shape_names(), ", "));
 }
 
+std::optional<SyntheticShape> synthetic_shape_for(const ModelConfig& t) {
+  for (const char* name : {"qwen3-8b", "qwen3.6-27b", "tiny"}) {
+    SyntheticShape shape = synthetic_shape(name);
+    const ModelConfig& s = shape.target;
+    if (s.hidden_size == t.hidden_size && s.intermediate_size == t.intermediate_size && s.num_layers == t.num_layers &&
+        s.layer_types == t.layer_types && s.num_heads == t.num_heads && s.num_kv_heads == t.num_kv_heads &&
+        s.head_dim == t.head_dim && s.vocab_size == t.vocab_size && s.linear_num_key_heads == t.linear_num_key_heads &&
+        s.linear_num_value_heads == t.linear_num_value_heads && s.linear_key_head_dim == t.linear_key_head_dim &&
+        s.linear_value_head_dim == t.linear_value_head_dim)
+      return shape;
+  }
+  return std::nullopt;
+}
+
 }  // namespace specserve

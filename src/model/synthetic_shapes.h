@@ -10,6 +10,7 @@
 //                 TargetModel::synthetic makes the Linear weights e4m3 codes + f32 block scales
 //                 (in_proj_a / in_proj_b, the embedding table, lm_head and norms as in the plain shape); the
 //                 drafter is the plain shape's (z-lab's drafters are bf16)
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -28,5 +29,11 @@ struct SyntheticShape {
 // "qwen3.6-27b", "qwen3.5-27b-fp8" of "qwen3.6-27b-fp8").
 SyntheticShape synthetic_shape(std::string_view name);
 std::vector<std::string> synthetic_shape_names();
+
+// The named shape whose target has `target`'s architecture (layer counts and kinds, widths, heads, vocabulary;
+// not its context length or dtype), e.g. a random checkpoint made by tools/gpu/make_random_checkpoint.py, so
+// that a benchmark can pair it with its real drafter's shape (`bench serve-load --acceptance` without
+// --draft). The plain shape for an fp8 target (the drafter is the same); nullopt when none matches.
+std::optional<SyntheticShape> synthetic_shape_for(const ModelConfig& target);
 
 }  // namespace specserve

@@ -256,7 +256,15 @@ std::string synthetic_text(uint64_t seed, int words) {
 
 json completion_body(const LoadOptions& o, int index) {
   json body = common_fields(o);
-  if (!o.prompt_pattern.empty()) {
+  const uint64_t request_key = mix(o.level_salt, static_cast<uint64_t>(index));
+  if (o.seed_requests) body["seed"] = request_key >> 1;  // fits a signed 64-bit integer
+  if (o.prompt_pattern.empty() && o.prompt_id_vocab > 0) {
+    json prompt = json::array();
+    std::mt19937_64 rng(request_key);
+    std::uniform_int_distribution<int64_t> id(0, o.prompt_id_vocab - 1);
+    for (int i = 0; i < o.prompt_words; ++i) prompt.push_back(id(rng));
+    body["prompt"] = std::move(prompt);
+  } else if (!o.prompt_pattern.empty()) {
     // Rotated by the index, and by the level's salt, so levels differ too.
     json prompt = json::array();
     const uint64_t shift = static_cast<uint64_t>(index) + o.level_salt;
@@ -390,6 +398,7 @@ LevelResult run_load_level(const LoadOptions& options, int concurrency) {
   r.spec_drafts = delta(before, after, "spec_decode_num_drafts_total");
   r.spec_draft_tokens = delta(before, after, "spec_decode_num_draft_tokens_total");
   r.spec_accepted = delta(before, after, "spec_decode_num_accepted_tokens_total");
+  r.spec_plain_rows = delta(before, after, "spec_policy_plain_total");
   r.cache_queries = delta(before, after, "prefix_cache_queries_total");
   r.cache_hits = delta(before, after, "prefix_cache_hits_total");
   if (o.workload == Workload::Capacity) r.preemptions = delta(before, after, "num_preemptions_total");

@@ -39,6 +39,12 @@ struct LoadOptions {
   // the request index (for models with a synthetic vocabulary, e.g. the DFlash test fixtures).
   // random and capacity only.
   std::vector<int32_t> prompt_pattern;
+  // When > 0 (random and capacity, no pattern): prompts are prompt_words token ids drawn uniformly from
+  // [0, prompt_id_vocab), a pure function of level_salt and the request index: distinct requests (with
+  // near certainty), and the same salt sends the same prompts again (bench serve-load --acceptance).
+  int64_t prompt_id_vocab = 0;
+  // Each request carries a "seed", a pure function of level_salt and its index: sampling at T > 0 repeats.
+  bool seed_requests = false;
   double temperature = 0;
   bool ignore_eos = true;  // every request generates exactly max_tokens (comparable runs)
   int timeout_s = 600;
@@ -72,6 +78,7 @@ struct LevelResult {
   int64_t cached_tokens = -1;
   // From the server's /metrics (specserve's names, else vLLM's) over the level; -1 when not exposed.
   double spec_drafts = -1, spec_draft_tokens = -1, spec_accepted = -1;
+  double spec_plain_rows = -1;                 // decode rows the draft-length policy kept at 0 drafts (specserve only)
   double cache_queries = -1, cache_hits = -1;  // prefix_cache_queries_total / prefix_cache_hits_total
   // capacity: the most requests the server reported running / waiting / swapped out at one poll,
   // and the preemptions during the level.

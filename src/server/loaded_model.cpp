@@ -57,10 +57,11 @@ std::shared_ptr<LoadedModel> LoadedModel::load(const ServeSpec& spec, const Prog
   // Before the drafter: a --draft-vocab subset always keeps the tokenizer's added tokens.
   progress(0.88, "loading the tokenizer");
   m->tokenizer_ = tokenizer::Tokenizer::load(spec.model_dir);
-  if (!spec.draft_dir.empty()) {
+  if (!spec.draft_dir.empty() || spec.make_drafter) {
     progress(0.9, "building the DFlash drafter");
     // Checks the pairing (hidden size, vocabulary, target layer ids) against the loaded target.
-    m->drafter_ = spec::DFlashDrafter::load(spec.draft_dir, *m->target_, spec.dtype);
+    m->drafter_ = spec.draft_dir.empty() ? spec.make_drafter(*m->target_)
+                                         : spec::DFlashDrafter::load(spec.draft_dir, *m->target_, spec.dtype);
     m->drafter_->set_matmul_order(spec.draft_matmul);
     // Before the KV budget: the compact head takes device memory too.
     if (m->drafter_->select_vocabulary(spec.draft_vocab, &m->tokenizer_)) {
@@ -165,12 +166,7 @@ std::shared_ptr<LoadedModel> LoadedModel::load(const ServeSpec& spec, const Prog
     progress(0.98, "timing steps for the draft-length policy");
     eo.step_costs = spec.step_costs(*m->target_, *m->drafter_, eo);
   }
-  const tokenizer::Tokenizer* tok = &m->tokenizer_;
-  m->engine_ = std::make_unique<engine::Engine>(
-      *m->target_, eo,
-      // Special tokens (<|im_end|>, <|endoftext|>) add no text, as HF decode(skip_special_tokens).
-      [tok](int32_t id) { return tok->is_special(id) ? std::string() : std::string(tok->token_bytes(id)); },
-      m->proposer_.get());
+  m->engine_ = std::make_unique<engine::Engine>(*m->target_, eo, m->token_text(), m->proposer_.get());
   m->info_.speculative = m->proposer_ != nullptr;
   m->info_.gamma = m->proposer_ ? m->proposer_->gamma() : 0;
 
@@ -184,6 +180,18 @@ std::shared_ptr<LoadedModel> LoadedModel::load(const ServeSpec& spec, const Prog
   m->info_.root = spec.model_dir;
   progress(1.0, "ready");
   return m;
+}
+
+engine::TokenText LoadedModel::token_text() const {
+  // Special tokens (<|im_end|>, <|endoftext|>) add no text, as HF decode(skip_special_tokens).
+  const tokenizer::Tokenizer* tok = &tokenizer_;
+  return [tok](int32_t id) { return tok->is_special(id) ? std::string() : std::string(tok->token_bytes(id)); };
+}
+
+void LoadedModel::restart_engine(engine::DraftProposer* proposer) {
+  const engine::EngineOptions eo = engine_->options();
+  engine_.reset();  // its sequences and their drafter contexts go before the next engine starts
+  engine_ = std::make_unique<engine::Engine>(*target_, eo, token_text(), proposer);
 }
 
 LoadedModel::~LoadedModel() {

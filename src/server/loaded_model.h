@@ -36,6 +36,10 @@ struct ServeSpec {
   // drafter and the engine's options (kv_blocks and max_seqs set): cli/step_cost_calibration.h.
   std::function<StepCosts(TargetModel&, const spec::DFlashDrafter&, const engine::EngineOptions&)> step_costs;
   int request_timeout_s = 0;  // 0 = none
+  // Benchmarks only (`bench serve-load --acceptance`, cli/serve_controlled.h); `serve` never sets it. With
+  // no draft_dir: makes the drafter beside the loaded target (a random one of the target's real drafter
+  // shape), which then serves as a loaded one would.
+  std::function<std::unique_ptr<spec::DFlashDrafter>(const TargetModel&)> make_drafter;
 };
 
 class LoadedModel : public ModelServices {
@@ -54,6 +58,14 @@ class LoadedModel : public ModelServices {
 
   engine::Engine& engine() { return *engine_; }
   const tokenizer::Tokenizer& tokenizer() const { return tokenizer_; }
+  // The loaded drafter's proposer; null without a drafter.
+  engine::DraftProposer* proposer() const { return proposer_.get(); }
+
+  // Benchmarks only (cli/serve_controlled.h; `serve` never calls it): replaces the engine with a fresh one of
+  // the same options over the same target (an empty prefix cache), driving `proposer`: null for plain
+  // decoding, or one that wraps proposer(); it must outlive the engine (restart again before it goes). Call
+  // only while no request is in flight and nothing reads metrics().
+  void restart_engine(engine::DraftProposer* proposer);
 
  private:
   LoadedModel() = default;
@@ -69,6 +81,8 @@ class LoadedModel : public ModelServices {
   std::unique_ptr<chat::ChatTemplate> chat_template_;  // null when the checkpoint has none
   sampling::RequestParams defaults_;                   // generation_config.json + EOS ids
   std::unique_ptr<engine::Engine> engine_;
+
+  engine::TokenText token_text() const;
 };
 
 }  // namespace specserve::server

@@ -130,6 +130,26 @@ TEST(LoadWorkloads, RandomPromptsDifferAcrossRequestsAndLevels) {
   EXPECT_EQ(completion_body(o, 0)["stream_options"]["include_usage"], true);
 }
 
+// bench serve-load --acceptance: random token-id prompts, a function of the salt and the index, with a seed.
+TEST(LoadWorkloads, RandomIdPromptsRepeatPerSaltAndDifferPerRequest) {
+  LoadOptions o;
+  o.prompt_words = 40;
+  o.prompt_id_vocab = 300;
+  o.seed_requests = true;
+  o.level_salt = 1;
+  const json a = completion_body(o, 0), b = completion_body(o, 1);
+  ASSERT_TRUE(a["prompt"].is_array());
+  ASSERT_EQ(a["prompt"].size(), 40u);
+  for (const auto& id : a["prompt"]) EXPECT_TRUE(id.get<int64_t>() >= 0 && id.get<int64_t>() < 300) << id;
+  EXPECT_NE(a["prompt"][0], b["prompt"][0]);  // differ from the first token (no shared cache block)
+  EXPECT_NE(a["seed"], b["seed"]);
+  EXPECT_EQ(completion_body(o, 0), a);  // the same again: every pass of a level sends the same requests
+  o.level_salt = 2;
+  EXPECT_NE(completion_body(o, 0)["prompt"], a["prompt"]);
+  o.seed_requests = false;
+  EXPECT_FALSE(completion_body(o, 0).contains("seed"));
+}
+
 TEST(LoadWorkloads, SharedPrefixSharesTheSystemPromptOnly) {
   LoadOptions o;
   o.system_prompt_words = 300;
