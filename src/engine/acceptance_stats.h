@@ -62,6 +62,9 @@ class AcceptanceStats {
   void mark_first_step(int64_t step) {
     if (since_step_ < 0) since_step_ = step;
   }
+  // The probe schedule's back-off: probes in a row that did not bring the sequence back to drafting.
+  int quiet_probes() const { return quiet_probes_; }
+  void set_quiet_probes(int n) { quiet_probes_ = n; }
 
  private:
   // The ageing factor of `steps` steps without a verify since the latest one.
@@ -71,6 +74,7 @@ class AcceptanceStats {
   std::array<double, kMaxPositions> trials_{}, accepted_{};
   int64_t verifies_ = 0;
   int64_t since_step_ = -1;
+  int quiet_probes_ = 0;
 };
 
 }  // namespace specserve::engine

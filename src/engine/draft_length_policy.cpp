@@ -13,9 +13,9 @@ namespace {
 // The step as running sums, so one sequence's γ changes the score in O(1).
 class StepSums {
  public:
-  StepSums(const StepCostModel& model, std::span<const DraftCandidate> c,
+  StepSums(const StepCostModel& model, const StepCostCorrection& correction, std::span<const DraftCandidate> c,
            const std::vector<std::vector<double>>& expected)
-      : model_(model), c_(c), expected_(expected) {
+      : model_(model), correction_(correction), c_(c), expected_(expected) {
     for (const DraftCandidate& d : c) {
       rows_ += 1;
       context_ += static_cast<double>(d.context);
@@ -35,14 +35,16 @@ class StepSums {
     }
   }
   double seconds() const {
-    return model_.step_seconds(rows_, sequences_, context_, extra_row_context_) +
-           model_.propose_seconds(drafted_, drafted_context_);
+    const double s = model_.step_seconds(rows_, sequences_, context_, extra_row_context_) +
+                     model_.propose_seconds(drafted_, drafted_context_);
+    return s * (drafted_ > 0.5 ? correction_.drafting : correction_.plain);
   }
   double tokens() const { return tokens_; }
   double score() const { return tokens_ / seconds(); }
 
  private:
   const StepCostModel& model_;
+  const StepCostCorrection& correction_;
   std::span<const DraftCandidate> c_;
   const std::vector<std::vector<double>>& expected_;
   double rows_ = 0, sequences_ = 0, context_ = 0, extra_row_context_ = 0, tokens_ = 0;
@@ -53,7 +55,8 @@ bool better(double a, double b) { return a > b * (1 + 1e-12); }
 
 }  // namespace
 
-DraftChoice choose_draft_lengths(const StepCostModel& model, std::span<const DraftCandidate> candidates) {
+DraftChoice choose_draft_lengths(const StepCostModel& model, std::span<const DraftCandidate> candidates,
+                                 const StepCostCorrection& correction) {
   const size_t n = candidates.size();
   DraftChoice choice;
   choice.gamma.assign(n, 0);
@@ -80,7 +83,7 @@ DraftChoice choose_draft_lengths(const StepCostModel& model, std::span<const Dra
     }
     choice.gamma[i] = c.min_drafts;
   }
-  StepSums sums(model, candidates, expected);
+  StepSums sums(model, correction, candidates, expected);
   for (size_t i = 0; i < n; ++i) sums.add(i, choice.gamma[i], +1);
 
   // Starting points: the best prefix of the increments in order of their expected token, every sequence
@@ -182,8 +185,55 @@ DraftLengthPolicy::DraftLengthPolicy(const EngineOptions& options, EngineMetrics
   }
 }
 
-bool DraftLengthPolicy::probes(int64_t step, int64_t since) {
-  return since >= 0 && step % kProbeInterval == 0 && step - since >= kProbeInterval;
+int64_t DraftLengthPolicy::probe_interval(int quiet_probes) {
+  int64_t interval = kFirstProbeInterval;
+  for (int i = 0; i < quiet_probes && interval < kProbeInterval; ++i) interval *= 2;
+  return std::min(interval, kProbeInterval);
+}
+
+bool DraftLengthPolicy::probes(int64_t step, int64_t since, int quiet_probes) {
+  const int64_t interval = probe_interval(quiet_probes);
+  // A verify chosen at step c is observed at c + 1 (since_step): probes chosen every `interval` steps.
+  return since >= 0 && step % interval == 0 && step - since >= interval - 1;
+}
+
+bool DraftLengthPolicy::schedule_probe(int64_t step, const AcceptanceStats& stats, DraftCandidate& candidate) {
+  candidate.min_drafts = 0;
+  if (candidate.max_drafts == 0 || !probes(step, stats.since_step(), stats.quiet_probes())) return false;
+  candidate.min_drafts = std::min(candidate.max_drafts, kProbeDrafts);
+  return true;
+}
+
+int DraftLengthPolicy::schedule_probes(int64_t step, std::span<const AcceptanceStats* const> stats,
+                                       std::span<DraftCandidate> candidates) {
+  SS_CHECK(stats.size() == candidates.size(), "draft policy: {} statistics for {} candidates", stats.size(),
+           candidates.size());
+  std::vector<size_t> due;
+  for (size_t i = 0; i < candidates.size(); ++i)
+    if (schedule_probe(step, *stats[i], candidates[i])) due.push_back(i);
+  if (due.size() > static_cast<size_t>(kMaxProbesPerStep)) {
+    std::stable_sort(due.begin(), due.end(),
+                     [&](size_t a, size_t b) { return stats[a]->since_step() < stats[b]->since_step(); });
+    for (size_t k = static_cast<size_t>(kMaxProbesPerStep); k < due.size(); ++k) candidates[due[k]].min_drafts = 0;
+    due.resize(static_cast<size_t>(kMaxProbesPerStep));
+  }
+  return static_cast<int>(due.size());
+}
+
+void DraftLengthPolicy::observe_step(bool drafting, double predicted, double measured) {
+  if (!(predicted > 0) || !(measured > 0)) return;
+  const double ratio = std::clamp(measured / predicted, 0.25, 4.0);
+  double& c = drafting ? correction_.drafting : correction_.plain;
+  c += kCorrectionWeight * (ratio - c);
+}
+
+void DraftLengthPolicy::after_choice(AcceptanceStats& stats, const DraftCandidate& candidate, int gamma) {
+  if (gamma > candidate.min_drafts) {
+    stats.set_quiet_probes(0);  // drafting by choice
+  } else if (candidate.min_drafts > 0) {
+    int64_t interval = probe_interval(stats.quiet_probes());
+    if (interval < kProbeInterval) stats.set_quiet_probes(stats.quiet_probes() + 1);
+  }
 }
 
 }  // namespace specserve::engine

@@ -36,19 +36,38 @@ struct DraftCandidate {
 struct DraftChoice {
   std::vector<int> gamma;  // one per candidate
   double tokens = 0;       // expected committed tokens of the step
-  double seconds = 0;      // predicted step + propose seconds
+  double seconds = 0;      // predicted step + propose seconds (corrected: below)
 };
 
-DraftChoice choose_draft_lengths(const StepCostModel& costs, std::span<const DraftCandidate> candidates);
+// Measured step time over the cost model's prediction, for steps where some sequence drafts and for steps
+// of plain rows only. The model is fitted to timings of the forward and the propose alone; what it leaves
+// out (host work, the drafter's context hand-off, a propose that overlaps nothing) shows here, and a step
+// whose drafts the model says pay but the clock says do not is scored as the clock says.
+struct StepCostCorrection {
+  double plain = 1, drafting = 1;
+};
+
+DraftChoice choose_draft_lengths(const StepCostModel& costs, std::span<const DraftCandidate> candidates,
+                                 const StepCostCorrection& correction = {});
 
 // The engine's policy state: the cost model, the engine-wide acceptance (every sequence's prior), and
-// the probe schedule. A sequence the policy has kept at γ = 0 for probe_interval steps is given
-// kProbeDrafts drafts on the next step whose index is a multiple of probe_interval, so that acceptance
-// which has risen is seen again (all such sequences probe in the same step: one propose).
+// the probe schedule. A sequence held at γ = 0 produces no evidence of its own, so once it has gone
+// probe_interval steps without a verify it is given kProbeDrafts drafts on the next step whose index is a
+// multiple of that interval (all such sequences probe in the same step: one propose). The interval backs
+// off: kFirstProbeInterval after the verify that stopped it, doubling with each probe that does not bring
+// it back, up to kProbeInterval; it starts again from the first once the policy drafts for it by choice.
+// So one unlucky verify costs a few plain steps, and a sequence whose drafts are always wrong costs a
+// probe every kProbeInterval steps.
 class DraftLengthPolicy {
  public:
   static constexpr int kProbeDrafts = 3;
-  static constexpr int64_t kProbeInterval = 32;
+  static constexpr int64_t kFirstProbeInterval = 4;
+  static constexpr int64_t kProbeInterval = 32;  // the longest
+  // Sequences that probe in one step at most (those waiting longest): a probe of many sequences at once is
+  // a verify of 3 more rows each plus their propose, most of a decode step at high concurrency.
+  static constexpr int kMaxProbesPerStep = 4;
+  // The weight of a new measurement in the step cost correction (about the last ten steps of each kind).
+  static constexpr double kCorrectionWeight = 0.1;
 
   // Adaptive when options.draft_policy says so (its step_costs then required); publishes the cost model's
   // predictions at EngineMetrics::kStepCostPoints.
@@ -57,14 +76,28 @@ class DraftLengthPolicy {
   const StepCostModel& model() const { return *model_; }
   AcceptanceStats& engine_acceptance() { return engine_acceptance_; }
   const AcceptanceStats& engine_acceptance() const { return engine_acceptance_; }
+  // A step the policy predicted `predicted` seconds for took `measured`: moves the correction of its kind.
+  void observe_step(bool drafting, double predicted, double measured);
+  const StepCostCorrection& correction() const { return correction_; }
 
-  // Whether a sequence whose acceptance was last seen at step `since` (AcceptanceStats::since_step)
-  // probes at step `step`.
-  static bool probes(int64_t step, int64_t since);
+  // The interval after `quiet_probes` probes in a row that did not bring the sequence back.
+  static int64_t probe_interval(int quiet_probes);
+  // Whether a sequence whose acceptance was last seen at step `since` (AcceptanceStats::since_step),
+  // after `quiet_probes` such probes, probes at step `step`.
+  static bool probes(int64_t step, int64_t since, int quiet_probes);
+  // A candidate's probe for step `step` from its statistics: sets candidate.min_drafts; true if it probes.
+  static bool schedule_probe(int64_t step, const AcceptanceStats& stats, DraftCandidate& candidate);
+  // Every candidate's probe (stats[i] is candidate i's), at most kMaxProbesPerStep of them, those whose
+  // acceptance was seen longest ago first (then the lower index). Returns how many probe.
+  static int schedule_probes(int64_t step, std::span<const AcceptanceStats* const> stats,
+                             std::span<DraftCandidate> candidates);
+  // Moves the back-off after the step's choice: `gamma` drafts for `candidate` (as schedule_probe left it).
+  static void after_choice(AcceptanceStats& stats, const DraftCandidate& candidate, int gamma);
 
  private:
   std::optional<StepCostModel> model_;
   AcceptanceStats engine_acceptance_{AcceptanceStats::kEngineDecay, AcceptanceStats::kPriorWeight};
+  StepCostCorrection correction_;
 };
 
 }  // namespace specserve::engine

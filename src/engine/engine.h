@@ -4,6 +4,7 @@
 //
 // HTTP threads call submit() (cheap: validation and a queue push) and read results from the
 // returned ResultStream; only the scheduler thread touches the model.
+#include <chrono>
 #include <condition_variable>
 #include <cstdint>
 #include <deque>
@@ -128,6 +129,19 @@ class Engine {
   EngineMetrics metrics_;
   // The draft-length policy (adaptive: a step cost model; its gauges go into metrics_ at construction).
   DraftLengthPolicy draft_policy_{options_, metrics_};
+  // The policy's last prediction (draft_lengths): its propose and the next step's forward, timed from this
+  // choice to the next one; measured only when that step ran the predicted rows (no prefill chunk, the
+  // same decoding sequences).
+  struct StepPrediction {
+    bool valid = false;
+    std::chrono::steady_clock::time_point at;
+    double seconds = 0;  // the cost model's, uncorrected
+    bool drafting = false;
+    uint64_t step = 0;
+    size_t sequences = 0;
+  };
+  StepPrediction step_prediction_;
+  bool step_had_prefill_ = false;  // the current step's plan has a prefill chunk
   int lookahead_ = 0;  // DraftProposer::positions_past_context (0 without a proposer)
   // The target's swap image: fixed bytes (DeltaNet state) and bytes per KV block (swap.cpp).
   size_t target_swap_fixed_ = 0, target_swap_per_block_ = 0;

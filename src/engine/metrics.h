@@ -87,6 +87,10 @@ struct EngineMetrics {
   std::atomic<uint64_t> spec_policy_drafted{0};
   std::atomic<uint64_t> spec_policy_plain{0};
   std::atomic<uint64_t> spec_policy_probes{0};
+  // Its measured / predicted step time, for steps with drafts and with plain rows only
+  // (StepCostCorrection).
+  std::atomic<double> spec_policy_correction_plain{1};
+  std::atomic<double> spec_policy_correction_drafting{1};
   struct StepCostPoint {
     const char* kind;  // "decode", "verify" (rows per sequence), "propose"
     int sequences, rows, context;

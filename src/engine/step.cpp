@@ -36,6 +36,7 @@
 #include "engine/engine.h"
 
 #include <algorithm>
+#include <chrono>
 #include <span>
 #include <vector>
 
@@ -49,6 +50,8 @@ void Engine::step() {
   if (!schedule_sequences()) return;                         // 1
   const std::vector<PlannedSpan> plan = plan_with_blocks();  // 2
   if (plan.empty()) return;
+  step_had_prefill_ = std::any_of(plan.begin(), plan.end(),
+                                  [](const PlannedSpan& p) { return p.kind == SpanKind::PrefillChunk; });
   const StepRows rows = lay_out_rows(plan, running_, proposer_, options_.verify_mode);  // 3
   const ForwardResult out = forward(rows);                                              // 4
   std::vector<SpanResult> results = pick_accept_commit(rows, out);                      // 5
@@ -200,6 +203,7 @@ void Engine::propose_drafts() {
     max_drafts.push_back(m);
     can_draft = can_draft || m > 0;
   }
+  step_prediction_.valid = step_prediction_.valid && can_draft && !speculation_paused();
   if (!can_draft) return;
   if (speculation_paused()) {
     metrics_.spec_paused_steps.fetch_add(1, std::memory_order_relaxed);
@@ -232,35 +236,45 @@ void Engine::propose_drafts() {
 
 std::vector<int> Engine::draft_lengths(std::span<Sequence* const> decoding, std::span<const int> max_drafts) {
   if (!draft_policy_.adaptive()) return {max_drafts.begin(), max_drafts.end()};
-  const auto step = static_cast<int64_t>(metrics_.steps.load(std::memory_order_relaxed));
+  const auto now = std::chrono::steady_clock::now();
+  const uint64_t step_index = metrics_.steps.load(std::memory_order_relaxed);
+  const auto step = static_cast<int64_t>(step_index);
+  // The step since the last choice against its prediction (engine.h: StepPrediction).
+  const StepPrediction& last = step_prediction_;
+  if (last.valid && last.step + 1 == step_index && !step_had_prefill_ && last.sequences == decoding.size())
+    draft_policy_.observe_step(last.drafting, last.seconds, std::chrono::duration<double>(now - last.at).count());
   // The engine-wide rates once: every sequence's prior (engine/acceptance_stats.h).
   std::vector<double> prior(static_cast<size_t>(*std::max_element(max_drafts.begin(), max_drafts.end())));
   draft_policy_.engine_acceptance().rates(prior);
   std::vector<DraftCandidate> candidates(decoding.size());
-  uint64_t probes = 0;
+  std::vector<const AcceptanceStats*> stats(decoding.size());
   for (size_t i = 0; i < decoding.size(); ++i) {
     Sequence& s = *decoding[i];
     DraftCandidate& c = candidates[i];
     c.max_drafts = max_drafts[i];
     c.context = s.state().length();
+    stats[i] = &s.acceptance;
     if (c.max_drafts == 0) continue;
     s.acceptance.mark_first_step(step);
-    if (DraftLengthPolicy::probes(step, s.acceptance.since_step())) {
-      c.min_drafts = std::min(c.max_drafts, DraftLengthPolicy::kProbeDrafts);
-      ++probes;
-    }
     c.accept.resize(static_cast<size_t>(c.max_drafts));
     s.acceptance.rates(c.accept, prior, step);
   }
-  const DraftChoice choice = choose_draft_lengths(draft_policy_.model(), candidates);
+  const auto probes = static_cast<uint64_t>(DraftLengthPolicy::schedule_probes(step, stats, candidates));
+  const StepCostCorrection& correction = draft_policy_.correction();
+  const DraftChoice choice = choose_draft_lengths(draft_policy_.model(), candidates, correction);
   uint64_t drafted = 0, plain = 0;
   for (size_t i = 0; i < decoding.size(); ++i) {
     if (max_drafts[i] == 0) continue;
     ++(choice.gamma[i] > 0 ? drafted : plain);
+    DraftLengthPolicy::after_choice(decoding[i]->acceptance, candidates[i], choice.gamma[i]);
   }
+  step_prediction_ = {true, now, choice.seconds / (drafted > 0 ? correction.drafting : correction.plain), drafted > 0,
+                      step_index, decoding.size()};
   metrics_.spec_policy_drafted.fetch_add(drafted, std::memory_order_relaxed);
   metrics_.spec_policy_plain.fetch_add(plain, std::memory_order_relaxed);
   metrics_.spec_policy_probes.fetch_add(probes, std::memory_order_relaxed);
+  metrics_.spec_policy_correction_plain.store(correction.plain, std::memory_order_relaxed);
+  metrics_.spec_policy_correction_drafting.store(correction.drafting, std::memory_order_relaxed);
   return choice.gamma;
 }
 

@@ -99,6 +99,12 @@ std::string render_metrics_page(const engine::EngineMetrics* m, const HttpCounte
                 {"context", std::to_string(pt.context)}},
                m->step_cost_seconds[i].load(std::memory_order_relaxed));
     }
+    w.family(p + "step_cost_correction", "gauge",
+             "The draft-length policy's measured over predicted step time, for steps with drafts and without");
+    w.sample(p + "step_cost_correction", {{"kind", "drafting"}},
+             m->spec_policy_correction_drafting.load(std::memory_order_relaxed));
+    w.sample(p + "step_cost_correction", {{"kind", "plain"}},
+             m->spec_policy_correction_plain.load(std::memory_order_relaxed));
   }
   w.family(p + "spec_decode_num_accepted_tokens_per_pos_total", "counter",
            "Draft tokens accepted at each draft position");

@@ -67,6 +67,34 @@ TEST(DraftLengthPolicy, PicksTheLongestDraftsWhenAcceptanceIsHighAndVerifyCheap)
   for (int g : choose_draft_lengths(costs, c).gamma) EXPECT_EQ(g, 15);
 }
 
+// The measured correction: where the clock says a step with drafts costs more than the model says, a
+// choice the model alone would draft for becomes plain rows; the correction follows the measurements.
+TEST(DraftLengthPolicy, MeasuredStepCostsOverruleTheModel) {
+  // Verify rows cost a fiftieth of a decode step each; at 0.5 acceptance γ = 1 gains a little on the model.
+  const StepCostModel costs = table([](double r) { return 10.0 + 0.2 * r; }, 1.0);
+  const std::vector<DraftCandidate> c(4, candidate(15, 0.5));
+  const DraftChoice model_only = choose_draft_lengths(costs, c);
+  ASSERT_GT(model_only.gamma[0], 0);
+  EngineMetrics metrics;
+  EngineOptions options;
+  options.draft_policy = DraftPolicy::Adaptive;
+  options.step_costs = costs.costs();
+  DraftLengthPolicy policy(options, metrics);
+  for (int i = 0; i < 40; ++i) {
+    policy.observe_step(true, 0.010, 0.020);   // steps with drafts take twice the prediction
+    policy.observe_step(false, 0.010, 0.011);  // plain ones 10 % more
+  }
+  EXPECT_NEAR(policy.correction().drafting, 2.0, 0.05);
+  EXPECT_NEAR(policy.correction().plain, 1.1, 0.01);
+  for (int g : choose_draft_lengths(costs, c, policy.correction()).gamma) EXPECT_EQ(g, 0);
+  // Nonsense measurements leave it alone; a wild one moves it by at most a tenth of 4x.
+  policy.observe_step(true, 0, 1);
+  policy.observe_step(true, 0.01, -1);
+  EXPECT_NEAR(policy.correction().drafting, 2.0, 0.05);
+  policy.observe_step(true, 0.001, 100);
+  EXPECT_LE(policy.correction().drafting, 2.0 + 0.1 * 4);
+}
+
 TEST(DraftLengthPolicy, DraftsLongerWhereAcceptanceIsHigher) {
   // Rows cost a tenth of a decode step each past 16 rows: a mixed batch.
   const StepCostModel costs = table([](double r) { return 10.0 + 0.5 * std::max(0.0, r - 16); }, 1.0);
@@ -88,10 +116,41 @@ TEST(DraftLengthPolicy, KeepsAProbesDrafts) {
 
 TEST(DraftLengthPolicy, ProbesOnTheIntervalAfterAQuietSpell) {
   const int64_t n = DraftLengthPolicy::kProbeInterval;
-  EXPECT_FALSE(DraftLengthPolicy::probes(n, -1));  // never seen: the prior stands
-  EXPECT_TRUE(DraftLengthPolicy::probes(2 * n, n));
-  EXPECT_FALSE(DraftLengthPolicy::probes(2 * n, n + 1));
-  EXPECT_FALSE(DraftLengthPolicy::probes(2 * n + 1, 0));
+  EXPECT_FALSE(DraftLengthPolicy::probes(n, -1, 0));  // never seen: the prior stands
+  EXPECT_TRUE(DraftLengthPolicy::probes(2 * n, n, 3));
+  EXPECT_TRUE(DraftLengthPolicy::probes(2 * n, n + 1, 3));  // the last probe's verify, chosen at n
+  EXPECT_FALSE(DraftLengthPolicy::probes(2 * n, n + 2, 3));
+  EXPECT_FALSE(DraftLengthPolicy::probes(2 * n + 1, 0, 3));
+  // The back-off: 4 steps after the stopping verify, then 8, 16, and 32 from then on.
+  EXPECT_EQ(DraftLengthPolicy::probe_interval(0), DraftLengthPolicy::kFirstProbeInterval);
+  EXPECT_EQ(DraftLengthPolicy::probe_interval(1), 2 * DraftLengthPolicy::kFirstProbeInterval);
+  EXPECT_EQ(DraftLengthPolicy::probe_interval(30), n);
+  EXPECT_TRUE(DraftLengthPolicy::probes(8, 4, 0));
+  EXPECT_FALSE(DraftLengthPolicy::probes(8, 6, 0));
+  EXPECT_FALSE(DraftLengthPolicy::probes(12, 4, 1));  // not a multiple of 8
+  EXPECT_TRUE(DraftLengthPolicy::probes(16, 4, 1));
+}
+
+TEST(DraftLengthPolicy, BacksOffProbesThatFindNothingAndResetsOnDrafting) {
+  AcceptanceStats s;
+  s.observe(3, 0, 0);
+  DraftCandidate c;
+  c.max_drafts = 15;
+  EXPECT_FALSE(DraftLengthPolicy::schedule_probe(3, s, c));
+  EXPECT_EQ(c.min_drafts, 0);
+  DraftLengthPolicy::after_choice(s, c, 0);  // a plain row by choice: no change
+  EXPECT_EQ(s.quiet_probes(), 0);
+  ASSERT_TRUE(DraftLengthPolicy::schedule_probe(4, s, c));
+  EXPECT_EQ(c.min_drafts, DraftLengthPolicy::kProbeDrafts);
+  DraftLengthPolicy::after_choice(s, c, DraftLengthPolicy::kProbeDrafts);  // only the probe's drafts
+  EXPECT_EQ(s.quiet_probes(), 1);
+  for (int i = 0; i < 10; ++i) DraftLengthPolicy::after_choice(s, c, DraftLengthPolicy::kProbeDrafts);
+  EXPECT_EQ(DraftLengthPolicy::probe_interval(s.quiet_probes()), DraftLengthPolicy::kProbeInterval);
+  DraftLengthPolicy::after_choice(s, c, 6);  // the policy wants more than the probe: drafting by choice
+  EXPECT_EQ(s.quiet_probes(), 0);
+  // A sequence that cannot draft never probes.
+  c.max_drafts = 0;
+  EXPECT_FALSE(DraftLengthPolicy::schedule_probe(64, s, c));
 }
 
 // The search is a heuristic: on random small cases (random knees, propose costs and per-position
@@ -250,15 +309,18 @@ std::vector<std::vector<int>> simulate(const StepCostModel& costs, int sequences
     std::vector<double> prior(static_cast<size_t>(gamma_max));
     engine_wide.rates(prior);
     std::vector<DraftCandidate> c(static_cast<size_t>(sequences));
+    std::vector<const AcceptanceStats*> stats;
     for (size_t i = 0; i < c.size(); ++i) {
       c[i].max_drafts = gamma_max;
       c[i].context = 512;
       seq[i].mark_first_step(step);
-      if (DraftLengthPolicy::probes(step, seq[i].since_step())) c[i].min_drafts = DraftLengthPolicy::kProbeDrafts;
+      stats.push_back(&seq[i]);
       c[i].accept.resize(static_cast<size_t>(gamma_max));
       seq[i].rates(c[i].accept, prior, step);
     }
+    DraftLengthPolicy::schedule_probes(step, stats, c);
     out.push_back(choose_draft_lengths(costs, c).gamma);
+    for (size_t i = 0; i < c.size(); ++i) DraftLengthPolicy::after_choice(seq[i], c[i], out.back()[i]);
   }
   return out;
 }
@@ -300,30 +362,69 @@ TEST(DraftLengthPolicy, AllCorrectDraftsReachTheMostDraftsWithinTwoVerifies) {
 }
 
 TEST(DraftLengthPolicy, EveryDraftWrongFallsToPlainRowsAndProbes) {
+  constexpr int64_t kLongest = DraftLengthPolicy::kProbeInterval;
   for (int n : {1, 4, 16}) {
-    const int total = 256;
-    const int64_t interval = DraftLengthPolicy::kProbeInterval;
+    const int total = 512;
     const auto steps = simulate(gpu_like_costs(), n, 15, total, [](int, int) { return 0; });
-    std::vector<int> early(static_cast<size_t>(n));  // verifies in the first interval
-    int probes = 0;
-    for (int t = 0; t < total; ++t) {
-      for (size_t i = 0; i < steps[static_cast<size_t>(t)].size(); ++i) {
-        const int g = steps[static_cast<size_t>(t)][i];
-        if (t < interval) {
-          early[i] += g > 0;
-        } else if (t % interval == 0) {
-          EXPECT_LE(g, DraftLengthPolicy::kProbeDrafts) << n << " sequences, step " << t;
-          probes += g > 0;
-        } else {
-          EXPECT_EQ(g, 0) << n << " sequences, step " << t << ": " << trace(steps, 70);
-        }
+    std::vector<int> early(static_cast<size_t>(n));  // verifies in a row from the first step
+    std::vector<std::vector<int>> probes(static_cast<size_t>(n));
+    for (int i = 0; i < n; ++i) {
+      int t = 0;
+      while (t < total && steps[static_cast<size_t>(t)][static_cast<size_t>(i)] > 0) ++t;
+      early[static_cast<size_t>(i)] = t;
+      // A few verifies on the prior (and on the engine-wide rates while they still hope).
+      EXPECT_LE(t, 4) << n << " sequences: " << trace(steps, 40);
+      for (; t < total; ++t)
+        if (steps[static_cast<size_t>(t)][static_cast<size_t>(i)] > 0) probes[static_cast<size_t>(i)].push_back(t);
+    }
+    for (int t = 8; t < total; ++t) {  // then plain rows and probes of kProbeDrafts, a few sequences a step
+      int probing = 0;
+      for (int g : steps[static_cast<size_t>(t)]) {
+        EXPECT_LE(g, DraftLengthPolicy::kProbeDrafts) << n << " sequences, step " << t;
+        probing += g > 0;
+      }
+      EXPECT_LE(probing, DraftLengthPolicy::kMaxProbesPerStep) << n << " sequences, step " << t;
+    }
+    // Each sequence keeps probing: at most kProbeInterval apart once backed off, times the turns it waits
+    // for when more than kMaxProbesPerStep are due together.
+    const int64_t turns = (n + DraftLengthPolicy::kMaxProbesPerStep - 1) / DraftLengthPolicy::kMaxProbesPerStep;
+    for (int i = 0; i < n; ++i) {
+      const auto& at = probes[static_cast<size_t>(i)];
+      ASSERT_GE(at.size(), 2u) << n << " sequences, sequence " << i;
+      EXPECT_LE(at.front() - early[static_cast<size_t>(i)], turns * 2 * DraftLengthPolicy::kFirstProbeInterval) << n;
+      for (size_t k = 1; k < at.size(); ++k)  // (+ half: a probe on a multiple of 16 waits for a multiple of 32)
+        EXPECT_LE(at[k] - at[k - 1], turns * kLongest + kLongest / 2) << n << ", step " << at[k];
+      EXPECT_LE(static_cast<int64_t>(at.size()), total / kLongest + 4) << n;
+      if (n <= DraftLengthPolicy::kMaxProbesPerStep) {  // the back-off alone: gaps grow to kProbeInterval
+        for (size_t k = 2; k < at.size(); ++k)
+          EXPECT_GE(at[k] - at[k - 1], std::min<int64_t>(at[k - 1] - at[k - 2], kLongest)) << n << ", step " << at[k];
+        EXPECT_EQ(at.back() - at[at.size() - 2], kLongest) << n;
       }
     }
-    // A few verifies on the prior (and on the engine-wide rates while they still hope), then plain rows
-    // and a probe each interval at most.
-    for (int v : early) EXPECT_LE(v, 4) << n << " sequences: " << trace(steps, 40);
-    EXPECT_LE(probes, n * (total / interval)) << n;
-    EXPECT_GT(probes, 0) << n;
+  }
+}
+
+TEST(DraftLengthPolicy, OneUnluckyVerifyCostsOnlyAFewPlainSteps) {
+  // Every sequence's first verify rejects everything (it stops them all: the engine-wide rates fall too);
+  // afterwards drafts are right at 0.9. The back-off's first probes find that within a few steps, and
+  // the engine-wide rates bring back the sequences that did not probe.
+  for (int n : {1, 4, 16}) {
+    std::vector<int> verifies(static_cast<size_t>(n));
+    std::mt19937 rng(7);
+    std::bernoulli_distribution correct(0.9);
+    const auto steps = simulate(gpu_like_costs(), n, 15, 40, [&](int i, int drafts) {
+      if (verifies[static_cast<size_t>(i)]++ == 0) return 0;
+      int a = 0;
+      while (a < drafts && correct(rng)) ++a;
+      return a;
+    });
+    size_t back = 1;  // the first step after the stop where every sequence drafts again
+    while (back < steps.size() &&
+           std::any_of(steps[back].begin(), steps[back].end(), [](int g) { return g == 0; }))
+      ++back;
+    std::printf("%d sequences: every one drafting again from step %zu\n", n, back);
+    EXPECT_LE(back, static_cast<size_t>(4 * DraftLengthPolicy::kFirstProbeInterval))
+        << n << " sequences: " << trace(steps, 20);
   }
 }
 
