@@ -1,0 +1,84 @@
+// The in-process collective (backend/collective.h): every rank's views in host memory.
+#include "backend/collective.h"
+
+#include <cstring>
+
+#include "core/error.h"
+
+namespace specserve {
+
+namespace {
+
+void check_views(std::span<const TensorView> views, int ranks, const char* what) {
+  SS_CHECK(static_cast<int>(views.size()) == ranks, "{}: {} views for {} ranks", what, views.size(), ranks);
+  for (const TensorView& v : views)
+    SS_CHECK(v.device == Device::CPU && v.dtype == DType::F32 && v.ndim() == 2 && v.strides[1] == 1,
+             "{}: f32 host matrices with contiguous rows expected, got {}", what, v.describe());
+}
+
+class InProcessCollective final : public Collective {
+ public:
+  explicit InProcessCollective(int ranks) : ranks_(ranks) {}
+  int ranks() const override { return ranks_; }
+
+  void all_reduce_sum(std::span<const TensorView> partials, std::span<const TensorView> outs) const override {
+    check_views(partials, ranks_, "all_reduce_sum");
+    check_views(outs, ranks_, "all_reduce_sum");
+    const TensorView& y = outs[0];
+    const int64_t rows = y.dim(0), cols = y.dim(1);
+    for (const TensorView& p : partials)
+      SS_CHECK(p.shape == y.shape, "all_reduce_sum: partial {} for output {}", p.describe(), y.describe());
+    for (int64_t i = 0; i < rows; ++i) {
+      float* out = y.as<float>() + i * y.strides[0];
+      const float* first = partials[0].as<const float>() + i * partials[0].strides[0];
+      if (out != first) std::memcpy(out, first, static_cast<size_t>(cols) * 4);
+      for (int q = 1; q < ranks_; ++q) {
+        const float* p =
+            partials[static_cast<size_t>(q)].as<const float>() + i * partials[static_cast<size_t>(q)].strides[0];
+        for (int64_t c = 0; c < cols; ++c) out[c] = out[c] + p[c];
+      }
+    }
+    copy_to_other_outs(outs);
+  }
+
+  void all_gather_columns(std::span<const TensorView> parts, std::span<const TensorView> outs) const override {
+    check_views(parts, ranks_, "all_gather_columns");
+    check_views(outs, ranks_, "all_gather_columns");
+    const TensorView& y = outs[0];
+    int64_t col = 0;
+    for (const TensorView& p : parts) {
+      SS_CHECK(p.dim(0) == y.dim(0), "all_gather_columns: part {} for output {}", p.describe(), y.describe());
+      for (int64_t i = 0; i < p.dim(0); ++i)
+        std::memcpy(y.as<float>() + i * y.strides[0] + col, p.as<const float>() + i * p.strides[0],
+                    static_cast<size_t>(p.dim(1)) * 4);
+      col += p.dim(1);
+    }
+    SS_CHECK(col == y.dim(1), "all_gather_columns: {} columns for output {}", col, y.describe());
+    copy_to_other_outs(outs);
+  }
+
+ private:
+  // outs[1..] get outs[0]'s rows (skipped where a view is outs[0] itself).
+  void copy_to_other_outs(std::span<const TensorView> outs) const {
+    const TensorView& y = outs[0];
+    for (size_t r = 1; r < outs.size(); ++r) {
+      const TensorView& o = outs[r];
+      if (o.data == y.data) continue;
+      SS_CHECK(o.shape == y.shape, "collective: output {} beside {}", o.describe(), y.describe());
+      for (int64_t i = 0; i < y.dim(0); ++i)
+        std::memcpy(o.as<float>() + i * o.strides[0], y.as<const float>() + i * y.strides[0],
+                    static_cast<size_t>(y.dim(1)) * 4);
+    }
+  }
+
+  int ranks_;
+};
+
+}  // namespace
+
+std::unique_ptr<Collective> in_process_collective(int ranks) {
+  SS_CHECK(ranks >= 1, "a collective needs at least one rank (got {})", ranks);
+  return std::make_unique<InProcessCollective>(ranks);
+}
+
+}  // namespace specserve
