@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <optional>
 #include <set>
 
 #include "backend/backend.h"
@@ -12,6 +13,7 @@
 #include "io/checkpoint_layout.h"
 #include "model/deltanet_snapshot.h"
 #include "model/layers.h"
+#include "model/tensor_parallel_shards.h"
 
 namespace specserve {
 
@@ -27,6 +29,11 @@ struct TargetModel::Impl {
   KvGeometry kv;
   std::shared_ptr<KvBlockPool> pool;
   int num_deltanet = 0;
+  // A sequence's DeltaNet states: one per layer, or with tensor parallelism one per rank and layer, each of
+  // its rank's heads (model/tensor_parallel_shards.h).
+  GdnDims state_gdn;
+  int state_layers = 0;
+  std::unique_ptr<TensorParallelShards> tp;  // null: unsharded
 };
 
 namespace {
@@ -116,7 +123,7 @@ TargetModel::~TargetModel() = default;
 namespace {
 // The rest of a load once the weights are at hand: the family's parts, the upload to the backend's
 // memory (tensors already there stay), the KV geometry and pool.
-void build_parts(TargetModel::Impl& impl, bool upload, const std::string& kv_dtype) {
+void build_parts(TargetModel::Impl& impl, bool upload, const std::string& kv_dtype, int tensor_parallel) {
   switch (impl.cfg.family) {
     case ModelFamily::Qwen3: impl.parts = build_qwen3(impl.cfg, *impl.weights); break;
     case ModelFamily::Qwen3_5: impl.parts = build_qwen3_5(impl.cfg, *impl.weights); break;
@@ -135,6 +142,18 @@ void build_parts(TargetModel::Impl& impl, bool upload, const std::string& kv_dty
   }
   const ArchSpec& s = impl.parts.spec;
   impl.kv = KvGeometry{attention, s.num_kv_heads, s.head_dim, resolve_kv_dtype(kv_dtype, impl.weights->matrix_dtype())};
+  impl.state_gdn = s.gdn;
+  impl.state_layers = impl.num_deltanet;
+  if (tensor_parallel > 0) {
+    SS_CHECK(impl.mem->device() == Device::CPU,
+             "--tensor-parallel {} runs only as the CPU simulation for now: the {} backend's multi-GPU path needs a "
+             "multi-GPU machine (use --backend cpu, or leave --tensor-parallel at 1)",
+             tensor_parallel, impl.backend.name);
+    impl.tp = shard_model(impl.parts, impl.cfg, tensor_parallel, impl.kv, impl.num_deltanet);
+    impl.kv = impl.tp->pool_kv;
+    impl.state_gdn = impl.tp->ranks[0].parts.spec.gdn;
+    impl.state_layers = impl.num_deltanet * tensor_parallel;
+  }
   if (attention > 0) impl.pool = std::make_shared<KvBlockPool>(impl.kv, *impl.mem);
 }
 }  // namespace
@@ -157,7 +176,7 @@ std::unique_ptr<TargetModel> TargetModel::load(const std::string& dir, const Loa
              "--fp8-weights must be keep or dequantise (got '{}')", options.fp8_weights);
     // (--dtype f32 is the exact dequantised reference: there fp8 weights are always dequantised.)
     if (impl->cfg.fp8_block128 && options.fp8_weights == "keep" && dt == DType::BF16) impl->weights->set_keep_fp8(true);
-    build_parts(*impl, !on_host, options.kv_dtype);
+    build_parts(*impl, !on_host, options.kv_dtype, options.tensor_parallel);
     return std::unique_ptr<TargetModel>(new TargetModel(std::move(impl)));
   });
 }
@@ -178,7 +197,7 @@ std::unique_ptr<TargetModel> TargetModel::synthetic(const ModelConfig& config, c
   // An fp8 shape (synthetic_shapes.h "-fp8") is a Qwen fp8 checkpoint loaded with --fp8-weights keep (its
   // dequantised twin is the plain shape); --dtype f32, as on a checkpoint, dequantises: plain f32 matrices.
   if (config.fp8_block128 && dt == DType::BF16) impl->weights->set_keep_fp8(true);
-  build_parts(*impl, false, options.kv_dtype);
+  build_parts(*impl, false, options.kv_dtype, options.tensor_parallel);
   if (impl->mem->device() != Device::CPU) {
     // The weights exist only on the device: there are no host copies for host-side helpers.
     impl->host_embed = impl->host_final_norm = impl->host_lm_head = TensorView();
@@ -218,9 +237,9 @@ struct DeltaNetBytes {
 std::unique_ptr<SequenceState> TargetModel::new_sequence() const {
   auto s = std::make_unique<SequenceState>();
   ModelInternals::set_pool(*s, impl_->pool);
-  const GdnDims& d = impl_->parts.spec.gdn;
+  const GdnDims& d = impl_->state_gdn;
   auto& layers = ModelInternals::deltanets(*s);
-  layers.resize(static_cast<size_t>(impl_->num_deltanet));
+  layers.resize(static_cast<size_t>(impl_->state_layers));
   const Memory& mem = *impl_->mem;
   const DeltaNetBytes b(d);
   for (auto& l : layers) {
@@ -271,7 +290,7 @@ size_t TargetModel::dequantised_step_weight_bytes() const {
 size_t TargetModel::kv_block_bytes() const { return static_cast<size_t>(impl_->kv.block_bytes()); }
 
 size_t TargetModel::sequence_state_bytes() const {
-  return static_cast<size_t>(impl_->num_deltanet) * DeltaNetBytes(impl_->parts.spec.gdn).total();
+  return static_cast<size_t>(impl_->state_layers) * DeltaNetBytes(impl_->state_gdn).total();
 }
 
 void TargetModel::reserve(int64_t kv_blocks, int sequences) {
@@ -282,9 +301,9 @@ void TargetModel::reserve(int64_t kv_blocks, int sequences) {
   require_room(mem, need, fmt::format("the DeltaNet state of {} sequences", sequences), " (lower --max-seqs)");
   // Allocated and released at once: the device allocator keeps the blocks cached by size class, and
   // every sequence's state buffers later come from them.
-  const DeltaNetBytes b(impl_->parts.spec.gdn);
+  const DeltaNetBytes b(impl_->state_gdn);
   std::vector<Buffer> slots;
-  for (int64_t i = 0; i < int64_t{sequences} * impl_->num_deltanet; ++i)
+  for (int64_t i = 0; i < int64_t{sequences} * impl_->state_layers; ++i)
     for (size_t bytes : {b.state, b.state, b.window, b.rows, b.rows, b.gates, b.gates}) slots.emplace_back(mem, bytes);
 }
 
@@ -355,9 +374,15 @@ ForwardResult TargetModel::forward(const ForwardBatch& batch) {
       ctx.attn_rows.push_back({ModelInternals::blocks(*sp.state).data(), pos});
     }
 
+  // With tensor parallelism every rank's mixer and MLP run as partials, then the fixed-order all-reduce.
+  std::optional<TensorParallelStep> tp;
+  if (m.tp) tp.emplace(*m.tp, ctx);
   // Results are host tensors; on a device they are computed there and downloaded at the end.
   MemTensor x = MemTensor::empty(mem, DType::F32, {ctx.rows, H});
-  m.ops->embedding(m.parts.embed, tokens, x);
+  if (tp)
+    tp->embed(tokens, x);
+  else
+    m.ops->embedding(m.parts.embed, tokens, x);
   const int64_t C = static_cast<int64_t>(batch.capture_layers.size());
   MemTensor captured_dev;
   TensorView captured;
@@ -374,7 +399,11 @@ ForwardResult TargetModel::forward(const ForwardBatch& batch) {
   MemTensor normed = MemTensor::empty(mem, DType::F32, {ctx.rows, H});
   if (!layers.empty()) m.ops->rms_norm(x, layers[0].input_norm, spec.norm, spec.eps, normed);
   for (size_t l = 0; l < layers.size(); ++l) {
-    layers[l].forward(ctx, x, normed, l + 1 < layers.size() ? &layers[l + 1].input_norm : nullptr);
+    const TensorView* next_norm = l + 1 < layers.size() ? &layers[l + 1].input_norm : nullptr;
+    if (tp)
+      tp->layer(l, layers[l], spec, x, normed, next_norm);
+    else
+      layers[l].forward(ctx, x, normed, next_norm);
     for (int64_t c = 0; c < C; ++c) {
       if (batch.capture_layers[c] != static_cast<int>(l)) continue;
       const auto row = static_cast<size_t>(H) * 4;
@@ -402,7 +431,10 @@ ForwardResult TargetModel::forward(const ForwardBatch& batch) {
     m.ops->rms_norm(sel, m.parts.final_norm, spec.norm, spec.eps, sel);
     result.logits = Tensor::empty(DType::F32, {n, spec.vocab});
     if (on_host) {
-      m.ops->matmul(sel, m.parts.lm_head, result.logits);
+      if (tp)
+        tp->lm_head(sel, result.logits);
+      else
+        m.ops->matmul(sel, m.parts.lm_head, result.logits);
       reduce_logits(batch, result, *m.ops, result.logits, mem);
     } else {
       MemTensor logits = MemTensor::empty(mem, DType::F32, {n, spec.vocab});
@@ -423,9 +455,7 @@ ForwardResult TargetModel::forward(const ForwardBatch& batch) {
 
 std::shared_ptr<KvBlockPool> TargetModel::kv_pool() const { return impl_->pool; }
 
-size_t TargetModel::snapshot_bytes() const {
-  return deltanet_snapshot_bytes(impl_->parts.spec.gdn, impl_->num_deltanet);
-}
+size_t TargetModel::snapshot_bytes() const { return deltanet_snapshot_bytes(impl_->state_gdn, impl_->state_layers); }
 
 int64_t TargetModel::snapshot_blocks() const {
   const size_t bytes = snapshot_bytes(), block = kv_block_bytes();
@@ -433,11 +463,11 @@ int64_t TargetModel::snapshot_blocks() const {
 }
 
 void TargetModel::save_snapshot(const SequenceState& s, std::span<void* const> blocks) const {
-  save_deltanet_snapshot(*impl_->mem, impl_->parts.spec.gdn, s, blocks, kv_block_bytes());
+  save_deltanet_snapshot(*impl_->mem, impl_->state_gdn, s, blocks, kv_block_bytes());
 }
 
 void TargetModel::restore_snapshot(std::span<void* const> blocks, SequenceState& s) const {
-  restore_deltanet_snapshot(*impl_->mem, impl_->parts.spec.gdn, blocks, kv_block_bytes(), s);
+  restore_deltanet_snapshot(*impl_->mem, impl_->state_gdn, blocks, kv_block_bytes(), s);
 }
 
 void TargetModel::commit(SequenceState& state, int64_t n) const {
@@ -447,9 +477,13 @@ void TargetModel::commit(SequenceState& state, int64_t n) const {
   // Every DeltaNet layer's window copies in one copy_many.
   std::vector<CopyRegion> copies;
   std::vector<Buffer> retired;
-  for (const auto& l : impl_->parts.layers)
-    if (l.type == LayerType::LinearAttention)
-      l.deltanet.commit(*impl_->ops, *impl_->mem, impl_->parts.spec, state, n, copies, retired);
+  if (impl_->tp) {
+    tensor_parallel_commit(*impl_->tp, *impl_->ops, *impl_->mem, state, n, copies, retired);
+  } else {
+    for (const auto& l : impl_->parts.layers)
+      if (l.type == LayerType::LinearAttention)
+        l.deltanet.commit(*impl_->ops, *impl_->mem, impl_->parts.spec, state, n, copies, retired);
+  }
   impl_->mem->copy_many(copies);
   ModelInternals::length(state) += n;
   ModelInternals::pending(state) = 0;

@@ -53,6 +53,10 @@ struct LoadOptions {
   // dequantisation; with dtype "f32", the exact dequantised reference, they are dequantised whatever this
   // says). No effect on other checkpoints.
   std::string fp8_weights = "dequantise";
+  // Tensor parallelism (`--tensor-parallel`, docs/DESIGN.md §6): 0 runs the model unsharded; N >= 1 runs the
+  // sharded forward over N ranks, simulated on the CPU in this process (model/tensor_parallel_shards.h; N = 1
+  // is one rank holding everything: the unsharded bits through the sharded path). CPU backend only for now.
+  int tensor_parallel = 0;
 };
 
 enum class SpanMode {

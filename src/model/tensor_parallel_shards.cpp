@@ -1,0 +1,140 @@
+// shard_model: the ranks' slices of a loaded target's weights (docs/DESIGN.md §6.1, §6.3).
+#include <cstring>
+
+#include "core/error.h"
+#include "model/tensor_parallel_shards.h"
+
+namespace specserve {
+
+namespace {
+
+// Rows [begin, end) of a matrix or vector: a view.
+TensorView row_slice(const TensorView& v, int64_t begin, int64_t end) {
+  if (begin == 0 && end == v.dim(0)) return v;
+  return v.rows(begin, end);
+}
+
+// Columns [begin, end) of a matrix [rows, cols] with contiguous rows: a view whose rows keep the matrix's stride.
+TensorView column_slice(const TensorView& v, int64_t begin, int64_t end) {
+  if (begin == 0 && end == v.dim(1)) return v;
+  SS_CHECK(!v.block_scaled(),
+           "--tensor-parallel: {} is a kept fp8 matrix, whose columns cannot be split yet (use "
+           "--fp8-weights dequantise)",
+           v.describe());
+  SS_CHECK(v.ndim() == 2 && v.strides[1] == 1, "--tensor-parallel: cannot split the columns of {}", v.describe());
+  TensorView c = v;
+  c.data = static_cast<char*>(v.data) + begin * static_cast<int64_t>(dtype_size(v.dtype));
+  c.shape = Shape{v.dim(0), end - begin};
+  return c;
+}
+
+// The rows of several ranges, in order, in one owned copy (a view when they are the whole matrix in order).
+TensorView gather_rows(const TensorView& v, std::initializer_list<IndexRange> ranges, std::vector<Tensor>& owned) {
+  int64_t rows = 0, at = 0;
+  bool whole = true;
+  for (const IndexRange& r : ranges) {
+    whole = whole && r.begin == at;
+    at = r.end;
+    rows += r.size();
+  }
+  if (whole && at == v.dim(0)) return v;
+  SS_CHECK(!v.block_scaled(),
+           "--tensor-parallel: {} is a kept fp8 matrix, whose rows cannot be gathered yet (use "
+           "--fp8-weights dequantise)",
+           v.describe());
+  SS_CHECK(v.device == Device::CPU && v.strides[v.ndim() - 1] == 1, "--tensor-parallel: cannot gather rows of {}",
+           v.describe());
+  Shape shape = v.shape;
+  shape.dims[0] = rows;
+  Tensor t = Tensor::empty(v.dtype, shape);
+  const size_t row_bytes = static_cast<size_t>(v.numel() / v.dim(0)) * dtype_size(v.dtype);
+  const size_t stride = static_cast<size_t>(v.strides[0]) * dtype_size(v.dtype);
+  char* out = t.as<char>();
+  for (const IndexRange& r : ranges)
+    for (int64_t i = r.begin; i < r.end; ++i, out += row_bytes)
+      std::memcpy(out, static_cast<const char*>(v.data) + static_cast<size_t>(i) * stride, row_bytes);
+  owned.push_back(std::move(t));
+  return owned.back().view();
+}
+
+AttentionBlock shard_attention(const AttentionBlock& a, const ArchSpec& s, const RankShare& sh) {
+  const int64_t hd = s.head_dim, q_rows = hd * (s.attn_output_gate ? 2 : 1);
+  AttentionBlock b = a;
+  b.q_proj = row_slice(a.q_proj, sh.q_heads.begin * q_rows, sh.q_heads.end * q_rows);
+  b.k_proj = row_slice(a.k_proj, sh.kv_heads.begin * hd, sh.kv_heads.end * hd);
+  b.v_proj = row_slice(a.v_proj, sh.kv_heads.begin * hd, sh.kv_heads.end * hd);
+  b.o_proj = column_slice(a.o_proj, sh.q_heads.begin * hd, sh.q_heads.end * hd);
+  return b;
+}
+
+DeltaNetBlock shard_deltanet(const DeltaNetBlock& d, const GdnDims& g, const RankShare& sh, int slot,
+                             std::vector<Tensor>& owned) {
+  const int64_t dk = g.k_dim, dv = g.v_dim, key = g.key_dim();
+  const IndexRange q{sh.gdn_k_heads.begin * dk, sh.gdn_k_heads.end * dk};
+  const IndexRange k{key + q.begin, key + q.end};
+  const IndexRange v{2 * key + sh.gdn_v_heads.begin * dv, 2 * key + sh.gdn_v_heads.end * dv};
+  const IndexRange heads = sh.gdn_v_heads;
+  DeltaNetBlock b = d;
+  b.in_qkv = gather_rows(d.in_qkv, {q, k, v}, owned);
+  b.conv = gather_rows(d.conv, {q, k, v}, owned);
+  b.in_z = row_slice(d.in_z, heads.begin * dv, heads.end * dv);
+  b.in_b = row_slice(d.in_b, heads.begin, heads.end);
+  b.in_a = row_slice(d.in_a, heads.begin, heads.end);
+  b.a_log = row_slice(d.a_log, heads.begin, heads.end);
+  b.dt_bias = row_slice(d.dt_bias, heads.begin, heads.end);
+  b.out_proj = column_slice(d.out_proj, heads.begin * dv, heads.end * dv);
+  b.slot = slot;
+  return b;
+}
+
+}  // namespace
+
+std::unique_ptr<TensorParallelShards> shard_model(const ModelParts& full, const ModelConfig& cfg, int ranks,
+                                                  const KvGeometry& full_kv, int deltanet_layers) {
+  auto tp = std::make_unique<TensorParallelShards>();
+  tp->plan = plan_tensor_parallel(cfg, ranks);
+  tp->collective = in_process_collective(ranks);
+  tp->deltanet_layers = deltanet_layers;
+  const ArchSpec& s = full.spec;
+  for (int r = 0; r < ranks; ++r) {
+    const RankShare& sh = tp->plan.shares[static_cast<size_t>(r)];
+    RankModel rank;
+    ArchSpec& rs = rank.parts.spec;
+    rs = s;
+    rs.num_heads = static_cast<int>(sh.q_heads.size());
+    rs.num_kv_heads = static_cast<int>(sh.kv_heads.size());
+    rs.intermediate = sh.mlp_columns.size();
+    rs.vocab = sh.vocab_rows.size();
+    rs.gdn.num_k_heads = static_cast<int>(sh.gdn_k_heads.size());
+    rs.gdn.num_v_heads = static_cast<int>(sh.gdn_v_heads.size());
+    for (const DecoderLayer& l : full.layers) {
+      DecoderLayer rl = l;
+      if (l.type == LayerType::LinearAttention)
+        rl.deltanet = shard_deltanet(l.deltanet, s.gdn, sh, r * deltanet_layers + l.deltanet.slot, tp->gathered);
+      else
+        rl.attn = shard_attention(l.attn, s, sh);
+      rl.mlp.gate = row_slice(l.mlp.gate, sh.mlp_columns.begin, sh.mlp_columns.end);
+      rl.mlp.up = row_slice(l.mlp.up, sh.mlp_columns.begin, sh.mlp_columns.end);
+      rl.mlp.down = column_slice(l.mlp.down, sh.mlp_columns.begin, sh.mlp_columns.end);
+      rank.parts.layers.push_back(std::move(rl));
+    }
+    rank.parts.embed = row_slice(full.embed, sh.vocab_rows.begin, sh.vocab_rows.end);
+    rank.parts.lm_head = row_slice(full.lm_head, sh.vocab_rows.begin, sh.vocab_rows.end);
+    rank.parts.final_norm = full.final_norm;
+    rank.kv = KvGeometry{full_kv.num_layers, rs.num_kv_heads, full_kv.head_dim, full_kv.dtype};
+    rank.vocab_begin = sh.vocab_rows.begin;
+    tp->ranks.push_back(std::move(rank));
+  }
+  tp->pool_kv = tp->ranks[0].kv;
+  tp->pool_kv.num_kv_heads *= ranks;  // N slices a block (the layout inside a block is the model's business)
+  return tp;
+}
+
+void tensor_parallel_commit(const TensorParallelShards& tp, const Ops& ops, const Memory& mem, SequenceState& s,
+                            int64_t n, std::vector<CopyRegion>& copies, std::vector<Buffer>& retired) {
+  for (const RankModel& rank : tp.ranks)
+    for (const DecoderLayer& l : rank.parts.layers)
+      if (l.type == LayerType::LinearAttention) l.deltanet.commit(ops, mem, rank.parts.spec, s, n, copies, retired);
+}
+
+}  // namespace specserve

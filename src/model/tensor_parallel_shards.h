@@ -1,0 +1,69 @@
+#pragma once
+// Internal: the sharded target model (docs/DESIGN.md §6.3). shard_model cuts a loaded model's weights into the
+// N ranks' slices of the partition plan (views where a slice is one range of rows or columns; copies only for
+// the DeltaNet in_proj_qkv and conv1d rows, three ranges each); TensorParallelStep runs one forward's layers
+// rank by rank, each rank computing its partial of every row-parallel matmul, then the fixed-order
+// all-reduce (backend/collective.h). Every rank runs in this process on the CPU: the simulation that a
+// multi-GPU collective and per-rank devices replace.
+//
+// Per-sequence state is sharded like the weights without changing SequenceState: a KV block of the sharded
+// model is the ranks' blocks one after another (rank r's slice at r · rank_block_bytes()), and a sequence has
+// one DeltaNet state per rank and layer (rank r's layer slot s at r · deltanet_layers + s).
+#include <memory>
+#include <span>
+#include <vector>
+
+#include "backend/collective.h"
+#include "model/layers.h"
+#include "model/tensor_parallel_plan.h"
+
+namespace specserve {
+
+struct RankModel {
+  ModelParts parts;  // spec with the rank's heads and widths (vocab: its rows); views of its slices
+  KvGeometry kv;     // its KV heads, in its slice of each block
+  int64_t vocab_begin = 0;
+};
+
+struct TensorParallelShards {
+  TensorParallelPlan plan;
+  std::vector<RankModel> ranks;
+  std::vector<Tensor> gathered;  // the copied slices (in_proj_qkv, conv1d)
+  std::unique_ptr<Collective> collective;
+  int deltanet_layers = 0;  // per rank
+  KvGeometry pool_kv;       // the KV pool's geometry: N rank slices a block
+  int64_t rank_block_bytes() const { return ranks.empty() ? 0 : ranks[0].kv.block_bytes(); }
+};
+
+// `full_kv` is the unsharded model's KV geometry (its dtype and attention layer count are kept).
+std::unique_ptr<TensorParallelShards> shard_model(const ModelParts& full, const ModelConfig& cfg, int ranks,
+                                                  const KvGeometry& full_kv, int deltanet_layers);
+
+// One forward's rows seen by every rank: the rank contexts (their specs, KV geometry and block slices).
+class TensorParallelStep {
+ public:
+  TensorParallelStep(const TensorParallelShards& tp, const BatchContext& ctx);
+  // x [rows, hidden] <- the embedding rows: each rank gathers the rows of its vocabulary, zeros elsewhere,
+  // and the all-reduce sums them.
+  void embed(std::span<const int32_t> ids, const TensorView& x) const;
+  // DecoderLayer::forward (layers.h) with each mixer and MLP run as N rank partials and an all-reduce;
+  // `full` gives the replicated norms.
+  void layer(size_t l, const DecoderLayer& full, const ArchSpec& spec, const TensorView& x, const TensorView& normed,
+             const TensorView* next_norm) const;
+  // logits [R, vocab] <- hidden · lm_headᵀ: each rank its vocabulary's columns, gathered in rank order.
+  void lm_head(const TensorView& hidden, const TensorView& logits) const;
+
+ private:
+  // partials[r] from each rank's `run(rank, ctx, out)`, then out <- their sum.
+  template <class Run>
+  void reduce_ranks(const TensorView& out, Run run) const;
+  const TensorParallelShards& tp_;
+  mutable std::vector<BatchContext> ctx_;                // per rank (the blocks take them mutable)
+  std::vector<std::vector<std::vector<void*>>> tables_;  // [rank][span]: block pointers of the rank's slices
+};
+
+// TargetModel::commit's DeltaNet part for every rank's layers.
+void tensor_parallel_commit(const TensorParallelShards& tp, const Ops& ops, const Memory& mem, SequenceState& s,
+                            int64_t n, std::vector<CopyRegion>& copies, std::vector<Buffer>& retired);
+
+}  // namespace specserve
