@@ -30,6 +30,7 @@ struct ServeArgs {
   server::ServerOptions http;
   DrafterFlags drafter;       // applied to spec before loading
   double swap_space_gib = 4;  // --swap-space-gib, to spec.engine.swap_space_bytes
+  int tensor_parallel = 1;    // --tensor-parallel, to spec.tensor_parallel
 };
 
 // Blocks SIGINT/SIGTERM in this thread and every thread it creates afterwards; they are then
@@ -47,6 +48,7 @@ int run_serve(ServeArgs args) {
   args.drafter.check_needs_draft();
   args.drafter.apply_to(args.spec);
   args.spec.engine.swap_space_bytes = static_cast<size_t>(args.swap_space_gib * double(size_t{1} << 30));
+  args.spec.tensor_parallel = tensor_parallel_load_option(args.tensor_parallel);
   sigset_t signals = block_shutdown_signals();
   auto state = std::make_shared<server::ServingState>();
   args.http.max_seqs = args.spec.engine.max_seqs;
@@ -163,6 +165,7 @@ void register_serve(CLI::App& app, CommandRunner& run) {
   add_dtype_flag(*cmd, s.dtype);
   add_kv_dtype_flag(*cmd, s.kv_dtype);
   add_fp8_weights_flag(*cmd, s.fp8_weights);
+  add_tensor_parallel_flag(*cmd, args->tensor_parallel);
   add_backend_flag(*cmd, s.backend);
   cmd->add_option("--max-tokens-limit", h.max_tokens_limit, "Largest max_tokens accepted (0 = the context length)");
   cmd->add_option("--default-max-tokens", h.default_max_tokens,

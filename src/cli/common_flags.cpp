@@ -35,6 +35,15 @@ CLI::Option* add_kv_dtype_flag(CLI::App& cmd, std::string& kv_dtype) {
       ->capture_default_str();
 }
 
+CLI::Option* add_tensor_parallel_flag(CLI::App& cmd, int& ranks) {
+  return cmd
+      .add_option("--tensor-parallel", ranks,
+                  "Split the target over N ranks (Megatron style, lossless: docs/DESIGN.md §6). N > 1 runs as a CPU "
+                  "simulation of N ranks (--backend cpu) until the multi-GPU path lands")
+      ->check(CLI::Range(1, 64))
+      ->capture_default_str();
+}
+
 CLI::Option* add_fp8_weights_flag(CLI::App& cmd, std::string& fp8_weights) {
   return cmd
       .add_option("--fp8-weights", fp8_weights,

@@ -50,6 +50,7 @@ std::shared_ptr<LoadedModel> LoadedModel::load(const ServeSpec& spec, const Prog
   load.dtype = spec.dtype;
   load.kv_dtype = spec.kv_dtype;
   load.fp8_weights = spec.fp8_weights;
+  load.tensor_parallel = spec.tensor_parallel;
   m->target_ = TargetModel::load(spec.model_dir, load);
   SS_LOG_INFO("serve", "weights {}, KV cache {} (--kv-dtype {}): {} bytes per 16 positions",
               dtype_name(m->target_->weight_dtype()), dtype_name(m->target_->kv_dtype()), spec.kv_dtype,
