@@ -1,7 +1,8 @@
 // The device allocator (cuda_memory.cpp) carves classes below 64 MiB from chunks of whole 2 MiB pages:
 // many small buffers (a 27B sequence's DeltaNet layers hold five under 1 MiB each) take about their bytes of
 // device memory, not a driver page each; pieces of a class are reused after release; and every piece is
-// usable memory of its size (written and read back whole, none overlapping another).
+// usable memory of its size (written and read back whole, none overlapping another); cached blocks go back
+// to the driver when an allocation would not fit otherwise.
 #include <cuda_runtime_api.h>
 
 #include <algorithm>
@@ -55,6 +56,23 @@ TEST_F(Gpu, SmallBuffersTakeAboutTheirBytes) {
     mem.download(back.data(), pieces[size_t(i)].data(), bytes);
     ASSERT_TRUE(std::all_of(back.begin(), back.end(), [&](unsigned char c) { return c == i; })) << "piece " << i;
   }
+}
+
+// Released blocks stay cached by class; when the device is full a new allocation of any size, one of 256 MiB
+// or more (allocated exactly) too, gets them back first instead of failing (an acceptance-controlled serving
+// run ran out of memory in a 64-sequence pass that way, its earlier passes' blocks cached).
+TEST_F(Gpu, ALargeAllocationTakesBackTheCachedBlocks) {
+  const Memory& mem = cuda_memory();
+  const size_t cls = size_t{96} << 20, leave = size_t{768} << 20;
+  {
+    std::vector<Buffer> fill;  // classes until less than `leave` is free, then all released (cached)
+    while (driver_free() > leave + cls) fill.emplace_back(mem, cls);
+    ASSERT_GT(fill.size(), 8u);
+  }
+  ASSERT_LT(driver_free(), leave + cls) << "released class blocks stay cached";
+  const size_t big = size_t{4} << 30;  // more than is free, less than what is cached
+  Buffer b(mem, big);
+  EXPECT_NE(b.data(), nullptr);
 }
 
 }  // namespace

@@ -52,7 +52,7 @@ class CudaMemory final : public Memory {
   void* allocate(size_t bytes) const override {
     if (bytes >= kExactFrom) {
       void* p = nullptr;
-      CUDA_CHECK(cudaMalloc(&p, bytes));
+      CUDA_CHECK(malloc_or_trim(&p, bytes));
       std::lock_guard lock(mutex_);
       reserved_ += bytes;
       return p;
@@ -70,14 +70,7 @@ class CudaMemory final : public Memory {
     }
     const size_t bytes_new = cls < kCarveBelow ? carve_chunk(cls) : cls;
     void* p = nullptr;
-    cudaError_t err = cudaMalloc(&p, bytes_new);
-    if (err == cudaErrorMemoryAllocation) {
-      // Give the cached blocks back and try once more.
-      (void)cudaGetLastError();
-      trim();
-      err = cudaMalloc(&p, bytes_new);
-    }
-    CUDA_CHECK(err);
+    CUDA_CHECK(malloc_or_trim(&p, bytes_new));
     std::lock_guard lock(mutex_);
     reserved_ += bytes_new;
     if (cls < kCarveBelow) {  // a chunk: the first piece is the caller's, the rest wait in the class's list
@@ -228,6 +221,18 @@ class CudaMemory final : public Memory {
     const auto* d =
         static_cast<const cuda::kernels::CopyRegionDev*>(staging.stage(dev.data(), dev.size() * sizeof(dev[0])));
     cuda::kernels::copy_many(d, static_cast<int64_t>(dev.size()), max_bytes, cuda::launch_stream());
+  }
+
+  // cudaMalloc; when the device is full, the cached free blocks given back and one more try (an exact
+  // allocation too: blocks cached in the classes would otherwise keep a large request from fitting).
+  cudaError_t malloc_or_trim(void** p, size_t bytes) const {
+    cudaError_t err = cudaMalloc(p, bytes);
+    if (err == cudaErrorMemoryAllocation) {
+      (void)cudaGetLastError();
+      trim();
+      err = cudaMalloc(p, bytes);
+    }
+    return err;
   }
 
   void trim() const {
