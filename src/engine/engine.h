@@ -142,7 +142,7 @@ class Engine {
   };
   StepPrediction step_prediction_;
   bool step_had_prefill_ = false;  // the current step's plan has a prefill chunk
-  int lookahead_ = 0;  // DraftProposer::positions_past_context (0 without a proposer)
+  int lookahead_ = 0;              // DraftProposer::positions_past_context (0 without a proposer)
   // The target's swap image: fixed bytes (DeltaNet state) and bytes per KV block (swap.cpp).
   size_t target_swap_fixed_ = 0, target_swap_per_block_ = 0;
   size_t swap_used_ = 0;  // host bytes of the swapped-out sequences' images

@@ -50,8 +50,8 @@ void Engine::step() {
   if (!schedule_sequences()) return;                         // 1
   const std::vector<PlannedSpan> plan = plan_with_blocks();  // 2
   if (plan.empty()) return;
-  step_had_prefill_ = std::any_of(plan.begin(), plan.end(),
-                                  [](const PlannedSpan& p) { return p.kind == SpanKind::PrefillChunk; });
+  step_had_prefill_ =
+      std::any_of(plan.begin(), plan.end(), [](const PlannedSpan& p) { return p.kind == SpanKind::PrefillChunk; });
   const StepRows rows = lay_out_rows(plan, running_, proposer_, options_.verify_mode);  // 3
   const ForwardResult out = forward(rows);                                              // 4
   std::vector<SpanResult> results = pick_accept_commit(rows, out);                      // 5
@@ -268,8 +268,8 @@ std::vector<int> Engine::draft_lengths(std::span<Sequence* const> decoding, std:
     ++(choice.gamma[i] > 0 ? drafted : plain);
     DraftLengthPolicy::after_choice(decoding[i]->acceptance, candidates[i], choice.gamma[i]);
   }
-  step_prediction_ = {true, now, choice.seconds / (drafted > 0 ? correction.drafting : correction.plain), drafted > 0,
-                      step_index, decoding.size()};
+  step_prediction_ = {true,        now,        choice.seconds / (drafted > 0 ? correction.drafting : correction.plain),
+                      drafted > 0, step_index, decoding.size()};
   metrics_.spec_policy_drafted.fetch_add(drafted, std::memory_order_relaxed);
   metrics_.spec_policy_plain.fetch_add(plain, std::memory_order_relaxed);
   metrics_.spec_policy_probes.fetch_add(probes, std::memory_order_relaxed);

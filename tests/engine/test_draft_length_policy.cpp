@@ -419,8 +419,7 @@ TEST(DraftLengthPolicy, OneUnluckyVerifyCostsOnlyAFewPlainSteps) {
       return a;
     });
     size_t back = 1;  // the first step after the stop where every sequence drafts again
-    while (back < steps.size() &&
-           std::any_of(steps[back].begin(), steps[back].end(), [](int g) { return g == 0; }))
+    while (back < steps.size() && std::any_of(steps[back].begin(), steps[back].end(), [](int g) { return g == 0; }))
       ++back;
     std::printf("%d sequences: every one drafting again from step %zu\n", n, back);
     EXPECT_LE(back, static_cast<size_t>(4 * DraftLengthPolicy::kFirstProbeInterval))
