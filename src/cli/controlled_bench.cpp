@@ -100,6 +100,7 @@ engine::EngineOptions engine_options(const ControlledBenchOptions& o, int concur
   e.gamma = gamma;
   e.draft_policy = policy;
   if (policy == engine::DraftPolicy::Adaptive) e.step_costs = costs;
+  e.step_cost_feedback = !o.step_costs.has_value();  // a scripted table (tests) is taken as it is
   e.max_seqs = concurrency;
   e.max_queue = std::max(e.max_queue, o.requests);
   const int64_t blocks_per_sequence = (o.prompt_tokens + o.max_tokens + lookahead + 15) / 16 + 2;

@@ -38,6 +38,10 @@ struct EngineOptions {
   DraftPolicy draft_policy = DraftPolicy::Fixed;
   // The step cost model's coefficients; required by DraftPolicy::Adaptive (engine/step_cost_model.h).
   std::optional<StepCosts> step_costs;
+  // Whether the adaptive policy also corrects the model by its steps' measured times (StepCostCorrection,
+  // engine/draft_length_policy.h). Off only where the costs are a scripted table rather than this
+  // device's (tests), so that the policy's choices do not depend on the test machine's clock.
+  bool step_cost_feedback = true;
   // A hard cap: speculate only while at most this many sequences decode (0: no cap). Above it the engine
   // proposes no drafts and the next step is a plain decode whatever the policy says; outputs are the same
   // either way (drafts never change them). The adaptive policy makes the choice from measured costs; the

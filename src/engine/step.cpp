@@ -241,7 +241,8 @@ std::vector<int> Engine::draft_lengths(std::span<Sequence* const> decoding, std:
   const auto step = static_cast<int64_t>(step_index);
   // The step since the last choice against its prediction (engine.h: StepPrediction).
   const StepPrediction& last = step_prediction_;
-  if (last.valid && last.step + 1 == step_index && !step_had_prefill_ && last.sequences == decoding.size())
+  if (options_.step_cost_feedback && last.valid && last.step + 1 == step_index && !step_had_prefill_ &&
+      last.sequences == decoding.size())
     draft_policy_.observe_step(last.drafting, last.seconds, std::chrono::duration<double>(now - last.at).count());
   // The engine-wide rates once: every sequence's prior (engine/acceptance_stats.h).
   std::vector<double> prior(static_cast<size_t>(*std::max_element(max_drafts.begin(), max_drafts.end())));

@@ -36,6 +36,7 @@ PolicyRun run_policy(Pair& pair, DFlashProposer* proposer, std::optional<StepCos
   if (costs) {
     o.draft_policy = engine::DraftPolicy::Adaptive;
     o.step_costs = costs;
+    o.step_cost_feedback = false;  // the scripted table decides, not this machine's clock
   }
   auto e = make_engine(*pair.target, proposer, o);
   PolicyRun r;

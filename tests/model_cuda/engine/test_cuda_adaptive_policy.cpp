@@ -39,6 +39,7 @@ PolicyRun run_policy(TargetModel& target, spec::DFlashProposer* proposer, std::o
   if (costs) {
     o.draft_policy = engine::DraftPolicy::Adaptive;
     o.step_costs = costs;
+    o.step_cost_feedback = false;  // the scripted table decides, not this machine's clock
   }
   auto e = make_engine(target, proposer, o);
   PolicyRun r;
