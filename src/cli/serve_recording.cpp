@@ -36,11 +36,15 @@ std::shared_ptr<engine::ResultStream> RecordingServices::submit(const server::Co
       auto& output = tee->request.tokens.output;
       output.insert(output.end(), ev.tokens.begin(), ev.tokens.end());
       const bool last = ev.finished;
-      if (last && ev.finish_reason == engine::FinishReason::Error) tee->request.error = ev.error;
+      if (last) {
+        // Recorded before the HTTP layer can see the end: a client that has its whole answer may end the
+        // level, and the level then takes the records.
+        if (ev.finish_reason == engine::FinishReason::Error) tee->request.error = ev.error;
+        tee->done = true;
+        finished(std::move(tee->request));
+      }
       if (http) http->push(std::move(ev));
       if (!last) continue;
-      tee->done = true;
-      finished(std::move(tee->request));
       tee->in->set_ready_hook({});
       return;
     }

@@ -220,6 +220,34 @@ int DraftLengthPolicy::schedule_probes(int64_t step, std::span<const AcceptanceS
   return static_cast<int>(due.size());
 }
 
+int DraftLengthPolicy::afford_probes(std::span<DraftCandidate> candidates) {
+  if (!model_) return 0;
+  double n = 0, context = 0, extra_rows = 0, extra_context = 0, probing = 0, probing_context = 0;
+  for (const DraftCandidate& c : candidates) {
+    const auto ctx = static_cast<double>(c.context);
+    n += 1;
+    context += ctx;
+    if (c.min_drafts == 0) continue;
+    extra_rows += c.min_drafts;
+    extra_context += c.min_drafts * ctx;
+    probing += 1;
+    probing_context += ctx;
+  }
+  const double plain = model_->step_seconds(n, n, context, 0) * correction_.plain;
+  probe_credit_ = probe_credit_ < 0 ? plain : std::min(plain, probe_credit_ + kProbeBudget * plain);
+  if (probing == 0) return 0;
+  const double with = (model_->step_seconds(n + extra_rows, n, context, extra_context) +
+                       model_->propose_seconds(probing, probing_context)) *
+                      correction_.drafting;
+  const double cost = std::max(0.0, with - plain);
+  if (cost > probe_credit_) {
+    for (DraftCandidate& c : candidates) c.min_drafts = 0;
+    return 0;
+  }
+  probe_credit_ -= cost;
+  return static_cast<int>(probing);
+}
+
 void DraftLengthPolicy::observe_step(bool drafting, double predicted, double measured) {
   if (!(predicted > 0) || !(measured > 0)) return;
   const double ratio = std::clamp(measured / predicted, 0.25, 4.0);

@@ -68,6 +68,9 @@ class DraftLengthPolicy {
   static constexpr int kMaxProbesPerStep = 4;
   // The weight of a new measurement in the step cost correction (about the last ten steps of each kind).
   static constexpr double kCorrectionWeight = 0.1;
+  // The probe budget: probes may cost (predicted: their propose and extra rows) this share of the steps'
+  // predicted plain time; unspent credit is kept up to one plain step (so a first probe need not wait).
+  static constexpr double kProbeBudget = 0.02;
 
   // Adaptive when options.draft_policy says so (its step_costs then required); publishes the cost model's
   // predictions at EngineMetrics::kStepCostPoints.
@@ -78,6 +81,11 @@ class DraftLengthPolicy {
   const AcceptanceStats& engine_acceptance() const { return engine_acceptance_; }
   // A step the policy predicted `predicted` seconds for took `measured`: moves the correction of its kind.
   void observe_step(bool drafting, double predicted, double measured);
+  // Credits the step's share of the probe budget, then keeps the probes schedule_probes left in
+  // `candidates` when the credit covers their predicted cost (spent), else clears them. Returns how many
+  // probe.
+  int afford_probes(std::span<DraftCandidate> candidates);
+  double probe_credit() const { return probe_credit_; }
   const StepCostCorrection& correction() const { return correction_; }
 
   // The interval after `quiet_probes` probes in a row that did not bring the sequence back.
@@ -98,6 +106,7 @@ class DraftLengthPolicy {
   std::optional<StepCostModel> model_;
   AcceptanceStats engine_acceptance_{AcceptanceStats::kEngineDecay, AcceptanceStats::kPriorWeight};
   StepCostCorrection correction_;
+  double probe_credit_ = -1;  // seconds; < 0 before the first step (then one plain step's worth)
 };
 
 }  // namespace specserve::engine

@@ -260,7 +260,8 @@ std::vector<int> Engine::draft_lengths(std::span<Sequence* const> decoding, std:
     c.accept.resize(static_cast<size_t>(c.max_drafts));
     s.acceptance.rates(c.accept, prior, step);
   }
-  const auto probes = static_cast<uint64_t>(DraftLengthPolicy::schedule_probes(step, stats, candidates));
+  DraftLengthPolicy::schedule_probes(step, stats, candidates);
+  const auto probes = static_cast<uint64_t>(draft_policy_.afford_probes(candidates));
   const StepCostCorrection& correction = draft_policy_.correction();
   const DraftChoice choice = choose_draft_lengths(draft_policy_.model(), candidates, correction);
   uint64_t drafted = 0, plain = 0;

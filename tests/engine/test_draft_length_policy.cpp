@@ -294,6 +294,11 @@ std::vector<std::vector<int>> simulate(const StepCostModel& costs, int sequences
                                        const std::function<int(int, int)>& accepted) {
   AcceptanceStats engine_wide(AcceptanceStats::kEngineDecay, AcceptanceStats::kPriorWeight);
   std::vector<AcceptanceStats> seq(static_cast<size_t>(sequences));
+  EngineMetrics metrics;
+  EngineOptions options;
+  options.draft_policy = DraftPolicy::Adaptive;
+  options.step_costs = costs.costs();
+  DraftLengthPolicy policy(options, metrics);  // the probe budget's credit
   std::vector<std::vector<int>> out;
   for (int64_t step = 0; step < steps; ++step) {
     // The verifies of the step (their drafts chosen at the end of the one before), then the next γ.
@@ -319,6 +324,7 @@ std::vector<std::vector<int>> simulate(const StepCostModel& costs, int sequences
       seq[i].rates(c[i].accept, prior, step);
     }
     DraftLengthPolicy::schedule_probes(step, stats, c);
+    policy.afford_probes(c);
     out.push_back(choose_draft_lengths(costs, c).gamma);
     for (size_t i = 0; i < c.size(); ++i) DraftLengthPolicy::after_choice(seq[i], c[i], out.back()[i]);
   }
@@ -402,6 +408,38 @@ TEST(DraftLengthPolicy, EveryDraftWrongFallsToPlainRowsAndProbes) {
       }
     }
   }
+}
+
+// The probe budget: over many steps probes cost about kProbeBudget of the plain steps' predicted time (plus
+// the one plain step of credit a policy starts with); unaffordable probes are cleared.
+TEST(DraftLengthPolicy, ProbesStayWithinTheirBudget) {
+  const StepCostModel costs = gpu_like_costs();
+  EngineMetrics metrics;
+  EngineOptions options;
+  options.draft_policy = DraftPolicy::Adaptive;
+  options.step_costs = costs.costs();
+  DraftLengthPolicy policy(options, metrics);
+  const int n = 64, probing = 4, steps = 400;
+  const double plain = costs.step_seconds(n, n, n * 512.0, 0);
+  const double cost = costs.step_seconds(n + 3 * probing, n, n * 512.0, 3 * probing * 512.0) +
+                      costs.propose_seconds(probing, probing * 512.0) - plain;
+  int afforded = 0;
+  for (int t = 0; t < steps; ++t) {
+    std::vector<DraftCandidate> c(n, candidate(15, 0.05));
+    for (int i = 0; i < probing; ++i) c[static_cast<size_t>(i)].min_drafts = 3;
+    const int got = policy.afford_probes(c);
+    ASSERT_TRUE(got == 0 || got == probing);
+    for (const DraftCandidate& d : c) EXPECT_EQ(d.min_drafts, got ? (&d - c.data() < probing ? 3 : 0) : 0);
+    afforded += got > 0;
+  }
+  const double expected = (1 + DraftLengthPolicy::kProbeBudget * steps) * plain / cost;
+  std::printf("%d of %d steps probed (budget: %.1f)\n", afforded, steps, expected);
+  EXPECT_LE(afforded, expected + 1);
+  EXPECT_GE(afforded, expected - 2);
+  // Nothing due: nothing spent, and the credit never passes one plain step.
+  std::vector<DraftCandidate> none(n, candidate(15, 0.05));
+  for (int t = 0; t < 200; ++t) EXPECT_EQ(policy.afford_probes(none), 0);
+  EXPECT_LE(policy.probe_credit(), plain * (1 + 1e-9));
 }
 
 TEST(DraftLengthPolicy, OneUnluckyVerifyCostsOnlyAFewPlainSteps) {
