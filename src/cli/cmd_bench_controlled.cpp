@@ -76,16 +76,7 @@ void register_bench_controlled(CLI::App& bench, CommandRunner& run) {
                   "adaptive (per sequence and step 0..--gamma drafts from its acceptance and the step cost model, "
                   "as `serve` runs by default)")
       ->capture_default_str()
-      ->check([](const std::string& text) {
-        try {
-          parse_policy_list(text);
-          return std::string();
-        } catch (const Error& e) {
-          const std::string message = e.what();
-          const std::string prefix = "--policies: ";
-          return message.rfind(prefix, 0) == 0 ? message.substr(prefix.size()) : message;
-        }
-      });
+      ->check(policy_list_problem);
   cmd->add_option("--step-cost-profile", a->bench.step_cost_profile,
                   "Step costs for the adaptive policy, as `specserve bench step-costs --out FILE` wrote them for this "
                   "model, device and build (default: timed once at the start of the run, as `serve` does; a profile "

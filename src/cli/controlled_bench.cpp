@@ -149,16 +149,28 @@ std::vector<AcceptanceSpec> parse_acceptance_list(std::string_view text) {
   return out;
 }
 
-std::string acceptance_list_problem(const std::string& text) {
+namespace {
+
+// "" when `parse` takes the text, else its Error's message without the "FLAG: " it starts with (CLI11 names
+// the flag itself).
+template <class Parse>
+std::string list_problem(Parse parse, const std::string& text, std::string_view flag) {
   try {
-    parse_acceptance_list(text);
+    parse(text);
     return std::string();
   } catch (const Error& e) {
-    const std::string message = e.what();
-    const std::string prefix = "--acceptance: ";
+    const std::string message = e.what(), prefix = std::string(flag) + ": ";
     return message.rfind(prefix, 0) == 0 ? message.substr(prefix.size()) : message;
   }
 }
+
+}  // namespace
+
+std::string acceptance_list_problem(const std::string& text) {
+  return list_problem(parse_acceptance_list, text, "--acceptance");
+}
+
+std::string policy_list_problem(const std::string& text) { return list_problem(parse_policy_list, text, "--policies"); }
 
 std::vector<engine::DraftPolicy> parse_policy_list(std::string_view text) {
   std::vector<engine::DraftPolicy> out;

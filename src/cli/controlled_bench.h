@@ -49,6 +49,8 @@ std::vector<AcceptanceSpec> parse_acceptance_list(std::string_view text);
 std::string acceptance_list_problem(const std::string& text);
 // "fixed,adaptive": each once. Throws Error naming the problem.
 std::vector<engine::DraftPolicy> parse_policy_list(std::string_view text);
+// For a CLI11 check of --policies, as acceptance_list_problem.
+std::string policy_list_problem(const std::string& text);
 
 // One speculative pass of one level under one policy.
 struct ControlledPass {

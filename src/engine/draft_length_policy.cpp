@@ -34,11 +34,11 @@ class StepSums {
       drafted_context_ += sign * ctx;
     }
   }
-  double seconds() const {
-    const double s = model_.step_seconds(rows_, sequences_, context_, extra_row_context_) +
-                     model_.propose_seconds(drafted_, drafted_context_);
-    return s * (drafted_ > 0.5 ? correction_.drafting : correction_.plain);
+  double model_seconds() const {
+    return model_.step_seconds(rows_, sequences_, context_, extra_row_context_) +
+           model_.propose_seconds(drafted_, drafted_context_);
   }
+  double seconds() const { return model_seconds() * (drafted_ > 0.5 ? correction_.drafting : correction_.plain); }
   double tokens() const { return tokens_; }
   double score() const { return tokens_ / seconds(); }
 
@@ -168,6 +168,7 @@ DraftChoice choose_draft_lengths(const StepCostModel& model, std::span<const Dra
   choice.gamma = gamma;
   choice.tokens = sums.tokens();
   choice.seconds = sums.seconds();
+  choice.model_seconds = sums.model_seconds();
   return choice;
 }
 
@@ -185,10 +186,14 @@ DraftLengthPolicy::DraftLengthPolicy(const EngineOptions& options, EngineMetrics
   }
 }
 
+static_assert((DraftLengthPolicy::kProbeInterval / DraftLengthPolicy::kFirstProbeInterval &
+               (DraftLengthPolicy::kProbeInterval / DraftLengthPolicy::kFirstProbeInterval - 1)) == 0,
+              "the back-off doubles from the first interval to exactly the longest");
+
 int64_t DraftLengthPolicy::probe_interval(int quiet_probes) {
   int64_t interval = kFirstProbeInterval;
   for (int i = 0; i < quiet_probes && interval < kProbeInterval; ++i) interval *= 2;
-  return std::min(interval, kProbeInterval);
+  return interval;
 }
 
 bool DraftLengthPolicy::probes(int64_t step, int64_t since, int quiet_probes) {
@@ -259,8 +264,7 @@ void DraftLengthPolicy::after_choice(AcceptanceStats& stats, const DraftCandidat
   if (gamma > candidate.min_drafts) {
     stats.set_quiet_probes(0);  // drafting by choice
   } else if (candidate.min_drafts > 0) {
-    int64_t interval = probe_interval(stats.quiet_probes());
-    if (interval < kProbeInterval) stats.set_quiet_probes(stats.quiet_probes() + 1);
+    if (probe_interval(stats.quiet_probes()) < kProbeInterval) stats.set_quiet_probes(stats.quiet_probes() + 1);
   }
 }
 

@@ -34,9 +34,10 @@ struct DraftCandidate {
 };
 
 struct DraftChoice {
-  std::vector<int> gamma;  // one per candidate
-  double tokens = 0;       // expected committed tokens of the step
-  double seconds = 0;      // predicted step + propose seconds (corrected: below)
+  std::vector<int> gamma;    // one per candidate
+  double tokens = 0;         // expected committed tokens of the step
+  double seconds = 0;        // predicted step + propose seconds (corrected: below)
+  double model_seconds = 0;  // the same by the cost model alone
 };
 
 // Measured step time over the cost model's prediction, for steps where some sequence drafts and for steps

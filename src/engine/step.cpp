@@ -270,8 +270,7 @@ std::vector<int> Engine::draft_lengths(std::span<Sequence* const> decoding, std:
     ++(choice.gamma[i] > 0 ? drafted : plain);
     DraftLengthPolicy::after_choice(decoding[i]->acceptance, candidates[i], choice.gamma[i]);
   }
-  step_prediction_ = {true,        now,        choice.seconds / (drafted > 0 ? correction.drafting : correction.plain),
-                      drafted > 0, step_index, decoding.size()};
+  step_prediction_ = {true, now, choice.model_seconds, drafted > 0, step_index, decoding.size()};
   metrics_.spec_policy_drafted.fetch_add(drafted, std::memory_order_relaxed);
   metrics_.spec_policy_plain.fetch_add(plain, std::memory_order_relaxed);
   metrics_.spec_policy_probes.fetch_add(probes, std::memory_order_relaxed);
