@@ -3,8 +3,9 @@
 // with the row-invariant kernels to float rounding (the same bf16 products, summed in another order:
 // a transposed or misaddressed operand would be off by O(1)); every output element is written and
 // nothing beside the output's columns; matmul_multi writes each part into its own columns of a shared
-// row. Calls that do not qualify (32 rows or fewer, f32 weights, K off the 8-element grid) and every
-// call after the scope ends run the row-invariant kernels: the same bits as outside any scope.
+// row; row counts of one bucket share its algorithm (one heuristic query) and agree with the CPU. Calls
+// that do not qualify (32 rows or fewer, f32 weights, K off the 8-element grid) and every call after
+// the scope ends run the row-invariant kernels: the same bits as outside any scope.
 #include <cmath>
 
 #include "backend/cuda/matmul_free_order.h"
@@ -151,6 +152,52 @@ INSTANTIATE_TEST_SUITE_P(Shapes, FreeOrderMatmul,
                            return "M" + std::to_string(i.param.M) + "_N" + std::to_string(i.param.N) + "_K" +
                                   std::to_string(i.param.K);
                          });
+
+// The algorithm is chosen per row bucket (free_order_row_bucket): row counts of one bucket share the
+// bucket's heuristic query, each M checked once (the same M again costs nothing), and every M, the
+// bucket's edges included, agrees with the CPU's matmul of the same bf16 values.
+TEST_F(Gpu, FreeOrderRowCountsOfOneBucketShareOneHeuristicQuery) {
+  const int64_t N = 328, K = 264;  // a weight shape no other test uses: its buckets start empty here
+  const std::vector<uint16_t> wb = to_bf16(randn(size_t(N * K), 31, 0.05f));
+  const DeviceBuffer w = DeviceBuffer::from(wb);
+  const TensorView W = dev_view(w, DType::BF16, {N, K});
+  struct Bucket {
+    int64_t a, b;
+  };
+  for (const Bucket bk : {Bucket{33, 64}, Bucket{65, 127}, Bucket{300, 511}}) {
+    SCOPED_TRACE("rows " + std::to_string(bk.a) + " and " + std::to_string(bk.b));
+    ASSERT_EQ(cuda::free_order_row_bucket(bk.a), cuda::free_order_row_bucket(bk.b));
+    ASSERT_NE(cuda::free_order_row_bucket(bk.a), cuda::free_order_row_bucket(bk.a - 1)) << "a is the bucket's first";
+    const uint64_t fallbacks_before = cuda::free_order_bucket_fallbacks();
+    int call = 0;
+    for (const int64_t M : {bk.a, bk.b, bk.a}) {
+      SCOPED_TRACE("M " + std::to_string(M) + ", call " + std::to_string(call));
+      // x holds bf16 values, so the CPU's products are the GPU's exactly: only the sums' order differs.
+      std::vector<float> xf = randn(size_t(M * K), 32 + uint32_t(M));
+      for (float& v : xf) v = bf16_to_f32(f32_to_bf16(v));
+      std::vector<float> ref(size_t(M * N));
+      cpu_ops().matmul(host_view(xf.data(), DType::F32, {M, K}), host_view(wb.data(), DType::BF16, {N, K}),
+                       host_view(ref.data(), DType::F32, {M, N}));
+      const DeviceBuffer x = DeviceBuffer::from(xf), y = poisoned(size_t(M * N));
+      const uint64_t queries = cuda::free_order_heuristic_queries(), fallbacks = cuda::free_order_bucket_fallbacks();
+      const uint64_t matmuls = cuda::free_order_matmuls();
+      {
+        const ScopedMatmulOrder order(cuda_ops(), MatmulOrder::Free);
+        cuda_ops().matmul(dev_view(x, DType::F32, {M, K}), W, dev_view(y, DType::F32, {M, N}));
+      }
+      EXPECT_EQ(cuda::free_order_matmuls() - matmuls, 1u) << "the call took the cuBLASLt path";
+      const uint64_t fell_back = cuda::free_order_bucket_fallbacks() - fallbacks;
+      const uint64_t expected_queries = (call == 0 ? 1u : 0u) + (call == 2 ? 0u : fell_back);
+      EXPECT_EQ(cuda::free_order_heuristic_queries() - queries, expected_queries)
+          << "one query for the bucket, none for another M of it (none at all for an M seen before)";
+      if (call == 2) EXPECT_EQ(fell_back, 0u) << "an M seen before is not checked again";
+      EXPECT_LT(rel_err(download(y, size_t(M * N)), ref), 1e-5);
+      ++call;
+    }
+    EXPECT_EQ(cuda::free_order_bucket_fallbacks(), fallbacks_before)
+        << "the bucket's algorithm ran every M of the bucket (a fallback is correct but costs a query)";
+  }
+}
 
 // Calls the path does not take run the row-invariant kernels even inside the scope: the same bits.
 TEST_F(Gpu, FreeOrderFallsBackToTheRowInvariantKernels) {

@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <bit>
 #include <memory>
 #include <mutex>
 #include <unordered_map>
@@ -76,12 +77,35 @@ struct Descriptors {
   Descriptors& operator=(const Descriptors&) = delete;
 };
 
-// A shape's algorithm and its descriptors, made once: creating the four descriptors per call cost host
-// time between launches that a propose of many rows (tens of cuBLASLt calls) shows as GPU idle gaps.
-struct Plan {
+// The algorithm is chosen per row bucket, not per row count (row_bucket_of: the next power of two, at
+// least 64). The drafter's context projection and propose see a different M almost every step (the
+// committed rows vary), and a heuristic query (cublasLtMatmulAlgoGetHeuristic) and four new descriptors
+// per new M cost host time before the GEMMs of nearly every drafting step: ~4 ms of GPU idle gaps in a
+// probe's propose at 64 sequences. A bucket's algorithm is the heuristic's for the bucket's largest M (a
+// tile configuration chosen for M_b runs any M <= M_b, at worst with tiles up to twice as tall as M
+// needs). It is checked once for each M of the bucket (cublasLtMatmulAlgoCheck: whether it supports the
+// shape, and the workspace it needs); where the check fails, that M gets the heuristic's algorithm for
+// itself. The free order allows a choice per bucket: under MatmulOrder::Free a row's bits may depend on
+// M and on the rows beside it (docs/DESIGN.md §4: the drafter only, "drafts may depend on the batch,
+// outputs never do"; docs/KERNELS.md, rule 6). The algorithm for an M is still a function of the shape
+// alone (the bucket's heuristic, or the exact one), never of the order in which shapes were seen.
+int64_t row_bucket_of(int64_t M) {
+  return static_cast<int64_t>(std::bit_ceil(static_cast<uint64_t>(std::max<int64_t>(M, 64))));
+}
+
+// An algorithm the heuristic found within the workspace (or none).
+struct Choice {
   bool usable = false;
   cublasLtMatmulAlgo_t algo{};
+};
+
+// One row bucket of one GEMM shape: its descriptors, made once at the bucket's M and set to each call's
+// M before use (two attribute writes instead of four descriptors per new M), the bucket's algorithm, and
+// for each M seen the algorithm that runs it.
+struct Bucket {
   std::unique_ptr<Descriptors> desc;
+  Choice choice;
+  std::unordered_map<int64_t, Choice> rows;
 };
 
 // The process's cuBLASLt state: every call is enqueued on the one stream, so one workspace serves all.
@@ -89,20 +113,31 @@ struct LtState {
   std::mutex mutex;
   cublasLtHandle_t handle = nullptr;
   void* workspace = nullptr;
-  std::unordered_map<Shape, Plan, ShapeHash> plans;
+  std::unordered_map<Shape, Bucket, ShapeHash> buckets;  // Shape::M is the bucket's
 };
+
+// Bounds on the caches: a model's weight shapes times the buckets its row counts reach is a few dozen;
+// the row counts of one bucket are at most the bucket's size (a cleared one costs a check per M again).
+constexpr size_t kMaxBuckets = 1024;
+constexpr size_t kMaxRowsPerBucket = 4096;
 
 LtState& lt_state() {
   static LtState* state = new LtState;  // lives to the process's end (no teardown order with the driver)
   return *state;
 }
 
-const Plan& plan_for(LtState& lt, const Shape& s) {
-  auto it = lt.plans.find(s);
-  if (it != lt.plans.end()) return it->second;
-  Plan plan;
-  plan.desc = std::make_unique<Descriptors>(s);
-  const Descriptors& desc = *plan.desc;
+std::atomic<uint64_t> g_heuristic_queries{0};
+std::atomic<uint64_t> g_bucket_fallbacks{0};
+
+void set_rows(const Descriptors& desc, int64_t M) {
+  const auto m = static_cast<uint64_t>(M);
+  LT_CHECK(cublasLtMatrixLayoutSetAttribute(desc.b, CUBLASLT_MATRIX_LAYOUT_COLS, &m, sizeof m));
+  LT_CHECK(cublasLtMatrixLayoutSetAttribute(desc.d, CUBLASLT_MATRIX_LAYOUT_COLS, &m, sizeof m));
+}
+
+// The heuristic's algorithm for the shape `desc` describes now (alignments from `s`).
+Choice heuristic(LtState& lt, const Shape& s, const Descriptors& desc) {
+  g_heuristic_queries.fetch_add(1, std::memory_order_relaxed);
   cublasLtMatmulPreference_t pref = nullptr;
   LT_CHECK(cublasLtMatmulPreferenceCreate(&pref));
   const size_t ws = kWorkspaceBytes;
@@ -116,12 +151,51 @@ const Plan& plan_for(LtState& lt, const Shape& s) {
   const cublasStatus_t st =
       cublasLtMatmulAlgoGetHeuristic(lt.handle, desc.op, desc.a, desc.b, desc.d, desc.d, pref, 1, &result, &found);
   cublasLtMatmulPreferenceDestroy(pref);
+  Choice c;
   if (st == CUBLAS_STATUS_SUCCESS && found > 0 && result.state == CUBLAS_STATUS_SUCCESS &&
       result.workspaceSize <= kWorkspaceBytes) {
-    plan.usable = true;
-    plan.algo = result.algo;
+    c.usable = true;
+    c.algo = result.algo;
   }
-  return lt.plans.emplace(s, std::move(plan)).first->second;
+  return c;
+}
+
+// Whether `algo` runs the shape `desc` describes now within the workspace.
+bool algo_runs(LtState& lt, const Descriptors& desc, const cublasLtMatmulAlgo_t& algo) {
+  cublasLtMatmulHeuristicResult_t result{};
+  const cublasStatus_t st = cublasLtMatmulAlgoCheck(lt.handle, desc.op, desc.a, desc.b, desc.d, desc.d, &algo, &result);
+  return st == CUBLAS_STATUS_SUCCESS && result.state == CUBLAS_STATUS_SUCCESS &&
+         result.workspaceSize <= kWorkspaceBytes;
+}
+
+// The descriptors (set to s.M) and the algorithm for shape `s`; held by address until the buckets are
+// cleared (matmul_free_order clears them before its lookups).
+struct Plan {
+  const Descriptors* desc = nullptr;
+  Choice choice;
+};
+
+Plan plan_for(LtState& lt, const Shape& s) {
+  Shape key = s;
+  key.M = row_bucket_of(s.M);
+  Bucket& bucket = lt.buckets[key];
+  if (!bucket.desc) {  // new (or its descriptors failed before)
+    bucket.desc = std::make_unique<Descriptors>(key);
+    bucket.choice = heuristic(lt, key, *bucket.desc);
+  }
+  set_rows(*bucket.desc, s.M);
+  auto row = bucket.rows.find(s.M);
+  if (row == bucket.rows.end()) {
+    if (bucket.rows.size() >= kMaxRowsPerBucket) bucket.rows.clear();
+    Choice c = bucket.choice;
+    if (!c.usable || !algo_runs(lt, *bucket.desc, c.algo)) {
+      // The bucket's algorithm does not take this M (or the bucket has none): the heuristic's for M itself.
+      if (c.usable) g_bucket_fallbacks.fetch_add(1, std::memory_order_relaxed);
+      c = heuristic(lt, s, *bucket.desc);
+    }
+    row = bucket.rows.emplace(s.M, c).first;
+  }
+  return {bucket.desc.get(), row->second};
 }
 
 std::atomic<uint64_t> g_free_order_matmuls{0};
@@ -145,6 +219,9 @@ int64_t free_order_min_rows() { return kFreeOrderMinRows; }
 
 uint64_t free_order_matmuls() { return g_free_order_matmuls.load(std::memory_order_relaxed); }
 uint64_t free_order_xb_reused() { return g_free_order_xb_reused.load(std::memory_order_relaxed); }
+int64_t free_order_row_bucket(int64_t M) { return row_bucket_of(M); }
+uint64_t free_order_heuristic_queries() { return g_heuristic_queries.load(std::memory_order_relaxed); }
+uint64_t free_order_bucket_fallbacks() { return g_bucket_fallbacks.load(std::memory_order_relaxed); }
 
 namespace {
 std::atomic<uint64_t> g_free_order_attentions{0};
@@ -169,15 +246,15 @@ bool matmul_free_order(std::span<const kernels::MatmulArgs> parts, bool accumula
   const uint32_t align_x = alignment(nullptr, pitch, 2);
   constexpr size_t kMaxParts = 8;
   if (parts.size() > kMaxParts) return false;
-  // Distinct row counts of context projections: bounded anyway. (Cleared before the lookups: the plans
-  // below are held by address, which an unordered_map keeps until an erase.)
-  if (lt.plans.size() > 4096) lt.plans.clear();
-  const Plan* plans[kMaxParts] = {};
+  // Bounded (cleared before the lookups: the plans below hold buckets by address, which an unordered_map
+  // keeps until an erase).
+  if (lt.buckets.size() + kMaxParts > kMaxBuckets) lt.buckets.clear();
+  Plan plans[kMaxParts];
   for (size_t i = 0; i < parts.size(); ++i) {
     const auto& p = parts[i];
     const Shape s{p.M, p.N, p.K, p.ldw, pitch, p.ldy, alignment(p.w, p.ldw, 2), align_x, alignment(p.y, p.ldy, 4)};
-    plans[i] = &plan_for(lt, s);
-    if (!plans[i]->usable) return false;
+    plans[i] = plan_for(lt, s);
+    if (!plans[i].choice.usable) return false;
   }
   const uint16_t* xb = reuse ? p0.xb : kernels::matmul_x_to_bf16(p0.x, p0.ldx, p0.M, p0.K, pitch, launch_stream());
   if (reuse) g_free_order_xb_reused.fetch_add(1, std::memory_order_relaxed);
@@ -185,9 +262,10 @@ bool matmul_free_order(std::span<const kernels::MatmulArgs> parts, bool accumula
   const cudaStream_t stream = cuda_stream();                  // the pre-pass and every launch before it, then cuBLASLt
   const float alpha = 1.0f, beta = accumulate ? 1.0f : 0.0f;  // accumulate: y = x · wᵀ + y (C = D = y)
   for (size_t i = 0; i < parts.size(); ++i) {
-    const Descriptors& desc = *plans[i]->desc;
+    // Parts of one shape share their bucket's descriptors, set to this call's M: the same for every part.
+    const Descriptors& desc = *plans[i].desc;
     LT_CHECK(cublasLtMatmul(lt.handle, desc.op, &alpha, parts[i].w, desc.a, xb, desc.b, &beta, parts[i].y, desc.d,
-                            parts[i].y, desc.d, &plans[i]->algo, lt.workspace, kWorkspaceBytes, stream));
+                            parts[i].y, desc.d, &plans[i].choice.algo, lt.workspace, kWorkspaceBytes, stream));
   }
   g_free_order_matmuls.fetch_add(parts.size(), std::memory_order_relaxed);
   return true;
