@@ -17,22 +17,57 @@ static_assert(kC == 64 && kC % kB == 0 && kThreads == 256, "the thread layout as
 
 __device__ __forceinline__ int imin(int a, int b) { return a < b ? a : b; }
 
-// dst[i][a] (row stride Ld) = src[i * ld + a] (* s1[i]) (* s2[i]) for i < rows, a < cols; zero for
-// the rest of the alloc_rows x kT tile.
-template <int Ld>
-__device__ __forceinline__ void stage(float* dst, int alloc_rows, const float* src, int64_t ld, int rows, int cols,
-                                      const float* s1, const float* s2) {
-  for (int e = static_cast<int>(threadIdx.x); e < alloc_rows * kT; e += kThreads) {
-    const int i = e / kT, a = e % kT;
-    float v = 0.0f;
-    if (i < rows && a < cols) {
-      v = src[i * ld + a];
-      if (s1 != nullptr) v = v * s1[i];
-      if (s2 != nullptr) v = v * s2[i];
+// A kC x kT tile of rows of qkv on its way to shared memory through registers: load() starts every load
+// of the thread's kGroups float4 groups (all in flight at once; 16-byte loads where `vec` says the rows
+// allow), store() writes dst[i][a] (row stride Ld) = src[i * ld + a] (* s1[i]) (* s2[i]) for i < rows,
+// a < cols, and zero for the rest of the tile. Between the two the thread may work on the previous tile,
+// so a tile's global latency is paid once and overlaps that work (the prep kernel's staging stalled on
+// every element's load, one at a time: session 21's profile).
+struct TileRegs {
+  static constexpr int kGroupsPerRow = kT / 4;
+  static constexpr int kGroups = kC * kGroupsPerRow / kThreads;
+  static_assert(kC * kGroupsPerRow % kThreads == 0, "whole groups per thread");
+  float4 v[kGroups];
+  int rows = 0, cols = 0;
+
+  __device__ __forceinline__ void load(const float* src, int64_t ld, int rows_, int cols_, bool vec) {
+    rows = rows_;
+    cols = cols_;
+#pragma unroll
+    for (int g = 0; g < kGroups; ++g) {
+      const int e = static_cast<int>(threadIdx.x) + g * kThreads;
+      const int i = e / kGroupsPerRow, a = (e % kGroupsPerRow) * 4;
+      const float* p = src + i * ld + a;
+      if (i < rows && a + 4 <= cols && vec) {
+        v[g] = *reinterpret_cast<const float4*>(p);
+      } else {
+        const bool in = i < rows;
+        v[g] = make_float4(in && a < cols ? p[0] : 0.0f, in && a + 1 < cols ? p[1] : 0.0f,
+                           in && a + 2 < cols ? p[2] : 0.0f, in && a + 3 < cols ? p[3] : 0.0f);
+      }
     }
-    dst[i * Ld + a] = v;
   }
-}
+
+  template <int Ld>
+  __device__ __forceinline__ void store(float* dst, const float* s1, const float* s2) const {
+#pragma unroll
+    for (int g = 0; g < kGroups; ++g) {
+      const int e = static_cast<int>(threadIdx.x) + g * kThreads;
+      const int i = e / kGroupsPerRow, a = (e % kGroupsPerRow) * 4;
+      float x[4] = {v[g].x, v[g].y, v[g].z, v[g].w};
+#pragma unroll
+      for (int u = 0; u < 4; ++u) {
+        if (i < rows && a + u < cols) {  // the scaled elements; the rest stay exact zeros
+          if (s1 != nullptr) x[u] = x[u] * s1[i];
+          if (s2 != nullptr) x[u] = x[u] * s2[i];
+        } else {
+          x[u] = 0.0f;
+        }
+      }
+      *reinterpret_cast<float4*>(dst + i * Ld + a) = make_float4(x[0], x[1], x[2], x[3]);
+    }
+  }
+};
 
 // M = (I + A)^-1 for the strictly lower A (sA), into sM (both row stride Ld); X is kInverseScratch
 // floats of scratch. Expects the blocks of sM above the diagonal zeroed and sA visible; ends with a

@@ -169,8 +169,9 @@ __device__ __forceinline__ void m_times_tile(const float* sM, const float* sB, i
 // Hv / Hk value heads h, one after the other (K K^T and Q K^T computed once for them); the chunk's span
 // is among spans[span_lo, span_hi). Writes the items scratch[(c - c0) * Hv + h].
 __global__ void __launch_bounds__(kThreads, 2)
-    chunk_prep_kernel(const float* qkv, int64_t ld, const float* g, const float* beta, const GdnChunkSpanDev* spans,
-                      int span_lo, int span_hi, int64_t c0, int Hk, int Hv, int dk, int dv, float* scratch) {
+    chunk_prep_kernel(const float* qkv, int64_t ld, int vec, const float* g, const float* beta,
+                      const GdnChunkSpanDev* spans, int span_lo, int span_hi, int64_t c0, int Hk, int Hv, int dk,
+                      int dv, float* scratch) {
   pdl_begin();
   extern __shared__ float4 prep_smem4[];
   float* smem = reinterpret_cast<float*>(prep_smem4);
@@ -205,14 +206,42 @@ __global__ void __launch_bounds__(kThreads, 2)
   const float* q_base = qkv + int64_t{kh} * dk;
   const float* k_base = qkv + key_dim + int64_t{kh} * dk;
 
+  // The block's tiles of qkv rows, in the order it stages them: the key tiles of the scores, then per value
+  // head its value tiles (U) and its key tiles (W). Each is loaded into registers one tile ahead of its
+  // use (TileRegs), across the work between; the scores' query tiles the same way beside them.
+  const int key_tiles = (dk + kT - 1) / kT, value_tiles = (dv + kT - 1) / kT, heads = Hv / Hk;
+  const int tiles = key_tiles + heads * (value_tiles + key_tiles);
+  const bool vec16 = vec != 0;
+  TileRegs ahead, q_ahead;
+  int next_tile = 0;
+  auto fetch = [&] {  // loads tile next_tile (none past the last) and moves on
+    int t = next_tile++;
+    if (t >= tiles) return;
+    if (t < key_tiles) {
+      ahead.load(k_base + r0 * ld + t * kT, ld, L, imin(kT, dk - t * kT), vec16);
+      return;
+    }
+    t -= key_tiles;
+    const int hh = kh * heads + t / (value_tiles + key_tiles);
+    t %= value_tiles + key_tiles;
+    if (t < value_tiles)
+      ahead.load(qkv + 2 * key_dim + int64_t{hh} * dv + r0 * ld + t * kT, ld, L, imin(kT, dv - t * kT), vec16);
+    else
+      ahead.load(k_base + r0 * ld + (t - value_tiles) * kT, ld, L, imin(kT, dk - (t - value_tiles) * kT), vec16);
+  };
+  fetch();
+  q_ahead.load(q_base + r0 * ld, ld, L, imin(kT, dk), vec16);
+
   // Scores of the key head: K K^T and Q K^T over the key dims in increasing order, each thread a 4 x 4
   // sub-grid (rows ti + 16r, cols tj + 16c).
   float kk[4][4] = {}, qk[4][4] = {};
   for (int a0 = 0; a0 < dk; a0 += kT) {
     const int na = imin(kT, dk - a0);  // a multiple of 16
     __syncthreads();                   // the tiles are free
-    stage<kLdP>(sK, kC, k_base + r0 * ld + a0, ld, L, na, nullptr, nullptr);
-    stage<kLdP>(sQ, kC, q_base + r0 * ld + a0, ld, L, na, nullptr, nullptr);
+    ahead.store<kLdP>(sK, nullptr, nullptr);
+    q_ahead.store<kLdP>(sQ, nullptr, nullptr);
+    fetch();
+    if (a0 + kT < dk) q_ahead.load(q_base + r0 * ld + a0 + kT, ld, L, imin(kT, dk - a0 - kT), vec16);
     __syncthreads();
     for (int a = 0; a < na; a += 4) {
       float4 ki[4], qi[4], kj[4];
@@ -234,9 +263,8 @@ __global__ void __launch_bounds__(kThreads, 2)
     }
   }
 
-  for (int h = kh * (Hv / Hk); h < (kh + 1) * (Hv / Hk); ++h) {
+  for (int h = kh * heads; h < (kh + 1) * heads; ++h) {
     float* item = scratch + ((c - c0) * Hv + h) * lay.floats;
-    const float* v_base = qkv + 2 * key_dim + int64_t{h} * dv;
 
     // 1. Gates.
     __syncthreads();  // the previous head is done with every buffer
@@ -288,8 +316,9 @@ __global__ void __launch_bounds__(kThreads, 2)
     // and the tile's rows past L add exact zeros).
     for (int v0 = 0; v0 < dv; v0 += kT) {
       const int nvv = imin(kT, dv - v0);
-      __syncthreads();                                                         // sQ is free
-      stage<kLdP>(sQ, kC, v_base + r0 * ld + v0, ld, L, nvv, sBeta, nullptr);  // beta V
+      __syncthreads();                        // sQ is free
+      ahead.store<kLdP>(sQ, sBeta, nullptr);  // beta V
+      fetch();
       __syncthreads();
       float u[4][2] = {};
       m_times_tile(sM, sQ, rows4, ti, tj, u);
@@ -303,8 +332,9 @@ __global__ void __launch_bounds__(kThreads, 2)
     }
     for (int a0 = 0; a0 < dk; a0 += kT) {
       const int na = imin(kT, dk - a0);
-      __syncthreads();                                                    // sK is free
-      stage<kLdP>(sK, kC, k_base + r0 * ld + a0, ld, L, na, sBeta, sEg);  // (k beta) e^G, as the CPU rounds
+      __syncthreads();                    // sK is free
+      ahead.store<kLdP>(sK, sBeta, sEg);  // (k beta) e^G, as the CPU rounds
+      fetch();
       __syncthreads();
       float w[4][2] = {};
       m_times_tile(sM, sK, rows4, ti, tj, w);
@@ -331,6 +361,12 @@ constexpr int kBufFloats = kC * kLdA;  // floats of a staging buffer
 constexpr int kMaxDk = 512;            // gdn_rule_supports' largest dk
 static_assert(kVT == 2 * 16 && kKT == 4 * 16 && kC == 4 * 16, "the thread layouts: 8 outputs per thread");
 
+// Rows of a tile a thread stages (stage_tile's): kStagedRows of them, row tid / 16 + 16 it.
+constexpr int kStagedRows = kC * (kKT / 4) / kThreads;
+__device__ __forceinline__ int staged_row(int it) {
+  return static_cast<int>(threadIdx.x) / (kKT / 4) + it * (kThreads / (kKT / 4));
+}
+
 size_t state_smem_bytes(int dk) {
   return sizeof(float) * (4 * size_t{kBufFloats} + size_t{kC} * kLdS + size_t(dk) * kLdS);
 }
@@ -341,7 +377,7 @@ size_t state_smem_bytes(int dk) {
 __device__ __forceinline__ void stage_tile(float* dst, const float* src, int64_t ld, int rows, int cols, bool vec) {
   constexpr int kGroups = kKT / 4;  // float4 groups per row
 #pragma unroll
-  for (int it = 0; it < kC * kGroups / kThreads; ++it) {
+  for (int it = 0; it < kStagedRows; ++it) {
     const int e = static_cast<int>(threadIdx.x) + it * kThreads;
     const int i = e / kGroups, a = (e % kGroups) * 4;
     float* d = dst + i * kLdA + a;
@@ -357,17 +393,28 @@ __device__ __forceinline__ void stage_tile(float* dst, const float* src, int64_t
   }
 }
 
-// After cp_async_wait_all: dst[i][a] *= scale[i] on the elements this thread staged (stage_tile's).
-__device__ __forceinline__ void scale_tile(float* dst, int rows, int cols, const float* scale) {
+// The scales of the rows this thread stages (scale[staged_row(it)]), read into registers at a chunk's start
+// so that scaling a tile does not wait for global memory.
+struct RowScales {
+  float s[kStagedRows];
+  __device__ __forceinline__ void load(const float* scale) {
+#pragma unroll
+    for (int it = 0; it < kStagedRows; ++it) s[it] = scale[staged_row(it)];
+  }
+};
+
+// After the tile's copies are waited for: dst[i][a] *= scale[i] on the elements this thread staged
+// (stage_tile's).
+__device__ __forceinline__ void scale_tile(float* dst, int rows, int cols, const RowScales& scale) {
   constexpr int kGroups = kKT / 4;
 #pragma unroll
-  for (int it = 0; it < kC * kGroups / kThreads; ++it) {
+  for (int it = 0; it < kStagedRows; ++it) {
     const int e = static_cast<int>(threadIdx.x) + it * kThreads;
     const int i = e / kGroups, a = (e % kGroups) * 4;
     if (i < rows && a < cols) {
       float4* d = reinterpret_cast<float4*>(dst + i * kLdA + a);
       float4 v = *d;
-      const float s = scale[i];
+      const float s = scale.s[it];
       v.x = v.x * s;
       v.y = v.y * s;
       v.z = v.z * s;
@@ -512,7 +559,12 @@ __global__ void __launch_bounds__(kThreads, 2)
     row += L;
     pos += L;
 
-    // 5. V' = U - W S and O = (e^G Q) S, two key tiles a round.
+    RowScales eg, decay;
+    eg.load(item + lay.eg);
+    decay.load(item + lay.decay);
+
+    // 5. V' = U - W S and O = (e^G Q) S, two key tiles a round, the second tile's copies in flight while
+    // the first is multiplied.
     float acc_v[8], acc_o[8];
     const float* u_base = item + lay.u + int64_t{row0} * dv + j0 + col0;
 #pragma unroll
@@ -525,16 +577,22 @@ __global__ void __launch_bounds__(kThreads, 2)
       __syncthreads();  // the tiles are free; the state's writes (the previous chunk's) are visible
       stage_tile(b0, item + lay.w + t * kKT, dk, kC, na0, true);
       stage_tile(b1, q_base + r0 * ld + t * kKT, ld, L, na0, vec != 0);
+      gdn_ptx::cp_async_commit();
       if (na1 > 0) {
         stage_tile(b2, item + lay.w + (t + 1) * kKT, dk, kC, na1, true);
         stage_tile(b3, q_base + r0 * ld + (t + 1) * kKT, ld, L, na1, vec != 0);
       }
-      gdn_ptx::cp_async_wait_all();
-      scale_tile(b1, L, na0, item + lay.eg);  // e^G q
-      if (na1 > 0) scale_tile(b3, L, na1, item + lay.eg);
+      gdn_ptx::cp_async_commit();
+      gdn_ptx::cp_async_wait_group<1>();
+      scale_tile(b1, L, na0, eg);  // e^G q
       __syncthreads();
       vo_tile(b0, b1, sS, t, dk, tid, acc_v, acc_o);
-      if (na1 > 0) vo_tile(b2, b3, sS, t + 1, dk, tid, acc_v, acc_o);
+      if (na1 > 0) {
+        gdn_ptx::cp_async_wait_group<0>();
+        scale_tile(b3, L, na1, eg);
+        __syncthreads();
+        vo_tile(b2, b3, sS, t + 1, dk, tid, acc_v, acc_o);
+      }
     }
 
     // 6. V' to shared memory with P and the first two e^(G_last - G) K tiles; O += P V'.
@@ -543,10 +601,12 @@ __global__ void __launch_bounds__(kThreads, 2)
     for (int e = 0; e < 8; ++e) sV[(row0 + e / 2) * kLdS + col0 + e % 2] = acc_v[e];
     stage_tile(b2, item + lay.p, kC, kC, kC, true);
     stage_tile(b0, k_base + r0 * ld, ld, L, key_cols(0, dk), vec != 0);
+    gdn_ptx::cp_async_commit();
     if (key_tiles > 1) stage_tile(b1, k_base + r0 * ld + kKT, ld, L, key_cols(1, dk), vec != 0);
-    gdn_ptx::cp_async_wait_all();
-    scale_tile(b0, L, key_cols(0, dk), item + lay.decay);  // e^(G_last - G) k
-    if (key_tiles > 1) scale_tile(b1, L, key_cols(1, dk), item + lay.decay);
+    gdn_ptx::cp_async_commit();
+    const float e_last = item[lay.tail];
+    gdn_ptx::cp_async_wait_group<1>();
+    scale_tile(b0, L, key_cols(0, dk), decay);  // e^(G_last - G) k
     __syncthreads();
     pv(b2, sV, (L + 3) & ~3, tid, acc_o);
     float* o_base = out + (r0 + row0) * ldo + int64_t{h} * dv + j0 + col0;
@@ -554,8 +614,8 @@ __global__ void __launch_bounds__(kThreads, 2)
     for (int e = 0; e < 8; ++e)
       if (row0 + e / 2 < L && col0 + e % 2 < nv) o_base[(e / 2) * ldo + e % 2] = acc_o[e];
 
-    // 7. The state, two key tiles a round (the first two staged above).
-    const float e_last = item[lay.tail];
+    // 7. The state, two key tiles a round (the first two staged above: the second's copies in flight while
+    // P V' and the first tile's update run).
     for (int t = 0; t < key_tiles; t += 2) {
       const int na0 = key_cols(t, dk), na1 = key_cols(t + 1, dk);
       if (t > 0) {
@@ -563,11 +623,16 @@ __global__ void __launch_bounds__(kThreads, 2)
         stage_tile(b0, k_base + r0 * ld + t * kKT, ld, L, na0, vec != 0);
         if (na1 > 0) stage_tile(b1, k_base + r0 * ld + (t + 1) * kKT, ld, L, na1, vec != 0);
         gdn_ptx::cp_async_wait_all();
-        scale_tile(b0, L, na0, item + lay.decay);
-        if (na1 > 0) scale_tile(b1, L, na1, item + lay.decay);
+        scale_tile(b0, L, na0, decay);
+        if (na1 > 0) scale_tile(b1, L, na1, decay);
         __syncthreads();
       }
       update_tile(b0, sV, sS, t, dk, L, e_last, tid);
+      if (t == 0 && na1 > 0) {
+        gdn_ptx::cp_async_wait_group<0>();
+        scale_tile(b1, L, na1, decay);
+        __syncthreads();
+      }
       if (na1 > 0) update_tile(b1, sV, sS, t + 1, dk, L, e_last, tid);
     }
   }
@@ -624,8 +689,8 @@ void gated_delta_rule_chunked(const float* qkv, int64_t ld, const float* g, cons
     while (span_end(lo) <= c0) ++lo;
     int64_t hi = lo;  // past the last span with a chunk in the window
     while (hi < num_spans && host_spans[hi].first_chunk < c1) ++hi;
-    launch_pdl(chunk_prep_kernel, static_cast<unsigned>((c1 - c0) * Hk), kThreads, kPrepBytes, stream, qkv, ld, g, beta,
-               spans, static_cast<int>(lo), static_cast<int>(hi), c0, Hk, Hv, dk, dv, scratch);
+    launch_pdl(chunk_prep_kernel, static_cast<unsigned>((c1 - c0) * Hk), kThreads, kPrepBytes, stream, qkv, ld, vec, g,
+               beta, spans, static_cast<int>(lo), static_cast<int>(hi), c0, Hk, Hv, dk, dv, scratch);
     CUDA_CHECK_LAUNCH();
     const auto state_blocks = static_cast<unsigned>((hi - lo) * Hv * tiles);
     launch_pdl(chunk_state_kernel, state_blocks, kThreads, state_smem_bytes(dk), stream, qkv, ld, vec, spans,

@@ -45,6 +45,7 @@ inline int current = -1;
 inline long barriers = 0;
 inline std::vector<unsigned char> shared;
 inline std::function<void()> body;
+inline void (*after_block)() = nullptr;  // a check run when each block ends (cp.async copies in flight)
 
 inline void entry() {
   body();
@@ -114,6 +115,7 @@ void launch_pdl(void (*kernel)(P...), unsigned grid, int block, size_t smem, cud
     blockIdx.x = b;
     emu::shared.assign(smem, 0xff);
     emu::run_block(block, [&] { kernel(static_cast<P>(args)...); });
+    if (emu::after_block != nullptr) emu::after_block();
   }
 }
 }  // namespace specserve::cuda
