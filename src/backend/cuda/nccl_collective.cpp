@@ -1,0 +1,218 @@
+// The NCCL collective (nccl_collective.h): all-gathers through NCCL, the in-order sum and the column
+// placement on each rank's stream.
+#include "backend/cuda/nccl_collective.h"
+
+#include <algorithm>
+#include <span>
+
+#include "backend/cuda/cuda_check.h"
+#include "backend/cuda/cuda_stream.h"
+#include "backend/cuda/ordered_sum.h"
+#include "backend/nccl_communicators.h"
+#include "core/error.h"
+
+namespace specserve::cuda {
+
+namespace {
+
+// Makes `device` current for its scope and restores the caller's device after.
+class DeviceGuard {
+ public:
+  explicit DeviceGuard(int device) {
+    CUDA_CHECK(cudaGetDevice(&previous_));
+    if (device != previous_) CUDA_CHECK(cudaSetDevice(device));
+  }
+  ~DeviceGuard() { cudaSetDevice(previous_); }
+  DeviceGuard(const DeviceGuard&) = delete;
+  DeviceGuard& operator=(const DeviceGuard&) = delete;
+
+ private:
+  int previous_ = 0;
+};
+
+// A device buffer that only grows (the old one is freed once its stream has drained).
+struct Scratch {
+  int device = 0;
+  void* data = nullptr;
+  size_t bytes = 0;
+
+  void ensure(size_t need, cudaStream_t stream) {
+    if (need <= bytes) return;
+    const size_t grown = std::max(need, bytes * 2);
+    DeviceGuard g(device);
+    if (data != nullptr) {
+      CUDA_CHECK(cudaStreamSynchronize(stream));
+      CUDA_CHECK(cudaFree(data));
+      data = nullptr;
+      bytes = 0;
+    }
+    CUDA_CHECK(cudaMalloc(&data, grown));
+    bytes = grown;
+  }
+  void release() noexcept {
+    if (data == nullptr) return;
+    int previous = 0;
+    cudaGetDevice(&previous);
+    cudaSetDevice(device);
+    cudaFree(data);
+    cudaSetDevice(previous);
+    data = nullptr;
+  }
+};
+
+void check_views(std::span<const TensorView> views, int ranks, const char* what, bool contiguous) {
+  SS_CHECK(static_cast<int>(views.size()) == ranks, "{}: {} views for {} ranks", what, views.size(), ranks);
+  for (const TensorView& v : views) {
+    SS_CHECK(v.device == Device::CUDA && v.dtype == DType::F32 && v.ndim() == 2 && v.strides[1] == 1,
+             "{}: f32 device matrices with contiguous rows expected, got {}", what, v.describe());
+    SS_CHECK(!contiguous || v.dim(0) <= 1 || v.strides[0] == v.dim(1),
+             "{}: the NCCL collective sends contiguous partials, got {}", what, v.describe());
+  }
+}
+
+// True when outs[r] is an earlier rank's output (ranks sharing memory): it already holds the result.
+bool aliases_earlier(std::span<const TensorView> outs, size_t r) {
+  for (size_t q = 0; q < r; ++q)
+    if (outs[q].data == outs[r].data) return true;
+  return false;
+}
+
+class NcclCollective final : public Collective {
+ public:
+  NcclCollective(std::shared_ptr<const nccl::NcclLibrary> lib, std::vector<NcclRank> ranks) : ranks_(std::move(ranks)) {
+    std::vector<int> devices;
+    for (size_t r = 0; r < ranks_.size(); ++r) {
+      SS_CHECK(ranks_[r].stream != nullptr || ranks_[r].device == 0,
+               "NCCL rank {} on CUDA device {} needs a stream of its own (the ops' stream is on device 0)", r,
+               ranks_[r].device);
+      devices.push_back(ranks_[r].device);
+    }
+    {
+      int current = 0;
+      CUDA_CHECK(cudaGetDevice(&current));
+      DeviceGuard g(current);  // ncclCommInitAll visits every device; the caller's stays current
+      comms_ = std::make_unique<nccl::NcclCommunicators>(std::move(lib), devices);
+    }
+    gather_.resize(ranks_.size());
+    send_.resize(ranks_.size());
+    for (size_t r = 0; r < ranks_.size(); ++r) gather_[r].device = send_[r].device = ranks_[r].device;
+  }
+
+  ~NcclCollective() override {
+    // The gathers and sums in flight read the scratch: let every stream drain before it is freed.
+    if (!comms_->aborted()) try {
+        for (size_t r = 0; r < ranks_.size(); ++r) {
+          DeviceGuard g(ranks_[r].device);
+          cudaStreamSynchronize(stream_of(r));
+        }
+      } catch (const Error&) {
+      }
+    for (Scratch& s : gather_) s.release();
+    for (Scratch& s : send_) s.release();
+  }
+
+  int ranks() const override { return static_cast<int>(ranks_.size()); }
+
+  void all_reduce_sum(std::span<const TensorView> partials, std::span<const TensorView> outs) const override {
+    const int n = ranks();
+    check_views(partials, n, "all_reduce_sum", true);
+    check_views(outs, n, "all_reduce_sum", false);
+    const TensorView& y = outs[0];
+    for (size_t r = 0; r < ranks_.size(); ++r)
+      SS_CHECK(partials[r].shape == y.shape && outs[r].shape == y.shape,
+               "all_reduce_sum: rank {}: partial {} and output {} for output {}", r, partials[r].describe(),
+               outs[r].describe(), y.describe());
+    const int64_t rows = y.dim(0), cols = y.dim(1), count = rows * cols;
+    const std::vector<cudaStream_t> streams = current_streams();
+    if (count == 0) return comms_->check_async();
+    for (size_t r = 0; r < ranks_.size(); ++r) gather_[r].ensure(static_cast<size_t>(n * count) * 4, streams[r]);
+    const nccl::Api& api = comms_->library().api();
+    comms_->group("ncclAllGather (all_reduce_sum)", [&](int r) {
+      const auto q = static_cast<size_t>(r);
+      return api.all_gather(partials[q].data, gather_[q].data, static_cast<size_t>(count), nccl::kFloat32,
+                            comms_->comm(r), streams[q]);
+    });
+    for (size_t r = 0; r < ranks_.size(); ++r) {
+      if (aliases_earlier(outs, r)) continue;
+      DeviceGuard g(ranks_[r].device);
+      kernels::ordered_sum(static_cast<const float*>(gather_[r].data), n, rows, cols, outs[r].as<float>(),
+                           outs[r].strides[0], streams[r]);
+    }
+  }
+
+  void all_gather_columns(std::span<const TensorView> parts, std::span<const TensorView> outs) const override {
+    const int n = ranks();
+    check_views(parts, n, "all_gather_columns", false);
+    check_views(outs, n, "all_gather_columns", false);
+    const TensorView& y = outs[0];
+    const int64_t rows = y.dim(0);
+    int64_t total = 0, widest = 0;
+    for (size_t r = 0; r < ranks_.size(); ++r) {
+      SS_CHECK(parts[r].dim(0) == rows && outs[r].shape == y.shape,
+               "all_gather_columns: rank {}: part {} for output {}", r, parts[r].describe(), outs[r].describe());
+      total += parts[r].dim(1);
+      widest = std::max(widest, parts[r].dim(1));
+    }
+    SS_CHECK(total == y.dim(1), "all_gather_columns: {} columns for output {}", total, y.describe());
+    const int64_t count = rows * widest;
+    const std::vector<cudaStream_t> streams = current_streams();
+    if (count == 0) return comms_->check_async();
+    std::vector<const void*> send(ranks_.size());
+    for (size_t r = 0; r < ranks_.size(); ++r) {
+      const TensorView& p = parts[r];
+      if (p.dim(1) == widest && (rows == 1 || p.strides[0] == widest)) {
+        send[r] = p.data;
+        continue;
+      }
+      send_[r].ensure(static_cast<size_t>(count) * 4, streams[r]);
+      send[r] = send_[r].data;
+      if (p.dim(1) == 0) continue;
+      DeviceGuard g(ranks_[r].device);
+      CUDA_CHECK(cudaMemcpy2DAsync(send_[r].data, static_cast<size_t>(widest) * 4, p.data,
+                                   static_cast<size_t>(p.strides[0]) * 4, static_cast<size_t>(p.dim(1)) * 4,
+                                   static_cast<size_t>(rows), cudaMemcpyDeviceToDevice, streams[r]));
+    }
+    for (size_t r = 0; r < ranks_.size(); ++r) gather_[r].ensure(static_cast<size_t>(n * count) * 4, streams[r]);
+    const nccl::Api& api = comms_->library().api();
+    comms_->group("ncclAllGather (all_gather_columns)", [&](int r) {
+      const auto q = static_cast<size_t>(r);
+      return api.all_gather(send[q], gather_[q].data, static_cast<size_t>(count), nccl::kFloat32, comms_->comm(r),
+                            streams[q]);
+    });
+    for (size_t r = 0; r < ranks_.size(); ++r) {
+      if (aliases_earlier(outs, r)) continue;
+      DeviceGuard g(ranks_[r].device);
+      int64_t col = 0;
+      for (size_t q = 0; q < ranks_.size(); ++q) {
+        const int64_t c = parts[q].dim(1);
+        if (c > 0)
+          CUDA_CHECK(cudaMemcpy2DAsync(outs[r].as<float>() + col, static_cast<size_t>(outs[r].strides[0]) * 4,
+                                       static_cast<const float*>(gather_[r].data) + static_cast<int64_t>(q) * count,
+                                       static_cast<size_t>(widest) * 4, static_cast<size_t>(c) * 4,
+                                       static_cast<size_t>(rows), cudaMemcpyDeviceToDevice, streams[r]));
+        col += c;
+      }
+    }
+  }
+
+ private:
+  cudaStream_t stream_of(size_t r) const { return ranks_[r].stream != nullptr ? ranks_[r].stream : cuda_stream(); }
+  std::vector<cudaStream_t> current_streams() const {
+    std::vector<cudaStream_t> s;
+    for (size_t r = 0; r < ranks_.size(); ++r) s.push_back(stream_of(r));
+    return s;
+  }
+
+  std::unique_ptr<nccl::NcclCommunicators> comms_;  // declared first: destroyed after the scratch is freed
+  std::vector<NcclRank> ranks_;
+  mutable std::vector<Scratch> gather_, send_;
+};
+
+}  // namespace
+
+std::unique_ptr<Collective> nccl_collective(std::shared_ptr<const nccl::NcclLibrary> lib, std::vector<NcclRank> ranks) {
+  SS_CHECK(!ranks.empty(), "an NCCL collective needs at least one rank");
+  return std::make_unique<NcclCollective>(std::move(lib), std::move(ranks));
+}
+
+}  // namespace specserve::cuda
