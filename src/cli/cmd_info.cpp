@@ -2,10 +2,15 @@
 // parameters per dtype, head, weight layout, drafter settings), after checking that every tensor
 // its config implies is present. The work is io/model_summary; this file is the command line.
 // `specserve info --env`: the environment variables specserve reads (core/env_registry.h).
+// `specserve info --nccl [--nccl-library PATH]`: the NCCL that tensor parallelism on GPUs would load
+// (backend/nccl_library.h), or the one-line reason none loads.
+#include <fmt/format.h>
+
 #include <cstdio>
 #include <memory>
 #include <string>
 
+#include "backend/nccl_library.h"
 #include "cli/commands.h"
 #include "core/env_registry.h"
 #include "io/model_summary.h"
@@ -17,6 +22,8 @@ void register_info(CLI::App& app, CommandRunner& run) {
     std::string model;
     bool json = false;
     bool env = false;
+    bool nccl = false;
+    std::string nccl_library;
   };
   auto opts = std::make_shared<Options>();
   auto* cmd = app.add_subcommand(
@@ -28,10 +35,25 @@ void register_info(CLI::App& app, CommandRunner& run) {
   auto* env = cmd->add_flag("--env", opts->env,
                             "Instead: list the environment variables specserve reads (off-switches and debugging "
                             "aids), with their defaults and the values this process sees");
+  auto* nccl = cmd->add_flag("--nccl", opts->nccl,
+                             "Instead: load NCCL as --tensor-parallel on GPUs would (libnccl.so.2 on the loader's "
+                             "path, or --nccl-library) and print its file and version");
+  cmd->add_option("--nccl-library", opts->nccl_library,
+                  "With --nccl: this libnccl.so.2 file instead of the loader's search (e.g. PyTorch's "
+                  "<site-packages>/nvidia/nccl/lib/libnccl.so.2)")
+      ->needs(nccl);
   model->excludes(env);
+  model->excludes(nccl);
+  env->excludes(nccl);
   cmd->callback([&run, opts] {
-    if (!opts->env && opts->model.empty()) throw CLI::RequiredError("--model");
+    if (!opts->env && !opts->nccl && opts->model.empty()) throw CLI::RequiredError("--model");
     run = [opts] {
+      if (opts->nccl) {
+        const auto lib = nccl::load_nccl_library(opts->nccl_library);
+        const std::string line = fmt::format("NCCL {} ({})\n", lib->version_text(), lib->path());
+        std::fwrite(line.data(), 1, line.size(), stdout);
+        return 0;
+      }
       if (opts->env) {
         const std::string table = format_env_registry();
         std::fwrite(table.data(), 1, table.size(), stdout);

@@ -39,7 +39,8 @@ CLI::Option* add_tensor_parallel_flag(CLI::App& cmd, int& ranks) {
   return cmd
       .add_option("--tensor-parallel", ranks,
                   "Split the target over N ranks (Megatron style, lossless: docs/DESIGN.md §6). N > 1 runs as a CPU "
-                  "simulation of N ranks (--backend cpu) until the multi-GPU path lands")
+                  "simulation of N ranks (--backend cpu); on cuda it will need N GPUs and NCCL, and is refused until "
+                  "the multi-GPU path is served")
       ->check(CLI::Range(1, 64))
       ->capture_default_str();
 }

@@ -146,8 +146,10 @@ void build_parts(TargetModel::Impl& impl, bool upload, const std::string& kv_dty
   impl.state_layers = impl.num_deltanet;
   if (tensor_parallel > 0) {
     SS_CHECK(impl.mem->device() == Device::CPU,
-             "--tensor-parallel {} runs only as the CPU simulation for now: the {} backend's multi-GPU path needs a "
-             "multi-GPU machine (use --backend cpu, or leave --tensor-parallel at 1)",
+             "--tensor-parallel {0} on the {1} backend needs {0} GPUs and NCCL 2.18+ (libnccl.so.2), and is not "
+             "served yet: its NCCL collective is built (with a one-rank, one-GPU test), but the sharded model's "
+             "per-GPU weights, memory and streams are not, and nothing has run on several GPUs (docs/DESIGN.md §6.5). "
+             "Use --backend cpu for the CPU simulation of {0} ranks, or leave --tensor-parallel at 1",
              tensor_parallel, impl.backend.name);
     impl.tp = shard_model(impl.parts, impl.cfg, tensor_parallel, impl.kv, impl.num_deltanet);
     impl.kv = impl.tp->pool_kv;
