@@ -1,55 +1,38 @@
 #pragma once
 // Draft lengths per sequence, per step (docs/DFLASH.md §13.3). Before each propose the engine asks the
-// policy how many drafts γ_i ∈ {0..max_i} each decoding sequence's next verify should carry. The policy
-// maximises the step's expected committed tokens per second,
-//     Σ_i (1 + Σ_{j=1..γ_i} Π_{m=1..j} a_im)  /  (step(γ) + propose(γ)),
-// with a_im the sequence's smoothed acceptance at draft position m (engine/acceptance_stats.h) and the
-// times from the step cost model (engine/step_cost_model.h): the next forward over every decoding
-// sequence's 1 + γ_i rows, and the drafter's propose over the sequences with γ_i > 0 (none: the drafter
-// does not run). γ_i = 0 makes the sequence a plain decode row of the same forward. The choice never
-// changes a token (docs/DESIGN.md §1): only how many drafts are verified.
-//
-// Search: three starting points (the best prefix of the increments (i, j) sorted by their expected token
-// Π_{m<=j} a_im; every sequence at its most; the best γ common to all), each improved by per-sequence
-// coordinate ascent (each γ re-chosen with the others fixed); every candidate is scored exactly, in O(1)
-// from running sums, so a step costs O(N·γ_max) scores.
+// policy how many drafts γ_i ∈ {0..max_i} each decoding sequence's next verify should carry: the search
+// of engine/draft_length_search.h over the sequences' smoothed acceptance (engine/acceptance_stats.h) and
+// the step cost model (engine/step_cost_model.h), corrected by measured step times, with probes for
+// sequences held at γ = 0 (below). γ_i = 0 makes the sequence a plain decode row of the same forward. The
+// choice never changes a token (docs/DESIGN.md §1): only how many drafts are verified.
 #include <cstdint>
 #include <optional>
 #include <span>
 #include <vector>
 
 #include "engine/acceptance_stats.h"
+#include "engine/draft_length_search.h"
 #include "engine/engine_options.h"
 #include "engine/metrics.h"
 #include "engine/step_cost_model.h"
 
 namespace specserve::engine {
 
-// One sequence that decodes in the next step.
-struct DraftCandidate {
-  int max_drafts = 0;          // 0: a decode row that cannot draft (no drafter context, or its last token)
-  int min_drafts = 0;          // drafts it gets whatever the score (a probe, below); <= max_drafts
-  int64_t context = 0;         // positions it holds
-  std::vector<double> accept;  // a_i1..a_i,max_drafts: acceptance at each draft position
+// One decoding sequence of the next step, as the engine hands it to DraftLengthPolicy::choose_step.
+struct PolicySequence {
+  AcceptanceStats* acceptance = nullptr;  // its statistics (the probe back-off moves in them)
+  int64_t context = 0;                    // positions it holds
+  int max_drafts = 0;                     // 0: it cannot draft (no drafter context, or its last token)
 };
 
-struct DraftChoice {
-  std::vector<int> gamma;    // one per candidate
-  double tokens = 0;         // expected committed tokens of the step
-  double seconds = 0;        // predicted step + propose seconds (corrected: below)
-  double model_seconds = 0;  // the same by the cost model alone
+// What choose_step decided for one step.
+struct StepDraftChoice {
+  std::span<const int> gamma;  // one per sequence; valid until the policy's next choose_step
+  double model_seconds = 0;    // the choice's predicted seconds by the cost model alone
+  uint64_t drafted = 0;        // sequences that could draft and were given drafts
+  uint64_t plain = 0;          // sequences that could draft and were kept plain
+  uint64_t probes = 0;         // probes scheduled and afforded
 };
-
-// Measured step time over the cost model's prediction, for steps where some sequence drafts and for steps
-// of plain rows only. The model is fitted to timings of the forward and the propose alone; what it leaves
-// out (host work, the drafter's context hand-off, a propose that overlaps nothing) shows here, and a step
-// whose drafts the model says pay but the clock says do not is scored as the clock says.
-struct StepCostCorrection {
-  double plain = 1, drafting = 1;
-};
-
-DraftChoice choose_draft_lengths(const StepCostModel& costs, std::span<const DraftCandidate> candidates,
-                                 const StepCostCorrection& correction = {});
 
 // The engine's policy state: the cost model, the engine-wide acceptance (every sequence's prior), and
 // the probe schedule. A sequence held at γ = 0 produces no evidence of its own, so once it has gone
@@ -89,6 +72,12 @@ class DraftLengthPolicy {
   double probe_credit() const { return probe_credit_; }
   const StepCostCorrection& correction() const { return correction_; }
 
+  // The engine's work for one step `step` (adaptive only): each sequence's candidate (its acceptance read
+  // against the engine-wide rates, aged to `step`), the probes due (schedule_probes) and affordable
+  // (afford_probes), the choice (choose_draft_lengths with the correction), and the probes' back-off
+  // moved (after_choice).
+  StepDraftChoice choose_step(int64_t step, std::span<const PolicySequence> sequences);
+
   // The interval after `quiet_probes` probes in a row that did not bring the sequence back.
   static int64_t probe_interval(int quiet_probes);
   // Whether a sequence whose acceptance was last seen at step `since` (AcceptanceStats::since_step),
@@ -108,6 +97,7 @@ class DraftLengthPolicy {
   AcceptanceStats engine_acceptance_{AcceptanceStats::kEngineDecay, AcceptanceStats::kPriorWeight};
   StepCostCorrection correction_;
   double probe_credit_ = -1;  // seconds; < 0 before the first step (then one plain step's worth)
+  DraftChoice choice_;        // choose_step's
 };
 
 }  // namespace specserve::engine

@@ -238,45 +238,23 @@ std::vector<int> Engine::draft_lengths(std::span<Sequence* const> decoding, std:
   if (!draft_policy_.adaptive()) return {max_drafts.begin(), max_drafts.end()};
   const auto now = std::chrono::steady_clock::now();
   const uint64_t step_index = metrics_.steps.load(std::memory_order_relaxed);
-  const auto step = static_cast<int64_t>(step_index);
   // The step since the last choice against its prediction (engine.h: StepPrediction).
   const StepPrediction& last = step_prediction_;
   if (options_.step_cost_feedback && last.valid && last.step + 1 == step_index && !step_had_prefill_ &&
       last.sequences == decoding.size())
     draft_policy_.observe_step(last.drafting, last.seconds, std::chrono::duration<double>(now - last.at).count());
-  // The engine-wide rates once: every sequence's prior (engine/acceptance_stats.h).
-  std::vector<double> prior(static_cast<size_t>(*std::max_element(max_drafts.begin(), max_drafts.end())));
-  draft_policy_.engine_acceptance().rates(prior);
-  std::vector<DraftCandidate> candidates(decoding.size());
-  std::vector<const AcceptanceStats*> stats(decoding.size());
-  for (size_t i = 0; i < decoding.size(); ++i) {
-    Sequence& s = *decoding[i];
-    DraftCandidate& c = candidates[i];
-    c.max_drafts = max_drafts[i];
-    c.context = s.state().length();
-    stats[i] = &s.acceptance;
-    if (c.max_drafts == 0) continue;
-    s.acceptance.mark_first_step(step);
-    c.accept.resize(static_cast<size_t>(c.max_drafts));
-    s.acceptance.rates(c.accept, prior, step);
-  }
-  DraftLengthPolicy::schedule_probes(step, stats, candidates);
-  const auto probes = static_cast<uint64_t>(draft_policy_.afford_probes(candidates));
+  std::vector<PolicySequence> sequences(decoding.size());
+  for (size_t i = 0; i < decoding.size(); ++i)
+    sequences[i] = {&decoding[i]->acceptance, decoding[i]->state().length(), max_drafts[i]};
+  const StepDraftChoice choice = draft_policy_.choose_step(static_cast<int64_t>(step_index), sequences);
+  step_prediction_ = {true, now, choice.model_seconds, choice.drafted > 0, step_index, decoding.size()};
+  metrics_.spec_policy_drafted.fetch_add(choice.drafted, std::memory_order_relaxed);
+  metrics_.spec_policy_plain.fetch_add(choice.plain, std::memory_order_relaxed);
+  metrics_.spec_policy_probes.fetch_add(choice.probes, std::memory_order_relaxed);
   const StepCostCorrection& correction = draft_policy_.correction();
-  const DraftChoice choice = choose_draft_lengths(draft_policy_.model(), candidates, correction);
-  uint64_t drafted = 0, plain = 0;
-  for (size_t i = 0; i < decoding.size(); ++i) {
-    if (max_drafts[i] == 0) continue;
-    ++(choice.gamma[i] > 0 ? drafted : plain);
-    DraftLengthPolicy::after_choice(decoding[i]->acceptance, candidates[i], choice.gamma[i]);
-  }
-  step_prediction_ = {true, now, choice.model_seconds, drafted > 0, step_index, decoding.size()};
-  metrics_.spec_policy_drafted.fetch_add(drafted, std::memory_order_relaxed);
-  metrics_.spec_policy_plain.fetch_add(plain, std::memory_order_relaxed);
-  metrics_.spec_policy_probes.fetch_add(probes, std::memory_order_relaxed);
   metrics_.spec_policy_correction_plain.store(correction.plain, std::memory_order_relaxed);
   metrics_.spec_policy_correction_drafting.store(correction.drafting, std::memory_order_relaxed);
-  return choice.gamma;
+  return {choice.gamma.begin(), choice.gamma.end()};
 }
 
 bool Engine::speculation_paused() const {

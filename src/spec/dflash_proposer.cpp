@@ -76,6 +76,10 @@ int64_t DFlashProposer::context_rows(const engine::DraftContext& context) {
   return as_dflash(context).sequence->rows();
 }
 
+DrafterSequence* DFlashProposer::sequence_of(engine::DraftContext& context) {
+  return as_dflash(context).sequence.get();
+}
+
 void DFlashProposer::append_contexts(std::span<const ContextRows> rows) {
   std::vector<DrafterSequence::Append> appends;
   for (const ContextRows& r : rows) {

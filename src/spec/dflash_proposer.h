@@ -63,6 +63,8 @@ class DFlashProposer final : public engine::DraftProposer {
 
   // Context rows a sequence's drafter context holds (projected + waiting).
   static int64_t context_rows(const engine::DraftContext& context);
+  // A context's drafter sequence (benchmarks project it outside their timed work).
+  static DrafterSequence* sequence_of(engine::DraftContext& context);
 
  private:
   const DFlashDrafter& drafter_;
