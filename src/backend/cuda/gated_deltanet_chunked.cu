@@ -21,6 +21,10 @@
 //  4. U = M (beta V) over value tiles of 32 and W = M (beta e^G K) over key tiles of 32 (stored), each
 //     thread rows 4ti + r, columns 2tj + c, sums over the chunk's rows in increasing order, stopping at
 //     the thread's last row (M is lower triangular).
+//  The block's qkv tiles (the scores' keys and queries, then per value head its value and key tiles) go
+//  through registers one tile ahead of their use (TileRegs, gated_deltanet_chunk_math.cuh): a tile's
+//  loads are in flight while the block works on the one before, and the thread that stores an element
+//  scales it (beta, e^G) as the CPU rounds.
 //  The item also holds e^G and e^(G_last - G) per row (0 past L) and e^(G_last). Rows past L of U, W
 //  and P are exact zeros (A's rows past L are zero, so M's are the identity's and beta V, beta K there
 //  are zero).
@@ -36,7 +40,9 @@
 //  7. S = S e^(G_last) + (e^(G_last - G) K)^T V' per key tile, the sum over the chunk's rows in
 //     increasing order, then the product and the sum rounded separately (as the CPU: --fmad=false).
 // The tiles are staged with cp.async (no register round trip; scalar loads where the qkv rows are not
-// 16-byte aligned: the same values), then the thread that staged a row multiplies it by its gate.
+// 16-byte aligned: the same values), the second key tile of a round in its own commit group (in flight
+// while the first is multiplied); then the thread that staged a row multiplies it by its gate, read into
+// registers at the chunk's start (RowScales).
 // The products run on CUDA cores (fmaf): each thread 4 x 2 outputs (rows 4ti + r, columns 2tj + c,
 // ti = tid / 16, tj = tid % 16; for 7. key rows), float4 operand reads; 6. stops at the thread's last
 // row (P is lower triangular).
@@ -53,7 +59,9 @@
 // 128 chunks; the prep does ~1.05 M FMA of scores a chunk and key head and ~0.6 M a value head (2,048
 // blocks, no sequential dependence), the state kernel ~0.86 M FMA a chunk in each of 192 blocks, the
 // chunks in sequence. Measured on an H200 (bench_cuda_gdn, docs/DECISIONS.md §4): 3.88 ms a layer,
-// 18.3 TFLOP/s; the one-kernel form this replaced (~2.6 M FMA a chunk in each of the 192 sequential
+// 18.3 TFLOP/s, 3.28 ms (21.6 TFLOP/s) since the prep's tiles go through registers (session 21: its
+// scalar staging loads stalled it a third of the time; prep 429 -> 283 µs, state 787 µs a 2,048-row call
+// under ncu's base clocks); the one-kernel form this replaced (~2.6 M FMA a chunk in each of the 192 sequential
 // blocks: A, M, P and W recomputed for every column tile) 13.0 ms, and this state kernel's products on
 // tensor cores (mma tf32, each f32 operand split in two tf32 parts) 4.16 ms; both left the code.
 //
