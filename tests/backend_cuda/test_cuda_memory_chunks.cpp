@@ -75,5 +75,29 @@ TEST_F(Gpu, ALargeAllocationTakesBackTheCachedBlocks) {
   EXPECT_NE(b.data(), nullptr);
 }
 
+// A released block of 256 MiB or more serves the next allocation of its size without the driver (a
+// prefill chunk's largest activations recur every layer; cudaFree synchronised the device each time),
+// counts as available memory, and goes back to the driver when an allocation would not fit otherwise.
+TEST_F(Gpu, ALargeBlockIsReusedAndCountsAsAvailable) {
+  const Memory& mem = cuda_memory();
+  const size_t big = size_t{300} << 20;
+  const void* first = nullptr;
+  {
+    Buffer b(mem, big);
+    first = b.data();
+  }
+  const size_t free_after_release = driver_free();
+  EXPECT_GE(mem.available_bytes(), free_after_release + big) << "the cached block counts as available";
+  {
+    Buffer again(mem, big);
+    EXPECT_EQ(again.data(), first);
+    EXPECT_EQ(driver_free(), free_after_release) << "served from the cache, not the driver";
+  }
+  // More than is free but less than free + the cached block: the cached block is given back first.
+  const size_t rest = driver_free() + big / 2;
+  Buffer fits(mem, rest);
+  EXPECT_NE(fits.data(), nullptr);
+}
+
 }  // namespace
 }  // namespace specserve::cuda_test
