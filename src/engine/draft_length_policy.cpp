@@ -91,32 +91,32 @@ int DraftLengthPolicy::afford_probes(std::span<DraftCandidate> candidates) {
 StepDraftChoice DraftLengthPolicy::choose_step(int64_t step, std::span<const PolicySequence> sequences) {
   SS_CHECK(model_.has_value(), "draft policy: choose_step without a step cost model");
   StepDraftChoice out;
-  if (sequences.empty()) {
-    choice_.gamma.clear();
-    return out;
-  }
+  const size_t n = sequences.size();
   int max_all = 0;
   for (const PolicySequence& s : sequences) max_all = std::max(max_all, s.max_drafts);
   // The engine-wide rates once: every sequence's prior (engine/acceptance_stats.h).
-  std::vector<double> prior(static_cast<size_t>(max_all));
-  engine_acceptance_.rates(prior);
-  std::vector<DraftCandidate> candidates(sequences.size());
-  std::vector<const AcceptanceStats*> stats(sequences.size());
-  for (size_t i = 0; i < sequences.size(); ++i) {
+  prior_.resize(static_cast<size_t>(max_all));
+  engine_acceptance_.rates(prior_);
+  // The buffers are kept from step to step: a candidate's rates keep their storage.
+  if (candidates_.size() < n) candidates_.resize(n);
+  stats_.resize(n);
+  const std::span<DraftCandidate> candidates(candidates_.data(), n);
+  for (size_t i = 0; i < n; ++i) {
     AcceptanceStats& a = *sequences[i].acceptance;
     DraftCandidate& c = candidates[i];
     c.max_drafts = sequences[i].max_drafts;
+    c.min_drafts = 0;
     c.context = sequences[i].context;
-    stats[i] = &a;
+    stats_[i] = &a;
+    c.accept.resize(static_cast<size_t>(c.max_drafts));
     if (c.max_drafts == 0) continue;
     a.mark_first_step(step);
-    c.accept.resize(static_cast<size_t>(c.max_drafts));
-    a.rates(c.accept, prior, step);
+    a.rates(c.accept, prior_, step);
   }
-  schedule_probes(step, stats, candidates);
+  schedule_probes(step, stats_, candidates);
   out.probes = static_cast<uint64_t>(afford_probes(candidates));
-  choice_ = choose_draft_lengths(*model_, candidates, correction_);
-  for (size_t i = 0; i < sequences.size(); ++i) {
+  choose_draft_lengths(*model_, candidates, correction_, choice_);
+  for (size_t i = 0; i < n; ++i) {
     if (sequences[i].max_drafts == 0) continue;
     ++(choice_.gamma[i] > 0 ? out.drafted : out.plain);
     after_choice(*sequences[i].acceptance, candidates[i], choice_.gamma[i]);

@@ -75,7 +75,7 @@ class DraftLengthPolicy {
   // The engine's work for one step `step` (adaptive only): each sequence's candidate (its acceptance read
   // against the engine-wide rates, aged to `step`), the probes due (schedule_probes) and affordable
   // (afford_probes), the choice (choose_draft_lengths with the correction), and the probes' back-off
-  // moved (after_choice).
+  // moved (after_choice). Its buffers are kept from step to step.
   StepDraftChoice choose_step(int64_t step, std::span<const PolicySequence> sequences);
 
   // The interval after `quiet_probes` probes in a row that did not bring the sequence back.
@@ -97,7 +97,11 @@ class DraftLengthPolicy {
   AcceptanceStats engine_acceptance_{AcceptanceStats::kEngineDecay, AcceptanceStats::kPriorWeight};
   StepCostCorrection correction_;
   double probe_credit_ = -1;  // seconds; < 0 before the first step (then one plain step's worth)
-  DraftChoice choice_;        // choose_step's
+  // choose_step's buffers, kept from step to step (no allocation on a step of the same sequences).
+  std::vector<double> prior_;
+  std::vector<DraftCandidate> candidates_;
+  std::vector<const AcceptanceStats*> stats_;
+  DraftChoice choice_;
 };
 
 }  // namespace specserve::engine

@@ -1,6 +1,7 @@
 #include "engine/draft_length_search.h"
 
 #include <algorithm>
+#include <limits>
 #include <tuple>
 
 #include "core/error.h"
@@ -52,10 +53,141 @@ class StepSums {
 
 bool better(double a, double b) { return a > b * (1 + 1e-12); }
 
+// The search of the header (below the entry points).
+DraftChoice search(const StepCostModel& model, std::span<const DraftCandidate> candidates,
+                   const StepCostCorrection& correction);
+
+void check_candidates(std::span<const DraftCandidate> candidates) {
+  for (size_t i = 0; i < candidates.size(); ++i) {
+    const DraftCandidate& c = candidates[i];
+    SS_CHECK(c.max_drafts >= 0 && c.min_drafts >= 0 && c.min_drafts <= c.max_drafts &&
+                 static_cast<int>(c.accept.size()) >= c.max_drafts,
+             "draft policy: candidate {} has {}..{} drafts and {} acceptance rates", i, c.min_drafts, c.max_drafts,
+             c.accept.size());
+  }
+}
+
+// The least assignment (every γ at min_drafts) and its terms, summed as the search's running sums sum them
+// (so its model seconds are the search's to the bit: every term but the tokens is a sum of integers).
+struct Least {
+  double rows = 0, context = 0, extra_row_context = 0, tokens = 0, drafted = 0, drafted_context = 0;
+  double model_seconds = 0, seconds = 0;
+};
+
+// Drafts of `c` expected to be accepted when it drafts `g`, summed as the search sums them.
+double expected_tokens(const DraftCandidate& c, int g) {
+  double e = 0, run = 1;
+  for (int j = 1; j <= g; ++j) {
+    run *= std::clamp(c.accept[static_cast<size_t>(j - 1)], 0.0, 1.0);
+    e += run;
+  }
+  return e;
+}
+
+Least least_assignment(const StepCostModel& model, std::span<const DraftCandidate> candidates,
+                       const StepCostCorrection& correction) {
+  Least b;
+  for (const DraftCandidate& c : candidates) {
+    b.rows += 1;
+    b.context += static_cast<double>(c.context);
+    b.tokens += 1;
+  }
+  for (const DraftCandidate& c : candidates) {
+    const double ctx = static_cast<double>(c.context);
+    b.rows += c.min_drafts;
+    b.extra_row_context += c.min_drafts * ctx;
+    b.tokens += expected_tokens(c, c.min_drafts);
+    if (c.min_drafts > 0) {
+      b.drafted += 1;
+      b.drafted_context += ctx;
+    }
+  }
+  b.model_seconds = model.step_seconds(b.rows, static_cast<double>(candidates.size()), b.context, b.extra_row_context) +
+                    model.propose_seconds(b.drafted, b.drafted_context);
+  b.seconds = b.model_seconds * (b.drafted > 0.5 ? correction.drafting : correction.plain);
+  return b;
+}
+
+bool least_is_best(const StepCostModel& model, std::span<const DraftCandidate> candidates,
+                   const StepCostCorrection& correction, const Least& b) {
+  double rows_most = 0;
+  bool options = false;
+  for (const DraftCandidate& c : candidates) {
+    rows_most += 1 + c.max_drafts;
+    options = options || c.max_drafts > c.min_drafts;
+  }
+  if (!options) return true;  // the least assignment is the only one
+  if (!(b.seconds > 0) || !(b.tokens > 0)) return false;
+  const StepCosts& k = model.costs();
+  // Another assignment γ (drafting: it raises some γ_i above min_i) takes at least
+  //   S_base + Σ_{raised i} (per_row_i · (γ_i − min_i) + fixed_i)
+  // seconds: the row share rises by at least its least slope over the rows in reach per added row, the
+  // per-position term by the row's positions, and a sequence not drafting before joins the propose (whose
+  // fixed part is paid once, in S_base, when no sequence drafted before).
+  const double slope = model.min_row_slope(b.rows, rows_most);
+  const double base = correction.drafting * (b.model_seconds + (b.drafted > 0.5 ? 0.0 : k.propose_s));
+  // It scores at most (1 − 1e-9) of the least one when its tokens T_B + Σ gain_i stay within rate · seconds,
+  // i.e. when Σ_i (gain_i − rate · (per_row_i · Δγ_i + fixed_i)) <= rate · S_base − T_B for every choice of
+  // raised sequences: the best choice takes each sequence's best raise where it is positive (at least one).
+  const double rate = b.tokens / b.seconds * (1 - 1e-9);
+  double best_sum = 0, best_single = -std::numeric_limits<double>::infinity();
+  for (const DraftCandidate& c : candidates) {
+    if (c.max_drafts == c.min_drafts) continue;
+    const double ctx = static_cast<double>(c.context);
+    const double per_row = correction.drafting * (slope + k.row_context_s * ctx);
+    const double fixed =
+        c.min_drafts > 0 ? 0.0 : correction.drafting * (k.propose_sequence_s + k.propose_context_s * ctx);
+    double run = 1, gain = 0, best = -std::numeric_limits<double>::infinity();
+    for (int j = 1; j <= c.max_drafts; ++j) {
+      run *= std::clamp(c.accept[static_cast<size_t>(j - 1)], 0.0, 1.0);
+      if (j <= c.min_drafts) continue;
+      gain += run;
+      best = std::max(best, gain - rate * (per_row * (j - c.min_drafts) + fixed));
+    }
+    best_sum += std::max(0.0, best);
+    best_single = std::max(best_single, best);
+  }
+  const double most = best_sum > 0 ? best_sum : best_single;
+  return most <= rate * base - b.tokens;
+}
+
 }  // namespace
+
+bool min_drafts_are_best(const StepCostModel& model, std::span<const DraftCandidate> candidates,
+                         const StepCostCorrection& correction) {
+  check_candidates(candidates);
+  return least_is_best(model, candidates, correction, least_assignment(model, candidates, correction));
+}
 
 DraftChoice choose_draft_lengths(const StepCostModel& model, std::span<const DraftCandidate> candidates,
                                  const StepCostCorrection& correction) {
+  DraftChoice choice;
+  choose_draft_lengths(model, candidates, correction, choice);
+  return choice;
+}
+
+void choose_draft_lengths(const StepCostModel& model, std::span<const DraftCandidate> candidates,
+                          const StepCostCorrection& correction, DraftChoice& out, bool bound) {
+  check_candidates(candidates);
+  if (bound) {
+    const Least b = least_assignment(model, candidates, correction);
+    if (least_is_best(model, candidates, correction, b)) {
+      out.gamma.resize(candidates.size());
+      for (size_t i = 0; i < candidates.size(); ++i) out.gamma[i] = candidates[i].min_drafts;
+      out.tokens = b.tokens;
+      out.seconds = b.seconds;
+      out.model_seconds = b.model_seconds;
+      return;
+    }
+  }
+  out = search(model, candidates, correction);
+}
+
+namespace {
+
+// Three starts, each improved by coordinate ascent (the header).
+DraftChoice search(const StepCostModel& model, std::span<const DraftCandidate> candidates,
+                   const StepCostCorrection& correction) {
   const size_t n = candidates.size();
   DraftChoice choice;
   choice.gamma.assign(n, 0);
@@ -69,10 +201,6 @@ DraftChoice choose_draft_lengths(const StepCostModel& model, std::span<const Dra
   std::vector<Increment> increments;
   for (size_t i = 0; i < n; ++i) {
     const DraftCandidate& c = candidates[i];
-    SS_CHECK(c.max_drafts >= 0 && c.min_drafts >= 0 && c.min_drafts <= c.max_drafts &&
-                 static_cast<int>(c.accept.size()) >= c.max_drafts,
-             "draft policy: candidate {} has {}..{} drafts and {} acceptance rates", i, c.min_drafts, c.max_drafts,
-             c.accept.size());
     expected[i].assign(static_cast<size_t>(c.max_drafts) + 1, 0.0);
     double run = 1;
     for (int j = 1; j <= c.max_drafts; ++j) {
@@ -170,5 +298,7 @@ DraftChoice choose_draft_lengths(const StepCostModel& model, std::span<const Dra
   choice.model_seconds = sums.model_seconds();
   return choice;
 }
+
+}  // namespace
 
 }  // namespace specserve::engine

@@ -10,7 +10,9 @@
 // Search: three starting points (the best prefix of the increments (i, j) sorted by their expected token
 // Π_{m<=j} a_im; every sequence at its most; the best γ common to all), each improved by per-sequence
 // coordinate ascent (each γ re-chosen with the others fixed); every candidate is scored exactly, in O(1)
-// from running sums, so a step costs O(N·γ_max) scores.
+// from running sums, so a step costs O(N·γ_max) scores. Before it, a bound (min_drafts_are_best, O(N·γ_max)
+// arithmetic) settles the common case under load where no sequence's drafts can pay for themselves: the
+// search would keep every γ at its least, and is skipped.
 #include <cstdint>
 #include <span>
 #include <vector>
@@ -44,5 +46,18 @@ struct StepCostCorrection {
 
 DraftChoice choose_draft_lengths(const StepCostModel& costs, std::span<const DraftCandidate> candidates,
                                  const StepCostCorrection& correction = {});
+// The same into `out` (its gamma's storage reused: no allocation on a step the bound settles). With
+// `bound` false the search always runs (tests compare the two).
+void choose_draft_lengths(const StepCostModel& costs, std::span<const DraftCandidate> candidates,
+                          const StepCostCorrection& correction, DraftChoice& out, bool bound = true);
+
+// True when no assignment γ ≥ min_drafts other than min_drafts itself can score above (1 − 1e-9) times
+// its score: an upper bound on every other assignment's score (each sequence's best gain over its least
+// against the least it can add to the step's time: the row share's smallest slope over the rows in
+// reach, its per-position terms and, for a sequence not drafting at its least, its share of the propose)
+// is below the least assignment's. The search then returns min_drafts (it moves only to strictly better
+// scores). False says nothing: the search decides.
+bool min_drafts_are_best(const StepCostModel& costs, std::span<const DraftCandidate> candidates,
+                         const StepCostCorrection& correction);
 
 }  // namespace specserve::engine

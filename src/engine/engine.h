@@ -91,8 +91,9 @@ class Engine {
   void propose_drafts();
   // More sequences decode than options_.spec_max_batch allows to speculate.
   bool speculation_paused() const;
-  // γ for each decoding sequence (its max_drafts under a fixed policy; engine/draft_length_policy.h).
-  std::vector<int> draft_lengths(std::span<Sequence* const> decoding, std::span<const int> max_drafts);
+  // γ for each decoding sequence (its max_drafts under a fixed policy; engine/draft_length_policy.h),
+  // valid until the next call.
+  std::span<const int> draft_lengths(std::span<Sequence* const> decoding, std::span<const int> max_drafts);
   // Requests in and out (engine.cpp).
   void intake();
   void reap_cancelled();
@@ -142,7 +143,12 @@ class Engine {
   };
   StepPrediction step_prediction_;
   bool step_had_prefill_ = false;  // the current step's plan has a prefill chunk
-  int lookahead_ = 0;              // DraftProposer::positions_past_context (0 without a proposer)
+  // propose_drafts' lists, kept from step to step (their storage reused: a step allocates nothing here).
+  std::vector<Sequence*> decoding_;
+  std::vector<int> max_drafts_;
+  std::vector<PolicySequence> policy_sequences_;
+  std::vector<ProposeItem> propose_items_;
+  int lookahead_ = 0;  // DraftProposer::positions_past_context (0 without a proposer)
   // The target's swap image: fixed bytes (DeltaNet state) and bytes per KV block (swap.cpp).
   size_t target_swap_fixed_ = 0, target_swap_per_block_ = 0;
   size_t swap_used_ = 0;  // host bytes of the swapped-out sequences' images

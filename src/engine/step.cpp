@@ -190,8 +190,11 @@ void Engine::stream_tokens(std::span<const SpanResult> results) {
 // decoding sequences (a hard cap) the next step is a plain decode.
 void Engine::propose_drafts() {
   if (!proposer_) return;
-  std::vector<Sequence*> decoding;
-  std::vector<int> max_drafts;
+  // The step's lists reuse their storage (engine.h: no allocation on a plain step).
+  std::vector<Sequence*>& decoding = decoding_;
+  std::vector<int>& max_drafts = max_drafts_;
+  decoding.clear();
+  max_drafts.clear();
   bool can_draft = false;
   for (auto& sp : running_) {
     Sequence& s = *sp;
@@ -209,8 +212,9 @@ void Engine::propose_drafts() {
     metrics_.spec_paused_steps.fetch_add(1, std::memory_order_relaxed);
     return;
   }
-  const std::vector<int> gamma = draft_lengths(decoding, max_drafts);
-  std::vector<ProposeItem> items;
+  const std::span<const int> gamma = draft_lengths(decoding, max_drafts);
+  std::vector<ProposeItem>& items = propose_items_;
+  items.clear();
   for (size_t i = 0; i < decoding.size(); ++i) {
     if (gamma[i] <= 0) continue;
     Sequence& s = *decoding[i];
@@ -234,8 +238,8 @@ void Engine::propose_drafts() {
   }
 }
 
-std::vector<int> Engine::draft_lengths(std::span<Sequence* const> decoding, std::span<const int> max_drafts) {
-  if (!draft_policy_.adaptive()) return {max_drafts.begin(), max_drafts.end()};
+std::span<const int> Engine::draft_lengths(std::span<Sequence* const> decoding, std::span<const int> max_drafts) {
+  if (!draft_policy_.adaptive()) return max_drafts;
   const auto now = std::chrono::steady_clock::now();
   const uint64_t step_index = metrics_.steps.load(std::memory_order_relaxed);
   // The step since the last choice against its prediction (engine.h: StepPrediction).
@@ -243,7 +247,8 @@ std::vector<int> Engine::draft_lengths(std::span<Sequence* const> decoding, std:
   if (options_.step_cost_feedback && last.valid && last.step + 1 == step_index && !step_had_prefill_ &&
       last.sequences == decoding.size())
     draft_policy_.observe_step(last.drafting, last.seconds, std::chrono::duration<double>(now - last.at).count());
-  std::vector<PolicySequence> sequences(decoding.size());
+  std::vector<PolicySequence>& sequences = policy_sequences_;
+  sequences.resize(decoding.size());
   for (size_t i = 0; i < decoding.size(); ++i)
     sequences[i] = {&decoding[i]->acceptance, decoding[i]->state().length(), max_drafts[i]};
   const StepDraftChoice choice = draft_policy_.choose_step(static_cast<int64_t>(step_index), sequences);
@@ -254,7 +259,7 @@ std::vector<int> Engine::draft_lengths(std::span<Sequence* const> decoding, std:
   const StepCostCorrection& correction = draft_policy_.correction();
   metrics_.spec_policy_correction_plain.store(correction.plain, std::memory_order_relaxed);
   metrics_.spec_policy_correction_drafting.store(correction.drafting, std::memory_order_relaxed);
-  return {choice.gamma.begin(), choice.gamma.end()};
+  return choice.gamma;
 }
 
 bool Engine::speculation_paused() const {

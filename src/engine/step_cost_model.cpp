@@ -25,6 +25,23 @@ double StepCostModel::row_seconds(double rows) const {
   return y[i - 1] + slope * (rows - x[i - 1]);
 }
 
+double StepCostModel::min_row_slope(double from, double to) const {
+  const auto& x = costs_.row_knots;
+  const auto& y = costs_.row_seconds;
+  // row_seconds is piecewise linear: flat up to the first knot, then each segment's slope (with one knot:
+  // proportional past it), the last segment's extended past the last knot.
+  double least = std::numeric_limits<double>::infinity();
+  if (from < x.front()) least = 0;
+  if (x.size() == 1) return to > x.front() ? std::min(least, y.front() / x.front()) : least;
+  for (size_t i = 1; i < x.size(); ++i) {
+    const bool last = i + 1 == x.size();
+    // Segment i covers (x[i-1], x[i]], and past x[i] too when it is the last one.
+    if (to <= x[i - 1] || (!last && from >= x[i])) continue;
+    least = std::min(least, (y[i] - y[i - 1]) / (x[i] - x[i - 1]));
+  }
+  return least == std::numeric_limits<double>::infinity() ? 0 : least;
+}
+
 double StepCostModel::step_seconds(double rows, double sequences, double context_sum,
                                    double extra_row_context_sum) const {
   return row_seconds(rows) + costs_.sequence_s * sequences + costs_.context_s * context_sum +

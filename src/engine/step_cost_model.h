@@ -21,6 +21,9 @@ class StepCostModel {
 
   // The rows' share w(R) of a step of R extend rows (io/step_cost_profile.h).
   double row_seconds(double rows) const;
+  // The least slope of row_seconds over rows in [from, to] (from <= to): row_seconds(from + r) −
+  // row_seconds(from) >= r · min_row_slope(from, from + r) for every r in [0, to − from]. O(knots).
+  double min_row_slope(double from, double to) const;
   // A target forward of `rows` extend rows over `sequences` sequences holding `context_sum` positions in
   // all, with `extra_row_context_sum` = Σ_i (k_i − 1)·c_i.
   double step_seconds(double rows, double sequences, double context_sum, double extra_row_context_sum) const;
