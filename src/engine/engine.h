@@ -143,7 +143,8 @@ class Engine {
   };
   StepPrediction step_prediction_;
   bool step_had_prefill_ = false;  // the current step's plan has a prefill chunk
-  // propose_drafts' lists, kept from step to step (their storage reused: a step allocates nothing here).
+  // hand_over_context's and propose_drafts' lists, kept from step to step (their storage reused).
+  std::vector<DraftProposer::ContextRows> context_rows_;
   std::vector<Sequence*> decoding_;
   std::vector<int> max_drafts_;
   std::vector<PolicySequence> policy_sequences_;

@@ -164,7 +164,8 @@ void Engine::hand_over_context(std::span<const SpanResult> results, const Forwar
     captured = out.captured_device.view();
   else if (out.captured.shape().ndim == 2)
     captured = out.captured.view();
-  std::vector<DraftProposer::ContextRows> context_rows;
+  std::vector<DraftProposer::ContextRows>& context_rows = context_rows_;  // its storage reused
+  context_rows.clear();
   for (const SpanResult& r : results) {
     if (!r.seq->draft_context) continue;
     const auto n = static_cast<int64_t>(r.committed.size());

@@ -81,7 +81,8 @@ DrafterSequence* DFlashProposer::sequence_of(engine::DraftContext& context) {
 }
 
 void DFlashProposer::append_contexts(std::span<const ContextRows> rows) {
-  std::vector<DrafterSequence::Append> appends;
+  std::vector<DrafterSequence::Append>& appends = appends_;  // its storage reused from step to step
+  appends.clear();
   for (const ContextRows& r : rows) {
     DrafterSequence& seq = *as_dflash(*r.context).sequence;
     SS_CHECK(r.features.ndim() == 2 && r.features.dim(0) == static_cast<int64_t>(r.tokens.size()) &&

@@ -71,6 +71,7 @@ class DFlashProposer final : public engine::DraftProposer {
   DFlashProposerOptions options_;
   int gamma_ = 0;
   sampling::SamplerWorkspace workspace_;
+  std::vector<DrafterSequence::Append> appends_;  // append_contexts'
 };
 
 }  // namespace specserve::spec

@@ -33,14 +33,23 @@ void DrafterSequence::adopt_prefix(std::span<void* const> blocks) {
 }
 
 void DrafterSequence::append_many(std::span<const Append> rows) {
-  // Every row is checked before any is queued: a refused call leaves every sequence as it was.
+  // Every row is checked before any is queued: a refused call leaves every sequence as it was. Each
+  // sequence is marked while the rows are checked (a repeat shows in O(1)); the marks are cleared however
+  // the checks end.
+  struct Marks {
+    std::span<const Append> rows;
+    size_t set = 0;
+    ~Marks() {
+      for (size_t i = 0; i < set; ++i) rows[i].sequence->in_append_ = false;
+    }
+  } marks{rows};
   const Memory* mem = nullptr;
-  for (size_t i = 0; i < rows.size(); ++i) {
-    const Append& a = rows[i];
-    const DrafterSequence& s = *a.sequence;
+  for (const Append& a : rows) {
+    DrafterSequence& s = *a.sequence;
     const TensorView& f = a.features;
-    for (size_t j = 0; j < i; ++j)
-      SS_CHECK(rows[j].sequence != a.sequence, "drafter context: a sequence appears twice in one append");
+    SS_CHECK(!s.in_append_, "drafter context: a sequence appears twice in one append");
+    s.in_append_ = true;
+    ++marks.set;
     SS_CHECK(a.first_position == s.rows(),
              "drafter context: rows must arrive in position order, got position {} while holding {} rows",
              a.first_position, s.rows());
@@ -52,6 +61,7 @@ void DrafterSequence::append_many(std::span<const Append> rows) {
     mem = s.mem_;
   }
   std::vector<CopyRegion> copies;
+  copies.reserve(rows.size());
   for (const Append& a : rows) {
     DrafterSequence& s = *a.sequence;
     const TensorView& f = a.features;

@@ -103,6 +103,11 @@ TEST_F(DrafterBatching, AppendManyEqualsAppendsOneByOne) {
   const DrafterSequence::Append twice[] = {{e.get(), 0, view(fa)}, {e.get(), 7, view(fb)}};
   EXPECT_THROW(DrafterSequence::append_many(twice), Error);
   EXPECT_EQ(e->rows(), 0);
+  // The refused calls leave nothing behind: the same sequences append in the next call.
+  const DrafterSequence::Append again[] = {{e.get(), 0, view(fa)}, {c.get(), 0, view(fb)}};
+  DrafterSequence::append_many(again);
+  EXPECT_EQ(e->rows(), 7);
+  EXPECT_EQ(c->rows(), 3);
 }
 
 }  // namespace
