@@ -176,22 +176,28 @@ TEST_F(Gpu, Fp8MatmulMultiEqualsSeparateMatmuls) {
 }
 
 // From 5 rows the fp8 gemv kernel reads x through its bf16 copy; when x's producer (rms_norm) wrote that
-// copy, the kernel reads it instead of converting x: the same bits.
+// copy, the kernel reads it instead of converting x: the same bits, at the rows of each x mode (5-8, 9-16,
+// two row blocks). The copy is used only when nothing was enqueued between the producer and the matmul
+// (cuda_ops.cpp: take_xb), so the outputs are made (poisoned: a fill on the stream) before the norm — the
+// first version of this test poisoned its output between the two, and never saw the copy used, at any M.
 TEST_F(Gpu, Fp8GemvReadsTheProducersCopyWithTheSameBits) {
-  const int64_t N = 1024, K = 4096;
+  const int64_t N = 1024, K = 4096, kMaxRows = 32;
   DeviceFp8 w(N, K, 81);
-  const auto xh = randn(size_t(16 * K), 82);
+  const auto xh = randn(size_t(kMaxRows * K), 82);
   const auto gamma = randn(size_t(K), 83);
-  DeviceBuffer dx = DeviceBuffer::from(xh), dg = DeviceBuffer::from(gamma), dn(size_t(16 * K) * 4);
-  for (int64_t M : {5, 8, 16}) {
+  DeviceBuffer dx = DeviceBuffer::from(xh), dg = DeviceBuffer::from(gamma), dn(size_t(kMaxRows * K) * 4);
+  for (int64_t M : {5, 8, 9, 16, 17, 32}) {
     const TensorView X = dev_view(dx, DType::F32, {M, K}), Nx = dev_view(dn, DType::F32, {M, K});
+    DeviceBuffer fused = poisoned(size_t(M * N)), plain = poisoned(size_t(M * N));
     const uint64_t before = cuda::kernels::matmul_xb_reused();
     cuda_ops().rms_norm(X, dev_view(dg, DType::F32, {K}), NormKind::Plain, 1e-6f, Nx);
-    const auto fused = run(Nx, w.fp8_view);  // right after its producer: reads the copy
-    EXPECT_GT(cuda::kernels::matmul_xb_reused(), before) << "M " << M;
-    const auto plain = run(Nx, w.fp8_view);  // converts x itself
-    ASSERT_TRUE(bit_equal(fused.data(), plain.data(), fused.size())) << "M " << M;
-    ASSERT_TRUE(bit_equal(fused.data(), run(Nx, w.bf16_view).data(), fused.size())) << "M " << M;
+    cuda_ops().matmul(Nx, w.fp8_view, dev_view(fused, DType::F32, {M, N}));  // right after its producer
+    EXPECT_EQ(cuda::kernels::matmul_xb_reused(), before + 1) << "M " << M << ": the fp8 gemv read the norm's copy";
+    cuda_ops().matmul(Nx, w.fp8_view, dev_view(plain, DType::F32, {M, N}));  // converts x itself
+    EXPECT_EQ(cuda::kernels::matmul_xb_reused(), before + 1) << "M " << M;
+    const auto got = download(fused, size_t(M * N));
+    ASSERT_TRUE(bit_equal(got.data(), download(plain, size_t(M * N)).data(), got.size())) << "M " << M;
+    ASSERT_TRUE(bit_equal(got.data(), run(Nx, w.bf16_view).data(), got.size())) << "M " << M;
   }
 }
 
