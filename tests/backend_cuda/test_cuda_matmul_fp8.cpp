@@ -2,8 +2,12 @@
 // cuda/matmul_fp8_gemv.cu for 1-32 rows, cuda/matmul_fp8_dequant.cu beyond and for prefill): the
 // dequantisation pass against the definition's bits; every matmul bit for bit equal to the CUDA matmul of
 // the bf16 dequantisation (row-invariant and prefill orders, odd shapes, misaligned codes, x's producer
-// copy) and close to the CPU fp8 path; rows bit-invariant (a row alone, inside 16, inside 32, inside more);
-// matmul_multi with fp8 and bf16 weights equal to separate calls. Mirrors test_cuda_matmul_tensor_core.cpp.
+// copy) and close to the CPU fp8 path; the fp8 gemv kernel the same on every path it can take (stage
+// counts, early loads, the bf16-scale multiply, the bit and conversion paths; f32, bf16 and mixed scales;
+// the 8B and 27B shapes, K off the 128 grid) and with several weights in one launch; rows bit-invariant (a
+// row alone, inside 16, inside 32, inside more); matmul_multi with fp8 and bf16 weights equal to separate
+// calls. Mirrors test_cuda_matmul_tensor_core.cpp; the kernel's index code and dequantisation identities
+// are checked on the host too (test_cuda_matmul_fp8_host.cpp).
 #include <cstring>
 #include <vector>
 
@@ -14,8 +18,10 @@
 namespace specserve::cuda_test {
 namespace {
 
+using specserve::testing::Fp8Scales;
 using specserve::testing::Fp8TestWeight;
 using specserve::testing::make_fp8_weight;
+namespace k = cuda::kernels;
 
 // The fp8 weight (codes and scales) and its bf16 dequantisation on the device. With `pad` > 0 the codes
 // sit one byte past an aligned start with rows K + pad apart (the scalar load path).
@@ -23,8 +29,8 @@ struct DeviceFp8 {
   Fp8TestWeight host;
   DeviceBuffer codes, scales, bf16;
   TensorView fp8_view, bf16_view;
-  DeviceFp8(int64_t N, int64_t K, uint32_t seed, int64_t pad = 0, bool tiny = false)
-      : host(make_fp8_weight(N, K, seed, tiny)) {
+  DeviceFp8(int64_t N, int64_t K, uint32_t seed, int64_t pad = 0, Fp8Scales kind = Fp8Scales::F32)
+      : host(make_fp8_weight(N, K, seed, kind)) {
     const int64_t ld = K + pad, off = pad ? 1 : 0;
     std::vector<uint8_t> c(size_t(N * ld + off), 0);
     for (int64_t n = 0; n < N; ++n) std::memcpy(c.data() + off + n * ld, host.codes.as<uint8_t>() + n * K, size_t(K));
@@ -60,7 +66,7 @@ const Dims kShapes[] = {{13, 37},    {300, 1000},  {257, 130},  {1, 200},     {1
 TEST_F(Gpu, Fp8DequantPassHasTheDefinitionsBits) {
   for (bool tiny : {false, true})
     for (const Dims& d : {Dims{300, 1000}, Dims{129, 37}, Dims{5, 1}}) {
-      DeviceFp8 w(d.N, d.K, uint32_t(d.N + d.K), 0, tiny);
+      DeviceFp8 w(d.N, d.K, uint32_t(d.N + d.K), 0, tiny ? Fp8Scales::Tiny : Fp8Scales::F32);
       const int64_t ldo = d.K + 8;
       DeviceBuffer out(size_t(d.N * ldo) * 2);
       cuda::kernels::fp8_dequantize_bf16(w.codes.as<uint8_t>(), d.K, w.scales.as<float>(), w.host.scales.shape()[1],
@@ -99,9 +105,9 @@ TEST_F(Gpu, Fp8MatmulHasTheBitsOfTheBf16Dequantisation) {
 
 // A row's bits do not depend on the rows beside it: every row alone (M = 1) equals the row inside 16, 32 and
 // more rows starting at different rows (so it sits at other fragment positions), from misaligned codes too.
-void check_fp8_row_invariance(int64_t N, int64_t K) {
+void check_fp8_row_invariance(int64_t N, int64_t K, Fp8Scales scales = Fp8Scales::F32) {
   const int64_t kRows = 96;
-  DeviceFp8 w(N, K, uint32_t(N + 7 * K)), w_odd(N, K, uint32_t(N + 7 * K), /*pad=*/3);
+  DeviceFp8 w(N, K, uint32_t(N + 7 * K), 0, scales), w_odd(N, K, uint32_t(N + 7 * K), /*pad=*/3, scales);
   const auto x = randn(size_t(kRows * K), uint32_t(K + 11));
   DeviceBuffer dx = DeviceBuffer::from(x);
   const TensorView X = dev_view(dx, DType::F32, {kRows, K});
@@ -126,6 +132,9 @@ TEST_F(Gpu, Fp8RowInvarianceOddK) { check_fp8_row_invariance(257, 1001); }
 TEST_F(Gpu, Fp8RowInvarianceN64K12288) { check_fp8_row_invariance(64, 12288); }  // S = 8, long slices
 TEST_F(Gpu, Fp8RowInvarianceN3000K496) { check_fp8_row_invariance(3000, 496); }  // S = 1
 TEST_F(Gpu, Fp8RowInvarianceTinyK) { check_fp8_row_invariance(130, 3); }
+TEST_F(Gpu, Fp8RowInvarianceBf16Scales) { check_fp8_row_invariance(4096, 4096, Fp8Scales::Bf16); }  // fast path
+TEST_F(Gpu, Fp8RowInvarianceMixedScalesOddK) { check_fp8_row_invariance(1000, 4104, Fp8Scales::Mixed); }
+TEST_F(Gpu, Fp8RowInvariance27BDown) { check_fp8_row_invariance(5120, 17408, Fp8Scales::Bf16); }  // S = 8, long
 
 // Prefill rows: a row's bits do not depend on the rows of its call (its chunk).
 TEST_F(Gpu, Fp8PrefillRowsDoNotDependOnTheirCall) {
@@ -176,29 +185,170 @@ TEST_F(Gpu, Fp8MatmulMultiEqualsSeparateMatmuls) {
 }
 
 // From 5 rows the fp8 gemv kernel reads x through its bf16 copy; when x's producer (rms_norm) wrote that
-// copy, the kernel reads it instead of converting x: the same bits, at the rows of each x mode (5-8, 9-16,
-// two row blocks). The copy is used only when nothing was enqueued between the producer and the matmul
-// (cuda_ops.cpp: take_xb), so the outputs are made (poisoned: a fill on the stream) before the norm — the
-// first version of this test poisoned its output between the two, and never saw the copy used, at any M.
+// copy, the kernel reads it instead of converting x: the same bits, at the rows of each x mode (5-8: its
+// first 8 rows, 9-16, two row blocks). The copy is used only when nothing was enqueued between the producer
+// and the matmul (cuda_ops.cpp: take_xb), so the outputs are made (poisoned: a fill on the stream) before
+// the norm — the first version of this test poisoned its output between the two, and never saw the copy
+// used, at any M.
 TEST_F(Gpu, Fp8GemvReadsTheProducersCopyWithTheSameBits) {
   const int64_t N = 1024, K = 4096, kMaxRows = 32;
-  DeviceFp8 w(N, K, 81);
+  DeviceFp8 w(N, K, 81, 0, Fp8Scales::Bf16), w2(N, K, 84);
   const auto xh = randn(size_t(kMaxRows * K), 82);
   const auto gamma = randn(size_t(K), 83);
   DeviceBuffer dx = DeviceBuffer::from(xh), dg = DeviceBuffer::from(gamma), dn(size_t(kMaxRows * K) * 4);
   for (int64_t M : {5, 8, 9, 16, 17, 32}) {
     const TensorView X = dev_view(dx, DType::F32, {M, K}), Nx = dev_view(dn, DType::F32, {M, K});
-    DeviceBuffer fused = poisoned(size_t(M * N)), plain = poisoned(size_t(M * N));
-    const uint64_t before = cuda::kernels::matmul_xb_reused();
+    DeviceBuffer fused = poisoned(size_t(M * N)), plain = poisoned(size_t(M * N)), y1 = poisoned(size_t(M * N)),
+                 y2 = poisoned(size_t(M * N));
+    const uint64_t before = k::matmul_xb_reused();
     cuda_ops().rms_norm(X, dev_view(dg, DType::F32, {K}), NormKind::Plain, 1e-6f, Nx);
     cuda_ops().matmul(Nx, w.fp8_view, dev_view(fused, DType::F32, {M, N}));  // right after its producer
-    EXPECT_EQ(cuda::kernels::matmul_xb_reused(), before + 1) << "M " << M << ": the fp8 gemv read the norm's copy";
+    EXPECT_EQ(k::matmul_xb_reused(), before + 1) << "M " << M << ": the fp8 gemv read the norm's copy";
     cuda_ops().matmul(Nx, w.fp8_view, dev_view(plain, DType::F32, {M, N}));  // converts x itself
-    EXPECT_EQ(cuda::kernels::matmul_xb_reused(), before + 1) << "M " << M;
+    EXPECT_EQ(k::matmul_xb_reused(), before + 1) << "M " << M;
     const auto got = download(fused, size_t(M * N));
     ASSERT_TRUE(bit_equal(got.data(), download(plain, size_t(M * N)).data(), got.size())) << "M " << M;
     ASSERT_TRUE(bit_equal(got.data(), run(Nx, w.bf16_view).data(), got.size())) << "M " << M;
+    // Two fp8 weights of the norm's output in one launch: the copy read once, each output its lone call's.
+    cuda_ops().rms_norm(X, dev_view(dg, DType::F32, {K}), NormKind::Plain, 1e-6f, Nx);
+    const uint64_t before2 = k::matmul_xb_reused();
+    const TensorView ws[2] = {w.fp8_view, w2.fp8_view};
+    const TensorView ys[2] = {dev_view(y1, DType::F32, {M, N}), dev_view(y2, DType::F32, {M, N})};
+    cuda_ops().matmul_multi(Nx, ws, ys);
+    EXPECT_EQ(k::matmul_xb_reused(), before2 + 1) << "M " << M << ": one launch read the copy";
+    ASSERT_TRUE(bit_equal(download(y1, size_t(M * N)).data(), got.data(), got.size())) << "M " << M;
+    ASSERT_TRUE(bit_equal(download(y2, size_t(M * N)).data(), run(Nx, w2.bf16_view).data(), got.size())) << "M " << M;
   }
+}
+
+// ---- the fp8 gemv kernel's paths ------------------------------------------------------------------------
+
+k::MatmulArgs fp8_args(const TensorView& x, const TensorView& w, const DeviceBuffer& y) {
+  k::MatmulArgs a;
+  a.x = x.as<const float>();
+  a.ldx = x.strides[0];
+  a.w = w.data;
+  a.ldw = w.strides[0];
+  a.w_scales = w.scales;
+  a.scale_ld = (w.dim(1) + 127) / 128;
+  a.y = static_cast<float*>(y.data());
+  a.ldy = w.dim(0);
+  a.M = x.dim(0);
+  a.N = w.dim(0);
+  a.K = x.dim(1);
+  return a;
+}
+
+std::string force_name(const k::Fp8GemvForce& f) {
+  return "stages " + std::to_string(f.stages) + " early " + std::to_string(f.early_w) + " fast " +
+         std::to_string(f.fast) + " convert " + std::to_string(f.convert);
+}
+
+// The forced variants run at each (shape, M): every stage count once over the rows, the early loads off,
+// the bf16-scale multiply off (the general path everywhere), the conversion path.
+std::vector<k::Fp8GemvForce> forces_for(size_t i) {
+  const int stages[] = {3, 4, 6, 8};
+  std::vector<k::Fp8GemvForce> v(5);
+  v[1].stages = stages[i % 4];
+  v[2].stages = stages[(i + 2) % 4];
+  v[2].early_w = 0;
+  v[3].fast = 0;
+  v[4].convert = 1;
+  v[4].stages = stages[(i + 1) % 4];
+  return v;
+}
+
+struct Fp8Case {
+  int64_t N, K;
+  Fp8Scales scales;
+  const char* name;
+};
+// The 8B (hidden 4096, q 4096, k/v 1024, MLP 12288) and 27B (hidden 5120, MLP 17408) shapes with bf16 scales
+// (Qwen's checkpoints: the fast path) and f32 ones (the general path); K off the 128 grid and odd N with mixed
+// scales (per tile both paths; partial blocks, tiles cut by K).
+const Fp8Case kFp8Cases[] = {
+    {4096, 4096, Fp8Scales::Bf16, "8B q/o"},       {4096, 4096, Fp8Scales::F32, "8B q/o f32"},
+    {1024, 4096, Fp8Scales::Bf16, "8B k/v"},       {12288, 4096, Fp8Scales::Bf16, "8B gate/up"},
+    {4096, 12288, Fp8Scales::Bf16, "8B down"},     {4096, 12288, Fp8Scales::Mixed, "8B down mixed"},
+    {5120, 5120, Fp8Scales::Bf16, "27B o"},        {17408, 5120, Fp8Scales::Bf16, "27B up"},
+    {5120, 17408, Fp8Scales::F32, "27B down f32"}, {1000, 4104, Fp8Scales::Mixed, "K 4104"},
+    {257, 1001, Fp8Scales::Mixed, "257x1001"},     {130, 3, Fp8Scales::Bf16, "K 3"},
+    {3000, 496, Fp8Scales::Mixed, "S 1"},          {64, 12288, Fp8Scales::Tiny, "tiny scales"},
+};
+
+TEST_F(Gpu, Fp8GemvEveryPathHasTheBitsOfTheBf16Dequantisation) {
+  size_t variant = 0;
+  for (const Fp8Case& c : kFp8Cases) {
+    DeviceFp8 w(c.N, c.K, uint32_t(5 * c.N + c.K), 0, c.scales);
+    const auto x = randn(size_t(32 * c.K), uint32_t(c.K + 3));
+    DeviceBuffer dx = DeviceBuffer::from(x);
+    for (int64_t M : {1, 2, 3, 4, 5, 8, 9, 16, 17, 24, 32}) {
+      const TensorView X = dev_view(dx, DType::F32, {M, c.K});
+      const auto want = run(X, w.bf16_view);  // the bf16 gemv kernel on the dequantised weight
+      for (const k::Fp8GemvForce& f : forces_for(variant++)) {
+        DeviceBuffer y = poisoned(size_t(M * c.N));
+        k::matmul_fp8_gemv(fp8_args(X, w.fp8_view, y), cuda::cuda_stream(), f);
+        const auto got = download(y, size_t(M * c.N));
+        ASSERT_TRUE(bit_equal(got.data(), want.data(), got.size())) << c.name << " M " << M << " " << force_name(f);
+      }
+      if (M == 1 || M == 16) {
+        std::vector<float> cpu(size_t(M * c.N));
+        cpu_ops().matmul(host_view(x.data(), DType::F32, {M, c.K}), w.host.view(),
+                         host_view(cpu.data(), DType::F32, {M, c.N}));
+        EXPECT_LT(rel_err(want, cpu), 1e-2) << "against the CPU, " << c.name << " M " << M;
+      }
+    }
+  }
+}
+
+// q/k/v and gate/up in one launch (matmul_fp8_gemv_multi, and Ops::matmul_multi through the plan): each
+// output has the bits of its lone call, whatever the other parts' scales, rows and forced paths.
+TEST_F(Gpu, Fp8GemvSeveralWeightsInOneLaunch) {
+  const int64_t K = 4096;
+  DeviceFp8 q(4096, K, 91, 0, Fp8Scales::Bf16), kk(1024, K, 92, 0, Fp8Scales::F32),
+      v(1024, K, 93, /*pad=*/16, Fp8Scales::Mixed), gate(12288, K, 94, 0, Fp8Scales::Bf16),
+      up(12288, K, 95, 0, Fp8Scales::Bf16);
+  const auto x = randn(size_t(32 * K), 96);
+  DeviceBuffer dx = DeviceBuffer::from(x);
+  size_t variant = 0;
+  for (int64_t M : {1, 4, 5, 8, 16, 17, 32}) {
+    const TensorView X = dev_view(dx, DType::F32, {M, K});
+    for (const auto& group : {std::vector<DeviceFp8*>{&q, &kk, &v}, std::vector<DeviceFp8*>{&gate, &up}}) {
+      std::vector<DeviceBuffer> ys;
+      std::vector<k::MatmulArgs> args;
+      for (DeviceFp8* w : group) ys.push_back(poisoned(size_t(M * w->fp8_view.dim(0))));
+      for (size_t i = 0; i < group.size(); ++i) args.push_back(fp8_args(X, group[i]->fp8_view, ys[i]));
+      ASSERT_TRUE(k::matmul_fp8_gemv_compatible(args.data(), int(args.size())));
+      const k::Fp8GemvForce f = forces_for(variant)[variant % 5];
+      ++variant;
+      k::matmul_fp8_gemv_multi(args.data(), int(args.size()), cuda::cuda_stream(), f);
+      std::vector<TensorView> ws, yv;
+      std::vector<DeviceBuffer> ys2;
+      for (DeviceFp8* w : group) ys2.push_back(poisoned(size_t(M * w->fp8_view.dim(0))));
+      for (size_t i = 0; i < group.size(); ++i) {
+        ws.push_back(group[i]->fp8_view);
+        yv.push_back(dev_view(ys2[i], DType::F32, {M, group[i]->fp8_view.dim(0)}));
+      }
+      cuda_ops().matmul_multi(X, ws, yv);
+      for (size_t i = 0; i < group.size(); ++i) {
+        const size_t n = size_t(M * group[i]->fp8_view.dim(0));
+        const auto want = run(X, group[i]->bf16_view);
+        ASSERT_TRUE(bit_equal(download(ys[i], n).data(), want.data(), n))
+            << "M " << M << " part " << i << " " << force_name(f);
+        ASSERT_TRUE(bit_equal(download(ys2[i], n).data(), want.data(), n)) << "matmul_multi, M " << M << " part " << i;
+      }
+    }
+  }
+  // Parts of another K split, other x or bf16 weights do not share a launch.
+  DeviceBuffer y = poisoned(size_t(24576));
+  const TensorView X = dev_view(dx, DType::F32, {1, K});
+  DeviceFp8 wide(24576, K, 97);
+  k::MatmulArgs a[2] = {fp8_args(X, q.fp8_view, y), fp8_args(X, wide.fp8_view, y)};
+  EXPECT_FALSE(k::matmul_fp8_gemv_compatible(a, 2));
+  a[1] = fp8_args(X, kk.fp8_view, y);
+  EXPECT_TRUE(k::matmul_fp8_gemv_compatible(a, 2));
+  a[1].w_scales = nullptr;
+  EXPECT_FALSE(k::matmul_fp8_gemv_compatible(a, 2));
 }
 
 }  // namespace

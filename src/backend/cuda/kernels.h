@@ -146,11 +146,24 @@ void matmul_bf16_wgmma_serial(const MatmulArgs& a, const uint16_t* xb, int64_t l
 // Block-scaled fp8 weights (a.w_scales set; backend/ops.h: every result has the bits of the same call with
 // the bf16 dequantisation bf16_rn(f32_rn(e4m3 × scale)) of the weight):
 // - matmul_fp8_gemv (matmul_fp8_gemv.cu; MatmulKernel::Fp8Gemv, 1 to gemv_max_rows() rows): the gemv kernel's
-//   shape, split and mma chains, streaming the e4m3 codes and dequantising each tile in shared memory;
+//   shape, split and mma chains, streaming the e4m3 codes and their block scales and dequantising them into
+//   the mma B fragments in registers; matmul_fp8_gemv_multi runs 1-4 fp8 weights sharing x, M, K and the K
+//   split (matmul_fp8_gemv_compatible: q/k/v, gate/up) in one launch, each output with its lone call's bits.
+//   Tests and benchmarks force its stages per warp (3, 4, 6, 8), the early code loads, and the
+//   dequantisation path (fast: tiles whose scales are bf16 values multiply in bf16x2; general: the bit path
+//   or the conversion instructions); the bits are the same either way.
 // - matmul_fp8_dequant (matmul_fp8_dequant.cu; MatmulKernel::Fp8Dequant): the weight dequantised into a bf16
 //   scratch, then matmul_run of the same call in `order` with that bf16 weight;
 // - fp8_dequantize_bf16: that dequantisation alone, into `out` (rows ldo elements apart), for tests.
-void matmul_fp8_gemv(const MatmulArgs& a, cudaStream_t stream);
+struct Fp8GemvForce {
+  int stages = 0;    // 3, 4, 6 or 8; 0: as the launch's shape picks
+  int early_w = -1;  // the first tiles' codes loaded before the wait for the previous kernel: -1 / 1 on, 0 off
+  int fast = -1;     // tiles with bf16-valued scales take the bf16x2 multiply: -1 / 1 on, 0 off
+  int convert = -1;  // the other tiles: -1 / 0 the bit path, 1 the e4m3 conversion instructions
+};
+void matmul_fp8_gemv(const MatmulArgs& a, cudaStream_t stream, Fp8GemvForce force = {});
+bool matmul_fp8_gemv_compatible(const MatmulArgs* parts, int count);
+void matmul_fp8_gemv_multi(const MatmulArgs* parts, int count, cudaStream_t stream, Fp8GemvForce force = {});
 void matmul_fp8_dequant(const MatmulArgs& a, MatmulOrder order, cudaStream_t stream);
 void fp8_dequantize_bf16(const uint8_t* w, int64_t ldw, const float* scales, int64_t scale_ld, int64_t N, int64_t K,
                          uint16_t* out, int64_t ldo, cudaStream_t stream);

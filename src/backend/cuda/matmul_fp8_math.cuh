@@ -3,17 +3,22 @@
 // (matmul_fp8_gemv.cu) and the bf16 scratch pass (matmul_fp8_dequant.cu), so both give every weight
 // element the same bf16 bits: bf16_rn(f32_rn(e4m3 × scale)), the definition of backend/ops.h and the
 // bits io/fp8_blocks.h dequantize_fp8_blocks(..., BF16) stores at load (the CPU's reference).
+// The conversion path (dequant2_bf16, dequant16_bf16; the scratch pass and the gemv kernel when forced):
 //   - e4m3 -> f16 by cvt.rn.f16x2.e4m3x2 (exact: every e4m3 value is an f16), f16 -> f32 (exact);
 //   - one f32 multiply by the block's f32 scale, round to nearest even (__fmul_rn; the library is built
 //     with --fmad=false anyway);
 //   - f32 -> bf16, round to nearest even (cvt.rn.bf16x2.f32, pack_bf16x2).
-// Not covered: the NaN codes 0x7F / 0xFF give a NaN whose bits may differ from the CPU's quiet NaN.
+// The bit paths of the gemv kernel (dequant_pair_fast, dequant_pair_bits; matmul_fp8_gemv.cuh says why they
+// are exact) avoid the e4m3 conversion instruction, and the fast one every conversion.
+// Not covered: the NaN codes 0x7F / 0xFF give a NaN whose bits may differ from the CPU's quiet NaN on the
+// conversion path, and ±480 × scale on the bit paths.
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 #include <cuda_fp8.h>
 
 #include <cstdint>
 
+#include "backend/cuda/matmul_fp8_gemv.cuh"
 #include "backend/cuda/matmul_tensor_core_ptx.cuh"
 
 namespace specserve::cuda::fp8 {
@@ -38,6 +43,33 @@ __device__ __forceinline__ void dequant16_bf16(const uint4& codes, float scale, 
   }
   lo = make_uint4(out[0], out[1], out[2], out[3]);
   hi = make_uint4(out[4], out[5], out[6], out[7]);
+}
+
+// Two bf16 products, each rounded once to nearest even (mul.rn.bf16x2: the exact product, one rounding;
+// subnormals kept).
+__device__ __forceinline__ uint32_t mul_bf16x2(uint32_t a, uint32_t b) {
+  uint32_t d;
+  asm("mul.rn.bf16x2 %0, %1, %2;" : "=r"(d) : "r"(a), "r"(b));
+  return d;
+}
+
+// The four codes of y = [c2, c0, c3, c1] (fp8g::pair_selector) -> b0 = (c0, c1) and b1 = (c2, c3) as bf16x2
+// (the lower k in the low half), for a scale that fp8g::fp8_scale_fast takes: sp = fp8g::fp8_scale_pair(s).
+__device__ __forceinline__ void dequant_pair_fast(uint32_t y, uint32_t sp, uint32_t& b0, uint32_t& b1) {
+  b0 = mul_bf16x2(fp8g::fp8_pair_bits(y), sp);
+  b1 = mul_bf16x2(fp8g::fp8_pair_bits(y << 8), sp);
+}
+
+// The same for any scale: each half of the pair bits widened to f32 (exact, e4m3 × 2^-120; subnormal for
+// the subnormal codes), × 2^120 (exact: the e4m3 value), × scale (the definition's rounding), to bf16.
+__device__ __forceinline__ uint32_t dequant_bits2(uint32_t bits, float scale) {
+  const float lo = __fmul_rn(__fmul_rn(__uint_as_float(bits << 16), 0x1p120f), scale);
+  const float hi = __fmul_rn(__fmul_rn(__uint_as_float(bits & 0xffff0000u), 0x1p120f), scale);
+  return tc::pack_bf16x2(lo, hi);
+}
+__device__ __forceinline__ void dequant_pair_bits(uint32_t y, float scale, uint32_t& b0, uint32_t& b1) {
+  b0 = dequant_bits2(fp8g::fp8_pair_bits(y), scale);
+  b1 = dequant_bits2(fp8g::fp8_pair_bits(y << 8), scale);
 }
 
 }  // namespace specserve::cuda::fp8
