@@ -55,6 +55,18 @@ bool mid_takes(int64_t M, int64_t K, const MatmulWeight* ws, size_t n, int sms) 
   return cuda::tc::mid_fills_waves(M, ctas, sms);
 }
 
+// Block-scaled fp8 weights that share one fp8 gemv launch (q/k/v, gate/up): 1-32 rows, the same K split.
+bool fp8_share_split(int64_t M, int64_t K, const MatmulWeight* ws, size_t n) {
+  if (n == 0 || n > size_t{kMatmulGroupMax} || M <= 0 || M > kGemvMaxRows || K <= 0) return false;
+  const cuda::tc::KSplit split = cuda::tc::k_split(ws[0].N, K, cuda::tc::split_target_ctas());
+  for (size_t i = 0; i < n; ++i) {
+    const MatmulWeight& w = ws[i];
+    const cuda::tc::KSplit s = cuda::tc::k_split(w.N, K, cuda::tc::split_target_ctas());
+    if (!w.fp8 || w.N <= 0 || s.S != split.S || s.cps != split.cps) return false;
+  }
+  return true;
+}
+
 // A block-scaled fp8 weight, any order: the streaming fp8 kernel for 1-32 rows (every order but Prefill),
 // else its bf16 dequantisation through the bf16 plan (under Prefill for every M: the prefill GEMM's bits
 // do not depend on M, and a prefill row's kernel must not either).
@@ -124,10 +136,27 @@ MatmulPlan plan_matmul(const MatmulCall& c) {
   if (c.backend == MatmulBackend::Cpu) return {{{MatmulKernel::Cpu, all_parts(n)}}};
   bool any_fp8 = false;
   for (const MatmulWeight& w : ws) any_fp8 = any_fp8 || w.fp8;
-  if (any_fp8) {  // every weight its own launch (an fp8 launch takes one weight)
+  if (any_fp8) {  // each weight its own kernel, but fp8 gemv weights sharing the K split share a launch
     MatmulPlan plan;
-    for (size_t i = 0; i < n; ++i)
-      plan.launches.push_back({choose_matmul(c.backend, c.order, c.M, c.K, ws[i], c.device), {static_cast<int>(i)}});
+    std::vector<bool> done(n, false);
+    for (size_t i = 0; i < n; ++i) {
+      if (done[i]) continue;
+      const MatmulKernel k = choose_matmul(c.backend, c.order, c.M, c.K, ws[i], c.device);
+      std::vector<int> group{static_cast<int>(i)};
+      std::vector<MatmulWeight> gw{ws[i]};
+      for (size_t j = i + 1; k == MatmulKernel::Fp8Gemv && j < n && static_cast<int>(group.size()) < kMatmulGroupMax;
+           ++j) {
+        if (done[j]) continue;
+        gw.push_back(ws[j]);
+        if (fp8_share_split(c.M, c.K, gw.data(), gw.size())) {
+          group.push_back(static_cast<int>(j));
+          done[j] = true;
+        } else {
+          gw.pop_back();
+        }
+      }
+      plan.launches.push_back({k, group});
+    }
     return plan;
   }
   if (c.order == MatmulOrder::Free && free_order_takes(c.M, c.K, ws.data(), n))

@@ -41,7 +41,8 @@ enum class MatmulKernel {
   Tiled,        // above 32 rows where wgmma cannot run: mma.sync tiled kernel (cuda/matmul_tensor_core.cu)
   Prefill,      // MatmulOrder::Prefill on compute capability 9.0: the TMA/wgmma GEMM (cuda/matmul_prefill_sm90a.cu)
   // Block-scaled fp8 weights (MatmulWeight::fp8; the bits of the bf16 dequantisation, backend/ops.h):
-  Fp8Gemv,     // 1-32 rows outside MatmulOrder::Prefill: the gemv kernel streaming e4m3 (cuda/matmul_fp8_gemv.cu)
+  Fp8Gemv,     // 1-32 rows outside MatmulOrder::Prefill: the gemv kernel streaming e4m3 (cuda/matmul_fp8_gemv.cu);
+               // fp8 weights of one call sharing the K split share a launch (q/k/v, gate/up)
   Fp8Dequant,  // the rest: the weight dequantised to a bf16 scratch, then the bf16 plan of the same call
                // (cuda/matmul_fp8_dequant.cu); always under MatmulOrder::Prefill, so a prefill row's kernel
                // does not depend on its chunk's rows

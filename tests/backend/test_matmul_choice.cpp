@@ -244,7 +244,8 @@ TEST(MatmulChoice, EveryWeightOnce) {
 // Block-scaled fp8 weights (backend/ops.h: the bits of the bf16 dequantisation): the fp8 gemv kernel for
 // 1-32 rows in the row-invariant and free orders, else the weight dequantised to bf16 and the bf16 plan;
 // under MatmulOrder::Prefill always the dequantisation (then the prefill GEMM: a prefill row's kernel does not
-// depend on its chunk's rows). A call with an fp8 weight runs every weight alone.
+// depend on its chunk's rows). In a call with an fp8 weight, the fp8 gemv weights that share the K split
+// share one launch (q/k/v, gate/up: at most kMatmulGroupMax); every other weight runs alone.
 TEST(MatmulChoice, Fp8Weights) {
   for (int64_t M : {1, 4, 5, 16, 17, 32}) {
     EXPECT_EQ(one(M, kH, fp8(kI)), Kn::Fp8Gemv) << M;
@@ -260,8 +261,16 @@ TEST(MatmulChoice, Fp8Weights) {
   EXPECT_EQ(one(1, kH, fp8(0)), Kn::Empty);
   EXPECT_EQ(one(1, 0, fp8(kI)), Kn::ZeroFill);
   EXPECT_EQ(one(1, kH, fp8(kI), MatmulOrder::RowInvariant, kNoWgmma), Kn::Fp8Gemv);
-  EXPECT_EQ(describe(plan(1, kH, {fp8(kH), fp8(kKv), fp8(kKv)})), "fp8-gemv[0] fp8-gemv[1] fp8-gemv[2] ");
+  EXPECT_EQ(describe(plan(1, kH, {fp8(kH), fp8(kKv), fp8(kKv)})), "fp8-gemv[012] ");
+  EXPECT_EQ(describe(plan(16, kH, {fp8(kI), fp8(kI)})), "fp8-gemv[01] ");
+  EXPECT_EQ(describe(plan(32, kI, {fp8(kH)})), "fp8-gemv[0] ");
   EXPECT_EQ(describe(plan(16, kH, {fp8(kI), bf16(kI)})), "fp8-gemv[0] gemv[1] ");
+  EXPECT_EQ(describe(plan(16, kH, {fp8(kH), bf16(kKv), fp8(kKv)})), "fp8-gemv[02] gemv[1] ");
+  // Another K split (q: S = 8 at K = 4096; 24576 rows: S = 2) or more than four weights: more launches.
+  EXPECT_EQ(describe(plan(1, kH, {fp8(kH), fp8(2 * kI)})), "fp8-gemv[0] fp8-gemv[1] ");
+  EXPECT_EQ(describe(plan(1, kH, std::vector<MatmulWeight>(5, fp8(kKv)))), "fp8-gemv[0123] fp8-gemv[4] ");
+  EXPECT_EQ(describe(plan(33, kH, {fp8(kH), fp8(kKv)})), "fp8-dequant[0] fp8-dequant[1] ");
+  EXPECT_EQ(describe(plan(1, kH, {fp8(kH), fp8(kKv)}, MatmulOrder::Prefill)), "fp8-dequant[0] fp8-dequant[1] ");
   EXPECT_EQ(describe(plan(512, kH, {fp8(kI), fp8(kI)}, MatmulOrder::Prefill)), "fp8-dequant[0] fp8-dequant[1] ");
   EXPECT_EQ(describe(plan(512, kH, {fp8(kI), bf16(kI)}, MatmulOrder::Prefill)), "fp8-dequant[0] prefill[1] ");
   EXPECT_EQ(one(1, kH, fp8(kI), MatmulOrder::RowInvariant),

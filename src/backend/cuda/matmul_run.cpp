@@ -45,7 +45,7 @@ void run_launch(MatmulKernel kernel, const MatmulArgs* g, int n, cudaStream_t st
     case MatmulKernel::Prefill:
       SS_CHECK(matmul_bf16_prefill(g, n, stream), "matmul: the prefill GEMM declined a call the choice gave it");
       return;
-    case MatmulKernel::Fp8Gemv: return matmul_fp8_gemv(g[0], stream);
+    case MatmulKernel::Fp8Gemv: return matmul_fp8_gemv_multi(g, n, stream);
     case MatmulKernel::Fp8Dequant: break;  // (needs the order: matmul_run calls it)
     case MatmulKernel::FreeOrder:
     case MatmulKernel::Cpu: break;
@@ -59,13 +59,22 @@ void matmul_run(const MatmulArgs* parts, int count, MatmulOrder order, cudaStrea
   if (count < 1) return;
   bool any_fp8 = false;
   for (int i = 0; i < count; ++i) any_fp8 = any_fp8 || parts[i].w_scales != nullptr;
-  if (count > 1 && any_fp8) {  // plan_matmul gives every weight its own launch: each as its own call
-    for (int i = 0; i < count; ++i) {
-      // Only the first reads x's producer copy: a later one's kernel may find it overwritten by an
+  if (count > 1 && any_fp8) {  // plan_matmul: fp8 gemv groups share a launch, every other weight its own call
+    const MatmulPlan plan = plan_of(parts, count, order);
+    std::vector<MatmulArgs> g;
+    for (size_t l = 0; l < plan.launches.size(); ++l) {
+      // Only the first launch reads x's producer copy: a later one's kernel may find it overwritten by an
       // earlier call's own conversion of x (in another layout); converting x again gives the same bits.
-      MatmulArgs a = parts[i];
-      if (i > 0) a.xb = nullptr, a.ldxb = 0;
-      matmul_run(&a, 1, order, stream);
+      g.clear();
+      for (int i : plan.launches[l].parts) {
+        MatmulArgs a = parts[i];
+        if (l > 0) a.xb = nullptr, a.ldxb = 0;
+        g.push_back(a);
+      }
+      if (plan.launches[l].kernel == MatmulKernel::Fp8Gemv && g.size() > 1)
+        matmul_fp8_gemv_multi(g.data(), static_cast<int>(g.size()), stream);
+      else
+        for (MatmulArgs& a : g) matmul_run(&a, 1, order, stream);
     }
     return;
   }
