@@ -2,7 +2,9 @@
 
 #include <cmath>
 #include <functional>
+#include <vector>
 
+#include "backend/synthetic_fill.h"
 #include "core/error.h"
 #include "io/fp8_blocks.h"
 
@@ -51,7 +53,15 @@ TensorView SyntheticTensors::make_fp8(const std::string& name, const Shape& shap
   const float a = std::sqrt(3.0f / static_cast<float>(shape[1]));  // the bf16 matrices' range (make)
   const uint64_t key = seed_ ^ std::hash<std::string>{}(name);
   memory_.fill_uniform(codes.data(), DType::F8_E4M3, n, key, -448.0f, 448.0f);
-  memory_.fill_uniform(scale.data(), DType::F32, scales, key ^ 0x5CA1E5ull, 0.9f * a / 448.0f, 1.1f * a / 448.0f);
+  // The scales are bf16 values, as Qwen's FP8 checkpoints store them (so the CUDA fp8 gemv takes the path it
+  // takes on those): the seeded uniform values with their low 16 bits cleared (towards zero, so they stay
+  // in range). Few: made here and uploaded.
+  std::vector<float> s(scales);
+  for (size_t i = 0; i < scales; ++i)
+    s[i] = synthetic::f32_from_bits(
+        synthetic::f32_bits(synthetic::uniform_at(key ^ 0x5CA1E5ull, i, 0.9f * a / 448.0f, 1.1f * a / 448.0f)) &
+        0xffff0000u);
+  memory_.upload(scale.data(), s.data(), scales * 4);
   TensorView v = codes.view(DType::F8_E4M3, shape);
   v.scales = static_cast<const float*>(scale.data());
   return v;

@@ -6,8 +6,9 @@
 //   matrices ±sqrt(3 / fan_in) (the embedding table ±1), norm weights [0.9, 1.1] (Plain) or
 //   [-0.1, 0.1] (zero-centred), A_log [0, 2], dt_bias [-1, 1], conv kernels ±0.5.
 // Block-scaled fp8 Linear weights (make_fp8, the synthetic `-fp8` shapes): e4m3 codes uniform in ±448 (rounded
-// to e4m3) times f32 block-128 scales uniform in [0.9, 1.1] × sqrt(3 / fan_in) / 448, so the dequantised
-// weights have the bf16 matrices' magnitude.
+// to e4m3) times block-128 scales uniform in [0.9, 1.1] × sqrt(3 / fan_in) / 448 and cut to bf16 values (as
+// Qwen's FP8 checkpoints store them; kept as f32), so the dequantised weights have the bf16 matrices'
+// magnitude.
 // The values mean nothing; the shapes, dtypes and memory traffic are a real model's.
 #include <cstdint>
 #include <deque>

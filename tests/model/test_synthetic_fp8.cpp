@@ -58,7 +58,8 @@ TEST(SyntheticFp8, ShapesAreThePlainShapesWithAnFp8Config) {
 }
 
 // WeightStore::linear on synthetic weights with keep_fp8: block-scaled e4m3 (in_proj_a / in_proj_b bf16, as
-// in Qwen's releases), dequantising to the magnitude of the bf16 synthetic matrices, ±sqrt(3 / fan_in).
+// in Qwen's releases; the scales bf16 values), dequantising to the magnitude of the bf16 synthetic matrices,
+// ±sqrt(3 / fan_in).
 TEST(SyntheticFp8, LinearWeightsAreBlockScaledFp8OfTheBf16Magnitude) {
   auto tensors = std::make_shared<SyntheticTensors>(cpu_memory(), 3);
   WeightStore plain(tensors, DType::BF16), kept(tensors, DType::BF16);
@@ -76,6 +77,8 @@ TEST(SyntheticFp8, LinearWeightsAreBlockScaledFp8OfTheBf16Magnitude) {
 
   const TensorView scales =
       TensorView::contiguous(const_cast<float*>(w.scales), DType::F32, fp8_scale_shape(shape), Device::CPU);
+  for (int64_t i = 0; i < scales.numel(); ++i)  // bf16 values, as Qwen's checkpoints store them
+    EXPECT_EQ(synthetic::f32_bits(w.scales[i]) & 0xffffu, 0u) << "scale " << i;
   const Tensor d = dequantize_fp8_blocks(w, scales, DType::F32);
   const float a = std::sqrt(3.0f / 520.0f);
   double sum_sq = 0, max_abs = 0;
