@@ -9,6 +9,7 @@
 
 #include <fmt/format.h>
 
+#include "backend/matmul_choice.h"
 #include "cli/step_bench_common.h"
 #include "cli/step_timer.h"
 #include "core/error.h"
@@ -42,6 +43,13 @@ std::vector<int> long_ks(const CalibrationPlan& p) {
 
 int max_of(const std::vector<int>& v) { return *std::max_element(v.begin(), v.end()); }
 
+// The most sequences any step of the plan runs at the short context.
+int short_batch(const CalibrationPlan& p) {
+  int b = std::max(max_of(p.batches), p.decode_batches.empty() ? 1 : max_of(p.decode_batches));
+  for (const auto& [batch, k] : p.edges) b = std::max(b, batch);
+  return b;
+}
+
 }  // namespace
 
 CalibrationPlan calibration_plan(std::string_view backend, int max_seqs, int gamma_max) {
@@ -62,6 +70,15 @@ CalibrationPlan calibration_plan(std::string_view backend, int max_seqs, int gam
   for (int k : {1, 2, 4, 8})
     if (k < k_max) p.ks.push_back(k);
   p.ks.push_back(k_max);
+  // Exactly one row past each kernel's range, with the fewest sequences that make it (where some do).
+  for (const int64_t rows : {kGemvMaxRows + 1, kMidMaxRows + 1}) {
+    const int r = static_cast<int>(rows);
+    for (int k = std::min(k_max, r); k >= 1; --k) {
+      if (r % k != 0 || r / k > max_seqs) continue;
+      p.edges.emplace_back(r / k, k);
+      break;
+    }
+  }
   return p;
 }
 
@@ -71,9 +88,9 @@ int64_t kv_blocks_needed(const CalibrationPlan& p, int prefill_chunk) {
   const int k_max = max_of(p.ks);
   // Each timed call commits one row of every sequence in its batch.
   const int64_t short_added =
-      int64_t{calls} * static_cast<int64_t>(p.ks.size() * p.batches.size() + p.decode_batches.size());
-  const int short_batch = std::max(max_of(p.batches), p.decode_batches.empty() ? 1 : max_of(p.decode_batches));
-  const int64_t short_blocks = int64_t{short_batch} * (blocks_for_positions(p.short_context + short_added + k_max) + 1);
+      int64_t{calls} * static_cast<int64_t>(p.ks.size() * p.batches.size() + p.decode_batches.size() + p.edges.size());
+  const int64_t short_blocks =
+      int64_t{short_batch(p)} * (blocks_for_positions(p.short_context + short_added + k_max) + 1);
   const int64_t long_added = int64_t{calls} * static_cast<int64_t>(long_ks(p).size() * long_batches(p).size());
   const int64_t long_blocks =
       int64_t{max_of(long_batches(p))} * (blocks_for_positions(p.long_context + long_added + k_max) + 1);
@@ -87,8 +104,9 @@ Calibration calibrate_step_costs(TargetModel& target, const spec::DFlashDrafter&
   std::mt19937 rng(11);
   const int k_max = max_of(p.ks);
   auto time_steps = [&](int context, const std::vector<int>& batches, const std::vector<int>& ks,
-                        const std::vector<int>& decode_only) {
-    const int max_batch = std::max(max_of(batches), decode_only.empty() ? 1 : max_of(decode_only));
+                        const std::vector<int>& decode_only, const std::vector<std::pair<int, int>>& edges) {
+    int max_batch = std::max(max_of(batches), decode_only.empty() ? 1 : max_of(decode_only));
+    for (const auto& [b, k] : edges) max_batch = std::max(max_batch, b);
     StepTimer timer(target, context, max_batch, k_max, prefill_chunk, rng);
     auto time = [&](int b, int k) {
       const double s = step_bench::median_seconds(
@@ -98,6 +116,7 @@ Calibration calibrate_step_costs(TargetModel& target, const spec::DFlashDrafter&
     for (int b : batches)
       for (int k : ks) time(b, k);
     for (int b : decode_only) time(b, 1);
+    for (const auto& [b, k] : edges) time(b, k);
     std::vector<int32_t> tokens = timer.tokens();
     ProposeTimer proposer(target, drafter, context, 1, prefill_chunk, std::move(tokens));
     for (int b : batches) {
@@ -106,8 +125,8 @@ Calibration calibrate_step_costs(TargetModel& target, const spec::DFlashDrafter&
       c.proposes.push_back({b, context, s});
     }
   };
-  time_steps(p.short_context, p.batches, p.ks, p.decode_batches);
-  time_steps(p.long_context, long_batches(p), long_ks(p), {});
+  time_steps(p.short_context, p.batches, p.ks, p.decode_batches, p.edges);
+  time_steps(p.long_context, long_batches(p), long_ks(p), {}, {});
   c.costs = engine::fit_step_costs(c.steps, c.proposes);
   c.seconds = step_bench::seconds_since(t0);
   return c;
@@ -158,6 +177,8 @@ StepCosts serving_step_costs(TargetModel& target, const spec::DFlashDrafter& dra
   while (kv_blocks_needed(plan, prefill_chunk) > kv_blocks) {
     if (!plan.decode_batches.empty()) {
       plan.decode_batches.pop_back();
+    } else if (!plan.edges.empty()) {
+      plan.edges.pop_back();
     } else if (plan.batches.size() > 1) {
       plan.batches.pop_back();
     } else if (plan.long_context > 2 * plan.short_context) {

@@ -5,10 +5,13 @@
 //
 // What is timed (each the median of a few calls after a warm-up): decode and verify steps of B sequences
 // × K rows at a short context for B in 1, 4, 16, 64 and K in 1, 2, 4, 8, γ_max + 1 (B up to --max-seqs;
-// decode also at 128 and 256 sequences), a few of them again at a long context, and drafter proposes at
-// both contexts. On the CPU: 1 and 2 sequences, K in 1 and γ_max + 1, one call each, at 32 and 160
-// positions (enough for the policy's shape, cheap enough for a start-up).
+// decode also at 128 and 256 sequences), a few of them again at a long context, steps of exactly 33 and
+// 65 rows at the short context (one past the gemv and mid matmul kernels' row ranges, where the row share
+// jumps: CalibrationPlan::edges), and drafter proposes at both contexts. On the CPU: 1 and 2 sequences, K
+// in 1 and γ_max + 1, one call each, at 32 and 160 positions (enough for the policy's shape, cheap enough
+// for a start-up).
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "engine/step_cost_model.h"
@@ -21,6 +24,12 @@ struct CalibrationPlan {
   std::vector<int> batches;         // verify and propose batch sizes
   std::vector<int> decode_batches;  // further decode-only batch sizes
   std::vector<int> ks;              // rows per sequence
+  // Steps (batch, rows per sequence) of exactly one row more than a matmul kernel's range
+  // (backend/matmul_choice.h: kGemvMaxRows, kMidMaxRows), at the short context. The row share jumps
+  // there: the 8B shape on an H200 took 10.1 ms at 64 rows, 16.8 ms at 76 (a probe's verify at 64
+  // sequences). The fit's knots are the row counts measured, so without one on each side of the jump the
+  // model interpolated across it and priced such a step at a fraction of its cost.
+  std::vector<std::pair<int, int>> edges;
   int short_context = 256, long_context = 4096;
   int iterations = 3, warmups = 1;
 };
