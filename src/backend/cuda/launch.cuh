@@ -68,6 +68,26 @@ inline int sm_count() {
   return n;
 }
 
+// CTAs of `Kernel` (Threads threads a CTA, `smem` bytes of dynamic shared memory) that one multiprocessor
+// holds at once: the registers' and threads' limit (the occupancy API, once per kernel) and the shared
+// memory's (1 KB reserved per CTA). The kernel's shared-memory attributes are the caller's to set first.
+template <auto Kernel, int Threads>
+int ctas_per_sm(int smem) {
+  static const int regs_limit = [] {
+    int n = 0;
+    CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&n, Kernel, Threads, 0));
+    return n;
+  }();
+  static const int sm_smem = [] {
+    int dev = 0, v = 0;
+    CUDA_CHECK(cudaGetDevice(&dev));
+    CUDA_CHECK(cudaDeviceGetAttribute(&v, cudaDevAttrMaxSharedMemoryPerMultiprocessor, dev));
+    return v;
+  }();
+  const int by_smem = sm_smem / (smem + 1024);
+  return by_smem < regs_limit ? by_smem : regs_limit;
+}
+
 // Enqueues `l` with the parameter values `values` (a tuple of the kernel's parameter types) through
 // step_graphs.h (recorded, then launched directly or as part of a graph).
 template <class Tuple>

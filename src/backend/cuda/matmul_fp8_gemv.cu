@@ -298,10 +298,10 @@ int smem_of(const Fp8Params& f) {
   return Fp8Layout<C>{f.p.a_rows, f.slots}.smem_bytes(f.p.S);
 }
 
-// CTAs of C with `smem` bytes that one multiprocessor holds: the registers' and threads' limit (the
-// occupancy API, once) and the shared memory's (1 KB reserved per CTA).
+// CTAs of C with `smem` bytes that one multiprocessor holds (launch.cuh's ctas_per_sm), the kernel's
+// shared-memory attributes set first (once); 0 past the block's shared-memory limit.
 template <class C>
-int ctas_per_sm(int smem) {
+int fp8_ctas_per_sm(int smem) {
   static const bool configured = [] {
     CUDA_CHECK(
         cudaFuncSetAttribute(matmul_fp8_gemv_kernel<C>, cudaFuncAttributeMaxDynamicSharedMemorySize, kBlockSmemMax));
@@ -310,26 +310,15 @@ int ctas_per_sm(int smem) {
     return true;
   }();
   (void)configured;
-  static const int regs_limit = [] {
-    int n = 0;
-    CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&n, matmul_fp8_gemv_kernel<C>, C::kThreads, 0));
-    return n;
-  }();
-  static const int sm_smem = [] {
-    int dev = 0, v = 0;
-    CUDA_CHECK(cudaGetDevice(&dev));
-    CUDA_CHECK(cudaDeviceGetAttribute(&v, cudaDevAttrMaxSharedMemoryPerMultiprocessor, dev));
-    return v;
-  }();
   if (smem > kBlockSmemMax) return 0;
-  const int by_smem = sm_smem / (smem + 1024);
-  return by_smem < regs_limit ? by_smem : regs_limit;
+  return specserve::cuda::ctas_per_sm<matmul_fp8_gemv_kernel<C>, C::kThreads>(smem);
 }
 
 template <class C>
 void launch(const Fp8Params& f, cudaStream_t stream) {
   const int smem = smem_of<C>(f);
-  if (ctas_per_sm<C>(smem) < 1) cuda_fail(cudaErrorInvalidConfiguration, "fp8 gemv: shared memory", __FILE__, __LINE__);
+  if (fp8_ctas_per_sm<C>(smem) < 1)
+    cuda_fail(cudaErrorInvalidConfiguration, "fp8 gemv: shared memory", __FILE__, __LINE__);
   if (f.p.nbn * f.p.nbm > INT_MAX)
     cuda_fail(cudaErrorInvalidConfiguration, "matmul: more CTAs than a grid holds", __FILE__, __LINE__);
   launch_pdl(matmul_fp8_gemv_kernel<C>, static_cast<unsigned>(f.p.nbn * f.p.nbm), C::kThreads,
@@ -356,7 +345,7 @@ auto with_stages(int stages, Fn fn) {
 template <XMode X>
 int fp8_stages_for(const Fp8Params& f, int forced) {
   auto fits = [&](int st) {
-    return with_stages<X>(st, [&](auto c) { return ctas_per_sm<decltype(c)>(smem_of<decltype(c)>(f)); });
+    return with_stages<X>(st, [&](auto c) { return fp8_ctas_per_sm<decltype(c)>(smem_of<decltype(c)>(f)); });
   };
   if (forced != 0) return fits(forced) > 0 ? forced : 3;
   const int64_t ctas = f.p.nbn * f.p.nbm, sms = sm_count();

@@ -150,25 +150,6 @@ void launch_gemv(const Params& p, cudaStream_t stream) {
              static_cast<size_t>(GemvLayout<G>{p.a_rows}.smem_bytes(p.S)), stream, p);
 }
 
-// CTAs of Gemv<G> with `smem` bytes of shared memory that one multiprocessor holds at once: the
-// registers' and threads' limit (the occupancy API, once) and the shared memory's (1 KB reserved per CTA).
-template <class G>
-int gemv_ctas_per_sm(int smem) {
-  static const int regs_limit = [] {
-    int n = 0;
-    CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&n, matmul_tc_gemv_kernel<G>, G::kThreads, 0));
-    return n;
-  }();
-  static const int sm_smem = [] {
-    int dev = 0, v = 0;
-    CUDA_CHECK(cudaGetDevice(&dev));
-    CUDA_CHECK(cudaDeviceGetAttribute(&v, cudaDevAttrMaxSharedMemoryPerMultiprocessor, dev));
-    return v;
-  }();
-  const int by_smem = sm_smem / (smem + 1024);
-  return by_smem < regs_limit ? by_smem : regs_limit;
-}
-
 // Params of one launch (one weight, or up to 4 sharing x, M, K and the split as segments); with Xb
 // this enqueues x's bf16 copy first, unless x's producer wrote it (MatmulArgs::xb).
 std::atomic<uint64_t>& xb_reused() {
@@ -217,7 +198,9 @@ int64_t gemv_resident(const Params& p, int stages) {
   auto held = [&](auto st) -> int64_t {
     constexpr int S = decltype(st)::value;
     const int smem = gemv_smem<S, Xb>(p);
-    return smem > kBlockSmemMax ? 0 : int64_t{gemv_ctas_per_sm<Gemv<S, Xb>>(smem)} * sm_count();
+    return smem > kBlockSmemMax
+               ? 0
+               : int64_t{ctas_per_sm<matmul_tc_gemv_kernel<Gemv<S, Xb>>, Gemv<S, Xb>::kThreads>(smem)} * sm_count();
   };
   switch (stages) {
     case 2: return held(std::integral_constant<int, 2>{});
