@@ -33,23 +33,14 @@ void DrafterSequence::adopt_prefix(std::span<void* const> blocks) {
 }
 
 void DrafterSequence::append_many(std::span<const Append> rows) {
-  // Every row is checked before any is queued: a refused call leaves every sequence as it was. Each
-  // sequence is marked while the rows are checked (a repeat shows in O(1)); the marks are cleared however
-  // the checks end.
-  struct Marks {
-    std::span<const Append> rows;
-    size_t set = 0;
-    ~Marks() {
-      for (size_t i = 0; i < set; ++i) rows[i].sequence->in_append_ = false;
-    }
-  } marks{rows};
+  // Every row is checked before any is queued: a refused call leaves every sequence as it was.
   const Memory* mem = nullptr;
-  for (const Append& a : rows) {
-    DrafterSequence& s = *a.sequence;
+  for (size_t i = 0; i < rows.size(); ++i) {
+    const Append& a = rows[i];
+    const DrafterSequence& s = *a.sequence;
     const TensorView& f = a.features;
-    SS_CHECK(!s.in_append_, "drafter context: a sequence appears twice in one append");
-    s.in_append_ = true;
-    ++marks.set;
+    for (size_t j = 0; j < i; ++j)
+      SS_CHECK(rows[j].sequence != a.sequence, "drafter context: a sequence appears twice in one append");
     SS_CHECK(a.first_position == s.rows(),
              "drafter context: rows must arrive in position order, got position {} while holding {} rows",
              a.first_position, s.rows());

@@ -95,7 +95,6 @@ class DrafterSequence {
   int64_t waiting_rows_ = 0;
   int64_t projected_ = 0;
   bool swapped_out_ = false;
-  bool in_append_ = false;  // append_many's mark while it checks its rows
   SwapImage image_;
   std::vector<Shape> waiting_shapes_;  // while swapped out
 };
