@@ -1,7 +1,8 @@
 #pragma once
 // Pieces of the chunked gated delta rule (docs/MODELS.md §3.3 step 7) for its CUDA kernels
-// (gated_deltanet_chunked.cu): the chunk geometry, the staging of a 64-row tile into shared memory, and
-// M = (I + A)^-1 of a chunk's strictly lower A. Every reduction runs in a fixed order on one thread (fmaf, f32).
+// (gated_deltanet_chunked.cu, gated_deltanet_chunk_prep.cu): the chunk and tile sizes, the staging of a
+// 64-row tile into shared memory, and M = (I + A)^-1 of a chunk's strictly lower A. Every reduction runs
+// in a fixed order on one thread (fmaf, f32).
 #include <cstdint>
 
 #include "backend/cuda/kernels.h"

@@ -1,0 +1,68 @@
+#pragma once
+// The chunks of the chunked gated delta rule's CUDA kernels (gated_deltanet_chunked.cu, the state kernel and
+// the host side; gated_deltanet_chunk_prep.cu, the prep kernel): where a span's chunks start and end, the
+// layout of a chunk's scratch item (what the prep writes and the state kernel reads), and the launcher each
+// kernel file exports.
+#include <cstdint>
+
+#include "backend/cuda/gated_deltanet_chunk_math.cuh"
+#include "backend/cuda/kernels.h"
+
+namespace specserve::cuda::kernels::gdn_chunk {
+
+// ---- where the chunks are ----------------------------------------------------------------------------
+
+// Rows of a span's first chunk: up to the next multiple of kC.
+__host__ __device__ inline int64_t first_chunk_rows(int64_t position, int64_t rows) {
+  const int64_t to_boundary = kC - position % kC;
+  return rows < to_boundary ? rows : to_boundary;
+}
+
+__host__ __device__ inline int64_t span_chunks(int64_t position, int64_t rows) {
+  return 1 + (rows - first_chunk_rows(position, rows) + kC - 1) / kC;
+}
+
+struct ChunkRows {
+  int64_t row;  // the chunk's first row of qkv
+  int rows;     // 1 .. kC
+};
+
+// Chunk k of span sp (the CPU's cut: the first chunk up to a multiple of kC, then kC rows at a time).
+__device__ inline ChunkRows chunk_rows(const GdnChunkSpanDev& sp, int64_t k) {
+  const int64_t first = first_chunk_rows(sp.position, sp.rows);
+  if (k == 0) return {sp.row_begin, static_cast<int>(first)};
+  const int64_t off = first + (k - 1) * kC, left = sp.rows - off;
+  return {sp.row_begin + off, static_cast<int>(left < kC ? left : kC)};
+}
+
+// A chunk's scratch item (one value head), in floats: W [kC][dk], U [kC][dv], P [kC][kC], e^G [kC],
+// e^(G_last - G) [kC], then e^(G_last) and 3 floats of padding (every part starts 16-byte aligned).
+struct ItemLayout {
+  int w, u, p, eg, decay, tail, floats;  // dk, dv <= 512: well within int
+};
+__host__ __device__ inline ItemLayout item_layout(int dk, int dv) {
+  ItemLayout l{};
+  l.w = 0;
+  l.u = l.w + kC * dk;
+  l.p = l.u + kC * dv;
+  l.eg = l.p + kC * kC;
+  l.decay = l.eg + kC;
+  l.tail = l.decay + kC;
+  l.floats = l.tail + 4;
+  return l;
+}
+
+// Component u of v (u a constant after unrolling).
+__device__ __forceinline__ float lane4(const float4& v, int u) {
+  return u == 0 ? v.x : (u == 1 ? v.y : (u == 2 ? v.z : v.w));
+}
+
+// ---- the launchers (one per kernel file) --------------------------------------------------------------
+
+// chunk_prep_kernel over the call's chunks [c0, c0 + chunks) (their spans among spans[span_lo, span_hi)):
+// the items scratch[(c - c0) * Hv + h].
+void launch_chunk_prep(const float* qkv, int64_t ld, int vec, const float* g, const float* beta,
+                       const GdnChunkSpanDev* spans, int span_lo, int span_hi, int64_t c0, int64_t chunks, int Hk,
+                       int Hv, int dk, int dv, float* scratch, cudaStream_t stream);
+
+}  // namespace specserve::cuda::kernels::gdn_chunk
