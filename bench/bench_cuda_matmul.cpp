@@ -164,7 +164,7 @@ BENCHMARK(BM_MatmulPaths)
     ->ArgNames({"shape", "M", "path"})
     ->Apply([](benchmark::internal::Benchmark* b) {
       for (int64_t i = 0; i < int64_t(std::size(kShapes)); ++i)
-        for (int64_t m : {512, 2048, 4096})
+        for (int64_t m : {64, 128, 256, 512, 2048, 4096})
           for (int64_t path : {1, 2, 0}) b->Args({i, m, path});
     })
     ->UseManualTime()
