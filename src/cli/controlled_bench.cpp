@@ -27,6 +27,14 @@ struct Pass {
   std::vector<std::vector<int32_t>> outputs;
   std::vector<std::vector<engine::SpecStep>> steps;
   double seconds = 0;
+  DecodePhase decode;
+};
+
+// When each step of one request ended, on the scheduler thread.
+struct StepTimes {
+  Clock::time_point first, last;
+  int64_t steps = 0;
+  int64_t tokens_after_first = 0;
 };
 
 // Submits every request at once, waits for all of them and stops the engine (so every step observer
@@ -35,12 +43,23 @@ Pass run_pass(engine::Engine& engine, const std::vector<engine::GenerationReques
   Pass pass;
   pass.outputs.resize(requests.size());
   pass.steps.resize(requests.size());
+  std::vector<StepTimes> times(requests.size());
   std::vector<std::shared_ptr<engine::ResultStream>> streams;
   const auto t0 = Clock::now();
   for (size_t i = 0; i < requests.size(); ++i) {
     engine::GenerationRequest r = requests[i];
     auto* steps = &pass.steps[i];
-    r.on_step = [steps](const engine::SpecStep& s) { steps->push_back(s); };
+    auto* t = &times[i];
+    r.on_step = [steps, t](const engine::SpecStep& s) {
+      steps->push_back(s);
+      const auto now = Clock::now();
+      if (t->steps++ == 0) {
+        t->first = now;
+      } else {
+        t->tokens_after_first += static_cast<int64_t>(s.emitted.size());
+      }
+      t->last = now;
+    };
     streams.push_back(engine.submit(std::move(r)));
   }
   std::string error;
@@ -58,7 +77,12 @@ Pass run_pass(engine::Engine& engine, const std::vector<engine::GenerationReques
     }
   }
   pass.seconds = std::chrono::duration<double>(Clock::now() - t0).count();
-  engine.shutdown(std::chrono::milliseconds(0));
+  engine.shutdown(std::chrono::milliseconds(0));  // every observer has run: `times` is complete
+  for (const StepTimes& t : times) {
+    if (t.steps < 2) continue;
+    pass.decode.seconds += std::chrono::duration<double>(t.last - t.first).count();
+    pass.decode.tokens += t.tokens_after_first;
+  }
   SS_CHECK(error.empty(), "bench controlled: a request failed: {}", error);
   return pass;
 }
@@ -231,11 +255,13 @@ ControlledBenchResult run_controlled_bench(TargetModel& target, const spec::DFla
       recorded = run_pass(plain, requests).outputs;
     }
     double plain_seconds = 0;
+    DecodePhase plain_decode;
     {
       engine::Engine plain(target, engine_options(o, c, 0, 0), no_text);
       const Pass pass = run_pass(plain, requests);
       check_same(pass, recorded, "plain");
       plain_seconds = pass.seconds;
+      plain_decode = pass.decode;
     }
     std::vector<RecordedRequest> recording;
     int64_t tokens = 0;
@@ -251,6 +277,7 @@ ControlledBenchResult run_controlled_bench(TargetModel& target, const spec::DFla
       level.requests = requests_n;
       level.tokens = tokens;
       level.plain_seconds = plain_seconds;
+      level.plain_decode = plain_decode;
       for (engine::DraftPolicy policy : o.policies) {
         // The same draws for every policy: a row's are keyed by its request and position only.
         ControlledDraftProposer controlled(real, recording, conditional[a], level_seed, target.vocab_size());
@@ -262,6 +289,7 @@ ControlledBenchResult run_controlled_bench(TargetModel& target, const spec::DFla
         ControlledPass p;
         p.policy = policy;
         p.seconds = pass.seconds;
+        p.decode = pass.decode;
         p.plain_rows = static_cast<int64_t>(spec.metrics().spec_policy_plain.load());
         for (const auto& steps : pass.steps)
           for (const auto& s : steps) {
@@ -295,11 +323,13 @@ std::string format_controlled_bench(const ControlledBenchResult& r, const Contro
     s += fmt::format("acceptance-controlled: adaptive policy's step costs: {}\n", r.step_costs);
   // Per policy: tok/s, speed-up, tokens per verify measured, expected ± one standard deviation of the
   // measured mean (the profile's, given each verify's drafts), decode rows kept plain, mean drafts per verify.
+  // `decode` is the speed-up of the decode phase alone (DecodePhase: every request's steps after its first),
+  // which a long prompt's prefill does not dilute.
   std::string head = fmt::format("{:>11} {:>8} {:>11}", "concurrency", "requests", "plain tok/s");
   for (engine::DraftPolicy p : o.policies) {
     const std::string name(engine::draft_policy_name(p));
-    head += fmt::format(" | {:>14} {:>8} {:>10} {:>12} {:>6} {:>5}", name + " tok/s", "speed-up", "tok/verify",
-                        "expected", "plain", "γ");
+    head += fmt::format(" | {:>14} {:>8} {:>8} {:>10} {:>12} {:>6} {:>5}", name + " tok/s", "speed-up", "decode",
+                        "tok/verify", "expected", "plain", "γ");
   }
   s += head + "  acceptance-controlled\n";
   std::string last;
@@ -320,8 +350,11 @@ std::string format_controlled_bench(const ControlledBenchResult& r, const Contro
       const std::string plain_share =
           rows > 0 ? fmt::format("{:.0f}%", 100.0 * static_cast<double>(p.plain_rows) / rows) : "-";
       const std::string gamma = p.verifies ? fmt::format("{:.1f}", static_cast<double>(p.drafts) / n) : "-";
-      row += fmt::format(" | {:>14.1f} {:>7.2f}x {:>10.2f} {:>12} {:>6} {:>5}", spec, spec / plain, measured, expected,
-                         plain_share, gamma);
+      const double plain_decode = l.plain_decode.rate(), spec_decode = p.decode.rate();
+      const std::string decode =
+          plain_decode > 0 && spec_decode > 0 ? fmt::format("{:.2f}x", spec_decode / plain_decode) : "-";
+      row += fmt::format(" | {:>14.1f} {:>7.2f}x {:>8} {:>10.2f} {:>12} {:>6} {:>5}", spec, spec / plain, decode,
+                         measured, expected, plain_share, gamma);
     }
     s += row + fmt::format("  controlled {}\n", l.acceptance);
   }

@@ -67,9 +67,17 @@ TEST(ControlledBench, GeometricTauTracksAndOutputsMatchAtTZero) {
     ASSERT_EQ(l.passes.size(), 1u);
     EXPECT_NEAR(l.passes[0].expected_tokens / l.passes[0].verifies, 3, 0.3);
     EXPECT_EQ(l.passes[0].plain_rows, 0);  // the fixed policy drafts every row it can
+    // The decode phase: a plain request's first token comes from its prefill and its first decode step's
+    // is before the window, so each of the others is one step inside it.
+    EXPECT_EQ(l.plain_decode.tokens, l.tokens - 2 * l.requests);
+    EXPECT_GT(l.plain_decode.seconds, 0);
+    EXPECT_LT(l.plain_decode.seconds, l.plain_seconds * l.requests);
+    EXPECT_GT(l.passes[0].decode.tokens, 0);
+    EXPECT_GT(l.passes[0].decode.rate(), 0);
   }
   const std::string table = format_controlled_bench(r, options("geometric:3"));
   EXPECT_NE(table.find("acceptance-controlled: geometric τ=3"), std::string::npos) << table;
+  EXPECT_NE(table.find(" decode "), std::string::npos) << table;
 }
 
 TEST(ControlledBench, SeededSamplingMatchesAndTracks) {
