@@ -1,0 +1,87 @@
+#pragma once
+// The TMA-fed slice-serial warpgroup matmul (matmul_wgmma_tma_sm90a.cu; sm_90a only) for the row-invariant
+// order at verify sizes (backend/matmul_choice.h: kWgmmaTmaMinRows .. kWgmmaTmaMaxRows): its tile shapes,
+// the shape choice and the walk over work units. Plain C++ that also compiles on the host.
+//
+// Numerics: the contract heading matmul_tensor_core.cu, unchanged (x's bf16 copy, the K slices of
+// k_split(N, K), one wgmma k16 step per chunk of a slice in increasing k into a fresh accumulator from +0,
+// never a chunk past a slice's end, the slices' partials added to a running total in registers in slice
+// order, ((p0 + p1) + p2) + ...: the slice-serial kernel's arithmetic, wg::serial_tile's walk).
+//
+// Work: a unit is one BM x BN output tile over ALL of its S slices (so no partial ever leaves the CTA);
+// persistent CTAs (one per multiprocessor) take units b, b + grid, ... with the M tiles fastest, so the
+// CTAs running together read the same weight columns (each weight byte comes from DRAM once) and x (a few
+// MB at most) stays in L2. One producer thread issues the TMA loads (128-byte swizzle) of x's copy and of
+// w into a ring of kStages stages armed on mbarriers; two consumer warpgroups issue the wgmma.
+//
+// Why these tiles (8B, 128 rows, per 64-k tile of a unit; a multiprocessor issues ~4,096 dense bf16
+// FLOP a clock and reads ~64-128 bytes a clock from L2):
+//   128 x 128: 2.1 MFLOP = 512 clocks of tensor work, 32 KB of loads: 5 % of the L2 bytes a 128 x 64
+//              unit needs per FLOP less; but q/o at 128 rows are only 32 units (a quarter of the chip).
+//   128 x 64:  1.0 MFLOP = 256 clocks (~288 with the n64 instruction's overhead), 24 KB: q/k/v in one
+//              launch 96 units, gate/up 384 (2.9 waves), o/down 64.
+//   64 x 128:  (up to 64 rows) the two warpgroups split the columns: 64 x 64 each.
+// The launcher picks per launch the shape with the lower estimate of waves x clocks per k tile
+// (choose_wgt_shape): a function of M and the weights' N, which changes no bit (a row's bits do not
+// depend on its tile).
+#include <cstdint>
+
+#include "backend/cuda/matmul_tensor_core.cuh"
+#include "backend/cuda/matmul_wgmma.cuh"
+
+namespace specserve::cuda::wgt {
+
+inline constexpr int kBlockSmem = 227 * 1024;  // an sm_90 block's shared memory, dynamic and static
+
+// A CTA: warpgroup 0 the producer (one thread), warpgroups 1 and 2 the consumers. With BM = 128 consumer
+// i computes rows 64 i .. 64 i + 63 of the tile, all BN columns; with BM = 64 it computes the 64 rows and
+// columns i BN / 2 .. (i + 1) BN / 2 - 1.
+template <int BM, int BN>
+struct WgtTile {
+  static_assert((BM == 128 && (BN == 64 || BN == 128)) || (BM == 64 && BN == 128), "the tile shapes");
+  static constexpr int kBM = BM, kBN = BN, kConsumers = 2;
+  static constexpr bool kSplitM = BM == 128;
+  static constexpr int kWgN = kSplitM ? BN : BN / 2;  // columns of one consumer warpgroup (wgmma n)
+  static constexpr int kAcc = kWgN / 2;               // f32 accumulators of a consumer thread (one set)
+  static constexpr int kThreads = 128 * (kConsumers + 1);
+  static constexpr int kABytes = BM * wg::kKT * 2, kBBytes = BN * wg::kKT * 2;
+  static constexpr int kStageBytes = kABytes + kBBytes;
+  // As many stages as fit beside the swizzle's 1024-byte alignment and the barriers, at most 8.
+  static constexpr int kStages =
+      (kBlockSmem - 1024 - 256) / kStageBytes < 8 ? (kBlockSmem - 1024 - 256) / kStageBytes : 8;
+  static constexpr int kSmemBytes = kStageBytes * kStages + 1024;
+  // Registers after setmaxnreg: the consumers hold two accumulator sets (the slice's chain and the total).
+  static constexpr int kProducerRegs = 40, kConsumerRegs = 232;
+  static_assert(kABytes % 1024 == 0 && kBBytes % 1024 == 0, "operand tiles on the swizzle's 1024-byte period");
+  static_assert(128 * kProducerRegs + 128 * kConsumers * kConsumerRegs <= 65536, "the register file");
+  static_assert(kStages >= 4 && kSmemBytes + 2 * 8 * kStages <= kBlockSmem, "the stages fit a block");
+};
+using WgtM128N128 = WgtTile<128, 128>;
+using WgtM128N64 = WgtTile<128, 64>;
+using WgtM64N128 = WgtTile<64, 128>;
+static_assert(WgtM128N128::kStages == 7 && WgtM128N64::kStages == 8 && WgtM64N128::kStages == 8, "stage counts");
+
+enum class WgtShape { M128N128 = 0, M128N64 = 1, M64N128 = 2 };
+inline constexpr int kWgtShapes = 3;
+
+// Estimated clocks of one 64-k tile of a unit on one multiprocessor (tensor work at ~4,096 FLOP a clock;
+// the 64-column instruction at ~89 % of that): the shape choice's cost model.
+inline constexpr int64_t kWgtClocksN128 = 512, kWgtClocksN64 = 288;
+
+// The output tiles (units) of a launch of `n` weights of widths N[0 .. n) with M rows in shape (bm, bn).
+constexpr int64_t wgt_units(int64_t M, const int64_t* N, int n, int bm, int bn) {
+  int64_t cols = 0;
+  for (int i = 0; i < n; ++i) cols += tc::ceil_div(N[i], bn);
+  return tc::ceil_div(M, bm) * cols;
+}
+
+// The shape of a launch: 64 x 128 up to 64 rows; above, 128 x 64 where its waves x clocks per k tile are
+// fewer than 128 x 128's (on `sms` multiprocessors, one CTA each).
+constexpr WgtShape choose_wgt_shape(int64_t M, const int64_t* N, int n, int sms) {
+  if (M <= 64) return WgtShape::M64N128;
+  const int64_t waves128 = tc::ceil_div(wgt_units(M, N, n, 128, 128), sms);
+  const int64_t waves64 = tc::ceil_div(wgt_units(M, N, n, 128, 64), sms);
+  return waves64 * kWgtClocksN64 < waves128 * kWgtClocksN128 ? WgtShape::M128N64 : WgtShape::M128N128;
+}
+
+}  // namespace specserve::cuda::wgt

@@ -1,0 +1,365 @@
+// The TMA-fed slice-serial warpgroup matmul (matmul_wgmma_tma.cuh: shapes, the shape rule, why; sm_90a only):
+// y_i[M, N_i] = x[M, K] · w_i[N_i, K]ᵀ for bf16 weights, row-invariant, at verify sizes (33-256 rows: the
+// plan's rule, backend/matmul_choice.h).
+//
+// Numerics: those of every tensor-core kernel (the contract heading matmul_tensor_core.cu), exactly the
+// slice-serial kernel's (matmul_wgmma_serial_sm90a.cu): x's bf16 copy; K cut by k_split(N, K) into S slices
+// of cps chunks; each slice's K tiles (wg::serial_tile: 64 k from the slice's first chunk, the last one
+// possibly short) go through one wgmma k16 step per chunk of the slice, in increasing k, into a fresh
+// accumulator from +0 — never a chunk past the slice's end, even where a tile's box reaches into the next
+// slice or past K (TMA reads zeros there, which only the skipped steps would see); the slice's partial is
+// added to the running total in registers when the slice ends, ((p0 + p1) + p2) + ..., by the thread that
+// owns the element. So each row has the bits of the gemv kernel's at M = 1.
+//
+// Pipeline (one CTA per multiprocessor, persistent; units = output tiles over all their slices, M tiles
+// fastest): warpgroup 0's thread 0 issues, per K tile, a TMA box of BM rows x 64 k of x's copy and one of
+// BN rows x 64 k of w (128-byte swizzle: the layout smem_desc describes) into stage it % kStages after the
+// consumers handed it back (`empty`, one arrival per consumer warp), arming `full` with the bytes to
+// expect. Consumers wait on `full`, issue the tile's wgmma, keep one tile's wgmma in flight (wait_group 1)
+// and hand back the stage before; at a slice's end they drain (wait_group 0), add, and hand back both. The
+// ring runs on across units, so the next unit's loads overlap a unit's last slice and its stores.
+//
+// PDL (launch.cuh): every thread executes pdl_begin() first (x's copy and y are other kernels' memory).
+#include <cuda.h>
+#include <cuda_runtime.h>
+#include <cudaTypedefs.h>
+
+#include <algorithm>
+#include <atomic>
+#include <climits>
+
+#include "backend/cuda/cuda_check.h"
+#include "backend/cuda/kernels.h"
+#include "backend/cuda/launch.cuh"
+#include "backend/cuda/matmul_tensor_core.cuh"
+#include "backend/cuda/matmul_tensor_core_ptx.cuh"
+#include "backend/cuda/matmul_tensor_core_xb.cuh"
+#include "backend/cuda/matmul_wgmma.cuh"
+#include "backend/cuda/matmul_wgmma_ptx.cuh"
+#include "backend/cuda/matmul_wgmma_tma.cuh"
+#include "backend/cuda/matmul_wgmma_tma.h"
+#include "backend/cuda/matmul_wgmma_tma_ptx.cuh"
+#include "core/error.h"
+
+namespace specserve::cuda::kernels {
+
+namespace {
+
+using namespace specserve::cuda::tc;
+using namespace specserve::cuda::wg;
+using namespace specserve::cuda::wgt;
+
+constexpr int kMaxParts = 4;
+
+// One weight of a launch: its units are the launch's units [previous part's units_end, units_end).
+struct WgtPart {
+  CUtensorMap b;  // w [N, K] (stride ldw), box 64 x BN
+  float* y;
+  int64_t ldy;
+  int64_t N;
+  int64_t cps;  // chunks per slice (k_split(N, K))
+  int ktiles;   // K tiles of a unit: wg::serial_tiles(chunks, cps)
+  int units_end;
+  bool pairs;  // y and ldy allow 8-byte stores of column pairs
+};
+struct WgtParams {
+  CUtensorMap a;  // x's bf16 copy [M, K], box 64 x BM
+  WgtPart part[kMaxParts];
+  int64_t M, chunks;
+  int tiles_m, units;
+};
+
+struct UnitAt {
+  int part;
+  int64_t m0, n0;
+};
+template <class T>
+__device__ __forceinline__ UnitAt unit_at(const WgtParams& p, int u) {
+  int i = 0;
+  while (u >= p.part[i].units_end) ++i;
+  const int local = u - (i > 0 ? p.part[i - 1].units_end : 0);
+  return {i, int64_t{local % p.tiles_m} * T::kBM, int64_t{local / p.tiles_m} * T::kBN};
+}
+
+#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
+template <int N>
+__device__ __forceinline__ void wgmma_chunk(float (&acc)[N / 2], uint64_t desc_a, uint64_t desc_b) {
+  if constexpr (N == 128)
+    wgmma_m64n128k16(acc, desc_a, desc_b);
+  else
+    wgmma_m64n64k16(acc, desc_a, desc_b);
+}
+#endif
+
+template <class T>
+__global__ void __launch_bounds__(T::kThreads, 1) matmul_wgmma_tma_kernel(const __grid_constant__ WgtParams p) {
+#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
+  pdl_begin();
+  extern __shared__ __align__(1024) unsigned char smem_raw[];
+  __shared__ __align__(8) uint64_t bars[2 * T::kStages];  // full[0..S), then empty[0..S)
+  const uint32_t pad = (1024u - (smem_addr(smem_raw) & 1023u)) & 1023u;
+  const uint32_t sbase = smem_addr(smem_raw) + pad;
+  const uint32_t full0 = smem_addr(&bars[0]), empty0 = smem_addr(&bars[T::kStages]);
+  const int tid = static_cast<int>(threadIdx.x);
+  if (tid == 0) {
+    for (int s = 0; s < T::kStages; ++s) {
+      mbar_init(full0 + 8 * s, 1);
+      mbar_init(empty0 + 8 * s, T::kConsumers * 4);  // one arrival per consumer warp
+    }
+    asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
+  }
+  __syncthreads();
+  constexpr int kChunks = kKT / kMmaK;
+
+  const int warpgroup = __shfl_sync(0xffffffffu, tid / 128, 0);
+  if (warpgroup == 0) {
+    // ---- producer: one thread issues every load ----
+    asm volatile("setmaxnreg.dec.sync.aligned.u32 %0;\n" ::"n"(T::kProducerRegs));
+    if (tid != 0) return;
+    uint32_t it = 0;
+    for (int u = static_cast<int>(blockIdx.x); u < p.units; u += static_cast<int>(gridDim.x)) {
+      const UnitAt at = unit_at<T>(p, u);
+      const WgtPart& part = p.part[at.part];
+      const int m0 = static_cast<int>(at.m0), n0 = static_cast<int>(at.n0);
+      for (int g = 0; g < part.ktiles; ++g, ++it) {
+        const uint32_t stage = it % T::kStages;
+        if (it >= T::kStages) mbar_wait(empty0 + 8 * stage, (it / T::kStages - 1) & 1u);
+        const SerialTile st = serial_tile(g, p.chunks, part.cps);
+        const int k0 = static_cast<int>(st.chunk0 * kMmaK);
+        const uint32_t dst = sbase + stage * T::kStageBytes, bar = full0 + 8 * stage;
+        mbar_arrive_expect_tx(bar, T::kStageBytes);
+        tma_load_2d(dst, &p.a, k0, m0, bar);
+        tma_load_2d(dst + T::kABytes, &part.b, k0, n0, bar);
+      }
+    }
+    return;
+  }
+
+  // ---- consumers ----
+  asm volatile("setmaxnreg.inc.sync.aligned.u32 %0;\n" ::"n"(T::kConsumerRegs));
+  const int ctid = tid - 128, warp = ctid >> 5, lane = ctid & 31;
+  const int wgi = warp / 4;  // consumer warpgroup 0 or 1
+  // Its part of a stage: rows 64 wgi of the A tile (BM = 128), or columns kWgN wgi of the B tile (BM = 64).
+  const uint32_t a_off = T::kSplitM ? static_cast<uint32_t>(wgi * 64 * 128) : 0u;
+  const uint32_t b_off = T::kABytes + (T::kSplitM ? 0u : static_cast<uint32_t>(wgi * T::kWgN * 128));
+  float acc[T::kAcc], total[T::kAcc];
+  uint32_t it = 0;
+  for (int u = static_cast<int>(blockIdx.x); u < p.units; u += static_cast<int>(gridDim.x)) {
+    const UnitAt at = unit_at<T>(p, u);
+    const WgtPart& part = p.part[at.part];
+#pragma unroll
+    for (int i = 0; i < T::kAcc; ++i) acc[i] = 0.0f, total[i] = 0.0f;
+    int pending = -1;  // a stage whose wgmma may still run, to be handed back
+    for (int g = 0; g < part.ktiles; ++g, ++it) {
+      const uint32_t stage = it % T::kStages;
+      mbar_wait(full0 + 8 * stage, (it / T::kStages) & 1u);
+      const SerialTile st = serial_tile(g, p.chunks, part.cps);
+      const uint32_t a = sbase + stage * T::kStageBytes + a_off;
+      const uint32_t b = sbase + stage * T::kStageBytes + b_off;
+      auto mma = [&](int kk) {
+        wgmma_chunk<T::kWgN>(acc, smem_desc(a + kk * kChunkStep), smem_desc(b + kk * kChunkStep));
+      };
+      wgmma_fence();
+      if (st.chunk0 + kChunks <= st.chunk_end) {  // straight-line issue
+#pragma unroll
+        for (int kk = 0; kk < kChunks; ++kk) mma(kk);
+      } else {  // the slice's last tile: never an mma past its last chunk
+#pragma unroll
+        for (int kk = 0; kk < kChunks - 1; ++kk)
+          if (st.chunk0 + kk < st.chunk_end) mma(kk);
+      }
+      wgmma_commit();
+      if (st.last_of_slice) {
+        wgmma_wait<0>();  // the slice's chain is complete: add it to the total, in slice order
+        if (st.slice == 0) {
+#pragma unroll
+          for (int i = 0; i < T::kAcc; ++i) total[i] = acc[i];
+        } else {
+#pragma unroll
+          for (int i = 0; i < T::kAcc; ++i) total[i] = total[i] + acc[i];
+        }
+#pragma unroll
+        for (int i = 0; i < T::kAcc; ++i) acc[i] = 0.0f;
+        __syncwarp();
+        if (pending >= 0 && lane == 0) mbar_arrive(empty0 + 8 * static_cast<uint32_t>(pending));
+        if (lane == 0) mbar_arrive(empty0 + 8 * stage);
+        pending = -1;
+      } else {
+        wgmma_wait<1>();  // the previous tile's wgmma are done: its stage goes back
+        __syncwarp();
+        if (pending >= 0 && lane == 0) mbar_arrive(empty0 + 8 * static_cast<uint32_t>(pending));
+        pending = static_cast<int>(stage);
+      }
+    }
+    // Accumulator i of this thread: row 16 (warp % 4) + lane / 4 + 8 (i % 4 / 2) of the warpgroup's 64,
+    // column 8 (i / 4) + 2 (lane % 4) + i % 2 of its kWgN (the m16n8 C fragment, repeated along n).
+    const int64_t r0 = at.m0 + (T::kSplitM ? 64 * wgi : 0) + 16 * (warp % 4) + lane / 4;
+    const int64_t c0 = at.n0 + (T::kSplitM ? 0 : wgi * T::kWgN) + 2 * (lane % 4);
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+      const int64_t r = r0 + 8 * h;
+      if (r >= p.M) continue;
+      float* yr = part.y + r * part.ldy;
+#pragma unroll
+      for (int j = 0; j < T::kWgN / 8; ++j) {
+        const int64_t c = c0 + 8 * j;
+        const float v0 = total[4 * j + 2 * h], v1 = total[4 * j + 2 * h + 1];
+        if (part.pairs && c + 1 < part.N) {
+          *reinterpret_cast<float2*>(yr + c) = make_float2(v0, v1);
+        } else {
+          if (c < part.N) yr[c] = v0;
+          if (c + 1 < part.N) yr[c + 1] = v1;
+        }
+      }
+    }
+  }
+#endif
+}
+
+// ---- tensor maps ----
+// (The prefill GEMM, matmul_prefill_sm90a.cu, has the same three helpers; they move to a shared file once
+// that file's pending change lands.)
+PFN_cuTensorMapEncodeTiled_v12000 encode_fn() {
+  static const PFN_cuTensorMapEncodeTiled_v12000 fn = [] {
+    void* f = nullptr;
+    cudaDriverEntryPointQueryResult q{};
+    CUDA_CHECK(cudaGetDriverEntryPointByVersion("cuTensorMapEncodeTiled", &f, 12000, cudaEnableDefault, &q));
+    SS_CHECK(q == cudaDriverEntryPointSuccess && f != nullptr,
+             "wgmma-tma matmul: the driver has no cuTensorMapEncodeTiled");
+    return reinterpret_cast<PFN_cuTensorMapEncodeTiled_v12000>(f);
+  }();
+  return fn;
+}
+
+// cuTensorMapEncodeTiled needs a context current on the calling thread (see matmul_prefill_sm90a.cu).
+void bind_context_once() {
+  thread_local const bool bound = [] {
+    int device = 0;
+    CUDA_CHECK(cudaGetDevice(&device));
+    CUDA_CHECK(cudaSetDevice(device));
+    return true;
+  }();
+  (void)bound;
+}
+
+// A row-major bf16 [rows, cols] matrix (row stride `ld` elements) read in boxes of 64 columns x box_rows
+// rows, 128-byte swizzle, zeros outside.
+CUtensorMap tensor_map(const void* base, int64_t rows, int64_t cols, int64_t ld, int box_rows) {
+  bind_context_once();
+  CUtensorMap m;
+  const cuuint64_t dims[2] = {static_cast<cuuint64_t>(cols), static_cast<cuuint64_t>(rows)};
+  const cuuint64_t strides[1] = {static_cast<cuuint64_t>(ld) * 2};
+  const cuuint32_t box[2] = {static_cast<cuuint32_t>(kKT), static_cast<cuuint32_t>(box_rows)};
+  const cuuint32_t elem[2] = {1, 1};
+  const CUresult r = encode_fn()(&m, CU_TENSOR_MAP_DATA_TYPE_BFLOAT16, 2, const_cast<void*>(base), dims, strides, box,
+                                 elem, CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_128B,
+                                 CU_TENSOR_MAP_L2_PROMOTION_L2_256B, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
+  SS_CHECK(r == CUDA_SUCCESS, "wgmma-tma matmul: cuTensorMapEncodeTiled failed ({}) for [{}, {}] stride {}",
+           static_cast<int>(r), rows, cols, ld);
+  return m;
+}
+
+std::atomic<uint64_t> g_launches{0};
+
+template <class T>
+void launch(const WgtParams& p, cudaStream_t stream) {
+  static const bool configured = [] {
+    CUDA_CHECK(
+        cudaFuncSetAttribute(matmul_wgmma_tma_kernel<T>, cudaFuncAttributeMaxDynamicSharedMemorySize, T::kSmemBytes));
+    return true;
+  }();
+  (void)configured;
+  const int grid = std::min(p.units, sm_count());
+  launch_pdl(matmul_wgmma_tma_kernel<T>, dim3(static_cast<unsigned>(grid)), T::kThreads, T::kSmemBytes, stream, p);
+  CUDA_CHECK_LAUNCH();
+  g_launches.fetch_add(1, std::memory_order_relaxed);
+}
+
+struct ShapeDims {
+  int bm, bn;
+};
+constexpr ShapeDims dims_of(WgtShape s) {
+  switch (s) {
+    case WgtShape::M128N128: return {WgtM128N128::kBM, WgtM128N128::kBN};
+    case WgtShape::M128N64: return {WgtM128N64::kBM, WgtM128N64::kBN};
+    case WgtShape::M64N128: return {WgtM64N128::kBM, WgtM64N128::kBN};
+  }
+  return {0, 0};
+}
+
+void launch_shape(WgtShape s, const WgtParams& p, cudaStream_t stream) {
+  switch (s) {
+    case WgtShape::M128N128: return launch<WgtM128N128>(p, stream);
+    case WgtShape::M128N64: return launch<WgtM128N64>(p, stream);
+    case WgtShape::M64N128: return launch<WgtM64N128>(p, stream);
+  }
+  fail("wgmma-tma matmul: shape {} is none of the kernel's", static_cast<int>(s));
+}
+
+bool pairs_ok(const MatmulArgs& a) { return (reinterpret_cast<uintptr_t>(a.y) & 7u) == 0 && a.ldy % 2 == 0; }
+
+}  // namespace
+
+bool wgmma_tma_fits(const MatmulArgs& a) {
+  const bool aligned = (reinterpret_cast<uintptr_t>(a.w) & 15u) == 0 && a.ldw % 8 == 0;
+  return a.w_bf16 && a.w_scales == nullptr && aligned && a.K % 8 == 0 && a.K > 0 && a.M > 0 && a.N > 0 &&
+         a.M <= INT_MAX && a.N <= INT_MAX && a.K <= INT_MAX;
+}
+
+uint64_t matmul_wgmma_tma_launches() { return g_launches.load(std::memory_order_relaxed); }
+
+bool matmul_bf16_wgmma_tma(const MatmulArgs* parts, int count, cudaStream_t stream, int shape) {
+  SS_CHECK(shape < kWgtShapes, "wgmma-tma matmul: shape {} is none of the kernel's (0-{}; < 0: the rule)", shape,
+           kWgtShapes - 1);
+  if (count < 1 || !wgmma_available()) return false;
+  const MatmulArgs& a0 = parts[0];
+  for (int i = 0; i < count; ++i) {
+    const MatmulArgs& a = parts[i];
+    if (!wgmma_tma_fits(a) || a.x != a0.x || a.ldx != a0.ldx || a.M != a0.M || a.K != a0.K) return false;
+  }
+  // x's bf16 copy: the one its producer wrote (XbOut), else converted here. TMA reads [M, K] of it (zeros
+  // outside), so any pitch >= K that is a multiple of 8 elements serves.
+  const bool reuse =
+      a0.xb != nullptr && a0.ldxb >= a0.K && a0.ldxb % 8 == 0 && (reinterpret_cast<uintptr_t>(a0.xb) & 15u) == 0;
+  const int64_t ldxb = reuse ? a0.ldxb : xb_pitch(a0.K, kKT);
+  const uint16_t* xb = reuse ? a0.xb : matmul_x_to_bf16(a0.x, a0.ldx, a0.M, a0.K, ldxb, stream);
+  if (reuse) matmul_count_xb_reused();
+  const int64_t chunks = ceil_div(a0.K, int64_t{kMmaK});
+  for (int first = 0; first < count; first += kMaxParts) {
+    const int n_parts = std::min(kMaxParts, count - first);
+    int64_t widths[kMaxParts];
+    for (int i = 0; i < n_parts; ++i) widths[i] = parts[first + i].N;
+    const WgtShape s = shape >= 0 ? static_cast<WgtShape>(shape) : choose_wgt_shape(a0.M, widths, n_parts, sm_count());
+    const ShapeDims d = dims_of(s);
+    WgtParams p{};
+    p.a = tensor_map(xb, a0.M, a0.K, ldxb, d.bm);
+    p.M = a0.M;
+    p.chunks = chunks;
+    p.tiles_m = static_cast<int>(ceil_div(a0.M, int64_t{d.bm}));
+    int64_t units = 0;
+    for (int i = 0; i < kMaxParts; ++i) {
+      WgtPart& part = p.part[i];
+      if (i >= n_parts) {
+        part.units_end = INT_MAX;  // never reached: every unit is below p.units
+        continue;
+      }
+      const MatmulArgs& a = parts[first + i];
+      const KSplit split = k_split(a.N, a.K, split_target_ctas());
+      part.b = tensor_map(a.w, a.N, a.K, a.ldw, d.bn);
+      part.y = a.y;
+      part.ldy = a.ldy;
+      part.N = a.N;
+      part.cps = split.cps;
+      part.ktiles = static_cast<int>(serial_tiles(chunks, split.cps));
+      part.pairs = pairs_ok(a);
+      units += int64_t{p.tiles_m} * ceil_div(a.N, int64_t{d.bn});
+      SS_CHECK(units <= INT_MAX, "wgmma-tma matmul: {} x {} is more tiles than the kernel counts", a.M, a.N);
+      part.units_end = static_cast<int>(units);
+    }
+    p.units = static_cast<int>(units);
+    launch_shape(s, p, stream);
+  }
+  return true;
+}
+
+}  // namespace specserve::cuda::kernels
