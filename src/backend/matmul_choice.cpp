@@ -32,6 +32,18 @@ bool prefill_takes(int64_t K, const MatmulWeight* ws, size_t n, const MatmulDevi
   return true;
 }
 
+// The TMA-fed slice-serial kernel's conditions (cuda/matmul_wgmma_tma_sm90a.cu: wgmma_tma_fits, plus the rows).
+bool wgmma_tma_takes(int64_t M, int64_t K, const MatmulWeight* ws, size_t n, const MatmulDevice& d) {
+  constexpr int64_t kDimMax = 2147483647;
+  if (n == 0 || !d.wgmma || M < kWgmmaTmaMinRows || M > kWgmmaTmaMaxRows || K <= 0 || K % 8 != 0 || K > kDimMax)
+    return false;
+  for (size_t i = 0; i < n; ++i) {
+    const MatmulWeight& w = ws[i];
+    if (!w.bf16 || w.fp8 || w.N <= 0 || w.N > kDimMax || !w.w_aligned16 || w.ldw % 8 != 0) return false;
+  }
+  return true;
+}
+
 bool share_split(int64_t M, int64_t K, const MatmulWeight* ws, size_t n) {
   if (n == 0 || n > size_t{kMatmulGroupMax} || M <= 0 || K <= 0) return false;
   const cuda::tc::KSplit split = cuda::tc::k_split(ws[0].N, K, cuda::tc::split_target_ctas());
@@ -84,6 +96,7 @@ MatmulKernel choose_one(int64_t M, int64_t K, const MatmulWeight& w, const Matmu
   if (!w.bf16) return MatmulKernel::CudaCoreF32;
   if (mid_takes(M, K, &w, 1, d.sms)) return MatmulKernel::Mid;
   if (M <= kGemvMaxRows) return MatmulKernel::Gemv;
+  if (wgmma_tma_takes(M, K, &w, 1, d)) return MatmulKernel::WgmmaTma;
   if (d.wgmma) return matmul_wgmma_serial(M, K, w, d.sms) ? MatmulKernel::WgmmaSerial : MatmulKernel::Wgmma;
   return MatmulKernel::Tiled;
 }
@@ -107,6 +120,7 @@ std::string_view matmul_kernel_name(MatmulKernel k) {
     case MatmulKernel::Gemv: return "gemv";
     case MatmulKernel::Wgmma: return "wgmma";
     case MatmulKernel::WgmmaSerial: return "wgmma-serial";
+    case MatmulKernel::WgmmaTma: return "wgmma-tma";
     case MatmulKernel::Tiled: return "tiled";
     case MatmulKernel::Prefill: return "prefill";
     case MatmulKernel::Fp8Gemv: return "fp8-gemv";
@@ -121,6 +135,10 @@ bool matmul_parts_share_split(int64_t M, int64_t K, const std::vector<MatmulWeig
 
 bool matmul_mid_takes(int64_t M, int64_t K, const std::vector<MatmulWeight>& ws, int sms) {
   return mid_takes(M, K, ws.data(), ws.size(), sms);
+}
+
+bool matmul_wgmma_tma_takes(int64_t M, int64_t K, const std::vector<MatmulWeight>& ws, const MatmulDevice& d) {
+  return wgmma_tma_takes(M, K, ws.data(), ws.size(), d);
 }
 
 bool matmul_wgmma_serial(int64_t M, int64_t K, const MatmulWeight& w, int sms) {
@@ -164,6 +182,7 @@ MatmulPlan plan_matmul(const MatmulCall& c) {
   if (c.order == MatmulOrder::Prefill && c.M > 0 && prefill_takes(c.K, ws.data(), n, c.device))
     return {{{MatmulKernel::Prefill, all_parts(n)}}};
   if (matmul_mid_takes(c.M, c.K, ws, c.device.sms)) return {{{MatmulKernel::Mid, all_parts(n)}}};
+  if (wgmma_tma_takes(c.M, c.K, ws.data(), n, c.device)) return {{{MatmulKernel::WgmmaTma, all_parts(n)}}};
   MatmulPlan plan;
   // Above the gemv kernel's rows, one bf16 copy of x for every weight, each its own wgmma launch.
   bool all_wgmma = c.device.wgmma && c.M > kGemvMaxRows && c.K > 0;

@@ -27,6 +27,10 @@ inline constexpr int64_t kFreeOrderMinRows = 33;  // MatmulOrder::Free takes cuB
 inline constexpr int kMatmulGroupMax = 4;         // weights sharing one streaming launch (q/k/v, gate/up)
 inline constexpr int kFreeOrderMaxParts = 8;      // weights of one cuBLASLt call sequence
 inline constexpr int64_t kWgmmaSerialTile = 128;  // the slice-serial wgmma kernel's tile (rows and columns)
+// The TMA-fed slice-serial wgmma kernel (cuda/matmul_wgmma_tma_sm90a.cu) serves 33..256 rows (verify of
+// several sequences) where the mid kernel does not; above, the cluster and slice-serial kernels as before.
+inline constexpr int64_t kWgmmaTmaMinRows = 33;
+inline constexpr int64_t kWgmmaTmaMaxRows = 256;
 
 enum class MatmulKernel {
   Cpu,          // the CPU backend's kernels (cpu/matmul.cpp; the ISA from core/cpu_features.h)
@@ -38,6 +42,7 @@ enum class MatmulKernel {
   Gemv,         // 1-32 rows: warp-split streaming tensor-core kernel (cuda/matmul_tensor_core_gemv.cu)
   Wgmma,        // above 32 rows on compute capability 9.0: warpgroup cluster kernel (cuda/matmul_wgmma_sm90a.cu)
   WgmmaSerial,  // the same where K is split and the tiles fill 2.5 waves: slice-serial (matmul_wgmma_serial_sm90a.cu)
+  WgmmaTma,     // 33-256 rows on 9.0, every weight of the call: TMA ring, slice-serial (matmul_wgmma_tma_sm90a.cu)
   Tiled,        // above 32 rows where wgmma cannot run: mma.sync tiled kernel (cuda/matmul_tensor_core.cu)
   Prefill,      // MatmulOrder::Prefill on compute capability 9.0: the TMA/wgmma GEMM (cuda/matmul_prefill_sm90a.cu)
   // Block-scaled fp8 weights (MatmulWeight::fp8; the bits of the bf16 dequantisation, backend/ops.h):
@@ -106,5 +111,9 @@ bool matmul_parts_share_split(int64_t M, int64_t K, const std::vector<MatmulWeig
 bool matmul_mid_takes(int64_t M, int64_t K, const std::vector<MatmulWeight>& weights, int sms);
 // Whether a wgmma launch of one weight takes the slice-serial kernel.
 bool matmul_wgmma_serial(int64_t M, int64_t K, const MatmulWeight& w, int sms);
+// Whether the TMA-fed slice-serial kernel takes these weights (all of them, one launcher): a device with
+// wgmma, kWgmmaTmaMinRows <= M <= kWgmmaTmaMaxRows, K > 0 and K % 8 == 0, every weight bf16 with N > 0,
+// a 16-byte aligned address and ldw % 8 == 0 (TMA's strides), every dimension below 2^31.
+bool matmul_wgmma_tma_takes(int64_t M, int64_t K, const std::vector<MatmulWeight>& weights, const MatmulDevice& device);
 
 }  // namespace specserve

@@ -3,7 +3,8 @@
 // kernel each call gets. The expected column was read off the take-or-decline chains the CUDA backend
 // had before the choice became one function (cuda_ops.cpp's matmul / matmul_multi, matmul.cu,
 // matmul_tensor_core.cu, matmul_tensor_core_mid.cu, matmul_wgmma_sm90a.cu, matmul_free_order.cpp at
-// 5f6c57e), so a change of any default kernel shows here. Runs without a GPU.
+// 5f6c57e), so a change of any default kernel shows here; the wgmma-tma rows (33-256 rows on the TMA-fed
+// slice-serial kernel) came with that kernel. Runs without a GPU.
 #include <gtest/gtest.h>
 
 #include <string>
@@ -70,21 +71,27 @@ TEST(MatmulChoice, OneWeightByRows) {
     Kn want;
   };
   const Row table[] = {
-      {1, kH, kH, Kn::Gemv},                                         // decode: o_proj
-      {1, kVocab, kH, Kn::Gemv},                                     // decode: lm_head
-      {16, kH, kH, Kn::Gemv},                                        // verify of 16 rows: below the 17-64-row kernel
-      {17, kH, kH, Kn::Mid},                                         // S = 8, 128 CTAs
-      {32, kH, kI, Kn::Mid},                                         // down_proj, S = 8
-      {32, kI, kH, Kn::Mid},                                         // S = 4
-      {32, kVocab, kH, Kn::Gemv},                                    // lm_head: S = 1, not the mid kernel's
-      {33, kH, kH, Kn::Mid},                                         // 128 CTAs: one wave 97 % full
-      {64, kH, kH, Kn::Mid},           {64, 5120, 6144, Kn::Wgmma},  // 27B o_proj: 160 CTAs fill 2 waves 61 %
-      {64, 5120, 17408, Kn::Wgmma},                                  // 27B down_proj
-      {33, kVocab, kH, Kn::Wgmma},                                   // S = 1
-      {128, 17408, 5120, Kn::Wgmma},   // 27B up_proj: 136 tiles, 1.03 waves: the cluster kernel
+      {1, kH, kH, Kn::Gemv},       // decode: o_proj
+      {1, kVocab, kH, Kn::Gemv},   // decode: lm_head
+      {16, kH, kH, Kn::Gemv},      // verify of 16 rows: below the 17-64-row kernel
+      {17, kH, kH, Kn::Mid},       // S = 8, 128 CTAs
+      {32, kH, kI, Kn::Mid},       // down_proj, S = 8
+      {32, kI, kH, Kn::Mid},       // S = 4
+      {32, kVocab, kH, Kn::Gemv},  // lm_head: S = 1, not the mid kernel's
+      {33, kH, kH, Kn::Mid},       // 128 CTAs: one wave 97 % full
+      {64, kH, kH, Kn::Mid},
+      {64, 5120, 6144, Kn::WgmmaTma},    // 27B o_proj: mid's 160 CTAs fill 2 waves 61 %
+      {64, 5120, 17408, Kn::WgmmaTma},   // 27B down_proj
+      {33, kVocab, kH, Kn::WgmmaTma},    // S = 1
+      {128, 17408, 5120, Kn::WgmmaTma},  // 27B up_proj
+      {65, kH, kH, Kn::WgmmaTma},        // past the mid kernel's rows
+      {128, kH, kI, Kn::WgmmaTma},       // down_proj at 16 sequences x 8 rows
+      {256, kI, kH, Kn::WgmmaTma},       // the TMA kernel's last row count
+      {257, kI, kH, Kn::Wgmma},          // past it: 288 tiles of 128 x 128 are < 2.5 waves
+      {257, kH, kI, Kn::Wgmma},
       {512, kI, kH, Kn::WgmmaSerial},  // S = 4, 384 tiles
-      {2048, kH, kH, Kn::WgmmaSerial}, {2048, kVocab, kH, Kn::Wgmma},  // S = 1: the cluster kernel
-      {65, kH, kH, Kn::Wgmma},                                         // past the mid kernel's rows; 32 tiles
+      {2048, kH, kH, Kn::WgmmaSerial},
+      {2048, kVocab, kH, Kn::Wgmma},  // S = 1: the cluster kernel
   };
   for (const auto& r : table)
     EXPECT_EQ(one(r.M, r.K, bf16(r.N)), r.want)
@@ -102,6 +109,13 @@ TEST(MatmulChoice, EdgesAndDtypes) {
   EXPECT_EQ(one(24, kH, unaligned(bf16(kH))), Kn::Gemv);
   EXPECT_EQ(one(24, kH, with_ldw(bf16(kH), kH + 4)), Kn::Gemv);
   EXPECT_EQ(one(48, kH, unaligned(bf16(kH))), Kn::Wgmma);
+  // The TMA kernel needs the same aligned weights (TMA's 16-byte strides) and K % 8 == 0.
+  EXPECT_EQ(one(48, kH, bf16(kKv)), Kn::WgmmaTma);  // (q at 48 rows is the mid kernel's: one wave 97 % full)
+  EXPECT_EQ(one(48, kH, with_ldw(bf16(kKv), kH + 4)), Kn::Wgmma);
+  EXPECT_EQ(one(128, 4100, bf16(kH)), Kn::Wgmma);
+  EXPECT_EQ(one(128, 4104, bf16(kH)), Kn::WgmmaTma);
+  EXPECT_EQ(one(128, kH, bf16(kH), MatmulOrder::RowInvariant, kNoWgmma), Kn::Tiled);
+  EXPECT_EQ(matmul_kernel_name(Kn::WgmmaTma), "wgmma-tma");
   EXPECT_EQ(one(24, 4100, bf16(kH)), Kn::Gemv);
   // Slice-serial wgmma needs the same aligned weights.
   EXPECT_EQ(one(2048, kH, unaligned(bf16(kH))), Kn::Wgmma);
@@ -157,9 +171,12 @@ TEST(MatmulChoice, SharedX) {
       {16, qkv, "gemv[012] "},
       {17, qkv, "mid[012] "},
       {32, gate_up, "mid[01] "},
-      {64, qkv, "mid[012] "},     // 192 CTAs: 2 waves 73 % full
-      {64, gate_up, "mid[01] "},  // 768 CTAs: 6 waves 97 % full
-      {128, qkv, "one x copy: wgmma[0] wgmma[1] wgmma[2] "},
+      {64, qkv, "mid[012] "},         // 192 CTAs: 2 waves 73 % full
+      {64, gate_up, "mid[01] "},      // 768 CTAs: 6 waves 97 % full
+      {128, qkv, "wgmma-tma[012] "},  // 33-256 rows: every weight in one TMA launcher, one copy of x
+      {128, gate_up, "wgmma-tma[01] "},
+      {256, qkv, "wgmma-tma[012] "},
+      {257, qkv, "one x copy: wgmma[0] wgmma[1] wgmma[2] "},
       {2048, gate_up, "one x copy: wgmma-serial[0] wgmma-serial[1] "},
       {2048, qkv, "one x copy: wgmma-serial[0] wgmma[1] wgmma[2] "},
       // Weights of different K splits: those that share one share a launch, the rest run alone.
@@ -167,12 +184,15 @@ TEST(MatmulChoice, SharedX) {
       {24, {bf16(kH), bf16(kVocab), bf16(kKv)}, "mid[02] gemv[1] "},
       // More than four weights: four share a launch.
       {1, std::vector<MatmulWeight>(5, bf16(kKv)), "gemv[0123] gemv[4] "},
-      // Above 32 rows every weight takes wgmma with one copy of x, even one the mid kernel would take alone.
-      {40, {bf16(kH), bf16(kVocab)}, "one x copy: wgmma[0] wgmma[1] "},
+      // Above 32 rows every weight takes the TMA kernel with one copy of x, even one the mid kernel would
+      // take alone; one weight it cannot address sends all to the cluster kernel (one copy of x).
+      {40, {bf16(kH), bf16(kVocab)}, "wgmma-tma[01] "},
+      {40, {bf16(kH), unaligned(bf16(kKv))}, "one x copy: wgmma[0] wgmma[1] "},
+      {64, std::vector<MatmulWeight>(5, bf16(kKv)), "wgmma-tma[01234] "},
       // f32 weights run alone on CUDA cores.
       {1, {f32(kH), f32(kKv)}, "cuda-core-f32[0] cuda-core-f32[1] "},
       // (k/v's 32 CTAs at 64 rows fill a quarter wave: not the mid kernel's.)
-      {64, {f32(kH), bf16(kKv)}, "cuda-core-f32[0] wgmma[1] "},
+      {64, {f32(kH), bf16(kKv)}, "cuda-core-f32[0] wgmma-tma[1] "},
   };
   for (const auto& r : table) {
     const auto p = plan(r.M, kH, r.ws);

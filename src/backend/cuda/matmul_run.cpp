@@ -5,6 +5,7 @@
 #include "backend/cuda/cuda_check.h"
 #include "backend/cuda/kernels.h"
 #include "backend/cuda/matmul_free_order.h"
+#include "backend/cuda/matmul_wgmma_tma.h"
 #include "backend/matmul_choice.h"
 #include "core/error.h"
 
@@ -40,6 +41,9 @@ void run_launch(MatmulKernel kernel, const MatmulArgs* g, int n, cudaStream_t st
     case MatmulKernel::WgmmaSerial:
       // (matmul_bf16_wgmma picks the slice-serial kernel by matmul_wgmma_serial, the rule that chose it.)
       SS_CHECK(matmul_bf16_wgmma(g[0], stream), "matmul: the wgmma kernel cannot run on this device");
+      return;
+    case MatmulKernel::WgmmaTma:
+      SS_CHECK(matmul_bf16_wgmma_tma(g, n, stream), "matmul: the wgmma-tma kernel declined a call the choice gave it");
       return;
     case MatmulKernel::Tiled: return matmul_bf16_tiled(g[0], stream);
     case MatmulKernel::Prefill:
