@@ -3,8 +3,8 @@
 // and k, g < 0, beta in (0, 1)), each span from its own state. Span sets: one 8,192-row span, four
 // 2,048-row spans (four sequences' prefill chunks in one call) and one 2,048-row span (one sequence in
 // the engine's default --prefill-chunk), through Ops::gated_delta_rule (gated_deltanet_chunked.cu: the
-// parallel prep kernel and the sequential state kernel, with the op's staging and scratch). The forms
-// measured against it and removed are in docs/DECISIONS.md §4. Per call:
+// parallel prep kernel, the sequential state kernel and the parallel output kernel, with the op's staging
+// and scratch). The forms measured against it and removed are in docs/DECISIONS.md §4. Per call:
 //   GFLOP/s   the chunked form's products per second: per chunk of L rows and value head
 //             2 (2 L^2 dk + L^2 dk + L^2 dv + 2 L dk dv + L^2 dv + L dk dv) (K K^T and Q K^T, W, U,
 //             W S and (e^G Q) S, P V', the state's addition)

@@ -202,6 +202,9 @@ INSTANTIATE_TEST_SUITE_P(
                       Param{"hk1_hv3_dk48_dv80", {1, 3, 48, 80, 4}, kPositions, kLengths},
                       // An odd number of 64-dim key tiles in the state kernel.
                       Param{"hk1_hv2_dk192_dv40", {1, 2, 192, 40, 4}, {5, 64}, {1, 65, 300}},
+                      // Two of the output kernel's 128-column tiles, the second of 10 columns: the value rows
+                      // (qkv's, the scratch's S and V') not 16-byte aligned.
+                      Param{"hk1_hv2_dk32_dv138", {1, 2, 32, 138, 4}, {5, 64}, {1, 65, 300}},
                       // Qwen3.5/3.6-27B's DeltaNet layer, on fewer spans (the CPU reference is slow).
                       Param{"qwen27b_hk16_hv48_dk128_dv128", {16, 48, 128, 128, 4}, {5, 37, 64, 130}, {1, 65, 300}}),
     [](const ::testing::TestParamInfo<Param>& i) { return std::string(i.param.name); });

@@ -1,8 +1,8 @@
 #pragma once
-// The chunks of the chunked gated delta rule's CUDA kernels (gated_deltanet_chunked.cu, the state kernel and
-// the host side; gated_deltanet_chunk_prep.cu, the prep kernel): where a span's chunks start and end, the
-// layout of a chunk's scratch item (what the prep writes and the state kernel reads), and the launcher each
-// kernel file exports.
+// The chunks of the chunked gated delta rule's CUDA kernels (the overview, the state kernel and the host
+// side: gated_deltanet_chunked.cu; the prep kernel: gated_deltanet_chunk_prep.cu; the output kernel:
+// gated_deltanet_chunk_output.cu): where a span's chunks start and end, the layout of a chunk's scratch
+// item (what the kernels hand each other), and the launcher each kernel file exports.
 #include <cstdint>
 
 #include "backend/cuda/gated_deltanet_chunk_math.cuh"
@@ -35,10 +35,25 @@ __device__ inline ChunkRows chunk_rows(const GdnChunkSpanDev& sp, int64_t k) {
   return {sp.row_begin + off, static_cast<int>(left < kC ? left : kC)};
 }
 
+// The span of the call's chunk c: the last of spans[lo, hi) whose first chunk is <= c.
+__device__ inline int chunk_span(const GdnChunkSpanDev* spans, int lo, int hi, int64_t c) {
+  --hi;
+  while (lo < hi) {
+    const int mid = (lo + hi + 1) / 2;
+    if (spans[mid].first_chunk <= c)
+      lo = mid;
+    else
+      hi = mid - 1;
+  }
+  return lo;
+}
+
 // A chunk's scratch item (one value head), in floats: W [kC][dk], U [kC][dv], P [kC][kC], e^G [kC],
-// e^(G_last - G) [kC], then e^(G_last) and 3 floats of padding (every part starts 16-byte aligned).
+// e^(G_last - G) [kC], e^(G_last) and 3 floats of padding, S [dk][dv] (every part starts 16-byte
+// aligned). The prep writes all but S; the state kernel writes S, the state at the chunk's start, and
+// V' = U - W S over U; the output kernel reads them.
 struct ItemLayout {
-  int w, u, p, eg, decay, tail, floats;  // dk, dv <= 512: well within int
+  int w, u, p, eg, decay, tail, s, floats;  // dk, dv <= 512: well within int
 };
 __host__ __device__ inline ItemLayout item_layout(int dk, int dv) {
   ItemLayout l{};
@@ -48,7 +63,8 @@ __host__ __device__ inline ItemLayout item_layout(int dk, int dv) {
   l.eg = l.p + kC * kC;
   l.decay = l.eg + kC;
   l.tail = l.decay + kC;
-  l.floats = l.tail + 4;
+  l.s = l.tail + 4;
+  l.floats = l.s + dk * dv;
   return l;
 }
 
@@ -64,5 +80,10 @@ __device__ __forceinline__ float lane4(const float4& v, int u) {
 void launch_chunk_prep(const float* qkv, int64_t ld, int vec, const float* g, const float* beta,
                        const GdnChunkSpanDev* spans, int span_lo, int span_hi, int64_t c0, int64_t chunks, int Hk,
                        int Hv, int dk, int dv, float* scratch, cudaStream_t stream);
+
+// chunk_output_kernel over the same chunks, after the state kernel: their rows of out (row stride ldo).
+void launch_chunk_output(const float* qkv, int64_t ld, int vec, const GdnChunkSpanDev* spans, int span_lo, int span_hi,
+                         int64_t c0, int64_t chunks, int Hk, int Hv, int dk, int dv, const float* scratch, float* out,
+                         int64_t ldo, cudaStream_t stream);
 
 }  // namespace specserve::cuda::kernels::gdn_chunk

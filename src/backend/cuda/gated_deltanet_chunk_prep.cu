@@ -102,15 +102,7 @@ __global__ void __launch_bounds__(kThreads, 2)
   const int64_t bid = blockIdx.x;
   const int kh = static_cast<int>(bid % Hk);
   const int64_t c = c0 + bid / Hk;
-  int lo = span_lo, hi = span_hi - 1;  // the last span whose first chunk is <= c
-  while (lo < hi) {
-    const int mid = (lo + hi + 1) / 2;
-    if (spans[mid].first_chunk <= c)
-      lo = mid;
-    else
-      hi = mid - 1;
-  }
-  const GdnChunkSpanDev sp = spans[lo];
+  const GdnChunkSpanDev sp = spans[chunk_span(spans, span_lo, span_hi, c)];
   const ChunkRows cr = chunk_rows(sp, c - sp.first_chunk);
   const int64_t r0 = cr.row;
   const int L = cr.rows, rows4 = (cr.rows + 3) & ~3;
@@ -124,7 +116,9 @@ __global__ void __launch_bounds__(kThreads, 2)
   // use (TileRegs), across the work between; the scores' query tiles the same way beside them.
   const int key_tiles = (dk + kT - 1) / kT, value_tiles = (dv + kT - 1) / kT, heads = Hv / Hk;
   const int tiles = key_tiles + heads * (value_tiles + key_tiles);
-  const bool vec16 = vec != 0;
+  // 16-byte loads where the rows allow: every key head's (dk a multiple of 16), a value head's only where
+  // dv is a multiple of 4 (else its rows start off 16-byte boundaries).
+  const bool vec16 = vec != 0, vec16_v = vec16 && dv % 4 == 0;
   TileRegs ahead, q_ahead;
   int next_tile = 0;
   auto fetch = [&] {  // loads tile next_tile (none past the last) and moves on
@@ -138,7 +132,7 @@ __global__ void __launch_bounds__(kThreads, 2)
     const int hh = kh * heads + t / (value_tiles + key_tiles);
     t %= value_tiles + key_tiles;
     if (t < value_tiles)
-      ahead.load(qkv + 2 * key_dim + int64_t{hh} * dv + r0 * ld + t * kT, ld, L, imin(kT, dv - t * kT), vec16);
+      ahead.load(qkv + 2 * key_dim + int64_t{hh} * dv + r0 * ld + t * kT, ld, L, imin(kT, dv - t * kT), vec16_v);
     else
       ahead.load(k_base + r0 * ld + (t - value_tiles) * kT, ld, L, imin(kT, dk - (t - value_tiles) * kT), vec16);
   };

@@ -4,32 +4,37 @@
 // starting at position p first runs the partial chunk up to the next multiple. Stepped spans (decode,
 // verify) keep the token-by-token kernel of gated_deltanet.cu.
 //
-// Two kernels per window of the call's chunks (chunks numbered span after span; a window is at most
-// gdn_chunked_window chunks, so that the scratch stays within 128 MiB):
+// Three kernels per window of the call's chunks (chunks numbered span after span; a window is at most
+// gdn_chunked_window chunks, so that the scratch stays within 256 MiB):
 //
 // chunk_prep_kernel (gated_deltanet_chunk_prep.cu), one block per (chunk, key head), fully parallel:
 // everything of a chunk that does not depend on the state (A, M = (I + A)^-1, P, U, W of each of the
 // key head's value heads), into the chunk's scratch items (item_layout, gated_deltanet_chunk_geometry.cuh).
 //
-// chunk_state_kernel, one block per (span, value head h, tile of kVT = 32 value columns): the state's
-// columns are independent of each other, so a block owns S[:, tile] of its head, holds it in shared
-// memory for the whole window (read from and written back to the span's state once per window) and
-// walks the span's chunks of the window in order. kThreads = 256; per chunk:
-//  5. V' = U - W S and O = (e^G Q) S: W from the item, e^G Q staged from the q rows, both in key
-//     tiles of kKT = 64 dims, two tiles a round; V' from U and O from 0, summed over the key dims in
-//     increasing order;
-//  6. O += P V' (the chunk's rows in increasing order; P and V' are zero past L), the outputs stored;
+// chunk_state_kernel, one block per (span, value head h, tile of kVT = 32 value columns): only what is
+// sequential. The state's columns are independent of each other, so a block owns S[:, tile] of its head,
+// holds it in shared memory for the whole window (read from and written back to the span's state once per
+// window) and walks the span's chunks of the window in order. kThreads = 256; per chunk:
+//  5. V' = U - W S: W from the item in key tiles of kKT = 64 dims, two tiles a round, V' from U, summed
+//     over the key dims in increasing order;
+//  6. V' to shared memory and to the item (over U: each element of U is this block's alone);
 //  7. S = S e^(G_last) + (e^(G_last - G) K)^T V' per key tile, the sum over the chunk's rows in
-//     increasing order, then the product and the sum rounded separately (as the CPU: --fmad=false).
+//     increasing order, then the product and the sum rounded separately (as the CPU: --fmad=false); the
+//     values before the update, the state at the chunk's start, to the item.
 // The tiles are staged with cp.async (no register round trip; scalar loads where the qkv rows are not
-// 16-byte aligned: the same values), the second key tile of a round in its own commit group (in flight
-// while the first is multiplied); then the thread that staged a row multiplies it by its gate, read into
-// registers at the chunk's start (RowScales).
+// 16-byte aligned: the same values): a round's second W tile in its own commit group (in flight while the
+// first is multiplied), the update's first two key tiles behind the first round's (in flight through 5.);
+// then the thread that staged a key row multiplies it by its gate, read into registers at the chunk's
+// start (RowScales).
 // The products run on CUDA cores (fmaf): each thread 4 x 2 outputs (rows 4ti + r, columns 2tj + c,
-// ti = tid / 16, tj = tid % 16; for 7. key rows), float4 operand reads; 6. stops at the thread's last
-// row (P is lower triangular).
-// Shared memory: four 64 x 68 staging tiles (row stride 68: float4 rows 4 banks apart), V' (64 x 32) and
-// the state tile (dk x 32): 92 KB at dk = 128, two blocks per multiprocessor.
+// ti = tid / 16, tj = tid % 16; for 7. key rows), float4 operand reads.
+// Shared memory: four 64 x 68 staging tiles (row stride 68: float4 rows 4 banks apart; two W, two key
+// tiles), V' (64 x 32) and the state tile (dk x 32): 92 KB at dk = 128, two blocks per multiprocessor.
+//
+// chunk_output_kernel (gated_deltanet_chunk_output.cu), one block per (chunk, value head, 128 value
+// columns), fully parallel: O = (e^G Q) S + P V' from the state at the chunk's start and V' in the item,
+// each output's sum in the order the state kernel summed it when it computed O itself (issue 27 moved it
+// out: the bits did not change).
 //
 // Bits: every sum runs in a fixed order (one thread's fmaf chain), no atomics. A chunk's item and its
 // state step depend only on the chunk's rows, its position in the span (its length) and the state
@@ -39,16 +44,19 @@
 //
 // Work (27B's linear-attention layer: 16 key heads, 48 value heads, dk = dv = 128, one 8,192-row span):
 // 128 chunks; the prep does ~1.05 M FMA of scores a chunk and key head and ~0.6 M a value head (2,048
-// blocks, no sequential dependence), the state kernel ~0.86 M FMA a chunk in each of 192 blocks, the
-// chunks in sequence. Measured on an H200 (bench_cuda_gdn, docs/DECISIONS.md §4): 3.88 ms a layer,
-// 18.3 TFLOP/s, 3.28 ms (21.6 TFLOP/s) since the prep's tiles go through registers (session 21: its
-// scalar staging loads stalled it a third of the time; prep 429 -> 283 µs, state 787 µs a 2,048-row call
-// under ncu's base clocks); the one-kernel form this replaced (~2.6 M FMA a chunk in each of the 192 sequential
-// blocks: A, M, P and W recomputed for every column tile) 13.0 ms, and this state kernel's products on
-// tensor cores (mma tf32, each f32 operand split in two tf32 parts) 4.16 ms; both left the code.
+// blocks, no sequential dependence), the state kernel ~0.52 M FMA a chunk in each of 192 blocks, the
+// chunks in sequence (0.86 M while it computed O too), the output kernel ~1.33 M a chunk and value head
+// (6,144 blocks, no sequential dependence); S and V' (96 KB a chunk and value head, ~150 MB a 2,048-row
+// call) go through the scratch, written once and read once. Measured on an H200 (bench_cuda_gdn,
+// docs/DECISIONS.md §4), before the output kernel: 3.88 ms a layer, 18.3 TFLOP/s, 3.28 ms (21.6 TFLOP/s)
+// since the prep's tiles go through registers (session 21: its scalar staging loads stalled it a third of
+// the time; prep 429 -> 283 µs, state 787 µs a 2,048-row call under ncu's base clocks); the one-kernel
+// form this replaced (~2.6 M FMA a chunk in each of the 192 sequential blocks: A, M, P and W recomputed
+// for every column tile) 13.0 ms, and the state kernel's products on tensor cores (mma tf32, each f32
+// operand split in two tf32 parts) 4.16 ms; both left the code.
 //
-// tools/gpu/gdn_emulation/ runs both kernels on the host (threads as fibers) against the CPU's chunks
-// and the bit identities above: run it after changing this file or gated_deltanet_chunk_prep.cu.
+// tools/gpu/gdn_emulation/ runs the three kernels on the host (threads as fibers) against the CPU's
+// chunks and the bit identities above: run it after changing any of their files.
 #include <cuda_runtime.h>
 
 #include <algorithm>
@@ -57,6 +65,7 @@
 #include "backend/cuda/cuda_check.h"
 #include "backend/cuda/gated_deltanet_chunk_geometry.cuh"
 #include "backend/cuda/gated_deltanet_chunk_math.cuh"
+#include "backend/cuda/gated_deltanet_chunk_tiles.cuh"
 #include "backend/cuda/gated_deltanet_chunked_ptx.cuh"
 #include "backend/cuda/kernels.h"
 #include "backend/cuda/launch.cuh"
@@ -70,138 +79,43 @@ using namespace gdn_chunk;
 // ---- chunk_state_kernel -------------------------------------------------------------------------------
 
 constexpr int kVT = 32;  // value columns per block
-constexpr int kKT = 64;  // key dims per staged tile
-// Row strides (floats) of the state kernel's shared tiles: the staged 64-row tiles (W, e^G Q, P, the
-// decayed K) 68 (float4 rows 4 banks apart), the state and V' 32.
-constexpr int kLdA = 68;
+// Row stride (floats) of the state kernel's state tile and V'.
 constexpr int kLdS = 32;
-constexpr int kBufFloats = kC * kLdA;  // floats of a staging buffer
-constexpr int kMaxDk = 512;            // gdn_rule_supports' largest dk
-static_assert(kVT == 2 * 16 && kKT == 4 * 16 && kC == 4 * 16, "the thread layouts: 8 outputs per thread");
-
-// Rows of a tile a thread stages (stage_tile's): kStagedRows of them, row tid / 16 + 16 it.
-constexpr int kStagedRows = kC * (kKT / 4) / kThreads;
-__device__ __forceinline__ int staged_row(int it) {
-  return static_cast<int>(threadIdx.x) / (kKT / 4) + it * (kThreads / (kKT / 4));
-}
+static_assert(kVT == 2 * 16, "the thread layout: 8 outputs per thread");
 
 size_t state_smem_bytes(int dk) {
   return sizeof(float) * (4 * size_t{kBufFloats} + size_t{kC} * kLdS + size_t(dk) * kLdS);
 }
 
-// Starts dst[i][a] (row stride kLdA) = src[i * ld + a] for i < rows, a < cols (cols a multiple of 4) and
-// zeroes the rest of the kC x kKT tile. vec: the rows are 16-byte aligned, so cp.async (complete after
-// cp_async_wait_all); else scalar loads.
-__device__ __forceinline__ void stage_tile(float* dst, const float* src, int64_t ld, int rows, int cols, bool vec) {
-  constexpr int kGroups = kKT / 4;  // float4 groups per row
-#pragma unroll
-  for (int it = 0; it < kStagedRows; ++it) {
-    const int e = static_cast<int>(threadIdx.x) + it * kThreads;
-    const int i = e / kGroups, a = (e % kGroups) * 4;
-    float* d = dst + i * kLdA + a;
-    if (i < rows && a < cols) {
-      const float* p = src + i * ld + a;
-      if (vec)
-        gdn_ptx::cp_async16(d, p);
-      else
-        *reinterpret_cast<float4*>(d) = make_float4(p[0], p[1], p[2], p[3]);
-    } else {
-      *reinterpret_cast<float4*>(d) = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
-    }
-  }
-}
-
-// The scales of the rows this thread stages (scale[staged_row(it)]), read into registers at a chunk's start
-// so that scaling a tile does not wait for global memory.
-struct RowScales {
-  float s[kStagedRows];
-  __device__ __forceinline__ void load(const float* scale) {
-#pragma unroll
-    for (int it = 0; it < kStagedRows; ++it) s[it] = scale[staged_row(it)];
-  }
-};
-
-// After the tile's copies are waited for: dst[i][a] *= scale[i] on the elements this thread staged
-// (stage_tile's).
-__device__ __forceinline__ void scale_tile(float* dst, int rows, int cols, const RowScales& scale) {
-  constexpr int kGroups = kKT / 4;
-#pragma unroll
-  for (int it = 0; it < kStagedRows; ++it) {
-    const int e = static_cast<int>(threadIdx.x) + it * kThreads;
-    const int i = e / kGroups, a = (e % kGroups) * 4;
-    if (i < rows && a < cols) {
-      float4* d = reinterpret_cast<float4*>(dst + i * kLdA + a);
-      float4 v = *d;
-      const float s = scale.s[it];
-      v.x = v.x * s;
-      v.y = v.y * s;
-      v.z = v.z * s;
-      v.w = v.w * s;
-      *d = v;
-    }
-  }
-}
-
-// Key dims of key tile t (0 past the last tile).
-__device__ __forceinline__ int key_cols(int t, int dk) { return t * kKT < dk ? imin(kKT, dk - t * kKT) : 0; }
-
-// acc_v -= W S and acc_o += (e^G Q) S over key tile t (its na rows of S), key dims in increasing order.
-__device__ __forceinline__ void vo_tile(const float* sW, const float* sQ, const float* sS, int t, int dk, int tid,
-                                        float (&acc_v)[8], float (&acc_o)[8]) {
+// acc_v -= W S over key tile t (its na rows of S), key dims in increasing order.
+__device__ __forceinline__ void v_tile(const float* sW, const float* sS, int t, int dk, int tid, float (&acc_v)[8]) {
   const float* sSt = sS + t * kKT * kLdS;
   const int na = key_cols(t, dk), ti = tid / 16, tj = tid % 16;
 #pragma unroll 1
   for (int a = 0; a < na; a += 4) {
-    float4 w[4], q[4];
+    float4 w[4];
     float2 s[4];
 #pragma unroll
-    for (int r = 0; r < 4; ++r) {
-      w[r] = *reinterpret_cast<const float4*>(sW + (4 * ti + r) * kLdA + a);
-      q[r] = *reinterpret_cast<const float4*>(sQ + (4 * ti + r) * kLdA + a);
-    }
+    for (int r = 0; r < 4; ++r) w[r] = *reinterpret_cast<const float4*>(sW + (4 * ti + r) * kLdA + a);
 #pragma unroll
     for (int u = 0; u < 4; ++u) s[u] = *reinterpret_cast<const float2*>(sSt + (a + u) * kLdS + 2 * tj);
 #pragma unroll
     for (int u = 0; u < 4; ++u)
 #pragma unroll
       for (int r = 0; r < 4; ++r) {
-        const float wu = lane4(w[r], u), qu = lane4(q[r], u);
+        const float wu = lane4(w[r], u);
         acc_v[2 * r] = fmaf(-wu, s[u].x, acc_v[2 * r]);
         acc_v[2 * r + 1] = fmaf(-wu, s[u].y, acc_v[2 * r + 1]);
-        acc_o[2 * r] = fmaf(qu, s[u].x, acc_o[2 * r]);
-        acc_o[2 * r + 1] = fmaf(qu, s[u].y, acc_o[2 * r + 1]);
-      }
-  }
-}
-
-// acc_o += P V' over the chunk's rows m < rows4 (a multiple of 4; P and V' are zero past L) in
-// increasing order, stopping after the thread's last row (P is lower triangular: the same bits).
-__device__ __forceinline__ void pv(const float* sP, const float* sV, int rows4, int tid, float (&acc_o)[8]) {
-  const int ti = tid / 16, tj = tid % 16, end = imin(rows4, 4 * ti + 4);
-#pragma unroll 1
-  for (int m = 0; m < end; m += 4) {
-    float4 p[4];
-    float2 v[4];
-#pragma unroll
-    for (int r = 0; r < 4; ++r) p[r] = *reinterpret_cast<const float4*>(sP + (4 * ti + r) * kLdA + m);
-#pragma unroll
-    for (int u = 0; u < 4; ++u) v[u] = *reinterpret_cast<const float2*>(sV + (m + u) * kLdS + 2 * tj);
-#pragma unroll
-    for (int u = 0; u < 4; ++u)
-#pragma unroll
-      for (int r = 0; r < 4; ++r) {
-        const float pu = lane4(p[r], u);
-        acc_o[2 * r] = fmaf(pu, v[u].x, acc_o[2 * r]);
-        acc_o[2 * r + 1] = fmaf(pu, v[u].y, acc_o[2 * r + 1]);
       }
   }
 }
 
 // Key tile t's rows of S (na of them): S = S e^(G_last) + sum_m Kd[m][a] V'[m][j] for the thread's rows
 // 4ti + r < na and columns 2tj + c, over the chunk's rows m < rows4 = rows rounded up to 4 (Kd and V' are
-// zero past them) in increasing order.
-__device__ __forceinline__ void update_tile(const float* sKd, const float* sV, float* sS, int t, int dk, int rows,
-                                            float e_last, int tid) {
+// zero past them) in increasing order. The rows' values before the update (the state at the chunk's start)
+// go to s_start[a * dv + j] (global; the block's columns j < nv).
+__device__ __forceinline__ void update_tile(const float* sKd, const float* sV, float* sS, float* s_start, int t, int dk,
+                                            int dv, int nv, int rows, float e_last, int tid) {
   float* sSt = sS + t * kKT * kLdS;
   const int na = key_cols(t, dk), rows4 = (rows + 3) & ~3, ti = tid / 16, tj = tid % 16;
   float add[4][2] = {};
@@ -221,6 +135,9 @@ __device__ __forceinline__ void update_tile(const float* sKd, const float* sV, f
     if (a < na) {
       float2* s = reinterpret_cast<float2*>(sSt + a * kLdS + 2 * tj);
       float2 x = *s;
+      float* g = s_start + int64_t{t * kKT + a} * dv + 2 * tj;
+      if (2 * tj < nv) g[0] = x.x;
+      if (2 * tj + 1 < nv) g[1] = x.y;
       x.x = x.x * e_last + add[r][0];
       x.y = x.y * e_last + add[r][1];
       *s = x;
@@ -232,11 +149,11 @@ __device__ __forceinline__ void update_tile(const float* sKd, const float* sV, f
 // + 32); its chunks among the call's chunks [c0, c1), whose items are scratch[(c - c0) * Hv + h].
 __global__ void __launch_bounds__(kThreads, 2)
     chunk_state_kernel(const float* qkv, int64_t ld, int vec, const GdnChunkSpanDev* spans, int span_lo, int64_t c0,
-                       int64_t c1, int Hk, int Hv, int dk, int dv, const float* scratch, float* out, int64_t ldo) {
+                       int64_t c1, int Hk, int Hv, int dk, int dv, float* scratch) {
   pdl_begin();
   extern __shared__ float4 state_smem4[];
   float* smem = reinterpret_cast<float*>(state_smem4);
-  float* b0 = smem;
+  float* b0 = smem;  // b0, b1: W tiles; b2, b3: e^(G_last - G) K tiles
   float* b1 = b0 + kBufFloats;
   float* b2 = b1 + kBufFloats;
   float* b3 = b2 + kBufFloats;
@@ -251,16 +168,14 @@ __global__ void __launch_bounds__(kThreads, 2)
   const GdnChunkSpanDev sp = spans[span_lo + bid / (int64_t{tiles} * Hv)];
   const int kh = h / (Hv / Hk);
   const int j0 = tile * kVT, nv = imin(kVT, dv - j0);
-  const int64_t key_dim = int64_t{Hk} * dk;
-  const float* q_base = qkv + int64_t{kh} * dk;
-  const float* k_base = qkv + key_dim + int64_t{kh} * dk;
+  const float* k_base = qkv + int64_t{Hk} * dk + int64_t{kh} * dk;
   float* S = sp.state + int64_t{h} * dk * dv + j0;  // S[a * dv + j], j < nv: this block's columns
   const ItemLayout lay = item_layout(dk, dv);
   const int64_t span_end = sp.first_chunk + span_chunks(sp.position, sp.rows);
   const int64_t k_begin = (c0 > sp.first_chunk ? c0 : sp.first_chunk) - sp.first_chunk;
   const int64_t k_end = (c1 < span_end ? c1 : span_end) - sp.first_chunk;
   const int key_tiles = (dk + kKT - 1) / kKT;
-  // The thread's 8 elements of a 64 x 32 output (V', O): rows row0 + e / 2, columns col0 + e % 2.
+  // The thread's 8 elements of a 64 x 32 V': rows row0 + e / 2, columns col0 + e % 2.
   const int row0 = 4 * (tid / 16), col0 = 2 * (tid % 16);
   for (int e = tid; e < dk * kVT; e += kThreads) {
     const int a = e / kVT, j = e % kVT;
@@ -270,88 +185,77 @@ __global__ void __launch_bounds__(kThreads, 2)
   const int64_t row_end = sp.row_begin + sp.rows;
   int64_t row = chunk_rows(sp, k_begin).row;
   int64_t pos = sp.position + (row - sp.row_begin);
-  const float* item = scratch + ((sp.first_chunk + k_begin - c0) * Hv + h) * lay.floats;
+  float* item = scratch + ((sp.first_chunk + k_begin - c0) * Hv + h) * lay.floats;
   for (int64_t k = k_begin; k < k_end; ++k, item += int64_t{Hv} * lay.floats) {
     const int64_t r0 = row;
     const int L = static_cast<int>(row_end - row < kC - pos % kC ? row_end - row : kC - pos % kC);
     row += L;
     pos += L;
 
-    RowScales eg, decay;
-    eg.load(item + lay.eg);
+    RowScales decay;
     decay.load(item + lay.decay);
 
-    // 5. V' = U - W S and O = (e^G Q) S, two key tiles a round, the second tile's copies in flight while
-    // the first is multiplied.
-    float acc_v[8], acc_o[8];
-    const float* u_base = item + lay.u + int64_t{row0} * dv + j0 + col0;
+    // 5. V' = U - W S, two key tiles a round, the second tile's copies in flight while the first is
+    // multiplied; the update's first two key tiles staged behind the first round's.
+    float acc_v[8];
+    float* u_base = item + lay.u + int64_t{row0} * dv + j0 + col0;
 #pragma unroll
-    for (int e = 0; e < 8; ++e) {
-      acc_v[e] = col0 + e % 2 < nv ? u_base[(e / 2) * dv + e % 2] : 0.0f;
-      acc_o[e] = 0.0f;
-    }
+    for (int e = 0; e < 8; ++e) acc_v[e] = col0 + e % 2 < nv ? u_base[(e / 2) * dv + e % 2] : 0.0f;
     for (int t = 0; t < key_tiles; t += 2) {
       const int na0 = key_cols(t, dk), na1 = key_cols(t + 1, dk);
       __syncthreads();  // the tiles are free; the state's writes (the previous chunk's) are visible
       stage_tile(b0, item + lay.w + t * kKT, dk, kC, na0, true);
-      stage_tile(b1, q_base + r0 * ld + t * kKT, ld, L, na0, vec != 0);
       gdn_ptx::cp_async_commit();
-      if (na1 > 0) {
-        stage_tile(b2, item + lay.w + (t + 1) * kKT, dk, kC, na1, true);
-        stage_tile(b3, q_base + r0 * ld + (t + 1) * kKT, ld, L, na1, vec != 0);
+      if (na1 > 0) stage_tile(b1, item + lay.w + (t + 1) * kKT, dk, kC, na1, true);
+      gdn_ptx::cp_async_commit();
+      if (t == 0) {
+        stage_tile(b2, k_base + r0 * ld, ld, L, na0, vec != 0);
+        if (na1 > 0) stage_tile(b3, k_base + r0 * ld + kKT, ld, L, na1, vec != 0);
+        gdn_ptx::cp_async_commit();
+        gdn_ptx::cp_async_wait_group<2>();
+      } else {
+        gdn_ptx::cp_async_wait_group<1>();
       }
-      gdn_ptx::cp_async_commit();
-      gdn_ptx::cp_async_wait_group<1>();
-      scale_tile(b1, L, na0, eg);  // e^G q
       __syncthreads();
-      vo_tile(b0, b1, sS, t, dk, tid, acc_v, acc_o);
+      v_tile(b0, sS, t, dk, tid, acc_v);
       if (na1 > 0) {
-        gdn_ptx::cp_async_wait_group<0>();
-        scale_tile(b3, L, na1, eg);
+        if (t == 0)
+          gdn_ptx::cp_async_wait_group<1>();
+        else
+          gdn_ptx::cp_async_wait_group<0>();
         __syncthreads();
-        vo_tile(b2, b3, sS, t + 1, dk, tid, acc_v, acc_o);
+        v_tile(b1, sS, t + 1, dk, tid, acc_v);
       }
     }
 
-    // 6. V' to shared memory with P and the first two e^(G_last - G) K tiles; O += P V'.
-    __syncthreads();  // every read of the tiles is done
+    // 6. V' to shared memory and, in U's place, to the item (the output kernel's).
 #pragma unroll
-    for (int e = 0; e < 8; ++e) sV[(row0 + e / 2) * kLdS + col0 + e % 2] = acc_v[e];
-    stage_tile(b2, item + lay.p, kC, kC, kC, true);
-    stage_tile(b0, k_base + r0 * ld, ld, L, key_cols(0, dk), vec != 0);
-    gdn_ptx::cp_async_commit();
-    if (key_tiles > 1) stage_tile(b1, k_base + r0 * ld + kKT, ld, L, key_cols(1, dk), vec != 0);
-    gdn_ptx::cp_async_commit();
+    for (int e = 0; e < 8; ++e) {
+      sV[(row0 + e / 2) * kLdS + col0 + e % 2] = acc_v[e];
+      if (col0 + e % 2 < nv) u_base[(e / 2) * dv + e % 2] = acc_v[e];
+    }
     const float e_last = item[lay.tail];
-    gdn_ptx::cp_async_wait_group<1>();
-    scale_tile(b0, L, key_cols(0, dk), decay);  // e^(G_last - G) k
+    gdn_ptx::cp_async_wait_group<0>();
+    scale_tile(b2, L, key_cols(0, dk), decay);  // e^(G_last - G) k
+    if (key_tiles > 1) scale_tile(b3, L, key_cols(1, dk), decay);
     __syncthreads();
-    pv(b2, sV, (L + 3) & ~3, tid, acc_o);
-    float* o_base = out + (r0 + row0) * ldo + int64_t{h} * dv + j0 + col0;
-#pragma unroll
-    for (int e = 0; e < 8; ++e)
-      if (row0 + e / 2 < L && col0 + e % 2 < nv) o_base[(e / 2) * ldo + e % 2] = acc_o[e];
 
-    // 7. The state, two key tiles a round (the first two staged above: the second's copies in flight while
-    // P V' and the first tile's update run).
+    // 7. The state, two key tiles a round (the first two staged in 5.), its values before the update to the
+    // item (the state at the chunk's start, the output kernel's).
+    float* s_start = item + lay.s + j0;
     for (int t = 0; t < key_tiles; t += 2) {
       const int na0 = key_cols(t, dk), na1 = key_cols(t + 1, dk);
       if (t > 0) {
         __syncthreads();  // the tiles are free
-        stage_tile(b0, k_base + r0 * ld + t * kKT, ld, L, na0, vec != 0);
-        if (na1 > 0) stage_tile(b1, k_base + r0 * ld + (t + 1) * kKT, ld, L, na1, vec != 0);
+        stage_tile(b2, k_base + r0 * ld + t * kKT, ld, L, na0, vec != 0);
+        if (na1 > 0) stage_tile(b3, k_base + r0 * ld + (t + 1) * kKT, ld, L, na1, vec != 0);
         gdn_ptx::cp_async_wait_all();
-        scale_tile(b0, L, na0, decay);
-        if (na1 > 0) scale_tile(b1, L, na1, decay);
+        scale_tile(b2, L, na0, decay);
+        if (na1 > 0) scale_tile(b3, L, na1, decay);
         __syncthreads();
       }
-      update_tile(b0, sV, sS, t, dk, L, e_last, tid);
-      if (t == 0 && na1 > 0) {
-        gdn_ptx::cp_async_wait_group<0>();
-        scale_tile(b1, L, na1, decay);
-        __syncthreads();
-      }
-      if (na1 > 0) update_tile(b1, sV, sS, t + 1, dk, L, e_last, tid);
+      update_tile(b2, sV, sS, s_start, t, dk, dv, nv, L, e_last, tid);
+      if (na1 > 0) update_tile(b3, sV, sS, s_start, t + 1, dk, dv, nv, L, e_last, tid);
     }
   }
   __syncthreads();
@@ -377,7 +281,8 @@ int64_t gdn_number_chunks(GdnChunkSpanDev* spans, int64_t num_spans) {
 int64_t gdn_chunk_scratch_floats(int Hv, int dk, int dv) { return int64_t{Hv} * item_layout(dk, dv).floats; }
 
 int64_t gdn_chunked_window(int64_t chunks, int Hv, int dk, int dv) {
-  constexpr int64_t kScratchBytes = int64_t{128} << 20;
+  // 256 MiB: an engine prefill call of 2,048 rows of the 27B (32 or 33 chunks of 7.1 MB) in one window.
+  constexpr int64_t kScratchBytes = int64_t{256} << 20;
   const int64_t per_chunk = gdn_chunk_scratch_floats(Hv, dk, dv) * int64_t{sizeof(float)};
   return std::clamp<int64_t>(kScratchBytes / per_chunk, 1, std::max<int64_t>(chunks, 1));
 }
@@ -409,8 +314,10 @@ void gated_delta_rule_chunked(const float* qkv, int64_t ld, const float* g, cons
                       dv, scratch, stream);
     const auto state_blocks = static_cast<unsigned>((hi - lo) * Hv * tiles);
     launch_pdl(chunk_state_kernel, state_blocks, kThreads, state_smem_bytes(dk), stream, qkv, ld, vec, spans,
-               static_cast<int>(lo), c0, c1, Hk, Hv, dk, dv, static_cast<const float*>(scratch), out, ldo);
+               static_cast<int>(lo), c0, c1, Hk, Hv, dk, dv, scratch);
     CUDA_CHECK_LAUNCH();
+    launch_chunk_output(qkv, ld, vec, spans, static_cast<int>(lo), static_cast<int>(hi), c0, c1 - c0, Hk, Hv, dk, dv,
+                        scratch, out, ldo, stream);
   }
 }
 

@@ -10,7 +10,7 @@ out="${1:-/tmp/gdn_emulation}"
 mkdir -p "$out"
 # Every .cu of the chunked rule, the CUDA-only includes stripped and dynamic shared memory taken from the
 # emulator.
-kernels=(gated_deltanet_chunked gated_deltanet_chunk_prep)
+kernels=(gated_deltanet_chunked gated_deltanet_chunk_prep gated_deltanet_chunk_output)
 sources=()
 for k in "${kernels[@]}"; do
   sed -e '/#include <cuda_runtime.h>/d' -e '/#include "backend\/cuda\/cuda_check.h"/d' \
