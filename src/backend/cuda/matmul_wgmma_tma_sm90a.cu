@@ -19,7 +19,9 @@
 // and hand back the stage before; at a slice's end they drain (wait_group 0), add, and hand back both. The
 // ring runs on across units, so the next unit's loads overlap a unit's last slice and its stores.
 //
-// PDL (launch.cuh): every thread executes pdl_begin() first (x's copy and y are other kernels' memory).
+// PDL (launch.cuh): every thread executes pdl_begin() before it touches x's copy or y (other kernels'
+// memory); the producer thread first issues the weight boxes of its first unit's first kStages K tiles, so
+// their DRAM latency overlaps the previous kernel's tail (weights are parameters: launch.cuh's exception).
 #include <cuda.h>
 #include <cuda_runtime.h>
 #include <cudaTypedefs.h>
@@ -89,12 +91,41 @@ __device__ __forceinline__ void wgmma_chunk(float (&acc)[N / 2], uint64_t desc_a
   else
     wgmma_m64n64k16(acc, desc_a, desc_b);
 }
+
+// One K tile of a slice into acc: one wgmma k16 step per chunk, never a chunk past the slice's end.
+template <class T>
+__device__ __forceinline__ void issue_tile(float (&acc)[T::kAcc], uint32_t a, uint32_t b, const SerialTile& st) {
+  constexpr int kChunks = kKT / kMmaK;
+  auto mma = [&](int kk) { wgmma_chunk<T::kWgN>(acc, smem_desc(a + kk * kChunkStep), smem_desc(b + kk * kChunkStep)); };
+  if (st.chunk0 + kChunks <= st.chunk_end) {  // straight-line issue
+#pragma unroll
+    for (int kk = 0; kk < kChunks; ++kk) mma(kk);
+  } else {  // the slice's last tile, short
+#pragma unroll
+    for (int kk = 0; kk < kChunks - 1; ++kk)
+      if (st.chunk0 + kk < st.chunk_end) mma(kk);
+  }
+}
 #endif
+
+// A complete slice's partial into the running total (the first slice's is the total: no + 0, which would
+// turn a -0 into +0), and its accumulators back to +0 for the next slice they serve.
+template <class T>
+__device__ __forceinline__ void fold(float (&total)[T::kAcc], float (&acc)[T::kAcc], bool first) {
+  if (first) {
+#pragma unroll
+    for (int i = 0; i < T::kAcc; ++i) total[i] = acc[i];
+  } else {
+#pragma unroll
+    for (int i = 0; i < T::kAcc; ++i) total[i] = total[i] + acc[i];
+  }
+#pragma unroll
+  for (int i = 0; i < T::kAcc; ++i) acc[i] = 0.0f;
+}
 
 template <class T>
 __global__ void __launch_bounds__(T::kThreads, 1) matmul_wgmma_tma_kernel(const __grid_constant__ WgtParams p) {
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
-  pdl_begin();
   extern __shared__ __align__(1024) unsigned char smem_raw[];
   __shared__ __align__(8) uint64_t bars[2 * T::kStages];  // full[0..S), then empty[0..S)
   const uint32_t pad = (1024u - (smem_addr(smem_raw) & 1023u)) & 1023u;
@@ -109,13 +140,30 @@ __global__ void __launch_bounds__(T::kThreads, 1) matmul_wgmma_tma_kernel(const 
     asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
   }
   __syncthreads();
-  constexpr int kChunks = kKT / kMmaK;
+  // Every thread but the producer's waits for the previous kernel here; the producer first issues the
+  // weight boxes of its first unit's first stages (weights are parameters: launch.cuh's exception).
+  if (tid != 0) pdl_begin();
 
   const int warpgroup = __shfl_sync(0xffffffffu, tid / 128, 0);
   if (warpgroup == 0) {
     // ---- producer: one thread issues every load ----
     asm volatile("setmaxnreg.dec.sync.aligned.u32 %0;\n" ::"n"(T::kProducerRegs));
     if (tid != 0) return;
+    // The first unit's first stages (empty: no wait) get their weight box now, x's after the wait.
+    uint32_t early = 0;
+    if (static_cast<int>(blockIdx.x) < p.units) {
+      const UnitAt at = unit_at<T>(p, static_cast<int>(blockIdx.x));
+      const WgtPart& part = p.part[at.part];
+      early = static_cast<uint32_t>(part.ktiles < T::kStages ? part.ktiles : T::kStages);
+      for (uint32_t g = 0; g < early; ++g) {
+        const SerialTile st = serial_tile(g, p.chunks, part.cps);
+        const uint32_t bar = full0 + 8 * g;
+        mbar_arrive_expect_tx(bar, T::kStageBytes);
+        tma_load_2d(sbase + g * T::kStageBytes + T::kABytes, &part.b, static_cast<int>(st.chunk0 * kMmaK),
+                    static_cast<int>(at.n0), bar);
+      }
+    }
+    pdl_begin();
     uint32_t it = 0;
     for (int u = static_cast<int>(blockIdx.x); u < p.units; u += static_cast<int>(gridDim.x)) {
       const UnitAt at = unit_at<T>(p, u);
@@ -127,9 +175,11 @@ __global__ void __launch_bounds__(T::kThreads, 1) matmul_wgmma_tma_kernel(const 
         const SerialTile st = serial_tile(g, p.chunks, part.cps);
         const int k0 = static_cast<int>(st.chunk0 * kMmaK);
         const uint32_t dst = sbase + stage * T::kStageBytes, bar = full0 + 8 * stage;
-        mbar_arrive_expect_tx(bar, T::kStageBytes);
+        if (it >= early) {  // (an early stage's barrier is armed and its weights are on their way)
+          mbar_arrive_expect_tx(bar, T::kStageBytes);
+          tma_load_2d(dst + T::kABytes, &part.b, k0, n0, bar);
+        }
         tma_load_2d(dst, &p.a, k0, m0, bar);
-        tma_load_2d(dst + T::kABytes, &part.b, k0, n0, bar);
       }
     }
     return;
@@ -156,30 +206,15 @@ __global__ void __launch_bounds__(T::kThreads, 1) matmul_wgmma_tma_kernel(const 
       const SerialTile st = serial_tile(g, p.chunks, part.cps);
       const uint32_t a = sbase + stage * T::kStageBytes + a_off;
       const uint32_t b = sbase + stage * T::kStageBytes + b_off;
-      auto mma = [&](int kk) {
-        wgmma_chunk<T::kWgN>(acc, smem_desc(a + kk * kChunkStep), smem_desc(b + kk * kChunkStep));
-      };
       wgmma_fence();
-      if (st.chunk0 + kChunks <= st.chunk_end) {  // straight-line issue
-#pragma unroll
-        for (int kk = 0; kk < kChunks; ++kk) mma(kk);
-      } else {  // the slice's last tile: never an mma past its last chunk
-#pragma unroll
-        for (int kk = 0; kk < kChunks - 1; ++kk)
-          if (st.chunk0 + kk < st.chunk_end) mma(kk);
-      }
+      issue_tile<T>(acc, a, b, st);
       wgmma_commit();
       if (st.last_of_slice) {
-        wgmma_wait<0>();  // the slice's chain is complete: add it to the total, in slice order
-        if (st.slice == 0) {
-#pragma unroll
-          for (int i = 0; i < T::kAcc; ++i) total[i] = acc[i];
-        } else {
-#pragma unroll
-          for (int i = 0; i < T::kAcc; ++i) total[i] = total[i] + acc[i];
-        }
-#pragma unroll
-        for (int i = 0; i < T::kAcc; ++i) acc[i] = 0.0f;
+        // The slice's chain is complete: add it to the total, in slice order. (Draining here costs the
+        // tensor cores a wgmma latency per slice; chaining odd slices into a second accumulator set would
+        // hide it, but zeroing a set while the other's wgmma run makes ptxas serialise every wgmma, C7515.)
+        wgmma_wait<0>();
+        fold<T>(total, acc, st.slice == 0);
         __syncwarp();
         if (pending >= 0 && lane == 0) mbar_arrive(empty0 + 8 * static_cast<uint32_t>(pending));
         if (lane == 0) mbar_arrive(empty0 + 8 * stage);
