@@ -21,7 +21,8 @@
 //
 // PDL (launch.cuh): every thread executes pdl_begin() before it touches x's copy or y (other kernels'
 // memory); the producer thread first issues the weight boxes of its first unit's first kStages K tiles, so
-// their DRAM latency overlaps the previous kernel's tail (weights are parameters: launch.cuh's exception).
+// their DRAM latency overlaps the previous kernel's tail (weights are parameters: launch.cuh's exception),
+// except where the weight is the fp8 path's dequantised scratch, which the kernel before wrote.
 #include <cuda.h>
 #include <cuda_runtime.h>
 #include <cudaTypedefs.h>
@@ -69,6 +70,7 @@ struct WgtParams {
   WgtPart part[kMaxParts];
   int64_t M, chunks;
   int tiles_m, units;
+  bool early_w;  // the weights are model parameters: their first boxes may be loaded before the PDL wait
 };
 
 struct UnitAt {
@@ -151,7 +153,7 @@ __global__ void __launch_bounds__(T::kThreads, 1) matmul_wgmma_tma_kernel(const 
     if (tid != 0) return;
     // The first unit's first stages (empty: no wait) get their weight box now, x's after the wait.
     uint32_t early = 0;
-    if (static_cast<int>(blockIdx.x) < p.units) {
+    if (p.early_w && static_cast<int>(blockIdx.x) < p.units) {
       const UnitAt at = unit_at<T>(p, static_cast<int>(blockIdx.x));
       const WgtPart& part = p.part[at.part];
       early = static_cast<uint32_t>(part.ktiles < T::kStages ? part.ktiles : T::kStages);
@@ -360,6 +362,11 @@ bool matmul_bf16_wgmma_tma(const MatmulArgs* parts, int count, cudaStream_t stre
   const uint16_t* xb = reuse ? a0.xb : matmul_x_to_bf16(a0.x, a0.ldx, a0.M, a0.K, ldxb, stream);
   if (reuse) matmul_count_xb_reused();
   const int64_t chunks = ceil_div(a0.K, int64_t{kMmaK});
+  // Weights are read before the PDL wait only where they are model parameters (launch.cuh): not the bf16
+  // scratch the fp8 path dequantises a weight into just before this launch (matmul_fp8_dequant.cu).
+  const void* dequantised = matmul_scratch(0, stream, ScratchSlot::Fp8Weight);
+  bool early_w = true;
+  for (int i = 0; i < count; ++i) early_w = early_w && (dequantised == nullptr || parts[i].w != dequantised);
   for (int first = 0; first < count; first += kMaxParts) {
     const int n_parts = std::min(kMaxParts, count - first);
     int64_t widths[kMaxParts];
@@ -370,6 +377,7 @@ bool matmul_bf16_wgmma_tma(const MatmulArgs* parts, int count, cudaStream_t stre
     p.a = tensor_map(xb, a0.M, a0.K, ldxb, d.bm);
     p.M = a0.M;
     p.chunks = chunks;
+    p.early_w = early_w;
     p.tiles_m = static_cast<int>(ceil_div(a0.M, int64_t{d.bm}));
     int64_t units = 0;
     for (int i = 0; i < kMaxParts; ++i) {
