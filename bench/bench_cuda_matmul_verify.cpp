@@ -17,6 +17,7 @@
 
 #include <algorithm>
 #include <iterator>
+#include <map>
 #include <random>
 #include <stdexcept>
 #include <string>
@@ -56,11 +57,16 @@ constexpr CallShape kCalls[] = {
     {1, {1024}, 4096, "8B k_proj alone"},
 };
 
+// A device buffer of `elems` bf16 values: copies of one random 2 MB block per seed (drawn once).
 DeviceBuffer random_bf16(size_t elems, uint32_t seed) {
-  std::mt19937 rng(seed);
-  std::normal_distribution<float> nd(0.0f, 0.05f);
-  std::vector<uint16_t> block(size_t{1} << 20);
-  for (auto& e : block) e = f32_to_bf16(nd(rng));
+  static std::map<uint32_t, std::vector<uint16_t>> blocks;
+  std::vector<uint16_t>& block = blocks[seed];
+  if (block.empty()) {
+    std::mt19937 rng(seed);
+    std::normal_distribution<float> nd(0.0f, 0.05f);
+    block.resize(size_t{1} << 20);
+    for (auto& e : block) e = f32_to_bf16(nd(rng));
+  }
   DeviceBuffer b(elems * 2);
   for (size_t off = 0; off < elems * 2; off += block.size() * 2)
     b.upload(block.data(), std::min(block.size() * 2, elems * 2 - off), off);
