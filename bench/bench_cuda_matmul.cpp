@@ -27,11 +27,14 @@
 // backend/cuda/matmul_fp8_gemv.cu) on the 8B and 27B projections, one weight or the parts that share a
 // launch in a step (q+k+v, gate+up); GB/s and of_copy count the bytes the kernel must stream (codes and
 // block scales). Variants: 0 bf16-valued scales (Qwen's checkpoints: the bf16x2 multiply), 1 f32 scales
-// (the bit path), 2 f32 scales on the e4m3 conversion instructions (the first kernel's dequantisation),
-// 3 the same parts as bf16 weights through Ops::matmul_multi (the bf16 gemv: the speed-up's base; its bytes
-// are twice as many, so compare the times).
+// (the folded path: one f32 multiply a code), 2 f32 scales on the e4m3 conversion instructions (the first
+// kernel's dequantisation), 3 the same parts as bf16 weights through Ops::matmul_multi (the bf16 gemv: the
+// speed-up's base; its bytes are twice as many, so compare the times); at 1 and 16 rows also 4 bf16 scales
+// with the straight tiles off (every tile chunk by chunk, as the kernel before them ran), 5-8 bf16 scales
+// with 3, 4, 6 or 8 stages per warp forced (the launch's own choice is variant 0).
 //
 //   build/bin/bench_cuda_matmul --benchmark_filter='CopyRoofline|MatmulFp8'
+//   build/bin/bench_cuda_matmul --benchmark_filter='CopyRoofline|MatmulFp8/shape:[0-3]/M:(1|16)/'
 //
 // Calls rotate through enough copies of the weights (>= 512 MB in all) that every call reads them from
 // DRAM, not from the 50 MB L2. Operands are random (bf16 weights N(0, 0.05), x N(0, 1); fp8 codes uniform
@@ -293,6 +296,7 @@ void BM_MatmulFp8(benchmark::State& st) {
   const int64_t M = st.range(1), K = s.K;
   const int variant = int(st.range(2));
   const bool bf16_weights = variant == 3;
+  const bool bf16_scales = variant == 0 || variant >= 4;
   size_t codes = 0, scale_bytes = 0;
   for (int p = 0; p < s.parts; ++p) {
     codes += size_t(s.N[p] * K);
@@ -305,12 +309,15 @@ void BM_MatmulFp8(benchmark::State& st) {
   for (int p = 0; p < s.parts; ++p) {
     for (int c = 0; c < copies; ++c)
       w[size_t(p)].push_back(bf16_weights ? random_w(size_t(s.N[p] * K)) : random_codes(size_t(s.N[p] * K)));
-    scales.push_back(random_scales(size_t(cuda::tc::ceil_div(s.N[p], 128) * cuda::tc::ceil_div(K, 128)), variant == 0));
+    scales.push_back(random_scales(size_t(cuda::tc::ceil_div(s.N[p], 128) * cuda::tc::ceil_div(K, 128)), bf16_scales));
     ys.emplace_back(size_t(M * s.N[p]) * 4);
   }
   DeviceBuffer x = random_x(size_t(M * K));
   cuda::kernels::Fp8GemvForce force;
   if (variant == 2) force.convert = 1;
+  if (variant == 4) force.regular = 0;
+  static const int kStagesOf[] = {3, 4, 6, 8};
+  if (variant >= 5) force.stages = kStagesOf[variant - 5];
   auto call = [&](int i) {
     const int c = i % copies;
     if (bf16_weights) {
@@ -348,7 +355,11 @@ void BM_MatmulFp8(benchmark::State& st) {
     seconds += t;
   }
   const double t = seconds / double(st.iterations());
-  static const char* const kVariants[] = {" bf16 scales", " f32 scales", " f32 scales, cvt", " as bf16 weights"};
+  static const char* const kVariants[] = {" bf16 scales",           " f32 scales",
+                                          " f32 scales, cvt",       " as bf16 weights",
+                                          " bf16 scales, chunks",   " bf16 scales, 3 stages",
+                                          " bf16 scales, 4 stages", " bf16 scales, 6 stages",
+                                          " bf16 scales, 8 stages"};
   st.SetLabel(std::string(s.name) + " S=" +
               std::to_string(cuda::tc::k_split(s.N[0], K, cuda::tc::split_target_ctas()).S) + kVariants[variant]);
   st.counters["GB/s"] = double(call_bytes) / t / 1e9;
@@ -361,7 +372,7 @@ BENCHMARK(BM_MatmulFp8)
     ->Apply([](benchmark::internal::Benchmark* b) {
       for (int64_t i = 0; i < int64_t(std::size(kFp8Shapes)); ++i)
         for (int64_t m : {1, 4, 8, 16, 32})
-          for (int64_t v : {0, 1, 2, 3}) b->Args({i, m, v});
+          for (int64_t v = 0; v <= (m == 1 || m == 16 ? 8 : 3); ++v) b->Args({i, m, v});
     })
     ->UseManualTime()
     ->Unit(benchmark::kMicrosecond);

@@ -3,11 +3,11 @@
 // dequantisation pass against the definition's bits; every matmul bit for bit equal to the CUDA matmul of
 // the bf16 dequantisation (row-invariant and prefill orders, odd shapes, misaligned codes, x's producer
 // copy) and close to the CPU fp8 path; the fp8 gemv kernel the same on every path it can take (stage
-// counts, early loads, the bf16-scale multiply, the bit and conversion paths; f32, bf16 and mixed scales;
-// the 8B and 27B shapes, K off the 128 grid) and with several weights in one launch; rows bit-invariant (a
-// row alone, inside 16, inside 32, inside more); matmul_multi with fp8 and bf16 weights equal to separate
-// calls. Mirrors test_cuda_matmul_tensor_core.cpp; the kernel's index code and dequantisation identities
-// are checked on the host too (test_cuda_matmul_fp8_host.cpp).
+// counts, early loads, the straight tiles or chunk by chunk, the bf16-scale multiply, the folded, bit and
+// conversion paths; f32, bf16 and mixed scales; the 8B and 27B shapes, K off the 128 grid) and with several
+// weights in one launch; rows bit-invariant (a row alone, inside 16, inside 32, inside more); matmul_multi
+// with fp8 and bf16 weights equal to separate calls. Mirrors test_cuda_matmul_tensor_core.cpp; the kernel's
+// index code and dequantisation identities are checked on the host too (test_cuda_matmul_fp8_host.cpp).
 #include <cstring>
 #include <vector>
 
@@ -241,20 +241,23 @@ k::MatmulArgs fp8_args(const TensorView& x, const TensorView& w, const DeviceBuf
 
 std::string force_name(const k::Fp8GemvForce& f) {
   return "stages " + std::to_string(f.stages) + " early " + std::to_string(f.early_w) + " fast " +
-         std::to_string(f.fast) + " convert " + std::to_string(f.convert);
+         std::to_string(f.fast) + " convert " + std::to_string(f.convert) + " regular " + std::to_string(f.regular);
 }
 
 // The forced variants run at each (shape, M): every stage count once over the rows, the early loads off,
-// the bf16-scale multiply off (the general path everywhere), the conversion path.
+// the bf16-scale multiply off (the folded path on the straight tiles, the bit path on the others), the
+// conversion path, the straight tiles off (every tile chunk by chunk: the general fast and bit paths).
 std::vector<k::Fp8GemvForce> forces_for(size_t i) {
   const int stages[] = {3, 4, 6, 8};
-  std::vector<k::Fp8GemvForce> v(5);
+  std::vector<k::Fp8GemvForce> v(6);
   v[1].stages = stages[i % 4];
   v[2].stages = stages[(i + 2) % 4];
   v[2].early_w = 0;
   v[3].fast = 0;
   v[4].convert = 1;
   v[4].stages = stages[(i + 1) % 4];
+  v[5].regular = 0;
+  v[5].stages = stages[(i + 3) % 4];
   return v;
 }
 
@@ -319,7 +322,8 @@ TEST_F(Gpu, Fp8GemvSeveralWeightsInOneLaunch) {
       for (DeviceFp8* w : group) ys.push_back(poisoned(size_t(M * w->fp8_view.dim(0))));
       for (size_t i = 0; i < group.size(); ++i) args.push_back(fp8_args(X, group[i]->fp8_view, ys[i]));
       ASSERT_TRUE(k::matmul_fp8_gemv_compatible(args.data(), int(args.size())));
-      const k::Fp8GemvForce f = forces_for(variant)[variant % 5];
+      const auto forces = forces_for(variant);
+      const k::Fp8GemvForce f = forces[variant % forces.size()];
       ++variant;
       k::matmul_fp8_gemv_multi(args.data(), int(args.size()), cuda::cuda_stream(), f);
       std::vector<TensorView> ws, yv;

@@ -1,9 +1,11 @@
 // The fp8 gemv kernel's host-side pieces (backend/cuda/matmul_fp8_gemv.cuh; no GPU needed): the
-// dequantisation identities its bit paths rely on, checked for every finite e4m3 code against the
-// definition bf16_rn(f32_rn(e4m3 × scale)) with the PTX instructions emulated (prmt; mul.rn.bf16x2 as the
-// exact product rounded once), the lanes' shared-memory reads giving exactly the mma B fragments of the
-// codes the whole-tile loads put there (and without bank conflicts), the A fragment addresses, the scale
-// slots covering every chunk of every warp, and the layout fitting the device.
+// dequantisation identities its bit paths rely on, checked for every e4m3 code against the definition
+// bf16_rn(f32_rn(e4m3 × scale)) with the PTX instructions emulated (prmt with its sign-replicating selector
+// nibbles; mul.rn.bf16x2 as the exact product rounded once), the lanes' shared-memory reads giving exactly
+// the mma B fragments of the codes the whole-tile loads put there (and without bank conflicts), the A
+// fragments (f32 x rounded once per tile into the warp's bf16 tile, then ldmatrix.x4), the tiles the main
+// loop runs straight and its chain switch (every chunk of a warp's run once, in order, in its slice's
+// chain), the scale slots covering every chunk of every warp, and the layout fitting the device.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -45,27 +47,60 @@ uint16_t mul_bf16(uint16_t a, uint16_t b) {
   return f32_to_bf16(static_cast<float>(p));
 }
 
-// The kernel's fast path for code c in the low half of a pair (byte 1 of y), as dequant_pair_fast.
+// The pair bits (bf16x2) of codes c0 (low half) and c1 (high half) as a lane with t = lane % 4 builds them:
+// the codes at bytes 2t, 2t + 1 of the 8 bytes v1:v0, the other bytes `fill`.
+uint32_t pair_bits_of(int c0, int c1, int t, uint8_t fill = 0x5a) {
+  uint8_t bytes[8];
+  std::memset(bytes, fill, 8);
+  bytes[2 * t] = static_cast<uint8_t>(c0);
+  bytes[2 * t + 1] = static_cast<uint8_t>(c1);
+  uint32_t v0, v1;
+  std::memcpy(&v0, bytes, 4);
+  std::memcpy(&v1, bytes + 4, 4);
+  return fp8g::fp8_pair_bits(fp8g::prmt(v0, v1, fp8g::pair_selector(t)));
+}
+
+// The kernel's fast path for code c (dequant_fast), its folded path (dequant_folded: f32 product of the
+// widened pair bits and scale × 2^120, then bf16) and its general bit path (dequant_bits).
 uint16_t fast(int code, float scale) {
-  const uint32_t p = fp8g::fp8_pair_bits(uint32_t(code) << 8);
+  const uint32_t p = pair_bits_of(code, 0, 1);
   const uint32_t sp = fp8g::fp8_scale_pair(bits_of(scale));
   return mul_bf16(static_cast<uint16_t>(p & 0xffffu), static_cast<uint16_t>(sp & 0xffffu));
 }
-// The bit path (dequant_bits2): the pair bits widened, × 2^120, × scale in f32, rounded to bf16.
+uint16_t folded(int code, float scale) {
+  const uint32_t p = pair_bits_of(0, code, 2);  // the high half this time
+  const float s120 = scale * std::ldexp(1.0f, 120);
+  return f32_to_bf16(float_of(p & 0xffff0000u) * s120);
+}
 uint16_t bit_path(int code, float scale) {
-  const uint32_t p = fp8g::fp8_pair_bits(uint32_t(code) << 24);  // the high half this time
-  const float v = float_of(p & 0xffff0000u) * std::ldexp(1.0f, 120);
+  const uint32_t p = pair_bits_of(code, 0, 3);
+  const float v = float_of(p << 16) * std::ldexp(1.0f, 120);
   return f32_to_bf16(v * scale);
 }
 
-TEST(Fp8GemvHost, PairBitsAreTheCodesTimesTwoToTheMinus120) {
-  for (int c = 0; c < 256; ++c) {
-    if (is_nan_code(c)) continue;
-    const double want = std::ldexp(double(e4m3_to_f32(static_cast<uint8_t>(c))), -120);
-    const uint32_t both = fp8g::fp8_pair_bits(uint32_t(c) << 8 | uint32_t(c ^ 0x80) << 24 | 0x00ff00ffu);
-    EXPECT_EQ(double(bf16_to_f32(static_cast<uint16_t>(both & 0xffffu))), want) << "code " << c;
-    EXPECT_EQ(double(bf16_to_f32(static_cast<uint16_t>(both >> 16))), -want) << "code " << (c ^ 0x80);
+TEST(Fp8GemvHost, PermuteSelectorsHaveThePtxSemantics) {
+  // prmt.b32 default mode: nibble i picks byte (n & 7) of {b:a}, or with bit 3 set that byte's sign.
+  EXPECT_EQ(fp8g::prmt(0x33221100u, 0x77665544u, 0x7654u), 0x77665544u);
+  EXPECT_EQ(fp8g::prmt(0x80010280u, 0x00000000u, 0x9180u), 0x0002ff80u);
+  EXPECT_EQ(fp8g::prmt(0x00000000u, 0x7f80ff01u, 0xfedcu), 0x00ffff00u);
+  for (int t = 0; t < 4; ++t) {
+    EXPECT_EQ(fp8g::pair_selector(t), fp8g::pair_selector(t + 4 * (t + 1)));  // only t = lane % 4 matters
+    EXPECT_EQ(fp8g::code_selector(t) & 0xffu, uint32_t(2 * t | (2 * t + 1) << 4));
   }
+}
+
+TEST(Fp8GemvHost, PairBitsAreTheCodesTimesTwoToTheMinus120) {
+  for (int t = 0; t < 4; ++t)
+    for (int c = 0; c < 256; ++c) {
+      if (is_nan_code(c)) continue;
+      const double want = std::ldexp(double(e4m3_to_f32(static_cast<uint8_t>(c))), -120);
+      for (uint8_t fill : {0x00, 0xff, 0x80, 0x7f}) {
+        const uint32_t both = pair_bits_of(c, c ^ 0x80, t, fill);
+        ASSERT_EQ(double(bf16_to_f32(static_cast<uint16_t>(both & 0xffffu))), want) << "code " << c << " t " << t;
+        ASSERT_EQ(double(bf16_to_f32(static_cast<uint16_t>(both >> 16))), -want) << "code " << (c ^ 0x80);
+        ASSERT_EQ(std::signbit(bf16_to_f32(static_cast<uint16_t>(both & 0xffffu))), c >= 128) << c;
+      }
+    }
 }
 
 // Every finite code times bf16 scales of every exponent the fast path takes (random significands, and the
@@ -102,6 +137,33 @@ TEST(Fp8GemvHost, FastPathHasTheDefinitionsBitsWhereItIsTaken) {
   EXPECT_GT(differ, 0) << "f32 scales rounded to bf16 must not reproduce the definition";
 }
 
+// The folded path (one f32 multiply by scale × 2^120) is exact for every finite code and every scale the
+// predicate takes: f32 significands, every exponent from the subnormal 2^-149 up to just below 2^8 (products
+// subnormal in f32 included), both signs, zero; the predicate refuses 2^8 and beyond, infinities and NaN.
+TEST(Fp8GemvHost, FoldedPathHasTheDefinitionsBitsWhereItIsTaken) {
+  std::mt19937 rng(7);
+  std::uniform_real_distribution<float> mantissa(1.0f, 2.0f);
+  int64_t checked = 0;
+  for (int e = -149; e <= 7; ++e)
+    for (int i = 0; i < 4; ++i) {
+      const float m = i == 0 ? 1.0f : i == 1 ? std::nextafter(2.0f, 0.0f) : mantissa(rng);
+      for (float sign : {1.0f, -1.0f}) {
+        const float s = sign * std::ldexp(m, e);
+        ASSERT_TRUE(fp8g::fp8_scale_folds(bits_of(s))) << s;
+        for (int c = 0; c < 256; ++c) {
+          if (is_nan_code(c)) continue;
+          ASSERT_EQ(folded(c, s), reference(c, s)) << "code " << c << " scale " << s;
+          ++checked;
+        }
+      }
+    }
+  EXPECT_GT(checked, 300000);
+  for (float s : {0.0f, -0.0f, std::ldexp(1.0f, -149), std::nextafter(256.0f, 0.0f)})
+    EXPECT_TRUE(fp8g::fp8_scale_folds(bits_of(s))) << s;
+  for (float s : {256.0f, -256.0f, std::ldexp(1.0f, 100), INFINITY, -INFINITY, NAN})
+    EXPECT_FALSE(fp8g::fp8_scale_folds(bits_of(s))) << s;
+}
+
 // The bit path is exact for every finite code and every finite scale, subnormal products included.
 TEST(Fp8GemvHost, BitPathHasTheDefinitionsBits) {
   std::mt19937 rng(6);
@@ -116,10 +178,10 @@ TEST(Fp8GemvHost, BitPathHasTheDefinitionsBits) {
     }
 }
 
-// Whole-tile loads of a random 16-row code block into a stage, then every lane's reads: y (bytes 1, 3) and
-// y << 8 hold the B fragment's codes of k 2t, 2t + 1 and 2t + 8, 2t + 9 of weight row g (+ 8 for the second
-// n8 tile) in chunk c; the conversion path's halves hold the same codes. The words one load instruction
-// reads sit in distinct banks (lanes reading the same word share it).
+// Whole-tile loads of a random 16-row code block into a stage, then every lane's reads: the 16-byte load of
+// its row's chunk, permuted, holds the B fragment's codes of k 2t, 2t + 1 (b0) and 2t + 8, 2t + 9 (b1) of
+// weight row g (+ 8 for the second n8 tile) in chunk c, as pair bits; the conversion path's code pairs are
+// the same codes. The 16-byte loads of each 8-lane phase hit distinct bank groups or the same address.
 template <int St, fp8g::XMode X>
 void check_fragments(int x_rows) {
   using C = fp8g::Fp8Gemv<St, X>;
@@ -140,34 +202,36 @@ void check_fragments(int x_rows) {
       }
       for (int nt = 0; nt < 2; ++nt)
         for (int c = 0; c < C::kChunks; ++c) {
-          std::vector<int> words[2];  // the byte offsets one w0 / w1 load instruction reads
+          std::vector<int> offs;
           for (int lane = 0; lane < 32; ++lane) {
             const auto l = fp8g::fp8_lane(lay, warp, lane, 0, ldq, begin, 0, 4096 + 128, 16);
             const int off = l.q_rd + sb + nt * 8 * C::kSQ + c * tc::kMmaK;
-            words[0].push_back(off);
-            words[1].push_back(off + 8);
-            uint32_t w0, w1;
-            std::memcpy(&w0, &smem[size_t(off)], 4);
-            std::memcpy(&w1, &smem[size_t(off + 8)], 4);
+            ASSERT_EQ(off % 16, 0);
+            offs.push_back(off);
+            uint32_t v[4];
+            std::memcpy(v, &smem[size_t(off)], 16);
             const int g = lane >> 2, t = lane & 3;
             const uint8_t* row = &w[size_t((g + 8 * nt) * ldq + begin * 16 + tile * 128 + c * 16)];
-            const uint32_t y = fp8g::prmt(w0, w1, l.sel), y8 = y << 8;
+            const uint32_t b0 = fp8g::fp8_pair_bits(fp8g::prmt(v[0], v[1], l.sel));
+            const uint32_t b1 = fp8g::fp8_pair_bits(fp8g::prmt(v[2], v[3], l.sel));
             const std::string where = "lane " + std::to_string(lane) + " chunk " + std::to_string(c) + " tile " +
                                       std::to_string(nt) + " warp " + std::to_string(warp);
-            ASSERT_EQ((y >> 8) & 0xffu, row[2 * t]) << where;
-            ASSERT_EQ(y >> 24, row[2 * t + 1]) << where;
-            ASSERT_EQ((y8 >> 8) & 0xffu, row[2 * t + 8]) << where;
-            ASSERT_EQ(y8 >> 24, row[2 * t + 9]) << where;
-            ASSERT_EQ((w0 >> l.shift) & 0xffffu, uint32_t(row[2 * t]) | uint32_t(row[2 * t + 1]) << 8) << where;
-            ASSERT_EQ((w1 >> l.shift) & 0xffffu, uint32_t(row[2 * t + 8]) | uint32_t(row[2 * t + 9]) << 8) << where;
+            ASSERT_EQ(b0, pair_bits_of(row[2 * t], row[2 * t + 1], 0)) << where;
+            ASSERT_EQ(b1, pair_bits_of(row[2 * t + 8], row[2 * t + 9], 0)) << where;
+            ASSERT_EQ(fp8g::prmt(v[0], v[1], l.csel) & 0xffffu, uint32_t(row[2 * t]) | uint32_t(row[2 * t + 1]) << 8)
+                << where;
+            ASSERT_EQ(fp8g::prmt(v[2], v[3], l.csel) & 0xffffu, uint32_t(row[2 * t + 8]) | uint32_t(row[2 * t + 9])
+                                                                                               << 8)
+                << where;
           }
-          for (auto& ws : words) {  // distinct words of one load in distinct banks (equal words are broadcast)
-            std::sort(ws.begin(), ws.end());
-            ws.erase(std::unique(ws.begin(), ws.end()), ws.end());
-            std::vector<int> banks;
-            for (int o : ws) banks.push_back((o / 4) % 32);
-            std::sort(banks.begin(), banks.end());
-            ASSERT_TRUE(std::adjacent_find(banks.begin(), banks.end()) == banks.end())
+          for (int phase = 0; phase < 4; ++phase) {  // a 16-byte load serves 8 lanes a pass
+            std::vector<int> distinct(offs.begin() + 8 * phase, offs.begin() + 8 * phase + 8);
+            std::sort(distinct.begin(), distinct.end());
+            distinct.erase(std::unique(distinct.begin(), distinct.end()), distinct.end());
+            std::vector<int> groups;
+            for (int o : distinct) groups.push_back((o / 16) % 8);
+            std::sort(groups.begin(), groups.end());
+            ASSERT_TRUE(std::adjacent_find(groups.begin(), groups.end()) == groups.end())
                 << "bank conflict: chunk " << c << " tile " << nt << " warp " << warp;
           }
         }
@@ -181,47 +245,152 @@ TEST(Fp8GemvHost, LanesReadTheMmaBFragments) {
   check_fragments<4, fp8g::XMode::Xb16>(0);
 }
 
-// The A fragments: f32 x pairs at (row g, k 2t) (row 0 for rows past M, which the kernel zeroes), ldmatrix
-// rows 0-15 / 0-7 with their k halves; whole-tile x pieces inside the stage's x region.
-TEST(Fp8GemvHost, LanesAddressTheAFragments) {
-  using F = fp8g::Fp8Gemv<4, fp8g::XMode::F32>;
-  const fp8g::Fp8Layout<F> lf{3, 10};
-  for (int lane = 0; lane < 32; ++lane) {
-    const auto l = fp8g::fp8_lane(lf, 2, lane, 0, 4096, 0, 0, 4096, 3);
-    const int g = lane >> 2, t = lane & 3;
-    EXPECT_EQ(l.a_row, g < 3);
-    EXPECT_EQ(l.a_off, lf.x_off(2, 0, g < 3 ? g : 0, 2 * t));
-    EXPECT_EQ(l.x_dst, lf.x_off(2, 0, 0, 4 * lane));
+// ldmatrix.x4 (b16): lanes 8i..8i+7 give the 8 row addresses of matrix i; lane l receives, in register i,
+// the 4 bytes at byte 4 (l % 4) of matrix i's row l / 4.
+void ldmatrix_x4(const std::vector<uint8_t>& smem, const int (&addr)[32], uint32_t (&out)[32][4]) {
+  for (int lane = 0; lane < 32; ++lane)
+    for (int i = 0; i < 4; ++i) std::memcpy(&out[lane][i], &smem[size_t(addr[8 * i + lane / 4] + 4 * (lane % 4))], 4);
+}
+uint32_t bf16_pair(float lo, float hi) { return uint32_t(f32_to_bf16(lo)) | uint32_t(f32_to_bf16(hi)) << 16; }
+
+// The A fragments. f32 x (1-4 rows): the stage's x rows, rounded by tile_x's lanes into the warp's bf16 tile,
+// then ldmatrix.x4 through the lanes' addresses, give every lane the mma A fragment of the rounded x (a0 a1
+// a2 a3: rows g, g + 8 at k 2t and 2t + 8 of the chunk) for rows below M, and for the rows past M the
+// fragment of a row below M (their outputs are never stored). x's bf16 copy: the same through the stage.
+template <int St, fp8g::XMode X>
+void check_a_fragments(int rows) {
+  using C = fp8g::Fp8Gemv<St, X>;
+  const fp8g::Fp8Layout<C> lay{rows, 10};
+  std::mt19937 rng(uint32_t(rows * 11 + int(X)));
+  std::normal_distribution<float> nd(0.0f, 1.0f);
+  const int held = X == fp8g::XMode::F32 ? rows : C::kXbRows;
+  std::vector<float> x(size_t(held * 128));
+  for (auto& v : x) v = nd(rng);
+  std::vector<uint8_t> smem(size_t(lay.smem_bytes(8)), 0xee);  // (poison: the reads must not see it)
+  for (int warp : {0, 3}) {
+    const int stage = St - 1, sb = stage * lay.stage_bytes();
+    std::vector<fp8g::Fp8Lane<C>> lanes;
+    for (int lane = 0; lane < 32; ++lane) lanes.push_back(fp8g::fp8_lane(lay, warp, lane, 0, 4096, 0, 0, 4224, rows));
+    if constexpr (X == fp8g::XMode::F32) {
+      for (int lane = 0; lane < 32; ++lane)  // the whole-tile x pieces (4 floats a lane and row)
+        for (int r = 0; r < rows; ++r)
+          std::memcpy(&smem[size_t(lanes[lane].x_dst + sb + r * C::kSA * 4)], &x[size_t(r * 128 + 4 * lane)], 16);
+      for (int lane = 0; lane < 32; ++lane)  // tile_x
+        for (int r = 0; r < rows; ++r) {
+          float v[4];
+          std::memcpy(v, &smem[size_t(lanes[lane].x_dst + sb + r * C::kSA * 4)], 16);
+          const uint32_t h[2] = {bf16_pair(v[0], v[1]), bf16_pair(v[2], v[3])};
+          std::memcpy(&smem[size_t(lanes[lane].xh_dst + r * lay.xh_row_bytes())], h, 8);
+        }
+    } else {
+      for (int r = 0; r < held; ++r)
+        for (int k = 0; k < 128; ++k) {
+          const uint16_t h = f32_to_bf16(x[size_t(r * 128 + k)]);
+          std::memcpy(&smem[size_t(lay.x_off(warp, stage, r, k))], &h, 2);
+        }
+    }
+    for (int kk = 0; kk < C::kChunks; ++kk) {
+      int addr[32];
+      for (int lane = 0; lane < 32; ++lane) {
+        addr[lane] = lanes[lane].a_off + (X == fp8g::XMode::F32 ? 0 : sb) + kk * tc::kMmaK * 2;
+        ASSERT_EQ(addr[lane] % 16, 0);
+      }
+      uint32_t a[32][4];
+      ldmatrix_x4(smem, addr, a);
+      for (int lane = 0; lane < 32; ++lane) {
+        const int g = lane >> 2, t = lane & 3;
+        for (int reg = 0; reg < 4; ++reg) {
+          const int row = g + 8 * (reg & 1), k = kk * 16 + 2 * t + 8 * (reg >> 1);
+          const int src = row < held ? row : row % held;
+          ASSERT_EQ(a[lane][reg], bf16_pair(x[size_t(src * 128 + k)], x[size_t(src * 128 + k + 1)]))
+              << "lane " << lane << " reg " << reg << " chunk " << kk << " rows " << rows;
+        }
+      }
+    }
   }
+}
+
+TEST(Fp8GemvHost, LanesLoadTheMmaAFragments) {
+  for (int rows = 1; rows <= fp8g::kF32MaxRows; ++rows) check_a_fragments<8, fp8g::XMode::F32>(rows);
+  check_a_fragments<3, fp8g::XMode::F32>(2);
+  check_a_fragments<6, fp8g::XMode::Xb8>(8);
+  check_a_fragments<4, fp8g::XMode::Xb16>(16);
+  // The x pieces of a whole tile stay inside the stage's x bytes; the bf16 tiles inside the CTA's bytes.
   using B16 = fp8g::Fp8Gemv<4, fp8g::XMode::Xb16>;
   using B8 = fp8g::Fp8Gemv<4, fp8g::XMode::Xb8>;
+  using F = fp8g::Fp8Gemv<8, fp8g::XMode::F32>;
   const fp8g::Fp8Layout<B16> l16{16, 10};
   const fp8g::Fp8Layout<B8> l8{8, 10};
-  for (int lane = 0; lane < 32; ++lane) {
-    EXPECT_EQ(fp8g::fp8_lane(l16, 1, lane, 0, 4096, 0, 0, 4224, 16).a_off,
-              l16.x_off(1, 0, tc::a_ldsm(lane).row, tc::a_ldsm(lane).col));
-    EXPECT_EQ(fp8g::fp8_lane(l8, 1, lane, 0, 4096, 0, 0, 4224, 8).a_off,
-              l8.x_off(1, 0, lane & 7, ((lane >> 3) & 1) * 8));
-  }
-  // The x pieces of a whole tile (rows lane / 16 + 2i) stay inside the stage's x bytes.
+  const fp8g::Fp8Layout<F> lf{4, 10};
   EXPECT_LE(l16.x_off(0, 0, 15, 120) + 16, l16.stage_off(0, 0) + l16.stage_bytes());
   EXPECT_LE(l8.x_off(0, 0, 7, 120) + 16, l8.stage_off(0, 0) + l8.stage_bytes());
+  EXPECT_GE(lf.xh_off(0, 0, 0), lf.sc_off(F::kWarps, 0));
+  EXPECT_EQ(lf.xh_off(0, 0, 0) % 16, 0);
+  EXPECT_EQ(lf.smem_bytes(1), lf.xh_off(F::kWarps - 1, 3, 0) + lf.xh_row_bytes());
+  EXPECT_EQ(fp8g::x_mode(4, 5), fp8g::XMode::F32);
+  EXPECT_EQ(fp8g::x_mode(4, 32), fp8g::XMode::F32);
+  EXPECT_EQ(fp8g::x_mode(5, 32), fp8g::XMode::Xb8);  // f32 x never past kF32MaxRows rows
+}
+
+// Runs a warp's main loop as the kernel does (matmul_fp8_gemv.cu: regular tiles straight, the others chunk
+// by chunk, the chain switched at split) and records the chunks each chain receives: every chunk of
+// [begin, end) exactly once, in increasing k, in chain 0 below split and chain 1 from it. A regular tile
+// covers 8 chunks, whole pieces, one slice, and the scale block of slot regular_slot(t).
+struct Fed {
+  std::vector<int64_t> chain[2];
+  int regular = 0;
+};
+Fed run_warp(const tc::GemvWork& work, int whole, bool allow_regular) {
+  Fed fed;
+  const int tiles = static_cast<int>(work.tiles(128));
+  const fp8g::RegularTiles reg = allow_regular ? fp8g::regular_tiles(work, whole) : fp8g::RegularTiles{};
+  const fp8g::ScaleRun run = fp8g::scale_run(work);
+  int chain = 0;
+  for (int kt = 0; kt < tiles; ++kt) {
+    const int64_t ch0 = work.begin + int64_t{kt} * 8;
+    if (fp8g::is_regular(reg, kt)) {
+      ++fed.regular;
+      EXPECT_LT(kt, whole);
+      EXPECT_LE(ch0 + 8, work.end);
+      EXPECT_EQ(ch0 % 8, 0);
+      EXPECT_EQ(ch0 / 8 - run.first, fp8g::regular_slot(kt));
+      EXPECT_TRUE(ch0 + 8 <= work.split || ch0 >= work.split);
+      if (fp8g::chain_switch(work, ch0)) chain = 1;
+      for (int kk = 0; kk < 8; ++kk) fed.chain[chain].push_back(ch0 + kk);
+    } else {
+      for (int kk = 0; kk < 8; ++kk) {
+        const int64_t ch = ch0 + kk;
+        if (ch >= work.end) break;
+        if (fp8g::chain_switch(work, ch)) chain = 1;
+        fed.chain[chain].push_back(ch);
+      }
+    }
+  }
+  return fed;
 }
 
 // For the 8B and 27B shapes and odd ones: each warp's chunks map into its scale slots, the tile's second
-// scale starts where a chunk crosses a 128-k block, and the layout of every stage count fits one CTA.
-TEST(Fp8GemvHost, ScaleSlotsCoverEveryChunkAndTheLayoutFits) {
-  const int64_t shapes[][2] = {{4096, 4096},  {1024, 4096},  {12288, 4096}, {4096, 12288}, {5120, 5120},
-                               {17408, 5120}, {5120, 17408}, {257, 1001},   {130, 3},      {64, 12288},
-                               {3000, 496},   {1000, 4104},  {24576, 1001}, {151936, 4096}};
-  for (const auto& s : shapes) {
-    const int64_t N = s[0], K = s[1];
+// scale starts where a chunk crosses a 128-k block, the main loop feeds every chunk into its slice's chain
+// (with and without the straight tiles; the 8B and 27B shapes run all their tiles straight), and the layout
+// of every stage count fits one CTA.
+TEST(Fp8GemvHost, ScaleSlotsAndChainsCoverEveryChunkAndTheLayoutFits) {
+  struct Shape {
+    int64_t N, K;
+    bool all_regular;
+  };
+  const Shape shapes[] = {{4096, 4096, true},   {1024, 4096, true},   {12288, 4096, true}, {4096, 12288, true},
+                          {5120, 5120, true},   {17408, 5120, true},  {5120, 17408, true}, {257, 1001, false},
+                          {130, 3, false},      {64, 12288, true},    {3000, 496, false},  {1000, 4104, false},
+                          {24576, 1001, false}, {151936, 4096, true}, {640, 2064, false},  {64, 4000, false}};
+  for (const Shape& s : shapes) {
+    const int64_t N = s.N, K = s.K;
     const tc::KSplit split = tc::k_split(N, K, tc::split_target_ctas());
     tc::Params p;
     p.S = split.S;
     p.cps = split.cps;
     p.chunks = tc::ceil_div(K, tc::kMmaK);
     const int slots = fp8g::scale_slots(p.S, p.cps);
+    int regular = 0, tiles_all = 0;
     for (int warp = 0; warp < 4; ++warp) {
       const tc::GemvWork work = tc::gemv_work(p, warp);
       const fp8g::ScaleRun run = fp8g::scale_run(work);
@@ -233,7 +402,26 @@ TEST(Fp8GemvHost, ScaleSlotsCoverEveryChunkAndTheLayoutFits) {
         const bool second = ch - ch0 >= fp8g::first_of_second(ch0);
         ASSERT_EQ(ch / 8, ch0 / 8 + (second ? 1 : 0)) << N << "x" << K << " chunk " << ch;
       }
+      const int tiles = static_cast<int>(work.tiles(128));
+      for (int64_t n0w : {int64_t{0}, N - 16, N - 15}) {
+        const int whole = fp8g::whole_tiles(work, tiles, true, n0w, N, K);
+        for (bool allow : {true, false}) {
+          const Fed fed = run_warp(work, whole, allow);
+          std::vector<int64_t> want[2];
+          for (int64_t ch = work.begin; ch < work.end; ++ch) want[ch < work.split ? 0 : 1].push_back(ch);
+          ASSERT_EQ(fed.chain[0], want[0]) << N << "x" << K << " warp " << warp << " n0w " << n0w;
+          ASSERT_EQ(fed.chain[1], want[1]) << N << "x" << K << " warp " << warp << " n0w " << n0w;
+          if (allow && n0w == 0) {
+            regular += fed.regular;
+            tiles_all += tiles;
+          }
+          if (!allow) ASSERT_EQ(fed.regular, 0);
+        }
+      }
+      EXPECT_EQ(fp8g::whole_tiles(work, tiles, false, 0, N, K), 0);
+      EXPECT_EQ(fp8g::whole_tiles(work, tiles, true, N - 15, N, K), 0);  // the warp's 16 rows pass N
     }
+    if (s.all_regular) EXPECT_EQ(regular, tiles_all) << N << "x" << K << ": every tile straight";
     auto fits = [&](auto c, int x_rows) {
       using C = decltype(c);
       const fp8g::Fp8Layout<C> lay{x_rows, slots};

@@ -151,9 +151,9 @@ void matmul_bf16_wgmma_serial(const MatmulArgs& a, const uint16_t* xb, int64_t l
 //   shape, split and mma chains, streaming the e4m3 codes and their block scales and dequantising them into
 //   the mma B fragments in registers; matmul_fp8_gemv_multi runs 1-4 fp8 weights sharing x, M, K and the K
 //   split (matmul_fp8_gemv_compatible: q/k/v, gate/up) in one launch, each output with its lone call's bits.
-//   Tests and benchmarks force its stages per warp (3, 4, 6, 8), the early code loads, and the
-//   dequantisation path (fast: tiles whose scales are bf16 values multiply in bf16x2; general: the bit path
-//   or the conversion instructions); the bits are the same either way.
+//   Tests and benchmarks force its stages per warp (3, 4, 6, 8), the early code loads, the straight-line
+//   tiles, and the dequantisation path (fast: tiles whose scales are bf16 values multiply in bf16x2; else
+//   the folded or the bit path, or the conversion instructions); the bits are the same either way.
 // - matmul_fp8_dequant (matmul_fp8_dequant.cu; MatmulKernel::Fp8Dequant): the weight dequantised into a bf16
 //   scratch, then matmul_run of the same call in `order` with that bf16 weight;
 // - fp8_dequantize_bf16: that dequantisation alone, into `out` (rows ldo elements apart), for tests.
@@ -161,7 +161,8 @@ struct Fp8GemvForce {
   int stages = 0;    // 3, 4, 6 or 8; 0: as the launch's shape picks
   int early_w = -1;  // the first tiles' codes loaded before the wait for the previous kernel: -1 / 1 on, 0 off
   int fast = -1;     // tiles with bf16-valued scales take the bf16x2 multiply: -1 / 1 on, 0 off
-  int convert = -1;  // the other tiles: -1 / 0 the bit path, 1 the e4m3 conversion instructions
+  int convert = -1;  // the other tiles: -1 / 0 the folded or bit path, 1 the e4m3 conversion instructions
+  int regular = -1;  // the straight-line tiles (matmul_fp8_gemv.cuh): -1 / 1 on, 0 off (every tile chunk by chunk)
 };
 void matmul_fp8_gemv(const MatmulArgs& a, cudaStream_t stream, Fp8GemvForce force = {});
 bool matmul_fp8_gemv_compatible(const MatmulArgs* parts, int count);

@@ -5,8 +5,8 @@
 // every result has the bits of the bf16 gemv kernel on the bf16 dequantisation (so a row's bits do not
 // depend on M).
 //
-// What the first version of this kernel (git: f2bb60e) did and this one does not, each a measured or
-// counted cost on an H200 (8B decode 8.22 ms against 5.0 in bf16, 24 % of its copy roofline):
+// What the first version of this kernel (git: f2bb60e) did and the second (2810f11) does not, each a
+// measured or counted cost on an H200 (8B decode 8.22 ms against 5.0 in bf16, 24 % of its copy roofline):
 //   - bytes in flight: 2 KB code tiles with 3-4 stages per warp and no weight loads before the wait for
 //     the previous kernel; now up to 8 stages (14 KB per warp in flight), the first tiles' codes and every
 //     block scale issued before pdl_wait, and q/k/v or gate/up in one launch (the 1024-row k and v
@@ -14,13 +14,29 @@
 //   - a dependent global load of the block scale for each of a lane's four pieces in every tile, after the
 //     tile's wait: now the scales of the warp's whole run arrive with the first stage;
 //   - per element the e4m3 conversion instruction, a round trip of the dequantised tile through shared
-//     memory (16 B stores, a warp barrier, ldmatrix) and per-piece bounds arithmetic: now two 4-byte shared
-//     loads and a byte permute per four codes build the B fragments in registers, the bf16-scale tiles
-//     multiply in bf16x2 (no conversion at all), and whole tiles load without bounds checks.
+//     memory (16 B stores, a warp barrier, ldmatrix) and per-piece bounds arithmetic: now the B fragments
+//     are built in registers, the bf16-scale tiles multiply in bf16x2, and whole tiles load without bounds.
+// The second version measured 8B decode 5.28 ms (bf16: 5.0) and, on the 8B q/o shape at one row, 1.35 TB/s
+// = 0.32 of the copy bandwidth, where the bf16 gemv streams at 0.88-1.0: with 2 warps per scheduler it was
+// bound by each warp's latency. What it did and this one (the third) does not, counted in the SASS of the
+// f32-x kernel (the one decode runs; per 128-k tile of 2 KB, i.e. 8 chunks of 256 codes):
+//   - two branches per chunk (the run's end, and the slice picking its chain, compiled into 4 predicated
+//     mma a chunk) and the path chosen per tile, so no chunk's shared loads could start before the
+//     previous chunk's arithmetic: now a regular tile (fp8g::regular_tiles: whole pieces, one slice, one
+//     scale block; every tile of the 8B and 27B shapes) is one branch-free block that loads all 8 chunks'
+//     codes first; a warp's second chain takes over at `split` (fp8g::chain_switch) instead of a branch;
+//   - about 47 instructions a chunk (two 4-byte loads, a permute and 7 integer operations per 4 codes; the
+//     f32 A fragment rounded per chunk and zeroed by selects; register moves; 4 mma issues): now 19 in the
+//     tile's block plus 2 for its loads — per row and chunk one 16-byte load, then per bf16x2 register one
+//     sign-replicating permute, one shift, one mask and the bf16x2 multiply (or, for f32 scales below 2^8,
+//     two f32 multiplies by scale × 2^120: the folded path, instead of four); the A fragment of a chunk is
+//     one ldmatrix.x4 from the warp's bf16 copy of the tile's x, rounded once per tile. About 375 → 190
+//     instructions a tile in the compute, with some 100 more a tile for the waits, the next tile's copies
+//     and the scale.
 //
 // Stages (matmul_fp8_gemv.cuh: any count has the same bits) are chosen per launch for the most code bytes in
-// flight per multiprocessor (fp8_stages_for); tests force them, the early loads and the dequantisation path
-// (Fp8GemvForce) to check that the bits never change.
+// flight per multiprocessor (fp8_stages_for); tests force them, the early loads, the straight tiles and the
+// dequantisation path (Fp8GemvForce) to check that the bits never change.
 #include <cuda_runtime.h>
 
 #include <climits>
@@ -69,10 +85,11 @@ struct Fp8Params {
   int slots = 0;         // scale slots per warp (fp8g::scale_slots)
   bool early_w = true;   // the first tiles' codes before pdl_wait
   bool fast = true;      // tiles with bf16 scales: the bf16x2 multiply
-  bool convert = false;  // other tiles: the conversion path (else the bit path)
+  bool convert = false;  // other tiles: the conversion path (else the folded or the bit path)
+  bool regular = true;   // the straight-line tiles (fp8g::regular_tiles)
 };
 
-enum Path { kFast = 0, kBits = 1, kConvert = 2 };
+enum Path { kFast = 0, kBits = 1, kConvert = 2, kFolded = 3 };
 
 __device__ __forceinline__ void cp_async_4(uint32_t dst, const void* src) {
   asm volatile("cp.async.ca.shared.global [%0], [%1], 4;\n" ::"r"(dst), "l"(src) : "memory");
@@ -85,6 +102,7 @@ __global__ void __launch_bounds__(C::kThreads, 3) matmul_fp8_gemv_kernel(const F
   const uint32_t sbase = smem_addr(smem);
   constexpr bool kXb = C::kX != XMode::F32;
   constexpr int kSt = C::kStages;
+  constexpr int kChunks = C::kChunks;
 
   // The part of this CTA's column block (the CTAs of one column block's row blocks are adjacent, so the
   // later ones read the codes from L2).
@@ -103,6 +121,7 @@ __global__ void __launch_bounds__(C::kThreads, 3) matmul_fp8_gemv_kernel(const F
   p.ldy = w.ldy;
 
   const Fp8Layout<C> lay{p.a_rows, f.slots};
+  const int sbytes = lay.stage_bytes();
   const GemvShape shape = gemv_shape(p.S);
   const GemvWork work = gemv_work(p, warp);
   const int64_t n0 = block * shape.columns(), n0w = n0 + work.group * C::kWarpN;
@@ -111,23 +130,24 @@ __global__ void __launch_bounds__(C::kThreads, 3) matmul_fp8_gemv_kernel(const F
   const int tiles = static_cast<int>(work.tiles(C::kKT));
   const Fp8Lane<C> l = fp8g::fp8_lane(lay, warp, lane, n0w, w.ldq, work.begin, m0, kXb ? p.ldxb : p.ldx, valid_rows);
   const fp8g::ScaleRun run = fp8g::scale_run(work);
+  // Tiles [0, whole) load whole 16-byte pieces without bounds; the regular ones run straight.
+  const int whole = fp8g::whole_tiles(work, tiles, w.vec_q && (kXb || p.vec_x), n0w, p.N, p.K);
+  const fp8g::RegularTiles regular = f.regular ? fp8g::regular_tiles(work, whole) : fp8g::RegularTiles{};
 
   auto st_f32 = [&](int off, float v) { *reinterpret_cast<float*>(smem + off) = v; };
   auto cp16_x = [&](int off, const float* src, int bytes) { copy_piece<true>(sbase, smem, off, src, bytes); };
-  auto lds = [&](int off) { return *reinterpret_cast<const uint32_t*>(smem + off); };
+  auto ldq = [&](int off) { return *reinterpret_cast<const uint4*>(smem + off); };
+  auto scale = [&](int i) { return *reinterpret_cast<const float*>(smem + lay.sc_off(warp, i)); };
 
-  // Tile t covers k from work.begin * 16 + 128 t. Whole: 16-byte loads, all 16 rows below N, all 128 k below K.
-  auto whole = [&](int t) {
-    return w.vec_q && (kXb || p.vec_x) && n0w + C::kWarpN <= p.N && work.begin * kMmaK + int64_t{t + 1} * C::kKT <= p.K;
-  };
-  auto issue_q_whole = [&](int t) {
-    const int sb = (t % kSt) * lay.stage_bytes();
-    const uint8_t* src = w.q + l.q_src + int64_t{t} * C::kKT;
+  // Whole tile t into the stage at byte offset sb: the codes (4 pieces a lane) and x.
+  const uint8_t* q_src = w.q + l.q_src;
+  const int64_t ld4 = 4 * w.ldq;
+  auto issue_q_whole = [&](int t, int sb) {
+    const uint8_t* src = q_src + int64_t{t} * C::kKT;
 #pragma unroll
-    for (int j = 0; j < 4; ++j) cp_async_cg(sbase + l.q_dst + sb + j * 4 * C::kSQ, src + j * 4 * w.ldq, 16);
+    for (int j = 0; j < 4; ++j) cp_async_cg(sbase + l.q_dst + sb + j * 4 * C::kSQ, src + j * ld4, 16);
   };
-  auto issue_x_whole = [&](int t) {
-    const int sb = (t % kSt) * lay.stage_bytes();
+  auto issue_x_whole = [&](int t, int sb) {
     if constexpr (kXb) {
       const uint16_t* x = p.xb + l.x_src + int64_t{t} * C::kKT;
 #pragma unroll
@@ -135,12 +155,13 @@ __global__ void __launch_bounds__(C::kThreads, 3) matmul_fp8_gemv_kernel(const F
         cp_async_ca(sbase + l.x_dst + sb + 2 * i * C::kSB * 2, x + 2 * i * p.ldxb, 16);
     } else {
       const float* x = p.x + l.x_src + int64_t{t} * C::kKT;
-      for (int r = 0; r < valid_rows; ++r) cp_async_ca(sbase + l.x_dst + sb + r * C::kSA * 4, x + r * p.ldx, 16);
+#pragma unroll
+      for (int r = 0; r < fp8g::kF32MaxRows; ++r)
+        if (r < valid_rows) cp_async_ca(sbase + l.x_dst + sb + r * C::kSA * 4, x + r * p.ldx, 16);
     }
   };
   // Any tile: codes zero past N and K (a piece cut by K is written byte by byte), x as the gemv kernel.
-  auto issue_general = [&](int t) {
-    const int stage = t % kSt;
+  auto issue_general = [&](int t, int stage) {
     const int64_t k0 = work.begin * kMmaK + int64_t{t} * C::kKT;
 #pragma unroll
     for (int j = 0; j < 4; ++j) {
@@ -167,12 +188,12 @@ __global__ void __launch_bounds__(C::kThreads, 3) matmul_fp8_gemv_kernel(const F
           p, m0, k0, C::kKT, lane, 32, [&](int r, int c) { return lay.x_off(warp, stage, r, c); }, cp16_x, st_f32);
     }
   };
-  auto issue = [&](int t) {
-    if (whole(t)) {
-      issue_q_whole(t);
-      issue_x_whole(t);
+  auto issue = [&](int t, int stage) {
+    if (t < whole) {
+      issue_q_whole(t, stage * sbytes);
+      issue_x_whole(t, stage * sbytes);
     } else {
-      issue_general(t);
+      issue_general(t, stage);
     }
   };
 
@@ -184,107 +205,178 @@ __global__ void __launch_bounds__(C::kThreads, 3) matmul_fp8_gemv_kernel(const F
       cp_async_4(sbase + lay.sc_off(warp, i), w.scales + (n0w / 128) * w.scale_ld + run.first + i);
   const int early = f.early_w ? (tiles < kSt - 1 ? tiles : kSt - 1) : 0;
   for (int t = 0; t < early; ++t)
-    if (whole(t)) issue_q_whole(t);
+    if (t < whole) issue_q_whole(t, t * sbytes);
   pdl_wait();
   pdl_launch_dependents();
 #pragma unroll 1
   for (int t = 0; t < kSt - 1; ++t) {
-    if (t < early && whole(t))
-      issue_x_whole(t);
+    if (t < early && t < whole)
+      issue_x_whole(t, t * sbytes);
     else if (t < tiles)
-      issue(t);
+      issue(t, t);
     cp_async_commit();
   }
 
-  float acc[2][2][4] = {};
+  // The A fragments (fp8_lane): from the stage (x's bf16 copy) or, with f32 x, from the warp's bf16 tile,
+  // into which tile_x rounds the stage's x rows (cvt.rn.bf16x2.f32, the rounding of every kernel's A
+  // fragments) once per tile.
+  auto tile_x = [&](int sb) {
+    if constexpr (!kXb) {
+#pragma unroll
+      for (int r = 0; r < fp8g::kF32MaxRows; ++r) {
+        if (r >= valid_rows) break;
+        const float4 v = *reinterpret_cast<const float4*>(smem + l.x_dst + sb + r * C::kSA * 4);
+        *reinterpret_cast<uint2*>(smem + l.xh_dst + r * lay.xh_row_bytes()) =
+            make_uint2(pack_bf16x2(v.x, v.y), pack_bf16x2(v.z, v.w));
+      }
+      __syncwarp();
+    }
+  };
+  auto load_a = [&](int sb, int kk, uint32_t(&a)[4]) {
+    ldmatrix_x4(sbase + l.a_off + (kXb ? sb : 0) + kk * kMmaK * 2, a[0], a[1], a[2], a[3]);
+  };
+
+  // The chain being fed (per n8 tile, the C fragment) and, for a two-slice warp, its first slice's partial.
+  float acc[2][4] = {}, first[2][4] = {};
+  auto switch_chain = [&] {
+#pragma unroll
+    for (int j = 0; j < 2; ++j)
+#pragma unroll
+      for (int e = 0; e < 4; ++e) {
+        first[j][e] = acc[j][e];
+        acc[j][e] = 0.0f;
+      }
+  };
+
+  // A regular tile (fp8g::regular_tiles; one scale: sp for the fast path, s120 = scale × 2^120 for the
+  // folded one): every shared load of its 8 chunks, then their dequantisation and mma, no branch.
+  auto regular_tile = [&](auto path, int sb, uint32_t sp, float s120) {
+    constexpr int kPath = decltype(path)::value;
+    uint4 q[kChunks][2];
+    uint32_t a[kChunks][4];
+#pragma unroll
+    for (int kk = 0; kk < kChunks; ++kk) {
+#pragma unroll
+      for (int j = 0; j < 2; ++j) q[kk][j] = ldq(l.q_rd + sb + j * 8 * C::kSQ + kk * kMmaK);
+    }
+    tile_x(sb);
+#pragma unroll
+    for (int kk = 0; kk < kChunks; ++kk) load_a(sb, kk, a[kk]);
+#pragma unroll
+    for (int kk = 0; kk < kChunks; ++kk) {
+      uint32_t b[2][2];
+#pragma unroll
+      for (int j = 0; j < 2; ++j) {
+        const uint4 v = q[kk][j];
+        if constexpr (kPath == kFast) {
+          b[j][0] = fp8::dequant_fast(v.x, v.y, l.sel, sp);
+          b[j][1] = fp8::dequant_fast(v.z, v.w, l.sel, sp);
+        } else {
+          b[j][0] = fp8::dequant_folded(v.x, v.y, l.sel, s120);
+          b[j][1] = fp8::dequant_folded(v.z, v.w, l.sel, s120);
+        }
+      }
+      mma_bf16(acc[0], a[kk], b[0][0], b[0][1]);
+      mma_bf16(acc[1], a[kk], b[1][0], b[1][1]);
+    }
+  };
+
+  // Any other tile, chunk by chunk: never past the run's last chunk, the chain switched at `split`, each
+  // chunk dequantised with its own scale block's scale.
+  auto general_tile = [&](auto path, int sb, int64_t ch0, float sa, float sb2, int second) {
+    constexpr int kPath = decltype(path)::value;
+    const uint32_t spa = fp8g::fp8_scale_pair(__float_as_uint(sa)), spb = fp8g::fp8_scale_pair(__float_as_uint(sb2));
+    tile_x(sb);
+#pragma unroll
+    for (int kk = 0; kk < kChunks; ++kk) {
+      const int64_t ch = ch0 + kk;
+      if (ch >= work.end) break;  // never an mma past the last chunk of the warp's last slice
+      if (fp8g::chain_switch(work, ch)) switch_chain();
+      uint32_t a[4];
+      load_a(sb, kk, a);
+      const bool in_second = kk >= second;
+      uint32_t b[2][2];
+#pragma unroll
+      for (int j = 0; j < 2; ++j) {
+        const uint4 v = ldq(l.q_rd + sb + j * 8 * C::kSQ + kk * kMmaK);
+        if constexpr (kPath == kFast) {
+          b[j][0] = fp8::dequant_fast(v.x, v.y, l.sel, in_second ? spb : spa);
+          b[j][1] = fp8::dequant_fast(v.z, v.w, l.sel, in_second ? spb : spa);
+        } else if constexpr (kPath == kBits) {
+          b[j][0] = fp8::dequant_bits(v.x, v.y, l.sel, in_second ? sb2 : sa);
+          b[j][1] = fp8::dequant_bits(v.z, v.w, l.sel, in_second ? sb2 : sa);
+        } else {
+          b[j][0] = fp8::dequant_convert(v.x, v.y, l.csel, in_second ? sb2 : sa);
+          b[j][1] = fp8::dequant_convert(v.z, v.w, l.csel, in_second ? sb2 : sa);
+        }
+      }
+      mma_bf16(acc[0], a, b[0][0], b[0][1]);
+      mma_bf16(acc[1], a, b[1][0], b[1][1]);
+    }
+  };
+
+  const bool allow_fast = f.fast, allow_folded = !f.convert;
+  int stage = 0, next_stage = kSt - 1;  // the stages of tile kt and of tile kt + kSt - 1
   for (int kt = 0; kt < tiles; ++kt) {
     cp_async_wait<kSt - 2>();  // this lane's copies of tile kt (and, at kt = 0, of the scales) landed
     __syncwarp();              // the warp's have, and every lane is done with tile kt - 1's stage
-    if (kt + kSt - 1 < tiles) issue(kt + kSt - 1);
+    if (kt + kSt - 1 < tiles) issue(kt + kSt - 1, next_stage);
     cp_async_commit();
 
-    const int sb = (kt % kSt) * lay.stage_bytes();
-    const int64_t ch0 = work.begin + int64_t{kt} * C::kChunks;
-    // The tile's two scale columns (the same one unless ch0 % 8 != 0) and the first chunk of the second.
-    const int i0 = static_cast<int>(ch0 / 8 - run.first);
-    const int i1 = static_cast<int>((ch0 + 7) / 8 - run.first) < run.count - 1
-                       ? static_cast<int>((ch0 + 7) / 8 - run.first)
-                       : run.count - 1;
-    const float sa = *reinterpret_cast<const float*>(smem + lay.sc_off(warp, i0));
-    const float sb2 = *reinterpret_cast<const float*>(smem + lay.sc_off(warp, i1));
-    const int second = fp8g::first_of_second(ch0);
-    const bool fast = f.fast && fp8g::fp8_scale_fast(__float_as_uint(sa)) && fp8g::fp8_scale_fast(__float_as_uint(sb2));
-    const uint32_t spa = fp8g::fp8_scale_pair(__float_as_uint(sa)), spb = fp8g::fp8_scale_pair(__float_as_uint(sb2));
-
-    auto tile = [&](auto path) {
-      constexpr int kPath = decltype(path)::value;
-#pragma unroll
-      for (int kk = 0; kk < C::kChunks; ++kk) {
-        const int64_t ch = ch0 + kk;
-        if (ch >= work.end) break;  // never an mma past the last chunk of the warp's last slice
-        uint32_t a[4];
-        const int ao = l.a_off + sb + kk * kMmaK * (kXb ? 2 : 4);
-        if constexpr (C::kX == XMode::Xb16) {
-          ldmatrix_x4(sbase + ao, a[0], a[1], a[2], a[3]);
-        } else if constexpr (C::kX == XMode::Xb8) {
-          ldmatrix_x2(sbase + ao, a[0], a[2]);
-          a[1] = a[3] = 0u;  // rows 8-15 are past M
-        } else {
-          const float2 lo = *reinterpret_cast<const float2*>(smem + ao);
-          const float2 hi = *reinterpret_cast<const float2*>(smem + ao + 32);
-          const uint32_t a0 = pack_bf16x2(lo.x, lo.y), a2 = pack_bf16x2(hi.x, hi.y);
-          a[0] = l.a_row ? a0 : 0u;
-          a[2] = l.a_row ? a2 : 0u;
-          a[1] = a[3] = 0u;  // rows 8-15 are past M (at most 4 rows)
-        }
-        const bool in_second = kk >= second;
-        uint32_t b[2][2];
-#pragma unroll
-        for (int j = 0; j < 2; ++j) {
-          const int off = l.q_rd + sb + j * 8 * C::kSQ + kk * kMmaK;
-          const uint32_t w0 = lds(off), w1 = lds(off + 8);
-          if constexpr (kPath == kFast) {
-            fp8::dequant_pair_fast(fp8g::prmt(w0, w1, l.sel), in_second ? spb : spa, b[j][0], b[j][1]);
-          } else if constexpr (kPath == kBits) {
-            fp8::dequant_pair_bits(fp8g::prmt(w0, w1, l.sel), in_second ? sb2 : sa, b[j][0], b[j][1]);
-          } else {
-            const float s = in_second ? sb2 : sa;
-            b[j][0] = fp8::dequant2_bf16(static_cast<uint16_t>(w0 >> l.shift), s);
-            b[j][1] = fp8::dequant2_bf16(static_cast<uint16_t>(w1 >> l.shift), s);
-          }
-        }
-        if (ch < work.split) {  // the chunk's slice picks its chain
-          mma_bf16(acc[0][0], a, b[0][0], b[0][1]);
-          mma_bf16(acc[0][1], a, b[1][0], b[1][1]);
-        } else {
-          mma_bf16(acc[1][0], a, b[0][0], b[0][1]);
-          mma_bf16(acc[1][1], a, b[1][0], b[1][1]);
-        }
+    const int sb = stage * sbytes;
+    bool straight = false;
+    if (fp8g::is_regular(regular, kt)) {
+      const uint32_t s = __float_as_uint(scale(fp8g::regular_slot(kt)));
+      const bool fast = allow_fast && fp8g::fp8_scale_fast(s);
+      if (fast || (allow_folded && fp8g::fp8_scale_folds(s))) {
+        straight = true;
+        if (fp8g::chain_switch(work, work.begin + int64_t{kt} * kChunks)) switch_chain();
+        if (fast)
+          regular_tile(std::integral_constant<int, kFast>{}, sb, fp8g::fp8_scale_pair(s), 0.0f);
+        else
+          regular_tile(std::integral_constant<int, kFolded>{}, sb, 0u, __fmul_rn(__uint_as_float(s), 0x1p120f));
       }
-    };
-    if (fast)
-      tile(std::integral_constant<int, kFast>{});
-    else if (f.convert)
-      tile(std::integral_constant<int, kConvert>{});
-    else
-      tile(std::integral_constant<int, kBits>{});
+    }
+    if (!straight) {
+      const int64_t ch0 = work.begin + int64_t{kt} * kChunks;
+      // The tile's two scale columns (the same one unless ch0 % 8 != 0) and the first chunk of the second.
+      const int i0 = static_cast<int>(ch0 / 8 - run.first);
+      const int i1 = static_cast<int>((ch0 + 7) / 8 - run.first) < run.count - 1
+                         ? static_cast<int>((ch0 + 7) / 8 - run.first)
+                         : run.count - 1;
+      const float sa = scale(i0), sb2 = scale(i1);
+      const int second = fp8g::first_of_second(ch0);
+      if (allow_fast && fp8g::fp8_scale_fast(__float_as_uint(sa)) && fp8g::fp8_scale_fast(__float_as_uint(sb2)))
+        general_tile(std::integral_constant<int, kFast>{}, sb, ch0, sa, sb2, second);
+      else if (f.convert)
+        general_tile(std::integral_constant<int, kConvert>{}, sb, ch0, sa, sb2, second);
+      else
+        general_tile(std::integral_constant<int, kBits>{}, sb, ch0, sa, sb2, second);
+    }
+    stage = stage + 1 == kSt ? 0 : stage + 1;
+    next_stage = next_stage + 1 == kSt ? 0 : next_stage + 1;
   }
   if (p.S == 1) {
-    gemv_for_each_acc(lane, acc[0], [&](int r, int c, float v) {
+    gemv_for_each_acc(lane, acc, [&](int r, int c, float v) {
       if (r < valid_rows && n0w + c < p.N) p.y[(m0 + r) * p.ldy + n0w + c] = v;
     });
     return;
   }
-  // The slices' partials meet in the (now idle) stages and are summed in slice order (sum_slices).
+  // The slices' partials meet in the (now idle) stages and are summed in slice order (sum_slices): a
+  // two-slice warp's first in `first`, its last (or a one-slice warp's only one) in `acc`.
   cp_async_wait_all();
   __syncthreads();
-#pragma unroll
-  for (int j = 0; j < 2; ++j) {
-    if (j >= work.slices) break;
-    gemv_for_each_acc(lane, acc[j], [&](int r, int c, float v) {
+  auto put_part = [&](int j) {
+    return [&, j](int r, int c, float v) {
       *reinterpret_cast<float*>(
           smem + GemvLayout<typename C::Shape>::part_off(p.S, work.group, work.first_slice + j, r, c)) = v;
-    });
+    };
+  };
+  if (work.slices == 2) {
+    gemv_for_each_acc(lane, first, put_part(0));
+    gemv_for_each_acc(lane, acc, put_part(1));
+  } else if (work.slices == 1) {
+    gemv_for_each_acc(lane, acc, put_part(0));
   }
   __syncthreads();
   gemv_reduce<typename C::Shape>(p, m0, n0, valid_rows, tid,
@@ -392,6 +484,7 @@ void run(const MatmulArgs* parts, int count, cudaStream_t stream, Fp8GemvForce f
   f.early_w = force.early_w != 0;
   f.fast = force.fast != 0;
   f.convert = force.convert == 1;
+  f.regular = force.regular != 0;
   if constexpr (X != XMode::F32) {
     f.p.ldxb = xb_pitch(a0.K, G::kKT);
     if (a0.xb != nullptr && a0.ldxb == f.p.ldxb) {

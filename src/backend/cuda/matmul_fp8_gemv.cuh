@@ -6,31 +6,47 @@
 //
 // The CTA is the bf16 gemv kernel's (matmul_tensor_core_gemv.cuh: 4 warps, 16 rows of x per CTA row, 16
 // weight rows per warp, warps splitting the K slices of k_split(N, K), the slices summed in slice order
-// at the end), and so are the k16 chunks of each slice's chain and the A fragments: every mma sees the
-// operands of the bf16 gemv kernel run on the bf16 dequantisation bf16_rn(f32_rn(e4m3 × scale)) of the
-// weight, so a row's bits are that kernel's, whatever M (backend/ops.h, matmul_tensor_core.cu).
+// at the end), and so are the k16 chunks of each slice's chain and the A fragments of the rows below M
+// (x rounded to bf16 by cvt.rn.bf16x2.f32): every mma sees, for those rows, the operands of the bf16 gemv
+// kernel run on the bf16 dequantisation bf16_rn(f32_rn(e4m3 × scale)) of the weight, so a row's bits are
+// that kernel's, whatever M (backend/ops.h, matmul_tensor_core.cu). The A rows at or past M hold copies of
+// rows below M instead of zeros: an output element depends on its own A row only (the contract's
+// assumption about the tensor core), and those outputs are never stored.
 //
 // Per warp and 128-k tile the codes are 16 rows × 128 bytes (2 KB), copied by 16-byte cp.async into a ring
 // of kStages stages (x's tile travels in the same stage); the block scales of the warp's whole run (its
 // 16 rows share one 128-row block: at most ceil(run / 128) + 1 of them) arrive by 4-byte cp.async with the
 // first stage. A lane needs, for weight row g (+ 8 for the second n8 tile) and chunk c, the codes at k =
 // 2t, 2t + 1 (B register b0) and 2t + 8, 2t + 9 (b1) of the chunk (g = lane / 4, t = lane % 4: the mma
-// B fragment): two 4-byte shared loads (words (t / 2) and 2 + t / 2 of the chunk's 16 codes), and a byte
-// permute that puts the four codes where the dequantisation wants them. No bf16 tile goes through shared
-// memory, and no load in the main loop depends on another.
+// B fragment): one 16-byte shared load of the chunk's codes of row g, and one byte permute per register
+// that puts its two codes where the dequantisation wants them. No bf16 weight tile goes through shared
+// memory, and no code load in the main loop depends on another.
 //
 // Dequantisation of a pair of codes into one bf16x2 register (b0 or b1), exact in every mode:
 //   - pair bits: the bf16 bits of e4m3 × 2^-120 (fp8_pair_bits: the sign to bit 15, the seven exponent and
-//     mantissa bits shifted right by 4 — exact for every finite code, subnormal ones included);
+//     mantissa bits to bits 4-10 — exact for every finite code, subnormal ones included), from one
+//     sign-replicating byte permute and a shift and a mask;
 //   - fast, when the tile's scales are bf16 values in [2^-100, 2^8) (fp8_scale_fast; Qwen's FP8
 //     checkpoints store bf16 scales): one bf16x2 multiply by scale × 2^120 (exact in bf16). The exact
 //     product has at most 4 + 8 significant bits, so f32_rn of it is the product itself and the one bf16
 //     rounding of the multiply is the definition's second rounding;
-//   - general (any f32 scale): each half widened to f32 (exact), × 2^120 (exact: the e4m3 value), × scale
-//     (the definition's f32 rounding), then cvt.rn.bf16x2.f32 — or, as tests and the benchmark may force,
-//     the hardware conversion of the previous kernel (cvt e4m3x2 -> f16x2 -> f32, × scale, cvt to bf16x2).
-// The NaN codes 0x7F / 0xFF are not e4m3 values (no quantiser writes them): the bit path reads them as
-// ±480 × scale, the conversion path as NaN; neither is covered by the bits contract.
+//   - folded, for any scale of magnitude below 2^8 (fp8_scale_folds): each half widened to f32 (exact,
+//     e4m3 × 2^-120), × (scale × 2^120) (that factor is exact, and the product is the real e4m3 × scale, so
+//     its f32 rounding is the definition's), then cvt.rn.bf16x2.f32;
+//   - general (any f32 scale): each half widened to f32, × 2^120 (exact: the e4m3 value), × scale, then
+//     cvt.rn.bf16x2.f32 — or, as tests and the benchmark may force, the hardware conversion of the first
+//     kernel (cvt e4m3x2 -> f16x2 -> f32, × scale, cvt to bf16x2).
+// The NaN codes 0x7F / 0xFF are not e4m3 values (no quantiser writes them, and the loader refuses a
+// checkpoint holding them: io/fp8_blocks.h): the bit paths read them as ±480 × scale, the conversion path
+// as NaN.
+//
+// The main loop (matmul_fp8_gemv.cu) runs most tiles straight: a tile whose pieces are whole, whose 8
+// chunks lie in one slice and one 128-k scale block, and whose scale takes the fast or the folded path is
+// 8 × (2 16-byte code loads, 1 ldmatrix, 4 permutes, 4 shifts, 4 masks, 4 multiplies, 2 mma) with no branch, so the
+// compiler can issue the next chunks' loads under the current ones' arithmetic (regular_tiles says which
+// tiles; a warp's chain switches from its first slice's accumulators to its second's at chunk `split`,
+// chain_switch). The other tiles (the run's ends, K tails, tiles cut by a slice or a scale block, scales
+// of 2^8 and more, forced paths) check every chunk.
 #include <cstdint>
 
 #include "backend/cuda/matmul_tensor_core_gemv.cuh"
@@ -43,8 +59,9 @@ using tc::ceil_div;
 // (matmul_tensor_core_xb.cuh) by ldmatrix, 8 rows (5-8 rows: the A fragment's rows 8-15 are zero) or 16.
 enum class XMode : int { F32 = 0, Xb8 = 1, Xb16 = 2 };
 
+inline constexpr int kF32MaxRows = 4;  // f32 x: the main loop's x code handles at most 4 rows
 constexpr XMode x_mode(int64_t M, int64_t xb_rows) {
-  return M < xb_rows ? XMode::F32 : M <= 8 ? XMode::Xb8 : XMode::Xb16;
+  return M < xb_rows && M <= kF32MaxRows ? XMode::F32 : M <= 8 ? XMode::Xb8 : XMode::Xb16;
 }
 
 template <int Stages, XMode X>
@@ -58,7 +75,7 @@ struct Fp8Gemv {
   static constexpr int kKT = 128;               // k per tile: a tile's chunks meet at most two scale blocks
   static constexpr int kChunks = kKT / tc::kMmaK;
   static constexpr int kSQ = kKT + 16;  // code row pitch in bytes: rows 4 banks apart (conflict-free word loads)
-  static constexpr int kSA = kKT + 8;   // f32 x pitch (floats): conflict-free 8-byte fragment reads
+  static constexpr int kSA = kKT + 8;   // f32 x pitch (floats)
   static constexpr int kSB = kKT + 8;   // bf16 x pitch (elements): ldmatrix rows in 8 distinct bank groups
   static constexpr int kXbRows = X == XMode::Xb8 ? 8 : 16;
   static_assert(Stages >= 2, "at least double buffering");
@@ -83,11 +100,12 @@ constexpr int scale_slots(int S, int64_t cps) {
 }
 
 // Byte offsets in the dynamic shared memory: per warp kStages stages of [codes: 16 rows × kSQ][x: f32
-// x_rows × kSA, or bf16 kXbRows × kSB], then every warp's scale slots (f32). After the main loop the
+// x_rows × kSA, or bf16 kXbRows × kSB], then every warp's scale slots (f32), then (f32 x) every warp's
+// bf16 x tile (x_rows × kSB: the current tile's x rounded once, read by ldmatrix). After the main loop the
 // slices' partial tiles reuse the bytes from 0 (the gemv kernel's part_off).
 template <class C>
 struct Fp8Layout {
-  int x_rows = 0;  // F32: rows of x per stage (min(M, 16) of the launch; at most 4)
+  int x_rows = 0;  // F32: rows of x per stage (M of the launch: at most kF32MaxRows)
   int slots = 0;   // scale slots per warp (scale_slots)
   static constexpr int q_bytes() { return C::kWarpN * C::kSQ; }
   constexpr int x_bytes() const { return C::kX == XMode::F32 ? x_rows * C::kSA * 4 : C::kXbRows * C::kSB * 2; }
@@ -100,8 +118,13 @@ struct Fp8Layout {
   constexpr int sc_off(int warp, int i) const {
     return C::kWarps * C::kStages * stage_bytes() + (warp * slots + i) * 4;
   }
+  static constexpr int xh_row_bytes() { return C::kSB * 2; }
+  constexpr int xh_off(int warp, int r, int k) const {
+    const int base = (sc_off(C::kWarps, 0) + 15) / 16 * 16;
+    return base + (warp * x_rows + r) * xh_row_bytes() + k * 2;
+  }
   constexpr int smem_bytes(int S) const {
-    const int mine = sc_off(C::kWarps, 0);
+    const int mine = C::kX == XMode::F32 ? xh_off(C::kWarps, 0, 0) : sc_off(C::kWarps, 0);
     const int parts = S > 1 ? tc::GemvLayout<typename C::Shape>::part_off(S, tc::gemv_shape(S).groups, 0, 0, 0) : 0;
     return mine > parts ? mine : parts;
   }
@@ -110,7 +133,8 @@ struct Fp8Layout {
 // ---- a lane's fragment code --------------------------------------------------------------------------
 
 // The byte permute (PTX prmt.b32, default mode): byte i of the result is byte (s >> 4i) & 7 of the eight
-// bytes {b:a} (a's bytes 0-3, b's 4-7).
+// bytes {b:a} (a's bytes 0-3, b's 4-7), or, when bit 3 of that nibble is set, the selected byte's sign bit
+// replicated over the byte.
 SS_TC_DEV uint32_t prmt(uint32_t a, uint32_t b, uint32_t s) {
 #if defined(__CUDA_ARCH__)
   uint32_t d;
@@ -119,21 +143,36 @@ SS_TC_DEV uint32_t prmt(uint32_t a, uint32_t b, uint32_t s) {
 #else
   const uint64_t bytes = uint64_t{a} | uint64_t{b} << 32;
   uint32_t d = 0;
-  for (int i = 0; i < 4; ++i) d |= static_cast<uint32_t>((bytes >> (8 * ((s >> (4 * i)) & 7))) & 0xffu) << (8 * i);
+  for (int i = 0; i < 4; ++i) {
+    const uint32_t nibble = (s >> (4 * i)) & 0xfu;
+    uint32_t byte = static_cast<uint32_t>((bytes >> (8 * (nibble & 7u))) & 0xffu);
+    if (nibble & 8u) byte = (byte & 0x80u) ? 0xffu : 0u;
+    d |= byte << (8 * i);
+  }
   return d;
 #endif
 }
 
-// Lane (g = lane / 4, t = lane % 4) reads, per weight row and chunk, the 4-byte words w0 at byte 4 (t / 2)
-// and w1 at 8 + 4 (t / 2) of the chunk's 16 codes; its codes are half t % 2 of each. The permute gives
-// y = [c2, c0, c3, c1] (bytes 0..3; c0 c1 = k 2t, 2t + 1 from w0, c2 c3 = k 2t + 8, 2t + 9 from w1), so y
-// holds b0's codes in bytes 1 and 3 and y << 8 holds b1's.
-constexpr uint32_t pair_selector(int lane) { return (lane & 1) ? 0x3726u : 0x1504u; }
-constexpr int word_byte(int lane) { return 4 * ((lane & 3) >> 1); }
+// Lane (g = lane / 4, t = lane % 4) reads, per weight row and chunk, the chunk's 16 codes as four words
+// v0..v3 (one 16-byte load: the four lanes of a row read the same bytes) and needs c0 c1 (k 2t, 2t + 1:
+// bytes 2t, 2t + 1 of v1:v0) for b0 and c2 c3 (k 2t + 8, 2t + 9: the same bytes of v3:v2) for b1. The
+// permute prmt(v0, v1, pair_selector) gives [c0, sign(c0), c1, sign(c1)] (bytes 0..3; sign(c) is the code's
+// sign bit replicated over a byte: selector nibbles with bit 3 set), prmt(v2, v3, pair_selector) the same for
+// c2 c3; code_selector puts a pair's two codes plainly in the low half (the conversion path).
+constexpr uint32_t pair_selector(int lane) {
+  const uint32_t c = 2u * static_cast<uint32_t>(lane & 3);
+  return c | (c | 8u) << 4 | (c + 1) << 8 | ((c + 1) | 8u) << 12;
+}
+constexpr uint32_t code_selector(int lane) {
+  const uint32_t c = 2u * static_cast<uint32_t>(lane & 3);
+  return c | (c + 1) << 4;
+}
 
-// The bf16x2 bits of the codes in bytes 1 (low half) and 3 (high half) of y, each times 2^-120: exact for
-// every code but the NaN codes (e4m3 has 4 exponent bits of bias 7 and 3 mantissa bits; bf16 8 and 7).
-constexpr uint32_t fp8_pair_bits(uint32_t y) { return (y & 0x80008000u) | ((y & 0x7f007f00u) >> 4); }
+// The bf16x2 bits of the two codes of such a permute, each times 2^-120: shifted left by 4, a half holds
+// the code's seven magnitude bits at 4-10 and its sign (from the replicated byte) at 15; the mask clears the
+// rest. Exact for every code but the NaN codes (e4m3 has 4 exponent bits of bias 7 and 3 mantissa bits;
+// bf16 8 and 7).
+constexpr uint32_t fp8_pair_bits(uint32_t ya) { return (ya << 4) & 0x87f087f0u; }
 
 // Whether scale s (f32 bits) takes the fast path: a bf16 value (low 16 bits zero) with 2^-100 <= |s| < 2^8
 // (biased exponent 27 .. 134): then s × 2^120 is a finite bf16 and every e4m3 × s an exact f32 of at most
@@ -148,41 +187,48 @@ constexpr uint32_t fp8_scale_pair(uint32_t s) {
   return h | h << 16;
 }
 
+// Whether scale s (f32 bits) takes the folded path: |s| < 2^8 (biased exponent below 135; zero and
+// subnormal scales included), so that s × 2^120 is a finite f32, exactly.
+constexpr bool fp8_scale_folds(uint32_t s) { return ((s >> 23) & 0xffu) < 135u; }
+
 // A lane's offsets, computed once per warp: the main loop adds the stage, the chunk and the n8 tile.
 template <class C>
 struct Fp8Lane {
-  int q_dst = 0;       // whole tiles: this lane's first code piece (row lane / 8, bytes (lane % 8) * 16), stage 0
-  int64_t q_src = 0;   // ... and its byte offset in the weight at the warp's first tile
-  int q_rd = 0;        // w0 of n8 tile 0, chunk 0, stage 0 (w1: + 8; tile 1: + 8 rows; chunk c: + 16 c)
-  uint32_t sel = 0;    // pair_selector
-  int shift = 0;       // the conversion path: 16 (t % 2), the half of w0 / w1 holding the lane's codes
-  int a_off = 0;       // F32: the f32 pair (row g, k 2t; row 0 past M) of chunk 0, stage 0; Xb: ldmatrix's row
-  bool a_row = false;  // F32: row g holds x (g < valid rows)
-  int x_dst = 0;       // whole tiles: this lane's first x piece, stage 0
-  int64_t x_src = 0;   // ... and its element offset in x (Xb: in the copy) at the warp's first tile
+  int q_dst = 0;      // whole tiles: this lane's first code piece (row lane / 8, bytes (lane % 8) * 16), stage 0
+  int64_t q_src = 0;  // ... and its byte offset in the weight at the warp's first tile
+  int q_rd = 0;       // the 16 codes of row g, chunk 0, stage 0 (row g + 8: + 8 rows; chunk c: + 16 c)
+  uint32_t sel = 0;   // pair_selector
+  uint32_t csel = 0;  // code_selector
+  int a_off = 0;      // ldmatrix.x4's row address for chunk 0 (f32 x: in the bf16 tile; else stage 0)
+  int x_dst = 0;      // whole tiles: this lane's first x piece, stage 0 (f32 x: also its 4 floats to round)
+  int64_t x_src = 0;  // ... and its element offset in x (Xb: in the copy) at the warp's first tile
+  int xh_dst = 0;     // f32 x: where its 4 rounded floats of row 0 go in the bf16 tile
 };
+// The A fragment of a chunk by one ldmatrix.x4 (lanes 0-15 address rows 0-15 at k 0, lanes 16-31 rows
+// 0-15 at k 8: a0 a1 a2 a3). Rows past the rows a stage holds read row (row % rows held) instead: their
+// outputs, never stored, copy those rows' (an output element depends on its own A row only), and no
+// register needs zeroing. With f32 x (1-4 rows) the warp rounds each tile's x rows to bf16 once, into its
+// bf16 tile (x_dst -> xh_dst, 4 floats a lane and row), and the fragments come from there.
 template <class C>
 constexpr Fp8Lane<C> fp8_lane(const Fp8Layout<C>& lay, int warp, int lane, int64_t n0w, int64_t ldq, int64_t begin,
                               int64_t m0, int64_t ldx, int valid_rows) {
   Fp8Lane<C> l;
-  const int g = lane >> 2, t = lane & 3;
+  const int g = lane >> 2;
   const int64_t k0 = begin * tc::kMmaK;
   l.q_dst = lay.q_off(warp, 0, lane / 8, (lane % 8) * 16);
   l.q_src = (n0w + lane / 8) * ldq + k0 + (lane % 8) * 16;
-  l.q_rd = lay.q_off(warp, 0, g, word_byte(lane));
+  l.q_rd = lay.q_off(warp, 0, g, 0);
   l.sel = pair_selector(lane);
-  l.shift = 16 * (t & 1);
+  l.csel = code_selector(lane);
+  const int col = (lane >> 4) * 8;
   if constexpr (C::kX == XMode::F32) {
-    l.a_row = g < valid_rows;
-    l.a_off = lay.x_off(warp, 0, l.a_row ? g : 0, 2 * t);  // (a row past M reads row 0, then gives zero)
+    const int held = valid_rows > 0 ? valid_rows : 1;
+    l.a_off = lay.xh_off(warp, (lane & 15) % held, col);
     l.x_dst = lay.x_off(warp, 0, 0, 4 * lane);
     l.x_src = m0 * ldx + k0 + 4 * lane;
+    l.xh_dst = lay.xh_off(warp, 0, 4 * lane);
   } else {
-    // ldmatrix: x4 lanes 0-15 address rows 0-15 at k 0, lanes 16-31 rows 0-15 at k 8 (a0 a1 a2 a3);
-    // x2 lanes 0-7 rows 0-7 at k 0, lanes 8-15 rows 0-7 at k 8 (a0 a2).
-    const int row = C::kX == XMode::Xb16 ? (lane & 15) : (lane & 7);
-    const int col = C::kX == XMode::Xb16 ? (lane >> 4) * 8 : ((lane >> 3) & 1) * 8;
-    l.a_off = lay.x_off(warp, 0, row, col);
+    l.a_off = lay.x_off(warp, 0, (lane & 15) % C::kXbRows, col);
     l.x_dst = lay.x_off(warp, 0, lane / 16, (lane % 16) * 8);
     l.x_src = (m0 + lane / 16) * ldx + k0 + (lane % 16) * 8;
   }
@@ -192,5 +238,38 @@ constexpr Fp8Lane<C> fp8_lane(const Fp8Layout<C>& lay, int warp, int lane, int64
 // Which tile chunks use the tile's second scale: a tile from chunk ch0 meets scale columns ch0 / 8 and,
 // when ch0 is not a multiple of 8, (ch0 + 7) / 8 from local chunk first_of_second on.
 constexpr int first_of_second(int64_t ch0) { return ch0 % 8 == 0 ? 8 : static_cast<int>(8 - ch0 % 8); }
+
+// ---- the main loop's tiles ----------------------------------------------------------------------------
+
+// The tiles of a warp's run with whole 16-byte pieces (the codes' 16 rows below N, the tile's 128 k below
+// K, 16-byte loads of codes and x): the first whole_tiles(...) of its `tiles` (whole: a prefix).
+constexpr int whole_tiles(const tc::GemvWork& w, int tiles, bool vec, int64_t n0w, int64_t N, int64_t K) {
+  if (!vec || n0w + 16 > N || w.slices == 0) return 0;
+  const int64_t fit = (K - w.begin * tc::kMmaK) / 128;
+  return fit < 0 ? 0 : fit < tiles ? static_cast<int>(fit) : tiles;
+}
+
+// The tiles the main loop runs straight (before the scale's check): whole, of 8 chunks below the run's end,
+// starting on a 128-k block (so one scale covers them), and not holding the first chunk of the warp's
+// second slice unless they start with it. Tiles [0, last) but `cut`.
+struct RegularTiles {
+  int last = 0;
+  int cut = -1;  // the tile a slice boundary falls inside, or -1
+};
+constexpr RegularTiles regular_tiles(const tc::GemvWork& w, int whole) {
+  RegularTiles r;
+  if (w.slices == 0 || w.begin % 8 != 0) return r;
+  const int64_t full = (w.end - w.begin) / 8;
+  r.last = static_cast<int>(full < whole ? full : whole);
+  if (w.split < w.end && (w.split - w.begin) % 8 != 0) r.cut = static_cast<int>((w.split - w.begin) / 8);
+  return r;
+}
+constexpr bool is_regular(const RegularTiles& r, int t) { return t < r.last && t != r.cut; }
+// A regular tile t starts on a 128-k block (the run starts on one), the one of the run's scale slot t.
+constexpr int regular_slot(int t) { return t; }
+
+// Chunk ch starts the warp's second chain: its accumulators so far are the first slice's partial, and
+// the chain restarts from +0 (a one-slice warp never reaches split == end).
+constexpr bool chain_switch(const tc::GemvWork& w, int64_t ch) { return ch == w.split; }
 
 }  // namespace specserve::cuda::fp8g

@@ -8,10 +8,10 @@
 //   - one f32 multiply by the block's f32 scale, round to nearest even (__fmul_rn; the library is built
 //     with --fmad=false anyway);
 //   - f32 -> bf16, round to nearest even (cvt.rn.bf16x2.f32, pack_bf16x2).
-// The bit paths of the gemv kernel (dequant_pair_fast, dequant_pair_bits; matmul_fp8_gemv.cuh says why they
-// are exact) avoid the e4m3 conversion instruction, and the fast one every conversion.
-// Not covered: the NaN codes 0x7F / 0xFF give a NaN whose bits may differ from the CPU's quiet NaN on the
-// conversion path, and ±480 × scale on the bit paths.
+// The bit paths of the gemv kernel (dequant_fast, dequant_folded, dequant_bits; matmul_fp8_gemv.cuh says why
+// they are exact) avoid the e4m3 conversion instruction, and the fast one every conversion.
+// Not covered: the NaN codes 0x7F / 0xFF (which the loader refuses) give a NaN whose bits may differ from
+// the CPU's quiet NaN on the conversion path, and ±480 × scale on the bit paths.
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 #include <cuda_fp8.h>
@@ -53,23 +53,39 @@ __device__ __forceinline__ uint32_t mul_bf16x2(uint32_t a, uint32_t b) {
   return d;
 }
 
-// The four codes of y = [c2, c0, c3, c1] (fp8g::pair_selector) -> b0 = (c0, c1) and b1 = (c2, c3) as bf16x2
-// (the lower k in the low half), for a scale that fp8g::fp8_scale_fast takes: sp = fp8g::fp8_scale_pair(s).
-__device__ __forceinline__ void dequant_pair_fast(uint32_t y, uint32_t sp, uint32_t& b0, uint32_t& b1) {
-  b0 = mul_bf16x2(fp8g::fp8_pair_bits(y), sp);
-  b1 = mul_bf16x2(fp8g::fp8_pair_bits(y << 8), sp);
+// The bf16x2 register b0 (from the chunk's code words v0, v1) or b1 (from v2, v3) of a lane, permuted by
+// sel = fp8g::pair_selector(lane), as pair bits (fp8g::fp8_pair_bits: e4m3 × 2^-120).
+__device__ __forceinline__ uint32_t pair_bits(uint32_t lo, uint32_t hi, uint32_t sel) {
+  return fp8g::fp8_pair_bits(fp8g::prmt(lo, hi, sel));
 }
 
-// The same for any scale: each half of the pair bits widened to f32 (exact, e4m3 × 2^-120; subnormal for
-// the subnormal codes), × 2^120 (exact: the e4m3 value), × scale (the definition's rounding), to bf16.
-__device__ __forceinline__ uint32_t dequant_bits2(uint32_t bits, float scale) {
-  const float lo = __fmul_rn(__fmul_rn(__uint_as_float(bits << 16), 0x1p120f), scale);
-  const float hi = __fmul_rn(__fmul_rn(__uint_as_float(bits & 0xffff0000u), 0x1p120f), scale);
-  return tc::pack_bf16x2(lo, hi);
+// Fast: for a scale that fp8g::fp8_scale_fast takes, sp = fp8g::fp8_scale_pair(s).
+__device__ __forceinline__ uint32_t dequant_fast(uint32_t lo, uint32_t hi, uint32_t sel, uint32_t sp) {
+  return mul_bf16x2(pair_bits(lo, hi, sel), sp);
 }
-__device__ __forceinline__ void dequant_pair_bits(uint32_t y, float scale, uint32_t& b0, uint32_t& b1) {
-  b0 = dequant_bits2(fp8g::fp8_pair_bits(y), scale);
-  b1 = dequant_bits2(fp8g::fp8_pair_bits(y << 8), scale);
+
+// Folded: for a scale that fp8g::fp8_scale_folds takes, s120 = s × 2^120 (exact): each half widened to f32
+// (exact: e4m3 × 2^-120, subnormal for the subnormal codes) times s120, whose real product is e4m3 × s, so
+// the one f32 rounding is the definition's; then to bf16.
+__device__ __forceinline__ uint32_t dequant_folded(uint32_t lo, uint32_t hi, uint32_t sel, float s120) {
+  const uint32_t bits = pair_bits(lo, hi, sel);
+  return tc::pack_bf16x2(__fmul_rn(__uint_as_float(bits << 16), s120),
+                         __fmul_rn(__uint_as_float(bits & 0xffff0000u), s120));
+}
+
+// General, for any scale: each half widened to f32, × 2^120 (exact: the e4m3 value), × scale (the
+// definition's rounding), to bf16.
+__device__ __forceinline__ uint32_t dequant_bits(uint32_t lo, uint32_t hi, uint32_t sel, float scale) {
+  const uint32_t bits = pair_bits(lo, hi, sel);
+  const float l = __fmul_rn(__fmul_rn(__uint_as_float(bits << 16), 0x1p120f), scale);
+  const float h = __fmul_rn(__fmul_rn(__uint_as_float(bits & 0xffff0000u), 0x1p120f), scale);
+  return tc::pack_bf16x2(l, h);
+}
+
+// The conversion path for the same register: the two codes (csel = fp8g::code_selector(lane)) through the
+// e4m3 conversion instruction (dequant2_bf16).
+__device__ __forceinline__ uint32_t dequant_convert(uint32_t lo, uint32_t hi, uint32_t csel, float scale) {
+  return dequant2_bf16(static_cast<uint16_t>(fp8g::prmt(lo, hi, csel) & 0xffffu), scale);
 }
 
 }  // namespace specserve::cuda::fp8
