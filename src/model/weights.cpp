@@ -84,6 +84,7 @@ TensorView WeightStore::linear(const std::string& name, const Shape& shape) {
            "the scale of fp8 weight '{}' {} is {}; 128x128 blocks need F32, F16 or BF16 {}", name, v.shape.to_string(),
            scale.describe(), want.to_string());
   SS_CHECK(v.is_contiguous(), "fp8 weight '{}' is not contiguous", name);
+  check_fp8_codes(v, name);  // (the dequantised path checks in dequantize_fp8_blocks)
   TensorView kept = v;
   if (!map_matrices_) {
     Tensor t = Tensor::empty(v.dtype, v.shape);

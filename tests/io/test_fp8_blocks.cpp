@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstdio>
 #include <cstring>
 #include <random>
 
@@ -153,6 +154,45 @@ TEST(Fp8Blocks, MalformedPairsAreErrors) {
         dequantize_fp8_blocks(w, Tensor::zeros(DType::F32, {3, 2}), DType::F8_E4M3);
       },
       "fp8 weights dequantise to F32, F16 or BF16");
+}
+
+// A NaN code (0x7F, 0xFF) anywhere — the first 8-code word, the middle, a row's ragged tail, the last
+// element — makes check_fp8_codes and dequantize_fp8_blocks throw, naming the weight, the code and the first
+// such element; every other code passes (0x7E and 0xFE are ±448, 0x80 is -0).
+TEST(Fp8Blocks, NaNCodesAreRefused) {
+  std::mt19937 rng(9);
+  for (const Shape shape : {Shape({300, 200}), Shape({5, 13}), Shape({1, 7}), Shape({129, 129})}) {
+    Tensor w = Tensor::empty(DType::F8_E4M3, shape);
+    uint8_t* q = w.as<uint8_t>();
+    const int64_t n = shape.numel(), cols = shape[1];
+    for (int64_t i = 0; i < n; ++i) {
+      uint8_t code;
+      do code = static_cast<uint8_t>(rng() & 0xff);
+      while ((code & 0x7f) == 0x7f);
+      q[i] = code;
+    }
+    q[0] = 0x7e;
+    q[n - 1] = 0xfe;
+    check_fp8_codes(w, "x.weight");
+    const Tensor scale = Tensor::zeros(DType::F32, fp8_scale_shape(shape));
+    EXPECT_EQ(dequantize_fp8_blocks(w, scale, DType::F32).view().shape, shape);
+    for (const int64_t at : {int64_t{0}, int64_t{5}, n / 2 + 3, n - 1}) {
+      for (const uint8_t nan : {uint8_t{0x7f}, uint8_t{0xff}}) {
+        const uint8_t saved = q[at];
+        q[at] = nan;
+        if (at + 2 < n) q[at + 2] = 0xff;  // a later NaN code: the first one is named
+        char where[96];
+        std::snprintf(where, sizeof where, "NaN code 0x%02X at row %lld, column %lld", nan,
+                      static_cast<long long>(at / cols), static_cast<long long>(at % cols));
+        const std::string msg = expect_error([&] { check_fp8_codes(w, "x.weight"); }, where);
+        EXPECT_NE(msg.find("'x.weight'"), std::string::npos) << msg;
+        expect_error([&] { dequantize_fp8_blocks(w, scale, DType::BF16, "x.weight"); }, where);
+        q[at] = saved;
+        if (at + 2 < n) q[at + 2] = 0x00;
+      }
+    }
+  }
+  expect_error([] { check_fp8_codes(Tensor::zeros(DType::BF16, {4, 4}), "x.weight"); }, "expected a F8_E4M3 matrix");
 }
 
 }  // namespace

@@ -7,6 +7,7 @@
 // bits, and extend rows equal decode rows.
 #include <cstdio>
 #include <cstring>
+#include <fstream>
 
 #include <nlohmann/json.hpp>
 
@@ -152,6 +153,41 @@ TEST_P(Fp8Checkpoint, GenerateAndInfoCommands) {
   ASSERT_EQ(info.status, 0);
   EXPECT_NE(info.out.find("fp8 block-128: " + std::to_string(pair_.quantized.size()) + " tensors, "), std::string::npos)
       << info.out;
+}
+
+// A checkpoint whose codes hold an e4m3 NaN code (0x7F / 0xFF: no weight value, never written by a quantiser)
+// is refused at load with one line naming the tensor, the code and its element, whether the weights are
+// dequantised (the default, --dtype f32) or kept fp8 (--fp8-weights keep), instead of computing NaN on the
+// CPU and ±480 × scale on the GPU.
+TEST(Fp8CheckpointCodes, NaNCodesAreRefusedAtLoad) {
+  ScratchDir fp8("nan"), dequantized("nan-deq");
+  const Fp8Pair pair = write_fp8_pair(fixture_dir("qwen3_untied"), fp8.path(), dequantized.path(), DType::BF16, 0);
+  ASSERT_FALSE(pair.quantized.empty());
+  const std::string name = pair.quantized.back(), file = fp8.path() + "/model.safetensors";
+  int64_t cols = 0, at = 0;
+  {  // the safetensors layout: 8-byte header length, the JSON header, then the data
+    const auto c = Checkpoint::open(fp8.path(), MapAdvice::Normal);
+    cols = c->get(name).dim(1);
+    at = 2 * cols + 5;  // row 2, column 5
+    std::ifstream in(file, std::ios::binary);
+    uint64_t header = 0;
+    in.read(reinterpret_cast<char*>(&header), 8);
+    std::string text(header, '\0');
+    in.read(text.data(), static_cast<std::streamsize>(header));
+    const int64_t start = nlohmann::json::parse(text).at(name).at("data_offsets").at(0).get<int64_t>();
+    std::fstream out(file, std::ios::binary | std::ios::in | std::ios::out);
+    out.seekp(static_cast<std::streamoff>(8 + header + start + at));
+    out.put(static_cast<char>(0xff));
+  }
+  const std::string want = "'" + name + "' holds the e4m3 NaN code 0xFF at row 2, column 5";
+  for (const LoadOptions& o : {LoadOptions{}, LoadOptions{.dtype = "f32"}, LoadOptions{.fp8_weights = "keep"}}) {
+    try {
+      TargetModel::load(fp8.path(), o);
+      ADD_FAILURE() << "loaded a checkpoint with a NaN code";
+    } catch (const Error& e) {
+      EXPECT_NE(std::string(e.what()).find(want), std::string::npos) << e.what();
+    }
+  }
 }
 
 INSTANTIATE_TEST_SUITE_P(Fixtures, Fp8Checkpoint,
