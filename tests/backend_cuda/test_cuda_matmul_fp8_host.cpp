@@ -333,9 +333,9 @@ TEST(Fp8GemvHost, LanesLoadTheMmaAFragments) {
 }
 
 // Runs a warp's main loop as the kernel does (matmul_fp8_gemv.cu: regular tiles straight, the others chunk
-// by chunk, the chain switched at split) and records the chunks each chain receives: every chunk of
-// [begin, end) exactly once, in increasing k, in chain 0 below split and chain 1 from it. A regular tile
-// covers 8 chunks, whole pieces, one slice, and the scale block of slot regular_slot(t).
+// by chunk, the chain switched between tiles or at its chunk) and records the chunks each chain receives: every chunk
+// of [begin, end) exactly once, in increasing k, in chain 0 below split and chain 1 from it. A regular tile covers 8
+// chunks, whole pieces, one slice, and the scale block of slot regular_slot(t).
 struct Fed {
   std::vector<int64_t> chain[2];
   int regular = 0;
@@ -345,9 +345,12 @@ Fed run_warp(const tc::GemvWork& work, int whole, bool allow_regular) {
   const int tiles = static_cast<int>(work.tiles(128));
   const fp8g::RegularTiles reg = allow_regular ? fp8g::regular_tiles(work, whole) : fp8g::RegularTiles{};
   const fp8g::ScaleRun run = fp8g::scale_run(work);
+  const int switch_at = fp8g::switch_tile(work);
+  const int64_t switch_ch = fp8g::switch_chunk(work);
   int chain = 0;
   for (int kt = 0; kt < tiles; ++kt) {
     const int64_t ch0 = work.begin + int64_t{kt} * 8;
+    if (kt == switch_at) chain = 1;  // between tiles
     if (fp8g::is_regular(reg, kt)) {
       ++fed.regular;
       EXPECT_LT(kt, whole);
@@ -355,13 +358,12 @@ Fed run_warp(const tc::GemvWork& work, int whole, bool allow_regular) {
       EXPECT_EQ(ch0 % 8, 0);
       EXPECT_EQ(ch0 / 8 - run.first, fp8g::regular_slot(kt));
       EXPECT_TRUE(ch0 + 8 <= work.split || ch0 >= work.split);
-      if (fp8g::chain_switch(work, ch0)) chain = 1;
       for (int kk = 0; kk < 8; ++kk) fed.chain[chain].push_back(ch0 + kk);
     } else {
       for (int kk = 0; kk < 8; ++kk) {
         const int64_t ch = ch0 + kk;
         if (ch >= work.end) break;
-        if (fp8g::chain_switch(work, ch)) chain = 1;
+        if (ch == switch_ch) chain = 1;
         fed.chain[chain].push_back(ch);
       }
     }

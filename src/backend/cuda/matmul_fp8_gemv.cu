@@ -24,15 +24,17 @@
 //     mma a chunk) and the path chosen per tile, so no chunk's shared loads could start before the
 //     previous chunk's arithmetic: now a regular tile (fp8g::regular_tiles: whole pieces, one slice, one
 //     scale block; every tile of the 8B and 27B shapes) is one branch-free block that loads all 8 chunks'
-//     codes first; a warp's second chain takes over at `split` (fp8g::chain_switch) instead of a branch;
+//     codes first; a warp's second chain takes over between tiles (fp8g::switch_tile), not in a branch;
 //   - about 47 instructions a chunk (two 4-byte loads, a permute and 7 integer operations per 4 codes; the
 //     f32 A fragment rounded per chunk and zeroed by selects; register moves; 4 mma issues): now 19 in the
 //     tile's block plus 2 for its loads — per row and chunk one 16-byte load, then per bf16x2 register one
 //     sign-replicating permute, one shift, one mask and the bf16x2 multiply (or, for f32 scales below 2^8,
 //     two f32 multiplies by scale × 2^120: the folded path, instead of four); the A fragment of a chunk is
-//     one ldmatrix.x4 from the warp's bf16 copy of the tile's x, rounded once per tile. About 375 → 190
-//     instructions a tile in the compute, with some 100 more a tile for the waits, the next tile's copies
-//     and the scale.
+//     one ldmatrix.x4 from the warp's bf16 copy of the tile's x, rounded once per tile.
+// A regular bf16-scale tile at one row of x is about 270 instructions on its path (the branch-free block
+// 158, its 16 code loads 17, x's rounding ~20, the next tile's copies ~40, the scale and the path ~15, the
+// loop ~15), the second version's about 470 (the budget at 4.3 TB/s: a tile every ~110-125 cycles of an
+// SM's 4 issue slots a cycle).
 //
 // Stages (matmul_fp8_gemv.cuh: any count has the same bits) are chosen per launch for the most code bytes in
 // flight per multiprocessor (fp8_stages_for); tests force them, the early loads, the straight tiles and the
@@ -133,6 +135,8 @@ __global__ void __launch_bounds__(C::kThreads, 3) matmul_fp8_gemv_kernel(const F
   // Tiles [0, whole) load whole 16-byte pieces without bounds; the regular ones run straight.
   const int whole = fp8g::whole_tiles(work, tiles, w.vec_q && (kXb || p.vec_x), n0w, p.N, p.K);
   const fp8g::RegularTiles regular = f.regular ? fp8g::regular_tiles(work, whole) : fp8g::RegularTiles{};
+  const int switch_at = fp8g::switch_tile(work);       // the chain switch between tiles, or -1
+  const int64_t switch_ch = fp8g::switch_chunk(work);  // ... else inside the tile cut at this chunk
 
   auto st_f32 = [&](int off, float v) { *reinterpret_cast<float*>(smem + off) = v; };
   auto cp16_x = [&](int off, const float* src, int bytes) { copy_piece<true>(sbase, smem, off, src, bytes); };
@@ -155,9 +159,8 @@ __global__ void __launch_bounds__(C::kThreads, 3) matmul_fp8_gemv_kernel(const F
         cp_async_ca(sbase + l.x_dst + sb + 2 * i * C::kSB * 2, x + 2 * i * p.ldxb, 16);
     } else {
       const float* x = p.x + l.x_src + int64_t{t} * C::kKT;
-#pragma unroll
-      for (int r = 0; r < fp8g::kF32MaxRows; ++r)
-        if (r < valid_rows) cp_async_ca(sbase + l.x_dst + sb + r * C::kSA * 4, x + r * p.ldx, 16);
+#pragma unroll 1
+      for (int r = 0; r < valid_rows; ++r) cp_async_ca(sbase + l.x_dst + sb + r * C::kSA * 4, x + r * p.ldx, 16);
     }
   };
   // Any tile: codes zero past N and K (a piece cut by K is written byte by byte), x as the gemv kernel.
@@ -291,7 +294,7 @@ __global__ void __launch_bounds__(C::kThreads, 3) matmul_fp8_gemv_kernel(const F
     for (int kk = 0; kk < kChunks; ++kk) {
       const int64_t ch = ch0 + kk;
       if (ch >= work.end) break;  // never an mma past the last chunk of the warp's last slice
-      if (fp8g::chain_switch(work, ch)) switch_chain();
+      if (ch == switch_ch) switch_chain();
       uint32_t a[4];
       load_a(sb, kk, a);
       const bool in_second = kk >= second;
@@ -317,7 +320,7 @@ __global__ void __launch_bounds__(C::kThreads, 3) matmul_fp8_gemv_kernel(const F
 
   const bool allow_fast = f.fast, allow_folded = !f.convert;
   int stage = 0, next_stage = kSt - 1;  // the stages of tile kt and of tile kt + kSt - 1
-  for (int kt = 0; kt < tiles; ++kt) {
+  auto step = [&](int kt) {
     cp_async_wait<kSt - 2>();  // this lane's copies of tile kt (and, at kt = 0, of the scales) landed
     __syncwarp();              // the warp's have, and every lane is done with tile kt - 1's stage
     if (kt + kSt - 1 < tiles) issue(kt + kSt - 1, next_stage);
@@ -330,7 +333,6 @@ __global__ void __launch_bounds__(C::kThreads, 3) matmul_fp8_gemv_kernel(const F
       const bool fast = allow_fast && fp8g::fp8_scale_fast(s);
       if (fast || (allow_folded && fp8g::fp8_scale_folds(s))) {
         straight = true;
-        if (fp8g::chain_switch(work, work.begin + int64_t{kt} * kChunks)) switch_chain();
         if (fast)
           regular_tile(std::integral_constant<int, kFast>{}, sb, fp8g::fp8_scale_pair(s), 0.0f);
         else
@@ -355,7 +357,13 @@ __global__ void __launch_bounds__(C::kThreads, 3) matmul_fp8_gemv_kernel(const F
     }
     stage = stage + 1 == kSt ? 0 : stage + 1;
     next_stage = next_stage + 1 == kSt ? 0 : next_stage + 1;
-  }
+  };
+  // The tiles of the first chain, the switch between tiles where the slice boundary starts one, the rest.
+  const int before = switch_at >= 0 ? switch_at : tiles;
+  int kt = 0;
+  for (; kt < before; ++kt) step(kt);
+  if (switch_at >= 0) switch_chain();
+  for (; kt < tiles; ++kt) step(kt);
   if (p.S == 1) {
     gemv_for_each_acc(lane, acc, [&](int r, int c, float v) {
       if (r < valid_rows && n0w + c < p.N) p.y[(m0 + r) * p.ldy + n0w + c] = v;

@@ -45,8 +45,8 @@
 // 8 × (2 16-byte code loads, 1 ldmatrix, 4 permutes, 4 shifts, 4 masks, 4 multiplies, 2 mma) with no branch, so the
 // compiler can issue the next chunks' loads under the current ones' arithmetic (regular_tiles says which
 // tiles; a warp's chain switches from its first slice's accumulators to its second's at chunk `split`,
-// chain_switch). The other tiles (the run's ends, K tails, tiles cut by a slice or a scale block, scales
-// of 2^8 and more, forced paths) check every chunk.
+// between tiles where it can: switch_tile). The other tiles (the run's ends, K tails, tiles cut by a slice or a scale
+// block, scales of 2^8 and more, forced paths) check every chunk.
 #include <cstdint>
 
 #include "backend/cuda/matmul_tensor_core_gemv.cuh"
@@ -268,8 +268,15 @@ constexpr bool is_regular(const RegularTiles& r, int t) { return t < r.last && t
 // A regular tile t starts on a 128-k block (the run starts on one), the one of the run's scale slot t.
 constexpr int regular_slot(int t) { return t; }
 
-// Chunk ch starts the warp's second chain: its accumulators so far are the first slice's partial, and
-// the chain restarts from +0 (a one-slice warp never reaches split == end).
-constexpr bool chain_switch(const tc::GemvWork& w, int64_t ch) { return ch == w.split; }
+// Where a two-slice warp's chain switches (its accumulators so far become the first slice's partial and
+// the chain restarts from +0): between tiles, before tile switch_tile(w), when the slice boundary `split`
+// starts a tile (the main loop does it, so no tile checks); else, inside the tile it cuts, at chunk
+// switch_chunk(w), which the chunk-by-chunk path checks. A one-slice warp never switches (-1 and split ==
+// end, past its last chunk).
+constexpr int switch_tile(const tc::GemvWork& w) {
+  if (w.slices < 2 || w.split >= w.end || (w.split - w.begin) % 8 != 0) return -1;
+  return static_cast<int>((w.split - w.begin) / 8);
+}
+constexpr int64_t switch_chunk(const tc::GemvWork& w) { return switch_tile(w) >= 0 ? -1 : w.split; }
 
 }  // namespace specserve::cuda::fp8g
