@@ -15,14 +15,6 @@
 // MatmulOrder::Free (the vendor GEMM's rate, measured in the same run: the ratio's base), path 0 the
 // row-invariant kernels prefill used before.
 //
-// BM_PrefillWidths times the prefill GEMM alone (x's bf16 copy made beforehand, as the model's producers
-// write it) on the 27B's N = 5,120 projections and the 8B's 4,096-column ones at 2,048 and 4,096 rows with
-// each tile width (256, 192, 160, 128; 0 is the width prefill_tile_n picks, backend/matmul_prefill_tile.h):
-// TFLOP/s, the waves of tiles on the device's SMs, the wave efficiency the rule assumes, and TFLOP/s_full =
-// TFLOP/s / wave_eff, the width's rate at full waves (prefill_tile_rate estimates it relative to 256's).
-//
-//   build/bin/bench_cuda_matmul --benchmark_filter='BM_PrefillWidths/shape:[01]/M:2048'
-//
 // BM_MatmulFp8 times block-scaled fp8 weights at decode and verify rows (1-32: the fp8 gemv kernel,
 // backend/cuda/matmul_fp8_gemv.cu) on the 8B and 27B projections, one weight or the parts that share a
 // launch in a step (q+k+v, gate+up); GB/s and of_copy count the bytes the kernel must stream (codes and
@@ -57,7 +49,6 @@
 #include "backend/cuda/kernels.h"
 #include "backend/cuda/matmul_tensor_core.cuh"
 #include "backend/cuda/step_graphs.h"
-#include "backend/matmul_prefill_tile.h"
 #include "cuda_bench_util.h"
 #include "core/dtype.h"
 
@@ -105,15 +96,14 @@ DeviceBuffer random_w(size_t elems) {
       elems * 2, [](std::mt19937& r) { return f32_to_bf16(std::normal_distribution<float>(0.0f, 0.05f)(r)); });
 }
 
-// The weight copies of one [N, K] shape (kept while consecutive benchmarks use the same shape).
-const std::vector<DeviceBuffer>& weights(int64_t N, int64_t K, int copies) {
-  static int64_t cached_n = -1, cached_k = -1;
+// The weight copies of one shape (kept while consecutive benchmarks use the same shape).
+const std::vector<DeviceBuffer>& weights(int shape, int copies) {
+  static int cached = -1;
   static std::vector<DeviceBuffer> ws;
-  if (cached_n != N || cached_k != K || int(ws.size()) != copies) {
+  if (cached != shape) {
     ws.clear();
-    for (int c = 0; c < copies; ++c) ws.push_back(random_w(size_t(N * K)));
-    cached_n = N;
-    cached_k = K;
+    for (int c = 0; c < copies; ++c) ws.push_back(random_w(size_t(kShapes[shape].N * kShapes[shape].K)));
+    cached = shape;
   }
   return ws;
 }
@@ -129,7 +119,7 @@ void run_matmul(benchmark::State& st, int path) {
   const int64_t M = st.range(1), N = s.N, K = s.K;
   const size_t w_bytes = size_t(N * K) * 2;
   const int copies = int(std::max<size_t>(1, ((size_t{512} << 20) + w_bytes - 1) / w_bytes));
-  const std::vector<DeviceBuffer>& ws = weights(N, K, copies);
+  const std::vector<DeviceBuffer>& ws = weights(int(st.range(0)), copies);
   DeviceBuffer x = random_x(size_t(M * K)), y(size_t(M * N) * 4);
   const TensorView X = TensorView::contiguous(x.data(), DType::F32, {M, K}, Device::CUDA);
   const TensorView Y = TensorView::contiguous(y.data(), DType::F32, {M, N}, Device::CUDA);
@@ -179,78 +169,6 @@ BENCHMARK(BM_MatmulPaths)
       for (int64_t i = 0; i < int64_t(std::size(kShapes)); ++i)
         for (int64_t m : {64, 128, 256, 512, 2048, 4096})
           for (int64_t path : {1, 2, 0}) b->Args({i, m, path});
-    })
-    ->UseManualTime()
-    ->Unit(benchmark::kMicrosecond);
-
-// ---- the prefill GEMM's tile widths ----------------------------------------------------------------------
-
-// The prefill GEMM alone (x's bf16 copy made once, as the model's producers write it) at 128 x width tiles:
-// the 27B's N = 5,120 projections and, for contrast, the 8B's 4,096-column ones.
-struct PrefillShape {
-  int64_t N, K;
-  const char* name;
-};
-constexpr PrefillShape kPrefillShapes[] = {
-    {5120, 6144, "27B o_proj/out_proj"},
-    {5120, 17408, "27B down_proj"},
-    {4096, 4096, "8B o_proj"},
-    {4096, 12288, "8B down_proj"},
-};
-
-void BM_PrefillWidths(benchmark::State& st) {
-  if (cuda::device_count() == 0 || !cuda::kernels::wgmma_available()) {
-    st.SkipWithError("no compute capability 9.0 device");
-    return;
-  }
-  const PrefillShape s = kPrefillShapes[st.range(0)];
-  const int64_t M = st.range(1), N = s.N, K = s.K;
-  const int sms = cuda::kernels::matmul_device().sms;
-  const int rule = prefill_tile_n(N, K, sms), width = st.range(2) == 0 ? rule : int(st.range(2));
-  const size_t w_bytes = size_t(N * K) * 2;
-  const int copies = int(std::max<size_t>(1, ((size_t{512} << 20) + w_bytes - 1) / w_bytes));
-  const std::vector<DeviceBuffer>& ws = weights(N, K, copies);
-  DeviceBuffer xb = random_w(size_t(M * K)), y(size_t(M * N) * 4);
-  cuda::kernels::MatmulArgs a;
-  a.xb = static_cast<const uint16_t*>(xb.data());
-  a.ldxb = K;
-  a.w_bf16 = true;
-  a.ldw = K;
-  a.y = static_cast<float*>(y.data());
-  a.ldy = N;
-  a.M = M;
-  a.N = N;
-  a.K = K;
-  auto call = [&](int i) {
-    a.w = ws[size_t(i % copies)].data();
-    if (!cuda::kernels::matmul_bf16_prefill(&a, 1, cuda::launch_stream(), st.range(2) == 0 ? 0 : width))
-      throw std::runtime_error("the prefill GEMM declined the call");
-  };
-  time_calls(copies, call);  // warm up (and the kernel's one-time attribute setup)
-  const int calls = std::max(copies, 8);
-  double seconds = 0;
-  for (auto _ : st) {
-    const double t = time_calls(calls, call);
-    st.SetIterationTime(t);
-    seconds += t;
-  }
-  const double t = seconds / double(st.iterations());
-  const double eff = prefill_wave_efficiency(&N, 1, M, width, sms);
-  const int64_t tiles = cuda::tc::ceil_div(M, int64_t{kPrefillTileRows}) * cuda::tc::ceil_div(N, int64_t{width});
-  st.SetLabel(std::string(s.name) + " width " + std::to_string(width) + (st.range(2) == 0 ? " (the rule's)" : "") +
-              ", rule " + std::to_string(rule));
-  st.counters["TFLOP/s"] = 2.0 * double(M) * double(N) * double(K) / t / 1e12;
-  st.counters["waves"] = double(tiles) / double(sms);
-  st.counters["wave_eff"] = eff;
-  st.counters["TFLOP/s_full"] = st.counters["TFLOP/s"] / eff;  // the rate at full waves
-}
-
-BENCHMARK(BM_PrefillWidths)
-    ->ArgNames({"shape", "M", "width"})
-    ->Apply([](benchmark::internal::Benchmark* b) {
-      for (int64_t i = 0; i < int64_t(std::size(kPrefillShapes)); ++i)
-        for (int64_t m : {2048, 4096})
-          for (int64_t w : {256, 192, 160, 128, 0}) b->Args({i, m, w});
     })
     ->UseManualTime()
     ->Unit(benchmark::kMicrosecond);

@@ -129,11 +129,9 @@ bool matmul_bf16_wgmma_multi(const MatmulArgs* parts, int count, cudaStream_t st
 // not the row-invariant contract's bits). Several parts share x (one bf16 copy of it). Returns false,
 // launching nothing, when it cannot run here (no wgmma) or a part does not fit (prefill_matmul_fits:
 // bf16 weights, 16-byte aligned with ldw % 8 == 0, K % 8 == 0, dims below 2^31) or the parts do not
-// share x, M and K. Its tiles are 128 rows x tile_n columns: 0 takes the width prefill_tile_n picks for
-// each launch's weights (backend/matmul_prefill_tile.h: from N, K and the device, never M); tests and
-// benchmarks force 256, 192, 160 or 128, which never changes the result's bits.
+// share x, M and K.
 bool prefill_matmul_fits(const MatmulArgs& a);
-bool matmul_bf16_prefill(const MatmulArgs* parts, int count, cudaStream_t stream, int tile_n = 0);
+bool matmul_bf16_prefill(const MatmulArgs* parts, int count, cudaStream_t stream);
 // The prefill GEMM's SwiGLU form: gate.y = silu(x · gateᵀ) ⊙ (x · upᵀ) [M, N] and its bf16 copy `xb`
 // (XbOut for [M, N]) in one launch, with the bits of matmul_bf16_prefill of both weights then swiglu
 // (up.y is not written). Returns false, launching nothing, where matmul_bf16_prefill would decline a part,

@@ -5,31 +5,27 @@
 // to bf16 once (the same pre-pass and layout as the other tensor-core kernels, matmul_tensor_core_xb.cuh),
 // then each output element is ONE f32 accumulator chain over all of K, from +0, one wgmma k16 step per
 // 16 k in increasing k; past K (a K that is not a multiple of 64) the TMA box reads zeros, which add
-// nothing. No split of K, no reduction across CTAs, and the tile shape (128 x BN) is a function of the
-// launch's weights and K only (backend/matmul_prefill_tile.h), never of M: an element's bits depend on its x
-// row, its w row and K only — never on M, on the rows around it or on the tile it falls in. (A wgmma step
-// computes each row of its 64-row output from that row of A alone, and each element of it from that row of
-// B alone: the same bits at every width, which the GPU tests check against 256 columns.)
+// nothing. No split of K, no reduction across CTAs, and the tile shape (128 x 256) is fixed: an
+// element's bits depend on its x row, its w row and K only — never on M, on the rows around it or on
+// the tile it falls in. (A wgmma step computes each row of its 64-row output from that row of A alone.)
 // So a prefill row gets the same bits in any chunking of its prompt and beside any other rows. They are
 // not the decode kernels' bits (those split K by k_split(N, K)); prefill need not equal decode.
 //
 // Pipeline (one CTA per multiprocessor, persistent): warpgroup 0 is the producer — one thread issues the
-// TMA loads of a 128 x 64 tile of x's copy and a BN x 64 tile of w into one of kStages stages (128-byte
+// TMA loads of a 128 x 64 tile of x's copy and a 256 x 64 tile of w into one of kStages stages (128-byte
 // swizzle, the layout wgmma's descriptors read) and arms the stage's `full` barrier with the bytes to
-// expect; warpgroups 1 and 2 are consumers, each computing 64 rows x BN columns with wgmma.m64nBNk16
-// (BN / 2 f32 accumulators a thread), keeping one stage's wgmma in flight and handing the stage before
-// back through its `empty` barrier. BN is 256, 192, 160 or 128 (prefill_tile_n picks it per launch; 160
-// fills the waves of N = 5,120 at 2,048 rows that 256 leaves at 2.42), with as many stages as fit the
-// block's shared memory (4, 5, 6, 7). A launch serves up to four weights that share x (GemmParams: their
+// expect; warpgroups 1 and 2 are consumers, each computing 64 rows x 256 columns with wgmma.m64n256k16
+// (128 f32 accumulators a thread), keeping one stage's wgmma in flight and handing the stage before
+// back through its `empty` barrier. A launch serves up to four weights that share x (GemmParams: their
 // tiles one after the other); each weight's output tiles are walked with M fastest (m = t % tiles_m), so
 // the CTAs running at once share the same weight columns and x stays in L2; the producer loads the next
 // tile's stages while the consumers store the last one.
 //
-// The SwiGLU form (matmul_bf16_prefill_swiglu; BN 256 only): out = silu(x · gateᵀ) ⊙ (x · upᵀ) for an MLP's
-// gate and up weights in one pass. A tile's 256 B rows are 128 rows of gate and the same 128 rows of up (two
-// TMA boxes of 64 x 128 stacked in the stage: the 128-byte swizzle repeats every 8 rows, so two boxes lay out
-// as one box of 256), so a thread's accumulators j and j + 16 (columns c and c + 128 of the m64n256 tile) are
-// gate and up of the same output column. The epilogue stores silu(g) · u (the swiglu kernel's formula,
+// The SwiGLU form (matmul_bf16_prefill_swiglu): out = silu(x · gateᵀ) ⊙ (x · upᵀ) for an MLP's gate and up
+// weights in one pass. A tile's 256 B rows are 128 rows of gate and the same 128 rows of up (two TMA boxes
+// of 64 x 128 stacked in the stage: the 128-byte swizzle repeats every 8 rows, so two boxes lay out as one
+// box of 256), so a thread's accumulators j and j + 16 (columns c and c + 128 of the m64n256 tile) are gate
+// and up of the same output column. The epilogue stores silu(g) · u (the swiglu kernel's formula,
 // device_math.cuh) in f32 and its bf16 copy for the down projection (kernels.h: XbOut). Each accumulator is
 // the chain the plain GEMM computes for that element, so out has the bits of matmul_multi_prefill then
 // swiglu, and the gate and up outputs (2 x 4 bytes an element) are never written or read back.
@@ -49,7 +45,6 @@
 #include "backend/cuda/matmul_tensor_core_xb.cuh"
 #include "backend/cuda/matmul_wgmma.cuh"
 #include "backend/cuda/matmul_wgmma_ptx.cuh"
-#include "backend/matmul_prefill_tile.h"
 #include "core/error.h"
 
 namespace specserve::cuda::kernels {
@@ -59,38 +54,21 @@ namespace {
 using namespace specserve::cuda::tc;
 using namespace specserve::cuda::wg;
 
-// An sm_90 block's shared memory, dynamic and static; the static part is the barriers, which ptxas pads to
-// 1024 bytes (the dynamic part's alignment: -Xptxas -v reports 1024 bytes of smem).
-constexpr int kBlockSmem = 227 * 1024, kStaticSmem = 1024;
-
-template <int BN>
 struct Gemm {
-  static_assert(BN == 256 || BN == 192 || BN == 160 || BN == 128, "a tile width of kPrefillTileWidths");
-  static constexpr int kBM = kPrefillTileRows, kBN = BN, kBK = 64, kConsumers = 2;
+  static constexpr int kBM = 128, kBN = 256, kBK = 64, kStages = 4, kConsumers = 2;
   static constexpr int kThreads = 128 * (kConsumers + 1);
   static constexpr int kABytes = kBM * kBK * 2, kBBytes = kBN * kBK * 2;
   static constexpr int kStageBytes = kABytes + kBBytes;
-  // As many stages as fit beside the static part and 1024 bytes for the swizzle's alignment, at most 8:
-  // 4, 5, 6, 7 for 256, 192, 160, 128 columns (a narrower tile's stage lasts fewer cycles).
-  static constexpr int kFit = (kBlockSmem - kStaticSmem - 1024) / kStageBytes;
-  static constexpr int kStages = kFit < 8 ? kFit : 8;
-  static constexpr int kSmemBytes = kStageBytes * kStages + 1024;  // dynamic
-  static constexpr int kAcc = BN / 2;                              // f32 accumulators of a consumer thread
+  static constexpr int kSmemBytes = kStageBytes * kStages + 1024;  // + the swizzle's 1024-byte alignment
   static constexpr int kProducerRegs = 40, kConsumerRegs = 232;
-  static_assert(kBM == 64 * kConsumers, "each consumer warpgroup computes 64 rows of the tile");
-  static_assert(kAcc * 2 == kBN && kBN % 8 == 0, "wgmma.m64nBNk16: BN / 2 accumulators, 8-column groups");
-  static_assert(kBK == kKT && kKT * 2 == 128, "a 64-element row of a tile is the 128-byte swizzle's width");
-  static_assert(kBBytes % 1024 == 0, "each stage's B tile starts on the swizzle's 1024-byte period");
-  static_assert(128 * kProducerRegs + 256 * kConsumerRegs <= 65536, "the register file");
-  static_assert(kStages >= 4 && 2 * 8 * kStages <= kStaticSmem && kSmemBytes + kStaticSmem <= kBlockSmem,
-                "the stages fit a block");
 };
-static_assert(Gemm<256>::kStages == 4 && Gemm<192>::kStages == 5 && Gemm<160>::kStages == 6 && Gemm<128>::kStages == 7,
-              "the stage counts the comments state");
+static_assert(Gemm::kBK == kKT && kKT * 2 == 128, "a 64-element row of a tile is the 128-byte swizzle's width");
+static_assert(128 * Gemm::kProducerRegs + 256 * Gemm::kConsumerRegs <= 65536, "the register file");
+static_assert(Gemm::kSmemBytes <= 227 * 1024, "more shared memory than an sm_90 block may have");
 
 // One weight of a launch: its output tiles are the launch's tiles [previous part's tiles_end, tiles_end).
 struct GemmPart {
-  CUtensorMap b;  // w [N, K] (stride ldw), box 64 x BN
+  CUtensorMap b;  // w [N, K] (stride ldw), box 64 x 256
   float* y;
   int64_t ldy;
   int64_t N;
@@ -112,34 +90,18 @@ struct GemmParams {
   bool swiglu;
   XbOut xb;
 };
-constexpr int kSwigluBN = Gemm<256>::kBN / 2;  // output columns of a SwiGLU tile (BN 256 only)
+constexpr int kSwigluBN = Gemm::kBN / 2;  // output columns of a SwiGLU tile
 
-// The part of launch tile t and the tile's place in that part's [tiles_m, N / BN] grid (M fastest).
+// The part of launch tile t and the tile's place in that part's [tiles_m, N / kBN] grid (M fastest).
 struct TileAt {
   int part;
   int64_t m0, n0;
 };
-template <int BN>
 __device__ __forceinline__ TileAt tile_at(const GemmParams& p, int t) {
   int i = 0;
   while (t >= p.part[i].tiles_end) ++i;
   const int local = t - (i > 0 ? p.part[i - 1].tiles_end : 0);
-  const int bn = BN == 256 && p.swiglu ? kSwigluBN : BN;
-  return {i, int64_t{local % p.tiles_m} * Gemm<BN>::kBM, int64_t{local / p.tiles_m} * bn};
-}
-
-// One k16 chunk of a consumer's 64 x BN tile.
-template <int BN>
-__device__ __forceinline__ void wgmma_tile(float (&acc)[BN / 2], uint64_t desc_a, uint64_t desc_b) {
-  if constexpr (BN == 256) {
-    wgmma_m64n256k16(acc, desc_a, desc_b);
-  } else if constexpr (BN == 192) {
-    wgmma_m64n192k16(acc, desc_a, desc_b);
-  } else if constexpr (BN == 160) {
-    wgmma_m64n160k16(acc, desc_a, desc_b);
-  } else {
-    wgmma_m64n128k16(acc, desc_a, desc_b);
-  }
+  return {i, int64_t{local % p.tiles_m} * Gemm::kBM, int64_t{local / p.tiles_m} * (p.swiglu ? kSwigluBN : Gemm::kBN)};
 }
 
 // The SwiGLU epilogue of one thread: rows r0 and r0 + 8 of the tile (columns n0 ..), accumulators j < 16
@@ -183,21 +145,19 @@ __device__ __forceinline__ void swiglu_epilogue(const GemmParams& p, const float
   }
 }
 
-template <int BN>
-__global__ void __launch_bounds__(Gemm<BN>::kThreads, 1) matmul_prefill_kernel(const __grid_constant__ GemmParams p) {
+__global__ void __launch_bounds__(Gemm::kThreads, 1) matmul_prefill_kernel(const __grid_constant__ GemmParams p) {
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
-  using G = Gemm<BN>;
   pdl_begin();
   extern __shared__ __align__(1024) unsigned char smem_raw[];
-  __shared__ __align__(8) uint64_t bars[2 * G::kStages];  // full[0..S), then empty[0..S)
+  __shared__ __align__(8) uint64_t bars[2 * Gemm::kStages];  // full[0..S), then empty[0..S)
   const uint32_t pad = (1024u - (smem_addr(smem_raw) & 1023u)) & 1023u;
   const uint32_t sbase = smem_addr(smem_raw) + pad;
-  const uint32_t full0 = smem_addr(&bars[0]), empty0 = smem_addr(&bars[G::kStages]);
+  const uint32_t full0 = smem_addr(&bars[0]), empty0 = smem_addr(&bars[Gemm::kStages]);
   const int tid = static_cast<int>(threadIdx.x);
   if (tid == 0) {
-    for (int s = 0; s < G::kStages; ++s) {
+    for (int s = 0; s < Gemm::kStages; ++s) {
       mbar_init(full0 + 8 * s, 1);
-      mbar_init(empty0 + 8 * s, G::kConsumers * 4);  // one arrival per consumer warp
+      mbar_init(empty0 + 8 * s, Gemm::kConsumers * 4);  // one arrival per consumer warp
     }
     asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
   }
@@ -206,24 +166,24 @@ __global__ void __launch_bounds__(Gemm<BN>::kThreads, 1) matmul_prefill_kernel(c
   const int warpgroup = __shfl_sync(0xffffffffu, tid / 128, 0);
   if (warpgroup == 0) {
     // ---- producer: one thread issues every load ----
-    asm volatile("setmaxnreg.dec.sync.aligned.u32 %0;\n" ::"n"(G::kProducerRegs));
+    asm volatile("setmaxnreg.dec.sync.aligned.u32 %0;\n" ::"n"(Gemm::kProducerRegs));
     if (tid != 0) return;
     uint32_t it = 0;
     for (int t = static_cast<int>(blockIdx.x); t < p.tiles; t += static_cast<int>(gridDim.x)) {
-      const TileAt at = tile_at<BN>(p, t);
+      const TileAt at = tile_at(p, t);
       const int m0 = static_cast<int>(at.m0), n0 = static_cast<int>(at.n0);
       const CUtensorMap* b_map = &p.part[at.part].b;
       for (int kb = 0; kb < p.kblocks; ++kb, ++it) {
-        const uint32_t stage = it % G::kStages;
-        if (it >= G::kStages) mbar_wait(empty0 + 8 * stage, (it / G::kStages - 1) & 1u);
-        const uint32_t dst = sbase + stage * G::kStageBytes, bar = full0 + 8 * stage;
-        mbar_arrive_expect_tx(bar, G::kStageBytes);
-        tma_load_2d(dst, &p.a, kb * G::kBK, m0, bar);
-        if (BN == 256 && p.swiglu) {  // gate rows n0 .. n0 + 127, then up's
-          tma_load_2d(dst + G::kABytes, &p.part[0].b, kb * G::kBK, n0, bar);
-          tma_load_2d(dst + G::kABytes + G::kBBytes / 2, &p.part[1].b, kb * G::kBK, n0, bar);
+        const uint32_t stage = it % Gemm::kStages;
+        if (it >= Gemm::kStages) mbar_wait(empty0 + 8 * stage, (it / Gemm::kStages - 1) & 1u);
+        const uint32_t dst = sbase + stage * Gemm::kStageBytes, bar = full0 + 8 * stage;
+        mbar_arrive_expect_tx(bar, Gemm::kStageBytes);
+        tma_load_2d(dst, &p.a, kb * Gemm::kBK, m0, bar);
+        if (p.swiglu) {  // gate rows n0 .. n0 + 127, then up's
+          tma_load_2d(dst + Gemm::kABytes, &p.part[0].b, kb * Gemm::kBK, n0, bar);
+          tma_load_2d(dst + Gemm::kABytes + Gemm::kBBytes / 2, &p.part[1].b, kb * Gemm::kBK, n0, bar);
         } else {
-          tma_load_2d(dst + G::kABytes, b_map, kb * G::kBK, n0, bar);
+          tma_load_2d(dst + Gemm::kABytes, b_map, kb * Gemm::kBK, n0, bar);
         }
       }
     }
@@ -231,42 +191,40 @@ __global__ void __launch_bounds__(Gemm<BN>::kThreads, 1) matmul_prefill_kernel(c
   }
 
   // ---- consumers ----
-  asm volatile("setmaxnreg.inc.sync.aligned.u32 %0;\n" ::"n"(G::kConsumerRegs));
+  asm volatile("setmaxnreg.inc.sync.aligned.u32 %0;\n" ::"n"(Gemm::kConsumerRegs));
   const int ctid = tid - 128, warp = ctid >> 5, lane = ctid & 31;
   const int wgi = warp / 4;  // rows 64 * wgi .. of the tile
-  float acc[G::kAcc];
+  float acc[128];
   uint32_t it = 0;
   for (int t = static_cast<int>(blockIdx.x); t < p.tiles; t += static_cast<int>(gridDim.x)) {
-    const TileAt at = tile_at<BN>(p, t);
+    const TileAt at = tile_at(p, t);
     const int64_t m0 = at.m0, n0 = at.n0;
     const GemmPart& part = p.part[at.part];
 #pragma unroll
-    for (int i = 0; i < G::kAcc; ++i) acc[i] = 0.0f;
+    for (int i = 0; i < 128; ++i) acc[i] = 0.0f;
     for (int kb = 0; kb < p.kblocks; ++kb, ++it) {
-      const uint32_t stage = it % G::kStages;
-      mbar_wait(full0 + 8 * stage, (it / G::kStages) & 1u);
-      const uint32_t a = sbase + stage * G::kStageBytes + wgi * 64 * 128;
-      const uint32_t b = sbase + stage * G::kStageBytes + G::kABytes;
+      const uint32_t stage = it % Gemm::kStages;
+      mbar_wait(full0 + 8 * stage, (it / Gemm::kStages) & 1u);
+      const uint32_t a = sbase + stage * Gemm::kStageBytes + wgi * 64 * 128;
+      const uint32_t b = sbase + stage * Gemm::kStageBytes + Gemm::kABytes;
       wgmma_fence();
 #pragma unroll
-      for (int kk = 0; kk < G::kBK / kMmaK; ++kk)
-        wgmma_tile<BN>(acc, smem_desc(a + kk * kChunkStep), smem_desc(b + kk * kChunkStep));
+      for (int kk = 0; kk < Gemm::kBK / kMmaK; ++kk)
+        wgmma_m64n256k16(acc, smem_desc(a + kk * kChunkStep), smem_desc(b + kk * kChunkStep));
       wgmma_commit();
       wgmma_wait<1>();  // the previous stage's wgmma are done: it goes back to the producer
       __syncwarp();
-      if (kb > 0 && lane == 0) mbar_arrive(empty0 + 8 * ((it - 1) % G::kStages));
+      if (kb > 0 && lane == 0) mbar_arrive(empty0 + 8 * ((it - 1) % Gemm::kStages));
     }
     wgmma_wait<0>();
     __syncwarp();
-    if (lane == 0) mbar_arrive(empty0 + 8 * ((it - 1) % G::kStages));
+    if (lane == 0) mbar_arrive(empty0 + 8 * ((it - 1) % Gemm::kStages));
     // Accumulator i of this thread: row 16 (warp % 4) + lane / 4 + 8 (i % 4 / 2) of the warpgroup's 64,
     // column 8 (i / 4) + 2 (lane % 4) + i % 2 (the m16n8 C fragment, repeated along n).
     const int64_t r0 = m0 + 64 * wgi + 16 * (warp % 4) + lane / 4;
-    if constexpr (BN == 256) {
-      if (p.swiglu) {
-        swiglu_epilogue(p, acc, r0, n0, lane);
-        continue;
-      }
+    if (p.swiglu) {
+      swiglu_epilogue(p, acc, r0, n0, lane);
+      continue;
     }
 #pragma unroll
     for (int h = 0; h < 2; ++h) {
@@ -274,7 +232,7 @@ __global__ void __launch_bounds__(Gemm<BN>::kThreads, 1) matmul_prefill_kernel(c
       if (r >= p.M) continue;
       float* yr = part.y + r * part.ldy;
 #pragma unroll
-      for (int j = 0; j < BN / 8; ++j) {
+      for (int j = 0; j < 32; ++j) {
         const int64_t c = n0 + 8 * j + 2 * (lane % 4);
         const float v0 = acc[4 * j + 2 * h], v1 = acc[4 * j + 2 * h + 1];
         if (part.pairs && c + 1 < part.N) {
@@ -323,7 +281,7 @@ CUtensorMap tensor_map(const void* base, int64_t rows, int64_t cols, int64_t ld,
   CUtensorMap m;
   const cuuint64_t dims[2] = {static_cast<cuuint64_t>(cols), static_cast<cuuint64_t>(rows)};
   const cuuint64_t strides[1] = {static_cast<cuuint64_t>(ld) * 2};
-  const cuuint32_t box[2] = {static_cast<cuuint32_t>(kKT), static_cast<cuuint32_t>(box_rows)};
+  const cuuint32_t box[2] = {static_cast<cuuint32_t>(Gemm::kBK), static_cast<cuuint32_t>(box_rows)};
   const cuuint32_t elem[2] = {1, 1};
   const CUresult r = encode_fn()(&m, CU_TENSOR_MAP_DATA_TYPE_BFLOAT16, 2, const_cast<void*>(base), dims, strides, box,
                                  elem, CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_128B,
@@ -343,41 +301,13 @@ bool prefill_matmul_fits(const MatmulArgs& a) {
 
 namespace {
 
-template <int BN>
-void allow_smem() {
-  CUDA_CHECK(cudaFuncSetAttribute(matmul_prefill_kernel<BN>, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                  Gemm<BN>::kSmemBytes));
-}
-
-// Every width's shared-memory attribute at the first call (as before the widths: before any launch).
 void configure_once() {
   static const bool configured = [] {
-    allow_smem<256>();
-    allow_smem<192>();
-    allow_smem<160>();
-    allow_smem<128>();
+    CUDA_CHECK(
+        cudaFuncSetAttribute(matmul_prefill_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, Gemm::kSmemBytes));
     return true;
   }();
   (void)configured;
-}
-
-template <int BN>
-void launch(const GemmParams& p, cudaStream_t stream) {
-  const int grid = std::min(p.tiles, sm_count());
-  launch_pdl(matmul_prefill_kernel<BN>, dim3(static_cast<unsigned>(grid)), Gemm<BN>::kThreads, Gemm<BN>::kSmemBytes,
-             stream, p);
-  CUDA_CHECK_LAUNCH();
-}
-
-void launch_width(int bn, const GemmParams& p, cudaStream_t stream) {
-  switch (bn) {
-    case 256: return launch<256>(p, stream);
-    case 192: return launch<192>(p, stream);
-    case 160: return launch<160>(p, stream);
-    case 128: return launch<128>(p, stream);
-    default: break;
-  }
-  fail("prefill matmul: {} is not a tile width (256, 192, 160 or 128)", bn);
 }
 
 // The tensor map of x's bf16 copy: the one its producer wrote (norms, swiglu, prefill attention: XbOut),
@@ -387,16 +317,14 @@ CUtensorMap x_map(const MatmulArgs& a0, cudaStream_t stream) {
   const int64_t ldxb = reuse ? a0.ldxb : xb_pitch(a0.K, kKT);
   const uint16_t* xb = reuse ? a0.xb : matmul_x_to_bf16(a0.x, a0.ldx, a0.M, a0.K, ldxb, stream);
   if (reuse) matmul_count_xb_reused();
-  return tensor_map(xb, a0.M, a0.K, ldxb, kPrefillTileRows);
+  return tensor_map(xb, a0.M, a0.K, ldxb, Gemm::kBM);
 }
 
 bool pairs_ok(const MatmulArgs& a) { return (reinterpret_cast<uintptr_t>(a.y) & 7u) == 0 && a.ldy % 2 == 0; }
 
 }  // namespace
 
-bool matmul_bf16_prefill(const MatmulArgs* parts, int count, cudaStream_t stream, int tile_n) {
-  SS_CHECK(tile_n == 0 || prefill_tile_width_valid(tile_n),
-           "prefill matmul: tile width {} is none of 256, 192, 160, 128 (0: the rule)", tile_n);
+bool matmul_bf16_prefill(const MatmulArgs* parts, int count, cudaStream_t stream) {
   if (count < 1 || !wgmma_available()) return false;
   const MatmulArgs& a0 = parts[0];
   for (int i = 0; i < count; ++i) {
@@ -405,19 +333,15 @@ bool matmul_bf16_prefill(const MatmulArgs* parts, int count, cudaStream_t stream
   }
   configure_once();
   const CUtensorMap a_map = x_map(a0, stream);
-  const int tiles_m = static_cast<int>(ceil_div(a0.M, int64_t{kPrefillTileRows}));
+  const int tiles_m = static_cast<int>(ceil_div(a0.M, int64_t{Gemm::kBM}));
   for (int first = 0; first < count; first += kMaxParts) {
-    const int n_parts = std::min(kMaxParts, count - first);
-    int64_t widths[kMaxParts];
-    for (int i = 0; i < n_parts; ++i) widths[i] = parts[first + i].N;
-    // The width from the launch's weights, K and the device: never from M (matmul_prefill_tile.h).
-    const int bn = tile_n != 0 ? tile_n : prefill_tile_n(widths, n_parts, a0.K, sm_count());
     GemmParams p{};
     p.a = a_map;
     p.M = a0.M;
-    p.kblocks = static_cast<int>(ceil_div(a0.K, int64_t{kKT}));
+    p.kblocks = static_cast<int>(ceil_div(a0.K, int64_t{Gemm::kBK}));
     p.tiles_m = tiles_m;
     int64_t tiles = 0;
+    const int n_parts = std::min(kMaxParts, count - first);
     for (int i = 0; i < kMaxParts; ++i) {
       GemmPart& part = p.part[i];
       if (i >= n_parts) {
@@ -425,17 +349,19 @@ bool matmul_bf16_prefill(const MatmulArgs* parts, int count, cudaStream_t stream
         continue;
       }
       const MatmulArgs& a = parts[first + i];
-      part.b = tensor_map(a.w, a.N, a.K, a.ldw, bn);
+      part.b = tensor_map(a.w, a.N, a.K, a.ldw, Gemm::kBN);
       part.y = a.y;
       part.ldy = a.ldy;
       part.N = a.N;
       part.pairs = pairs_ok(a);
-      tiles += int64_t{tiles_m} * ceil_div(a.N, int64_t{bn});
+      tiles += int64_t{tiles_m} * ceil_div(a.N, int64_t{Gemm::kBN});
       SS_CHECK(tiles <= INT_MAX, "prefill matmul: {} x {} is more tiles than the kernel counts", a.M, a.N);
       part.tiles_end = static_cast<int>(tiles);
     }
     p.tiles = static_cast<int>(tiles);
-    launch_width(bn, p, stream);
+    const int grid = static_cast<int>(std::min<int64_t>(tiles, sm_count()));
+    launch_pdl(matmul_prefill_kernel, dim3(static_cast<unsigned>(grid)), Gemm::kThreads, Gemm::kSmemBytes, stream, p);
+    CUDA_CHECK_LAUNCH();
   }
   return true;
 }
@@ -448,8 +374,8 @@ bool matmul_bf16_prefill_swiglu(const MatmulArgs& gate, const MatmulArgs& up, co
   GemmParams p{};
   p.a = x_map(gate, stream);
   p.M = gate.M;
-  p.kblocks = static_cast<int>(ceil_div(gate.K, int64_t{kKT}));
-  p.tiles_m = static_cast<int>(ceil_div(gate.M, int64_t{kPrefillTileRows}));
+  p.kblocks = static_cast<int>(ceil_div(gate.K, int64_t{Gemm::kBK}));
+  p.tiles_m = static_cast<int>(ceil_div(gate.M, int64_t{Gemm::kBM}));
   const int64_t tiles = int64_t{p.tiles_m} * ceil_div(gate.N, int64_t{kSwigluBN});
   SS_CHECK(tiles <= INT_MAX, "prefill matmul: {} x {} is more tiles than the kernel counts", gate.M, gate.N);
   p.tiles = static_cast<int>(tiles);
@@ -463,7 +389,9 @@ bool matmul_bf16_prefill_swiglu(const MatmulArgs& gate, const MatmulArgs& up, co
   p.part[0].pairs = pairs_ok(gate);
   p.part[0].tiles_end = p.tiles;
   for (int i = 1; i < kMaxParts; ++i) p.part[i].tiles_end = INT_MAX;
-  launch<256>(p, stream);  // the SwiGLU form's tiles: 128 columns of gate beside the same of up
+  const int grid = static_cast<int>(std::min<int64_t>(tiles, sm_count()));
+  launch_pdl(matmul_prefill_kernel, dim3(static_cast<unsigned>(grid)), Gemm::kThreads, Gemm::kSmemBytes, stream, p);
+  CUDA_CHECK_LAUNCH();
   return true;
 }
 
