@@ -9,6 +9,7 @@
 
 #include "backend/cuda/cuda_memory.h"
 #include "backend/cuda/kernels.h"
+#include "backend/matmul_choice.h"
 #include "cuda_test_util.h"
 
 namespace specserve::cuda_test {
@@ -46,7 +47,14 @@ class ProducerXb : public Gpu, public ::testing::WithParamInterface<XbCase> {
     const TensorView OUT = dev_view(out, DType::F32, {M, K}), COPY = dev_view(copy, DType::F32, {M, K});
     const DeviceBuffer y_fused = poisoned(size_t(M * N)), y_plain = poisoned(size_t(M * N)),
                        y_later = poisoned(size_t(M * N));
-    const bool copied = M >= k::gemv_xb_rows() && M <= k::gemv_max_rows();
+    // The gemv kernel reads the copy from gemv_xb_rows() rows; the TMA slice-serial kernel (33-256 rows on
+    // sm_90a) reads it whenever the producer wrote one (above 32 rows producers write it for that kernel
+    // and the prefill GEMM).
+    const MatmulWeight weight{.N = N, .ldw = K, .ldy = N};
+    const bool tma = M > k::gemv_max_rows() && k::wgmma_available() &&
+                     choose_matmul(MatmulBackend::Cuda, MatmulOrder::RowInvariant, M, K, weight, k::matmul_device()) ==
+                         MatmulKernel::WgmmaTma;
+    const bool copied = (M >= k::gemv_xb_rows() && M <= k::gemv_max_rows()) || tma;
 
     poison_scratch();
     const uint64_t before = k::matmul_xb_reused();

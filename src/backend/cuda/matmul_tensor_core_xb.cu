@@ -59,7 +59,8 @@ void* matmul_scratch(size_t bytes, cudaStream_t stream, ScratchSlot which) {
 
 XbOut matmul_xb_out(int64_t M, int64_t K, cudaStream_t stream, bool free_order) {
   // The gemv kernel's 5-32 rows, the free-order GEMM, and above 32 rows on an sm_90a device the prefill GEMM
-  // (which reads the copy when the matmul is a prefill's; the row-invariant wgmma kernels convert again).
+  // and the TMA slice-serial kernel (33-256 rows), which read it; the other row-invariant wgmma kernels
+  // convert again.
   const bool prefill = M > gemv_max_rows() && wgmma_available();
   if (!(free_order || prefill || (M >= gemv_xb_rows() && M <= gemv_max_rows())) || K <= 0) return {};
   XbOut o;
