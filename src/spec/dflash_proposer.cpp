@@ -92,13 +92,26 @@ void DFlashProposer::append_contexts(std::span<const ContextRows> rows) {
     appends.push_back({&seq, r.first_position, r.features});
   }
   DrafterSequence::append_many(appends);
-  // Long prefills: a sequence's waiting rows are projected once there are many (max_waiting_rows).
+  // Long prefills: a sequence's waiting rows are projected once there are many (max_waiting_rows). The
+  // sequences past it in one step (those that started together reach it together) are projected in
+  // passes of up to kProjectRows waiting rows rather than one pass each: 64 plain-decoding sequences
+  // otherwise cost 64 drafter passes in one step every 256 steps.
+  constexpr int64_t kProjectRows = 2048;
+  std::vector<DrafterSequence*>& pass = project_pass_;
+  pass.clear();
+  int64_t pass_rows = 0;
   for (const auto& a : appends) {
-    if (a.sequence->waiting_rows() >= options_.max_waiting_rows) {
-      DrafterSequence* one[] = {a.sequence};
-      drafter_.project_context(one);
+    const int64_t waiting = a.sequence->waiting_rows();
+    if (waiting < options_.max_waiting_rows) continue;
+    if (!pass.empty() && pass_rows + waiting > kProjectRows) {
+      drafter_.project_context(pass);
+      pass.clear();
+      pass_rows = 0;
     }
+    pass.push_back(a.sequence);
+    pass_rows += waiting;
   }
+  if (!pass.empty()) drafter_.project_context(pass);
 }
 
 void DFlashProposer::propose(std::span<engine::ProposeItem> items) {

@@ -72,6 +72,7 @@ class DFlashProposer final : public engine::DraftProposer {
   int gamma_ = 0;
   sampling::SamplerWorkspace workspace_;
   std::vector<DrafterSequence::Append> appends_;  // append_contexts'
+  std::vector<DrafterSequence*> project_pass_;    // append_contexts' sequences projected in one pass
 };
 
 }  // namespace specserve::spec

@@ -110,5 +110,41 @@ TEST_F(DrafterBatching, AppendManyEqualsAppendsOneByOne) {
   EXPECT_EQ(c->rows(), 3);
 }
 
+// The proposer's append_contexts projects every sequence whose waiting rows reached max_waiting_rows in the
+// same call, together (the sequences that started together reach it in the same step), leaves the others
+// waiting, and the drafts are those of rows projected with the block.
+TEST_F(DrafterBatching, ProposerProjectsTheLongWaitsTogether) {
+  const DFlashDrafter& d = *pair_->drafter;
+  const std::vector<int32_t> pa = {130, 66, 172, 183, 18, 130, 66}, pb = {5, 9, 5}, pc = {7, 7, 8, 9, 11};
+  const auto fa = features(pa), fb = features(pb), fc = features(pc);
+  const auto width = static_cast<int64_t>(d.feature_width());
+  auto view = [&](const std::vector<float>& f) {
+    return TensorView::contiguous(const_cast<float*>(f.data()), DType::F32,
+                                  {static_cast<int64_t>(f.size()) / width, width});
+  };
+  DFlashProposerOptions o;
+  o.gamma = 15;
+  o.max_waiting_rows = 4;
+  DFlashProposer proposer(d, o);
+  auto ca = proposer.new_context(), cb = proposer.new_context(), cc = proposer.new_context();
+  const engine::DraftProposer::ContextRows rows[] = {
+      {ca.get(), 0, pa, view(fa)}, {cb.get(), 0, pb, view(fb)}, {cc.get(), 0, pc, view(fc)}};
+  proposer.append_contexts(rows);
+  DrafterSequence *a = DFlashProposer::sequence_of(*ca), *b = DFlashProposer::sequence_of(*cb),
+                  *c = DFlashProposer::sequence_of(*cc);
+  EXPECT_EQ(a->waiting_rows(), 0);
+  EXPECT_EQ(a->projected(), 7);
+  EXPECT_EQ(b->waiting_rows(), 3);  // below the limit: projected with its next block
+  EXPECT_EQ(c->waiting_rows(), 0);
+  EXPECT_EQ(c->projected(), 5);
+
+  auto la = d.new_sequence(), lc = d.new_sequence();
+  append_rows(*la, 0, view(fa));
+  append_rows(*lc, 0, view(fc));
+  const DraftBlock eager[] = {{a, 172, 7}, {c, 11, 5}}, lazy[] = {{la.get(), 172, 7}, {lc.get(), 11, 5}};
+  const Tensor x = d.draft_logits(eager, 15), y = d.draft_logits(lazy, 15);
+  EXPECT_EQ(rows_of(x, 0, 30), rows_of(y, 0, 30));
+}
+
 }  // namespace
 }  // namespace specserve::spec
