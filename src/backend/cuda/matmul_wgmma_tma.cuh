@@ -14,16 +14,17 @@
 // MB at most) stays in L2. One producer thread issues the TMA loads (128-byte swizzle) of x's copy and of
 // w into a ring of kStages stages armed on mbarriers; two consumer warpgroups issue the wgmma.
 //
-// Why these tiles (per 64-k tile of a unit; a multiprocessor issues ~4,096 dense bf16 FLOP a clock, and
-// the whole chip reads ~4 KB a clock from L2):
-//   128 x 128: 2.1 MFLOP = 512 clocks of tensor work for 32 KB of loads (64 FLOP a byte); but the 8B's
-//              o_proj at 128 rows is only 32 units (a quarter of the chip).
-//   128 x 64:  1.0 MFLOP = 256 clocks (~288 with the n64 instruction's overhead) for 24 KB (43 FLOP a
-//              byte): twice the units, half again the L2 bytes per FLOP.
-//   64 x 128:  (up to 64 rows) the two warpgroups split the columns: 64 x 64 each.
-// The launcher picks per launch the shape with the lower estimate of max(waves x tensor clocks, L2 bytes /
-// the chip's L2 rate) per k tile (choose_wgt_shape): a function of M and the weights' N, which changes no
-// bit (a row's bits do not depend on its tile).
+// Why these tiles: a CTA works through its units' 64-k tiles one after another, and on the H200 one such
+// tile takes it ~0.71 us in 128 x 128 and ~0.56 us in 128 x 64 (64 x 128 ~0.61), whatever the wave
+// count (measured at 128 rows, bench_cuda_matmul_verify, 2 Dec: q+k+v 48 units 128 x 128 46.3 us over 64
+// K tiles, 96 units 128 x 64 36.9 us; o_proj 32 units 45.7 us, 64 units 34.5 us; gate+up 192 units 128 x
+// 128, two waves, 89.7 us) - several times the tensor work's 512 / 288 clocks: the unit's chain and its
+// slice drains, not the tensor cores, set a CTA's pace. So the launch's time is about the waves
+// (ceil(units / multiprocessors)) times the per-tile time of the shape: a narrower tile wins where it
+// doubles the units without adding a wave (q+k+v, o_proj at 128 rows), not where it adds one (gate+up).
+//   64 x 128: (up to 64 rows) the two warpgroups split the columns: 64 x 64 each.
+// The launcher picks per launch the shape of the lower estimate (choose_wgt_shape): a function of M and
+// the weights' N, which changes no bit (a row's bits do not depend on its tile).
 #include <cstdint>
 
 #include "backend/cuda/matmul_tensor_core.cuh"
@@ -64,14 +65,12 @@ static_assert(WgtM128N128::kStages == 7 && WgtM128N64::kStages == 8 && WgtM64N12
 enum class WgtShape { M128N128 = 0, M128N64 = 1, M64N128 = 2 };
 inline constexpr int kWgtShapes = 3;
 
-// The shape choice's cost model, per 64-k tile of a unit (every unit of a launch has the same K tiles):
-// the tensor work of one multiprocessor (~4,096 dense bf16 FLOP a clock: 512 clocks for 128 x 128; the
-// 64-column instruction at ~89 % of that rate, 288), and the bytes all units pull from L2 at
-// kWgtL2BytesPerClock for the whole chip (~7 TB/s at 1.75 GHz; the prefill GEMM's 520-590 TFLOP/s with
-// 48 KB per 1,024-clock tile sit near that bound). Not measured for this kernel yet: bench_cuda_matmul_verify's
-// BM_MatmulVerifyShapes forces each shape to check it.
-inline constexpr int64_t kWgtClocksN128 = 512, kWgtClocksN64 = 288;
-inline constexpr int64_t kWgtL2BytesPerClock = 4096;
+// The shape choice's cost model, per 64-k tile of a unit (every unit of a launch has the same K tiles), in
+// ns: the waves times a CTA's measured time per K tile in the shape (above), or the bytes all units pull
+// from L2 at kWgtL2BytesPerNs for the whole chip (~7 TB/s; it binds none of the 8B's or 27B's shapes at
+// these times, but keeps a shape of many small units from being taken for free).
+inline constexpr int64_t kWgtNsN128 = 710, kWgtNsN64 = 560;
+inline constexpr int64_t kWgtL2BytesPerNs = 7000;
 
 // The output tiles (units) of a launch of `n` weights of widths N[0 .. n) with M rows in shape (bm, bn).
 constexpr int64_t wgt_units(int64_t M, const int64_t* N, int n, int bm, int bn) {
@@ -80,30 +79,32 @@ constexpr int64_t wgt_units(int64_t M, const int64_t* N, int n, int bm, int bn) 
   return tc::ceil_div(M, bm) * cols;
 }
 
-// Clocks per K tile of a launch in shape (bm, bn): the slower of the waves' tensor work and the L2 reads.
-constexpr int64_t wgt_cost(int64_t units, int sms, int64_t clocks, int64_t stage_bytes) {
-  const int64_t tensor = tc::ceil_div(units, sms) * clocks, l2 = units * stage_bytes / kWgtL2BytesPerClock;
-  return tensor > l2 ? tensor : l2;
+// ns per K tile of a launch in shape (bm, bn): the slower of the waves' CTA time and the L2 reads.
+constexpr int64_t wgt_cost(int64_t units, int sms, int64_t ns, int64_t stage_bytes) {
+  const int64_t waves = tc::ceil_div(units, sms), l2 = units * stage_bytes / kWgtL2BytesPerNs;
+  return waves * ns > l2 ? waves * ns : l2;
 }
 
 // The shape of a launch: 64 x 128 up to 64 rows; above, 128 x 64 where its cost is below 128 x 128's (on
 // `sms` multiprocessors, one CTA each).
 constexpr WgtShape choose_wgt_shape(int64_t M, const int64_t* N, int n, int sms) {
   if (M <= 64) return WgtShape::M64N128;
-  const int64_t c128 = wgt_cost(wgt_units(M, N, n, 128, 128), sms, kWgtClocksN128, WgtM128N128::kStageBytes);
-  const int64_t c64 = wgt_cost(wgt_units(M, N, n, 128, 64), sms, kWgtClocksN64, WgtM128N64::kStageBytes);
+  const int64_t c128 = wgt_cost(wgt_units(M, N, n, 128, 128), sms, kWgtNsN128, WgtM128N128::kStageBytes);
+  const int64_t c64 = wgt_cost(wgt_units(M, N, n, 128, 64), sms, kWgtNsN64, WgtM128N64::kStageBytes);
   return c64 < c128 ? WgtShape::M128N64 : WgtShape::M128N128;
 }
 
-// The 8B at 128 rows (132 SMs): q+k+v 128 x 128 (48 units: 32.8k clocks of tensor work over 64 tiles
-// against 128 x 64's 36.9k of L2 reads), o and down 128 x 64 (64 units), gate+up 128 x 128 (192 units);
-// at 256 rows every one 128 x 128.
+// The 8B on 132 SMs. At 128 rows: q+k+v and o_proj 128 x 64 (96 and 64 units: one wave either way),
+// gate+up 128 x 128 (192 units, 2 waves, against 384 in 3) and down 128 x 64 (64 units). At 256 rows:
+// o_proj and down 128 x 64 (128 units, one wave), q+k+v 128 x 128 (96 units; 192 would be two waves),
+// gate+up 128 x 128.
 namespace check {
 constexpr int64_t kQkv[] = {4096, 1024, 1024}, kO[] = {4096}, kGateUp[] = {12288, 12288};
-static_assert(choose_wgt_shape(128, kQkv, 3, 132) == WgtShape::M128N128);
+static_assert(choose_wgt_shape(128, kQkv, 3, 132) == WgtShape::M128N64);
 static_assert(choose_wgt_shape(128, kO, 1, 132) == WgtShape::M128N64);
 static_assert(choose_wgt_shape(128, kGateUp, 2, 132) == WgtShape::M128N128);
-static_assert(choose_wgt_shape(256, kO, 1, 132) == WgtShape::M128N128);
+static_assert(choose_wgt_shape(256, kQkv, 3, 132) == WgtShape::M128N128);
+static_assert(choose_wgt_shape(256, kO, 1, 132) == WgtShape::M128N64);
 static_assert(choose_wgt_shape(256, kGateUp, 2, 132) == WgtShape::M128N128);
 static_assert(choose_wgt_shape(64, kO, 1, 132) == WgtShape::M64N128);
 }  // namespace check
