@@ -49,11 +49,13 @@ __device__ inline int chunk_span(const GdnChunkSpanDev* spans, int lo, int hi, i
 }
 
 // A chunk's scratch item (one value head), in floats: W [kC][dk], U [kC][dv], P [kC][kC], e^G [kC],
-// e^(G_last - G) [kC], e^(G_last) and 3 floats of padding, S [dk][dv] (every part starts 16-byte
-// aligned). The prep writes all but S; the state kernel writes S, the state at the chunk's start, and
-// V' = U - W S over U; the output kernel reads them.
+// e^(G_last - G) [kC], e^(G_last), the ready count (a uint32) and 2 floats of padding, S [dk][dv] (every
+// part starts 16-byte aligned). The prep writes all but S and sets the ready count to 0; the state
+// kernel writes S, the state at the chunk's start, and V' = U - W S over U, and then each of its column
+// blocks adds 1 to the ready count (release); the output kernel waits for state_tiles(dv) (acquire) and
+// reads them (gated_deltanet_chunk_output.cu: why it runs while the state kernel still does).
 struct ItemLayout {
-  int w, u, p, eg, decay, tail, s, floats;  // dk, dv <= 512: well within int
+  int w, u, p, eg, decay, tail, ready, s, floats;  // dk, dv <= 512: well within int
 };
 __host__ __device__ inline ItemLayout item_layout(int dk, int dv) {
   ItemLayout l{};
@@ -63,10 +65,24 @@ __host__ __device__ inline ItemLayout item_layout(int dk, int dv) {
   l.eg = l.p + kC * kC;
   l.decay = l.eg + kC;
   l.tail = l.decay + kC;
+  l.ready = l.tail + 1;
   l.s = l.tail + 4;
   l.floats = l.s + dk * dv;
   return l;
 }
+
+// The ready count of an item (its float slot ItemLayout::ready holds a uint32).
+__host__ __device__ inline unsigned* item_ready(float* item, const ItemLayout& l) {
+  return reinterpret_cast<unsigned*>(item + l.ready);
+}
+__host__ __device__ inline const unsigned* item_ready(const float* item, const ItemLayout& l) {
+  return reinterpret_cast<const unsigned*>(item + l.ready);
+}
+
+// The state kernel's blocks of a value head: kVT value columns each; an item is ready for the output
+// kernel once all state_tiles(dv) of them have written their columns of it.
+inline constexpr int kVT = 32;
+__host__ __device__ inline int state_tiles(int dv) { return (dv + kVT - 1) / kVT; }
 
 // Component u of v (u a constant after unrolling).
 __device__ __forceinline__ float lane4(const float4& v, int u) {

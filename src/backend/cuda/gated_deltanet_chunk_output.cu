@@ -15,6 +15,20 @@
 // 32 accumulators; per four key dims (or rows of P) 4 float4 reads of e^G Q (or P) and 8 of S (or V') for
 // 128 FMA.
 //
+// Running alongside the state kernel (issue 27): the state kernel walks the chunks in order (~15 us a
+// chunk on the 27B, 192 blocks: one or two of its blocks on each multiprocessor, room for one output block
+// beside one of them), so the output kernel does not wait for it to complete (pdl_wait) before it starts:
+// each block waits for its item's ready count (all state_tiles(dv) blocks of the head have written S and V'
+// of the chunk, released after a barrier; gated_deltanet_chunk_geometry.cuh) and then multiplies while the
+// state kernel goes on with the later chunks, reading S and V' while they are still in L2. Launched with
+// PDL after the state kernel, its blocks become resident only once every state block has passed its own
+// pdl_wait (the state kernel triggers after it), so (a) every state block is resident before any output
+// block: the waits always end, and (b) the prep, and every launch before it, has completed: its items (P,
+// e^G, the ready counts it zeroed) and the qkv rows may be read at once. Without PDL the kernels run one
+// after the other and the counts are complete at the start. The blocks of the window's last chunk also
+// pdl_wait before they exit, so that this grid completes only after the state kernel did (launch.cuh's
+// rule: the next launch sees every earlier one complete, the state written back included).
+//
 // Pipeline: the key tiles of kKT = 64 dims (e^G Q [kC][kKT] and S's rows [kKT][kOT]) and then P with V'
 // are key_tiles + 1 stages through two buffers, stage s + 1's copies (cp.async) in flight while stage s is
 // multiplied. Shared memory 2 x (64 x 68 + 64 x 128) floats = 98 KB, two blocks per multiprocessor.
@@ -96,7 +110,7 @@ __device__ __forceinline__ void stage(float* A, const StageSources& src, int s) 
 __global__ void __launch_bounds__(kThreads, 2)
     chunk_output_kernel(const float* qkv, int64_t ld, int vec, const GdnChunkSpanDev* spans, int span_lo, int span_hi,
                         int64_t c0, int Hk, int Hv, int dk, int dv, const float* scratch, float* out, int64_t ldo) {
-  pdl_begin();
+  pdl_launch_dependents();  // no pdl_wait first: the ready counts order it after the state kernel (above)
   extern __shared__ float4 output_smem4[];
   float* smem = reinterpret_cast<float*>(output_smem4);
 
@@ -119,6 +133,8 @@ __global__ void __launch_bounds__(kThreads, 2)
 
   RowScales eg;
   eg.load(item + lay.eg);
+  if (tid == 0) gdn_ptx::ready_wait(item_ready(item, lay), static_cast<unsigned>(state_tiles(dv)));
+  __syncthreads();  // the state kernel's S and V' of the item are visible to the block
   StageSources src;
   src.q = q_base;
   src.s = item + lay.s + j0;
@@ -173,6 +189,8 @@ __global__ void __launch_bounds__(kThreads, 2)
       }
     }
   }
+  // The window's last chunk: this grid completes only after the state kernel (see the top).
+  if (bid / (int64_t{tiles} * Hv) == gridDim.x / (int64_t{tiles} * Hv) - 1) pdl_wait();
 }
 
 }  // namespace

@@ -197,6 +197,7 @@ __global__ void __launch_bounds__(kThreads, 2)
       item[lay.eg + tid] = tid < L ? e : 0.0f;
       item[lay.decay + tid] = decay;
       if (tid == L - 1) item[lay.tail] = e;
+      if (tid == 0) *item_ready(item, lay) = 0u;  // the state kernel counts its blocks in
     }
 
     // 2. A (shared memory) and P (the item) from the scores.

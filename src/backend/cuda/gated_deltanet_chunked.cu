@@ -20,7 +20,8 @@
 //  6. V' to shared memory and to the item (over U: each element of U is this block's alone);
 //  7. S = S e^(G_last) + (e^(G_last - G) K)^T V' per key tile, the sum over the chunk's rows in
 //     increasing order, then the product and the sum rounded separately (as the CPU: --fmad=false); the
-//     values before the update, the state at the chunk's start, to the item.
+//     values before the update, the state at the chunk's start, to the item;
+//  8. after a barrier, 1 added to the item's ready count (release): the output kernel's signal.
 // The tiles are staged with cp.async (no register round trip; scalar loads where the qkv rows are not
 // 16-byte aligned: the same values): a round's second W tile in its own commit group (in flight while the
 // first is multiplied), the update's first two key tiles behind the first round's (in flight through 5.);
@@ -34,7 +35,8 @@
 // chunk_output_kernel (gated_deltanet_chunk_output.cu), one block per (chunk, value head, 128 value
 // columns), fully parallel: O = (e^G Q) S + P V' from the state at the chunk's start and V' in the item,
 // each output's sum in the order the state kernel summed it when it computed O itself (issue 27 moved it
-// out: the bits did not change).
+// out: the bits did not change). It runs alongside the state kernel: each of its blocks starts once the
+// state kernel has counted the chunk's item ready (8. below, after 7.; gated_deltanet_chunk_output.cu).
 //
 // Bits: every sum runs in a fixed order (one thread's fmaf chain), no atomics. A chunk's item and its
 // state step depend only on the chunk's rows, its position in the span (its length) and the state
@@ -78,7 +80,6 @@ using namespace gdn_chunk;
 
 // ---- chunk_state_kernel -------------------------------------------------------------------------------
 
-constexpr int kVT = 32;  // value columns per block
 // Row stride (floats) of the state kernel's state tile and V'.
 constexpr int kLdS = 32;
 static_assert(kVT == 2 * 16, "the thread layout: 8 outputs per thread");
@@ -161,7 +162,7 @@ __global__ void __launch_bounds__(kThreads, 2)
   float* sS = sV + kC * kLdS;   // [dk][kLdS] the state's columns of this block
 
   const int tid = static_cast<int>(threadIdx.x);
-  const int tiles = (dv + kVT - 1) / kVT;
+  const int tiles = state_tiles(dv);
   const int64_t bid = blockIdx.x;
   const int tile = static_cast<int>(bid % tiles);
   const int h = static_cast<int>((bid / tiles) % Hv);
@@ -257,6 +258,11 @@ __global__ void __launch_bounds__(kThreads, 2)
       update_tile(b2, sV, sS, s_start, t, dk, dv, nv, L, e_last, tid);
       if (na1 > 0) update_tile(b3, sV, sS, s_start, t + 1, dk, dv, nv, L, e_last, tid);
     }
+
+    // 8. The block's columns of V' and S are in the item: count them in (the output kernel waits for all
+    // the head's blocks, then multiplies while this kernel goes on with the next chunks).
+    __syncthreads();
+    if (tid == 0) gdn_ptx::ready_add(item_ready(item, lay));
   }
   __syncthreads();
   for (int e = tid; e < dk * kVT; e += kThreads) {
@@ -303,7 +309,7 @@ void gated_delta_rule_chunked(const float* qkv, int64_t ld, const float* g, cons
   };
   const int64_t total = span_end(num_spans - 1);
   const int vec = ld % 4 == 0 && reinterpret_cast<uintptr_t>(qkv) % 16 == 0 ? 1 : 0;
-  const int64_t tiles = (dv + kVT - 1) / kVT;
+  const int64_t tiles = state_tiles(dv);
   int64_t lo = 0;  // the first span with a chunk in the window
   for (int64_t c0 = 0; c0 < total; c0 += scratch_chunks) {
     const int64_t c1 = std::min(total, c0 + scratch_chunks);

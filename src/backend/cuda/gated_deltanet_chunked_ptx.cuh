@@ -1,6 +1,7 @@
 #pragma once
-// The PTX of the chunked DeltaNet state kernel (gated_deltanet_chunked.cu): 16-byte cp.async staging in
-// commit groups. tools/gpu/gdn_emulation/ stands in for this header on the host.
+// The PTX of the chunked DeltaNet kernels (gated_deltanet_chunked.cu): 16-byte cp.async staging in
+// commit groups; the items' ready counts between the state and the output kernel. tools/gpu/gdn_emulation/
+// stands in for this header on the host.
 #include <cstdint>
 
 namespace specserve::cuda::kernels::gdn_ptx {
@@ -20,5 +21,21 @@ __device__ __forceinline__ void cp_async_wait_group() {
 }
 // Waits for every cp.async of this thread: their bytes are then visible to it (to the block after a barrier).
 __device__ __forceinline__ void cp_async_wait_all() { asm volatile("cp.async.wait_all;" ::: "memory"); }
+
+// Adds 1 to a ready count with release semantics at GPU scope (after a barrier: the block's writes before
+// it are visible to whoever acquires the count).
+__device__ __forceinline__ void ready_add(unsigned* count) {
+  asm volatile("red.release.gpu.global.add.u32 [%0], 1;" ::"l"(count) : "memory");
+}
+// Waits until a ready count reaches n, acquiring it (then a barrier makes what its writers released
+// visible to the block).
+__device__ __forceinline__ void ready_wait(const unsigned* count, unsigned n) {
+  for (;;) {
+    unsigned v;
+    asm volatile("ld.acquire.gpu.global.u32 %0, [%1];" : "=r"(v) : "l"(count) : "memory");
+    if (v >= n) return;
+    __nanosleep(256);
+  }
+}
 
 }  // namespace specserve::cuda::kernels::gdn_ptx

@@ -106,6 +106,8 @@ T* emu_shared() {
 
 namespace specserve::cuda {
 inline void pdl_begin() {}
+inline void pdl_wait() {}
+inline void pdl_launch_dependents() {}
 // Runs the grid's blocks one after the other.
 template <class... P, class... A>
 void launch_pdl(void (*kernel)(P...), unsigned grid, int block, size_t smem, cudaStream_t, A&&... args) {

@@ -58,6 +58,18 @@ inline void cp_async_wait_all() {
   cp_async_commit();
   complete_all_but(0);
 }
+// The items' ready counts: the grids run one after the other here, so a count is complete before any
+// block waits for it; one that is not (a state block that did not count itself in), or that went past
+// n (one that counted twice), would hang or race on a GPU and aborts the run.
+inline void ready_add(unsigned* count) { ++*count; }
+inline void ready_wait(const unsigned* count, unsigned n) {
+  if (*count != n) {
+    std::fprintf(stderr, "gdn_emulation: an item's ready count is %u, not %u\n", *count, n);
+    std::fflush(stderr);
+    std::_Exit(1);  // from a thread's fiber: no exit handlers
+  }
+}
+
 // Called when a block ends: no copy may still be in flight.
 inline void check_no_copies_in_flight() {
   for (ThreadCopies& t : thread_copies()) {
