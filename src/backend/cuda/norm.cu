@@ -1,101 +1,247 @@
-// RMSNorm flavours (backend/cpu/norm.cpp). One block per group of d elements; rms_norm and add_rms_norm
-// can also write their output's bf16 copy for the gemv kernel (XbOut, xb_out.cuh). The sum of squares has a
-// fixed order that depends only on d: thread t of the block (blockDim fixed by d alone) accumulates
-// elements t, t + blockDim, ... with fmaf, then warp_sum, then the warps' partials in warp order.
+// RMSNorm flavours (backend/cpu/norm.cpp). A group of d elements is normed by one block of norm_threads(d)
+// threads with the fixed order of norm_math.cuh: thread t accumulates elements t, t + blockDim, ... with
+// fmaf, then warp_sum, then the warps' partials in warp order. rms_norm and add_rms_norm can also write
+// their output's bf16 copy for the gemv kernel (XbOut, xb_out.cuh).
+//
+// Groups up to kNormHeld * blockDim.x wide take the held-row kernels below: the bits of the one-block-a-row
+// kernels (norm_reference.cu, which still take wider groups), laid out for bandwidth at prefill sizes:
+//  - S = ceil(d / blockDim) register slots a thread (a template: no dead slots, fewer registers), slot j
+//    of thread t holding element t + j * blockDim, the order in which the sum of squares walks it;
+//  - at most 32 registers (__launch_bounds__(1024, 2)): two blocks of 1024 threads on a multiprocessor
+//    (the reference add_rms_norm kernel needs 64, which leaves one, and its phases then run one by one);
+//  - a grid of the blocks the device holds at once, each walking groups g, g + gridDim.x, ...: the norm
+//    weights are loaded once a block (before the wait for the previous kernel, as before), and the
+//    block loads its next group while it reduces, normalises and stores this one;
+//  - the bf16 copy packed from the registers (the neighbour's element by a shuffle), not read back from
+//    the written output after a barrier.
+// Only the grid depends on the number of groups; the block size, the slots and every addition depend on
+// d alone, so a group's bits do not depend on how many groups a launch has.
 #include <cuda_runtime.h>
 
 #include <algorithm>
+#include <string>
+#include <type_traits>
 
 #include "backend/cuda/cuda_check.h"
+#include "core/error.h"
 #include "backend/cuda/kernels.h"
-#include "backend/cuda/norm_math.cuh"
 #include "backend/cuda/launch.cuh"
+#include "backend/cuda/norm_math.cuh"
+#include "backend/cuda/norm_reference.h"
 #include "backend/cuda/xb_out.cuh"
 
 namespace specserve::cuda::kernels {
 
 namespace {
 
-// With xb.regs: group g's row of the bf16 copy once its outputs are written, and padding rows
-// groups + g, 2 groups + g, ...
-__device__ __forceinline__ void write_xb_row(const XbOut& xb, int64_t g, int64_t groups, const float* row, int64_t d) {
-  if (xb.regs == nullptr) return;
-  __syncthreads();  // the row's outputs, written by the block's threads
-  xb_write(xb, g, row, d, 0, xb.pitch, threadIdx.x, blockDim.x);
-  for (int64_t m = groups + g; m < xb.rows; m += groups)
-    xb_write(xb, m, nullptr, d, 0, xb.pitch, threadIdx.x, blockDim.x);
+// Slot j of thread t of a block of B threads: element t + j * B of the group (B a template: the slots'
+// offsets are immediates, not registers).
+template <int B>
+__device__ __forceinline__ int slot_index(int j) {
+  return static_cast<int>(threadIdx.x) + j * B;
 }
 
-// Rows up to kNormHeld * blockDim.x wide are held in registers (norm_math.cuh: the same bits), and
-// their norm weights are loaded before the wait for the previous kernel: a one-row decode norm then
-// waits for nothing in DRAM after the matmul before it ends (launch.cuh allows weights early).
-__global__ void rms_norm_kernel(const float* x, const float* w, float* y, int64_t groups, int64_t d, int kind,
-                                float eps, XbOut xb) {
-  __shared__ float shared[32];
-  const bool held = norm_held(d);
-  float wv[kNormHeld];
-  if (held) load_held(w, d, wv);
-  pdl_begin();
-  for (int64_t g = blockIdx.x; g < groups; g += gridDim.x) {
-    if (held) {
-      float v[kNormHeld];
-      load_held(x + g * d, d, v);
-      write_normed_held(v, wv, y + g * d, d, kind, inv_rms_of(held_sum_sq(v, d), d, eps, shared));
-    } else {
-      write_normed(x + g * d, w, y + g * d, d, kind, inv_rms(x + g * d, d, eps, shared));
-    }
-    write_xb_row(xb, g, groups, y + g * d, d);
-  }
-}
-
-// x += y (the add kernel's x[i] + y[i]), then y_out = rms_norm(x) exactly as rms_norm_kernel: the
-// thread that adds an element is the one that squares it, in the same order.
-__global__ void add_rms_norm_kernel(float* x, const float* y, const float* w, float* out, int64_t groups, int64_t d,
-                                    int kind, float eps, XbOut xb) {
-  __shared__ float shared[32];
-  const bool held = norm_held(d);
-  float wv[kNormHeld];
-  if (held) load_held(w, d, wv);
-  pdl_begin();
-  for (int64_t g = blockIdx.x; g < groups; g += gridDim.x) {
-    float* xr = x + g * d;
-    const float* yr = y + g * d;
-    float* orow = out + g * d;
-    if (held) {
-      float v[kNormHeld], u[kNormHeld];
-      load_held(xr, d, v);
-      load_held(yr, d, u);
+template <int B, int S>
+__device__ __forceinline__ void load_slots(const float* p, int d, float (&r)[S]) {
 #pragma unroll
-      for (int j = 0; j < kNormHeld; ++j) {
-        const int64_t i = threadIdx.x + int64_t{j} * blockDim.x;
+  for (int j = 0; j < S; ++j) r[j] = slot_index<B>(j) < d ? p[slot_index<B>(j)] : 0.0f;
+}
+
+// This thread's partial sum of squares, in inv_rms's order.
+template <int B, int S>
+__device__ __forceinline__ float slots_sum_sq(const float (&v)[S], int d) {
+  float s = 0.0f;
+#pragma unroll
+  for (int j = 0; j < S; ++j)
+    if (slot_index<B>(j) < d) s = fmaf(v[j], v[j], s);
+  return s;
+}
+
+// Row g of the bf16 copy from the held outputs o (+0 in the slots past d): the even lane of each pair
+// packs its element and its odd neighbour's (a shuffle: the same slot of lane + 1 holds element + 1, B
+// being a multiple of 32), the registers past S * B up to the pitch are +0; then the padding rows
+// groups + g, 2 groups + g, ... (xb_write's +0). The registers xb_write would write.
+template <int B, int S>
+__device__ __forceinline__ void xb_write_slots(const XbOut& xb, int64_t g, int64_t groups, const float (&o)[S]) {
+  uint32_t* out = xb.regs + g * (xb.pitch / 2);
+  const bool even = (threadIdx.x & 1) == 0;
+#pragma unroll
+  for (int j = 0; j < S; ++j) {
+    const float hi = __shfl_down_sync(0xffffffffu, o[j], 1);
+    if (even && slot_index<B>(j) < xb.pitch) out[slot_index<B>(j) / 2] = tc::pack_bf16x2(o[j], hi);
+  }
+  for (int64_t k = int64_t{S} * B + 2 * threadIdx.x; k < xb.pitch; k += 2 * B) out[k / 2] = tc::pack_bf16x2(0.0f, 0.0f);
+  for (int64_t m = groups + g; m < xb.rows; m += groups) xb_write(xb, m, nullptr, 0, 0, xb.pitch, threadIdx.x, B);
+}
+
+// Blocks of B threads a multiprocessor should hold: all 2048 threads (<= 32 registers; 32 blocks at
+// most), except one block of 1024 (up to 64 registers): at 32, its slots, the next group's and the
+// weights spill; one block keeps a group's loads in flight while it finishes the previous one.
+template <int B>
+constexpr int kMinBlocks = B == 1024       ? 1
+                           : 2048 / B < 32 ? 2048 / B
+                                           : 32;
+
+// rms_norm (kAdd false: x is only read, y may alias it) and add_rms_norm (kAdd: x += y, then out =
+// rms_norm(x); the thread that adds an element squares it). x is written only with kAdd. With more
+// groups than blocks, a block loads its next group while it reduces and stores this one.
+template <int B, int S, bool kAdd>
+__global__ void __launch_bounds__(B, kMinBlocks<B>)
+    norm_held_kernel(float* x, const float* y, const float* w, float* out, int64_t groups, int d, int kind, float eps,
+                     XbOut xb) {
+  __shared__ float shared[32];
+  float wv[S], v[S], u[S];
+  load_slots<B>(w, d, wv);
+  pdl_begin();
+  int64_t g = blockIdx.x;
+  if (g < groups) {
+    load_slots<B>(x + g * d, d, v);
+    if constexpr (kAdd) load_slots<B>(y + g * d, d, u);
+  }
+  for (; g < groups; g += gridDim.x) {
+    if constexpr (kAdd) {
+      float* xr = x + g * d;
+#pragma unroll
+      for (int j = 0; j < S; ++j) {
         v[j] = v[j] + u[j];
-        if (i < d) xr[i] = v[j];
+        if (slot_index<B>(j) < d) xr[slot_index<B>(j)] = v[j];
       }
-      write_normed_held(v, wv, orow, d, kind, inv_rms_of(held_sum_sq(v, d), d, eps, shared));
-    } else {
-      float s = 0.0f;
-      for (int64_t i = threadIdx.x; i < d; i += blockDim.x) {
-        const float v = xr[i] + yr[i];
-        xr[i] = v;
-        s = fmaf(v, v, s);
-      }
-      write_normed(xr, w, orow, d, kind, inv_rms_of(s, d, eps, shared));
     }
-    write_xb_row(xb, g, groups, orow, d);
+    // The next group's loads, in flight while this one is reduced and stored (another row: no aliasing).
+    const int64_t next = g + gridDim.x;
+    float vn[S];
+    if (next < groups) {
+      load_slots<B>(x + next * d, d, vn);
+      if constexpr (kAdd) load_slots<B>(y + next * d, d, u);
+    }
+    const float r = inv_rms_of(slots_sum_sq<B>(v, d), d, eps, shared);
+    float* orow = out + g * d;
+#pragma unroll
+    for (int j = 0; j < S; ++j) {
+      if (slot_index<B>(j) < d) {
+        v[j] = normed(v[j], wv[j], kind, r);
+        orow[slot_index<B>(j)] = v[j];
+      } else {
+        v[j] = 0.0f;
+      }
+    }
+    if (xb.regs != nullptr) xb_write_slots<B>(xb, g, groups, v);
+#pragma unroll
+    for (int j = 0; j < S; ++j) v[j] = vn[j];
   }
 }
 
-__global__ void rms_norm_gated_kernel(const float* x, const float* z, const float* w, float* y, int64_t groups,
-                                      int64_t d, float eps) {
-  pdl_begin();
+// y = (w * (x * r)) * silu(z), as rms_norm_gated_kernel (norm_reference.cu) computes it.
+template <int B, int S>
+__global__ void __launch_bounds__(B, kMinBlocks<B>)
+    rms_norm_gated_held_kernel(const float* x, const float* z, const float* w, float* y, int64_t groups, int d,
+                               float eps) {
   __shared__ float shared[32];
-  for (int64_t g = blockIdx.x; g < groups; g += gridDim.x) {
-    const float* xr = x + g * d;
-    const float* zr = z + g * d;
-    float* yr = y + g * d;
-    const float r = inv_rms(xr, d, eps, shared);
-    for (int64_t i = threadIdx.x; i < d; i += blockDim.x) yr[i] = (w[i] * (xr[i] * r)) * d_silu(zr[i]);
+  float wv[S], v[S], zv[S];
+  load_slots<B>(w, d, wv);
+  pdl_begin();
+  int64_t g = blockIdx.x;
+  if (g < groups) {
+    load_slots<B>(x + g * d, d, v);
+    load_slots<B>(z + g * d, d, zv);
   }
+  for (; g < groups; g += gridDim.x) {
+    const int64_t next = g + gridDim.x;
+    float vn[S], zn[S];
+    if (next < groups) {
+      load_slots<B>(x + next * d, d, vn);
+      load_slots<B>(z + next * d, d, zn);
+    }
+    const float r = inv_rms_of(slots_sum_sq<B>(v, d), d, eps, shared);
+    float* yr = y + g * d;
+#pragma unroll
+    for (int j = 0; j < S; ++j)
+      if (slot_index<B>(j) < d) yr[slot_index<B>(j)] = (wv[j] * (v[j] * r)) * d_silu(zv[j]);
+#pragma unroll
+    for (int j = 0; j < S; ++j) {
+      v[j] = vn[j];
+      zv[j] = zn[j];
+    }
+  }
+}
+
+// Slots a thread for a held group of d (0: too wide, the reference kernels).
+int held_slots(int64_t d) {
+  const int64_t threads = norm_threads(d), s = (d + threads - 1) / threads;
+  return s <= kNormHeld ? static_cast<int>(s) : 0;
+}
+
+// The slot counts a block of B = norm_threads(d) threads can have for a held d (norm_threads' ranges:
+// d <= 64 on 32 threads, (64, 128] on 64, (128, 512] on 128, (512, 1024] on 256, (1024, 2048] on 512,
+// above on 1024): only these are instantiated.
+template <int B>
+constexpr int kSlotsLo = B == 32    ? 1
+                         : B <= 128 ? 2
+                                    : 3;
+template <int B>
+constexpr int kSlotsHi = B <= 64    ? 2
+                         : B <= 512 ? 4
+                                    : kNormHeld;
+
+template <int B, int S, class F>
+void call_shape(F& f) {
+  if constexpr (S >= kSlotsLo<B> && S <= kSlotsHi<B>)
+    f(std::integral_constant<int, B>{}, std::integral_constant<int, S>{});
+  else
+    throw Error("norm: no held kernel for " + std::to_string(B) + " threads and " + std::to_string(S) + " slots");
+}
+
+template <int B, class F>
+void with_slots(int s, F& f) {
+  static_assert(kNormHeld == 8, "one case a slot count");
+  switch (s) {
+    case 1: return call_shape<B, 1>(f);
+    case 2: return call_shape<B, 2>(f);
+    case 3: return call_shape<B, 3>(f);
+    case 4: return call_shape<B, 4>(f);
+    case 5: return call_shape<B, 5>(f);
+    case 6: return call_shape<B, 6>(f);
+    case 7: return call_shape<B, 7>(f);
+    default: return call_shape<B, 8>(f);
+  }
+}
+
+// Calls f(integral_constant B, integral_constant S) for a held d: B = norm_threads(d), S its slots.
+template <class F>
+void with_shape(int64_t d, F&& f) {
+  const int s = held_slots(d);
+  switch (norm_threads(d)) {
+    case 32: return with_slots<32>(s, f);
+    case 64: return with_slots<64>(s, f);
+    case 128: return with_slots<128>(s, f);
+    case 256: return with_slots<256>(s, f);
+    case 512: return with_slots<512>(s, f);
+    default: return with_slots<1024>(s, f);
+  }
+}
+
+// Blocks of Kernel that the device holds at once (the occupancy API, once per kernel), at most `groups`
+// and 65535.
+template <auto Kernel, int B>
+unsigned resident_grid(int64_t groups) {
+  static const int per_sm = [] {
+    int n = 0;
+    CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&n, Kernel, B, 0));
+    return std::max(n, 1);
+  }();
+  return static_cast<unsigned>(std::min<int64_t>({groups, int64_t{per_sm} * sm_count(), 65535}));
+}
+
+template <bool kAdd>
+void launch_held(float* x, const float* y, const float* w, float* out, int64_t groups, int64_t d, int kind, float eps,
+                 cudaStream_t stream, const XbOut& xb) {
+  with_shape(d, [&](auto threads, auto slots) {
+    constexpr int kB = decltype(threads)::value, kS = decltype(slots)::value;
+    constexpr auto kernel = norm_held_kernel<kB, kS, kAdd>;
+    launch_pdl(kernel, resident_grid<kernel, kB>(groups), kB, 0, stream, x, y, w, out, groups, static_cast<int>(d),
+               kind, eps, xb);
+  });
+  CUDA_CHECK_LAUNCH();
 }
 
 }  // namespace
@@ -103,24 +249,30 @@ __global__ void rms_norm_gated_kernel(const float* x, const float* z, const floa
 void rms_norm(const float* x, const float* w, float* y, int64_t groups, int64_t d, int kind, float eps,
               cudaStream_t stream, const XbOut& xb) {
   if (groups == 0) return;
-  launch_pdl(rms_norm_kernel, static_cast<unsigned>(std::min<int64_t>(groups, 65535)), norm_threads(d), 0, stream, x, w,
-             y, groups, d, kind, eps, xb);
-  CUDA_CHECK_LAUNCH();
+  const int s = held_slots(d);
+  if (s == 0) return rms_norm_reference(x, w, y, groups, d, kind, eps, stream, xb);
+  // The kernel writes x only when it adds (kAdd): here it reads it.
+  launch_held<false>(const_cast<float*>(x), nullptr, w, y, groups, d, kind, eps, stream, xb);
 }
 
 void add_rms_norm(float* x, const float* y, const float* w, float* out, int64_t groups, int64_t d, int kind, float eps,
                   cudaStream_t stream, const XbOut& xb) {
   if (groups == 0) return;
-  launch_pdl(add_rms_norm_kernel, static_cast<unsigned>(std::min<int64_t>(groups, 65535)), norm_threads(d), 0, stream,
-             x, y, w, out, groups, d, kind, eps, xb);
-  CUDA_CHECK_LAUNCH();
+  const int s = held_slots(d);
+  if (s == 0) return add_rms_norm_reference(x, y, w, out, groups, d, kind, eps, stream, xb);
+  launch_held<true>(x, y, w, out, groups, d, kind, eps, stream, xb);
 }
 
 void rms_norm_gated(const float* x, const float* z, const float* w, float* y, int64_t groups, int64_t d, float eps,
                     cudaStream_t stream) {
   if (groups == 0) return;
-  launch_pdl(rms_norm_gated_kernel, static_cast<unsigned>(std::min<int64_t>(groups, 65535)), norm_threads(d), 0, stream,
-             x, z, w, y, groups, d, eps);
+  const int s = held_slots(d);
+  if (s == 0) return rms_norm_gated_reference(x, z, w, y, groups, d, eps, stream);
+  with_shape(d, [&](auto threads, auto slots) {
+    constexpr int kB = decltype(threads)::value, kS = decltype(slots)::value;
+    constexpr auto kernel = rms_norm_gated_held_kernel<kB, kS>;
+    launch_pdl(kernel, resident_grid<kernel, kB>(groups), kB, 0, stream, x, z, w, y, groups, static_cast<int>(d), eps);
+  });
   CUDA_CHECK_LAUNCH();
 }
 
