@@ -224,7 +224,9 @@ class Ops {
   // add() then rms_norm(); the default calls them, a device fuses them into one launch.
   virtual void add_rms_norm(const TensorView& x, const TensorView& y, const TensorView& w, NormKind kind, float eps,
                             const TensorView& out) const;
-  // x *= sigmoid(gate), elementwise.
+  // x *= sigmoid(gate), elementwise. gate is contiguous like x, or x is [R, heads * hd] (contiguous) and
+  // gate a [R, heads, hd] view with any row and head strides (head_rows.h: Qwen3.5's gates read in place
+  // from the q_proj output); the bits are those of mul_sigmoid on a contiguous copy of the gate.
   virtual void mul_sigmoid(const TensorView& x, const TensorView& gate) const = 0;
 
   // Writes k, v [R, nkv * hd] into the cache at each row's position.
@@ -241,6 +243,13 @@ class Ops {
   // and values the new context rows and the block's): q [Rq, num_heads * hd] rotated at q_positions[r]
   // (Rq may be 0), k and v [Rk, nkv * hd] at kv_rows[r].position and stored there. The bits of
   // rms_norm(q); rms_norm(k); rope(q, q_positions); rope(k, the kv positions); kv_store(k, v, ...).
+  // qk_norm_rope_kv_store with q read from q_in and the prepared q written to q_out [R, num_heads * hd]
+  // (contiguous rows; q_in is left as it was unless it is q_out). q_in is 2-D like q_out or a
+  // [R, num_heads, hd] view with any row and head strides (head_rows.h: Qwen3.5's queries inside its
+  // [query | gate] heads). The bits of copying q_in into q_out, then qk_norm_rope_kv_store(q_out, ...).
+  virtual void qk_norm_rope_kv_store_from(const TensorView& q_in, const TensorView& q_out, const TensorView& k,
+                                          const TensorView& v, const QkPrep& prep, const KvGeometry& geo, int layer,
+                                          std::span<const AttentionRow> rows) const = 0;
   virtual void qk_norm_rope_kv_store_rows(const TensorView& q, std::span<const int32_t> q_positions,
                                           const TensorView& k, const TensorView& v, const QkPrep& prep,
                                           const KvGeometry& geo, int layer,

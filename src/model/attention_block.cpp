@@ -2,6 +2,7 @@
 #include <cmath>
 #include <cstring>
 
+#include "backend/head_rows.h"
 #include "core/error.h"
 #include "model/layers.h"
 
@@ -35,22 +36,22 @@ void AttentionBlock::forward(BatchContext& ctx, const TensorView& x, const Tenso
   TensorView ys[] = {qfull, k, v};
   ctx.matmul_multi(x, ws, ys);
 
-  // Qwen3.5: each head's 2*hd outputs are [query | gate] (per head, not two flat halves).
-  // As R * num_heads rows of 2*hd floats, q takes the first hd of each and gate the rest.
-  MemTensor q, gate;
-  if (s.attn_output_gate) {
-    q = MemTensor::empty(mem, DType::F32, {R, qw});
-    gate = MemTensor::empty(mem, DType::F32, {R, qw});
-    const auto head = static_cast<size_t>(hd) * 4, rows = static_cast<size_t>(R * s.num_heads);
-    mem.copy_2d(q.as<float>(), head, qfull.as<float>(), 2 * head, head, rows);
-    mem.copy_2d(gate.as<float>(), head, qfull.as<float>() + hd, 2 * head, head, rows);
-  } else {
-    q = std::move(qfull);
-  }
   // Norms, RoPE (at the rows' positions) and the KV store in one call. All rows' keys go
   // in first: a row then sees exactly positions 0..its own, as in decode.
   const QkPrep prep{q_norm, k_norm, s.norm, s.eps, s.rot_dim, s.rope_theta};
-  ops.qk_norm_rope_kv_store(q, k, v, prep, ctx.kv, slot, ctx.attn_rows);
+  // Qwen3.5: each head's 2*hd outputs are [query | gate] (per head, not two flat halves). The head
+  // preparation reads the queries where they are and writes them to q; the gate is read in place too.
+  MemTensor q;
+  TensorView gate;
+  if (s.attn_output_gate) {
+    const int heads = s.num_heads, d = static_cast<int>(hd);
+    q = MemTensor::empty(mem, DType::F32, {R, qw});
+    gate = head_slice(qfull, heads, d, hd);
+    ops.qk_norm_rope_kv_store_from(head_slice(qfull, heads, d, 0), q, k, v, prep, ctx.kv, slot, ctx.attn_rows);
+  } else {
+    q = std::move(qfull);
+    ops.qk_norm_rope_kv_store(q, k, v, prep, ctx.kv, slot, ctx.attn_rows);
+  }
   MemTensor attn = MemTensor::empty(mem, DType::F32, {R, qw});
   ctx.attention(q, slot, s.num_heads, 1.0f / std::sqrt(static_cast<float>(hd)), attn);
   if (s.attn_output_gate) ops.mul_sigmoid(attn, gate);

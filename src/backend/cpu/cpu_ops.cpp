@@ -37,6 +37,13 @@ class CpuOps final : public Ops {
                 std::span<const AttentionRow> rows) const override {
     cpu::kv_store(k, v, geo, layer, rows);
   }
+  // The copy, then the default preparation in place (the same bits by definition).
+  void qk_norm_rope_kv_store_from(const TensorView& q_in, const TensorView& q_out, const TensorView& k,
+                                  const TensorView& v, const QkPrep& prep, const KvGeometry& geo, int layer,
+                                  std::span<const AttentionRow> rows) const override {
+    cpu::copy_heads(q_in, q_out, geo.head_dim);
+    qk_norm_rope_kv_store(q_out, k, v, prep, geo, layer, rows);
+  }
   void attention(const TensorView& q, const KvGeometry& geo, int layer, std::span<const AttentionRow> rows,
                  int num_heads, float scale, const TensorView& out) const override {
     cpu::attention(q, geo, layer, rows, num_heads, scale, out);

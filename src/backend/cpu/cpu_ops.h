@@ -17,6 +17,8 @@ void rope(const TensorView& x, int heads, int head_dim, int rot_dim, double thet
 void swiglu(const TensorView& gate, const TensorView& up, const TensorView& out);
 void add(const TensorView& x, const TensorView& y);
 void mul_sigmoid(const TensorView& x, const TensorView& gate);
+// q_in's heads (2-D rows or a head_rows.h view) into q_out [R, heads * head_dim] (rows contiguous).
+void copy_heads(const TensorView& q_in, const TensorView& q_out, int head_dim);
 void argmax(const TensorView& x, int64_t n, std::span<int32_t> out);
 void kv_store(const TensorView& k, const TensorView& v, const KvGeometry& geo, int layer,
               std::span<const AttentionRow> rows);

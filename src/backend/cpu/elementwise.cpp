@@ -5,6 +5,7 @@
 #include <cstring>
 
 #include "backend/cpu/cpu_ops.h"
+#include "backend/head_rows.h"
 #include "backend/cpu/row_parallel.h"
 #include "core/error.h"
 
@@ -43,10 +44,40 @@ void add(const TensorView& x, const TensorView& y) {
 }
 
 void mul_sigmoid(const TensorView& x, const TensorView& gate) {
+  if (gate.ndim() == 3) {  // heads read in place (head_rows.h)
+    SS_CHECK(x.dtype == DType::F32 && x.ndim() == 2 && x.is_contiguous(),
+             "mul_sigmoid: x {} must be contiguous f32 rows for the gate {}", x.describe(), gate.describe());
+    const HeadRows g =
+        check_head_rows("mul_sigmoid", gate, static_cast<int>(gate.dim(1)), static_cast<int>(gate.dim(2)));
+    SS_CHECK(x.dim(0) == g.rows && x.dim(1) == int64_t{g.heads} * g.head_dim, "mul_sigmoid: x {} vs gate {}",
+             x.describe(), gate.describe());
+    float* a = x.as<float>();
+    for (int64_t r = 0; r < g.rows; ++r)
+      for (int h = 0; h < g.heads; ++h) {
+        const float* gh = gate.as<const float>() + r * g.ld + h * g.head_stride;
+        float* ah = a + (r * g.heads + h) * g.head_dim;
+        for (int i = 0; i < g.head_dim; ++i) ah[i] = ah[i] * sigmoid(gh[i]);
+      }
+    return;
+  }
   check_same("mul_sigmoid", x, gate);
   float* a = x.as<float>();
   const float* g = gate.as<const float>();
   for (int64_t i = 0, n = x.numel(); i < n; ++i) a[i] = a[i] * sigmoid(g[i]);
+}
+
+void copy_heads(const TensorView& q_in, const TensorView& q_out, int head_dim) {
+  SS_CHECK(q_out.dtype == DType::F32 && q_out.ndim() == 2 && q_out.strides[1] == 1 && head_dim > 0 &&
+               q_out.dim(1) % head_dim == 0,
+           "qk_norm_rope_kv_store: q_out {} is not f32 rows of heads of {}", q_out.describe(), head_dim);
+  const int heads = static_cast<int>(q_out.dim(1) / head_dim);
+  const HeadRows in = check_head_rows("qk_norm_rope_kv_store", q_in, heads, head_dim);
+  SS_CHECK(in.rows == q_out.dim(0), "qk_norm_rope_kv_store: q_in {} for q_out {}", q_in.describe(), q_out.describe());
+  if (q_in.data == q_out.data && in.ld == q_out.strides[0] && in.head_stride == head_dim) return;
+  for (int64_t r = 0; r < in.rows; ++r)
+    for (int h = 0; h < heads; ++h)
+      std::memmove(q_out.as<float>() + r * q_out.strides[0] + int64_t{h} * head_dim,
+                   q_in.as<const float>() + r * in.ld + h * in.head_stride, static_cast<size_t>(head_dim) * 4);
 }
 
 void embedding(const TensorView& table, std::span<const int32_t> ids, const TensorView& out) {

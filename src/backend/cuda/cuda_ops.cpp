@@ -16,6 +16,7 @@
 #include "backend/cuda/matmul_free_order.h"
 #include "backend/cuda/staging.h"
 #include "backend/cuda/step_graphs.h"
+#include "backend/head_rows.h"
 #include "core/error.h"
 
 namespace specserve {
@@ -309,6 +310,19 @@ class CudaOps final : public Ops {
   }
 
   void mul_sigmoid(const TensorView& x, const TensorView& gate) const override {
+    if (gate.ndim() == 3) {  // heads read in place (head_rows.h)
+      on_device("mul_sigmoid", x);
+      on_device("mul_sigmoid", gate);
+      SS_CHECK(x.dtype == DType::F32 && x.ndim() == 2 && x.is_contiguous(),
+               "mul_sigmoid: x {} must be contiguous f32 rows for the gate {}", x.describe(), gate.describe());
+      const HeadRows g =
+          check_head_rows("mul_sigmoid", gate, static_cast<int>(gate.dim(1)), static_cast<int>(gate.dim(2)));
+      SS_CHECK(x.dim(0) == g.rows && x.dim(1) == int64_t{g.heads} * g.head_dim, "mul_sigmoid: x {} vs gate {}",
+               x.describe(), gate.describe());
+      k::mul_sigmoid_heads(x.as<float>(), gate.as<const float>(), g.rows, g.heads, g.head_dim, g.ld, g.head_stride,
+                           cuda::launch_stream());
+      return;
+    }
     check_same("mul_sigmoid", x, gate);
     k::mul_sigmoid(x.as<float>(), gate.as<const float>(), x.numel(), cuda::launch_stream());
   }
@@ -348,22 +362,33 @@ class CudaOps final : public Ops {
                              const KvGeometry& geo, int layer, std::span<const AttentionRow> rows) const override {
     SS_CHECK(q.ndim() == 2 && q.dim(0) == static_cast<int64_t>(rows.size()), "qk_norm_rope_kv_store: q {} for {} rows",
              q.describe(), rows.size());
-    head_prep(q, {}, true, kt, v, prep, geo, layer, rows);
+    head_prep(q, q, {}, true, kt, v, prep, geo, layer, rows);
+  }
+  void qk_norm_rope_kv_store_from(const TensorView& q_in, const TensorView& q_out, const TensorView& kt,
+                                  const TensorView& v, const QkPrep& prep, const KvGeometry& geo, int layer,
+                                  std::span<const AttentionRow> rows) const override {
+    SS_CHECK(q_out.ndim() == 2 && q_out.dim(0) == static_cast<int64_t>(rows.size()),
+             "qk_norm_rope_kv_store: q {} for {} rows", q_out.describe(), rows.size());
+    head_prep(q_in, q_out, {}, true, kt, v, prep, geo, layer, rows);
   }
   void qk_norm_rope_kv_store_rows(const TensorView& q, std::span<const int32_t> q_positions, const TensorView& kt,
                                   const TensorView& v, const QkPrep& prep, const KvGeometry& geo, int layer,
                                   std::span<const AttentionRow> kv_rows) const override {
-    head_prep(q, q_positions, false, kt, v, prep, geo, layer, kv_rows);
+    head_prep(q, q, q_positions, false, kt, v, prep, geo, layer, kv_rows);
   }
   // Both head preparations in one launch (head_prep.cu); q's positions are the KV rows' when
-  // q_at_kv_rows, else q_positions (staged with the rows).
-  void head_prep(const TensorView& q, std::span<const int32_t> q_positions, bool q_at_kv_rows, const TensorView& kt,
-                 const TensorView& v, const QkPrep& prep, const KvGeometry& geo, int layer,
+  // q_at_kv_rows, else q_positions (staged with the rows). q's heads are read from q_in (q itself, or
+  // a head_rows.h view of as many rows and heads) and written to q.
+  void head_prep(const TensorView& q_in, const TensorView& q, std::span<const int32_t> q_positions, bool q_at_kv_rows,
+                 const TensorView& kt, const TensorView& v, const QkPrep& prep, const KvGeometry& geo, int layer,
                  std::span<const AttentionRow> rows) const {
     const int hd = geo.head_dim;
     const int heads = check_qk_heads(q, hd);
     const size_t q_rows = q_at_kv_rows ? rows.size() : q_positions.size();
     if (q.dim(0) > 0) check_norm("qk_norm_rope_kv_store", q, q, prep.q_norm);
+    if (q.dim(0) > 0) on_device("qk_norm_rope_kv_store", q_in);
+    const HeadRows in = check_head_rows("qk_norm_rope_kv_store", q_in, heads, hd);
+    SS_CHECK(in.rows == q.dim(0), "qk_norm_rope_kv_store: q_in {} for q {}", q_in.describe(), q.describe());
     check_norm("qk_norm_rope_kv_store", kt, kt, prep.k_norm);
     SS_CHECK(prep.q_norm.numel() == hd && prep.k_norm.numel() == hd,
              "qk_norm_rope_kv_store: head norms {} / {} for head_dim {}", prep.q_norm.describe(),
@@ -388,6 +413,9 @@ class CudaOps final : public Ops {
     a.q_rows = static_cast<int64_t>(q_rows);
     a.q = q.dim(0) > 0 ? q.as<float>() : nullptr;
     a.ldq = q.strides[0];
+    a.q_in = q.dim(0) > 0 ? q_in.as<const float>() : nullptr;
+    a.ldq_in = in.ld;
+    a.q_head_stride = in.head_stride;
     a.k = kt.as<float>();
     a.ldk = kt.strides[0];
     a.v = v.as<const float>();

@@ -48,6 +48,15 @@ __global__ void mul_sigmoid_kernel(float* x, const float* g, int64_t n) {
   pdl_begin();
   SS_GRID_STRIDE(i, n) x[i] = x[i] * d_sigmoid(g[i]);
 }
+// One block per (row, head) of x; the same product as mul_sigmoid_kernel.
+__global__ void mul_sigmoid_heads_kernel(float* x, const float* g, int heads, int hd, int64_t ld, int64_t hs) {
+  pdl_begin();
+  const int64_t b = blockIdx.x, r = b / heads;
+  const int h = static_cast<int>(b % heads);
+  float* xh = x + b * hd;
+  const float* gh = g + r * ld + h * hs;
+  for (int i = threadIdx.x; i < hd; i += blockDim.x) xh[i] = xh[i] * d_sigmoid(gh[i]);
+}
 __global__ void embedding_kernel(const void* table, bool bf16, int64_t width, const int32_t* ids, int64_t n,
                                  float* out) {
   pdl_begin();
@@ -83,6 +92,16 @@ void add(float* x, const float* y, int64_t n, cudaStream_t stream) {
 void mul_sigmoid(float* x, const float* gate, int64_t n, cudaStream_t stream) {
   if (n == 0) return;
   launch_pdl(mul_sigmoid_kernel, grid_for(n, kThreads), kThreads, 0, stream, x, gate, n);
+  CUDA_CHECK_LAUNCH();
+}
+
+void mul_sigmoid_heads(float* x, const float* gate, int64_t rows, int heads, int hd, int64_t ld, int64_t head_stride,
+                       cudaStream_t stream) {
+  const int64_t blocks = rows * heads;
+  if (blocks == 0 || hd == 0) return;
+  const int threads = hd >= 256 ? 256 : hd >= 128 ? 128 : 64;
+  launch_pdl(mul_sigmoid_heads_kernel, static_cast<unsigned>(blocks), threads, 0, stream, x, gate, heads, hd, ld,
+             head_stride);
   CUDA_CHECK_LAUNCH();
 }
 

@@ -5,7 +5,8 @@
 // as rope_kernel would (rope_math.cuh) in shared memory, writes it back, and a KV head's block also
 // stores the head's key and value into the row's cache slot as kv_store_kernel would. So the bits are
 // those of rms_norm; rope; kv_store, in a fifth of the launches (with the same rounding into a bf16 cache:
-// kv_narrow).
+// kv_narrow). A query head is read from q_in's head (Qwen3.5's queries inside its [query | gate] heads,
+// or q itself) and written to q's; both reads of it come before the write, so q_in may be q.
 #include <cuda_runtime.h>
 
 #include "backend/cuda/cuda_check.h"
@@ -34,9 +35,10 @@ __global__ void qk_norm_rope_kv_store_kernel(HeadPrepArgs a, const KvRow* rows, 
   const int h = static_cast<int>(b % per_row);
   const int hd = geo.head_dim;
   float* x = is_k ? a.k + r * a.ldk + int64_t{h} * hd : a.q + r * a.ldq + int64_t{h} * hd;
+  const float* src = is_k ? x : a.q_in + r * a.ldq_in + h * a.q_head_stride;
   const int32_t position = is_k || a.q_pos == nullptr ? rows[r].position : a.q_pos[r];
 
-  write_normed(x, is_k ? a.k_norm : a.q_norm, s_head, hd, a.kind, inv_rms(x, hd, a.eps, shared));
+  write_normed(src, is_k ? a.k_norm : a.q_norm, s_head, hd, a.kind, inv_rms(src, hd, a.eps, shared));
   __syncthreads();
   const int half = a.rot_dim / 2;
   for (int i = threadIdx.x; i < half; i += blockDim.x) rope_pair(s_head, i, half, a.inv_freq[i], position);
@@ -85,9 +87,10 @@ __global__ void __launch_bounds__(256)
     const bool live = h < heads, is_k = h >= a.num_heads;
     const int kh = h - a.num_heads;
     float* x = !live ? nullptr : is_k ? a.k + r * a.ldk + int64_t{kh} * HD : a.q + r * a.ldq + int64_t{h} * HD;
+    const float* src = !live || is_k ? x : a.q_in + r * a.ldq_in + h * a.q_head_stride;
     float sum = 0.0f;
     if (live)
-      for (int i = t; i < HD; i += T) sum = fmaf(x[i], x[i], sum);
+      for (int i = t; i < HD; i += T) sum = fmaf(src[i], src[i], sum);
     sum = warp_sum(sum);
     if (lane == 0) s_part[g][warp] = sum;
     __syncthreads();  // the partials (and, at h0 = 0, the row's cos and sin)
@@ -96,7 +99,7 @@ __global__ void __launch_bounds__(256)
       for (int w = 0; w < kWarps; ++w) total += s_part[g][w];
       const float inv = 1.0f / sqrtf(total / static_cast<float>(HD) + a.eps);
       const float* w = is_k ? a.k_norm : a.q_norm;
-      for (int i = t; i < HD; i += T) head[i] = normed(x[i], w[i], a.kind, inv);
+      for (int i = t; i < HD; i += T) head[i] = normed(src[i], w[i], a.kind, inv);
     }
     __syncthreads();
     if (live)

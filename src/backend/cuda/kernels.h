@@ -202,6 +202,10 @@ void fill_uniform(void* dst, bool bf16, int64_t n, uint64_t seed, float lo, floa
 int64_t argmax_scratch_bytes(int64_t rows, int64_t n);
 void argmax(const float* x, int64_t ld, int64_t rows, int64_t n, int32_t* out, void* scratch, cudaStream_t stream);
 void mul_sigmoid(float* x, const float* gate, int64_t n, cudaStream_t stream);
+// x [rows, heads * hd] (contiguous) *= sigmoid of the gate heads read in place: head h of row r at
+// gate + r * ld + h * head_stride (Ops::mul_sigmoid with a head_rows.h gate); the bits of mul_sigmoid.
+void mul_sigmoid_heads(float* x, const float* gate, int64_t rows, int heads, int hd, int64_t ld, int64_t head_stride,
+                       cudaStream_t stream);
 // out[r, :] = table[ids[r], :]; table f32 or bf16 [*, width] contiguous; ids a device array.
 void embedding(const void* table, bool bf16, int64_t width, const int32_t* ids, int64_t n, float* out,
                cudaStream_t stream);
@@ -237,13 +241,18 @@ struct KvArgs {
   int head_dim = 0;
 };
 void kv_store(const KvArgs& kv, const float* k, int64_t ldk, const float* v, int64_t ldv, cudaStream_t stream);
-// Ops::qk_norm_rope_kv_store(_rows) (head_prep.cu): q [q_rows, num_heads * hd] and k [R, nkv * hd] normed
-// and rotated in place (q at q_pos[r], or at kv's rows[r].position when q_pos is null), k and v stored at
+// Ops::qk_norm_rope_kv_store(_rows, _from) (head_prep.cu): q [q_rows, num_heads * hd] and k [R, nkv * hd]
+// normed and rotated (q at q_pos[r], or at kv's rows[r].position when q_pos is null), k and v stored at
 // kv's rows; inv_freq [rot_dim / 2] a device array; kind 0 Plain, 1 ZeroCentred. The bits of rms_norm,
-// rope and kv_store.
+// rope and kv_store. k is updated in place; q's heads are read from q_in (head h of row r at
+// q_in + r * ldq_in + h * q_head_stride) and written to q: set q_in = q, ldq_in = ldq and
+// q_head_stride = hd for in place.
 struct HeadPrepArgs {
   float* q = nullptr;
   int64_t ldq = 0;
+  const float* q_in = nullptr;
+  int64_t ldq_in = 0;
+  int64_t q_head_stride = 0;
   float* k = nullptr;
   int64_t ldk = 0;
   const float* v = nullptr;
