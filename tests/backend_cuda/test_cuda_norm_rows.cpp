@@ -16,7 +16,7 @@ namespace {
 namespace k = cuda::kernels;
 
 constexpr int64_t kWidths[] = {64, 1000, 4096, 5120, 5121, 8192};
-constexpr int64_t kRowCounts[] = {1, 7, 33, 2048};
+constexpr int64_t kRowCounts[] = {1, 7, 33, 200, 2048};  // 200: between one and two groups a block
 constexpr int64_t kMaxRows = 2048;
 
 // A NaN-poisoned XbOut for [M, d] in the matmul's layout (rows rounded up to 16, pitch d rounded up to 16

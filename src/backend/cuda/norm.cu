@@ -4,18 +4,23 @@
 // their output's bf16 copy for the gemv kernel (XbOut, xb_out.cuh).
 //
 // Groups up to kNormHeld * blockDim.x wide take the held-row kernels below: the bits of the one-block-a-row
-// kernels (norm_reference.cu, which still take wider groups), laid out for bandwidth at prefill sizes:
-//  - S = ceil(d / blockDim) register slots a thread (a template: no dead slots, fewer registers), slot j
-//    of thread t holding element t + j * blockDim, the order in which the sum of squares walks it;
-//  - at most 32 registers (__launch_bounds__(1024, 2)): two blocks of 1024 threads on a multiprocessor
-//    (the reference add_rms_norm kernel needs 64, which leaves one, and its phases then run one by one);
-//  - a grid of the blocks the device holds at once, each walking groups g, g + gridDim.x, ...: the norm
-//    weights are loaded once a block (before the wait for the previous kernel, as before), and the
-//    block loads its next group while it reduces, normalises and stores this one;
-//  - the bf16 copy packed from the registers (the neighbour's element by a shuffle), not read back from
-//    the written output after a barrier.
+// kernels (norm_reference.cu, which still take wider groups), laid out for bandwidth at prefill sizes.
+// The reference add_rms_norm kernel at [2048, 5120] ran at about half its byte floor: 64 registers left
+// one block of 1024 threads a multiprocessor, a block a row, each block loading the weights, then its
+// row, then reading its output back from L2 for the bf16 copy after a barrier, one phase after another.
+// Here:
+//  - the block size B = norm_threads(d) and S = ceil(d / B) register slots a thread are template
+//    parameters (slot offsets are immediates, no dead slots), slot j of thread t holding element
+//    t + j * B, the order in which the sum of squares walks it;
+//  - the grid is the blocks the device holds at once (the occupancy API), each walking groups
+//    g, g + gridDim.x, ...: the norm weights are loaded once a block (before the wait for the previous
+//    kernel, as before), and the loads of the next one or two groups are in flight while the block
+//    reduces, normalises and stores this one (kAhead; 1536 threads a multiprocessor at <= 40 registers,
+//    or one block of 1024 at <= 64: ptxas -v shows no spills beyond a word or two at the shapes used);
+//  - the bf16 copy is packed from the registers (the odd neighbour's element by a shuffle), not read
+//    back from the written output after a barrier.
 // Only the grid depends on the number of groups; the block size, the slots and every addition depend on
-// d alone, so a group's bits do not depend on how many groups a launch has.
+// d alone, so a group's bits do not depend on how many groups a launch has (test_cuda_norm_rows.cpp).
 #include <cuda_runtime.h>
 
 #include <algorithm>
@@ -23,12 +28,12 @@
 #include <type_traits>
 
 #include "backend/cuda/cuda_check.h"
-#include "core/error.h"
 #include "backend/cuda/kernels.h"
 #include "backend/cuda/launch.cuh"
 #include "backend/cuda/norm_math.cuh"
 #include "backend/cuda/norm_reference.h"
 #include "backend/cuda/xb_out.cuh"
+#include "core/error.h"
 
 namespace specserve::cuda::kernels {
 
@@ -74,29 +79,41 @@ __device__ __forceinline__ void xb_write_slots(const XbOut& xb, int64_t g, int64
   for (int64_t m = groups + g; m < xb.rows; m += groups) xb_write(xb, m, nullptr, 0, 0, xb.pitch, threadIdx.x, B);
 }
 
-// Blocks of B threads a multiprocessor should hold: all 2048 threads (<= 32 registers; 32 blocks at
-// most), except one block of 1024 (up to 64 registers): at 32, its slots, the next group's and the
-// weights spill; one block keeps a group's loads in flight while it finishes the previous one.
+// Blocks of B threads a multiprocessor should hold: 1536 threads (<= 40 registers), or one block of 1024
+// (<= 64).
 template <int B>
 constexpr int kMinBlocks = B == 1024       ? 1
-                           : 2048 / B < 32 ? 2048 / B
+                           : 1536 / B < 32 ? 1536 / B
                                            : 32;
+// Groups a block keeps in flight beyond the one it finishes: two where the registers hold them without
+// spilling (ptxas -v), else one.
+template <int B, int S, bool kAdd>
+constexpr int kAhead = !kAdd || (B == 1024 && S <= 5) ? 2 : 1;
 
 // rms_norm (kAdd false: x is only read, y may alias it) and add_rms_norm (kAdd: x += y, then out =
 // rms_norm(x); the thread that adds an element squares it). x is written only with kAdd. With more
-// groups than blocks, a block loads its next group while it reduces and stores this one.
+// groups than blocks, a block keeps the loads of its next kAhead groups in flight while it reduces and
+// stores this one (other rows: no aliasing).
 template <int B, int S, bool kAdd>
 __global__ void __launch_bounds__(B, kMinBlocks<B>)
     norm_held_kernel(float* x, const float* y, const float* w, float* out, int64_t groups, int d, int kind, float eps,
                      XbOut xb) {
+  constexpr bool kTwo = kAhead<B, S, kAdd> == 2;
   __shared__ float shared[32];
-  float wv[S], v[S], u[S];
+  // v, u: this group's x and y; v1, u1: the next group's (with kTwo).
+  float wv[S], v[S], u[S], v1[kTwo ? S : 1], u1[kTwo && kAdd ? S : 1];
   load_slots<B>(w, d, wv);
   pdl_begin();
   int64_t g = blockIdx.x;
   if (g < groups) {
     load_slots<B>(x + g * d, d, v);
     if constexpr (kAdd) load_slots<B>(y + g * d, d, u);
+  }
+  if constexpr (kTwo) {
+    if (g + gridDim.x < groups) {
+      load_slots<B>(x + (g + gridDim.x) * d, d, v1);
+      if constexpr (kAdd) load_slots<B>(y + (g + gridDim.x) * d, d, u1);
+    }
   }
   for (; g < groups; g += gridDim.x) {
     if constexpr (kAdd) {
@@ -107,12 +124,12 @@ __global__ void __launch_bounds__(B, kMinBlocks<B>)
         if (slot_index<B>(j) < d) xr[slot_index<B>(j)] = v[j];
       }
     }
-    // The next group's loads, in flight while this one is reduced and stored (another row: no aliasing).
-    const int64_t next = g + gridDim.x;
-    float vn[S];
-    if (next < groups) {
-      load_slots<B>(x + next * d, d, vn);
-      if constexpr (kAdd) load_slots<B>(y + next * d, d, u);
+    // The last group in flight: g + 2 gridDim.x (kTwo) or g + gridDim.x; y's into u, free once added.
+    const int64_t last = g + int64_t{kAhead<B, S, kAdd>} * gridDim.x;
+    float vl[S];
+    if (last < groups) {
+      load_slots<B>(x + last * d, d, vl);
+      if constexpr (kAdd) load_slots<B>(y + last * d, d, u);
     }
     const float r = inv_rms_of(slots_sum_sq<B>(v, d), d, eps, shared);
     float* orow = out + g * d;
@@ -127,17 +144,37 @@ __global__ void __launch_bounds__(B, kMinBlocks<B>)
     }
     if (xb.regs != nullptr) xb_write_slots<B>(xb, g, groups, v);
 #pragma unroll
-    for (int j = 0; j < S; ++j) v[j] = vn[j];
+    for (int j = 0; j < S; ++j) {
+      if constexpr (kTwo) {
+        v[j] = v1[j];
+        v1[j] = vl[j];
+        if constexpr (kAdd) {
+          const float t = u1[j];
+          u1[j] = u[j];
+          u[j] = t;
+        }
+      } else {
+        v[j] = vl[j];
+      }
+    }
   }
 }
 
-// y = (w * (x * r)) * silu(z), as rms_norm_gated_kernel (norm_reference.cu) computes it.
+// Blocks of B threads a multiprocessor should hold for the gated norm: 1536 threads (<= 40 registers:
+// its two groups in flight and the weights), one block of 1024.
+template <int B>
+constexpr int kGatedMinBlocks = B == 1024       ? 1
+                                : 1536 / B < 32 ? 1536 / B
+                                                : 32;
+
+// y = (w * (x * r)) * silu(z), as rms_norm_gated_kernel (norm_reference.cu) computes it. The groups are
+// small (the DeltaNet heads: 128 wide, 64 threads): a block keeps its next two groups' loads in flight.
 template <int B, int S>
-__global__ void __launch_bounds__(B, kMinBlocks<B>)
+__global__ void __launch_bounds__(B, kGatedMinBlocks<B>)
     rms_norm_gated_held_kernel(const float* x, const float* z, const float* w, float* y, int64_t groups, int d,
                                float eps) {
   __shared__ float shared[32];
-  float wv[S], v[S], zv[S];
+  float wv[S], v[S], zv[S], v1[S], z1[S];
   load_slots<B>(w, d, wv);
   pdl_begin();
   int64_t g = blockIdx.x;
@@ -145,12 +182,17 @@ __global__ void __launch_bounds__(B, kMinBlocks<B>)
     load_slots<B>(x + g * d, d, v);
     load_slots<B>(z + g * d, d, zv);
   }
+  if (g + gridDim.x < groups) {
+    load_slots<B>(x + (g + gridDim.x) * d, d, v1);
+    load_slots<B>(z + (g + gridDim.x) * d, d, z1);
+  }
   for (; g < groups; g += gridDim.x) {
-    const int64_t next = g + gridDim.x;
-    float vn[S], zn[S];
-    if (next < groups) {
-      load_slots<B>(x + next * d, d, vn);
-      load_slots<B>(z + next * d, d, zn);
+    // The group after next (other rows: no aliasing with y, which may be x).
+    const int64_t after = g + 2 * int64_t{gridDim.x};
+    float v2[S], z2[S];
+    if (after < groups) {
+      load_slots<B>(x + after * d, d, v2);
+      load_slots<B>(z + after * d, d, z2);
     }
     const float r = inv_rms_of(slots_sum_sq<B>(v, d), d, eps, shared);
     float* yr = y + g * d;
@@ -159,8 +201,10 @@ __global__ void __launch_bounds__(B, kMinBlocks<B>)
       if (slot_index<B>(j) < d) yr[slot_index<B>(j)] = (wv[j] * (v[j] * r)) * d_silu(zv[j]);
 #pragma unroll
     for (int j = 0; j < S; ++j) {
-      v[j] = vn[j];
-      zv[j] = zn[j];
+      v[j] = v1[j];
+      zv[j] = z1[j];
+      v1[j] = v2[j];
+      z1[j] = z2[j];
     }
   }
 }
