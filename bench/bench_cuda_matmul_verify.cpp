@@ -4,7 +4,7 @@
 //   0  the plan (Ops::matmul / matmul_multi: what the model runs today)
 //   1  the wgmma kernels the plan chose before the TMA kernel (cluster or slice-serial per weight, one copy
 //      of x: matmul_bf16_wgmma_multi); at <= 64 rows the plan may take the mid kernel instead (path 0)
-//   2  the TMA kernel forced, its shape by its rule (any M)
+//   2  the TMA kernel forced, its shape and split by its rule (any M)
 //   3  cuBLASLt (MatmulOrder::Free: its own summation order; the vendor GEMM's rate for contrast)
 // Counters: TFLOP/s, GB/s of the weights, of_copy (that over the device-to-device copy rate: 1 is the
 // weight stream's roofline). Weight copies rotate over 512 MB so every call reads its weights from DRAM,
@@ -12,6 +12,8 @@
 //
 //   build/bin/bench_cuda_matmul_verify --benchmark_filter='BM_MatmulVerify/shape:[0-3]/M:(64|128|256)/'
 //   build/bin/bench_cuda_matmul_verify --benchmark_filter='BM_MatmulVerifyShapes'
+// BM_MatmulVerifyShapes forces the TMA kernel's tile shape (0 128 x 128, 1 128 x 64, 2 64 x 128) and its
+// units (split 0: whole tiles, 1: one slice each, the running total handed over between CTAs).
 #include <benchmark/benchmark.h>
 #include <cuda_runtime_api.h>
 
@@ -73,7 +75,7 @@ DeviceBuffer random_bf16(size_t elems, uint32_t seed) {
   return b;
 }
 
-void run(benchmark::State& st, const CallShape& s, int64_t M, int path, int shape) {
+void run(benchmark::State& st, const CallShape& s, int64_t M, int path, int shape, int split) {
   if (cuda::device_count() == 0 || !k::wgmma_available()) {
     st.SkipWithError("no compute capability 9.0 device");
     return;
@@ -115,7 +117,7 @@ void run(benchmark::State& st, const CallShape& s, int64_t M, int path, int shap
       if (!k::matmul_bf16_wgmma_multi(parts.data(), s.n, cuda::cuda_stream()))
         throw std::runtime_error("wgmma declined");
     } else if (path == 2) {
-      if (!k::matmul_bf16_wgmma_tma(parts.data(), s.n, cuda::cuda_stream(), shape))
+      if (!k::matmul_bf16_wgmma_tma(parts.data(), s.n, cuda::cuda_stream(), shape, split))
         throw std::runtime_error("wgmma-tma declined");
     } else if (path == 3) {
       const ScopedMatmulOrder order(cuda_ops(), MatmulOrder::Free);
@@ -141,10 +143,12 @@ void run(benchmark::State& st, const CallShape& s, int64_t M, int path, int shap
   for (int i = 0; i < s.n; ++i) cols += s.N[i];
   std::string label = std::string(s.name) + " " + kPaths[path];
   if (path == 2) {
-    const auto chosen = shape >= 0 ? static_cast<cuda::wgt::WgtShape>(shape)
-                                   : cuda::wgt::choose_wgt_shape(M, s.N, s.n, k::matmul_device().sms);
+    const cuda::wgt::WgtPlan chosen = cuda::wgt::choose_wgt_plan(M, K, s.N, s.n, k::matmul_device().sms, shape, split);
     static const char* const kShapeNames[] = {"128x128", "128x64", "64x128"};
-    label += std::string(" ") + kShapeNames[static_cast<int>(chosen)];
+    label += std::string(" ") + kShapeNames[static_cast<int>(chosen.shape)] +
+             (chosen.split == cuda::wgt::WgtSplit::Slices ? " slices" : " tiles");
+    st.counters["predicted_us"] =
+        double(cuda::wgt::wgt_plan_cost(M, K, s.N, s.n, k::matmul_device().sms, chosen.shape, chosen.split)) / 1e3;
   }
   st.SetLabel(label);
   st.counters["GB/s"] = double(w_bytes) / t / 1e9;
@@ -154,7 +158,7 @@ void run(benchmark::State& st, const CallShape& s, int64_t M, int path, int shap
 
 BENCHMARK(BM_CopyRoofline)->UseManualTime()->Iterations(1);
 
-void BM_MatmulVerify(benchmark::State& st) { run(st, kCalls[st.range(0)], st.range(1), int(st.range(2)), -1); }
+void BM_MatmulVerify(benchmark::State& st) { run(st, kCalls[st.range(0)], st.range(1), int(st.range(2)), -1, -1); }
 BENCHMARK(BM_MatmulVerify)
     ->ArgNames({"shape", "M", "path"})
     ->Apply([](benchmark::internal::Benchmark* b) {
@@ -165,14 +169,18 @@ BENCHMARK(BM_MatmulVerify)
     ->UseManualTime()
     ->Unit(benchmark::kMicrosecond);
 
-// The TMA kernel's tile shapes forced (0 128 x 128, 1 128 x 64, 2 64 x 128): the rule's cost model checked.
-void BM_MatmulVerifyShapes(benchmark::State& st) { run(st, kCalls[st.range(0)], st.range(1), 2, int(st.range(2))); }
+// The TMA kernel's tile shapes (0 128 x 128, 1 128 x 64, 2 64 x 128) and splits (0 tiles, 1 slices)
+// forced: the rule's cost model (predicted_us) checked.
+void BM_MatmulVerifyShapes(benchmark::State& st) {
+  run(st, kCalls[st.range(0)], st.range(1), 2, int(st.range(2)), int(st.range(3)));
+}
 BENCHMARK(BM_MatmulVerifyShapes)
-    ->ArgNames({"shape", "M", "tile"})
+    ->ArgNames({"shape", "M", "tile", "split"})
     ->Apply([](benchmark::internal::Benchmark* b) {
       for (int64_t i = 0; i < 4; ++i)
         for (int64_t m : {64, 128, 256})
-          for (int64_t tile = 0; tile < cuda::wgt::kWgtShapes; ++tile) b->Args({i, m, tile});
+          for (int64_t tile = 0; tile < cuda::wgt::kWgtShapes; ++tile)
+            for (int64_t split = 0; split < cuda::wgt::kWgtSplits; ++split) b->Args({i, m, tile, split});
     })
     ->UseManualTime()
     ->Unit(benchmark::kMicrosecond);

@@ -334,3 +334,46 @@ TEST(MatmulChoice, WgmmaTmaTileShape) {
     EXPECT_EQ(cuda::wgt::choose_wgt_shape(r.M, r.N->data(), static_cast<int>(r.N->size()), r.sms), r.want)
         << "M " << r.M << ", " << r.N->size() << " weights, N[0] " << (*r.N)[0] << ", " << r.sms << " SMs";
 }
+
+// The TMA kernel's plan per launch (choose_wgt_plan: shape and units, whole tiles or one slice each; the
+// bits do not depend on it), from its cost model: slice units where whole tiles leave multiprocessors idle
+// or the slices cut a CTA's K tiles, whole tiles where slice units would only add waves.
+TEST(MatmulChoice, WgmmaTmaPlan) {
+  using cuda::wgt::WgtShape;
+  using cuda::wgt::WgtSplit;
+  const std::vector<int64_t> qkv = {kH, kKv, kKv}, o = {kH}, gate_up = {kI, kI}, k27 = {5120}, up27 = {17408};
+  struct Row {
+    int64_t M, K;
+    const std::vector<int64_t>* N;
+    WgtShape shape;
+    WgtSplit split;
+  };
+  const Row table[] = {
+      {64, kH, &qkv, WgtShape::M64N128, WgtSplit::Slices},        // 48 tiles: 384 slice units
+      {128, kH, &qkv, WgtShape::M128N128, WgtSplit::Slices},      // 384 units: 3 waves of 8 K tiles
+      {128, kH, &o, WgtShape::M128N128, WgtSplit::Slices},        // 256 units
+      {128, kI, &o, WgtShape::M128N128, WgtSplit::Slices},        // down: 256 units of 24 K tiles
+      {128, kH, &gate_up, WgtShape::M128N128, WgtSplit::Slices},  // 768 units: 6 waves of 16
+      {256, kH, &gate_up, WgtShape::M128N128, WgtSplit::Tiles},   // 3 waves of 64 against 12 of 16
+      {256, kH, &qkv, WgtShape::M128N128, WgtSplit::Tiles},       // 96 tiles: one wave
+      {256, kH, &o, WgtShape::M128N64, WgtSplit::Tiles},          // 128 tiles: one wave
+      {256, kI, &o, WgtShape::M128N128, WgtSplit::Slices},        // down: 192 K tiles a tile
+      {128, 6144, &k27, WgtShape::M128N128, WgtSplit::Slices},    // the 27B's o
+      {256, 5120, &up27, WgtShape::M128N128, WgtSplit::Slices},   // S = 2: 544 units
+  };
+  for (const Row& r : table) {
+    const auto p = cuda::wgt::choose_wgt_plan(r.M, r.K, r.N->data(), static_cast<int>(r.N->size()), 132);
+    EXPECT_EQ(p.shape, r.shape) << "M " << r.M << ", K " << r.K << ", N[0] " << (*r.N)[0];
+    EXPECT_EQ(p.split, r.split) << "M " << r.M << ", K " << r.K << ", N[0] " << (*r.N)[0];
+  }
+  // Forced: the shape, the split, or both.
+  const auto forced = cuda::wgt::choose_wgt_plan(128, kH, qkv.data(), 3, 132, 1, 0);
+  EXPECT_EQ(forced.shape, WgtShape::M128N64);
+  EXPECT_EQ(forced.split, WgtSplit::Tiles);
+  EXPECT_EQ(cuda::wgt::choose_wgt_plan(128, kH, qkv.data(), 3, 132, 2).shape, WgtShape::M64N128);
+  EXPECT_EQ(cuda::wgt::choose_wgt_plan(256, kH, gate_up.data(), 2, 132, -1, 1).split, WgtSplit::Slices);
+  EXPECT_EQ(cuda::wgt::choose_wgt_plan(256, kH, o.data(), 1, 132, -1, 1).shape, WgtShape::M128N128);
+  // Slice units add one hand-over a slice: never chosen for S = 1 (K below 32 chunks x 2).
+  const std::vector<int64_t> narrow = {384};
+  EXPECT_EQ(cuda::wgt::choose_wgt_plan(128, 496, narrow.data(), 1, 132).split, WgtSplit::Tiles);
+}

@@ -1,8 +1,10 @@
 // The TMA-fed slice-serial warpgroup matmul (cuda/matmul_wgmma_tma_sm90a.cu) on the GPU: every row of calls
 // of 33-256 rows bit-equal to the row computed alone (M = 1: the gemv kernel, the decode path), in every
-// tile shape and by the plan's choice, on the 8B and 27B projection shapes and on shapes with N and K tails
+// tile shape, as whole-tile units and as slice units (the running total handed from CTA to CTA), and by
+// the plan's choice, on the 8B and 27B projection shapes and on shapes with N and K tails
 // and slices that end inside a 64-k tile; several weights in one call equal to lone calls; a producer's copy
-// of x read in place of the kernel's own; and agreement with the contract's double reference, with y's
+// of x read in place of the kernel's own; many slice-unit launches back to back (their flags left as they
+// found them); and agreement with the contract's double reference, with y's
 // padding untouched.
 #include <array>
 #include <cmath>
@@ -77,13 +79,14 @@ void check_rows_bit_equal(int64_t N, int64_t K) {
   for (int64_t M : kCallRows)
     for (int64_t first : {int64_t{0}, M % 13 + 1}) {
       const std::string at = "M=" + std::to_string(M) + " from row " + std::to_string(first);
-      // Every tile shape, forced.
-      for (int shape = 0; shape < cuda::wgt::kWgtShapes; ++shape) {
-        DeviceBuffer y = poisoned(size_t(M * N));
-        const k::MatmulArgs a = args(dx, first, M, dw, N, K, y);
-        ASSERT_TRUE(k::matmul_bf16_wgmma_tma(&a, 1, cuda::cuda_stream(), shape)) << at << where;
-        expect_rows(y, first, M, "shape " + std::to_string(shape) + ", " + at);
-      }
+      // Every tile shape and split, forced.
+      for (int shape = 0; shape < cuda::wgt::kWgtShapes; ++shape)
+        for (int split = 0; split < cuda::wgt::kWgtSplits; ++split) {
+          DeviceBuffer y = poisoned(size_t(M * N));
+          const k::MatmulArgs a = args(dx, first, M, dw, N, K, y);
+          ASSERT_TRUE(k::matmul_bf16_wgmma_tma(&a, 1, cuda::cuda_stream(), shape, split)) << at << where;
+          expect_rows(y, first, M, "shape " + std::to_string(shape) + " split " + std::to_string(split) + ", " + at);
+        }
       // The plan's choice (Ops::matmul): the kernel where the plan says so.
       const bool planned = choose_matmul(MatmulBackend::Cuda, MatmulOrder::RowInvariant, M, K, mw,
                                          k::matmul_device()) == MatmulKernel::WgmmaTma;
@@ -137,13 +140,15 @@ TEST_F(Gpu, WgmmaTmaBitEqualOnAdversarialData) {
     const TensorView X = dev_view(dx, DType::F32, {M, K}), W = dev_view(dw, DType::BF16, {N, K});
     const auto alone = rows_alone(X, W, M, N);
     const std::string where = "M " + std::to_string(M) + ", N " + std::to_string(N) + ", K " + std::to_string(K);
-    for (int shape = -1; shape < cuda::wgt::kWgtShapes; ++shape) {
-      DeviceBuffer y = poisoned(size_t(M * N));
-      const k::MatmulArgs a = args(dx, 0, M, dw, N, K, y);
-      ASSERT_TRUE(k::matmul_bf16_wgmma_tma(&a, 1, cuda::cuda_stream(), shape));
-      const auto got = download(y, size_t(M * N));
-      EXPECT_TRUE(bit_equal(got.data(), alone.data(), got.size())) << "shape " << shape << ", " << where;
-    }
+    for (int shape = -1; shape < cuda::wgt::kWgtShapes; ++shape)
+      for (int split = 0; split < cuda::wgt::kWgtSplits; ++split) {
+        DeviceBuffer y = poisoned(size_t(M * N));
+        const k::MatmulArgs a = args(dx, 0, M, dw, N, K, y);
+        ASSERT_TRUE(k::matmul_bf16_wgmma_tma(&a, 1, cuda::cuda_stream(), shape, split));
+        const auto got = download(y, size_t(M * N));
+        EXPECT_TRUE(bit_equal(got.data(), alone.data(), got.size()))
+            << "shape " << shape << " split " << split << ", " << where;
+      }
   }
 }
 
@@ -157,12 +162,13 @@ TEST_F(Gpu, WgmmaTmaAgreesWithTheReference) {
     const auto w = to_bf16(wf);
     DeviceBuffer dx = DeviceBuffer::from(x), dw = DeviceBuffer::from(w);
     const int64_t ld = N + 5;
-    for (int shape = -1; shape < cuda::wgt::kWgtShapes; ++shape) {
+    for (int variant = -1; variant < 2 * cuda::wgt::kWgtShapes; ++variant) {
+      const int shape = variant < 0 ? -1 : variant / 2, split = variant < 0 ? -1 : variant % 2;
       DeviceBuffer y = poisoned(size_t(M * ld));
       k::MatmulArgs a = args(dx, 0, M, dw, N, K, y);
       a.y = y.as<float>() + 3;
       a.ldy = ld;
-      ASSERT_TRUE(k::matmul_bf16_wgmma_tma(&a, 1, cuda::cuda_stream(), shape));
+      ASSERT_TRUE(k::matmul_bf16_wgmma_tma(&a, 1, cuda::cuda_stream(), shape, split));
       const auto got = download(y, size_t(M * ld));
       std::vector<float> yv(size_t(M * N));
       for (int64_t m = 0; m < M; ++m)
@@ -171,10 +177,10 @@ TEST_F(Gpu, WgmmaTmaAgreesWithTheReference) {
           if (c >= 3 && c < 3 + N)
             yv[size_t(m * N + c - 3)] = v;
           else
-            ASSERT_TRUE(std::isnan(v)) << "wrote column " << c << " of row " << m << ", shape " << shape;
+            ASSERT_TRUE(std::isnan(v)) << "wrote column " << c << " of row " << m << ", variant " << variant;
         }
       EXPECT_LT(rel_err(yv, reference(x.data(), K, w.data(), K, M, N, K)), 2e-4)
-          << "M " << M << ", N " << N << ", K " << K << ", shape " << shape;
+          << "M " << M << ", N " << N << ", K " << K << ", variant " << variant;
     }
   }
 }
@@ -202,6 +208,23 @@ TEST_F(Gpu, WgmmaTmaSeveralWeightsEqualLoneCalls) {
     std::vector<k::MatmulArgs> parts;
     for (int i = 0; i < kWeights; ++i) parts.push_back(args(dx, 0, M, dws[size_t(i)], widths[i], K, multi[size_t(i)]));
     ASSERT_TRUE(k::matmul_bf16_wgmma_tma(parts.data(), kWeights, cuda::cuda_stream()));
+    // The same weights as slice units and as whole tiles, each shape (the hand-over's tiles numbered
+    // across the weights of a launch).
+    for (int shape = 0; shape < cuda::wgt::kWgtShapes; ++shape)
+      for (int split = 0; split < cuda::wgt::kWgtSplits; ++split) {
+        std::vector<DeviceBuffer> forced;
+        std::vector<k::MatmulArgs> fparts;
+        for (int i = 0; i < kWeights; ++i) forced.push_back(poisoned(size_t(M * widths[i])));
+        for (int i = 0; i < kWeights; ++i)
+          fparts.push_back(args(dx, 0, M, dws[size_t(i)], widths[i], K, forced[size_t(i)]));
+        ASSERT_TRUE(k::matmul_bf16_wgmma_tma(fparts.data(), kWeights, cuda::cuda_stream(), shape, split));
+        for (int i = 0; i < kWeights; ++i) {
+          const auto a = download(multi[size_t(i)], size_t(M * widths[i]));
+          const auto f = download(forced[size_t(i)], size_t(M * widths[i]));
+          EXPECT_TRUE(bit_equal(f.data(), a.data(), f.size()))
+              << "weight " << i << ", M " << M << ", shape " << shape << " split " << split;
+        }
+      }
     const TensorView X = dev_view(dx, DType::F32, {M, K});
     cuda_ops().matmul_multi(X, ws, ys);
     for (int i = 0; i < kWeights; ++i) {
@@ -214,6 +237,44 @@ TEST_F(Gpu, WgmmaTmaSeveralWeightsEqualLoneCalls) {
       EXPECT_TRUE(bit_equal(a.data(), b.data(), a.size())) << "weight " << i << ", M " << M;
       EXPECT_TRUE(bit_equal(c.data(), b.data(), c.size())) << "matmul_multi, weight " << i << ", M " << M;
     }
+  }
+}
+
+// Many slice-unit launches back to back, with no synchronisation between them, of different tile counts
+// and shapes over one scratch: each launch finds every flag at 0 (the last slice of each tile put it back),
+// so every result equals the lone row's bits; a stale flag would let a unit add a total not yet written.
+TEST_F(Gpu, WgmmaTmaSliceUnitsBackToBack) {
+  if (!k::wgmma_available()) GTEST_SKIP() << "not a compute capability 9.0 device";
+  struct Case {
+    int64_t M, N, K;
+  };
+  const Case cases[] = {{128, 4096, 4096}, {64, 1000, 4104}, {256, 1024, 4096}, {33, 3000, 496}, {200, 384, 2056}};
+  constexpr int kCases = 5, kRounds = 8;
+  std::vector<DeviceBuffer> dx, dw;
+  std::vector<std::vector<float>> alone;
+  for (int c = 0; c < kCases; ++c) {
+    const auto [M, N, K] = cases[c];
+    dx.push_back(DeviceBuffer::from(randn(size_t(M * K), 71 + uint32_t(c))));
+    dw.push_back(DeviceBuffer::from(to_bf16(randn(size_t(N * K), 72 + uint32_t(c), 0.05f))));
+    alone.push_back(
+        rows_alone(dev_view(dx.back(), DType::F32, {M, K}), dev_view(dw.back(), DType::BF16, {N, K}), M, N));
+  }
+  std::vector<DeviceBuffer> ys;
+  std::vector<int> which;
+  for (int r = 0; r < kRounds; ++r)
+    for (int c = 0; c < kCases; ++c) {
+      const auto [M, N, K] = cases[c];
+      const int shape = M <= 64 ? int(cuda::wgt::WgtShape::M64N128) : (r + c) % 2;  // 128 x 128 or 128 x 64
+      ys.push_back(poisoned(size_t(M * N)));
+      const k::MatmulArgs a = args(dx[size_t(c)], 0, M, dw[size_t(c)], N, K, ys.back());
+      ASSERT_TRUE(k::matmul_bf16_wgmma_tma(&a, 1, cuda::cuda_stream(), shape, int(cuda::wgt::WgtSplit::Slices)));
+      which.push_back(c);
+    }
+  for (size_t i = 0; i < ys.size(); ++i) {
+    const int c = which[i];
+    const auto got = download(ys[i], size_t(cases[c].M * cases[c].N));
+    EXPECT_TRUE(bit_equal(got.data(), alone[size_t(c)].data(), got.size()))
+        << "launch " << i << ": M " << cases[c].M << ", N " << cases[c].N << ", K " << cases[c].K;
   }
 }
 

@@ -8,23 +8,40 @@
 // never a chunk past a slice's end, the slices' partials added to a running total in registers in slice
 // order, ((p0 + p1) + p2) + ...: the slice-serial kernel's arithmetic, wg::serial_tile's walk).
 //
-// Work: a unit is one BM x BN output tile over ALL of its S slices (so no partial ever leaves the CTA);
-// persistent CTAs (one per multiprocessor) take units b, b + grid, ... with the M tiles fastest, so the
-// CTAs running together read the same weight columns (each weight byte comes from DRAM once) and x (a few
-// MB at most) stays in L2. One producer thread issues the TMA loads (128-byte swizzle) of x's copy and of
-// w into a ring of kStages stages armed on mbarriers; two consumer warpgroups issue the wgmma.
+// Work: a unit is one BM x BN output tile over ALL of its S slices (WgtSplit::Tiles: no partial leaves
+// the CTA), or over ONE slice (WgtSplit::Slices: S units a tile, for S times the units where the tiles
+// alone leave multiprocessors idle or fill few waves); persistent CTAs (one per multiprocessor) take
+// units b, b + grid, ... with the M tiles fastest, so the CTAs running together read the same weight
+// columns (each weight byte comes from DRAM once) and x (a few MB at most) stays in L2. One producer
+// thread issues the TMA loads (128-byte swizzle) of x's copy and of w into a ring of kStages stages armed
+// on mbarriers; two consumer warpgroups issue the wgmma.
+//
+// The slice units keep the fold's order: a weight's units are numbered slice-major (unit s T + t is
+// slice s of tile t, T tiles), so slice s - 1's unit of a tile always has the lower number. Unit s
+// computes its slice's partial p_s (a fresh chain from +0, in registers), then waits for the running total
+// T_{s-1} of its tile (a f32 tile in scratch, published by unit s - 1 with a release store of the tile's
+// flag after the data; the wait an acquire load), adds T_s = T_{s-1} + p_s (T_0 = p_0) and publishes T_s,
+// or, as the last slice, writes y and puts the flag back to 0 for the next launch. The bits are the
+// tile unit's: ((p0 + p1) + p2) + ... in slice order, each p_s the same chain.
+// No deadlock: every CTA takes its units in increasing number, and unit u waits only for a unit of a lower
+// number; by induction on u every unit below u completes (its CTA runs it after its own lower units, and
+// its wait is on a lower one still), given that every CTA of the grid gets a multiprocessor (grid <=
+// multiprocessors, one CTA each; a kernel ahead in the stream finishes, PDL's dependents are scheduled
+// only after all our CTAs started). A wait of 2^26 polls (over half a minute) gives up with a NaN in the
+// tile (a bug fails a test instead of hanging).
 //
 // Why these tiles: a CTA works through its units' 64-k tiles one after another, and on the H200 one such
-// tile takes it ~0.71 us in 128 x 128 and ~0.56 us in 128 x 64 (64 x 128 ~0.61), whatever the wave
+// tile takes it ~0.71 us in 128 x 128 and ~0.56 us in 128 x 64 (64 x 128: 0.61-0.80), whatever the wave
 // count (measured at 128 rows, bench_cuda_matmul_verify, 2 Dec: q+k+v 48 units 128 x 128 46.3 us over 64
 // K tiles, 96 units 128 x 64 36.9 us; o_proj 32 units 45.7 us, 64 units 34.5 us; gate+up 192 units 128 x
-// 128, two waves, 89.7 us) - several times the tensor work's 512 / 288 clocks: the unit's chain and its
-// slice drains, not the tensor cores, set a CTA's pace. So the launch's time is about the waves
-// (ceil(units / multiprocessors)) times the per-tile time of the shape: a narrower tile wins where it
-// doubles the units without adding a wave (q+k+v, o_proj at 128 rows), not where it adds one (gate+up).
+// 128, two waves, 89.7 us; 64 rows: q+k+v 48 units 64 x 128 51.5 us) - several times the tensor work's 512 / 288
+// clocks: the unit's chain and its slice drains, not the tensor cores, set a CTA's pace. So the launch's time is about
+// the waves (ceil(units / multiprocessors)) times the per-tile time of the shape: a narrower tile wins where it doubles
+// the units without adding a wave (q+k+v, o_proj at 128 rows), not where it adds one (gate+up).
 //   64 x 128: (up to 64 rows) the two warpgroups split the columns: 64 x 64 each.
-// The launcher picks per launch the shape of the lower estimate (choose_wgt_shape): a function of M and
-// the weights' N, which changes no bit (a row's bits do not depend on its tile).
+// The launcher picks per launch the shape and split of the lowest estimate (choose_wgt_plan;
+// choose_wgt_shape is its choice among whole tiles): a function of M, K and the weights' N, which changes
+// no bit (a row's bits do not depend on its tile or on which CTA adds which slice).
 #include <cstdint>
 
 #include "backend/cuda/matmul_tensor_core.cuh"
@@ -69,7 +86,7 @@ inline constexpr int kWgtShapes = 3;
 // ns: the waves times a CTA's measured time per K tile in the shape (above), or the bytes all units pull
 // from L2 at kWgtL2BytesPerNs for the whole chip (~7 TB/s; it binds none of the 8B's or 27B's shapes at
 // these times, but keeps a shape of many small units from being taken for free).
-inline constexpr int64_t kWgtNsN128 = 710, kWgtNsN64 = 560;
+inline constexpr int64_t kWgtNsN128 = 710, kWgtNsN64 = 560, kWgtNsM64 = 800;
 inline constexpr int64_t kWgtL2BytesPerNs = 7000;
 
 // The output tiles (units) of a launch of `n` weights of widths N[0 .. n) with M rows in shape (bm, bn).
@@ -94,6 +111,71 @@ constexpr WgtShape choose_wgt_shape(int64_t M, const int64_t* N, int n, int sms)
   return c64 < c128 ? WgtShape::M128N64 : WgtShape::M128N128;
 }
 
+// Units of a tile over all its slices (Tiles) or one slice each (Slices).
+enum class WgtSplit { Tiles = 0, Slices = 1 };
+inline constexpr int kWgtSplits = 2;
+struct WgtPlan {
+  WgtShape shape;
+  WgtSplit split;
+};
+
+// A slice unit's hand-over: the predecessor's release store seen by the poll, T_{s-1} read, T_s written
+// and released: a few L2 round trips, ~2 us (a guess until measured). Where a wave holds c units of one
+// tile (more CTAs than tiles), they finish their slices together and then hand over one after another:
+// c hand-overs a wave.
+inline constexpr int64_t kWgtHandOverNs = 2000;
+
+constexpr int64_t wgt_shape_ns(WgtShape s) {
+  return s == WgtShape::M128N128 ? kWgtNsN128 : s == WgtShape::M128N64 ? kWgtNsN64 : kWgtNsM64;
+}
+constexpr int wgt_shape_bm(WgtShape s) { return s == WgtShape::M64N128 ? 64 : 128; }
+constexpr int wgt_shape_bn(WgtShape s) { return s == WgtShape::M128N64 ? 64 : 128; }
+
+// Estimated ns of a launch of `n` weights (widths N[0 .. n), depth K, M rows) in shape s and split p on
+// `sms` multiprocessors: the slower of a CTA's units (waves x (K tiles of a unit x the shape's time per K
+// tile + its chain of hand-overs)) and the L2 reads (the units' stages and the hand-overs) at kWgtL2BytesPerNs.
+constexpr int64_t wgt_plan_cost(int64_t M, int64_t K, const int64_t* N, int n, int sms, WgtShape s, WgtSplit p) {
+  const int bm = wgt_shape_bm(s), bn = wgt_shape_bn(s);
+  const int64_t chunks = tc::ceil_div(K, tc::kMmaK), tile_bytes = int64_t{bm} * bn * 4;
+  const int64_t stage_bytes = int64_t{bm + bn} * wg::kKT * 2;
+  int64_t units = 0, ktiles = 0, folds = 0, tiles_all = 0;
+  for (int i = 0; i < n; ++i) {
+    const tc::KSplit split = tc::k_split(N[i], K, tc::split_target_ctas());
+    const int64_t tiles = tc::ceil_div(M, bm) * tc::ceil_div(N[i], bn);
+    const bool slices = p == WgtSplit::Slices;
+    units += slices ? tiles * split.S : tiles;
+    tiles_all += tiles;
+    folds += slices ? tiles * (split.S - 1) : 0;
+    const int64_t kt =
+        slices ? tc::ceil_div(split.cps, int64_t{wg::kKT / tc::kMmaK}) : wg::serial_tiles(chunks, split.cps);
+    ktiles = kt > ktiles ? kt : ktiles;
+  }
+  const int64_t chain = tc::ceil_div(units < sms ? units : sms, tiles_all);  // units of a tile in one wave
+  const int64_t fold_ns = p == WgtSplit::Slices ? chain * kWgtHandOverNs : 0;
+  const int64_t cta = tc::ceil_div(units, sms) * (ktiles * wgt_shape_ns(s) + fold_ns);
+  const int64_t l2 = (units * ktiles * stage_bytes + folds * 2 * tile_bytes) / kWgtL2BytesPerNs;
+  return cta > l2 ? cta : l2;
+}
+
+// The plan of a launch: the (shape, split) of the lowest wgt_plan_cost among 64 x 128 (up to 64 rows) or
+// 128 x 128 and 128 x 64 (above), each as tiles or slices; `shape` / `split` >= 0 force one (tests,
+// benchmarks). Every plan gives the same bits.
+constexpr WgtPlan choose_wgt_plan(int64_t M, int64_t K, const int64_t* N, int n, int sms, int shape = -1,
+                                  int split = -1) {
+  WgtPlan best{WgtShape::M64N128, WgtSplit::Tiles};
+  int64_t best_cost = -1;
+  for (int si = 0; si < kWgtShapes; ++si) {
+    const WgtShape s = static_cast<WgtShape>(si);
+    if (shape >= 0 ? si != shape : (M <= 64) != (s == WgtShape::M64N128)) continue;
+    for (int pi = 0; pi < kWgtSplits; ++pi) {
+      if (split >= 0 && pi != split) continue;
+      const int64_t c = wgt_plan_cost(M, K, N, n, sms, s, static_cast<WgtSplit>(pi));
+      if (best_cost < 0 || c < best_cost) best = {s, static_cast<WgtSplit>(pi)}, best_cost = c;
+    }
+  }
+  return best;
+}
+
 // The 8B on 132 SMs. At 128 rows: q+k+v and o_proj 128 x 64 (96 and 64 units: one wave either way),
 // gate+up 128 x 128 (192 units, 2 waves, against 384 in 3) and down 128 x 64 (64 units). At 256 rows:
 // o_proj and down 128 x 64 (128 units, one wave), q+k+v 128 x 128 (96 units; 192 would be two waves),
@@ -107,6 +189,25 @@ static_assert(choose_wgt_shape(256, kQkv, 3, 132) == WgtShape::M128N128);
 static_assert(choose_wgt_shape(256, kO, 1, 132) == WgtShape::M128N64);
 static_assert(choose_wgt_shape(256, kGateUp, 2, 132) == WgtShape::M128N128);
 static_assert(choose_wgt_shape(64, kO, 1, 132) == WgtShape::M64N128);
+// With slice units (K 4096: S 8 for q/k/v and o, 4 for gate/up; down K 12288, S 8), at 128 rows all four
+// 128 x 128 in slices (q+k+v 384 units: 3 waves of 8 K tiles and 3 hand-overs, ~35 us against 128 x 64
+// tiles' ~36; o 256 units ~31 us against 36; gate+up 768 units ~80 against 91; down 256 units ~54 against
+// 108); at 256 rows q+k+v, o and gate+up as whole tiles, down in slices; at 64 rows 64 x 128 in slices.
+constexpr int64_t kDown[] = {4096};
+constexpr WgtPlan kSliced128{WgtShape::M128N128, WgtSplit::Slices};
+constexpr bool same(WgtPlan a, WgtPlan b) { return a.shape == b.shape && a.split == b.split; }
+static_assert(same(choose_wgt_plan(128, 4096, kQkv, 3, 132), kSliced128));
+static_assert(same(choose_wgt_plan(128, 4096, kO, 1, 132), kSliced128));
+static_assert(same(choose_wgt_plan(128, 4096, kGateUp, 2, 132), kSliced128));
+static_assert(same(choose_wgt_plan(128, 12288, kDown, 1, 132), kSliced128));
+static_assert(same(choose_wgt_plan(256, 4096, kQkv, 3, 132), {WgtShape::M128N128, WgtSplit::Tiles}));
+static_assert(same(choose_wgt_plan(256, 4096, kO, 1, 132), {WgtShape::M128N64, WgtSplit::Tiles}));
+static_assert(same(choose_wgt_plan(256, 4096, kGateUp, 2, 132), {WgtShape::M128N128, WgtSplit::Tiles}));
+static_assert(same(choose_wgt_plan(256, 12288, kDown, 1, 132), kSliced128));
+static_assert(same(choose_wgt_plan(64, 4096, kQkv, 3, 132), {WgtShape::M64N128, WgtSplit::Slices}));
+// Forcing one of the two keeps the rule's choice of the other.
+static_assert(same(choose_wgt_plan(128, 4096, kQkv, 3, 132, -1, 0), {WgtShape::M128N64, WgtSplit::Tiles}));
+static_assert(same(choose_wgt_plan(256, 4096, kO, 1, 132, -1, 1), kSliced128));
 }  // namespace check
 
 }  // namespace specserve::cuda::wgt

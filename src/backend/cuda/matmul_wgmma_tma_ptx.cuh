@@ -1,6 +1,7 @@
 #pragma once
-// The 64-column warpgroup instruction of the TMA-fed slice-serial matmul (matmul_wgmma_tma_sm90a.cu); the
-// other wgmma, mbarrier and TMA wrappers are matmul_wgmma_ptx.cuh's. sm_90a device code only.
+// The 64-column warpgroup instruction of the TMA-fed slice-serial matmul (matmul_wgmma_tma_sm90a.cu) and the
+// flag operations of its slice units' hand-over; the other wgmma, mbarrier and TMA wrappers are
+// matmul_wgmma_ptx.cuh's. sm_90a device code only.
 #include <cstdint>
 
 namespace specserve::cuda::wgt {
@@ -19,6 +20,21 @@ __device__ __forceinline__ void wgmma_m64n64k16(float (&d)[32], uint64_t desc_a,
         "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31])
       : "l"(desc_a), "l"(desc_b), "r"(1)
       : "memory");
+}
+
+// A flag in global memory read with acquire semantics at GPU scope (what another CTA wrote before its
+// release store of the flag is visible after), and written with release semantics.
+__device__ __forceinline__ uint32_t ld_acquire_gpu(const uint32_t* p) {
+  uint32_t v;
+  asm volatile("ld.acquire.gpu.global.u32 %0, [%1];\n" : "=r"(v) : "l"(p) : "memory");
+  return v;
+}
+__device__ __forceinline__ void st_release_gpu(uint32_t* p, uint32_t v) {
+  asm volatile("st.release.gpu.global.u32 [%0], %1;\n" ::"l"(p), "r"(v) : "memory");
+}
+// Named barrier 1 among the `threads` consumer threads (warpgroups 1 and 2; barrier 0 is __syncthreads').
+__device__ __forceinline__ void consumers_sync(int threads) {
+  asm volatile("bar.sync 1, %0;\n" ::"r"(threads) : "memory");
 }
 #endif
 

@@ -30,6 +30,7 @@
 #include <algorithm>
 #include <atomic>
 #include <climits>
+#include <mutex>
 
 #include "backend/cuda/cuda_check.h"
 #include "backend/cuda/kernels.h"
@@ -42,6 +43,7 @@
 #include "backend/cuda/matmul_wgmma_tma.cuh"
 #include "backend/cuda/matmul_wgmma_tma.h"
 #include "backend/cuda/matmul_wgmma_tma_ptx.cuh"
+#include "backend/cuda/step_graphs.h"
 #include "core/error.h"
 
 namespace specserve::cuda::kernels {
@@ -61,7 +63,11 @@ struct WgtPart {
   int64_t ldy;
   int64_t N;
   int64_t cps;  // chunks per slice (k_split(N, K))
-  int ktiles;   // K tiles of a unit: wg::serial_tiles(chunks, cps)
+  int ktiles;   // K tiles of all slices: wg::serial_tiles(chunks, cps)
+  int per;      // K tiles of a slice but the last: ceil(cps / 4)
+  int slices;   // units of a tile: S (WgtSplit::Slices) or 1
+  int tiles;    // output tiles: tiles_m x column tiles
+  int tile0;    // the launch's index of its first tile (scratch and flags)
   int units_end;
   bool pairs;  // y and ldy allow 8-byte stores of column pairs
 };
@@ -70,19 +76,33 @@ struct WgtParams {
   WgtPart part[kMaxParts];
   int64_t M, chunks;
   int tiles_m, units;
-  bool early_w;  // the weights are model parameters: their first boxes may be loaded before the PDL wait
+  float* fold;      // WgtSplit::Slices: a running total T per tile (BM x BN f32, in consumer thread order)
+  uint32_t* flags;  // per tile: s when T_{s-1} is published for slice s's unit; 0 between launches
+  bool early_w;     // the weights are model parameters: their first boxes may be loaded before the PDL wait
 };
 
+// A unit: part, tile origin, its slice s of `slices` (0 of 1 for a whole tile), the launch's tile index,
+// and its K tiles [kt0, kt1) in wg::serial_tile's numbering.
 struct UnitAt {
   int part;
   int64_t m0, n0;
+  int s, slices, tile, kt0, kt1;
 };
 template <class T>
 __device__ __forceinline__ UnitAt unit_at(const WgtParams& p, int u) {
   int i = 0;
   while (u >= p.part[i].units_end) ++i;
+  const WgtPart& part = p.part[i];
   const int local = u - (i > 0 ? p.part[i - 1].units_end : 0);
-  return {i, int64_t{local % p.tiles_m} * T::kBM, int64_t{local / p.tiles_m} * T::kBN};
+  const int s = local / part.tiles, t = local % part.tiles;  // slice-major: slice s - 1 of a tile first
+  UnitAt at{
+      i,          int64_t{t % p.tiles_m} * T::kBM, int64_t{t / p.tiles_m} * T::kBN, s, part.slices, part.tile0 + t, 0,
+      part.ktiles};
+  if (part.slices > 1) {
+    at.kt0 = s * part.per;
+    at.kt1 = at.kt0 + part.per < part.ktiles ? at.kt0 + part.per : part.ktiles;
+  }
+  return at;
 }
 
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
@@ -125,6 +145,59 @@ __device__ __forceinline__ void fold(float (&total)[T::kAcc], float (&acc)[T::kA
   for (int i = 0; i < T::kAcc; ++i) acc[i] = 0.0f;
 }
 
+#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
+// A slice unit's hand-over (matmul_wgmma_tma.cuh: the slice units): T_s = T_{s-1} + p_s from the tile's
+// scratch (s > 0; consumer thread 0 waits for the flag, acquire, then the consumers' barrier), and T_s
+// published (not the last slice: the data, the barrier, a release store of s + 1) or the flag put back to
+// 0 (the last: nothing reads it again this launch; the next launch runs after this one, launch.cuh's PDL
+// rule). T's element i of consumer thread c sits at float4 (i / 4) x 256 + c of the tile: coalesced, and
+// read by the same thread position that wrote it. L2 only (ld/st.cg): L1 is not coherent across CTAs.
+template <class T>
+__device__ __forceinline__ void hand_over(const WgtParams& p, const UnitAt& at, float (&total)[T::kAcc], int ctid) {
+  constexpr int kConsumerThreads = 128 * T::kConsumers;
+  static_assert(T::kAcc % 4 == 0 && T::kAcc * kConsumerThreads == T::kBM * T::kBN, "T's layout");
+  float4* tile = reinterpret_cast<float4*>(p.fold + int64_t{at.tile} * (T::kBM * T::kBN)) + ctid;
+  uint32_t* flag = p.flags + at.tile;
+  if (at.s > 0) {
+    if (ctid == 0) {
+      // Each poll is an L2 round trip (> 0.5 us), so 2^26 of them are over half a minute: a lost hand-over
+      // then gives up with a NaN in the tile's first element (a bit-equal test fails instead of hanging;
+      // __trap here made ptxas spill the 128 x 128 consumers' registers).
+      for (uint32_t polls = 0; ld_acquire_gpu(flag) != static_cast<uint32_t>(at.s);) {
+        __nanosleep(32);
+        if (++polls == (1u << 26)) {
+          total[0] = __int_as_float(0x7fc0dead);
+          break;
+        }
+      }
+    }
+    __syncwarp();
+    consumers_sync(kConsumerThreads);
+#pragma unroll
+    for (int j = 0; j < T::kAcc / 4; ++j) {
+      const float4 t = __ldcg(tile + j * kConsumerThreads);
+      total[4 * j] = t.x + total[4 * j];
+      total[4 * j + 1] = t.y + total[4 * j + 1];
+      total[4 * j + 2] = t.z + total[4 * j + 2];
+      total[4 * j + 3] = t.w + total[4 * j + 3];
+    }
+  }
+  if (at.s + 1 < at.slices) {
+#pragma unroll
+    for (int j = 0; j < T::kAcc / 4; ++j)
+      __stcg(tile + j * kConsumerThreads,
+             make_float4(total[4 * j], total[4 * j + 1], total[4 * j + 2], total[4 * j + 3]));
+    // Every consumer's T stores before the release (the barrier orders them before thread 0's release
+    // store, which is cumulative: the pattern of CUTLASS's semaphores).
+    consumers_sync(kConsumerThreads);
+    if (ctid == 0) st_release_gpu(flag, static_cast<uint32_t>(at.s + 1));
+  } else if (ctid == 0) {
+    *reinterpret_cast<volatile uint32_t*>(flag) = 0u;  // after its own wait: no other thread reads it
+  }
+}
+
+#endif
+
 template <class T>
 __global__ void __launch_bounds__(T::kThreads, 1) matmul_wgmma_tma_kernel(const __grid_constant__ WgtParams p) {
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
@@ -156,9 +229,10 @@ __global__ void __launch_bounds__(T::kThreads, 1) matmul_wgmma_tma_kernel(const 
     if (p.early_w && static_cast<int>(blockIdx.x) < p.units) {
       const UnitAt at = unit_at<T>(p, static_cast<int>(blockIdx.x));
       const WgtPart& part = p.part[at.part];
-      early = static_cast<uint32_t>(part.ktiles < T::kStages ? part.ktiles : T::kStages);
+      const int n = at.kt1 - at.kt0;
+      early = static_cast<uint32_t>(n < T::kStages ? n : T::kStages);
       for (uint32_t g = 0; g < early; ++g) {
-        const SerialTile st = serial_tile(g, p.chunks, part.cps);
+        const SerialTile st = serial_tile(at.kt0 + g, p.chunks, part.cps);
         const uint32_t bar = full0 + 8 * g;
         mbar_arrive_expect_tx(bar, T::kStageBytes);
         tma_load_2d(sbase + g * T::kStageBytes + T::kABytes, &part.b, static_cast<int>(st.chunk0 * kMmaK),
@@ -171,7 +245,7 @@ __global__ void __launch_bounds__(T::kThreads, 1) matmul_wgmma_tma_kernel(const 
       const UnitAt at = unit_at<T>(p, u);
       const WgtPart& part = p.part[at.part];
       const int m0 = static_cast<int>(at.m0), n0 = static_cast<int>(at.n0);
-      for (int g = 0; g < part.ktiles; ++g, ++it) {
+      for (int g = at.kt0; g < at.kt1; ++g, ++it) {
         const uint32_t stage = it % T::kStages;
         if (it >= T::kStages) mbar_wait(empty0 + 8 * stage, (it / T::kStages - 1) & 1u);
         const SerialTile st = serial_tile(g, p.chunks, part.cps);
@@ -197,15 +271,19 @@ __global__ void __launch_bounds__(T::kThreads, 1) matmul_wgmma_tma_kernel(const 
   float acc[T::kAcc], total[T::kAcc];
   uint32_t it = 0;
   for (int u = static_cast<int>(blockIdx.x); u < p.units; u += static_cast<int>(gridDim.x)) {
-    const UnitAt at = unit_at<T>(p, u);
-    const WgtPart& part = p.part[at.part];
+    int kt0, kt1, slice0;
+    int64_t cps;
+    {
+      const UnitAt at = unit_at<T>(p, u);
+      kt0 = at.kt0, kt1 = at.kt1, slice0 = at.s, cps = p.part[at.part].cps;
+    }
 #pragma unroll
     for (int i = 0; i < T::kAcc; ++i) acc[i] = 0.0f, total[i] = 0.0f;
     int pending = -1;  // a stage whose wgmma may still run, to be handed back
-    for (int g = 0; g < part.ktiles; ++g, ++it) {
+    for (int g = kt0; g < kt1; ++g, ++it) {
       const uint32_t stage = it % T::kStages;
       mbar_wait(full0 + 8 * stage, (it / T::kStages) & 1u);
-      const SerialTile st = serial_tile(g, p.chunks, part.cps);
+      const SerialTile st = serial_tile(g, p.chunks, cps);
       const uint32_t a = sbase + stage * T::kStageBytes + a_off;
       const uint32_t b = sbase + stage * T::kStageBytes + b_off;
       wgmma_fence();
@@ -216,7 +294,7 @@ __global__ void __launch_bounds__(T::kThreads, 1) matmul_wgmma_tma_kernel(const 
         // tensor cores a wgmma latency per slice; chaining odd slices into a second accumulator set would
         // hide it, but zeroing a set while the other's wgmma run makes ptxas serialise every wgmma, C7515.)
         wgmma_wait<0>();
-        fold<T>(total, acc, st.slice == 0);
+        fold<T>(total, acc, st.slice == slice0);  // the unit's first slice: its partial is the total
         __syncwarp();
         if (pending >= 0 && lane == 0) mbar_arrive(empty0 + 8 * static_cast<uint32_t>(pending));
         if (lane == 0) mbar_arrive(empty0 + 8 * stage);
@@ -227,6 +305,15 @@ __global__ void __launch_bounds__(T::kThreads, 1) matmul_wgmma_tma_kernel(const 
         if (pending >= 0 && lane == 0) mbar_arrive(empty0 + 8 * static_cast<uint32_t>(pending));
         pending = static_cast<int>(stage);
       }
+    }
+    // The unit's place again (recomputed, not kept live through the K loop: registers).
+    int u_again = u;
+    asm volatile("" : "+r"(u_again));
+    const UnitAt at = unit_at<T>(p, u_again);
+    const WgtPart& part = p.part[at.part];
+    if (at.slices > 1) {
+      hand_over<T>(p, at, total, ctid);
+      if (at.s + 1 < at.slices) continue;  // y is the last slice's
     }
     // Accumulator i of this thread: row 16 (warp % 4) + lane / 4 + 8 (i % 4 / 2) of the warpgroup's 64,
     // column 8 (i / 4) + 2 (lane % 4) + i % 2 of its kWgN (the m16n8 C fragment, repeated along n).
@@ -333,6 +420,48 @@ void launch_shape(WgtShape s, const WgtParams& p, cudaStream_t stream) {
   fail("wgmma-tma matmul: shape {} is none of the kernel's", static_cast<int>(s));
 }
 
+// The slice units' scratch: running totals (`floats`) and per-tile flags (`flags`, zero when allocated and
+// left zero by every launch). Kept for the process and grown as the matmul scratch is (matmul_scratch:
+// the recorded launches are enqueued and waited for before a block is freed).
+struct FoldScratch {
+  float* fold;
+  uint32_t* flags;
+};
+FoldScratch fold_scratch(size_t floats, size_t flags, cudaStream_t stream) {
+  static std::mutex mutex;
+  static float* fold = nullptr;
+  static uint32_t* flag_block = nullptr;
+  static size_t fold_cap = 0, flag_cap = 0;
+  std::lock_guard lock(mutex);
+  auto grown = [](size_t bytes) {
+    const size_t g = bytes + bytes / 4;
+    return (g + (size_t{1} << 20) - 1) & ~((size_t{1} << 20) - 1);
+  };
+  if (floats * 4 > fold_cap || flags * 4 > flag_cap) {
+    flush_launches();
+    CUDA_CHECK(cudaStreamSynchronize(stream));
+    if (floats * 4 > fold_cap) {
+      if (fold) CUDA_CHECK(cudaFree(fold));
+      fold = nullptr;
+      fold_cap = 0;
+      const size_t bytes = grown(floats * 4);
+      CUDA_CHECK(cudaMalloc(&fold, bytes));
+      fold_cap = bytes;
+    }
+    if (flags * 4 > flag_cap) {
+      if (flag_block) CUDA_CHECK(cudaFree(flag_block));
+      flag_block = nullptr;
+      flag_cap = 0;
+      const size_t bytes = grown(flags * 4);
+      CUDA_CHECK(cudaMalloc(&flag_block, bytes));
+      CUDA_CHECK(cudaMemsetAsync(flag_block, 0, bytes, stream));
+      CUDA_CHECK(cudaStreamSynchronize(stream));
+      flag_cap = bytes;
+    }
+  }
+  return {fold, flag_block};
+}
+
 bool pairs_ok(const MatmulArgs& a) { return (reinterpret_cast<uintptr_t>(a.y) & 7u) == 0 && a.ldy % 2 == 0; }
 
 }  // namespace
@@ -345,9 +474,11 @@ bool wgmma_tma_fits(const MatmulArgs& a) {
 
 uint64_t matmul_wgmma_tma_launches() { return g_launches.load(std::memory_order_relaxed); }
 
-bool matmul_bf16_wgmma_tma(const MatmulArgs* parts, int count, cudaStream_t stream, int shape) {
+bool matmul_bf16_wgmma_tma(const MatmulArgs* parts, int count, cudaStream_t stream, int shape, int split) {
   SS_CHECK(shape < kWgtShapes, "wgmma-tma matmul: shape {} is none of the kernel's (0-{}; < 0: the rule)", shape,
            kWgtShapes - 1);
+  SS_CHECK(split < kWgtSplits, "wgmma-tma matmul: split {} is none of the kernel's (0-{}; < 0: the rule)", split,
+           kWgtSplits - 1);
   if (count < 1 || !wgmma_available()) return false;
   const MatmulArgs& a0 = parts[0];
   for (int i = 0; i < count; ++i) {
@@ -371,7 +502,10 @@ bool matmul_bf16_wgmma_tma(const MatmulArgs* parts, int count, cudaStream_t stre
     const int n_parts = std::min(kMaxParts, count - first);
     int64_t widths[kMaxParts];
     for (int i = 0; i < n_parts; ++i) widths[i] = parts[first + i].N;
-    const WgtShape s = shape >= 0 ? static_cast<WgtShape>(shape) : choose_wgt_shape(a0.M, widths, n_parts, sm_count());
+    // (Slice units only where forced until they are measured: the rule's whole-tile choice otherwise.)
+    const WgtPlan plan = choose_wgt_plan(a0.M, a0.K, widths, n_parts, sm_count(), shape, split < 0 ? 0 : split);
+    const WgtShape s = plan.shape;
+    const bool slices = plan.split == WgtSplit::Slices;
     const ShapeDims d = dims_of(s);
     WgtParams p{};
     p.a = tensor_map(xb, a0.M, a0.K, ldxb, d.bm);
@@ -379,7 +513,7 @@ bool matmul_bf16_wgmma_tma(const MatmulArgs* parts, int count, cudaStream_t stre
     p.chunks = chunks;
     p.early_w = early_w;
     p.tiles_m = static_cast<int>(ceil_div(a0.M, int64_t{d.bm}));
-    int64_t units = 0;
+    int64_t units = 0, tiles = 0;
     for (int i = 0; i < kMaxParts; ++i) {
       WgtPart& part = p.part[i];
       if (i >= n_parts) {
@@ -387,19 +521,33 @@ bool matmul_bf16_wgmma_tma(const MatmulArgs* parts, int count, cudaStream_t stre
         continue;
       }
       const MatmulArgs& a = parts[first + i];
-      const KSplit split = k_split(a.N, a.K, split_target_ctas());
+      const KSplit ks = k_split(a.N, a.K, split_target_ctas());
       part.b = tensor_map(a.w, a.N, a.K, a.ldw, d.bn);
       part.y = a.y;
       part.ldy = a.ldy;
       part.N = a.N;
-      part.cps = split.cps;
-      part.ktiles = static_cast<int>(serial_tiles(chunks, split.cps));
+      part.cps = ks.cps;
+      part.ktiles = static_cast<int>(serial_tiles(chunks, ks.cps));
+      part.per = static_cast<int>(ceil_div(ks.cps, int64_t{kKT / kMmaK}));
+      part.slices = slices ? ks.S : 1;
       part.pairs = pairs_ok(a);
-      units += int64_t{p.tiles_m} * ceil_div(a.N, int64_t{d.bn});
+      const int64_t part_tiles = int64_t{p.tiles_m} * ceil_div(a.N, int64_t{d.bn});
+      SS_CHECK(tiles + part_tiles <= INT_MAX, "wgmma-tma matmul: {} x {} is more tiles than the kernel counts", a.M,
+               a.N);
+      part.tiles = static_cast<int>(part_tiles);
+      part.tile0 = static_cast<int>(tiles);
+      tiles += part_tiles;
+      units += part_tiles * part.slices;
       SS_CHECK(units <= INT_MAX, "wgmma-tma matmul: {} x {} is more tiles than the kernel counts", a.M, a.N);
       part.units_end = static_cast<int>(units);
     }
     p.units = static_cast<int>(units);
+    if (slices) {
+      const FoldScratch f =
+          fold_scratch(static_cast<size_t>(tiles) * size_t(d.bm) * size_t(d.bn), size_t(tiles), stream);
+      p.fold = f.fold;
+      p.flags = f.flags;
+    }
     launch_shape(s, p, stream);
   }
   return true;
