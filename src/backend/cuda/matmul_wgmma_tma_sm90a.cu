@@ -502,8 +502,7 @@ bool matmul_bf16_wgmma_tma(const MatmulArgs* parts, int count, cudaStream_t stre
     const int n_parts = std::min(kMaxParts, count - first);
     int64_t widths[kMaxParts];
     for (int i = 0; i < n_parts; ++i) widths[i] = parts[first + i].N;
-    // (Slice units only where forced until they are measured: the rule's whole-tile choice otherwise.)
-    const WgtPlan plan = choose_wgt_plan(a0.M, a0.K, widths, n_parts, sm_count(), shape, split < 0 ? 0 : split);
+    const WgtPlan plan = choose_wgt_plan(a0.M, a0.K, widths, n_parts, sm_count(), shape, split);
     const WgtShape s = plan.shape;
     const bool slices = plan.split == WgtSplit::Slices;
     const ShapeDims d = dims_of(s);
