@@ -7,6 +7,7 @@
 // slice-serial kernel) came with that kernel. Runs without a GPU.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <string>
 #include <vector>
 
@@ -376,4 +377,117 @@ TEST(MatmulChoice, WgmmaTmaPlan) {
   // Slice units add one hand-over a slice: never chosen for S = 1 (K below 32 chunks x 2).
   const std::vector<int64_t> narrow = {384};
   EXPECT_EQ(cuda::wgt::choose_wgt_plan(128, 496, narrow.data(), 1, 132).split, WgtSplit::Tiles);
+}
+
+// The TMA kernel's walk over units (wgt_unit), laid out as its launcher does for the 8B's and 27B's
+// projections and odd shapes, whole tiles and slice units: every (tile, slice) exactly once; a slice's
+// unit numbered after its predecessor's (what the hand-over's deadlock freedom rests on), and a
+// persistent grid taking units in order finishing every one when a unit waits for its predecessor; the
+// K tiles of a tile's units, in slice order, exactly wg::serial_tile's walk with each slice unit
+// holding one whole slice.
+TEST(MatmulChoice, WgmmaTmaUnitWalk) {
+  namespace tc = cuda::tc;
+  namespace wg = cuda::wg;
+  using cuda::wgt::WgtShape;
+  using cuda::wgt::WgtSplit;
+  struct Call {
+    int64_t K;
+    std::vector<int64_t> N;
+  };
+  const std::vector<Call> calls = {
+      {kH, {kH, kKv, kKv}}, {kH, {kI, kI}}, {kI, {kH}},    {6144, {5120}}, {5120, {17408}},         {4104, {1000}},
+      {2056, {384}},        {1000, {70}},   {496, {3000}}, {8, {130}},     {kH, {kKv, 520, kI, kH}}};
+  for (const Call& c : calls)
+    for (int64_t M : {33, 64, 65, 128, 200, 256})
+      for (int si = 0; si < cuda::wgt::kWgtShapes; ++si)
+        for (int pi = 0; pi < cuda::wgt::kWgtSplits; ++pi) {
+          const int bm = cuda::wgt::wgt_shape_bm(WgtShape(si)), bn = cuda::wgt::wgt_shape_bn(WgtShape(si));
+          const bool slices = WgtSplit(pi) == WgtSplit::Slices;
+          const std::string at = "M " + std::to_string(M) + ", K " + std::to_string(c.K) + ", N[0] " +
+                                 std::to_string(c.N[0]) + ", shape " + std::to_string(si) + ", split " +
+                                 std::to_string(pi);
+          const int64_t chunks = tc::ceil_div(c.K, tc::kMmaK);
+          const int tiles_m = static_cast<int>(tc::ceil_div(M, int64_t{bm}));
+          // Per unit (launch numbering): its part, tile (launch numbering), slice, K tiles.
+          struct U {
+            int part, tile, s, kt0, kt1;
+          };
+          std::vector<U> units;
+          int tiles_all = 0;
+          for (size_t i = 0; i < c.N.size(); ++i) {
+            const tc::KSplit ks = tc::k_split(c.N[i], c.K, tc::split_target_ctas());
+            const int ktiles = static_cast<int>(wg::serial_tiles(chunks, ks.cps));
+            const int per = static_cast<int>(tc::ceil_div(ks.cps, int64_t{wg::kKT / tc::kMmaK}));
+            const int n_tiles = static_cast<int>(tc::ceil_div(c.N[i], int64_t{bn}));
+            const int tiles = tiles_m * n_tiles, sl = slices ? ks.S : 1;
+            for (int local = 0; local < tiles * sl; ++local) {
+              const auto w = cuda::wgt::wgt_unit(local, tiles, tiles_m, sl, per, ktiles);
+              ASSERT_TRUE(w.m_tile >= 0 && w.m_tile < tiles_m && w.n_tile >= 0 && w.n_tile < n_tiles) << at;
+              ASSERT_EQ(w.m_tile + tiles_m * w.n_tile, w.tile) << at;
+              units.push_back({int(i), tiles_all + w.tile, w.s, w.kt0, w.kt1});
+            }
+            // The K tiles of each tile's units in slice order: serial_tile's walk, a slice a unit.
+            std::vector<std::vector<const U*>> of_tile(size_t(tiles), std::vector<const U*>(size_t(sl), nullptr));
+            for (const U& u : units)
+              if (u.part == int(i)) {
+                ASSERT_TRUE(u.s >= 0 && u.s < sl) << at;
+                ASSERT_EQ(of_tile[size_t(u.tile - tiles_all)][size_t(u.s)], nullptr) << "a (tile, slice) twice, " << at;
+                of_tile[size_t(u.tile - tiles_all)][size_t(u.s)] = &u;
+              }
+            for (const auto& t : of_tile) {
+              int next = 0;
+              for (int s = 0; s < sl; ++s) {
+                ASSERT_NE(t[size_t(s)], nullptr) << "a (tile, slice) missing, " << at;
+                ASSERT_EQ(t[size_t(s)]->kt0, next) << at;
+                ASSERT_LT(t[size_t(s)]->kt0, t[size_t(s)]->kt1) << at;
+                for (int g = t[size_t(s)]->kt0; g < t[size_t(s)]->kt1; ++g) {
+                  const wg::SerialTile st = wg::serial_tile(g, chunks, ks.cps);
+                  if (slices) {
+                    ASSERT_EQ(st.slice, s) << at;
+                    ASSERT_EQ(st.last_of_slice, g + 1 == t[size_t(s)]->kt1) << at;
+                  }
+                }
+                next = t[size_t(s)]->kt1;
+              }
+              ASSERT_EQ(next, ktiles) << at;
+            }
+            tiles_all += tiles;
+          }
+          // Predecessors first, and a persistent grid (each CTA its units in order; a unit done once its
+          // K tiles are through and its predecessor is done) finishes every unit.
+          std::vector<std::vector<int>> unit_of(static_cast<size_t>(tiles_all));
+          for (size_t u = 0; u < units.size(); ++u) {
+            auto& v = unit_of[size_t(units[u].tile)];
+            if (v.size() <= size_t(units[u].s)) v.resize(size_t(units[u].s) + 1, -1);
+            v[size_t(units[u].s)] = int(u);
+          }
+          for (size_t u = 0; u < units.size(); ++u)
+            if (units[u].s > 0) {
+              ASSERT_LT(unit_of[size_t(units[u].tile)][size_t(units[u].s - 1)], int(u)) << at;
+            }
+          const int grid = static_cast<int>(std::min<size_t>(units.size(), 132));
+          std::vector<int> current(static_cast<size_t>(grid)), left(static_cast<size_t>(grid));
+          std::vector<bool> done(units.size(), false);
+          for (int b = 0; b < grid; ++b)
+            current[size_t(b)] = b, left[size_t(b)] = units[size_t(b)].kt1 - units[size_t(b)].kt0;
+          size_t finished = 0;
+          for (bool progress = true; progress;) {
+            progress = false;
+            for (int b = 0; b < grid; ++b) {
+              const int u = current[size_t(b)];
+              if (u >= int(units.size())) continue;
+              if (left[size_t(b)] > 0) {
+                --left[size_t(b)], progress = true;
+                continue;
+              }
+              const U& x = units[size_t(u)];
+              if (x.s > 0 && !done[size_t(unit_of[size_t(x.tile)][size_t(x.s - 1)])]) continue;  // waits
+              done[size_t(u)] = true, ++finished, progress = true;
+              current[size_t(b)] = u + grid;
+              if (u + grid < int(units.size()))
+                left[size_t(b)] = units[size_t(u + grid)].kt1 - units[size_t(u + grid)].kt0;
+            }
+          }
+          ASSERT_EQ(finished, units.size()) << "the grid stalls, " << at;
+        }
 }

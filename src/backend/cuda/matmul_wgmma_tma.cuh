@@ -176,6 +176,24 @@ constexpr WgtPlan choose_wgt_plan(int64_t M, int64_t K, const int64_t* N, int n,
   return best;
 }
 
+// The walk over one weight's units (the kernel's unit_at; plain C++, tested on the host): `tiles` output
+// tiles (`tiles_m` M tiles fastest), `slices` units a tile (S, or 1 for whole tiles), numbered
+// slice-major: unit `local` is slice local / tiles of tile local % tiles, and covers the K tiles
+// [kt0, kt1) of wg::serial_tile's numbering: all `ktiles` of them for a whole tile, else the slice's
+// (`per` a slice, the last one possibly fewer).
+struct WgtUnit {
+  int tile, m_tile, n_tile, s, kt0, kt1;
+};
+constexpr WgtUnit wgt_unit(int local, int tiles, int tiles_m, int slices, int per, int ktiles) {
+  const int s = local / tiles, t = local % tiles;
+  WgtUnit u{t, t % tiles_m, t / tiles_m, s, 0, ktiles};
+  if (slices > 1) {
+    u.kt0 = s * per;
+    u.kt1 = u.kt0 + per < ktiles ? u.kt0 + per : ktiles;
+  }
+  return u;
+}
+
 // The 8B on 132 SMs. At 128 rows: q+k+v and o_proj 128 x 64 (96 and 64 units: one wave either way),
 // gate+up 128 x 128 (192 units, 2 waves, against 384 in 3) and down 128 x 64 (64 units). At 256 rows:
 // o_proj and down 128 x 64 (128 units, one wave), q+k+v 128 x 128 (96 units; 192 would be two waves),

@@ -94,15 +94,9 @@ __device__ __forceinline__ UnitAt unit_at(const WgtParams& p, int u) {
   while (u >= p.part[i].units_end) ++i;
   const WgtPart& part = p.part[i];
   const int local = u - (i > 0 ? p.part[i - 1].units_end : 0);
-  const int s = local / part.tiles, t = local % part.tiles;  // slice-major: slice s - 1 of a tile first
-  UnitAt at{
-      i,          int64_t{t % p.tiles_m} * T::kBM, int64_t{t / p.tiles_m} * T::kBN, s, part.slices, part.tile0 + t, 0,
-      part.ktiles};
-  if (part.slices > 1) {
-    at.kt0 = s * part.per;
-    at.kt1 = at.kt0 + part.per < part.ktiles ? at.kt0 + part.per : part.ktiles;
-  }
-  return at;
+  const WgtUnit w = wgt_unit(local, part.tiles, p.tiles_m, part.slices, part.per, part.ktiles);
+  return {i,    int64_t{w.m_tile} * T::kBM, int64_t{w.n_tile} * T::kBN, w.s, part.slices, part.tile0 + w.tile, w.kt0,
+          w.kt1};
 }
 
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
