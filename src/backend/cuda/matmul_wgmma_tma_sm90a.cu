@@ -40,6 +40,7 @@
 #include "backend/cuda/matmul_tensor_core_xb.cuh"
 #include "backend/cuda/matmul_wgmma.cuh"
 #include "backend/cuda/matmul_wgmma_ptx.cuh"
+#include "backend/cuda/tma_map.h"
 #include "backend/cuda/matmul_wgmma_tma.cuh"
 #include "backend/cuda/matmul_wgmma_tma.h"
 #include "backend/cuda/matmul_wgmma_tma_ptx.cuh"
@@ -334,47 +335,10 @@ __global__ void __launch_bounds__(T::kThreads, 1) matmul_wgmma_tma_kernel(const 
 #endif
 }
 
-// ---- tensor maps ----
-// (The prefill GEMM, matmul_prefill_sm90a.cu, has the same three helpers; they move to a shared file once
-// that file's pending change lands.)
-PFN_cuTensorMapEncodeTiled_v12000 encode_fn() {
-  static const PFN_cuTensorMapEncodeTiled_v12000 fn = [] {
-    void* f = nullptr;
-    cudaDriverEntryPointQueryResult q{};
-    CUDA_CHECK(cudaGetDriverEntryPointByVersion("cuTensorMapEncodeTiled", &f, 12000, cudaEnableDefault, &q));
-    SS_CHECK(q == cudaDriverEntryPointSuccess && f != nullptr,
-             "wgmma-tma matmul: the driver has no cuTensorMapEncodeTiled");
-    return reinterpret_cast<PFN_cuTensorMapEncodeTiled_v12000>(f);
-  }();
-  return fn;
-}
-
-// cuTensorMapEncodeTiled needs a context current on the calling thread (see matmul_prefill_sm90a.cu).
-void bind_context_once() {
-  thread_local const bool bound = [] {
-    int device = 0;
-    CUDA_CHECK(cudaGetDevice(&device));
-    CUDA_CHECK(cudaSetDevice(device));
-    return true;
-  }();
-  (void)bound;
-}
-
-// A row-major bf16 [rows, cols] matrix (row stride `ld` elements) read in boxes of 64 columns x box_rows
-// rows, 128-byte swizzle, zeros outside.
+// A row-major bf16 [rows, cols] matrix (row stride `ld` elements) in boxes of 64 columns x box_rows rows
+// (tma_map.h).
 CUtensorMap tensor_map(const void* base, int64_t rows, int64_t cols, int64_t ld, int box_rows) {
-  bind_context_once();
-  CUtensorMap m;
-  const cuuint64_t dims[2] = {static_cast<cuuint64_t>(cols), static_cast<cuuint64_t>(rows)};
-  const cuuint64_t strides[1] = {static_cast<cuuint64_t>(ld) * 2};
-  const cuuint32_t box[2] = {static_cast<cuuint32_t>(kKT), static_cast<cuuint32_t>(box_rows)};
-  const cuuint32_t elem[2] = {1, 1};
-  const CUresult r = encode_fn()(&m, CU_TENSOR_MAP_DATA_TYPE_BFLOAT16, 2, const_cast<void*>(base), dims, strides, box,
-                                 elem, CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_128B,
-                                 CU_TENSOR_MAP_L2_PROMOTION_L2_256B, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
-  SS_CHECK(r == CUDA_SUCCESS, "wgmma-tma matmul: cuTensorMapEncodeTiled failed ({}) for [{}, {}] stride {}",
-           static_cast<int>(r), rows, cols, ld);
-  return m;
+  return bf16_tensor_map(base, rows, cols, ld, kKT, box_rows, "wgmma-tma matmul");
 }
 
 std::atomic<uint64_t> g_launches{0};
