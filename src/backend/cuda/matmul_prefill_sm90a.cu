@@ -236,12 +236,7 @@ __global__ void __launch_bounds__(Gemm::kThreads, 1) matmul_prefill_kernel(const
       for (int j = 0; j < 32; ++j) {
         const int64_t c = n0 + 8 * j + 2 * (lane % 4);
         const float v0 = acc[4 * j + 2 * h], v1 = acc[4 * j + 2 * h + 1];
-        if (part.pairs && c + 1 < part.N) {
-          *reinterpret_cast<float2*>(yr + c) = make_float2(v0, v1);
-        } else {
-          if (c < part.N) yr[c] = v0;
-          if (c + 1 < part.N) yr[c + 1] = v1;
-        }
+        store_column_pair(yr, c, part.N, part.pairs, v0, v1);
       }
     }
   }

@@ -93,4 +93,16 @@ __device__ __forceinline__ void tma_load_2d(uint32_t dst, const void* tensor_map
 }
 #endif
 
+// An epilogue's store of one thread's column pair (c, c + 1) of an output row yr of N columns: one 8-byte
+// store where `pairs` says y and its row stride allow it and both columns are inside N, else the columns
+// inside N one at a time (the TMA GEMMs: matmul_prefill_sm90a.cu, matmul_wgmma_tma_sm90a.cu).
+__device__ __forceinline__ void store_column_pair(float* yr, int64_t c, int64_t N, bool pairs, float v0, float v1) {
+  if (pairs && c + 1 < N) {
+    *reinterpret_cast<float2*>(yr + c) = make_float2(v0, v1);
+  } else {
+    if (c < N) yr[c] = v0;
+    if (c + 1 < N) yr[c + 1] = v1;
+  }
+}
+
 }  // namespace specserve::cuda::wg

@@ -323,12 +323,7 @@ __global__ void __launch_bounds__(T::kThreads, 1) matmul_wgmma_tma_kernel(const 
       for (int j = 0; j < T::kWgN / 8; ++j) {
         const int64_t c = c0 + 8 * j;
         const float v0 = total[4 * j + 2 * h], v1 = total[4 * j + 2 * h + 1];
-        if (part.pairs && c + 1 < part.N) {
-          *reinterpret_cast<float2*>(yr + c) = make_float2(v0, v1);
-        } else {
-          if (c < part.N) yr[c] = v0;
-          if (c + 1 < part.N) yr[c + 1] = v1;
-        }
+        store_column_pair(yr, c, part.N, part.pairs, v0, v1);
       }
     }
   }
