@@ -10,11 +10,11 @@
 // one pool, as in serving.
 //
 // BM_AttentionPrefill: one sequence's prefill chunk of K rows at context C (its rows at positions C ..
-// C + K - 1) through Ops::attention_prefill (attention_prefill.cu's tensor-core kernel; kernel 1: its
-// default, the pipelined kernel with two query heads per CTA where the group is even; kernel 2: one;
-// kernel 3: the staged kernel, PrefillKernel::Staged, which an f32 cache takes in 1 and 2 too) or
-// Ops::attention (kernel 0: the split-KV kernels); TFLOP/s counts the causal products, 4 · hd · heads
-// per (row, visible key).
+// C + K - 1) through Ops::attention_prefill (attention_prefill.cu's tensor-core kernels; kernel 1: its
+// default, the wgmma kernel with two query heads per CTA where the group is even; kernel 2: one;
+// kernel 3: the staged kernel, PrefillKernel::Staged, which an f32 cache takes in 1, 2 and 4 too; kernel 4:
+// the pipelined mma.sync kernel) or Ops::attention (kernel 0: the split-KV kernels); TFLOP/s counts the
+// causal products, 4 · hd · heads per (row, visible key).
 //
 //   build/bin/bench_cuda_attention [--benchmark_filter='shape:0/']   (kv:0 f32 cache, kv:1 bf16)
 #include <benchmark/benchmark.h>
@@ -138,8 +138,9 @@ void BM_AttentionPrefill(benchmark::State& st) {
   const bool kernel = st.range(2) >= 1;
   cuda::kernels::set_prefill_heads(st.range(2) == 2 ? cuda::kernels::PrefillHeads::One
                                                     : cuda::kernels::PrefillHeads::Auto);
-  cuda::kernels::set_prefill_kernel(st.range(2) == 3 ? cuda::kernels::PrefillKernel::Staged
-                                                     : cuda::kernels::PrefillKernel::Pipelined);
+  cuda::kernels::set_prefill_kernel(st.range(2) == 3   ? cuda::kernels::PrefillKernel::Staged
+                                    : st.range(2) == 4 ? cuda::kernels::PrefillKernel::Pipelined
+                                                       : cuda::kernels::PrefillKernel::Wgmma);
   const KvGeometry geo{1, h.kv_heads, h.head_dim, st.range(3) == 1 ? DType::BF16 : DType::F32};
   PagedSequences seqs(geo, 1, rs.C + rs.K);
   std::vector<AttentionRow> rows;
@@ -169,8 +170,9 @@ void BM_AttentionPrefill(benchmark::State& st) {
   }
   const double t = seconds / double(st.iterations());
   cuda::kernels::set_prefill_heads(cuda::kernels::PrefillHeads::Auto);
-  cuda::kernels::set_prefill_kernel(cuda::kernels::PrefillKernel::Pipelined);
-  const char* const kWhat[] = {" attention()", " prefill kernel", " prefill 1 head/CTA", " prefill staged kernel"};
+  cuda::kernels::set_prefill_kernel(cuda::kernels::PrefillKernel::Wgmma);
+  const char* const kWhat[] = {" attention()", " prefill kernel", " prefill 1 head/CTA", " prefill staged kernel",
+                               " prefill pipelined kernel"};
   const char* what = kWhat[st.range(2)];
   st.SetLabel(std::string(h.name) + what + " K=" + std::to_string(rs.K) + " C=" + std::to_string(rs.C) +
               (geo.bf16() ? " bf16 KV" : " f32 KV"));
@@ -183,7 +185,7 @@ BENCHMARK(BM_AttentionPrefill)
     ->Apply([](benchmark::internal::Benchmark* b) {
       for (int64_t i = 0; i < int64_t(std::size(kShapes)); ++i)
         for (int64_t r = 0; r < int64_t(std::size(kPrefillRows)); ++r)
-          for (int64_t k = 0; k < 4; ++k)
+          for (int64_t k = 0; k < 5; ++k)
             for (int64_t kv = 0; kv < 2; ++kv) b->Args({i, r, k, kv});
     })
     ->UseManualTime()

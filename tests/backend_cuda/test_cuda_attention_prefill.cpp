@@ -7,6 +7,7 @@
 #include <numeric>
 #include <optional>
 #include <span>
+#include <tuple>
 
 #include "backend/cuda/attention_prefill.h"
 #include "backend/cuda/cuda_memory.h"
@@ -41,14 +42,18 @@ struct OneHeadPerCta {
   OneHeadPerCta& operator=(const OneHeadPerCta&) = delete;
 };
 
-// The staged kernel (the first one) serving a bf16 cache for the scope's life (the default is the
-// pipelined kernel; an f32 cache takes the staged one either way).
-struct StagedKernel {
-  StagedKernel() { cuda::kernels::set_prefill_kernel(cuda::kernels::PrefillKernel::Staged); }
-  ~StagedKernel() { cuda::kernels::set_prefill_kernel(cuda::kernels::PrefillKernel::Pipelined); }
-  StagedKernel(const StagedKernel&) = delete;
-  StagedKernel& operator=(const StagedKernel&) = delete;
+// Another prefill kernel serving a bf16 cache for the scope's life (the default is the wgmma kernel; an f32
+// cache takes the staged one either way).
+struct KernelScope {
+  explicit KernelScope(cuda::kernels::PrefillKernel k) { cuda::kernels::set_prefill_kernel(k); }
+  ~KernelScope() { cuda::kernels::set_prefill_kernel(cuda::kernels::PrefillKernel::Wgmma); }
+  KernelScope(const KernelScope&) = delete;
+  KernelScope& operator=(const KernelScope&) = delete;
 };
+using cuda::kernels::PrefillKernel;
+const char* kernel_name(PrefillKernel k) {
+  return k == PrefillKernel::Wgmma ? "wgmma" : k == PrefillKernel::Pipelined ? "pipelined" : "staged";
+}
 
 std::string case_name(const ::testing::TestParamInfo<PrefillCase>& i) {
   return "heads" + std::to_string(i.param.nh) + "_kv" + std::to_string(i.param.nkv) + "_hd" +
@@ -62,8 +67,7 @@ class AttentionPrefill : public Gpu, public ::testing::WithParamInterface<Prefil
 // probabilities are bf16 in the tensor-core products; a misplaced fragment would be off by O(1)), through
 // the kernel; and each sequence's rows alone give the bits they have in the call, as do a prompt's rows in
 // two runs with another sequence's rows between them, and the call with one query head per CTA. The
-// staged kernel (cuda::kernels::PrefillKernel::Staged) agrees with the CPU too, and its rows alone keep
-// their bits.
+// pipelined and staged kernels agree with the CPU too, and their rows alone keep their bits.
 TEST_P(AttentionPrefill, AgreesWithCpuAndSequencesAreBatchInvariant) {
   const auto [nh, nkv, hd, kv] = GetParam();
   const int layer = 1;
@@ -90,15 +94,14 @@ TEST_P(AttentionPrefill, AgreesWithCpuAndSequencesAreBatchInvariant) {
         w(want.begin() + r * c.q_width(), want.begin() + (r + 1) * c.q_width());
     ASSERT_LT(rel_err(g, w), 1e-2) << "row " << r;
   }
-  {
-    const StagedKernel staged;
+  for (const PrefillKernel k : {PrefillKernel::Pipelined, PrefillKernel::Staged}) {
+    const KernelScope other(k);
     const std::vector<float> s = prefill(c, layer, spans);
-    EXPECT_LT(rel_err(s, want), 1e-2) << "the staged kernel";
+    EXPECT_LT(rel_err(s, want), 1e-2) << "the " << kernel_name(k) << " kernel";
     EXPECT_TRUE(bit_equal(prefill(c, layer, {spans[1]}).data(), rows_in(c, s, spans, spans[1]).data(),
                           size_t(spans[1].p1 - spans[1].p0) * size_t(c.q_width())))
-        << "the staged kernel, a sequence alone";
+        << "the " << kernel_name(k) << " kernel, a sequence alone";
   }
-
   for (const Span& s : spans) {
     const std::vector<float> alone = prefill(c, layer, {s});
     EXPECT_TRUE(bit_equal(alone.data(), rows_in(c, got, spans, s).data(), alone.size()))
@@ -112,45 +115,49 @@ TEST_P(AttentionPrefill, AgreesWithCpuAndSequencesAreBatchInvariant) {
         << "sequence " << s.seq << " rows " << s.p0 << ".." << s.p1 << " in two runs";
 }
 
-// A 700-row prompt in one call against four other cuttings into chunks, each chunk's keys and values
-// stored only after the earlier chunks ran and every later slot NaN: the same bits, row for row (every
-// other cutting with one query head per CTA; the last one by the staged kernel, against that kernel's one
-// call).
+// A 700-row prompt in one call against other cuttings into chunks, each chunk's keys and values stored only
+// after the earlier chunks ran and every later slot NaN: the same bits, row for row. The default (wgmma)
+// kernel takes four cuttings (every other one with one query head per CTA), the pipelined and the staged
+// kernels one each, every kernel against its own one call.
 TEST_P(AttentionPrefill, ChunkingsGiveTheBitsOfOneCall) {
   const auto [nh, nkv, hd, kv] = GetParam();
   const int layer = 0;
   const int L = 700;
   Prompts c(KvGeometry{2, nkv, hd, kv}, nh, {L}, 21);
   store(c, layer, {{0, 0, L}}, /*host=*/false);
-  const std::vector<float> whole = prefill(c, layer, {{0, 0, L}});
-  for (float x : whole) ASSERT_TRUE(std::isfinite(x));
-  std::vector<float> whole_staged;  // the last cutting runs the staged kernel, against its own one call
-  {
-    const StagedKernel staged;
-    whole_staged = prefill(c, layer, {{0, 0, L}});
+  const PrefillKernel kernels[] = {PrefillKernel::Wgmma, PrefillKernel::Pipelined, PrefillKernel::Staged};
+  std::vector<float> whole[3];
+  for (int k = 0; k < 3; ++k) {
+    const KernelScope scope(kernels[k]);
+    whole[k] = prefill(c, layer, {{0, 0, L}});
+    for (float x : whole[k]) ASSERT_TRUE(std::isfinite(x));
   }
 
-  std::vector<std::vector<int>> cuttings = {{0, 64, L}, {0, 300, 301, L}, {0, 1, 65, 333, L}};
   std::vector<int> singles = {0, 130};
   for (int p = 131; p <= 142; ++p) singles.push_back(p);
   singles.push_back(L);
-  cuttings.push_back(singles);
-  for (size_t n = 0; n < cuttings.size(); ++n) {
-    const std::vector<int>& cut = cuttings[n];
+  struct Run {
+    std::vector<int> cut;
+    int kernel;
+    bool one_head;
+  };
+  const std::vector<Run> runs = {{{0, 64, L}, 0, false}, {{0, 300, 301, L}, 0, true},   {{0, 1, 65, 333, L}, 0, false},
+                                 {singles, 0, true},     {{0, 1, 65, 333, L}, 1, true}, {singles, 2, false}};
+  for (const Run& run : runs) {
     std::optional<OneHeadPerCta> one;
-    if (n % 2 == 1) one.emplace();
-    std::optional<StagedKernel> staged;
-    if (n + 1 == cuttings.size()) staged.emplace();
-    const std::vector<float>& reference = staged ? whole_staged : whole;
+    if (run.one_head) one.emplace();
+    const KernelScope scope(kernels[run.kernel]);
+    const std::vector<float>& reference = whole[run.kernel];
     c.forget();
-    for (size_t i = 0; i + 1 < cut.size(); ++i) {
-      const Span chunk{0, cut[i], cut[i + 1]};
+    for (size_t i = 0; i + 1 < run.cut.size(); ++i) {
+      const Span chunk{0, run.cut[i], run.cut[i + 1]};
       store(c, layer, {chunk}, /*host=*/false);
       const std::vector<float> got = prefill(c, layer, {chunk});
       const std::vector<float> want(reference.begin() + chunk.p0 * c.q_width(),
                                     reference.begin() + chunk.p1 * c.q_width());
       ASSERT_TRUE(bit_equal(got.data(), want.data(), got.size()))
-          << "chunk [" << chunk.p0 << ", " << chunk.p1 << ") of cutting " << ::testing::PrintToString(cut);
+          << "chunk [" << chunk.p0 << ", " << chunk.p1 << ") of cutting " << ::testing::PrintToString(run.cut)
+          << ", the " << kernel_name(kernels[run.kernel]) << " kernel";
     }
   }
 }
@@ -163,14 +170,17 @@ INSTANTIATE_TEST_SUITE_P(Heads, AttentionPrefill,
                                            PrefillCase{6, 2, 128, DType::BF16}),
                          case_name);
 
-// The pipelined kernel writes its output's bf16 copy for the o projection (kernels.h: XbOut): the prefill
+// The wgmma and pipelined kernels write their output's bf16 copy for the o projection (kernels.h: XbOut): the prefill
 // GEMM of the output enqueued right after reads that copy and gets the bits of the same GEMM of a device copy
 // of the output (which converts x itself), with the conversion scratch poisoned with NaN first (a register
 // the kernel failed to write, a tail column or a padding row, would show). Row counts off the 16-row grid.
 TEST_F(Gpu, AttentionPrefillWritesTheOProjectionsCopy) {
   if (!cuda::kernels::wgmma_available()) GTEST_SKIP() << "the prefill GEMM needs sm_90a";
-  for (const auto& [nh, hd] : {std::pair{8, 128}, std::pair{6, 256}}) {
-    SCOPED_TRACE(hd);
+  for (const auto& [kernel, nh, hd] :
+       {std::tuple{PrefillKernel::Wgmma, 8, 128}, std::tuple{PrefillKernel::Wgmma, 6, 256},
+        std::tuple{PrefillKernel::Pipelined, 8, 128}, std::tuple{PrefillKernel::Pipelined, 6, 256}}) {
+    SCOPED_TRACE(std::string(kernel_name(kernel)) + " head dim " + std::to_string(hd));
+    const KernelScope scope(kernel);
     Prompts c(KvGeometry{1, 2, hd, DType::BF16}, nh, {203, 77}, 41);
     store(c, 0, {{0, 0, 203}, {1, 0, 77}}, /*host=*/false);
     const std::vector<Span> spans = {{0, 0, 203}, {1, 20, 77}};

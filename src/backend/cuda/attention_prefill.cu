@@ -78,7 +78,7 @@ namespace {
 
 std::atomic<uint64_t> g_calls{0};
 std::atomic<int> g_heads{static_cast<int>(PrefillHeads::Auto)};
-std::atomic<int> g_kernel{static_cast<int>(PrefillKernel::Pipelined)};
+std::atomic<int> g_kernel{static_cast<int>(PrefillKernel::Wgmma)};
 
 // Raises the kernel's shared-memory limit, once, before its first launch.
 template <int HD, int H2, class KV>
@@ -116,7 +116,10 @@ template <int HD, int H2, class KV>
 void launch_prefill(const KvArgs& kv, const int32_t* tiles, int64_t n_tiles, const float* q, int64_t ldq, int num_heads,
                     float scale, float* out, int64_t ldo, cudaStream_t stream, const XbOut& xb) {
   if constexpr (std::is_same_v<KV, KvBf16>) {
-    if (prefill_kernel() == PrefillKernel::Pipelined) {
+    if (prefill_kernel() == PrefillKernel::Wgmma &&
+        attention_prefill_wgmma(kv, tiles, n_tiles, q, ldq, num_heads, H2, scale, out, ldo, stream, xb))
+      return;
+    if (prefill_kernel() != PrefillKernel::Staged) {
       launch_pipelined<HD, H2>(kv, tiles, n_tiles, q, ldq, num_heads, scale, out, ldo, stream, xb);
       return;
     }
@@ -190,7 +193,7 @@ AttentionPrefillPlan attention_prefill_plan(const KvArgs& kv) {
   return pl;
 }
 
-bool attention_prefill_writes_xb(const KvArgs& kv) { return kv.bf16 && prefill_kernel() == PrefillKernel::Pipelined; }
+bool attention_prefill_writes_xb(const KvArgs& kv) { return kv.bf16 && prefill_kernel() != PrefillKernel::Staged; }
 
 void attention_prefill(const KvArgs& kv, const AttentionPrefillPlan& plan, const float* q, int64_t ldq, int num_heads,
                        float scale, float* out, int64_t ldo, cudaStream_t stream, const XbOut& xb) {

@@ -33,7 +33,7 @@ AttentionPrefillPlan attention_prefill_plan(const KvArgs& kv);
 // position up to a tile's last row's must be stored. The caller holds the staging lock
 // (Staging::global(), as for kv.rows): the tiles are staged through it.
 // With xb.regs (kernels.h: XbOut for [R, num_heads * head_dim]) the kernel also writes out's bf16 copy for
-// the o projection; only where attention_prefill_writes_xb(kv) (the pipelined kernel, a bf16 cache).
+// the o projection; only where attention_prefill_writes_xb(kv) (the wgmma or pipelined kernel, a bf16 cache).
 bool attention_prefill_writes_xb(const KvArgs& kv);
 void attention_prefill(const KvArgs& kv, const AttentionPrefillPlan& plan, const float* q, int64_t ldq, int num_heads,
                        float scale, float* out, int64_t ldo, cudaStream_t stream, const XbOut& xb = {});
@@ -47,13 +47,22 @@ void set_prefill_heads(PrefillHeads h);
 PrefillHeads prefill_heads();
 int prefill_heads_per_cta(int group);
 
-// Which kernel serves a bf16 cache: Pipelined (the default: its tiles copied by cp.async straight into
-// double-buffered bf16 tiles, ldmatrix fragments, exp2) or Staged (the first kernel: f32-sized staging and
-// a conversion pass each step; an f32 cache always takes it). Each is deterministic per row; their bits
-// differ from each other (the benchmark compares both).
-enum class PrefillKernel { Pipelined, Staged };
+// Which kernel serves a bf16 cache: Wgmma (the default: warpgroup instructions, a producer warpgroup
+// staging the steps; attention_prefill_wgmma_sm90a.cu; where the device has no sm_90a it falls back to
+// Pipelined), Pipelined (its tiles copied by cp.async straight into double-buffered bf16 tiles, ldmatrix
+// fragments, mma.sync, exp2) or Staged (the first kernel: f32-sized staging and a conversion pass each
+// step; an f32 cache always takes it). Each is deterministic per row; their bits differ from each other
+// (the benchmark compares them).
+enum class PrefillKernel { Wgmma, Pipelined, Staged };
 void set_prefill_kernel(PrefillKernel k);
 PrefillKernel prefill_kernel();
+
+// The Wgmma kernel's launch (attention_prefill_wgmma_sm90a.cu) over n_tiles tiles of a plan (device
+// copy), heads_per_cta 1 or 2; false where it cannot serve (an f32 cache, no sm_90a device, a head dim
+// other than 128 and 256): nothing was launched.
+bool attention_prefill_wgmma(const KvArgs& kv, const int32_t* tiles, int64_t n_tiles, const float* q, int64_t ldq,
+                             int num_heads, int heads_per_cta, float scale, float* out, int64_t ldo,
+                             cudaStream_t stream, const XbOut& xb);
 
 // Calls of attention_prefill so far in this process (tests check that the kernel served a call).
 uint64_t attention_prefill_calls();

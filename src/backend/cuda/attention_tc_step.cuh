@@ -27,6 +27,70 @@ __device__ __forceinline__ TcLaneAddrs tc_lane_addrs(const uint16_t* q_rows, int
           2u * static_cast<uint32_t>((KB + (lane & 7) + 8 * ((lane >> 3) & 1)) * P + 8 * (lane >> 4))};
 }
 
+// The online softmax of one key step over a warp's score tile sc (C fragments of NT 8-key tiles: sc[nt][e]
+// is key t0 + 8 nt + 2 (lane % 4) + e % 2 of row lane / 4 + 8 (e / 2)), shared by tc_flash_step and the wgmma
+// prefill kernel (attention_prefill_wgmma_sm90a.cu: an m64n64 accumulator has the same layout per warp).
+// Scores become p = 2^(s - m_new) in place; m and l (this lane's partial row sums) advance; corr holds each
+// row's rescale factor for O. Returns whether some factor of the warp is not 1 (O must then be rescaled:
+// skipping it where every factor is 1 changes no bits).
+template <int NT>
+__device__ __forceinline__ bool tc_online_softmax(float (&sc)[NT][4], int t0, bool mask, const int (&pos)[2], int lane,
+                                                  float scale_log2, float (&m)[2], float (&l)[2], float (&corr)[2]) {
+  // The online softmax of rows lane / 4 (h = 0) and lane / 4 + 8 (h = 1), in base 2: s = score ·
+  // scale · log2(e). A key is masked (-inf) past its row's position; a step whose last key no row of
+  // the warp is before gives every key the unmasked value, which is the masked one's for visible keys.
+  float mx[2] = {-INFINITY, -INFINITY};
+  if (mask) {
+#pragma unroll
+    for (int nt = 0; nt < NT; ++nt)
+#pragma unroll
+      for (int e = 0; e < 4; ++e) {
+        const int key = t0 + 8 * nt + 2 * (lane & 3) + (e & 1);
+        sc[nt][e] = key <= pos[e >> 1] ? sc[nt][e] * scale_log2 : -INFINITY;
+        mx[e >> 1] = fmaxf(mx[e >> 1], sc[nt][e]);
+      }
+  } else {
+#pragma unroll
+    for (int nt = 0; nt < NT; ++nt)
+#pragma unroll
+      for (int e = 0; e < 4; ++e) {
+        sc[nt][e] *= scale_log2;
+        mx[e >> 1] = fmaxf(mx[e >> 1], sc[nt][e]);
+      }
+  }
+  float base[2];
+#pragma unroll
+  for (int h = 0; h < 2; ++h) {
+    mx[h] = fmaxf(mx[h], __shfl_xor_sync(0xffffffffu, mx[h], 1));
+    mx[h] = fmaxf(mx[h], __shfl_xor_sync(0xffffffffu, mx[h], 2));
+    const float m_new = fmaxf(m[h], mx[h]);
+    // Only a padding row keeps m = -inf: base 0 keeps its p at 0 instead of NaN. An unchanged max
+    // (every step of masked keys past a real row's position) gives the factor 1 exactly.
+    base[h] = m_new == -INFINITY ? 0.0f : m_new;
+    corr[h] = m[h] == m_new ? 1.0f : exp2_approx(m[h] - base[h]);
+    m[h] = m_new;
+    l[h] *= corr[h];
+  }
+#pragma unroll
+  for (int nt = 0; nt < NT; ++nt)
+#pragma unroll
+    for (int e = 0; e < 4; ++e) {
+      sc[nt][e] = exp2_approx(sc[nt][e] - base[e >> 1]);
+      l[e >> 1] += sc[nt][e];
+    }
+  return __any_sync(0xffffffffu, corr[0] != 1.0f || corr[1] != 1.0f);
+}
+
+// P rounded to bf16 as the A fragment of k-step c (keys 16c .. 16c + 15): the C fragments of 8-key tiles 2c
+// and 2c + 1 (the m16n8k16 A layout; wgmma's register A of m64nNk16 is the same per warp).
+template <int NT>
+__device__ __forceinline__ void tc_p_fragment(const float (&sc)[NT][4], int c, uint32_t (&pa)[4]) {
+  pa[0] = tc::pack_bf16x2(sc[2 * c][0], sc[2 * c][1]);
+  pa[1] = tc::pack_bf16x2(sc[2 * c][2], sc[2 * c][3]);
+  pa[2] = tc::pack_bf16x2(sc[2 * c + 1][0], sc[2 * c + 1][1]);
+  pa[3] = tc::pack_bf16x2(sc[2 * c + 1][2], sc[2 * c + 1][3]);
+}
+
 // q_lane, k_lane, v_lane: this lane's ldmatrix addresses (tc_lane_addrs) (q's A tile; the keys' and the values' offsets
 // from kv_base, the step's keys then values). t0: the step's first key, in the positions pos[] are given in (pos: this
 // lane's rows lane / 4 and lane / 4 + 8; -1 for a padding row). mask: whether some key of the step may lie past a row
@@ -55,50 +119,9 @@ __device__ __forceinline__ void tc_flash_step(uint32_t q_lane, uint32_t kv_base,
     }
   }
 
-  // The online softmax of rows lane / 4 (h = 0) and lane / 4 + 8 (h = 1), in base 2: s = score ·
-  // scale · log2(e). A key is masked (-inf) past its row's position; a step whose last key no row of
-  // the warp is before gives every key the unmasked value, which is the masked one's for visible keys.
-  float mx[2] = {-INFINITY, -INFINITY};
-  if (mask) {
-#pragma unroll
-    for (int nt = 0; nt < NT; ++nt)
-#pragma unroll
-      for (int e = 0; e < 4; ++e) {
-        const int key = t0 + 8 * nt + 2 * (lane & 3) + (e & 1);
-        sc[nt][e] = key <= pos[e >> 1] ? sc[nt][e] * scale_log2 : -INFINITY;
-        mx[e >> 1] = fmaxf(mx[e >> 1], sc[nt][e]);
-      }
-  } else {
-#pragma unroll
-    for (int nt = 0; nt < NT; ++nt)
-#pragma unroll
-      for (int e = 0; e < 4; ++e) {
-        sc[nt][e] *= scale_log2;
-        mx[e >> 1] = fmaxf(mx[e >> 1], sc[nt][e]);
-      }
-  }
-  float corr[2], base[2];
-#pragma unroll
-  for (int h = 0; h < 2; ++h) {
-    mx[h] = fmaxf(mx[h], __shfl_xor_sync(0xffffffffu, mx[h], 1));
-    mx[h] = fmaxf(mx[h], __shfl_xor_sync(0xffffffffu, mx[h], 2));
-    const float m_new = fmaxf(m[h], mx[h]);
-    // Only a padding row keeps m = -inf: base 0 keeps its p at 0 instead of NaN. An unchanged max
-    // (every step of masked keys past a real row's position) gives the factor 1 exactly.
-    base[h] = m_new == -INFINITY ? 0.0f : m_new;
-    corr[h] = m[h] == m_new ? 1.0f : exp2_approx(m[h] - base[h]);
-    m[h] = m_new;
-    l[h] *= corr[h];
-  }
-#pragma unroll
-  for (int nt = 0; nt < NT; ++nt)
-#pragma unroll
-    for (int e = 0; e < 4; ++e) {
-      sc[nt][e] = exp2_approx(sc[nt][e] - base[e >> 1]);
-      l[e >> 1] += sc[nt][e];
-    }
+  float corr[2];
   // O times 1 keeps its bits: skipping it where every factor of the warp is 1 changes none.
-  if (__any_sync(0xffffffffu, corr[0] != 1.0f || corr[1] != 1.0f)) {
+  if (tc_online_softmax<NT>(sc, t0, mask, pos, lane, scale_log2, m, l, corr)) {
 #pragma unroll
     for (int dt = 0; dt < DT; ++dt)
 #pragma unroll
@@ -108,9 +131,8 @@ __device__ __forceinline__ void tc_flash_step(uint32_t q_lane, uint32_t kv_base,
   // O += P V: P's C fragments of keys 16c .. 16c + 15 are the A fragment of k-step c.
 #pragma unroll
   for (int c = 0; c < KB / 16; ++c) {
-    const uint32_t pa[4] = {tc::pack_bf16x2(sc[2 * c][0], sc[2 * c][1]), tc::pack_bf16x2(sc[2 * c][2], sc[2 * c][3]),
-                            tc::pack_bf16x2(sc[2 * c + 1][0], sc[2 * c + 1][1]),
-                            tc::pack_bf16x2(sc[2 * c + 1][2], sc[2 * c + 1][3])};
+    uint32_t pa[4];
+    tc_p_fragment(sc, c, pa);
 #pragma unroll
     for (int dt = 0; dt < DT; dt += 2) {
       uint32_t b0, b1, b2, b3;

@@ -1,0 +1,264 @@
+// The wgmma prefill attention (PrefillKernel::Wgmma, the default on Hopper for a bf16 cache; sm_90a only):
+// flash attention over a prompt's rows on the warpgroup tensor-core instructions. It keeps THE RULE of
+// attention_prefill.cu (a row's bits depend only on its own query, its sequence's keys and values at
+// positions 0 .. its own, the head dim and the scale), by the same argument, with these differences of
+// arithmetic from the pipelined kernel (so different bits, as the rule allows):
+// - S = q kᵀ of a warpgroup's 64 rows and a step's 64 keys is one wgmma.m64n64k16 chain over the head dim
+//   in increasing 16-wide k-steps from +0, and O += P V one wgmma.m64n{HD}k16 per 16 keys in increasing
+//   order (P from registers). A wgmma computes each output row from that row of A alone (as the prefill
+//   GEMM relies on: matmul_prefill_sm90a.cu), so a row's scores and sums do not depend on its neighbours.
+// - The key step is 64 keys for both head dims, at absolute positions [64 j, 64 j + 64) from 0: the masked-
+//   step argument of attention_prefill.cu holds word for word (values past the tile's last position are
+//   loaded as zeros; the online softmax is tc_online_softmax, the pipelined kernel's own code).
+//
+// Shape. A CTA serves one query tile (attention_prefill_plan: up to 64 rows of one sequence) and H2 query
+// heads of one KV head: warpgroup 0 is the producer, warpgroup 1 + h the consumer of head head0 + h (its
+// warp w holds rows 16 w .. 16 w + 15 as its part of the m64 tile, the layout write_rows expects). The
+// producer's 128 threads copy each step's keys and values by cp.async (the cache is paged: 16 positions a
+// block, so there is no tensor to give TMA) into a stage of kStages, in wgmma's K-major 128-byte-swizzle
+// image (tile_off: a row of 64 dims is 128 bytes, piece k8 at k8 ^ (row % 8); the head dim in slabs of 64).
+// The keys are read K-major as S's B operand; the values, in the same image, MN-major as O's B operand
+// (smem_desc_mn: 64 dims a 128-byte row, keys the k dimension). A stage is handed over by mbarriers:
+// `full` when the producer's copies have landed (each producer thread waits for its own copies, fences them
+// to the async proxy and arrives), `empty` when every consumer warp's wgmma on it are done.
+//
+// Registers: a consumer thread holds O (HD / 2 f32), S (32 f32) and P (16 bf16 pairs); the producer gives
+// its registers up (setmaxnreg) so that two consumer warpgroups get 232 each.
+#include <cuda.h>
+#include <cuda_runtime.h>
+
+#include <algorithm>
+
+#include "backend/cuda/attention_prefill.h"
+#include "backend/cuda/attention_prefill_common.cuh"
+#include "backend/cuda/attention_tc_step.cuh"
+#include "backend/cuda/attention_wgmma_ptx.cuh"
+#include "backend/cuda/cuda_check.h"
+#include "backend/cuda/kv_layout.cuh"
+#include "backend/cuda/launch.cuh"
+#include "backend/cuda/matmul_tensor_core_ptx.cuh"
+#include "backend/cuda/matmul_wgmma.cuh"
+#include "backend/cuda/matmul_wgmma_ptx.cuh"
+#include "backend/cuda/matmul_wgmma_tma_ptx.cuh"
+
+namespace specserve::cuda::kernels {
+
+namespace {
+
+using namespace specserve::cuda::wg;
+
+template <int HD, int H2>
+struct WgAttn {
+  static constexpr int kKB = 64, kStages = 2;
+  static constexpr int kThreads = 128 * (H2 + 1);
+  static constexpr int kSlabs = HD / 64;                                     // 64-dim slabs of a row
+  static constexpr int kQHeadBytes = kRows * HD * 2;                         // one head's 64 query rows
+  static constexpr int kSlabBytes = kKB * 128;                               // one slab of a step's keys (or values)
+  static constexpr int kTileBytes = kSlabs * kSlabBytes;                     // a step's keys (or values)
+  static constexpr int kStageBytes = 2 * kTileBytes;                         // keys, then values
+  static constexpr int kStage0 = H2 * kQHeadBytes;                           // q first
+  static constexpr int kSmemBytes = kStage0 + kStages * kStageBytes + 1024;  // + the swizzle's alignment
+  static constexpr int kProducerRegs = 40, kConsumerRegs = H2 == 2 ? 232 : 240;
+};
+static_assert(kRows == 64, "a consumer warpgroup's m64 tile is the plan's query tile");
+
+// The rows of one head's q tile into its shared-memory image (bf16, K-major, swizzled): thread ctid of the
+// consumer warpgroup converts 16-byte pieces ctid, ctid + 128, ..; rows past nr are zeros.
+template <int HD>
+__device__ __forceinline__ void load_q(uint32_t s_q, const float* q, int64_t ldq, int64_t r0, int nr, int head,
+                                       int ctid) {
+  constexpr int kPieces = HD / 8;
+  for (int e = ctid; e < kRows * kPieces; e += 128) {
+    const int r = e / kPieces, g = e % kPieces;
+    uint32_t w[4] = {0u, 0u, 0u, 0u};
+    if (r < nr) {
+      const float* src = q + (r0 + r) * ldq + int64_t{head} * HD + 8 * g;
+#pragma unroll
+      for (int i = 0; i < 4; ++i) w[i] = tc::pack_bf16x2(src[2 * i], src[2 * i + 1]);
+    }
+    const uint32_t dst = s_q + (g / 8) * (kRows * 128) + tile_off(r, g % 8);
+    asm volatile("st.shared.v4.b32 [%0], {%1, %2, %3, %4};\n" ::"r"(dst), "r"(w[0]), "r"(w[1]), "r"(w[2]), "r"(w[3])
+                 : "memory");
+  }
+}
+
+template <int HD, int H2>
+__global__ void __launch_bounds__(WgAttn<HD, H2>::kThreads, 1)
+    attention_prefill_wgmma_kernel(const KvRow* rows, const int32_t* tiles, void* const* ptrs, Geo geo, const float* q,
+                                   int64_t ldq, int num_heads, float scale_log2, float* out, int64_t ldo, int64_t R,
+                                   XbOut xb) {
+#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
+  using W = WgAttn<HD, H2>;
+  constexpr int KB = W::kKB, S = W::kStages, NT = KB / 8, DT = HD / 8;
+  pdl_begin();
+  extern __shared__ __align__(1024) unsigned char smem_raw[];
+  __shared__ __align__(8) uint64_t bars[2 * S];  // full[0..S), then empty[0..S)
+  const uint32_t pad = (1024u - (tc::smem_addr(smem_raw) & 1023u)) & 1023u;
+  const uint32_t sbase = tc::smem_addr(smem_raw) + pad;
+  const uint32_t full0 = tc::smem_addr(&bars[0]), empty0 = tc::smem_addr(&bars[S]);
+  const int tid = static_cast<int>(threadIdx.x);
+  if (tid == 0) {
+    for (int s = 0; s < S; ++s) {
+      mbar_init(full0 + 8 * s, 128);      // every producer thread, once its copies landed
+      mbar_init(empty0 + 8 * s, 4 * H2);  // every consumer warp
+    }
+    asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
+  }
+  __syncthreads();
+
+  const int head0 = static_cast<int>(blockIdx.x) * H2;
+  const int kvh = head0 / (num_heads / geo.num_kv_heads);
+  const int32_t* tile = tiles + int64_t{blockIdx.y} * kPrefillTileInts;
+  const int64_t r0 = tile[0];
+  const int nr = tile[1];
+  const int n = tile[2] + 1;  // the keys the tile's rows see: positions 0 .. its last row's
+  const int steps = (n + KB - 1) / KB;
+  void* const* table = ptrs + rows[r0].table;
+  const int warpgroup = __shfl_sync(0xffffffffu, tid / 128, 0);
+
+  if (warpgroup == 0) {
+    // ---- producer: step j's keys and values into stage j % S; zeros past the tile's last position ----
+    asm volatile("setmaxnreg.dec.sync.aligned.u32 %0;\n" ::"n"(W::kProducerRegs));
+    constexpr int kPieces = HD / 8, kKeysPerPass = 128 / kPieces;
+    const int g = tid % kPieces, k0 = tid / kPieces;
+    const int64_t k_off = geo.offset(0, kvh, 0) + 8 * g, v_off = geo.offset(1, kvh, 0) + 8 * g;
+    for (int j = 0; j < steps; ++j) {
+      const int s = j % S;
+      if (j >= S) mbar_wait(empty0 + 8 * s, static_cast<uint32_t>((j / S - 1) & 1));
+      const uint32_t k_tile = sbase + W::kStage0 + s * W::kStageBytes, v_tile = k_tile + W::kTileBytes;
+#pragma unroll 4
+      for (int kk = k0; kk < KB; kk += kKeysPerPass) {
+        const int p = KB * j + kk;
+        const bool live = p < n;
+        // Past the tile's last position: any valid, 16-byte aligned address (block 0), nothing read.
+        const KvBf16* blk = static_cast<const KvBf16*>(table[live ? p / kBlockSize : 0]);
+        const int64_t slot = live ? p % kBlockSize : 0;
+        const uint32_t off = (g / 8) * W::kSlabBytes + tile_off(kk, g % 8);
+        tc::cp_async_cg(k_tile + off, blk + k_off + slot * HD, live ? 16 : 0);
+        tc::cp_async_cg(v_tile + off, blk + v_off + slot * HD, live ? 16 : 0);
+      }
+      tc::cp_async_commit();
+      if (j >= 1) {  // step j - 1's copies landed: hand its stage over
+        tc::cp_async_wait<1>();
+        fence_proxy_async();
+        mbar_arrive(full0 + 8 * ((j - 1) % S));
+      }
+    }
+    tc::cp_async_wait<0>();
+    fence_proxy_async();
+    mbar_arrive(full0 + 8 * ((steps - 1) % S));
+    return;
+  }
+
+  // ---- consumers: warpgroup 1 + h serves query head head0 + h ----
+  asm volatile("setmaxnreg.inc.sync.aligned.u32 %0;\n" ::"n"(W::kConsumerRegs));
+  const int h = warpgroup - 1, ctid = tid - 128 * warpgroup, warp = ctid >> 5, lane = ctid & 31;
+  const int head = head0 + h;
+  const uint32_t s_q = sbase + h * W::kQHeadBytes;
+  load_q<HD>(s_q, q, ldq, r0, nr, head, ctid);
+  fence_proxy_async();
+  asm volatile("bar.sync %0, 128;\n" ::"r"(1 + h) : "memory");  // the warpgroup's q image is complete
+
+  int pos[2];  // this thread's rows lane / 4 and lane / 4 + 8 of the warp's 16; -1 for padding rows
+#pragma unroll
+  for (int e = 0; e < 2; ++e) {
+    const int i = 16 * warp + (lane >> 2) + 8 * e;
+    pos[e] = i < nr ? rows[r0 + i].position : -1;
+  }
+  const int warp_first = 16 * warp < nr ? rows[r0 + 16 * warp].position : -1;
+
+  float o[DT][4];
+#pragma unroll
+  for (int dt = 0; dt < DT; ++dt) o[dt][0] = o[dt][1] = o[dt][2] = o[dt][3] = 0.0f;
+  float m[2] = {-INFINITY, -INFINITY}, l[2] = {0.0f, 0.0f};
+  float(&o_acc)[HD / 2] = reinterpret_cast<float(&)[HD / 2]>(o);
+  for (int j = 0; j < steps; ++j) {
+    const int s = j % S;
+    mbar_wait(full0 + 8 * s, static_cast<uint32_t>((j / S) & 1));
+    const uint32_t k_tile = sbase + W::kStage0 + s * W::kStageBytes, v_tile = k_tile + W::kTileBytes;
+    const int t0 = KB * j;
+
+    float sc[NT][4];
+#pragma unroll
+    for (int nt = 0; nt < NT; ++nt) sc[nt][0] = sc[nt][1] = sc[nt][2] = sc[nt][3] = 0.0f;
+    float(&s_acc)[4 * NT] = reinterpret_cast<float(&)[4 * NT]>(sc);
+    wgmma_fence();
+#pragma unroll
+    for (int kk = 0; kk < HD / 16; ++kk) {
+      const uint32_t in_slab = kChunkStep * (kk % 4);  // the k-step's 32 bytes in its slab's rows
+      wgt::wgmma_m64n64k16(s_acc, smem_desc(s_q + (kk / 4) * (kRows * 128) + in_slab),
+                           smem_desc(k_tile + (kk / 4) * W::kSlabBytes + in_slab));
+    }
+    wgmma_commit();
+    wgmma_wait<0>();
+
+    float corr[2];
+    if (tc_online_softmax<NT>(sc, t0, t0 + KB - 1 > warp_first, pos, lane, scale_log2, m, l, corr)) {
+#pragma unroll
+      for (int dt = 0; dt < DT; ++dt)
+#pragma unroll
+        for (int e = 0; e < 4; ++e) o[dt][e] *= corr[e >> 1];
+    }
+
+    wgmma_fence();
+#pragma unroll
+    for (int c = 0; c < KB / 16; ++c) {
+      uint32_t pa[4];
+      tc_p_fragment(sc, c, pa);
+      // Keys 16c .. 16c + 15: two 8-row atoms (1024 bytes apart), the head dim's slabs kSlabBytes apart.
+      const uint64_t vd = smem_desc_mn(v_tile + 16 * 128 * c, W::kSlabBytes, 1024);
+      if constexpr (HD == 256)
+        wgmma_m64n256k16_rs_tb(o_acc, pa, vd);
+      else
+        wgmma_m64n128k16_rs_tb(o_acc, pa, vd);
+    }
+    wgmma_commit();
+    wgmma_wait<0>();
+    __syncwarp();
+    if (lane == 0) mbar_arrive(empty0 + 8 * s);
+  }
+  write_rows<HD>(o, l, out, ldo, r0, nr, head, warp, lane);
+  if (xb.regs != nullptr) write_rows_xb<HD>(o, l, xb, r0, nr, R, head, num_heads, warp, lane);
+#endif
+}
+
+template <int HD, int H2>
+void launch_wgmma(const KvArgs& kv, const int32_t* tiles, int64_t n_tiles, const float* q, int64_t ldq, int num_heads,
+                  float scale, float* out, int64_t ldo, cudaStream_t stream, const XbOut& xb) {
+  using W = WgAttn<HD, H2>;
+  static const bool attribute_set = [] {
+    CUDA_CHECK(cudaFuncSetAttribute(attention_prefill_wgmma_kernel<HD, H2>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                    W::kSmemBytes));
+    return true;
+  }();
+  (void)attribute_set;
+  const float scale_log2 = scale * 1.4426950408889634f;  // exp(x) = 2^(x log2(e))
+  constexpr int64_t kMaxGridY = 65535;
+  for (int64_t t = 0; t < n_tiles; t += kMaxGridY) {
+    const int64_t count = std::min(kMaxGridY, n_tiles - t);
+    const dim3 grid(static_cast<unsigned>(num_heads / H2), static_cast<unsigned>(count));
+    launch_pdl(attention_prefill_wgmma_kernel<HD, H2>, grid, W::kThreads, static_cast<size_t>(W::kSmemBytes), stream,
+               kv.rows, tiles + t * kPrefillTileInts, kv.ptrs, geo_of(kv), q, ldq, num_heads, scale_log2, out, ldo,
+               kv.R, xb);
+    CUDA_CHECK_LAUNCH();
+  }
+}
+
+}  // namespace
+
+bool attention_prefill_wgmma(const KvArgs& kv, const int32_t* tiles, int64_t n_tiles, const float* q, int64_t ldq,
+                             int num_heads, int heads_per_cta, float scale, float* out, int64_t ldo,
+                             cudaStream_t stream, const XbOut& xb) {
+  if (!kv.bf16 || !wgmma_available() || (kv.head_dim != 128 && kv.head_dim != 256)) return false;
+  const bool two = heads_per_cta == 2;
+  if (kv.head_dim == 256) {
+    (two ? launch_wgmma<256, 2> : launch_wgmma<256, 1>)(kv, tiles, n_tiles, q, ldq, num_heads, scale, out, ldo, stream,
+                                                        xb);
+  } else {
+    (two ? launch_wgmma<128, 2> : launch_wgmma<128, 1>)(kv, tiles, n_tiles, q, ldq, num_heads, scale, out, ldo, stream,
+                                                        xb);
+  }
+  return true;
+}
+
+}  // namespace specserve::cuda::kernels
