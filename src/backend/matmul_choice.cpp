@@ -79,12 +79,22 @@ bool fp8_share_split(int64_t M, int64_t K, const MatmulWeight* ws, size_t n) {
   return true;
 }
 
-// A block-scaled fp8 weight, any order: the streaming fp8 kernel for 1-32 rows (every order but Prefill),
-// else its bf16 dequantisation through the bf16 plan (under Prefill for every M: the prefill GEMM's bits
-// do not depend on M, and a prefill row's kernel must not either).
-MatmulKernel choose_fp8(MatmulOrder order, int64_t M, int64_t K, const MatmulWeight& w) {
+// The W8A8 prefill GEMM's conditions (cuda/matmul_prefill_fp8_sm90a.cu: fp8_prefill_fits): a property of the
+// weight, K and the device only, never of M (a prefill row's kernel must not depend on its chunk).
+bool fp8_prefill_takes(int64_t K, const MatmulWeight& w, const MatmulDevice& d) {
+  constexpr int64_t kDimMax = 2147483647;
+  return d.wgmma && d.fp8_w8a8 && w.fp8 && K > 0 && K <= kDimMax && w.N > 0 && w.N <= kDimMax && w.w_aligned16 &&
+         w.ldw % 16 == 0;
+}
+
+// A block-scaled fp8 weight, any order: the streaming fp8 kernel for 1-32 rows (every order but Prefill);
+// under Prefill the W8A8 GEMM where it takes the weight, for every M; else the weight's bf16 dequantisation
+// through the bf16 plan (under Prefill for every M too: the prefill GEMM's bits do not depend on M, and a
+// prefill row's kernel must not either).
+MatmulKernel choose_fp8(MatmulOrder order, int64_t M, int64_t K, const MatmulWeight& w, const MatmulDevice& d) {
   if (M <= 0 || w.N <= 0) return MatmulKernel::Empty;
   if (K <= 0) return MatmulKernel::ZeroFill;
+  if (order == MatmulOrder::Prefill && fp8_prefill_takes(K, w, d)) return MatmulKernel::Fp8Prefill;
   if (order != MatmulOrder::Prefill && M <= kGemvMaxRows) return MatmulKernel::Fp8Gemv;
   return MatmulKernel::Fp8Dequant;
 }
@@ -125,6 +135,7 @@ std::string_view matmul_kernel_name(MatmulKernel k) {
     case MatmulKernel::Prefill: return "prefill";
     case MatmulKernel::Fp8Gemv: return "fp8-gemv";
     case MatmulKernel::Fp8Dequant: return "fp8-dequant";
+    case MatmulKernel::Fp8Prefill: return "fp8-prefill";
   }
   return "?";
 }
@@ -154,13 +165,23 @@ MatmulPlan plan_matmul(const MatmulCall& c) {
   if (c.backend == MatmulBackend::Cpu) return {{{MatmulKernel::Cpu, all_parts(n)}}};
   bool any_fp8 = false;
   for (const MatmulWeight& w : ws) any_fp8 = any_fp8 || w.fp8;
-  if (any_fp8) {  // each weight its own kernel, but fp8 gemv weights sharing the K split share a launch
+  if (any_fp8) {  // each weight its own kernel, but fp8 gemv weights sharing the K split share a launch, and
+                  // the W8A8 prefill GEMM takes all of its weights in one launch (one quantised copy of x)
     MatmulPlan plan;
     std::vector<bool> done(n, false);
     for (size_t i = 0; i < n; ++i) {
       if (done[i]) continue;
       const MatmulKernel k = choose_matmul(c.backend, c.order, c.M, c.K, ws[i], c.device);
       std::vector<int> group{static_cast<int>(i)};
+      if (k == MatmulKernel::Fp8Prefill) {
+        for (size_t j = i + 1; j < n; ++j)
+          if (!done[j] && choose_matmul(c.backend, c.order, c.M, c.K, ws[j], c.device) == MatmulKernel::Fp8Prefill) {
+            group.push_back(static_cast<int>(j));
+            done[j] = true;
+          }
+        plan.launches.push_back({k, group});
+        continue;
+      }
       std::vector<MatmulWeight> gw{ws[i]};
       for (size_t j = i + 1; k == MatmulKernel::Fp8Gemv && j < n && static_cast<int>(group.size()) < kMatmulGroupMax;
            ++j) {
@@ -226,7 +247,7 @@ MatmulKernel choose_matmul(MatmulBackend backend, MatmulOrder order, int64_t M, 
   // plan_matmul's rules for one weight, without building a plan (no allocation: most matmuls of a step
   // are one-weight calls); tests/backend/test_matmul_choice.cpp checks the two agree.
   if (backend == MatmulBackend::Cpu) return MatmulKernel::Cpu;
-  if (w.fp8) return choose_fp8(order, M, K, w);
+  if (w.fp8) return choose_fp8(order, M, K, w, device);
   if (order == MatmulOrder::Free && free_order_takes(M, K, &w, 1)) return MatmulKernel::FreeOrder;
   if (order == MatmulOrder::Prefill && M > 0 && prefill_takes(K, &w, 1, device)) return MatmulKernel::Prefill;
   return choose_one(M, K, w, device);

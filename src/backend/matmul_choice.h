@@ -49,8 +49,12 @@ enum class MatmulKernel {
   Fp8Gemv,     // 1-32 rows outside MatmulOrder::Prefill: the gemv kernel streaming e4m3 (cuda/matmul_fp8_gemv.cu);
                // fp8 weights of one call sharing the K split share a launch (q/k/v, gate/up)
   Fp8Dequant,  // the rest: the weight dequantised to a bf16 scratch, then the bf16 plan of the same call
-               // (cuda/matmul_fp8_dequant.cu); always under MatmulOrder::Prefill, so a prefill row's kernel
-               // does not depend on its chunk's rows
+               // (cuda/matmul_fp8_dequant.cu); under MatmulOrder::Prefill for every M where Fp8Prefill does
+               // not take the weight, so a prefill row's kernel does not depend on its chunk's rows
+  Fp8Prefill,  // MatmulOrder::Prefill on compute capability 9.0 (MatmulDevice::fp8_w8a8), every M: activations
+               // quantised per row and 128 columns, e4m3 x e4m3 on the fp8 tensor cores (W8A8; not the bits of
+               // the dequantisation: cuda/matmul_prefill_fp8_sm90a.cu); the call's Fp8Prefill weights share x's
+               // quantised copy and launches
 };
 std::string_view matmul_kernel_name(MatmulKernel k);
 
@@ -60,6 +64,8 @@ enum class MatmulBackend { Cpu, Cuda };
 struct MatmulDevice {
   int sms = 132;      // multiprocessors
   bool wgmma = true;  // compute capability 9.0 (the sm_90a kernels run)
+  // Prefill matmuls with fp8 weights take the W8A8 GEMM (Fp8Prefill) where wgmma runs; off: Fp8Dequant.
+  bool fp8_w8a8 = true;
 };
 
 // One weight of a call: y_i[M, N] = x[M, K] · w_i[N, K]ᵀ.

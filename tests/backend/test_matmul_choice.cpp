@@ -265,20 +265,33 @@ TEST(MatmulChoice, EveryWeightOnce) {
 
 // Block-scaled fp8 weights (backend/ops.h: the bits of the bf16 dequantisation): the fp8 gemv kernel for
 // 1-32 rows in the row-invariant and free orders, else the weight dequantised to bf16 and the bf16 plan;
-// under MatmulOrder::Prefill always the dequantisation (then the prefill GEMM: a prefill row's kernel does not
-// depend on its chunk's rows). In a call with an fp8 weight, the fp8 gemv weights that share the K split
-// share one launch (q/k/v, gate/up: at most kMatmulGroupMax); every other weight runs alone.
+// under MatmulOrder::Prefill the W8A8 GEMM for every M where wgmma runs and the weight's rows suit TMA (16-byte
+// aligned, ldw % 16 == 0), else the dequantisation (then the prefill GEMM): either way a prefill row's kernel
+// does not depend on its chunk's rows. In a call with an fp8 weight, the fp8 gemv weights that share the K split
+// share one launch (q/k/v, gate/up: at most kMatmulGroupMax), the W8A8 GEMM's weights all share one launcher
+// call (one quantised copy of x); every other weight runs alone.
 TEST(MatmulChoice, Fp8Weights) {
+  const MatmulDevice no_w8a8{132, true, false};
   for (int64_t M : {1, 4, 5, 16, 17, 32}) {
     EXPECT_EQ(one(M, kH, fp8(kI)), Kn::Fp8Gemv) << M;
     EXPECT_EQ(one(M, kI, fp8(kH)), Kn::Fp8Gemv) << M;
     EXPECT_EQ(one(M, 1001, fp8(70)), Kn::Fp8Gemv) << M;
     EXPECT_EQ(one(M, kH, fp8(kI), MatmulOrder::Free), Kn::Fp8Gemv) << M;
-    EXPECT_EQ(one(M, kH, fp8(kI), MatmulOrder::Prefill), Kn::Fp8Dequant) << M;
+    EXPECT_EQ(one(M, kH, fp8(kI), MatmulOrder::Prefill), Kn::Fp8Prefill) << M;
+    EXPECT_EQ(one(M, kH, fp8(kI), MatmulOrder::Prefill, no_w8a8), Kn::Fp8Dequant) << M;
+    EXPECT_EQ(one(M, kH, fp8(kI), MatmulOrder::Prefill, kNoWgmma), Kn::Fp8Dequant) << M;
   }
-  for (int64_t M : {33, 64, 512, 4096})
-    for (auto order : {MatmulOrder::RowInvariant, MatmulOrder::Free, MatmulOrder::Prefill})
+  for (int64_t M : {33, 64, 512, 4096}) {
+    for (auto order : {MatmulOrder::RowInvariant, MatmulOrder::Free})
       EXPECT_EQ(one(M, kH, fp8(kI), order), Kn::Fp8Dequant) << M;
+    EXPECT_EQ(one(M, kH, fp8(kI), MatmulOrder::Prefill), Kn::Fp8Prefill) << M;
+    EXPECT_EQ(one(M, 4096 + 64, fp8(1000), MatmulOrder::Prefill), Kn::Fp8Prefill) << M;  // K, N off the 128 grid
+    EXPECT_EQ(one(M, 1000, fp8(kI), MatmulOrder::Prefill), Kn::Fp8Dequant) << M;         // ldw = 1000: not a TMA stride
+    EXPECT_EQ(one(M, kH, with_ldw(fp8(kI), 4104), MatmulOrder::Prefill), Kn::Fp8Dequant) << M;
+    EXPECT_EQ(one(M, kH, unaligned(fp8(kI)), MatmulOrder::Prefill), Kn::Fp8Dequant) << M;
+    EXPECT_EQ(one(M, kH, fp8(kI), MatmulOrder::Prefill, no_w8a8), Kn::Fp8Dequant) << M;
+    EXPECT_EQ(one(M, kH, fp8(kI), MatmulOrder::Prefill, kNoWgmma), Kn::Fp8Dequant) << M;
+  }
   EXPECT_EQ(one(0, kH, fp8(kI)), Kn::Empty);
   EXPECT_EQ(one(1, kH, fp8(0)), Kn::Empty);
   EXPECT_EQ(one(1, 0, fp8(kI)), Kn::ZeroFill);
@@ -292,9 +305,18 @@ TEST(MatmulChoice, Fp8Weights) {
   EXPECT_EQ(describe(plan(1, kH, {fp8(kH), fp8(2 * kI)})), "fp8-gemv[0] fp8-gemv[1] ");
   EXPECT_EQ(describe(plan(1, kH, std::vector<MatmulWeight>(5, fp8(kKv)))), "fp8-gemv[0123] fp8-gemv[4] ");
   EXPECT_EQ(describe(plan(33, kH, {fp8(kH), fp8(kKv)})), "fp8-dequant[0] fp8-dequant[1] ");
-  EXPECT_EQ(describe(plan(1, kH, {fp8(kH), fp8(kKv)}, MatmulOrder::Prefill)), "fp8-dequant[0] fp8-dequant[1] ");
-  EXPECT_EQ(describe(plan(512, kH, {fp8(kI), fp8(kI)}, MatmulOrder::Prefill)), "fp8-dequant[0] fp8-dequant[1] ");
-  EXPECT_EQ(describe(plan(512, kH, {fp8(kI), bf16(kI)}, MatmulOrder::Prefill)), "fp8-dequant[0] prefill[1] ");
+  EXPECT_EQ(describe(plan(1, kH, {fp8(kH), fp8(kKv)}, MatmulOrder::Prefill)), "fp8-prefill[01] ");
+  EXPECT_EQ(describe(plan(512, kH, {fp8(kI), fp8(kI)}, MatmulOrder::Prefill)), "fp8-prefill[01] ");
+  EXPECT_EQ(describe(plan(512, kH, {fp8(kI), bf16(kI)}, MatmulOrder::Prefill)), "fp8-prefill[0] prefill[1] ");
+  EXPECT_EQ(describe(plan(512, kH, {fp8(kH), bf16(kKv), fp8(kKv)}, MatmulOrder::Prefill)),
+            "fp8-prefill[02] prefill[1] ");
+  EXPECT_EQ(describe(plan(512, kH, std::vector<MatmulWeight>(5, fp8(kKv)), MatmulOrder::Prefill)),
+            "fp8-prefill[01234] ");
+  EXPECT_EQ(describe(plan(512, kH, {unaligned(fp8(kH)), fp8(kKv), fp8(kKv)}, MatmulOrder::Prefill)),
+            "fp8-dequant[0] fp8-prefill[12] ");
+  EXPECT_EQ(describe(plan(1, kH, {fp8(kH), fp8(kKv)}, MatmulOrder::Prefill, no_w8a8)),
+            "fp8-dequant[0] fp8-dequant[1] ");
+  EXPECT_EQ(describe(plan(512, kH, {fp8(kI), bf16(kI)}, MatmulOrder::Prefill, kNoWgmma)), "fp8-dequant[0] tiled[1] ");
   EXPECT_EQ(one(1, kH, fp8(kI), MatmulOrder::RowInvariant),
             choose_matmul(MatmulBackend::Cuda, MatmulOrder::RowInvariant, 1, kH, fp8(kI)));
   EXPECT_EQ(plan_matmul(MatmulCall{MatmulBackend::Cpu, MatmulOrder::RowInvariant, 1, kH, {fp8(kI)}, kH200})
@@ -303,6 +325,7 @@ TEST(MatmulChoice, Fp8Weights) {
             Kn::Cpu);
   EXPECT_EQ(matmul_kernel_name(Kn::Fp8Gemv), "fp8-gemv");
   EXPECT_EQ(matmul_kernel_name(Kn::Fp8Dequant), "fp8-dequant");
+  EXPECT_EQ(matmul_kernel_name(Kn::Fp8Prefill), "fp8-prefill");
 }
 
 // The TMA kernel's tile shape per launch (cuda/matmul_wgmma_tma.cuh: choose_wgt_shape; its bits do not

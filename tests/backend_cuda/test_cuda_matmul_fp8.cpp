@@ -1,5 +1,6 @@
 // Block-scaled fp8 weights on CUDA (backend/ops.h, Ops::matmul: the bits of the bf16 dequantisation;
-// cuda/matmul_fp8_gemv.cu for 1-32 rows, cuda/matmul_fp8_dequant.cu beyond and for prefill): the
+// cuda/matmul_fp8_gemv.cu for 1-32 rows, cuda/matmul_fp8_dequant.cu beyond, and for prefill where the W8A8 GEMM
+// is off — the tests that compare prefill bits turn it off; test_cuda_matmul_fp8_prefill.cpp tests it): the
 // dequantisation pass against the definition's bits; every matmul bit for bit equal to the CUDA matmul of
 // the bf16 dequantisation (row-invariant and prefill orders, odd shapes, misaligned codes, x's producer
 // copy) and close to the CPU fp8 path; the fp8 gemv kernel the same on every path it can take (stage
@@ -45,6 +46,13 @@ struct DeviceFp8 {
   }
 };
 
+// Prefill matmuls with fp8 weights through the bf16 dequantisation (Fp8Dequant), whose bits these tests compare,
+// instead of the W8A8 GEMM that sm_90a takes by default (test_cuda_matmul_fp8_prefill.cpp tests that one).
+struct DequantPrefill {
+  bool was = k::set_matmul_fp8_w8a8(false);
+  ~DequantPrefill() { k::set_matmul_fp8_w8a8(was); }
+};
+
 std::vector<float> run(const TensorView& x, const TensorView& w, bool prefill = false) {
   const int64_t M = x.dim(0), N = w.dim(0);
   DeviceBuffer y = poisoned(size_t(M * N));
@@ -82,6 +90,7 @@ TEST_F(Gpu, Fp8DequantPassHasTheDefinitionsBits) {
 // counts (fp8 gemv), above 32 rows (the dequantised weight through the bf16 plan) and as prefill; and within
 // the bf16 tolerance of the CPU's fp8 path.
 TEST_F(Gpu, Fp8MatmulHasTheBitsOfTheBf16Dequantisation) {
+  const DequantPrefill dequant;
   for (const Dims& d : kShapes) {
     DeviceFp8 w(d.N, d.K, uint32_t(3 * d.N + d.K));
     const auto x = randn(size_t(64 * d.K), uint32_t(d.K + 1));
@@ -154,6 +163,7 @@ TEST_F(Gpu, Fp8PrefillRowsDoNotDependOnTheirCall) {
 
 // matmul_multi over fp8 and bf16 weights (q/k/v, gate/up) equals one matmul per weight, in both orders.
 TEST_F(Gpu, Fp8MatmulMultiEqualsSeparateMatmuls) {
+  const DequantPrefill dequant;
   const int64_t K = 4096;
   DeviceFp8 q(4096, K, 71), k(1024, K, 72);
   const Fp8TestWeight vh = make_fp8_weight(1024, K, 73);

@@ -5,6 +5,7 @@
 // parity tolerance of the CUDA tests. With --fp8-weights keep the weights stay fp8 on the device and the
 // logits are still the dequantised bf16 model's, bit for bit.
 #include "../model/fp8_checkpoint_writer.h"
+#include "backend/cuda/kernels.h"
 #include "model_cuda_test_util.h"
 
 namespace specserve {
@@ -54,7 +55,13 @@ TEST_P(CudaFp8Checkpoint, RunsTheDequantisedModelBitForBit) {
 // --fp8-weights keep (docs/MODELS.md §6.1): the weights stay e4m3 on the device (fp8 gemv for decode and
 // verify rows, the bf16 dequantisation through the bf16 plan for prefill), with the bits of the dequantised
 // bf16 model on the GPU: prefill, decode and extend logits equal bit for bit; extend rows equal decode rows.
+// (Prefill through the dequantisation: on sm_90a prefill takes the W8A8 GEMM by default, whose activations are
+// rounded to e4m3 — backend/cuda/matmul_prefill_fp8_sm90a.cu; the test turns it off.)
 TEST_P(CudaFp8Checkpoint, KeptWeightsGiveTheBf16DequantisedLogitsBitForBit) {
+  struct DequantPrefill {
+    bool was = cuda::kernels::set_matmul_fp8_w8a8(false);
+    ~DequantPrefill() { cuda::kernels::set_matmul_fp8_w8a8(was); }
+  } const dequant;
   LoadOptions o;
   o.backend = "cuda";
   o.fp8_weights = "keep";

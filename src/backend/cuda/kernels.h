@@ -53,9 +53,10 @@ XbOut matmul_xb_out(int64_t M, int64_t K, cudaStream_t stream, bool free_order =
 // inputs (x_to_bf16 and the producers' XbOut), the copy a matmul writes of its own output while it reads its
 // x's copy (matmul_xb_out_beside_x), and an fp8 weight dequantised to bf16 (matmul_fp8_dequant). All matmuls
 // are enqueued on the one stream, so a block's next user runs after its last reader; a block that must grow
-// drains the stream first. Contents undefined.
-enum class ScratchSlot { XCopy, OutputCopy, Fp8Weight };
-inline constexpr int kScratchSlots = 3;
+// drains the stream first. Contents undefined. (Fp8Activation: x's e4m3 codes and group scales for the W8A8
+// prefill GEMM, fp8_quantize_activations.)
+enum class ScratchSlot { XCopy, OutputCopy, Fp8Weight, Fp8Activation };
+inline constexpr int kScratchSlots = 4;
 void* matmul_scratch(size_t bytes, cudaStream_t stream, ScratchSlot slot);
 // The XbOut of a matmul's own [M, K] output (the prefill GEMM's SwiGLU form), in a second scratch: the copy
 // of its x (in the first) stays intact while the kernel writes this one. Valid until the next such call.
@@ -166,6 +167,34 @@ void matmul_fp8_gemv(const MatmulArgs& a, cudaStream_t stream, Fp8GemvForce forc
 bool matmul_fp8_gemv_compatible(const MatmulArgs* parts, int count);
 void matmul_fp8_gemv_multi(const MatmulArgs* parts, int count, cudaStream_t stream, Fp8GemvForce force = {});
 void matmul_fp8_dequant(const MatmulArgs& a, MatmulOrder order, cudaStream_t stream);
+// The W8A8 prefill GEMM (matmul_prefill_fp8_sm90a.cu; MatmulKernel::Fp8Prefill, MatmulOrder::Prefill on sm_90a):
+// x quantised per row and group of 128 columns to e4m3 (matmul_fp8_act_math.cuh), then e4m3 x e4m3 wgmma on the
+// fp8 tensor cores, each 128-column block of K accumulated from +0 and added to the element's f32 total times
+// a_scale[row, block] x w_scale[n / 128, block], blocks in increasing order. Deterministic per row (a row's bits
+// depend on its x row, w and K only), not the bits of the bf16 dequantisation. Several parts share x (one
+// quantised copy). Returns false, launching nothing, where it cannot run (no wgmma) or a part does not fit
+// (fp8_prefill_fits: an fp8 weight with a 16-byte aligned address and ldw % 16 == 0, dims below 2^31), or the
+// parts do not share x, M and K. A scale_ld below ceil(K / 128) is an error.
+bool fp8_prefill_fits(const MatmulArgs& a);
+bool matmul_fp8_prefill(const MatmulArgs* parts, int count, cudaStream_t stream);
+// The GEMM's pre-pass (matmul_fp8_act_quant.cu): x [M, K] to e4m3 codes [M, pitch] (pitch = fp8a::code_pitch(K))
+// and f32 group scales transposed [groups_of(K), scale_pitch] (scale_pitch = fp8a::scale_pitch(M)), by the rule
+// of matmul_fp8_act_math.cuh. fp8_quantize_activations writes them into ScratchSlot::Fp8Activation (valid until
+// its next use), the _into form where the caller says (tests).
+struct Fp8Activations {
+  const uint8_t* codes = nullptr;
+  int64_t pitch = 0;
+  const float* scales = nullptr;
+  int64_t scale_pitch = 0;
+  int64_t M = 0, K = 0;
+};
+Fp8Activations fp8_quantize_activations(const float* x, int64_t ldx, int64_t M, int64_t K, cudaStream_t stream);
+void fp8_quantize_activations_into(const float* x, int64_t ldx, int64_t M, int64_t K, uint8_t* codes, int64_t pitch,
+                                   float* scales, int64_t scale_pitch, cudaStream_t stream);
+// Whether prefill matmuls with fp8 weights take the W8A8 GEMM (MatmulDevice::fp8_w8a8: on by default where wgmma
+// runs); tests that compare prefill with the bf16 dequantisation's bits, and benchmarks, turn it off. Returns the
+// previous value. Not thread-safe: set it while no matmul is being planned.
+bool set_matmul_fp8_w8a8(bool on);
 void fp8_dequantize_bf16(const uint8_t* w, int64_t ldw, const float* scales, int64_t scale_ld, int64_t N, int64_t K,
                          uint16_t* out, int64_t ldo, cudaStream_t stream);
 

@@ -1,11 +1,12 @@
 // Block-scaled fp8 weights where the streaming fp8 kernel does not serve (MatmulKernel::Fp8Dequant: more
-// than gemv_max_rows() rows, and every MatmulOrder::Prefill call): the weight is dequantised into a bf16
-// scratch by the definition (matmul_fp8_math.cuh: the bits the fp8 gemv kernel and the CPU use), then the
-// same call runs with that bf16 weight through matmul_run, i.e. the bf16 plan (wgmma, mid, the prefill
-// GEMM, cuBLASLt under MatmulOrder::Free). By the row-invariant kernels' common contract a row gets the
-// bits of the fp8 gemv kernel; a prefill row the bits of the prefill GEMM over the bf16 dequantisation,
-// whatever its chunk. The simplest correct path, not a fast one: it writes and reads 2 bytes per weight
-// element per call (for a prefill chunk, a few percent of the GEMM's time; to be measured).
+// than gemv_max_rows() rows, and the MatmulOrder::Prefill calls the W8A8 GEMM does not take: no wgmma, rows
+// not 16-byte strided, or the W8A8 GEMM turned off — matmul_prefill_fp8_sm90a.cu): the weight is dequantised into a
+// bf16 scratch by the definition (matmul_fp8_math.cuh: the bits the fp8 gemv kernel and the CPU use), then the same
+// call runs with that bf16 weight through matmul_run, i.e. the bf16 plan (wgmma, mid, the prefill GEMM, cuBLASLt under
+// MatmulOrder::Free). By the row-invariant kernels' common contract a row gets the bits of the fp8 gemv kernel; a
+// prefill row the bits of the prefill GEMM over the bf16 dequantisation, whatever its chunk. The simplest correct path,
+// not a fast one: it writes and reads 2 bytes per weight element per call (for a prefill chunk, a few percent of the
+// GEMM's time; to be measured).
 //
 // The bf16 weight goes into the matmuls' scratch slot ScratchSlot::Fp8Weight (kernels.h: matmul_scratch), which
 // grows to the largest fp8 matrix once.

@@ -50,6 +50,9 @@ void run_launch(MatmulKernel kernel, const MatmulArgs* g, int n, cudaStream_t st
       SS_CHECK(matmul_bf16_prefill(g, n, stream), "matmul: the prefill GEMM declined a call the choice gave it");
       return;
     case MatmulKernel::Fp8Gemv: return matmul_fp8_gemv_multi(g, n, stream);
+    case MatmulKernel::Fp8Prefill:
+      SS_CHECK(matmul_fp8_prefill(g, n, stream), "matmul: the fp8 prefill GEMM declined a call the choice gave it");
+      return;
     case MatmulKernel::Fp8Dequant: break;  // (needs the order: matmul_run calls it)
     case MatmulKernel::FreeOrder:
     case MatmulKernel::Cpu: break;
@@ -77,6 +80,8 @@ void matmul_run(const MatmulArgs* parts, int count, MatmulOrder order, cudaStrea
       }
       if (plan.launches[l].kernel == MatmulKernel::Fp8Gemv && g.size() > 1)
         matmul_fp8_gemv_multi(g.data(), static_cast<int>(g.size()), stream);
+      else if (plan.launches[l].kernel == MatmulKernel::Fp8Prefill)
+        run_launch(MatmulKernel::Fp8Prefill, g.data(), static_cast<int>(g.size()), stream);
       else
         for (MatmulArgs& a : g) matmul_run(&a, 1, order, stream);
     }

@@ -162,9 +162,20 @@ void launch(const MatmulArgs& a, cudaStream_t stream) {
 
 }  // namespace
 
-const MatmulDevice& matmul_device() {
-  static const MatmulDevice device{sm_count(), wgmma_available()};
+namespace {
+MatmulDevice& device_facts() {
+  static MatmulDevice device{sm_count(), wgmma_available()};
   return device;
+}
+}  // namespace
+
+const MatmulDevice& matmul_device() { return device_facts(); }
+
+bool set_matmul_fp8_w8a8(bool on) {
+  MatmulDevice& d = device_facts();
+  const bool was = d.fp8_w8a8;
+  d.fp8_w8a8 = on;
+  return was;
 }
 
 void matmul_bf16_tiled(const MatmulArgs& a, cudaStream_t stream) {

@@ -1,0 +1,235 @@
+// The W8A8 prefill GEMM (backend/cuda/matmul_prefill_fp8_sm90a.cu; MatmulKernel::Fp8Prefill, prefill matmuls with
+// fp8 weights on sm_90a): the activation pass has the host rule's codes and scales bit for bit (ties, zeros, tiny
+// and huge groups, K tails); the GEMM agrees with the host reference (tests/backend/fp8_prefill_reference.h)
+// within the bound derived there, on the 8B / 27B shapes and on tails (K = 4096 + 64, N = 1000, K below one
+// block); rows are deterministic per sequence: a row alone, inside 300 and 2048 rows, and under two different
+// chunkings of the rows has the same bits; several weights in one call (q/k/v, more than one launch's four) equal
+// separate calls. The activation rule itself is checked on the host (tests/backend/test_fp8_prefill_rule.cpp).
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include "../backend/fp8_prefill_reference.h"
+#include "../backend/fp8_test_weights.h"
+#include "backend/cuda/kernels.h"
+#include "cuda_test_util.h"
+
+namespace specserve::cuda_test {
+namespace {
+
+using specserve::testing::Fp8Scales;
+using specserve::testing::Fp8TestWeight;
+using specserve::testing::make_fp8_weight;
+namespace k = cuda::kernels;
+namespace fp8a = cuda::fp8a;
+
+bool w8a8_runs() { return k::matmul_device().wgmma && k::matmul_device().fp8_w8a8; }
+
+// An fp8 weight on the device (codes [N, K] packed: ldw = K, which the GEMM takes when K % 16 == 0).
+struct DeviceFp8 {
+  Fp8TestWeight host;
+  DeviceBuffer codes, scales;
+  TensorView view;
+  DeviceFp8(int64_t N, int64_t K, uint32_t seed, Fp8Scales kind = Fp8Scales::F32)
+      : host(make_fp8_weight(N, K, seed, kind)) {
+    codes = DeviceBuffer::from(std::vector<uint8_t>(host.codes.as<uint8_t>(), host.codes.as<uint8_t>() + N * K));
+    scales =
+        DeviceBuffer::from(std::vector<float>(host.scales.as<float>(), host.scales.as<float>() + host.scales.numel()));
+    view = TensorView::contiguous(codes.data(), DType::F8_E4M3, {N, K}, Device::CUDA);
+    view.scales = scales.as<const float>();
+  }
+  int64_t scale_ld() const { return host.scales.shape()[1]; }
+};
+
+std::vector<float> prefill(const TensorView& x, const TensorView& w) {
+  const int64_t M = x.dim(0), N = w.dim(0);
+  DeviceBuffer y = poisoned(size_t(M * N));
+  cuda_ops().matmul_prefill(x, w, dev_view(y, DType::F32, {M, N}));
+  return download(y, size_t(M * N));
+}
+
+// Activations with the quantiser's edge cases: normal values, a zero group, a subnormal group, a group of one
+// value, exact ties after scaling (amax 448: scale 1, values on e4m3 midpoints), a huge group.
+std::vector<float> edgy_x(int64_t M, int64_t K, uint32_t seed) {
+  auto x = randn(size_t(M * K), seed);
+  for (int64_t m = 0; m < M; ++m) {
+    float* r = x.data() + m * K;
+    const int64_t g = (m % 5) * 128;
+    if (g + 128 > K) continue;
+    switch (m % 4) {
+      case 0:
+        for (int64_t k = g; k < g + 128; ++k) r[k] = 0.0f;
+        break;
+      case 1:
+        for (int64_t k = g; k < g + 128; ++k) r[k] *= 1e-39f;
+        break;
+      case 2:
+        r[g] = 448.0f;
+        for (int64_t k = g + 1; k < g + 128; ++k) r[k] = 1.0625f * float(1 + k % 3) * (k % 2 ? 1.0f : -1.0f);
+        break;
+      default:
+        for (int64_t k = g; k < g + 128; ++k) r[k] *= 1e30f;
+    }
+  }
+  return x;
+}
+
+// The device pass: codes and scales bit for bit the host rule's, for K tails and odd strides.
+TEST_F(Gpu, Fp8PrefillActivationPassHasTheHostRulesBits) {
+  for (int64_t K : {int64_t{4096 + 64}, int64_t{1000}, int64_t{37}, int64_t{128}, int64_t{5120}})
+    for (int64_t ldx : {K, K + 3}) {
+      const int64_t M = 77;
+      const auto x = edgy_x(M, ldx, uint32_t(K + ldx));
+      DeviceBuffer dx = DeviceBuffer::from(x);
+      const int64_t pitch = fp8a::code_pitch(K), sp = fp8a::scale_pitch(M), groups = fp8a::groups_of(K);
+      DeviceBuffer codes(size_t(M * pitch)), scales(size_t(groups * sp) * 4);
+      k::fp8_quantize_activations_into(dx.as<const float>(), ldx, M, K, codes.as<uint8_t>(), pitch, scales.as<float>(),
+                                       sp, cuda::cuda_stream());
+      const auto got_c = codes.to_vector<uint8_t>(size_t(M * pitch));
+      const auto got_s = scales.to_vector<float>(size_t(groups * sp));
+      const auto want = specserve::testing::quantise_rows(x.data(), ldx, M, K);
+      for (int64_t m = 0; m < M; ++m) {
+        for (int64_t kk = 0; kk < K; ++kk)
+          ASSERT_EQ(int(got_c[size_t(m * pitch + kk)]), int(want.codes[size_t(m * K + kk)]))
+              << "row " << m << " k " << kk << " (K " << K << ", ldx " << ldx << ", x " << x[size_t(m * ldx + kk)]
+              << ")";
+        for (int64_t g = 0; g < groups; ++g) {
+          const float a = got_s[size_t(g * sp + m)], b = want.scales[size_t(m * groups + g)];
+          ASSERT_EQ(std::memcmp(&a, &b, 4), 0) << "row " << m << " group " << g << ": " << a << " vs " << b;
+        }
+      }
+    }
+}
+
+// The GEMM against the host reference, element by element within fp8_prefill_tolerance.
+void check_against_reference(int64_t M, int64_t N, int64_t K, Fp8Scales kind, uint32_t seed) {
+  DeviceFp8 w(N, K, seed, kind);
+  const auto x = edgy_x(M, K, seed + 1);
+  DeviceBuffer dx = DeviceBuffer::from(x);
+  const auto y = prefill(dev_view(dx, DType::F32, {M, K}), w.view);
+  const auto q = specserve::testing::quantise_rows(x.data(), K, M, K);
+  const std::string where = "M " + std::to_string(M) + " N " + std::to_string(N) + " K " + std::to_string(K);
+  int64_t checked = 0;
+  for (int64_t m = 0; m < M; ++m)
+    for (int64_t n = 0; n < N; n += (M * N > 200000 ? 7 : 1)) {
+      const auto r = specserve::testing::fp8_prefill_reference(q, m, w.host.codes.as<uint8_t>(), K,
+                                                               w.host.scales.as<float>(), w.scale_ld(), n);
+      const float got = y[size_t(m * N + n)];
+      ASSERT_TRUE(std::isfinite(got) || !std::isfinite(r.y)) << where << " row " << m << " col " << n;
+      ASSERT_LE(std::fabs(double(got) - r.y), specserve::testing::fp8_prefill_tolerance(r))
+          << where << " row " << m << " col " << n << ": " << got << " vs " << r.y << " (terms " << r.bound << ")";
+      ++checked;
+    }
+  EXPECT_GT(checked, 0);
+}
+
+TEST_F(Gpu, Fp8PrefillAgreesWithTheHostReference) {
+  if (!w8a8_runs()) GTEST_SKIP() << "no wgmma: prefill with fp8 weights takes the dequantisation";
+  EXPECT_EQ(choose_matmul(MatmulBackend::Cuda, MatmulOrder::Prefill, 300, 4096,
+                          MatmulWeight{1000, false, 4096, true, 1000, true}, k::matmul_device()),
+            MatmulKernel::Fp8Prefill);
+  struct Case {
+    int64_t M, N, K;
+    Fp8Scales kind;
+  };
+  const Case cases[] = {
+      {300, 1000, 4096 + 64, Fp8Scales::F32},  // N and K off the 128 grid, M off the 128-row tile
+      {1, 1000, 4096 + 64, Fp8Scales::Bf16},  {130, 130, 48, Fp8Scales::F32},     // K below one block
+      {129, 257, 144, Fp8Scales::Mixed},      {64, 4096, 4096, Fp8Scales::Bf16},  // 8B q / o_proj
+      {33, 12288, 4096, Fp8Scales::Bf16},                                         // 8B gate / up
+      {40, 4096, 12288, Fp8Scales::Bf16},                                         // 8B down_proj
+      {4, 5120, 17408, Fp8Scales::Bf16},                                          // 27B down_proj
+      {17, 200, 256, Fp8Scales::Tiny},                                            // subnormal products of scales
+  };
+  for (const Case& c : cases) check_against_reference(c.M, c.N, c.K, c.kind, uint32_t(c.N + c.K + c.M));
+}
+
+// Deterministic per sequence: a row's bits depend on its x row, w and K only — not on M, the rows beside it or the
+// chunking of the prompt.
+TEST_F(Gpu, Fp8PrefillRowsDoNotDependOnTheirBatchOrChunking) {
+  if (!w8a8_runs()) GTEST_SKIP() << "no wgmma: prefill with fp8 weights takes the dequantisation";
+  for (const auto& [N, K] : {std::pair<int64_t, int64_t>{1000, 4096 + 64}, std::pair<int64_t, int64_t>{4096, 4096}}) {
+    DeviceFp8 w(N, K, uint32_t(N + K), Fp8Scales::Bf16);
+    const int64_t kRows = 2048;
+    const auto x = edgy_x(kRows, K, 99);
+    DeviceBuffer dx = DeviceBuffer::from(x);
+    const TensorView X = dev_view(dx, DType::F32, {kRows, K});
+    const std::string where = " (N " + std::to_string(N) + ", K " + std::to_string(K) + ")";
+    const auto all = prefill(X, w.view);
+    for (float v : all) ASSERT_TRUE(std::isfinite(v)) << where;
+    for (int64_t r : {0, 1, 63, 64, 127, 128, 299, 1000, 2047}) {
+      const auto one = prefill(X.rows(r, r + 1), w.view);
+      ASSERT_TRUE(bit_equal(one.data(), all.data() + r * N, size_t(N))) << "row " << r << " alone" << where;
+    }
+    for (int64_t first : {0, 1, 517, 1748}) {
+      const auto part = prefill(X.rows(first, first + 300), w.view);
+      for (int64_t m = 0; m < 300; ++m)
+        ASSERT_TRUE(bit_equal(part.data() + m * N, all.data() + (first + m) * N, size_t(N)))
+            << "row " << first + m << " at " << m << " of 300" << where;
+    }
+    // Two chunkings of the 2048 rows: every chunk's rows have the bits of the whole.
+    for (const std::vector<int64_t>& cuts :
+         {std::vector<int64_t>{0, 700, 2048}, std::vector<int64_t>{0, 128, 1001, 1002, 2048}}) {
+      for (size_t c = 0; c + 1 < cuts.size(); ++c) {
+        const auto part = prefill(X.rows(cuts[c], cuts[c + 1]), w.view);
+        ASSERT_TRUE(bit_equal(part.data(), all.data() + cuts[c] * N, size_t((cuts[c + 1] - cuts[c]) * N)))
+            << "chunk [" << cuts[c] << ", " << cuts[c + 1] << ")" << where;
+      }
+    }
+  }
+}
+
+// Several weights sharing x (one quantised copy, up to four a launch): each output has its lone call's bits; with
+// a bf16 weight among them (its own prefill GEMM) and with five weights (two launches).
+TEST_F(Gpu, Fp8PrefillSeveralWeightsEqualSeparateCalls) {
+  if (!w8a8_runs()) GTEST_SKIP() << "no wgmma: prefill with fp8 weights takes the dequantisation";
+  const int64_t K = 4096, M = 300;
+  std::vector<DeviceFp8> ws;
+  const int64_t Ns[5] = {4096, 1024, 1024, 1000, 130};
+  for (int i = 0; i < 5; ++i) ws.emplace_back(Ns[i], K, uint32_t(70 + i), Fp8Scales::Bf16);
+  const Fp8TestWeight bh = make_fp8_weight(1024, K, 80);
+  DeviceBuffer b = DeviceBuffer::from(std::vector<uint16_t>(bh.bf16.as<uint16_t>(), bh.bf16.as<uint16_t>() + 1024 * K));
+  const auto x = randn(size_t(M * K), 81);
+  DeviceBuffer dx = DeviceBuffer::from(x);
+  const TensorView X = dev_view(dx, DType::F32, {M, K});
+  for (bool with_bf16 : {false, true}) {
+    std::vector<TensorView> wv, yv;
+    std::vector<DeviceBuffer> ys;
+    std::vector<int64_t> n_of;
+    for (int i = 0; i < 5; ++i) {
+      if (with_bf16 && i == 2) {
+        wv.push_back(dev_view(b, DType::BF16, {1024, K}));
+      } else {
+        wv.push_back(ws[size_t(i)].view);
+      }
+      n_of.push_back(wv.back().dim(0));
+      ys.push_back(poisoned(size_t(M * n_of.back())));
+    }
+    for (int i = 0; i < 5; ++i) yv.push_back(dev_view(ys[size_t(i)], DType::F32, {M, n_of[size_t(i)]}));
+    cuda_ops().matmul_multi_prefill(X, wv, yv);
+    for (int i = 0; i < 5; ++i)
+      EXPECT_TRUE(bit_equal(download(ys[size_t(i)], size_t(M * n_of[size_t(i)])).data(),
+                            prefill(X, wv[size_t(i)]).data(), size_t(M * n_of[size_t(i)])))
+          << "weight " << i << (with_bf16 ? " (weight 2 bf16)" : "");
+  }
+}
+
+// Where the GEMM does not take the weight (ldw not a multiple of 16 bytes), prefill still runs, through the
+// dequantisation, with its bits.
+TEST_F(Gpu, Fp8PrefillFallsBackToTheDequantisationForOddStrides) {
+  const int64_t N = 300, K = 1000, M = 40;
+  DeviceFp8 w(N, K, 5);
+  const auto x = randn(size_t(M * K), 6);
+  DeviceBuffer dx = DeviceBuffer::from(x);
+  const TensorView X = dev_view(dx, DType::F32, {M, K});
+  EXPECT_EQ(choose_matmul(MatmulBackend::Cuda, MatmulOrder::Prefill, M, K, MatmulWeight{N, false, K, true, N, true},
+                          k::matmul_device()),
+            MatmulKernel::Fp8Dequant);
+  DeviceBuffer bf =
+      DeviceBuffer::from(std::vector<uint16_t>(w.host.bf16.as<uint16_t>(), w.host.bf16.as<uint16_t>() + N * K));
+  const auto got = prefill(X, w.view), want = prefill(X, dev_view(bf, DType::BF16, {N, K}));
+  EXPECT_TRUE(bit_equal(got.data(), want.data(), got.size()));
+}
+
+}  // namespace
+}  // namespace specserve::cuda_test
