@@ -165,7 +165,10 @@ class Ops {
   // io/fp8_blocks.h dequantize_fp8_blocks(w, scales, BF16) stores at load — and y has, bit for bit, the bits
   // of this call with that bf16 matrix, on every backend, for matmul, matmul_multi and the prefill ops
   // (under MatmulOrder::Free it is as free as with bf16). The dequantisation happens in registers or in a
-  // scratch, per call; rows stay invariant because the bf16 kernels' rows are.
+  // scratch, per call; rows stay invariant because the bf16 kernels' rows are. One exception: the CUDA backend's
+  // prefill ops on sm_90a run fp8 weights as W8A8 (x quantised to e4m3 per row and 128 columns, fp8 tensor
+  // cores: cuda/matmul_prefill_fp8_sm90a.cu), as the peers do — deterministic per row like every prefill
+  // matmul, but not the dequantisation's bits (kernels::set_matmul_fp8_w8a8(false) restores them).
   virtual void matmul(const TensorView& x, const TensorView& w, const TensorView& y) const = 0;
   // Several matmuls sharing x in one parallel pass (q/k/v, gate/up): ys[i] = x · ws[i]ᵀ.
   virtual void matmul_multi(const TensorView& x, std::span<const TensorView> ws,
