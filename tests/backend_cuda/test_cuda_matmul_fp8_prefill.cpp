@@ -68,7 +68,7 @@ std::vector<float> edgy_x(int64_t M, int64_t K, uint32_t seed) {
         for (int64_t k = g + 1; k < g + 128; ++k) r[k] = 1.0625f * float(1 + k % 3) * (k % 2 ? 1.0f : -1.0f);
         break;
       default:
-        for (int64_t k = g; k < g + 128; ++k) r[k] *= 1e30f;
+        for (int64_t k = g; k < g + 128; ++k) r[k] *= 1e20f;
     }
   }
   return x;

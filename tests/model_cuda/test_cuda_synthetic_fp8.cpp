@@ -3,6 +3,7 @@
 // tiny-fp8 is the same model on both backends, and its kept weights run the fp8 kernels of a loaded fp8
 // checkpoint (docs/MODELS.md §6.1): extend rows equal decode rows bit for bit, past the gemv's 16 rows.
 #include "backend/backend.h"
+#include "backend/cuda/kernels.h"
 #include "backend/memory.h"
 #include "model/synthetic_shapes.h"
 #include "model_cuda_test_util.h"
@@ -36,13 +37,16 @@ TEST(CudaSyntheticFp8, TinyFp8IsTheCpuModelAndKeepsExtendRowsEqualToDecodeRows) 
   EXPECT_LT(gpu->step_weight_bytes(), plain->step_weight_bytes());
   EXPECT_EQ(gpu->dequantised_step_weight_bytes(), plain->step_weight_bytes());
 
-  // The same weights: the prefill's last logits row agrees within bf16 noise (different weights would not).
+  // The same weights: the prefill's last logits row agrees within bf16 noise (different weights would not). On
+  // sm_90a the prefill matmuls run W8A8 (activations rounded to e4m3 per 128 columns: a few percent per matmul,
+  // backend/cuda/matmul_prefill_fp8_sm90a.cu), so the bound there is wider — still far below different weights'.
   const std::vector<int32_t> prompt{1, 5, 9, 2, 7, 3, 11, 4};
   auto sg = gpu->new_sequence(), sc = cpu->new_sequence();
   const ForwardResult rg = run_one(*gpu, *sg, prompt, SpanMode::Prefill, LogitsWanted::Last);
   const ForwardResult rc = run_one(*cpu, *sc, prompt, SpanMode::Prefill, LogitsWanted::Last);
   const int64_t V = gpu->vocab_size();
-  EXPECT_LT(rel_err(rg.logits.as<float>(), rc.logits.as<float>(), V), 0.05);
+  const bool w8a8 = cuda::kernels::matmul_device().wgmma && cuda::kernels::matmul_device().fp8_w8a8;
+  EXPECT_LT(rel_err(rg.logits.as<float>(), rc.logits.as<float>(), V), w8a8 ? 0.15 : 0.05);
 
   const std::vector<int32_t> next{5, 9, 2, 6, 5, 3, 8, 1, 7, 4, 2, 9, 6, 3, 5, 8, 1};  // 17 rows: past 16
   auto a = gpu->new_sequence(), b = gpu->new_sequence();
