@@ -55,6 +55,11 @@ class AcceptanceStats {
   double rate(int position, const AcceptanceStats* prior = nullptr) const;
   // Verifies observed so far.
   int64_t verifies() const { return verifies_; }
+  // The smoothed count of accepted drafts at `position` (1-based; 0 outside 1..kMaxPositions), as the
+  // latest verify left it (not aged by steps since).
+  double accepted_at(int position) const {
+    return position >= 1 && position <= kMaxPositions ? accepted_[static_cast<size_t>(position - 1)] : 0.0;
+  }
 
   // The probe schedule's clock (engine/draft_length_policy.h) and the ageing's: the engine step of the
   // latest verify, or of the first step the sequence could have drafted; -1 before either.

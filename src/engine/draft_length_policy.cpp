@@ -60,6 +60,11 @@ int DraftLengthPolicy::schedule_probes(int64_t step, std::span<const AcceptanceS
   return static_cast<int>(due.size());
 }
 
+double DraftLengthPolicy::probe_budget() const {
+  const double hope = std::clamp(engine_acceptance_.accepted_at(1), 0.0, 1.0);
+  return kProbeBudget + (kHopefulProbeBudget - kProbeBudget) * hope;
+}
+
 int DraftLengthPolicy::afford_probes(std::span<DraftCandidate> candidates) {
   if (!model_) return 0;
   double n = 0, context = 0, extra_rows = 0, extra_context = 0, probing = 0, probing_context = 0;
@@ -74,8 +79,12 @@ int DraftLengthPolicy::afford_probes(std::span<DraftCandidate> candidates) {
     probing_context += ctx;
   }
   const double plain = model_->step_seconds(n, n, context, 0) * correction_.plain;
-  probe_credit_ = probe_credit_ < 0 ? plain : std::min(plain, probe_credit_ + kProbeBudget * plain);
+  probe_credit_ = std::min(plain, probe_credit_ + probe_budget() * plain);
   if (probing == 0) return 0;
+  if (first_probe_free_) {
+    first_probe_free_ = false;
+    return static_cast<int>(probing);
+  }
   const double with = (model_->step_seconds(n + extra_rows, n, context, extra_context) +
                        model_->propose_seconds(probing, probing_context)) *
                       correction_.drafting;

@@ -41,7 +41,9 @@ struct StepDraftChoice {
 // off: kFirstProbeInterval after the verify that stopped it, doubling with each probe that does not bring
 // it back, up to kProbeInterval; it starts again from the first once the policy drafts for it by choice.
 // So one unlucky verify costs a few plain steps, and a sequence whose drafts are always wrong costs a
-// probe every kProbeInterval steps.
+// probe every kProbeInterval steps, or less often where the probe budget (below) binds: on the 8B cost
+// table with every draft wrong, a probe of the one sequence (a propose, ~0.27 of a decode step) every
+// ~52 steps, a step of four probes at 64 sequences (~3 ms against an 18 ms plain step) every ~31.
 class DraftLengthPolicy {
  public:
   static constexpr int kProbeDrafts = 3;
@@ -52,9 +54,19 @@ class DraftLengthPolicy {
   static constexpr int kMaxProbesPerStep = 4;
   // The weight of a new measurement in the step cost correction (about the last ten steps of each kind).
   static constexpr double kCorrectionWeight = 0.1;
-  // The probe budget: probes may cost (predicted: their propose and extra rows) this share of the steps'
-  // predicted plain time; unspent credit is kept up to one plain step (so a first probe need not wait).
-  static constexpr double kProbeBudget = 0.02;
+  // The probe budget: probes may cost (predicted: their propose and extra rows) a share of the steps'
+  // predicted plain time, kProbeBudget while the engine-wide statistics hold no accepted draft (every
+  // recent draft was wrong: a probe is unlikely to find one), rising linearly to kHopefulProbeBudget
+  // as they hold one accepted first draft (smoothed over about the last hundred verifies) or more.
+  // Unspent credit is kept up to one plain step. The policy's first probe step is free (so one unlucky
+  // first verify is found out within a few steps); every later one waits for its credit. Issue 29 wants
+  // speculation within 3 % of plain decoding when every draft is wrong: at 2 % (and a plain step of
+  // credit to start with) probes alone cost 2.5 % of a 128-token pass at 64 sequences on the 8B cost
+  // table (tests/engine/test_draft_policy_wrong_drafts.cpp), now about 0.5 %.
+  static constexpr double kProbeBudget = 0.005;
+  static constexpr double kHopefulProbeBudget = 0.02;
+  // The share of the plain steps' time probes may cost now (above).
+  double probe_budget() const;
 
   // Adaptive when options.draft_policy says so (its step_costs then required); publishes the cost model's
   // predictions at EngineMetrics::kStepCostPoints.
@@ -66,8 +78,8 @@ class DraftLengthPolicy {
   // A step the policy predicted `predicted` seconds for took `measured`: moves the correction of its kind.
   void observe_step(bool drafting, double predicted, double measured);
   // Credits the step's share of the probe budget, then keeps the probes schedule_probes left in
-  // `candidates` when the credit covers their predicted cost (spent), else clears them. Returns how many
-  // probe.
+  // `candidates` when the credit covers their predicted cost (spent) or they are the policy's first
+  // (free), else clears them. Returns how many probe.
   int afford_probes(std::span<DraftCandidate> candidates);
   double probe_credit() const { return probe_credit_; }
   const StepCostCorrection& correction() const { return correction_; }
@@ -96,7 +108,8 @@ class DraftLengthPolicy {
   std::optional<StepCostModel> model_;
   AcceptanceStats engine_acceptance_{AcceptanceStats::kEngineDecay, AcceptanceStats::kPriorWeight};
   StepCostCorrection correction_;
-  double probe_credit_ = -1;  // seconds; < 0 before the first step (then one plain step's worth)
+  double probe_credit_ = 0;       // seconds
+  bool first_probe_free_ = true;  // until the first probe step is afforded
   // choose_step's buffers, kept from step to step (no allocation on a step of the same sequences).
   std::vector<double> prior_;
   std::vector<DraftCandidate> candidates_;

@@ -84,12 +84,12 @@ int probes_afforded(const StepCostModel& model, int steps) {
 TEST(StepCostJump, ProbesPastTheJumpAreChargedForIt) {
   const StepCostModel with(fitted(true)), without(fitted(false));
   const int steps = 1000;
-  // What the budget allows by the true costs: kProbeBudget of the plain steps' time (and one plain step of
-  // credit to start with), each probe step costing its extra rows and its propose.
+  // What the budget allows by the true costs: the first probe step (free), then kProbeBudget of the plain
+  // steps' time, each probe step costing its extra rows and its propose.
   const double plain = true_step_ms(64, 64, 64 * kContext, 0);
   const double probe =
       true_step_ms(kProbeRows, 64, 64 * kContext, (kProbeRows - 64) * kContext) - plain + true_propose_ms(4);
-  const double fair = (1 + DraftLengthPolicy::kProbeBudget * steps) * plain / probe;
+  const double fair = 1 + DraftLengthPolicy::kProbeBudget * steps * plain / probe;
   const int priced = probes_afforded(with, steps), cheap = probes_afforded(without, steps);
   std::printf("probe steps in %d: %d with the jump priced, %d without (the budget's share: %.1f)\n", steps, priced,
               cheap, fair);
