@@ -252,9 +252,10 @@ MemTensor DFlashDrafter::forward(std::span<DrafterSequence* const> context_of, s
     float* dst = feats.as<float>();
     std::vector<CopyRegion> gather;  // every waiting row, in order: one copy launch on a device
     for (DrafterSequence* s : context_of)
-      for (const MemTensor& rows : s->waiting_features()) {
-        gather.push_back({dst, rows.as<void>(), rows.nbytes()});
-        dst += rows.view().numel();
+      for (const DrafterSequence::WaitingPage& page : s->waiting_features()) {
+        const TensorView rows = page.view();
+        gather.push_back({dst, rows.data, rows.nbytes()});
+        dst += rows.numel();
       }
     mem.copy_many(gather);
     const TensorView c = x.view().rows(0, Nc);

@@ -1,5 +1,7 @@
 #include "spec/drafter_sequence.h"
 
+#include <algorithm>
+
 #include "core/error.h"
 
 namespace specserve::spec {
@@ -56,14 +58,34 @@ void DrafterSequence::append_many(std::span<const Append> rows) {
   for (const Append& a : rows) {
     DrafterSequence& s = *a.sequence;
     const TensorView& f = a.features;
-    if (f.dim(0) == 0) continue;
-    MemTensor held = MemTensor::empty(*s.mem_, DType::F32, f.shape);
-    if (f.device == Device::CPU)
-      s.mem_->upload(held.as<void>(), f.data, f.nbytes());
-    else
-      copies.push_back({held.as<void>(), f.data, f.nbytes()});
-    s.waiting_.push_back(std::move(held));
-    s.waiting_rows_ += f.dim(0);
+    const int64_t n = f.dim(0);
+    if (n == 0) continue;
+    const size_t row_bytes = static_cast<size_t>(s.feature_width_) * sizeof(float);
+    const auto* src = static_cast<const char*>(f.data);
+    // Rows [from, from + k) of the append into `page` after its used rows.
+    auto put = [&](WaitingPage& page, int64_t from, int64_t k) {
+      void* dst = page.rows.as<char>() + static_cast<size_t>(page.used) * row_bytes;
+      const void* from_ptr = src + static_cast<size_t>(from) * row_bytes;
+      const size_t bytes = static_cast<size_t>(k) * row_bytes;
+      if (f.device == Device::CPU)
+        s.mem_->upload(dst, from_ptr, bytes);
+      else
+        copies.push_back({dst, from_ptr, bytes});
+      page.used += k;
+    };
+    int64_t done = 0;
+    if (!s.waiting_.empty()) {  // the last page's room first
+      WaitingPage& last = s.waiting_.back();
+      done = std::min(n, last.rows.shape()[0] - last.used);
+      if (done > 0) put(last, 0, done);
+    }
+    if (done < n) {
+      const int64_t rest = n - done;
+      s.waiting_.push_back(
+          {MemTensor::empty(*s.mem_, DType::F32, {std::max(rest, kWaitingPageRows), s.feature_width_}), 0});
+      put(s.waiting_.back(), done, rest);
+    }
+    s.waiting_rows_ += n;
   }
   if (!copies.empty()) mem->copy_many(copies);
 }

@@ -15,13 +15,13 @@ int64_t blocks_covering(int64_t positions) { return (positions + kKvBlockSize - 
 
 size_t DrafterSequence::swap_bytes() const {
   size_t bytes = static_cast<size_t>(blocks_covering(projected_)) * SwapImage::region_bytes(pool_->block_bytes());
-  for (const MemTensor& w : waiting_) bytes += SwapImage::region_bytes(w.nbytes());
+  for (const WaitingPage& w : waiting_) bytes += SwapImage::region_bytes(w.view().nbytes());
   return bytes;
 }
 
 size_t DrafterSequence::swap_bytes_bound(size_t block_bytes, int64_t feature_width, int64_t positions,
                                          int64_t waiting) {
-  // Each waiting append is at least one row, rounded up to 64 bytes in the image.
+  // Each waiting page holds at least one row, its used rows rounded up to 64 bytes in the image.
   const auto w = static_cast<size_t>(std::max<int64_t>(0, waiting));
   return static_cast<size_t>(blocks_covering(positions)) * SwapImage::region_bytes(block_bytes) +
          w * (static_cast<size_t>(feature_width) * 4 + 64);
@@ -36,13 +36,16 @@ void DrafterSequence::swap_out() {
   SwapImage image(*mem_, swap_bytes());
   std::vector<CopyRegion> copies;
   for (size_t i = 0; i < keep; ++i) copies.push_back({image.next(bb), blocks_[i], bb});
-  for (const MemTensor& w : waiting_) copies.push_back({image.next(w.nbytes()), w.as<void>(), w.nbytes()});
+  for (const WaitingPage& w : waiting_) {
+    const size_t bytes = w.view().nbytes();
+    copies.push_back({image.next(bytes), w.rows.as<void>(), bytes});
+  }
   mem_->download_many(copies);
   for (size_t i = static_cast<size_t>(shared_); i < blocks_.size(); ++i) pool_->release(blocks_[i]);
   blocks_.clear();
   shared_ = 0;  // the holder drops its references to the shared ones
-  waiting_shapes_.clear();
-  for (const MemTensor& w : waiting_) waiting_shapes_.push_back(w.shape());
+  waiting_pages_.clear();
+  for (const WaitingPage& w : waiting_) waiting_pages_.emplace_back(w.rows.shape()[0], w.used);
   waiting_.clear();
   image_ = std::move(image);
   swapped_out_ = true;
@@ -56,13 +59,14 @@ void DrafterSequence::swap_in() {
   image_.rewind();
   for (int64_t i = 0; i < blocks_covering(projected_); ++i)
     copies.push_back({blocks_[static_cast<size_t>(i)], image_.next(bb), bb});
-  for (const Shape& shape : waiting_shapes_) {
-    waiting_.push_back(MemTensor::empty(*mem_, DType::F32, shape));
-    copies.push_back({waiting_.back().as<void>(), image_.next(waiting_.back().nbytes()), waiting_.back().nbytes()});
+  for (const auto& [capacity, used] : waiting_pages_) {
+    waiting_.push_back({MemTensor::empty(*mem_, DType::F32, {capacity, feature_width_}), used});
+    const size_t bytes = waiting_.back().view().nbytes();
+    copies.push_back({waiting_.back().rows.as<void>(), image_.next(bytes), bytes});
   }
   mem_->upload_many(copies);
   image_.reset();
-  waiting_shapes_.clear();
+  waiting_pages_.clear();
   swapped_out_ = false;
 }
 

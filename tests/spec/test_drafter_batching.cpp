@@ -72,6 +72,48 @@ TEST_F(DrafterBatching, EagerContextProjectionGivesTheSameDrafts) {
   EXPECT_EQ(rows_of(x, 0, 15), rows_of(y, 0, 15));
 }
 
+// Waiting rows share pages (spec/drafter_sequence.h): a sequence appending one row a step (a plain decode
+// row) takes a buffer per kWaitingPageRows steps, and the rows are the same whatever the pages: its K/V
+// once projected and its drafts equal those of the rows appended at once.
+TEST_F(DrafterBatching, WaitingRowsSharePagesAndProjectTheSame) {
+  const DFlashDrafter& d = *pair_->drafter;
+  const std::vector<int32_t> prompt(40, 66);
+  const auto f = features(prompt);
+  const auto width = static_cast<size_t>(d.feature_width());
+  constexpr int64_t kPage = DrafterSequence::kWaitingPageRows;
+
+  auto whole = d.new_sequence();
+  append_rows(*whole, 0, f);
+  ASSERT_EQ(whole->waiting_features().size(), 1u);  // 40 rows at once: a page of their own count
+  EXPECT_EQ(whole->waiting_features()[0].used, 40);
+
+  auto steps = d.new_sequence();
+  append_rows(*steps, 0, std::span(f).first(3 * width));  // a short prompt: a page of kPage rows
+  for (size_t r = 3; r < prompt.size(); ++r)              // then one row a step
+    append_rows(*steps, static_cast<int64_t>(r), std::span(f).subspan(r * width, width));
+  EXPECT_EQ(steps->waiting_rows(), 40);
+  ASSERT_EQ(static_cast<int64_t>(steps->waiting_features().size()), (40 + kPage - 1) / kPage);
+  for (const auto& page : steps->waiting_features()) EXPECT_EQ(page.rows.shape()[0], kPage);
+  EXPECT_EQ(steps->waiting_features().back().used, 40 % kPage);
+
+  // More rows than the last page has room for: its room first, the rest on a new page.
+  auto split = d.new_sequence();
+  append_rows(*split, 0, std::span(f).first(5 * width));
+  append_rows(*split, 5, std::span(f).subspan(5 * width, 35 * width));
+  ASSERT_EQ(split->waiting_features().size(), 2u);
+  EXPECT_EQ(split->waiting_features()[0].used, kPage);
+  EXPECT_EQ(split->waiting_features()[1].used, 40 - kPage);
+  EXPECT_EQ(split->waiting_features()[1].rows.shape()[0], 40 - kPage);
+
+  DraftBlock bw{whole.get(), 130, 40}, bs{steps.get(), 130, 40}, bp{split.get(), 130, 40};
+  const Tensor x = d.draft_logits(std::span(&bw, 1), 15), y = d.draft_logits(std::span(&bs, 1), 15),
+               z = d.draft_logits(std::span(&bp, 1), 15);
+  EXPECT_EQ(rows_of(x, 0, 15), rows_of(y, 0, 15));
+  EXPECT_EQ(rows_of(x, 0, 15), rows_of(z, 0, 15));
+  EXPECT_EQ(steps->projected(), 40);
+  EXPECT_TRUE(steps->waiting_features().empty());
+}
+
 // Several sequences' rows in one append_many (the engine's append_contexts) are the rows appended one
 // by one: the same drafts; a row out of position order is refused and leaves the sequence as it was.
 TEST_F(DrafterBatching, AppendManyEqualsAppendsOneByOne) {

@@ -119,9 +119,16 @@ TEST(DrafterSwap, ContextRoundTripsBitForBit) {
   EXPECT_NE(seq->blocks()[0], first_block);
   EXPECT_EQ(cache_bytes(*seq), before);
   ASSERT_EQ(seq->waiting_features().size(), 1u);
-  const MemTensor& w = seq->waiting_features()[0];
-  ASSERT_EQ(w.shape()[0], 5);
+  const TensorView w = seq->waiting_features()[0].view();
+  ASSERT_EQ(w.dim(0), 5);
   EXPECT_EQ(std::memcmp(w.as<float>(), rows.data() + 35 * W, static_cast<size_t>(5 * W) * sizeof(float)), 0);
+  // The page keeps its room: a row appended after the swap-in joins it.
+  append_rows(*seq, 40, std::span<const float>(rows).first(static_cast<size_t>(W)));
+  ASSERT_EQ(seq->waiting_features().size(), 1u);
+  EXPECT_EQ(seq->waiting_features()[0].used, 6);
+  EXPECT_EQ(std::memcmp(seq->waiting_features()[0].view().as<float>() + 5 * W, rows.data(),
+                        static_cast<size_t>(W) * sizeof(float)),
+            0);
 }
 
 }  // namespace
