@@ -55,8 +55,11 @@ class AcceptanceStats {
   double rate(int position, const AcceptanceStats* prior = nullptr) const;
   // Verifies observed so far.
   int64_t verifies() const { return verifies_; }
-  // The smoothed count of accepted drafts at `position` (1-based; 0 outside 1..kMaxPositions), as the
-  // latest verify left it (not aged by steps since).
+  // The smoothed counts of drafts tried and accepted at `position` (1-based; 0 outside
+  // 1..kMaxPositions), as the latest verify left them (not aged by steps since, no prior).
+  double trials_at(int position) const {
+    return position >= 1 && position <= kMaxPositions ? trials_[static_cast<size_t>(position - 1)] : 0.0;
+  }
   double accepted_at(int position) const {
     return position >= 1 && position <= kMaxPositions ? accepted_[static_cast<size_t>(position - 1)] : 0.0;
   }

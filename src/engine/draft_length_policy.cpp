@@ -61,7 +61,9 @@ int DraftLengthPolicy::schedule_probes(int64_t step, std::span<const AcceptanceS
 }
 
 double DraftLengthPolicy::probe_budget() const {
-  const double hope = std::clamp(engine_acceptance_.accepted_at(1), 0.0, 1.0);
+  const double trials = engine_acceptance_.trials_at(1);
+  const double rate = trials > 0 ? engine_acceptance_.accepted_at(1) / trials : 0.0;
+  const double hope = std::clamp(rate / kHopefulAcceptance, 0.0, 1.0);
   return kProbeBudget + (kHopefulProbeBudget - kProbeBudget) * hope;
 }
 

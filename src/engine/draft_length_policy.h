@@ -55,16 +55,18 @@ class DraftLengthPolicy {
   // The weight of a new measurement in the step cost correction (about the last ten steps of each kind).
   static constexpr double kCorrectionWeight = 0.1;
   // The probe budget: probes may cost (predicted: their propose and extra rows) a share of the steps'
-  // predicted plain time, kProbeBudget while the engine-wide statistics hold no accepted draft (every
-  // recent draft was wrong: a probe is unlikely to find one), rising linearly to kHopefulProbeBudget
-  // as they hold one accepted first draft (smoothed over about the last hundred verifies) or more.
-  // Unspent credit is kept up to one plain step. The policy's first probe step is free (so one unlucky
-  // first verify is found out within a few steps); every later one waits for its credit. Issue 29 wants
-  // speculation within 3 % of plain decoding when every draft is wrong: at 2 % (and a plain step of
-  // credit to start with) probes alone cost 2.5 % of a 128-token pass at 64 sequences on the 8B cost
-  // table (tests/engine/test_draft_policy_wrong_drafts.cpp), now about 0.5 %.
+  // predicted plain time: kProbeBudget while the engine-wide first drafts are all wrong, rising
+  // linearly with their observed acceptance (smoothed over about the last hundred verifies, no prior) to
+  // kHopefulProbeBudget at kHopefulAcceptance (below about a fifth, drafts pay at no concurrency on the
+  // 8B cost table: a probe is unlikely to bring a sequence back). Unspent credit is kept up to one plain
+  // step. The policy's first probe step is free (so one unlucky first verify is found out within a few
+  // steps); every later one waits for its credit. Issue 29 wants speculation within 3 % of plain
+  // decoding when every draft is wrong: at 2 % (and a plain step of credit to start with) probes alone
+  // cost 2.5 % of a 128-token pass at 64 sequences on the 8B cost table
+  // (tests/engine/test_draft_policy_wrong_drafts.cpp), now about 0.5 %.
   static constexpr double kProbeBudget = 0.005;
   static constexpr double kHopefulProbeBudget = 0.02;
+  static constexpr double kHopefulAcceptance = 0.25;
   // The share of the plain steps' time probes may cost now (above).
   double probe_budget() const;
 

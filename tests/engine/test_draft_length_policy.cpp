@@ -451,23 +451,30 @@ TEST(DraftLengthPolicy, ProbesStayWithinTheirBudget) {
   EXPECT_LE(policy.probe_credit(), plain * (1 + 1e-9));
 }
 
-// The budget's share: kProbeBudget while no draft was accepted engine-wide, kHopefulProbeBudget once a
-// first draft was (and back down as wrong drafts outweigh it).
-TEST(DraftLengthPolicy, ProbeBudgetRisesWithAcceptedDrafts) {
+// The budget's share: kProbeBudget while every first draft engine-wide was wrong, kHopefulProbeBudget
+// once a quarter of them are accepted, in proportion between (a load whose drafts are almost always wrong
+// stays near kProbeBudget).
+TEST(DraftLengthPolicy, ProbeBudgetFollowsTheFirstDraftsAcceptance) {
   EngineMetrics metrics;
   EngineOptions options;
   options.draft_policy = DraftPolicy::Adaptive;
   options.step_costs = gpu_like_costs().costs();
   DraftLengthPolicy policy(options, metrics);
+  AcceptanceStats& e = policy.engine_acceptance();
+  EXPECT_EQ(policy.probe_budget(), DraftLengthPolicy::kProbeBudget);  // nothing seen: not hopeful
+  for (int i = 0; i < 50; ++i) e.observe(3, 0);
   EXPECT_EQ(policy.probe_budget(), DraftLengthPolicy::kProbeBudget);
-  for (int i = 0; i < 50; ++i) policy.engine_acceptance().observe(3, 0);
-  EXPECT_EQ(policy.probe_budget(), DraftLengthPolicy::kProbeBudget);
-  policy.engine_acceptance().observe(3, 2);
-  EXPECT_NEAR(policy.probe_budget(), DraftLengthPolicy::kHopefulProbeBudget, 1e-12);
-  for (int i = 0; i < 200; ++i) policy.engine_acceptance().observe(3, 0);
-  EXPECT_LT(policy.probe_budget(),
-            0.2 * DraftLengthPolicy::kProbeBudget + 0.8 * DraftLengthPolicy::kHopefulProbeBudget);
-  EXPECT_GT(policy.probe_budget(), DraftLengthPolicy::kProbeBudget);
+  e.observe(3, 2);  // one accepted in ~40 (decayed): a fortieth of the way to a quarter
+  const double rate = e.accepted_at(1) / e.trials_at(1);
+  EXPECT_GT(rate, 0.02);
+  EXPECT_LT(rate, 0.04);
+  EXPECT_NEAR(
+      policy.probe_budget(),
+      DraftLengthPolicy::kProbeBudget + (DraftLengthPolicy::kHopefulProbeBudget - DraftLengthPolicy::kProbeBudget) *
+                                            rate / DraftLengthPolicy::kHopefulAcceptance,
+      1e-12);
+  for (int i = 0; i < 100; ++i) e.observe(3, i % 2 == 0 ? 1 : 0);  // half accepted
+  EXPECT_EQ(policy.probe_budget(), DraftLengthPolicy::kHopefulProbeBudget);
 }
 
 TEST(DraftLengthPolicy, OneUnluckyVerifyCostsOnlyAFewPlainSteps) {
