@@ -266,11 +266,14 @@ class Ops {
   // depend only on its sequence's keys and values at positions 0..its own and on its own query — never
   // on the other rows of the call or on where its prompt was cut into chunks — but need not equal
   // attention()'s. The CUDA backend runs a flash-attention kernel on tensor cores that walks key blocks
-  // of 64 from position 0; the default is attention().
+  // of 64 from position 0; the default is attention(). With `gate` (Qwen3.5/3.6's output gate: [R, num_heads
+  // * hd] or a head_rows.h view) out is then multiplied by sigmoid(gate), with the bits of mul_sigmoid(out,
+  // *gate) after the ungated call: the CUDA kernels apply it in their epilogue.
   virtual void attention_prefill(const TensorView& q, const KvGeometry& geo, int layer,
-                                 std::span<const AttentionRow> rows, int num_heads, float scale,
-                                 const TensorView& out) const {
+                                 std::span<const AttentionRow> rows, int num_heads, float scale, const TensorView& out,
+                                 const TensorView* gate = nullptr) const {
     attention(q, geo, layer, rows, num_heads, scale, out);
+    if (gate != nullptr) mul_sigmoid(out, *gate);
   }
 
   // Causal depthwise conv + SiLU over one span: x [n, C] pre-conv rows, window [Kc-1, C] the rows

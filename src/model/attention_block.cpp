@@ -53,8 +53,10 @@ void AttentionBlock::forward(BatchContext& ctx, const TensorView& x, const Tenso
     ops.qk_norm_rope_kv_store(q, k, v, prep, ctx.kv, slot, ctx.attn_rows);
   }
   MemTensor attn = MemTensor::empty(mem, DType::F32, {R, qw});
-  ctx.attention(q, slot, s.num_heads, 1.0f / std::sqrt(static_cast<float>(hd)), attn);
-  if (s.attn_output_gate) ops.mul_sigmoid(attn, gate);
+  // The output gate (Qwen3.5) is applied by the attention: in a prefill kernel's epilogue, which then writes
+  // the o projection's bf16 copy of the gated rows.
+  ctx.attention(q, slot, s.num_heads, 1.0f / std::sqrt(static_cast<float>(hd)), attn,
+                s.attn_output_gate ? &gate : nullptr);
   ctx.matmul(attn, o_proj, out);
 }
 

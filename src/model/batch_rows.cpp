@@ -48,16 +48,21 @@ void BatchContext::matmul_multi(const TensorView& x, std::span<const TensorView>
   }
 }
 
-void BatchContext::attention(const TensorView& q, int layer, int num_heads, float scale, const TensorView& out) const {
+void BatchContext::attention(const TensorView& q, int layer, int num_heads, float scale, const TensorView& out,
+                             const TensorView* gate) const {
   for (const RowRun& r : runs) {
     const bool whole = runs.size() == 1;
     const TensorView qr = whole ? q : rows_of(q, r.row_begin, r.rows);
     const TensorView outr = whole ? out : rows_of(out, r.row_begin, r.rows);
+    TensorView gr;
+    if (gate != nullptr) gr = whole ? *gate : rows_of(*gate, r.row_begin, r.rows);
     const std::span<const AttentionRow> rows(attn_rows.data() + r.row_begin, static_cast<size_t>(r.rows));
-    if (r.prefill)
-      ops->attention_prefill(qr, kv, layer, rows, num_heads, scale, outr);
-    else
+    if (r.prefill) {
+      ops->attention_prefill(qr, kv, layer, rows, num_heads, scale, outr, gate != nullptr ? &gr : nullptr);
+    } else {
       ops->attention(qr, kv, layer, rows, num_heads, scale, outr);
+      if (gate != nullptr) ops->mul_sigmoid(outr, gr);
+    }
   }
 }
 

@@ -66,7 +66,10 @@ struct BatchContext {
   // The block's ops over every run, each with its kind's op: y = x · wᵀ (and for several weights).
   void matmul(const TensorView& x, const TensorView& w, const TensorView& y) const;
   void matmul_multi(const TensorView& x, std::span<const TensorView> ws, std::span<const TensorView> ys) const;
-  void attention(const TensorView& q, int layer, int num_heads, float scale, const TensorView& out) const;
+  // With gate (the output gate, a head_rows.h view [rows, heads, hd]) out is multiplied by sigmoid(gate): by the
+  // prefill kernel's epilogue in a prefill run, by Ops::mul_sigmoid after the others (the same bits).
+  void attention(const TensorView& q, int layer, int num_heads, float scale, const TensorView& out,
+                 const TensorView* gate = nullptr) const;
   // The SwiGLU MLP over every run, run after run: out = down(silu(x · gateᵀ) ⊙ (x · upᵀ)), with g and u
   // [rows, intermediate] as scratch (g holds the product). A prefill run takes Ops::matmul_prefill_swiglu
   // where the backend has it (the same bits).

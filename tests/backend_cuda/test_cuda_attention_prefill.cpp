@@ -10,6 +10,7 @@
 #include <tuple>
 
 #include "backend/cuda/attention_prefill.h"
+#include "backend/head_rows.h"
 #include "backend/cuda/cuda_memory.h"
 #include "backend/cuda/kernels.h"
 #include "cuda_test_util.h"
@@ -207,6 +208,48 @@ TEST_F(Gpu, AttentionPrefillWritesTheOProjectionsCopy) {
     for (float x : plain) ASSERT_TRUE(std::isfinite(x));
     EXPECT_TRUE(bit_equal(download(y_fused, size_t(R * N)).data(), plain.data(), plain.size()));
   }
+}
+
+// Qwen3.5's output gate applied in the kernels' epilogue (Ops::attention_prefill with a gate read in place from
+// the [query | gate] heads of q_proj's output): the bits of the ungated call followed by mul_sigmoid, for every
+// kernel; and the o projection's bf16 copy the wgmma and pipelined kernels write holds the gated values (the
+// prefill GEMM reading it gets the bits of the GEMM of a device copy of out).
+TEST_F(Gpu, AttentionPrefillAppliesTheOutputGate) {
+  for (const PrefillKernel kernel : {PrefillKernel::Wgmma, PrefillKernel::Pipelined, PrefillKernel::Staged})
+    for (const auto& [nh, hd] : {std::pair{8, 128}, std::pair{6, 256}}) {
+      SCOPED_TRACE(std::string(kernel_name(kernel)) + " head dim " + std::to_string(hd));
+      const KernelScope scope(kernel);
+      Prompts c(KvGeometry{1, 2, hd, DType::BF16}, nh, {150, 90}, 43);
+      store(c, 0, {{0, 0, 150}, {1, 0, 90}}, /*host=*/false);
+      const std::vector<Span> spans = {{0, 0, 150}, {1, 30, 90}};
+      const std::vector<float> q = queries(c, spans);
+      const int64_t R = int64_t(q.size()) / c.q_width(), K = c.q_width(), N = 64;
+      // The gates at offset hd of each head's 2 hd block, as q_proj writes them.
+      const DeviceBuffer gates = DeviceBuffer::from(randn(size_t(R * 2 * K), 17, 2.0f));
+      const TensorView gate = head_slice(dev_view(gates, DType::F32, {R, 2 * K}), nh, hd, hd);
+      DeviceBuffer dq = DeviceBuffer::from(q), fused = poisoned(q.size()), plain = poisoned(q.size());
+      const TensorView Q = dev_view(dq, DType::F32, {R, K});
+      cuda_ops().attention_prefill(Q, c.geo, 0, rows_of(c, c.dev_tables, spans), c.nh, scale_of(c),
+                                   dev_view(fused, DType::F32, {R, K}), &gate);
+      const DeviceBuffer w = DeviceBuffer::from(to_bf16(randn(size_t(N * K), 9, 0.5f)));
+      const TensorView W = dev_view(w, DType::BF16, {N, K});
+      const DeviceBuffer y_fused = poisoned(size_t(R * N)), y_plain = poisoned(size_t(R * N));
+      const bool gemm = cuda::kernels::wgmma_available();
+      if (gemm)
+        cuda_ops().matmul_prefill(dev_view(fused, DType::F32, {R, K}), W, dev_view(y_fused, DType::F32, {R, N}));
+      cuda_ops().attention_prefill(Q, c.geo, 0, rows_of(c, c.dev_tables, spans), c.nh, scale_of(c),
+                                   dev_view(plain, DType::F32, {R, K}));
+      cuda_ops().mul_sigmoid(dev_view(plain, DType::F32, {R, K}), gate);
+      const std::vector<float> want = download(plain, q.size());
+      for (float x : want) ASSERT_TRUE(std::isfinite(x));
+      EXPECT_TRUE(bit_equal(download(fused, q.size()).data(), want.data(), want.size())) << "the gated rows";
+      if (gemm) {
+        cuda_ops().matmul_prefill(dev_view(plain, DType::F32, {R, K}), W, dev_view(y_plain, DType::F32, {R, N}));
+        EXPECT_TRUE(
+            bit_equal(download(y_fused, size_t(R * N)).data(), download(y_plain, size_t(R * N)).data(), size_t(R * N)))
+            << "the o projection of the gated rows";
+      }
+    }
 }
 
 // What the kernel does not serve (another head dim, a sliding window) is attention()'s, bit for bit.

@@ -93,7 +93,8 @@ void prefill_smem_attribute() {
 
 template <int HD, int H2>
 void launch_pipelined(const KvArgs& kv, const int32_t* tiles, int64_t n_tiles, const float* q, int64_t ldq,
-                      int num_heads, float scale, float* out, int64_t ldo, cudaStream_t stream, const XbOut& xb) {
+                      int num_heads, float scale, float* out, int64_t ldo, cudaStream_t stream, const XbOut& xb,
+                      const OutGate& gate) {
   static const bool attribute_set = [] {
     CUDA_CHECK(cudaFuncSetAttribute(attention_prefill_pipelined_kernel<HD, H2>,
                                     cudaFuncAttributeMaxDynamicSharedMemorySize, pipelined_smem_bytes<HD, H2>()));
@@ -107,20 +108,20 @@ void launch_pipelined(const KvArgs& kv, const int32_t* tiles, int64_t n_tiles, c
     const dim3 grid(static_cast<unsigned>(num_heads / H2), static_cast<unsigned>(count));
     launch_pdl(attention_prefill_pipelined_kernel<HD, H2>, grid, prefill_threads<H2>(),
                static_cast<size_t>(pipelined_smem_bytes<HD, H2>()), stream, kv.rows, tiles + t * kPrefillTileInts,
-               kv.ptrs, geo_of(kv), q, ldq, num_heads, scale_log2, out, ldo, kv.R, xb);
+               kv.ptrs, geo_of(kv), q, ldq, num_heads, scale_log2, out, ldo, kv.R, xb, gate);
     CUDA_CHECK_LAUNCH();
   }
 }
 
 template <int HD, int H2, class KV>
 void launch_prefill(const KvArgs& kv, const int32_t* tiles, int64_t n_tiles, const float* q, int64_t ldq, int num_heads,
-                    float scale, float* out, int64_t ldo, cudaStream_t stream, const XbOut& xb) {
+                    float scale, float* out, int64_t ldo, cudaStream_t stream, const XbOut& xb, const OutGate& gate) {
   if constexpr (std::is_same_v<KV, KvBf16>) {
     if (prefill_kernel() == PrefillKernel::Wgmma &&
-        attention_prefill_wgmma(kv, tiles, n_tiles, q, ldq, num_heads, H2, scale, out, ldo, stream, xb))
+        attention_prefill_wgmma(kv, tiles, n_tiles, q, ldq, num_heads, H2, scale, out, ldo, stream, xb, gate))
       return;
     if (prefill_kernel() != PrefillKernel::Staged) {
-      launch_pipelined<HD, H2>(kv, tiles, n_tiles, q, ldq, num_heads, scale, out, ldo, stream, xb);
+      launch_pipelined<HD, H2>(kv, tiles, n_tiles, q, ldq, num_heads, scale, out, ldo, stream, xb, gate);
       return;
     }
   }
@@ -131,27 +132,28 @@ void launch_prefill(const KvArgs& kv, const int32_t* tiles, int64_t n_tiles, con
     const dim3 grid(static_cast<unsigned>(num_heads / H2), static_cast<unsigned>(count));
     launch_pdl(attention_prefill_kernel<HD, H2, KV>, grid, prefill_threads<H2>(),
                static_cast<size_t>(prefill_smem_bytes<HD, H2>()), stream, kv.rows, tiles + t * kPrefillTileInts,
-               kv.ptrs, geo_of(kv), q, ldq, num_heads, scale, out, ldo);
+               kv.ptrs, geo_of(kv), q, ldq, num_heads, scale, out, ldo, gate);
     CUDA_CHECK_LAUNCH();
   }
 }
 
 template <int HD, class KV>
 void launch_prefill(const KvArgs& kv, const int32_t* tiles, int64_t n_tiles, const float* q, int64_t ldq, int num_heads,
-                    float scale, float* out, int64_t ldo, cudaStream_t stream, const XbOut& xb) {
+                    float scale, float* out, int64_t ldo, cudaStream_t stream, const XbOut& xb, const OutGate& gate) {
   if (prefill_heads_per_cta(num_heads / kv.num_kv_heads) == 2)
-    launch_prefill<HD, 2, KV>(kv, tiles, n_tiles, q, ldq, num_heads, scale, out, ldo, stream, xb);
+    launch_prefill<HD, 2, KV>(kv, tiles, n_tiles, q, ldq, num_heads, scale, out, ldo, stream, xb, gate);
   else
-    launch_prefill<HD, 1, KV>(kv, tiles, n_tiles, q, ldq, num_heads, scale, out, ldo, stream, xb);
+    launch_prefill<HD, 1, KV>(kv, tiles, n_tiles, q, ldq, num_heads, scale, out, ldo, stream, xb, gate);
 }
 
 template <class KV>
 void launch_prefill_kv(const KvArgs& kv, const int32_t* tiles, int64_t n_tiles, const float* q, int64_t ldq,
-                       int num_heads, float scale, float* out, int64_t ldo, cudaStream_t stream, const XbOut& xb) {
+                       int num_heads, float scale, float* out, int64_t ldo, cudaStream_t stream, const XbOut& xb,
+                       const OutGate& gate) {
   if (kv.head_dim == 128)
-    launch_prefill<128, KV>(kv, tiles, n_tiles, q, ldq, num_heads, scale, out, ldo, stream, xb);
+    launch_prefill<128, KV>(kv, tiles, n_tiles, q, ldq, num_heads, scale, out, ldo, stream, xb, gate);
   else
-    launch_prefill<256, KV>(kv, tiles, n_tiles, q, ldq, num_heads, scale, out, ldo, stream, xb);
+    launch_prefill<256, KV>(kv, tiles, n_tiles, q, ldq, num_heads, scale, out, ldo, stream, xb, gate);
 }
 
 }  // namespace
@@ -196,7 +198,8 @@ AttentionPrefillPlan attention_prefill_plan(const KvArgs& kv) {
 bool attention_prefill_writes_xb(const KvArgs& kv) { return kv.bf16 && prefill_kernel() != PrefillKernel::Staged; }
 
 void attention_prefill(const KvArgs& kv, const AttentionPrefillPlan& plan, const float* q, int64_t ldq, int num_heads,
-                       float scale, float* out, int64_t ldo, cudaStream_t stream, const XbOut& xb) {
+                       float scale, float* out, int64_t ldo, cudaStream_t stream, const XbOut& xb,
+                       const OutGate& gate) {
   SS_CHECK(xb.regs == nullptr || attention_prefill_writes_xb(kv), "attention_prefill: this kernel writes no XbOut");
   g_calls.fetch_add(1, std::memory_order_relaxed);
   const int64_t n_tiles = plan.num_tiles();
@@ -205,9 +208,9 @@ void attention_prefill(const KvArgs& kv, const AttentionPrefillPlan& plan, const
   const auto* d_tiles =
       static_cast<const int32_t*>(Staging::global().stage(plan.tiles.data(), plan.tiles.size() * sizeof(int32_t)));
   if (kv.bf16)
-    launch_prefill_kv<KvBf16>(kv, d_tiles, n_tiles, q, ldq, num_heads, scale, out, ldo, stream, xb);
+    launch_prefill_kv<KvBf16>(kv, d_tiles, n_tiles, q, ldq, num_heads, scale, out, ldo, stream, xb, gate);
   else
-    launch_prefill_kv<float>(kv, d_tiles, n_tiles, q, ldq, num_heads, scale, out, ldo, stream, xb);
+    launch_prefill_kv<float>(kv, d_tiles, n_tiles, q, ldq, num_heads, scale, out, ldo, stream, xb, gate);
 }
 
 uint64_t attention_prefill_calls() { return g_calls.load(std::memory_order_relaxed); }

@@ -34,9 +34,17 @@ AttentionPrefillPlan attention_prefill_plan(const KvArgs& kv);
 // (Staging::global(), as for kv.rows): the tiles are staged through it.
 // With xb.regs (kernels.h: XbOut for [R, num_heads * head_dim]) the kernel also writes out's bf16 copy for
 // the o projection; only where attention_prefill_writes_xb(kv) (the wgmma or pipelined kernel, a bf16 cache).
+// With gate.g (Qwen3.5/3.6's output gate, read in place: backend/head_rows.h) out is the attention times
+// sigmoid(gate), the bits of mul_sigmoid over the ungated out; the bf16 copy holds the gated values.
+struct OutGate {
+  const float* g = nullptr;  // head h of row r at g + r * ld + h * head_stride
+  int64_t ld = 0;
+  int64_t head_stride = 0;
+};
 bool attention_prefill_writes_xb(const KvArgs& kv);
 void attention_prefill(const KvArgs& kv, const AttentionPrefillPlan& plan, const float* q, int64_t ldq, int num_heads,
-                       float scale, float* out, int64_t ldo, cudaStream_t stream, const XbOut& xb = {});
+                       float scale, float* out, int64_t ldo, cudaStream_t stream, const XbOut& xb = {},
+                       const OutGate& gate = {});
 
 // How many query heads of one KV head a CTA serves, sharing each step's keys and values: Auto, two
 // when the group (num_heads / num_kv_heads) is even (half the key and value traffic and conversions per
@@ -62,7 +70,7 @@ PrefillKernel prefill_kernel();
 // other than 128 and 256): nothing was launched.
 bool attention_prefill_wgmma(const KvArgs& kv, const int32_t* tiles, int64_t n_tiles, const float* q, int64_t ldq,
                              int num_heads, int heads_per_cta, float scale, float* out, int64_t ldo,
-                             cudaStream_t stream, const XbOut& xb);
+                             cudaStream_t stream, const XbOut& xb, const OutGate& gate);
 
 // Calls of attention_prefill so far in this process (tests check that the kernel served a call).
 uint64_t attention_prefill_calls();

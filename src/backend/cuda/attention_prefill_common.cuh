@@ -8,6 +8,7 @@
 
 #include "backend/cuda/attention_prefill.h"
 #include "backend/cuda/attention_tc_fragments.cuh"
+#include "backend/cuda/device_math.cuh"
 #include "backend/cuda/kv_layout.cuh"
 #include "backend/cuda/matmul_tensor_core.cuh"
 #include "backend/cuda/matmul_tensor_core_ptx.cuh"
@@ -75,45 +76,43 @@ __device__ __forceinline__ void q_fragment(const uint16_t* s_q, int warp, int la
   }
 }
 
-// The end of both kernels: the row sums of the quad's lanes joined, and out = O / l for the warp's rows
-// below nr (rows r0 + 16 warp .. of the tile) at query head `head`.
+// The end of every prefill kernel: the row sums of the quad's lanes joined, then for the warp's rows below nr
+// (rows r0 + 16 warp .. of the tile) at query head `head`: out = O / l, times d_sigmoid(gate) where gate.g is
+// set (Qwen3.5's output gate: the bits of mul_sigmoid applied to the stored quotient), and with xb.regs the
+// o projection's bf16 copy of those values (kernels.h: XbOut; each register the pack_bf16x2 of the two f32
+// values stored, so the matmul reading it gets the bits of its own conversion). The last head's warps also
+// zero their rows' registers past the heads (width num_heads · HD up to the pitch), and the CTA whose tile
+// holds the call's last row (r0 + nr == R) zeroes the padding rows [R, xb.rows) of its heads' columns
+// (xb_out.cuh).
 template <int HD, int DT = HD / 8>
 __device__ __forceinline__ void write_rows(const float (&o)[DT][4], float (&l)[2], float* out, int64_t ldo, int64_t r0,
-                                           int nr, int head, int warp, int lane) {
+                                           int nr, int head, int warp, int lane, const OutGate& gate, const XbOut& xb,
+                                           int64_t R, int num_heads) {
 #pragma unroll
   for (int h = 0; h < 2; ++h) {
     l[h] += __shfl_xor_sync(0xffffffffu, l[h], 1);
     l[h] += __shfl_xor_sync(0xffffffffu, l[h], 2);
   }
-#pragma unroll
-  for (int dt = 0; dt < DT; ++dt)
-#pragma unroll
-    for (int e = 0; e < 4; ++e) {
-      const int i = 16 * warp + (lane >> 2) + 8 * (e >> 1);
-      if (i < nr) out[(r0 + i) * ldo + int64_t{head} * HD + 8 * dt + 2 * (lane & 3) + (e & 1)] = o[dt][e] / l[e >> 1];
-    }
-}
-
-// The pipelined kernel's XbOut (kernels.h), after write_rows: the warp's rows of query head `head` as the
-// o projection's bf16 copy, each register the pack_bf16x2 of the two f32 values write_rows stored (the
-// same quotients o / l), so the matmul reading it gets the bits of its own conversion. The last head's
-// warps also zero their rows' registers past the heads (width num_heads · HD up to the pitch), and the
-// CTA whose tile holds the call's last row (r0 + nr == R) zeroes the padding rows [R, xb.rows) of its
-// heads' columns (xb_out.cuh). `l` is the joined row sum write_rows left.
-template <int HD, int DT = HD / 8>
-__device__ __forceinline__ void write_rows_xb(const float (&o)[DT][4], const float (&l)[2], const XbOut& xb, int64_t r0,
-                                              int nr, int64_t R, int head, int num_heads, int warp, int lane) {
   const int64_t regs_per_row = xb.pitch / 2;
 #pragma unroll
   for (int dt = 0; dt < DT; ++dt)
 #pragma unroll
     for (int h = 0; h < 2; ++h) {
       const int i = 16 * warp + (lane >> 2) + 8 * h;
-      if (i < nr) {
-        const int64_t col = int64_t{head} * HD + 8 * dt + 2 * (lane & 3);
-        xb.regs[(r0 + i) * regs_per_row + col / 2] = tc::pack_bf16x2(o[dt][2 * h] / l[h], o[dt][2 * h + 1] / l[h]);
+      if (i >= nr) continue;
+      const int c = 8 * dt + 2 * (lane & 3);  // the pair's first column in the head
+      float v0 = o[dt][2 * h] / l[h], v1 = o[dt][2 * h + 1] / l[h];
+      if (gate.g != nullptr) {
+        const float* g = gate.g + (r0 + i) * gate.ld + int64_t{head} * gate.head_stride + c;
+        v0 = v0 * d_sigmoid(g[0]);
+        v1 = v1 * d_sigmoid(g[1]);
       }
+      float* y = out + (r0 + i) * ldo + int64_t{head} * HD + c;
+      y[0] = v0;
+      y[1] = v1;
+      if (xb.regs != nullptr) xb.regs[(r0 + i) * regs_per_row + (int64_t{head} * HD + c) / 2] = tc::pack_bf16x2(v0, v1);
     }
+  if (xb.regs == nullptr) return;
   const int64_t width = int64_t{num_heads} * HD;
   const bool last_head = head == num_heads - 1;
   if (last_head) {

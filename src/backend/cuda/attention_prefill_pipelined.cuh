@@ -44,7 +44,7 @@ template <int HD, int H2>
 __global__ void __launch_bounds__(prefill_threads<H2>(), pipelined_min_ctas<HD>())
     attention_prefill_pipelined_kernel(const KvRow* rows, const int32_t* tiles, void* const* ptrs, Geo geo,
                                        const float* q, int64_t ldq, int num_heads, float scale_log2, float* out,
-                                       int64_t ldo, int64_t R, XbOut xb) {
+                                       int64_t ldo, int64_t R, XbOut xb, OutGate gate) {
   pdl_begin();
   using L = PipelinedLayout<HD, H2>;
   constexpr int P = L::kPitch, KB = L::KB, DT = HD / 8;
@@ -129,8 +129,7 @@ __global__ void __launch_bounds__(prefill_threads<H2>(), pipelined_min_ctas<HD>(
     tc_flash_step<HD, KB, P>(q_lane, kv_base, k_lane, v_lane, t0, t0 + KB - 1 > warp_first, pos, lane, scale_log2, o, m,
                              l);
   }
-  write_rows<HD>(o, l, out, ldo, r0, nr, head, warp, lane);
-  if (xb.regs != nullptr) write_rows_xb<HD>(o, l, xb, r0, nr, R, head, num_heads, warp, lane);
+  write_rows<HD>(o, l, out, ldo, r0, nr, head, warp, lane, gate, xb, R, num_heads);
 }
 
 }  // namespace

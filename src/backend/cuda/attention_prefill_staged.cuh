@@ -13,7 +13,7 @@ namespace {
 template <int HD, int H2, class KV>
 __global__ void __launch_bounds__(prefill_threads<H2>())
     attention_prefill_kernel(const KvRow* rows, const int32_t* tiles, void* const* ptrs, Geo geo, const float* q,
-                             int64_t ldq, int num_heads, float scale, float* out, int64_t ldo) {
+                             int64_t ldq, int num_heads, float scale, float* out, int64_t ldo, OutGate gate) {
   pdl_begin();
   using L = PrefillLayout<HD, H2>;
   constexpr int P = L::kPitch, KB = L::KB, KS = HD / 16, DT = HD / 8, NT = KB / 8;
@@ -175,7 +175,7 @@ __global__ void __launch_bounds__(prefill_threads<H2>())
       }
     }
   }
-  write_rows<HD>(o, l, out, ldo, r0, nr, head, warp, lane);
+  write_rows<HD>(o, l, out, ldo, r0, nr, head, warp, lane, gate, XbOut{}, 0, num_heads);
 }
 
 }  // namespace

@@ -86,7 +86,7 @@ template <int HD, int H2>
 __global__ void __launch_bounds__(WgAttn<HD, H2>::kThreads, 1)
     attention_prefill_wgmma_kernel(const KvRow* rows, const int32_t* tiles, void* const* ptrs, Geo geo, const float* q,
                                    int64_t ldq, int num_heads, float scale_log2, float* out, int64_t ldo, int64_t R,
-                                   XbOut xb) {
+                                   XbOut xb, OutGate gate) {
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
   using W = WgAttn<HD, H2>;
   constexpr int KB = W::kKB, S = W::kStages, NT = KB / 8, DT = HD / 8;
@@ -217,14 +217,13 @@ __global__ void __launch_bounds__(WgAttn<HD, H2>::kThreads, 1)
     __syncwarp();
     if (lane == 0) mbar_arrive(empty0 + 8 * s);
   }
-  write_rows<HD>(o, l, out, ldo, r0, nr, head, warp, lane);
-  if (xb.regs != nullptr) write_rows_xb<HD>(o, l, xb, r0, nr, R, head, num_heads, warp, lane);
+  write_rows<HD>(o, l, out, ldo, r0, nr, head, warp, lane, gate, xb, R, num_heads);
 #endif
 }
 
 template <int HD, int H2>
 void launch_wgmma(const KvArgs& kv, const int32_t* tiles, int64_t n_tiles, const float* q, int64_t ldq, int num_heads,
-                  float scale, float* out, int64_t ldo, cudaStream_t stream, const XbOut& xb) {
+                  float scale, float* out, int64_t ldo, cudaStream_t stream, const XbOut& xb, const OutGate& gate) {
   using W = WgAttn<HD, H2>;
   static const bool attribute_set = [] {
     CUDA_CHECK(cudaFuncSetAttribute(attention_prefill_wgmma_kernel<HD, H2>, cudaFuncAttributeMaxDynamicSharedMemorySize,
@@ -239,7 +238,7 @@ void launch_wgmma(const KvArgs& kv, const int32_t* tiles, int64_t n_tiles, const
     const dim3 grid(static_cast<unsigned>(num_heads / H2), static_cast<unsigned>(count));
     launch_pdl(attention_prefill_wgmma_kernel<HD, H2>, grid, W::kThreads, static_cast<size_t>(W::kSmemBytes), stream,
                kv.rows, tiles + t * kPrefillTileInts, kv.ptrs, geo_of(kv), q, ldq, num_heads, scale_log2, out, ldo,
-               kv.R, xb);
+               kv.R, xb, gate);
     CUDA_CHECK_LAUNCH();
   }
 }
@@ -248,15 +247,15 @@ void launch_wgmma(const KvArgs& kv, const int32_t* tiles, int64_t n_tiles, const
 
 bool attention_prefill_wgmma(const KvArgs& kv, const int32_t* tiles, int64_t n_tiles, const float* q, int64_t ldq,
                              int num_heads, int heads_per_cta, float scale, float* out, int64_t ldo,
-                             cudaStream_t stream, const XbOut& xb) {
+                             cudaStream_t stream, const XbOut& xb, const OutGate& gate) {
   if (!kv.bf16 || !wgmma_available() || (kv.head_dim != 128 && kv.head_dim != 256)) return false;
   const bool two = heads_per_cta == 2;
   if (kv.head_dim == 256) {
     (two ? launch_wgmma<256, 2> : launch_wgmma<256, 1>)(kv, tiles, n_tiles, q, ldq, num_heads, scale, out, ldo, stream,
-                                                        xb);
+                                                        xb, gate);
   } else {
     (two ? launch_wgmma<128, 2> : launch_wgmma<128, 1>)(kv, tiles, n_tiles, q, ldq, num_heads, scale, out, ldo, stream,
-                                                        xb);
+                                                        xb, gate);
   }
   return true;
 }

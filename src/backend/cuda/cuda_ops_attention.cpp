@@ -110,8 +110,8 @@ void CudaOps::head_prep(const TensorView& q_in, const TensorView& q, std::span<c
 }
 
 void CudaOps::attention_prefill(const TensorView& q, const KvGeometry& geo, int layer,
-                                std::span<const AttentionRow> rows, int num_heads, float scale,
-                                const TensorView& out) const {
+                                std::span<const AttentionRow> rows, int num_heads, float scale, const TensorView& out,
+                                const TensorView* gate) const {
   // The flash-attention kernel (attention_prefill.cu) for head dims 128 and 256 without windows; any other
   // call is served by attention() (deterministic per row too: it is row-invariant). out may be q: a CTA
   // reads its rows' q of its head before it writes their out.
@@ -119,6 +119,7 @@ void CudaOps::attention_prefill(const TensorView& q, const KvGeometry& geo, int 
   for (const auto& row : rows) kernel = kernel && row.window_start == 0;
   if (!kernel) {
     attention(q, geo, layer, rows, num_heads, scale, out);
+    if (gate != nullptr) mul_sigmoid(out, *gate);
     return;
   }
   on_device("attention_prefill", q);
@@ -132,6 +133,14 @@ void CudaOps::attention_prefill(const TensorView& q, const KvGeometry& geo, int 
   SS_CHECK(geo.num_kv_heads > 0 && num_heads > 0 && num_heads % geo.num_kv_heads == 0,
            "attention_prefill: {} heads not a multiple of {} KV heads", num_heads, geo.num_kv_heads);
   SS_CHECK(layer >= 0 && layer < geo.num_layers, "attention_prefill: layer {} outside [0, {})", layer, geo.num_layers);
+  // The output gate, read in place: every element of out is multiplied by its own gate element.
+  k::OutGate g;
+  if (gate != nullptr) {
+    on_device("attention_prefill", *gate);
+    const HeadRows h = check_head_rows("attention_prefill", *gate, num_heads, geo.head_dim);
+    SS_CHECK(h.rows == q.dim(0), "attention_prefill: gate {} for {} rows", gate->describe(), q.dim(0));
+    g = {gate->as<const float>(), h.ld, h.head_stride};
+  }
   auto& staging = cuda::Staging::global();
   auto lock = staging.lock();
   StagedKv s = stage_kv(staging, geo, layer, rows);
@@ -140,7 +149,7 @@ void CudaOps::attention_prefill(const TensorView& q, const KvGeometry& geo, int 
   // The o projection's bf16 copy of out, written by the kernel (kernels.h: XbOut) where it can.
   const k::XbOut xb = k::attention_prefill_writes_xb(s.args) ? xb_for(q.dim(0), width) : k::XbOut{};
   k::attention_prefill(s.args, plan, q.as<const float>(), q.strides[0], num_heads, scale, out.as<float>(),
-                       out.strides[0], cuda::launch_stream(), xb);
+                       out.strides[0], cuda::launch_stream(), xb, g);
   note_xb(out.data, out.strides[0], q.dim(0), width, xb);
 }
 

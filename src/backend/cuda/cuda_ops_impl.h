@@ -90,7 +90,8 @@ class CudaOps final : public Ops {
                  const TensorView& kt, const TensorView& v, const QkPrep& prep, const KvGeometry& geo, int layer,
                  std::span<const AttentionRow> rows) const;
   void attention_prefill(const TensorView& q, const KvGeometry& geo, int layer, std::span<const AttentionRow> rows,
-                         int num_heads, float scale, const TensorView& out) const override;
+                         int num_heads, float scale, const TensorView& out,
+                         const TensorView* gate = nullptr) const override;
   void attention(const TensorView& q, const KvGeometry& geo, int layer, std::span<const AttentionRow> rows,
                  int num_heads, float scale, const TensorView& out) const override;
 
