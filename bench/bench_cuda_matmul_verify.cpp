@@ -177,7 +177,7 @@ void BM_MatmulVerifyShapes(benchmark::State& st) {
 BENCHMARK(BM_MatmulVerifyShapes)
     ->ArgNames({"shape", "M", "tile", "split"})
     ->Apply([](benchmark::internal::Benchmark* b) {
-      for (int64_t i = 0; i < 4; ++i)
+      for (int64_t i = 0; i < int64_t(std::size(kCalls)); ++i)
         for (int64_t m : {64, 128, 256})
           for (int64_t tile = 0; tile < cuda::wgt::kWgtShapes; ++tile)
             for (int64_t split = 0; split < cuda::wgt::kWgtSplits; ++split) b->Args({i, m, tile, split});

@@ -373,11 +373,12 @@ TEST(MatmulChoice, WgmmaTmaPlan) {
     WgtSplit split;
   };
   const Row table[] = {
-      {64, kH, &qkv, WgtShape::M64N128, WgtSplit::Slices},        // 48 tiles: 384 slice units
-      {128, kH, &qkv, WgtShape::M128N128, WgtSplit::Slices},      // 384 units: 3 waves of 8 K tiles
+      {64, kH, &qkv, WgtShape::M64N128, WgtSplit::Tiles},         // 48 tiles; slices: 17 hand-overs
+      {64, kH, &o, WgtShape::M64N128, WgtSplit::Slices},          // 256 units: 2 waves, 9 hand-overs
+      {128, kH, &qkv, WgtShape::M128N64, WgtSplit::Tiles},        // 96 tiles: one wave
       {128, kH, &o, WgtShape::M128N128, WgtSplit::Slices},        // 256 units
       {128, kI, &o, WgtShape::M128N128, WgtSplit::Slices},        // down: 256 units of 24 K tiles
-      {128, kH, &gate_up, WgtShape::M128N128, WgtSplit::Slices},  // 768 units: 6 waves of 16
+      {128, kH, &gate_up, WgtShape::M128N128, WgtSplit::Tiles},   // 2 waves of 64 against 6 of 16 + 12
       {256, kH, &gate_up, WgtShape::M128N128, WgtSplit::Tiles},   // 3 waves of 64 against 12 of 16
       {256, kH, &qkv, WgtShape::M128N128, WgtSplit::Tiles},       // 96 tiles: one wave
       {256, kH, &o, WgtShape::M128N64, WgtSplit::Tiles},          // 128 tiles: one wave
@@ -397,6 +398,15 @@ TEST(MatmulChoice, WgmmaTmaPlan) {
   EXPECT_EQ(cuda::wgt::choose_wgt_plan(128, kH, qkv.data(), 3, 132, 2).shape, WgtShape::M64N128);
   EXPECT_EQ(cuda::wgt::choose_wgt_plan(256, kH, gate_up.data(), 2, 132, -1, 1).split, WgtSplit::Slices);
   EXPECT_EQ(cuda::wgt::choose_wgt_plan(256, kH, o.data(), 1, 132, -1, 1).shape, WgtShape::M128N128);
+  // The hand-overs a launch of slice units waits through, wave by wave (the longest run of one tile's
+  // units in each wave of `grid` consecutive units): q+k+v at 128 rows in 128 x 128 (tiles 32, 8, 8; S 8):
+  // 5 (q's tiles 0-3 have slices 0-4 in units 0-131), 4, then v's 8 slices together.
+  const int64_t qkv_tiles[] = {32, 8, 8}, o_tiles[] = {32};
+  const int eight[] = {8, 8, 8}, one[] = {1};
+  EXPECT_EQ(cuda::wgt::wgt_hand_over_chains(qkv_tiles, eight, 3, 132), 5 + 4 + 8);
+  EXPECT_EQ(cuda::wgt::wgt_hand_over_chains(o_tiles, eight, 1, 132), 5 + 4);
+  EXPECT_EQ(cuda::wgt::wgt_hand_over_chains(o_tiles, eight, 1, 1024), 8);  // one wave: all 8 slices
+  EXPECT_EQ(cuda::wgt::wgt_hand_over_chains(o_tiles, one, 1, 32), 0);      // whole tiles: none
   // Slice units add one hand-over a slice: never chosen for S = 1 (K below 32 chunks x 2).
   const std::vector<int64_t> narrow = {384};
   EXPECT_EQ(cuda::wgt::choose_wgt_plan(128, 496, narrow.data(), 1, 132).split, WgtSplit::Tiles);

@@ -86,7 +86,7 @@ inline constexpr int kWgtShapes = 3;
 // ns: the waves times a CTA's measured time per K tile in the shape (above), or the bytes all units pull
 // from L2 at kWgtL2BytesPerNs for the whole chip (~7 TB/s; it binds none of the 8B's or 27B's shapes at
 // these times, but keeps a shape of many small units from being taken for free).
-inline constexpr int64_t kWgtNsN128 = 710, kWgtNsN64 = 560, kWgtNsM64 = 800;
+inline constexpr int64_t kWgtNsN128 = 710, kWgtNsN64 = 560, kWgtNsM64 = 600;
 inline constexpr int64_t kWgtL2BytesPerNs = 7000;
 
 // The output tiles (units) of a launch of `n` weights of widths N[0 .. n) with M rows in shape (bm, bn).
@@ -120,39 +120,70 @@ struct WgtPlan {
 };
 
 // A slice unit's hand-over: the predecessor's release store seen by the poll, T_{s-1} read, T_s written
-// and released: a few L2 round trips, ~2 us (a guess until measured). Where a wave holds c units of one
-// tile (more CTAs than tiles), they finish their slices together and then hand over one after another:
-// c hand-overs a wave.
-inline constexpr int64_t kWgtHandOverNs = 2000;
+// and released (a tile of f32 each way through L2). The units of one tile in one wave finish their slices
+// together and then hand over one after another, so a wave costs its longest such chain of hand-overs;
+// the chain is a property of the unit numbering (slice-major per weight, the weights one after another,
+// CTA b taking units b, b + grid, ...): a wave is a run of `grid` consecutive units, and a run of `len`
+// consecutive units of a weight of T tiles holds at most ceil(len / T) units of any one tile. Fitted
+// (bench_cuda_matmul_verify, BM_MatmulVerifyShapes, the 8B's four launches at 64, 128 and 256 rows, 3 Dec):
+// ~2 us a hand-over in 128 x 128 and 64 x 128, ~1.2 us in 128 x 64.
+inline constexpr int64_t kWgtHandOverNsN128 = 2000, kWgtHandOverNsN64 = 1200, kWgtHandOverNsM64 = 2000;
 
 constexpr int64_t wgt_shape_ns(WgtShape s) {
   return s == WgtShape::M128N128 ? kWgtNsN128 : s == WgtShape::M128N64 ? kWgtNsN64 : kWgtNsM64;
 }
+constexpr int64_t wgt_hand_over_ns(WgtShape s) {
+  return s == WgtShape::M128N128 ? kWgtHandOverNsN128 : s == WgtShape::M128N64 ? kWgtHandOverNsN64 : kWgtHandOverNsM64;
+}
 constexpr int wgt_shape_bm(WgtShape s) { return s == WgtShape::M64N128 ? 64 : 128; }
 constexpr int wgt_shape_bn(WgtShape s) { return s == WgtShape::M128N64 ? 64 : 128; }
 
+// The hand-overs of a launch of slice units, summed over its waves: per wave, the most units of one tile
+// the wave holds (above). tiles[i] and slices[i] of weight i (slices 1: no hand-over); grid CTAs.
+constexpr int64_t wgt_hand_over_chains(const int64_t* tiles, const int* slices, int n, int64_t grid) {
+  int64_t units = 0;
+  for (int i = 0; i < n; ++i) units += tiles[i] * slices[i];
+  int64_t total = 0;
+  for (int64_t w0 = 0; w0 < units; w0 += grid) {
+    int64_t chain = 0, off = 0;
+    for (int i = 0; i < n; ++i) {
+      const int64_t end = off + tiles[i] * slices[i];
+      const int64_t lo = w0 > off ? w0 : off, hi = w0 + grid < end ? w0 + grid : end;
+      if (slices[i] > 1 && hi > lo) {
+        const int64_t c = tc::ceil_div(hi - lo, tiles[i]);
+        chain = c > chain ? c : chain;
+      }
+      off = end;
+    }
+    total += chain;
+  }
+  return total;
+}
+
 // Estimated ns of a launch of `n` weights (widths N[0 .. n), depth K, M rows) in shape s and split p on
-// `sms` multiprocessors: the slower of a CTA's units (waves x (K tiles of a unit x the shape's time per K
-// tile + its chain of hand-overs)) and the L2 reads (the units' stages and the hand-overs) at kWgtL2BytesPerNs.
+// `sms` multiprocessors: the slower of the CTAs' time (waves x K tiles of a unit x the shape's time per K
+// tile, plus every wave's chain of hand-overs) and the L2 reads (the units' stages and the hand-overs) at
+// kWgtL2BytesPerNs.
 constexpr int64_t wgt_plan_cost(int64_t M, int64_t K, const int64_t* N, int n, int sms, WgtShape s, WgtSplit p) {
   const int bm = wgt_shape_bm(s), bn = wgt_shape_bn(s);
   const int64_t chunks = tc::ceil_div(K, tc::kMmaK), tile_bytes = int64_t{bm} * bn * 4;
   const int64_t stage_bytes = int64_t{bm + bn} * wg::kKT * 2;
-  int64_t units = 0, ktiles = 0, folds = 0, tiles_all = 0;
-  for (int i = 0; i < n; ++i) {
+  constexpr int kMaxWeights = 8;
+  int64_t units = 0, ktiles = 0, folds = 0, tiles[kMaxWeights] = {};
+  int slices[kMaxWeights] = {};
+  const bool sliced = p == WgtSplit::Slices;
+  for (int i = 0; i < n && i < kMaxWeights; ++i) {
     const tc::KSplit split = tc::k_split(N[i], K, tc::split_target_ctas());
-    const int64_t tiles = tc::ceil_div(M, bm) * tc::ceil_div(N[i], bn);
-    const bool slices = p == WgtSplit::Slices;
-    units += slices ? tiles * split.S : tiles;
-    tiles_all += tiles;
-    folds += slices ? tiles * (split.S - 1) : 0;
-    const int64_t kt =
-        slices ? tc::ceil_div(split.cps, int64_t{wg::kKT / tc::kMmaK}) : wg::serial_tiles(chunks, split.cps);
+    tiles[i] = tc::ceil_div(M, bm) * tc::ceil_div(N[i], bn);
+    slices[i] = sliced ? split.S : 1;
+    units += tiles[i] * slices[i];
+    folds += tiles[i] * (slices[i] - 1);
+    const int64_t kt = sliced ? tc::ceil_div(split.cps, int64_t{wg::kKT / tc::kMmaK}) : wg::serial_tiles(chunks, split.cps);
     ktiles = kt > ktiles ? kt : ktiles;
   }
-  const int64_t chain = tc::ceil_div(units < sms ? units : sms, tiles_all);  // units of a tile in one wave
-  const int64_t fold_ns = p == WgtSplit::Slices ? chain * kWgtHandOverNs : 0;
-  const int64_t cta = tc::ceil_div(units, sms) * (ktiles * wgt_shape_ns(s) + fold_ns);
+  const int64_t grid = units < sms ? units : sms;
+  const int64_t chains = sliced ? wgt_hand_over_chains(tiles, slices, n < kMaxWeights ? n : kMaxWeights, grid) : 0;
+  const int64_t cta = tc::ceil_div(units, sms) * ktiles * wgt_shape_ns(s) + chains * wgt_hand_over_ns(s);
   const int64_t l2 = (units * ktiles * stage_bytes + folds * 2 * tile_bytes) / kWgtL2BytesPerNs;
   return cta > l2 ? cta : l2;
 }
@@ -207,22 +238,30 @@ static_assert(choose_wgt_shape(256, kQkv, 3, 132) == WgtShape::M128N128);
 static_assert(choose_wgt_shape(256, kO, 1, 132) == WgtShape::M128N64);
 static_assert(choose_wgt_shape(256, kGateUp, 2, 132) == WgtShape::M128N128);
 static_assert(choose_wgt_shape(64, kO, 1, 132) == WgtShape::M64N128);
-// With slice units (K 4096: S 8 for q/k/v and o, 4 for gate/up; down K 12288, S 8), at 128 rows all four
-// 128 x 128 in slices (q+k+v 384 units: 3 waves of 8 K tiles and 3 hand-overs, ~35 us against 128 x 64
-// tiles' ~36; o 256 units ~31 us against 36; gate+up 768 units ~80 against 91; down 256 units ~54 against
-// 108); at 256 rows q+k+v, o and gate+up as whole tiles, down in slices; at 64 rows 64 x 128 in slices.
+// With slice units (K 4096: S 8 for q/k/v and o, 4 for gate/up; down K 12288, S 8): at 128 rows o and
+// down 128 x 128 in slices (o 256 units, 2 waves of 8 K tiles and 5 + 4 hand-overs, ~31 us against 128 x
+// 64 tiles' ~36; down ~52 against ~108), q+k+v as 128 x 64 tiles (its k and v tiles are 8 each: all 8
+// slices of one in the last wave, 17 hand-overs in all, ~51 us against ~36) and gate+up as 128 x 128
+// tiles (~91 against ~92: measured 86.8 / 94.2 us); at 256 rows q+k+v, o and gate+up as whole tiles, down in
+// slices; at 64 rows o and down 64 x 128 in slices, q+k+v and gate+up 64 x 128 tiles.
 constexpr int64_t kDown[] = {4096};
 constexpr WgtPlan kSliced128{WgtShape::M128N128, WgtSplit::Slices};
 constexpr bool same(WgtPlan a, WgtPlan b) { return a.shape == b.shape && a.split == b.split; }
-static_assert(same(choose_wgt_plan(128, 4096, kQkv, 3, 132), kSliced128));
+static_assert(same(choose_wgt_plan(128, 4096, kQkv, 3, 132), {WgtShape::M128N64, WgtSplit::Tiles}));
 static_assert(same(choose_wgt_plan(128, 4096, kO, 1, 132), kSliced128));
-static_assert(same(choose_wgt_plan(128, 4096, kGateUp, 2, 132), kSliced128));
+static_assert(same(choose_wgt_plan(128, 4096, kGateUp, 2, 132), {WgtShape::M128N128, WgtSplit::Tiles}));
 static_assert(same(choose_wgt_plan(128, 12288, kDown, 1, 132), kSliced128));
 static_assert(same(choose_wgt_plan(256, 4096, kQkv, 3, 132), {WgtShape::M128N128, WgtSplit::Tiles}));
 static_assert(same(choose_wgt_plan(256, 4096, kO, 1, 132), {WgtShape::M128N64, WgtSplit::Tiles}));
 static_assert(same(choose_wgt_plan(256, 4096, kGateUp, 2, 132), {WgtShape::M128N128, WgtSplit::Tiles}));
 static_assert(same(choose_wgt_plan(256, 12288, kDown, 1, 132), kSliced128));
-static_assert(same(choose_wgt_plan(64, 4096, kQkv, 3, 132), {WgtShape::M64N128, WgtSplit::Slices}));
+static_assert(same(choose_wgt_plan(64, 4096, kQkv, 3, 132), {WgtShape::M64N128, WgtSplit::Tiles}));
+static_assert(same(choose_wgt_plan(64, 4096, kO, 1, 132), {WgtShape::M64N128, WgtSplit::Slices}));
+// The hand-overs of q+k+v's slice units at 128 rows (32 + 8 + 8 tiles of 8 slices, 132 CTAs): waves of
+// units 0-131 (q slices 0-4 of tiles 0-3: 5), 132-263 (q: 4) and 264-383 (v's 8 slices: 8).
+constexpr int64_t kQkvTiles[] = {32, 8, 8};
+constexpr int kQkvSlices[] = {8, 8, 8};
+static_assert(wgt_hand_over_chains(kQkvTiles, kQkvSlices, 3, 132) == 17);
 // Forcing one of the two keeps the rule's choice of the other.
 static_assert(same(choose_wgt_plan(128, 4096, kQkv, 3, 132, -1, 0), {WgtShape::M128N64, WgtSplit::Tiles}));
 static_assert(same(choose_wgt_plan(256, 4096, kO, 1, 132, -1, 1), kSliced128));
