@@ -71,7 +71,7 @@ CalibrationPlan calibration_plan(std::string_view backend, int max_seqs, int gam
     if (k < k_max) p.ks.push_back(k);
   p.ks.push_back(k_max);
   // Exactly one row past each kernel's range, with the fewest sequences that make it (where some do).
-  for (const int64_t rows : {kGemvMaxRows + 1, kMidMaxRows + 1}) {
+  for (const int64_t rows : {kGemvMaxRows + 1, kMidMaxRows + 1, kWgmmaSerialTile + 1, kWgmmaTmaMaxRows + 1}) {
     const int r = static_cast<int>(rows);
     for (int k = std::min(k_max, r); k >= 1; --k) {
       if (r % k != 0 || r / k > max_seqs) continue;
