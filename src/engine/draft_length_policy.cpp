@@ -127,6 +127,7 @@ StepDraftChoice DraftLengthPolicy::choose_step(int64_t step, std::span<const Pol
   schedule_probes(step, stats_, candidates);
   out.probes = static_cast<uint64_t>(afford_probes(candidates));
   choose_draft_lengths(*model_, candidates, correction_, choice_);
+  plain_check(step, sequences, out);
   for (size_t i = 0; i < n; ++i) {
     if (sequences[i].max_drafts == 0) continue;
     ++(choice_.gamma[i] > 0 ? out.drafted : out.plain);
@@ -137,11 +138,31 @@ StepDraftChoice DraftLengthPolicy::choose_step(int64_t step, std::span<const Pol
   return out;
 }
 
+void DraftLengthPolicy::plain_check(int64_t step, std::span<const PolicySequence> sequences, StepDraftChoice& out) {
+  bool drafting = false;
+  for (int g : choice_.gamma) drafting = drafting || g > 0;
+  if (!drafting) {
+    plain_check_due_ = -1;
+    return;
+  }
+  if (plain_check_due_ < 0) plain_check_due_ = step + (observed_[0] > 0 ? kPlainCheckInterval : kFirstPlainCheck);
+  if (step < plain_check_due_ || out.probes > 0) return;
+  plain_check_due_ = -1;
+  out.plain_check = true;
+  double context = 0;
+  for (const PolicySequence& s : sequences) context += static_cast<double>(s.context);
+  const auto n = static_cast<double>(sequences.size());
+  std::fill(choice_.gamma.begin(), choice_.gamma.end(), 0);
+  choice_.model_seconds = model_->step_seconds(n, n, context, 0);
+  choice_.seconds = choice_.model_seconds * correction_.plain;
+}
+
 void DraftLengthPolicy::observe_step(bool drafting, double predicted, double measured) {
   if (!(predicted > 0) || !(measured > 0)) return;
   const double ratio = std::clamp(measured / predicted, 0.25, 4.0);
   double& c = drafting ? correction_.drafting : correction_.plain;
-  c += kCorrectionWeight * (ratio - c);
+  const int64_t seen = ++observed_[drafting ? 1 : 0];
+  c += std::max(kCorrectionWeight, 1.0 / static_cast<double>(seen)) * (ratio - c);
 }
 
 void DraftLengthPolicy::after_choice(AcceptanceStats& stats, const DraftCandidate& candidate, int gamma) {

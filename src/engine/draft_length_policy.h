@@ -32,6 +32,7 @@ struct StepDraftChoice {
   uint64_t drafted = 0;        // sequences that could draft and were given drafts
   uint64_t plain = 0;          // sequences that could draft and were kept plain
   uint64_t probes = 0;         // probes scheduled and afforded
+  bool plain_check = false;    // the search drafted, but this step is plain rows to time one (below)
 };
 
 // The engine's policy state: the cost model, the engine-wide acceptance (every sequence's prior), and
@@ -52,8 +53,18 @@ class DraftLengthPolicy {
   // Sequences that probe in one step at most (those waiting longest): a probe of many sequences at once is
   // a verify of 3 more rows each plus their propose, most of a decode step at high concurrency.
   static constexpr int kMaxProbesPerStep = 4;
-  // The weight of a new measurement in the step cost correction (about the last ten steps of each kind).
+  // The weight of a new measurement in the step cost correction (about the last ten steps of each kind);
+  // the first measurements of a kind are averaged (weight 1/n) until it falls to this.
   static constexpr double kCorrectionWeight = 0.1;
+  // Plain checks. A policy that drafts every step never times a plain one, so its plain correction keeps
+  // the cost model's word, and a model that overprices a plain step (a launch-bound small model, whose
+  // calibration steps take twice what the engine's do) keeps it drafting at a loss: the demo pair at 16
+  // sequences once ran 0.42x plain. So once the policy has drafted for kFirstPlainCheck steps without a
+  // plain step (kPlainCheckInterval after the first has been timed), the next step it would draft in
+  // (without probes) is made of plain rows: the engine times it, the plain correction follows. One step of
+  // plain rows in 128 costs about 0.7 % where drafts pay for τ 6.5 tokens a verify.
+  static constexpr int64_t kFirstPlainCheck = 16;
+  static constexpr int64_t kPlainCheckInterval = 128;
   // The probe budget: probes may cost (predicted: their propose and extra rows) a share of the steps'
   // predicted plain time: kProbeBudget while the engine-wide first drafts are all wrong, rising
   // linearly with their observed acceptance (smoothed over about the last hundred verifies, no prior) to
@@ -79,6 +90,8 @@ class DraftLengthPolicy {
   const AcceptanceStats& engine_acceptance() const { return engine_acceptance_; }
   // A step the policy predicted `predicted` seconds for took `measured`: moves the correction of its kind.
   void observe_step(bool drafting, double predicted, double measured);
+  // Plain steps timed so far.
+  int64_t plain_steps_observed() const { return observed_[0]; }
   // Credits the step's share of the probe budget, then keeps the probes schedule_probes left in
   // `candidates` when the credit covers their predicted cost (spent) or they are the policy's first
   // (free), else clears them. Returns how many probe.
@@ -107,11 +120,16 @@ class DraftLengthPolicy {
   static void after_choice(AcceptanceStats& stats, const DraftCandidate& candidate, int gamma);
 
  private:
+  // Makes this step's choice (choice_, `out`) plain rows when a plain check is due (kFirstPlainCheck).
+  void plain_check(int64_t step, std::span<const PolicySequence> sequences, StepDraftChoice& out);
+
   std::optional<StepCostModel> model_;
   AcceptanceStats engine_acceptance_{AcceptanceStats::kEngineDecay, AcceptanceStats::kPriorWeight};
   StepCostCorrection correction_;
   double probe_credit_ = 0;       // seconds
   bool first_probe_free_ = true;  // until the first probe step is afforded
+  int64_t plain_check_due_ = -1;  // the step of the next plain check (-1: not drafting since the last plain step)
+  int64_t observed_[2] = {0, 0};  // plain and drafting steps timed (observe_step)
   // choose_step's buffers, kept from step to step (no allocation on a step of the same sequences).
   std::vector<double> prior_;
   std::vector<DraftCandidate> candidates_;

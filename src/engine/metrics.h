@@ -87,6 +87,7 @@ struct EngineMetrics {
   std::atomic<uint64_t> spec_policy_drafted{0};
   std::atomic<uint64_t> spec_policy_plain{0};
   std::atomic<uint64_t> spec_policy_probes{0};
+  std::atomic<uint64_t> spec_policy_plain_checks{0};  // steps made plain to time one (DraftLengthPolicy)
   // Its measured / predicted step time, for steps with drafts and with plain rows only
   // (StepCostCorrection).
   std::atomic<double> spec_policy_correction_plain{1};

@@ -257,6 +257,7 @@ std::span<const int> Engine::draft_lengths(std::span<Sequence* const> decoding, 
   metrics_.spec_policy_drafted.fetch_add(choice.drafted, std::memory_order_relaxed);
   metrics_.spec_policy_plain.fetch_add(choice.plain, std::memory_order_relaxed);
   metrics_.spec_policy_probes.fetch_add(choice.probes, std::memory_order_relaxed);
+  if (choice.plain_check) metrics_.spec_policy_plain_checks.fetch_add(1, std::memory_order_relaxed);
   const StepCostCorrection& correction = draft_policy_.correction();
   metrics_.spec_policy_correction_plain.store(correction.plain, std::memory_order_relaxed);
   metrics_.spec_policy_correction_drafting.store(correction.drafting, std::memory_order_relaxed);

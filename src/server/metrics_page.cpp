@@ -87,6 +87,9 @@ std::string render_metrics_page(const engine::EngineMetrics* m, const HttpCounte
             load(m->spec_policy_plain));
   w.counter(p + "spec_policy_probes_total", "Decode rows given drafts to see their acceptance again",
             load(m->spec_policy_probes));
+  w.counter(p + "spec_policy_plain_checks_total",
+            "Steps the policy would have drafted in, run as plain rows to time a plain step",
+            load(m->spec_policy_plain_checks));
   if (m->step_cost_model.load()) {
     w.family(p + "step_cost_predicted_seconds", "gauge",
              "The draft-length policy's step cost model: predicted seconds of a step or propose");

@@ -373,18 +373,18 @@ TEST(MatmulChoice, WgmmaTmaPlan) {
     WgtSplit split;
   };
   const Row table[] = {
-      {64, kH, &qkv, WgtShape::M64N128, WgtSplit::Tiles},         // 48 tiles; slices: 17 hand-overs
-      {64, kH, &o, WgtShape::M64N128, WgtSplit::Slices},          // 256 units: 2 waves, 9 hand-overs
-      {128, kH, &qkv, WgtShape::M128N64, WgtSplit::Tiles},        // 96 tiles: one wave
-      {128, kH, &o, WgtShape::M128N128, WgtSplit::Slices},        // 256 units
-      {128, kI, &o, WgtShape::M128N128, WgtSplit::Slices},        // down: 256 units of 24 K tiles
-      {128, kH, &gate_up, WgtShape::M128N128, WgtSplit::Tiles},   // 2 waves of 64 against 6 of 16 + 12
-      {256, kH, &gate_up, WgtShape::M128N128, WgtSplit::Tiles},   // 3 waves of 64 against 12 of 16
-      {256, kH, &qkv, WgtShape::M128N128, WgtSplit::Tiles},       // 96 tiles: one wave
-      {256, kH, &o, WgtShape::M128N64, WgtSplit::Tiles},          // 128 tiles: one wave
-      {256, kI, &o, WgtShape::M128N128, WgtSplit::Slices},        // down: 192 K tiles a tile
-      {128, 6144, &k27, WgtShape::M128N128, WgtSplit::Slices},    // the 27B's o
-      {256, 5120, &up27, WgtShape::M128N128, WgtSplit::Slices},   // S = 2: 544 units
+      {64, kH, &qkv, WgtShape::M64N128, WgtSplit::Tiles},        // 48 tiles; slices: 17 hand-overs
+      {64, kH, &o, WgtShape::M64N128, WgtSplit::Slices},         // 256 units: 2 waves, 9 hand-overs
+      {128, kH, &qkv, WgtShape::M128N64, WgtSplit::Tiles},       // 96 tiles: one wave
+      {128, kH, &o, WgtShape::M128N128, WgtSplit::Slices},       // 256 units
+      {128, kI, &o, WgtShape::M128N128, WgtSplit::Slices},       // down: 256 units of 24 K tiles
+      {128, kH, &gate_up, WgtShape::M128N128, WgtSplit::Tiles},  // 2 waves of 64 against 6 of 16 + 12
+      {256, kH, &gate_up, WgtShape::M128N128, WgtSplit::Tiles},  // 3 waves of 64 against 12 of 16
+      {256, kH, &qkv, WgtShape::M128N128, WgtSplit::Tiles},      // 96 tiles: one wave
+      {256, kH, &o, WgtShape::M128N64, WgtSplit::Tiles},         // 128 tiles: one wave
+      {256, kI, &o, WgtShape::M128N128, WgtSplit::Slices},       // down: 192 K tiles a tile
+      {128, 6144, &k27, WgtShape::M128N128, WgtSplit::Slices},   // the 27B's o
+      {256, 5120, &up27, WgtShape::M128N128, WgtSplit::Slices},  // S = 2: 544 units
   };
   for (const Row& r : table) {
     const auto p = cuda::wgt::choose_wgt_plan(r.M, r.K, r.N->data(), static_cast<int>(r.N->size()), 132);

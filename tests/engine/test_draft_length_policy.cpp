@@ -592,3 +592,76 @@ TEST(StepCostModel, FitKeepsTermsNonNegativeAndRowTimesRising) {
 
 }  // namespace
 }  // namespace specserve::engine
+
+namespace specserve::engine {
+namespace {
+
+// The engine's loop around choose_step on a scripted clock: each step's verifies (geometric acceptance
+// `a` per draft position, seeded), the next choice, and the clock's time for it handed back as the
+// engine does (observe_step with the choice's predicted seconds). The model prices a plain step of four
+// sequences at 1 ms and a verify row at 0.01 ms more, a propose at 0.3 ms; the clock says a plain step
+// takes `plain_ms` and a drafting step what the model says. Returns, per step, whether it drafted.
+std::vector<bool> run_on_clock(double plain_ms, double a, int64_t steps, int64_t* first_check = nullptr) {
+  const StepCostModel costs = table([](double r) { return 1.0 + 0.01 * r; }, 0.3);
+  EngineMetrics metrics;
+  EngineOptions options;
+  options.draft_policy = DraftPolicy::Adaptive;
+  options.step_costs = costs.costs();
+  DraftLengthPolicy policy(options, metrics);
+  std::vector<AcceptanceStats> stats(4);
+  std::vector<PolicySequence> seqs(4);
+  std::mt19937 rng(7);
+  std::bernoulli_distribution accept(a);
+  std::vector<int> gamma(4, 0);
+  std::vector<bool> drafted;
+  for (int64_t step = 0; step < steps; ++step) {
+    for (size_t i = 0; i < 4; ++i) {
+      if (gamma[i] > 0) {
+        int k = 0;
+        while (k < gamma[i] && accept(rng)) ++k;
+        stats[i].observe(gamma[i], k, step);
+        policy.engine_acceptance().observe(gamma[i], k);
+      }
+      seqs[i] = {&stats[i], 512, 15};
+    }
+    const StepDraftChoice choice = policy.choose_step(step, seqs);
+    gamma.assign(choice.gamma.begin(), choice.gamma.end());
+    const bool drafting = choice.drafted > 0;
+    if (choice.plain_check && first_check && *first_check < 0) *first_check = step;
+    if (choice.plain_check)
+      EXPECT_TRUE(!drafting && std::all_of(gamma.begin(), gamma.end(), [](int g) { return g == 0; }))
+          << "a plain check zeroes every γ";
+    policy.observe_step(drafting, choice.model_seconds, drafting ? choice.model_seconds : plain_ms * kMs);
+    drafted.push_back(drafting);
+  }
+  return drafted;
+}
+
+double drafting_share(const std::vector<bool>& d, size_t from) {
+  return static_cast<double>(std::count(d.begin() + static_cast<std::ptrdiff_t>(from), d.end(), true)) /
+         static_cast<double>(d.size() - from);
+}
+
+// A model that overprices plain steps (a launch-bound small model's calibration) makes drafts at 0.6
+// acceptance look worth it (~2.4 tokens a verify for ~1.5 ms against 1 ms a token); the clock says a plain
+// step takes 0.4 ms. The policy, drafting every step, times no plain step of its own accord: the plain
+// check does, kFirstPlainCheck steps in, and from then on it keeps the rows plain (probes aside).
+TEST(DraftLengthPolicy, PlainChecksCatchAModelThatOverpricesPlainSteps) {
+  int64_t first = -1;
+  const std::vector<bool> d = run_on_clock(0.4, 0.6, 400, &first);
+  EXPECT_TRUE(d[1]) << "the model alone drafts";
+  EXPECT_GE(first, DraftLengthPolicy::kFirstPlainCheck);
+  EXPECT_LE(first, DraftLengthPolicy::kFirstPlainCheck + 4);
+  EXPECT_LT(drafting_share(d, 40), 0.1);
+}
+
+// Where the clock agrees with the model, drafting stays the choice: a plain check every
+// kPlainCheckInterval steps is all the checks cost.
+TEST(DraftLengthPolicy, PlainChecksCostLittleWhereDraftsPay) {
+  const std::vector<bool> d = run_on_clock(1.0, 0.6, 400);
+  EXPECT_GT(drafting_share(d, 2), 0.97);
+  EXPECT_LT(drafting_share(d, 2), 1.0) << "checks keep timing plain steps";
+}
+
+}  // namespace
+}  // namespace specserve::engine

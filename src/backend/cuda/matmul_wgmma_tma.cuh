@@ -178,7 +178,8 @@ constexpr int64_t wgt_plan_cost(int64_t M, int64_t K, const int64_t* N, int n, i
     slices[i] = sliced ? split.S : 1;
     units += tiles[i] * slices[i];
     folds += tiles[i] * (slices[i] - 1);
-    const int64_t kt = sliced ? tc::ceil_div(split.cps, int64_t{wg::kKT / tc::kMmaK}) : wg::serial_tiles(chunks, split.cps);
+    const int64_t kt =
+        sliced ? tc::ceil_div(split.cps, int64_t{wg::kKT / tc::kMmaK}) : wg::serial_tiles(chunks, split.cps);
     ktiles = kt > ktiles ? kt : ktiles;
   }
   const int64_t grid = units < sms ? units : sms;
