@@ -81,7 +81,10 @@ int DraftLengthPolicy::afford_probes(std::span<DraftCandidate> candidates) {
     probing_context += ctx;
   }
   const double plain = model_->step_seconds(n, n, context, 0) * correction_.plain;
-  probe_credit_ = std::min(plain, probe_credit_ + probe_budget() * plain);
+  // Credit is kept up to one plain step, or up to the last probe step that could not be afforded where
+  // that costs more (a propose dearer than a decode step, or a high drafting correction): otherwise such
+  // a probe would never be afforded, and a sequence held at 0 drafts would never be seen again.
+  probe_credit_ = std::min(std::max(plain, unaffordable_probe_), probe_credit_ + probe_budget() * plain);
   if (probing == 0) return 0;
   if (first_probe_free_) {
     first_probe_free_ = false;
@@ -92,9 +95,11 @@ int DraftLengthPolicy::afford_probes(std::span<DraftCandidate> candidates) {
                       correction_.drafting;
   const double cost = std::max(0.0, with - plain);
   if (cost > probe_credit_) {
+    unaffordable_probe_ = cost;
     for (DraftCandidate& c : candidates) c.min_drafts = 0;
     return 0;
   }
+  unaffordable_probe_ = 0;
   probe_credit_ -= cost;
   return static_cast<int>(probing);
 }
@@ -161,8 +166,13 @@ void DraftLengthPolicy::observe_step(bool drafting, double predicted, double mea
   if (!(predicted > 0) || !(measured > 0)) return;
   const double ratio = std::clamp(measured / predicted, 0.25, 4.0);
   double& c = drafting ? correction_.drafting : correction_.plain;
+  // Plain steps are timed rarely while the policy drafts (plain checks): their first timings are
+  // averaged. A drafting step's first timings are not: the first propose of a sequence projects all its
+  // waiting context rows, a cost the model leaves out, and one such step must not move the correction
+  // far (a high drafting correction makes probes dear).
   const int64_t seen = ++observed_[drafting ? 1 : 0];
-  c += std::max(kCorrectionWeight, 1.0 / static_cast<double>(seen)) * (ratio - c);
+  const double weight = drafting ? kCorrectionWeight : std::max(kCorrectionWeight, 1.0 / static_cast<double>(seen));
+  c += weight * (ratio - c);
 }
 
 void DraftLengthPolicy::after_choice(AcceptanceStats& stats, const DraftCandidate& candidate, int gamma) {

@@ -54,7 +54,7 @@ class DraftLengthPolicy {
   // a verify of 3 more rows each plus their propose, most of a decode step at high concurrency.
   static constexpr int kMaxProbesPerStep = 4;
   // The weight of a new measurement in the step cost correction (about the last ten steps of each kind);
-  // the first measurements of a kind are averaged (weight 1/n) until it falls to this.
+  // the first measurements of plain steps are averaged (weight 1/n) until it falls to this.
   static constexpr double kCorrectionWeight = 0.1;
   // Plain checks. A policy that drafts every step never times a plain one, so its plain correction keeps
   // the cost model's word, and a model that overprices a plain step (a launch-bound small model, whose
@@ -70,10 +70,10 @@ class DraftLengthPolicy {
   // linearly with their observed acceptance (smoothed over about the last hundred verifies, no prior) to
   // kHopefulProbeBudget at kHopefulAcceptance (below about a fifth, drafts pay at no concurrency on the
   // 8B cost table: a probe is unlikely to bring a sequence back). Unspent credit is kept up to one plain
-  // step. The policy's first probe step is free (so one unlucky first verify is found out within a few
-  // steps); every later one waits for its credit. Issue 29 wants speculation within 3 % of plain
-  // decoding when every draft is wrong: at 2 % (and a plain step of credit to start with) probes alone
-  // cost 2.5 % of a 128-token pass at 64 sequences on the 8B cost table
+  // step, or up to the cost of a probe step it could not cover. The policy's first probe step is free (so one unlucky
+  // first verify is found out within a few steps); every later one waits for its credit. Issue 29 wants speculation
+  // within 3 % of plain decoding when every draft is wrong: at 2 % (and a plain step of credit to start with) probes
+  // alone cost 2.5 % of a 128-token pass at 64 sequences on the 8B cost table
   // (tests/engine/test_draft_policy_wrong_drafts.cpp), now about 0.5 %.
   static constexpr double kProbeBudget = 0.005;
   static constexpr double kHopefulProbeBudget = 0.02;
@@ -126,10 +126,11 @@ class DraftLengthPolicy {
   std::optional<StepCostModel> model_;
   AcceptanceStats engine_acceptance_{AcceptanceStats::kEngineDecay, AcceptanceStats::kPriorWeight};
   StepCostCorrection correction_;
-  double probe_credit_ = 0;       // seconds
-  bool first_probe_free_ = true;  // until the first probe step is afforded
-  int64_t plain_check_due_ = -1;  // the step of the next plain check (-1: not drafting since the last plain step)
-  int64_t observed_[2] = {0, 0};  // plain and drafting steps timed (observe_step)
+  double probe_credit_ = 0;        // seconds
+  double unaffordable_probe_ = 0;  // the cost of the last probe step the credit did not cover (0: none since)
+  bool first_probe_free_ = true;   // until the first probe step is afforded
+  int64_t plain_check_due_ = -1;   // the step of the next plain check (-1: not drafting since the last plain step)
+  int64_t observed_[2] = {0, 0};   // plain and drafting steps timed (observe_step)
   // choose_step's buffers, kept from step to step (no allocation on a step of the same sequences).
   std::vector<double> prior_;
   std::vector<DraftCandidate> candidates_;

@@ -445,10 +445,35 @@ TEST(DraftLengthPolicy, ProbesStayWithinTheirBudget) {
   std::printf("%d of %d steps probed (budget: %.1f)\n", afforded, steps, expected);
   EXPECT_LE(afforded, expected + 1);
   EXPECT_GE(afforded, expected - 2);
-  // Nothing due: nothing spent, and the credit never passes one plain step.
+  // Nothing due: nothing spent, and the credit never passes one plain step (or the probe it could not
+  // cover).
   std::vector<DraftCandidate> none(n, candidate(15, 0.05));
   for (int t = 0; t < 200; ++t) EXPECT_EQ(policy.afford_probes(none), 0);
-  EXPECT_LE(policy.probe_credit(), plain * (1 + 1e-9));
+  EXPECT_LE(policy.probe_credit(), std::max(plain, cost) * (1 + 1e-9));
+}
+
+// A probe step dearer than a plain step (one sequence whose propose costs three decode steps: a small
+// model on a CPU) is still afforded within the budget: the credit is kept up to that probe's cost.
+TEST(DraftLengthPolicy, ProbesDearerThanAPlainStepAreStillAfforded) {
+  const StepCostModel costs = table([](double r) { return 10.0 + 0.5 * r; }, 30.0);
+  EngineMetrics metrics;
+  EngineOptions options;
+  options.draft_policy = DraftPolicy::Adaptive;
+  options.step_costs = costs.costs();
+  DraftLengthPolicy policy(options, metrics);
+  const int steps = 40000;
+  int afforded = 0;
+  for (int t = 0; t < steps; ++t) {
+    std::vector<DraftCandidate> c(1, candidate(15, 0.05));
+    c[0].min_drafts = 3;
+    afforded += policy.afford_probes(c) > 0;
+  }
+  const double plain = costs.step_seconds(1, 1, 512.0, 0);
+  const double cost = costs.step_seconds(4, 1, 512.0, 3 * 512.0) + costs.propose_seconds(1, 512.0) - plain;
+  ASSERT_GT(cost, 2 * plain);
+  const double expected = 1 + DraftLengthPolicy::kProbeBudget * steps * plain / cost;
+  EXPECT_GE(afforded, expected - 2) << "budget " << expected;
+  EXPECT_LE(afforded, expected + 1) << "budget " << expected;
 }
 
 // The budget's share: kProbeBudget while every first draft engine-wide was wrong, kHopefulProbeBudget
