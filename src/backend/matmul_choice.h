@@ -1,7 +1,7 @@
 #pragma once
 // Which kernel runs a matmul: one function of the call (backend, rows, each weight's columns, K, dtype
 // and alignment, the matmul order) and of the device (multiprocessors, whether it runs wgmma), to an
-// enum of kernel families. Every matmul the backends run goes through it (cuda_ops.cpp, the CUDA
+// enum of kernel families. Every matmul the backends run goes through it (cuda_ops_matmul.cpp, the CUDA
 // launchers that pick a kernel themselves, tests/backend/test_matmul_choice.cpp's table), so the choice
 // is stated once. Host code only: it is built and tested without CUDA; C++17, as the CUDA sources
 // that include it are compiled.

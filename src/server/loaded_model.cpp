@@ -20,6 +20,7 @@
 #include "server/api_error.h"
 #include "server/openai_request.h"
 #include "server/weights_prefetch.h"
+#include "spec/drafter_sequence.h"
 
 namespace specserve::server {
 
@@ -81,11 +82,14 @@ std::shared_ptr<LoadedModel> LoadedModel::load(const ServeSpec& spec, const Prog
   costs.block_bytes = m->target_->kv_block_bytes() + (m->drafter_ ? m->drafter_->kv_block_bytes() : 0);
   costs.sequence_bytes = m->target_->sequence_state_bytes();
   if (m->proposer_) {
-    // The drafter context's waiting rows (fewer than max_waiting_rows between steps) and its block
-    // scratch beyond the target's (one block).
-    costs.sequence_bytes += static_cast<size_t>(spec::DFlashProposerOptions{}.max_waiting_rows) *
-                                static_cast<size_t>(m->drafter_->feature_width()) * 4 +
-                            m->drafter_->kv_block_bytes();
+    // The drafter context's waiting rows (fewer than max_waiting_rows between steps, in pages of
+    // kWaitingPageRows: up to a page's room beyond them) and its block scratch beyond the target's (one
+    // block).
+    const int64_t waiting_capacity =
+        spec::DFlashProposerOptions{}.max_waiting_rows + spec::DrafterSequence::kWaitingPageRows - 1;
+    costs.sequence_bytes +=
+        static_cast<size_t>(waiting_capacity) * static_cast<size_t>(m->drafter_->feature_width()) * 4 +
+        m->drafter_->kv_block_bytes();
   }
   // One forward row's activations: its logits, captured features and a few hidden-size rows.
   costs.row_bytes = static_cast<size_t>(m->target_->vocab_size() + 8 * m->target_->hidden_size() +

@@ -3,7 +3,7 @@
 //
 // The rule kernel here runs the STEPPED spans (decode, verify, extends) token by token, the recurrent
 // form. CHUNKED spans (prefill) run the chunked form of gated_deltanet_chunked.cu instead, with the
-// CPU's chunk boundaries (multiples of kGdnChunk in absolute position); cuda_ops.cpp sends each span of
+// CPU's chunk boundaries (multiples of kGdnChunk in absolute position); cuda_ops_gated_deltanet.cpp sends each span of
 // a call to its kernel, and tests/backend_cuda/test_cuda_gdn_chunked.cpp checks it against the CPU's.
 //
 // Recurrent kernel: one block per (span, value head, group of 32 value columns). Thread (j, p) keeps the

@@ -1,5 +1,5 @@
 #pragma once
-// Internal: the CUDA kernel launchers behind cuda_ops() (cuda_ops.cpp checks shapes and dtypes and
+// Internal: the CUDA kernel launchers behind cuda_ops() (cuda_ops*.cpp check shapes and dtypes and
 // stages host metadata; these only enqueue work on `stream`). Plain C++17 so the .cu files can
 // include it; every pointer here is a device pointer. One file per op family implements them:
 // matmul.cu, norm.cu, rope.cu, elementwise.cu, attention.cu, gated_deltanet.cu.
@@ -361,7 +361,7 @@ void gated_delta_rule(const float* qkv, int64_t ld, const float* g, const float*
                       int64_t num_spans, int64_t max_rows, int Hk, int Hv, int dk, int dv, float* out, int64_t ldo,
                       cudaStream_t stream);
 // The chunked form for prefill spans (GdnSpan::chunked): chunks end at the absolute positions that are
-// multiples of kGdnChunkRows (= kGdnChunk of backend/ops.h; cuda_ops.cpp checks). Any dk, dv that
+// multiples of kGdnChunkRows (= kGdnChunk of backend/ops.h; cuda_ops_gated_deltanet.cpp checks). Any dk, dv that
 // gdn_rule_supports; no state_in. The call's chunks are numbered span after span (first_chunk, filled
 // by gdn_number_chunks); a parallel kernel writes each chunk's state-independent products to `scratch`
 // (gdn_chunk_scratch_floats per chunk) and a sequential one carries the state, at most
