@@ -150,7 +150,8 @@ void DraftLengthPolicy::plain_check(int64_t step, std::span<const PolicySequence
     plain_check_due_ = -1;
     return;
   }
-  if (plain_check_due_ < 0) plain_check_due_ = step + (observed_[0] > 0 ? kPlainCheckInterval : kFirstPlainCheck);
+  if (plain_check_due_ < 0)
+    plain_check_due_ = step + (observed_[0] >= kPlainWarmup ? kPlainCheckInterval : kFirstPlainCheck);
   if (step < plain_check_due_ || out.probes > 0) return;
   plain_check_due_ = -1;
   out.plain_check = true;
@@ -166,13 +167,18 @@ void DraftLengthPolicy::observe_step(bool drafting, double predicted, double mea
   if (!(predicted > 0) || !(measured > 0)) return;
   const double ratio = std::clamp(measured / predicted, 0.25, 4.0);
   double& c = drafting ? correction_.drafting : correction_.plain;
-  // Plain steps are timed rarely while the policy drafts (plain checks): their first timings are
-  // averaged. A drafting step's first timings are not: the first propose of a sequence projects all its
-  // waiting context rows, a cost the model leaves out, and one such step must not move the correction
-  // far (a high drafting correction makes probes dear).
+  // Plain steps are timed rarely while the policy drafts (plain checks), so their first kPlainWarmup
+  // timings set the plain correction outright, as their least: a step's clock only ever runs long (a
+  // first step of a new batch shape captures its CUDA graphs, the host is descheduled), and one such
+  // step taken at its word made plain rows look four times dearer than they are (the tiny shape at one
+  // sequence then drafted every step with every draft wrong). A drafting step's first timings are not
+  // trusted either way: the first propose of a sequence projects all its waiting context rows, a cost
+  // the model leaves out, so they move the correction by its usual tenth.
   const int64_t seen = ++observed_[drafting ? 1 : 0];
-  const double weight = drafting ? kCorrectionWeight : std::max(kCorrectionWeight, 1.0 / static_cast<double>(seen));
-  c += weight * (ratio - c);
+  if (!drafting && seen <= kPlainWarmup)
+    c = seen == 1 ? ratio : std::min(c, ratio);
+  else
+    c += kCorrectionWeight * (ratio - c);
 }
 
 void DraftLengthPolicy::after_choice(AcceptanceStats& stats, const DraftCandidate& candidate, int gamma) {

@@ -54,13 +54,14 @@ class DraftLengthPolicy {
   // a verify of 3 more rows each plus their propose, most of a decode step at high concurrency.
   static constexpr int kMaxProbesPerStep = 4;
   // The weight of a new measurement in the step cost correction (about the last ten steps of each kind);
-  // the first measurements of plain steps are averaged (weight 1/n) until it falls to this.
+  // the first kPlainWarmup timings of plain steps set the plain correction to their least instead.
   static constexpr double kCorrectionWeight = 0.1;
+  static constexpr int64_t kPlainWarmup = 3;
   // Plain checks. A policy that drafts every step never times a plain one, so its plain correction keeps
   // the cost model's word, and a model that overprices a plain step (a launch-bound small model, whose
   // calibration steps take twice what the engine's do) keeps it drafting at a loss: the demo pair at 16
   // sequences once ran 0.42x plain. So once the policy has drafted for kFirstPlainCheck steps without a
-  // plain step (kPlainCheckInterval after the first has been timed), the next step it would draft in
+  // plain step (kPlainCheckInterval once kPlainWarmup have been timed), the next step it would draft in
   // (without probes) is made of plain rows: the engine times it, the plain correction follows. One step of
   // plain rows in 128 costs about 0.7 % where drafts pay for τ 6.5 tokens a verify.
   static constexpr int64_t kFirstPlainCheck = 16;

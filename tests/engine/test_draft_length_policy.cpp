@@ -680,6 +680,28 @@ TEST(DraftLengthPolicy, PlainChecksCatchAModelThatOverpricesPlainSteps) {
   EXPECT_LT(drafting_share(d, 40), 0.1);
 }
 
+// The first plain timings set the plain correction to their least (a clock only runs long: a first step
+// of a new shape captures its graphs); later ones move it by a tenth.
+TEST(DraftLengthPolicy, FirstPlainTimingsTakeTheirLeast) {
+  EngineMetrics metrics;
+  EngineOptions options;
+  options.draft_policy = DraftPolicy::Adaptive;
+  options.step_costs = table([](double r) { return 1.0 + 0.01 * r; }, 0.3).costs();
+  DraftLengthPolicy policy(options, metrics);
+  policy.observe_step(false, 0.010, 0.040);  // a graph capture: four times the prediction
+  EXPECT_NEAR(policy.correction().plain, 4.0, 1e-12);
+  policy.observe_step(false, 0.010, 0.005);
+  EXPECT_NEAR(policy.correction().plain, 0.5, 1e-12);
+  policy.observe_step(false, 0.010, 0.006);
+  EXPECT_NEAR(policy.correction().plain, 0.5, 1e-12);
+  ASSERT_EQ(policy.plain_steps_observed(), DraftLengthPolicy::kPlainWarmup);
+  policy.observe_step(false, 0.010, 0.006);
+  EXPECT_NEAR(policy.correction().plain, 0.51, 1e-12);
+  // Drafting steps move by a tenth from the first.
+  policy.observe_step(true, 0.010, 0.040);
+  EXPECT_NEAR(policy.correction().drafting, 1.3, 1e-12);
+}
+
 // Where the clock agrees with the model, drafting stays the choice: a plain check every
 // kPlainCheckInterval steps is all the checks cost.
 TEST(DraftLengthPolicy, PlainChecksCostLittleWhereDraftsPay) {
