@@ -175,10 +175,12 @@ void DraftLengthPolicy::observe_step(bool drafting, double predicted, double mea
   // trusted either way: the first propose of a sequence projects all its waiting context rows, a cost
   // the model leaves out, so they move the correction by its usual tenth.
   const int64_t seen = ++observed_[drafting ? 1 : 0];
+  // Past that, one timing moves the correction by a tenth of at most twice its value: a long step (a
+  // new batch shape's graph capture) moves it by a tenth at most, a lasting change in a few steps.
   if (!drafting && seen <= kPlainWarmup)
     c = seen == 1 ? ratio : std::min(c, ratio);
   else
-    c += kCorrectionWeight * (ratio - c);
+    c += kCorrectionWeight * (std::min(ratio, 2 * c) - c);
 }
 
 void DraftLengthPolicy::after_choice(AcceptanceStats& stats, const DraftCandidate& candidate, int gamma) {

@@ -697,9 +697,14 @@ TEST(DraftLengthPolicy, FirstPlainTimingsTakeTheirLeast) {
   ASSERT_EQ(policy.plain_steps_observed(), DraftLengthPolicy::kPlainWarmup);
   policy.observe_step(false, 0.010, 0.006);
   EXPECT_NEAR(policy.correction().plain, 0.51, 1e-12);
-  // Drafting steps move by a tenth from the first.
+  // A long plain step past the warm-up moves it by a tenth of at most twice its value.
+  policy.observe_step(false, 0.010, 0.040);
+  EXPECT_NEAR(policy.correction().plain, 0.51 + 0.1 * 0.51, 1e-12);
+  // Drafting steps move by a tenth from the first (of at most twice the correction).
   policy.observe_step(true, 0.010, 0.040);
-  EXPECT_NEAR(policy.correction().drafting, 1.3, 1e-12);
+  EXPECT_NEAR(policy.correction().drafting, 1.1, 1e-12);
+  policy.observe_step(true, 0.010, 0.015);
+  EXPECT_NEAR(policy.correction().drafting, 1.1 + 0.1 * (1.5 - 1.1), 1e-12);
 }
 
 // Where the clock agrees with the model, drafting stays the choice: a plain check every
