@@ -151,7 +151,7 @@ void DraftLengthPolicy::plain_check(int64_t step, std::span<const PolicySequence
     return;
   }
   if (plain_check_due_ < 0)
-    plain_check_due_ = step + (observed_[0] >= kPlainWarmup ? kPlainCheckInterval : kFirstPlainCheck);
+    plain_check_due_ = step + (plain_observed_ >= kPlainWarmup ? kPlainCheckInterval : kFirstPlainCheck);
   if (step < plain_check_due_ || out.probes > 0) return;
   plain_check_due_ = -1;
   out.plain_check = true;
@@ -174,13 +174,13 @@ void DraftLengthPolicy::observe_step(bool drafting, double predicted, double mea
   // sequence then drafted every step with every draft wrong). A drafting step's first timings are not
   // trusted either way: the first propose of a sequence projects all its waiting context rows, a cost
   // the model leaves out, so they move the correction by its usual tenth.
-  const int64_t seen = ++observed_[drafting ? 1 : 0];
   // Past that, one timing moves the correction by a tenth of at most twice its value: a long step (a
   // new batch shape's graph capture) moves it by a tenth at most, a lasting change in a few steps.
-  if (!drafting && seen <= kPlainWarmup)
-    c = seen == 1 ? ratio : std::min(c, ratio);
+  if (!drafting && plain_observed_ < kPlainWarmup)
+    c = plain_observed_ == 0 ? ratio : std::min(c, ratio);
   else
     c += kCorrectionWeight * (std::min(ratio, 2 * c) - c);
+  if (!drafting) ++plain_observed_;
 }
 
 void DraftLengthPolicy::after_choice(AcceptanceStats& stats, const DraftCandidate& candidate, int gamma) {

@@ -71,10 +71,11 @@ class DraftLengthPolicy {
   // linearly with their observed acceptance (smoothed over about the last hundred verifies, no prior) to
   // kHopefulProbeBudget at kHopefulAcceptance (below about a fifth, drafts pay at no concurrency on the
   // 8B cost table: a probe is unlikely to bring a sequence back). Unspent credit is kept up to one plain
-  // step, or up to the cost of a probe step it could not cover. The policy's first probe step is free (so one unlucky
-  // first verify is found out within a few steps); every later one waits for its credit. Issue 29 wants speculation
-  // within 3 % of plain decoding when every draft is wrong: at 2 % (and a plain step of credit to start with) probes
-  // alone cost 2.5 % of a 128-token pass at 64 sequences on the 8B cost table
+  // step, or up to the cost of a probe step it could not cover. The policy's first probe step is free (so
+  // one unlucky first verify is found out within a few steps); every later one waits for its credit.
+  // Issue 29 wants speculation within 3 % of plain decoding when every draft is wrong: at 2 % (and a plain
+  // step of credit to start with) probes alone cost 2.5 % of a 128-token pass at 64 sequences on the 8B
+  // cost table
   // (tests/engine/test_draft_policy_wrong_drafts.cpp), now about 0.5 %.
   static constexpr double kProbeBudget = 0.005;
   static constexpr double kHopefulProbeBudget = 0.02;
@@ -92,7 +93,7 @@ class DraftLengthPolicy {
   // A step the policy predicted `predicted` seconds for took `measured`: moves the correction of its kind.
   void observe_step(bool drafting, double predicted, double measured);
   // Plain steps timed so far.
-  int64_t plain_steps_observed() const { return observed_[0]; }
+  int64_t plain_steps_observed() const { return plain_observed_; }
   // Credits the step's share of the probe budget, then keeps the probes schedule_probes left in
   // `candidates` when the credit covers their predicted cost (spent) or they are the policy's first
   // (free), else clears them. Returns how many probe.
@@ -131,7 +132,7 @@ class DraftLengthPolicy {
   double unaffordable_probe_ = 0;  // the cost of the last probe step the credit did not cover (0: none since)
   bool first_probe_free_ = true;   // until the first probe step is afforded
   int64_t plain_check_due_ = -1;   // the step of the next plain check (-1: not drafting since the last plain step)
-  int64_t observed_[2] = {0, 0};   // plain and drafting steps timed (observe_step)
+  int64_t plain_observed_ = 0;     // plain steps timed (observe_step)
   // choose_step's buffers, kept from step to step (no allocation on a step of the same sequences).
   std::vector<double> prior_;
   std::vector<DraftCandidate> candidates_;

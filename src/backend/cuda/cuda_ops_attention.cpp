@@ -118,8 +118,7 @@ void CudaOps::attention_prefill(const TensorView& q, const KvGeometry& geo, int 
   bool kernel = k::attention_prefill_supports(geo.head_dim) && !rows.empty();
   for (const auto& row : rows) kernel = kernel && row.window_start == 0;
   if (!kernel) {
-    attention(q, geo, layer, rows, num_heads, scale, out);
-    if (gate != nullptr) mul_sigmoid(out, *gate);
+    Ops::attention_prefill(q, geo, layer, rows, num_heads, scale, out, gate);  // attention(), then the gate
     return;
   }
   on_device("attention_prefill", q);

@@ -168,11 +168,12 @@ constexpr int64_t wgt_plan_cost(int64_t M, int64_t K, const int64_t* N, int n, i
   const int bm = wgt_shape_bm(s), bn = wgt_shape_bn(s);
   const int64_t chunks = tc::ceil_div(K, tc::kMmaK), tile_bytes = int64_t{bm} * bn * 4;
   const int64_t stage_bytes = int64_t{bm + bn} * wg::kKT * 2;
-  constexpr int kMaxWeights = 8;
+  constexpr int kMaxWeights = 8;  // more than a launch takes (the kernel's kMaxParts)
+  const int weights = n < kMaxWeights ? n : kMaxWeights;
   int64_t units = 0, ktiles = 0, folds = 0, tiles[kMaxWeights] = {};
   int slices[kMaxWeights] = {};
   const bool sliced = p == WgtSplit::Slices;
-  for (int i = 0; i < n && i < kMaxWeights; ++i) {
+  for (int i = 0; i < weights; ++i) {
     const tc::KSplit split = tc::k_split(N[i], K, tc::split_target_ctas());
     tiles[i] = tc::ceil_div(M, bm) * tc::ceil_div(N[i], bn);
     slices[i] = sliced ? split.S : 1;
@@ -183,7 +184,7 @@ constexpr int64_t wgt_plan_cost(int64_t M, int64_t K, const int64_t* N, int n, i
     ktiles = kt > ktiles ? kt : ktiles;
   }
   const int64_t grid = units < sms ? units : sms;
-  const int64_t chains = sliced ? wgt_hand_over_chains(tiles, slices, n < kMaxWeights ? n : kMaxWeights, grid) : 0;
+  const int64_t chains = sliced ? wgt_hand_over_chains(tiles, slices, weights, grid) : 0;
   const int64_t cta = tc::ceil_div(units, sms) * ktiles * wgt_shape_ns(s) + chains * wgt_hand_over_ns(s);
   const int64_t l2 = (units * ktiles * stage_bytes + folds * 2 * tile_bytes) / kWgtL2BytesPerNs;
   return cta > l2 ? cta : l2;
