@@ -32,6 +32,9 @@ constexpr std::array kRegistry = {
            "`specserve bench`: repeat one step (decode, verify, propose, or prefill: one whole prompt of each "
            "--prefill length) between cudaProfilerStart and cudaProfilerStop, for scripts/gpu_profile.sh and "
            "scripts/gpu_trace.sh."},
+    EnvVar{"SPECSERVE_STEP_TRACE", EnvType::Text, "",
+           "Engine: write the host clock (CLOCK_MONOTONIC ns) at every step's start and at the end of each of "
+           "its stages, one CSV line a step, to this file (engine/step_trace.h; read against a GPU timeline)."},
     EnvVar{"SPECSERVE_API_KEY", EnvType::Text, "",
            "`specserve serve`: the API key when --api-key is not given (the command line reads it; an "
            "environment variable keeps the key out of ps). Never printed.",

@@ -19,6 +19,7 @@
 #include "engine/acceptance.h"
 #include "engine/batch_plan.h"
 #include "engine/draft_length_policy.h"
+#include "engine/step_trace.h"
 #include "engine/draft_proposer.h"
 #include "engine/engine_options.h"
 #include "engine/kv_budget.h"
@@ -143,6 +144,7 @@ class Engine {
   };
   StepPrediction step_prediction_;
   bool step_had_prefill_ = false;  // the current step's plan has a prefill chunk
+  StepTrace step_trace_;           // SPECSERVE_STEP_TRACE (a debugging aid)
   // hand_over_context's and propose_drafts' lists, kept from step to step (their storage reused).
   std::vector<DraftProposer::ContextRows> context_rows_;
   std::vector<Sequence*> decoding_;

@@ -47,18 +47,33 @@
 namespace specserve::engine {
 
 void Engine::step() {
-  if (!schedule_sequences()) return;                         // 1
+  step_trace_.begin();
+  if (!schedule_sequences()) return;  // 1
+  step_trace_.mark(1);
   const std::vector<PlannedSpan> plan = plan_with_blocks();  // 2
   if (plan.empty()) return;
+  step_trace_.mark(2);
   step_had_prefill_ =
       std::any_of(plan.begin(), plan.end(), [](const PlannedSpan& p) { return p.kind == SpanKind::PrefillChunk; });
   const StepRows rows = lay_out_rows(plan, running_, proposer_, options_.verify_mode);  // 3
-  const ForwardResult out = forward(rows);                                              // 4
-  std::vector<SpanResult> results = pick_accept_commit(rows, out);                      // 5
-  hand_over_context(results, out);                                                      // 6
-  stream_tokens(results);                                                               // 7
-  propose_drafts();                                                                     // 8
-  retire_finished();                                                                    // 9
+  step_trace_.mark(3);
+  const ForwardResult out = forward(rows);  // 4
+  step_trace_.mark(4);
+  std::vector<SpanResult> results = pick_accept_commit(rows, out);  // 5
+  step_trace_.mark(5);
+  hand_over_context(results, out);  // 6
+  step_trace_.mark(6);
+  stream_tokens(results);  // 7
+  step_trace_.mark(7);
+  propose_drafts();  // 8
+  step_trace_.mark(8);
+  retire_finished();  // 9
+  step_trace_.mark(9);
+  if (step_trace_.on()) {
+    int64_t drafts = 0;  // proposed for the next step
+    for (const auto& s : running_) drafts += static_cast<int64_t>(s->drafts.size());
+    step_trace_.end(rows.total_rows(), static_cast<int64_t>(rows.spans.size()), drafts);
+  }
 }
 
 // 1. Returns false when no sequence is running.

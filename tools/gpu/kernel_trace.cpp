@@ -8,7 +8,9 @@
 //                                                    SPECSERVE_TRACE_OUT=trace.csv SPECSERVE_PROFILE_STEP=decode
 //                                                    specserve bench ..., then kernel_trace_summary.py)
 //
-// CSV columns: start_ns, end_ns, grid (x*y*z CTAs), block threads, kernel name (mangled). Unlike ncu, which
+// CSV columns: start_ns, end_ns, grid (x*y*z CTAs), block threads, kernel name (mangled). With
+// SPECSERVE_TRACE_API=1 the CUDA runtime calls follow as rows too (ctas 0, the calling thread id in the
+// threads column, "api:" and the call's name): the host's side of the timeline. Unlike ncu, which
 // serialises kernels and flushes caches, this is the timeline the step really has, so a kernel's share of
 // the step is the time from the previous kernel's end to its own end (kernel_trace_summary.py).
 // Not built by CMake (it needs CUPTI, which only the CUDA toolkit has); scripts/gpu_trace.sh builds and runs it.
@@ -18,6 +20,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <ctime>
 #include <mutex>
 #include <string>
 #include <vector>
@@ -31,15 +34,30 @@ struct Kernel {
   std::string name;
 };
 
+// One CUDA runtime call (SPECSERVE_TRACE_API=1): its host-side span on the calling thread.
+struct ApiCall {
+  uint64_t start, end;
+  uint32_t thread;
+  CUpti_CallbackId cbid;
+};
+
 std::mutex g_mu;
 std::vector<Kernel> g_kernels;
+std::vector<ApiCall> g_api;
 bool g_on = false;
+bool g_api_on = false;
 
 void check(CUptiResult r, const char* what) {
   if (r == CUPTI_SUCCESS) return;
   const char* s = nullptr;
   cuptiGetResultString(r, &s);
   std::fprintf(stderr, "kernel_trace: %s failed: %s\n", what, s ? s : "?");
+}
+
+void enable_records(bool on) {
+  const CUpti_ActivityKind kinds[] = {CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL, CUPTI_ACTIVITY_KIND_RUNTIME};
+  for (int i = 0; i < (g_api_on ? 2 : 1); ++i)
+    check(on ? cuptiActivityEnable(kinds[i]) : cuptiActivityDisable(kinds[i]), "cuptiActivityEnable/Disable");
 }
 
 void CUPTIAPI buffer_requested(uint8_t** buffer, size_t* size, size_t* max_records) {
@@ -53,6 +71,11 @@ void CUPTIAPI buffer_completed(CUcontext, uint32_t, uint8_t* buffer, size_t, siz
   CUpti_Activity* rec = nullptr;
   std::lock_guard<std::mutex> lock(g_mu);
   while (cuptiActivityGetNextRecord(buffer, valid, &rec) == CUPTI_SUCCESS) {
+    if (rec->kind == CUPTI_ACTIVITY_KIND_RUNTIME) {
+      const auto* a = reinterpret_cast<const CUpti_ActivityAPI*>(rec);
+      g_api.push_back({a->start, a->end, a->threadId, a->cbid});
+      continue;
+    }
     if (rec->kind != CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL) continue;
     const auto* k = reinterpret_cast<const CUpti_ActivityKernel10*>(rec);
     g_kernels.push_back({k->start, k->end, uint64_t(k->gridX) * k->gridY * k->gridZ,
@@ -74,8 +97,22 @@ void write_trace() {
   for (const Kernel& k : g_kernels)
     std::fprintf(f, "%llu,%llu,%llu,%u,%s\n", (unsigned long long)k.start, (unsigned long long)k.end,
                  (unsigned long long)k.ctas, k.threads, k.name.c_str());
+  // One row that aligns the clocks: CUPTI's timestamp and CLOCK_MONOTONIC (engine/step_trace.h) read together.
+  uint64_t cupti_now = 0;
+  cuptiGetTimestamp(&cupti_now);
+  timespec mono{};
+  clock_gettime(CLOCK_MONOTONIC, &mono);
+  std::fprintf(f, "%llu,%llu,0,0,clock:cupti,monotonic\n", (unsigned long long)cupti_now,
+               (unsigned long long)(uint64_t(mono.tv_sec) * 1000000000ull + uint64_t(mono.tv_nsec)));
+  // Runtime calls as rows of the same CSV: ctas 0, threads the calling thread, the call's name.
+  for (const ApiCall& a : g_api) {
+    const char* name = nullptr;
+    cuptiGetCallbackName(CUPTI_CB_DOMAIN_RUNTIME_API, a.cbid, &name);
+    std::fprintf(f, "%llu,%llu,0,%u,api:%s\n", (unsigned long long)a.start, (unsigned long long)a.end, a.thread,
+                 name ? name : "?");
+  }
   std::fclose(f);
-  std::fprintf(stderr, "kernel_trace: %zu kernels\n", g_kernels.size());
+  std::fprintf(stderr, "kernel_trace: %zu kernels, %zu runtime calls\n", g_kernels.size(), g_api.size());
 }
 
 // Collects only inside cudaProfilerStart / cudaProfilerStop (SPECSERVE_TRACE_ALL=1: from the start).
@@ -83,11 +120,11 @@ void CUPTIAPI on_api(void*, CUpti_CallbackDomain domain, CUpti_CallbackId id, co
   const auto* cb = static_cast<const CUpti_CallbackData*>(data);
   if (domain != CUPTI_CB_DOMAIN_RUNTIME_API) return;
   if (id == CUPTI_RUNTIME_TRACE_CBID_cudaProfilerStart_v4000 && cb->callbackSite == CUPTI_API_EXIT && !g_on) {
-    check(cuptiActivityEnable(CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL), "cuptiActivityEnable");
+    enable_records(true);
     g_on = true;
   } else if (id == CUPTI_RUNTIME_TRACE_CBID_cudaProfilerStop_v4000 && cb->callbackSite == CUPTI_API_ENTER && g_on) {
     cuCtxSynchronize();  // every kernel of the range has ended before the records are cut off
-    check(cuptiActivityDisable(CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL), "cuptiActivityDisable");
+    enable_records(false);
     g_on = false;
   }
 }
@@ -97,9 +134,11 @@ void CUPTIAPI on_api(void*, CUpti_CallbackDomain domain, CUpti_CallbackId id, co
 extern "C" int InitializeInjection(void) {
   static CUpti_SubscriberHandle subscriber;
   check(cuptiActivityRegisterCallbacks(buffer_requested, buffer_completed), "cuptiActivityRegisterCallbacks");
+  const char* api = std::getenv("SPECSERVE_TRACE_API");
+  g_api_on = api && std::strcmp(api, "1") == 0;
   const char* all = std::getenv("SPECSERVE_TRACE_ALL");
   if (all && std::strcmp(all, "1") == 0) {
-    check(cuptiActivityEnable(CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL), "cuptiActivityEnable");
+    enable_records(true);
     g_on = true;
   } else {
     check(cuptiSubscribe(&subscriber, on_api, nullptr), "cuptiSubscribe");
