@@ -428,8 +428,18 @@ ForwardResult TargetModel::forward(const ForwardBatch& batch) {
   const auto n = static_cast<int64_t>(result.logit_rows.size());
   if (n > 0) {
     MemTensor sel = MemTensor::empty(mem, DType::F32, {n, H});
-    for (int64_t i = 0; i < n; ++i)
-      mem.copy(sel.as<float>() + i * H, x.as<float>() + result.logit_rows[i] * H, static_cast<size_t>(H) * 4);
+    // The wanted rows in runs of consecutive rows, all in one copy_many (one launch on a device).
+    std::vector<CopyRegion> runs;
+    const size_t row_bytes = static_cast<size_t>(H) * 4;
+    for (int64_t i = 0; i < n; ++i) {
+      const float* src = x.as<float>() + result.logit_rows[i] * H;
+      if (!runs.empty() &&
+          static_cast<const char*>(runs.back().src) + runs.back().bytes == reinterpret_cast<const char*>(src))
+        runs.back().bytes += row_bytes;
+      else
+        runs.push_back({sel.as<float>() + i * H, src, row_bytes});
+    }
+    mem.copy_many(runs);
     m.ops->rms_norm(sel, m.parts.final_norm, spec.norm, spec.eps, sel);
     result.logits = Tensor::empty(DType::F32, {n, spec.vocab});
     if (on_host) {
