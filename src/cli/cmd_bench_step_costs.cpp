@@ -55,10 +55,13 @@ int run_step_costs(const StepCostsArgs& a) {
   text += fmt::format("{:>8} {:>6} {:>8} {:>12} {:>12} {:>8}\n", "kind", "seqs", "rows/seq", "measured ms", "model ms",
                       "error");
   for (const auto& t : c.steps) {
-    const double p = model.uniform_step_seconds(t.batch, t.rows_per_sequence, t.context);
+    const double p =
+        model.step_seconds(t.rows(), t.batch, double(t.batch) * double(t.context), t.extra_row_context_sum());
+    const std::string rows = t.extra_rows > 0 ? fmt::format("{}+{}", t.rows_per_sequence, t.extra_rows)
+                                              : fmt::format("{}", t.rows_per_sequence);
     text += fmt::format("{:>8} {:>6} {:>8} {:>12.3f} {:>12.3f} {:>+7.1f}%   at {} positions\n",
-                        t.rows_per_sequence == 1 ? "decode" : "verify", t.batch, t.rows_per_sequence, t.seconds * 1e3,
-                        p * 1e3, (p / t.seconds - 1) * 100, t.context);
+                        t.rows() == t.batch ? "decode" : "verify", t.batch, rows, t.seconds * 1e3, p * 1e3,
+                        (p / t.seconds - 1) * 100, t.context);
   }
   for (const auto& t : c.proposes) {
     const double p = model.propose_seconds(t.batch, double(t.batch) * double(t.context));

@@ -46,7 +46,7 @@ int max_of(const std::vector<int>& v) { return *std::max_element(v.begin(), v.en
 // The most sequences any step of the plan runs at the short context.
 int short_batch(const CalibrationPlan& p) {
   int b = std::max(max_of(p.batches), p.decode_batches.empty() ? 1 : max_of(p.decode_batches));
-  for (const auto& [batch, k] : p.edges) b = std::max(b, batch);
+  for (const CalibrationEdge& e : p.edges) b = std::max(b, e.batch);
   return b;
 }
 
@@ -70,14 +70,12 @@ CalibrationPlan calibration_plan(std::string_view backend, int max_seqs, int gam
   for (int k : {1, 2, 4, 8})
     if (k < k_max) p.ks.push_back(k);
   p.ks.push_back(k_max);
-  // Exactly one row past each kernel's range, with the fewest sequences that make it (where some do).
+  // Exactly one row past each kernel's range, with the fewest sequences that make it (where they fit).
   for (const int64_t rows : {kGemvMaxRows + 1, kMidMaxRows + 1, kWgmmaSerialTile + 1, kWgmmaTmaMaxRows + 1}) {
     const int r = static_cast<int>(rows);
-    for (int k = std::min(k_max, r); k >= 1; --k) {
-      if (r % k != 0 || r / k > max_seqs) continue;
-      p.edges.emplace_back(r / k, k);
-      break;
-    }
+    const int batch = (r + k_max - 1) / k_max;
+    if (batch > max_seqs) continue;
+    p.edges.push_back({batch, r / batch, r % batch});
   }
   return p;
 }
@@ -104,19 +102,19 @@ Calibration calibrate_step_costs(TargetModel& target, const spec::DFlashDrafter&
   std::mt19937 rng(11);
   const int k_max = max_of(p.ks);
   auto time_steps = [&](int context, const std::vector<int>& batches, const std::vector<int>& ks,
-                        const std::vector<int>& decode_only, const std::vector<std::pair<int, int>>& edges) {
+                        const std::vector<int>& decode_only, const std::vector<CalibrationEdge>& edges) {
     int max_batch = std::max(max_of(batches), decode_only.empty() ? 1 : max_of(decode_only));
-    for (const auto& [b, k] : edges) max_batch = std::max(max_batch, b);
+    for (const CalibrationEdge& e : edges) max_batch = std::max(max_batch, e.batch);
     StepTimer timer(target, context, max_batch, k_max, prefill_chunk, rng);
-    auto time = [&](int b, int k) {
+    auto time = [&](int b, int k, int extra) {
       const double s = step_bench::median_seconds(
-          p.iterations, [&] { timer.step(b, k); }, p.warmups);
-      c.steps.push_back({b, k, context, s});
+          p.iterations, [&] { timer.step(b, k, extra); }, p.warmups);
+      c.steps.push_back({b, k, context, s, extra});
     };
     for (int b : batches)
-      for (int k : ks) time(b, k);
-    for (int b : decode_only) time(b, 1);
-    for (const auto& [b, k] : edges) time(b, k);
+      for (int k : ks) time(b, k, 0);
+    for (int b : decode_only) time(b, 1, 0);
+    for (const CalibrationEdge& e : edges) time(e.batch, e.k, e.extra);
     std::vector<int32_t> tokens = timer.tokens();
     ProposeTimer proposer(target, drafter, context, 1, prefill_chunk, std::move(tokens));
     for (int b : batches) {

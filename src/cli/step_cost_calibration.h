@@ -20,18 +20,26 @@
 
 namespace specserve::cli {
 
+// One edge step of the plan: `batch` sequences of `k` rows, the first `extra` (< batch) of them k + 1.
+struct CalibrationEdge {
+  int batch = 1, k = 1, extra = 0;
+  int64_t rows() const { return int64_t{batch} * k + extra; }
+  bool operator==(const CalibrationEdge&) const = default;
+};
+
 struct CalibrationPlan {
   std::vector<int> batches;         // verify and propose batch sizes
   std::vector<int> decode_batches;  // further decode-only batch sizes
   std::vector<int> ks;              // rows per sequence
-  // Steps (batch, rows per sequence) of exactly one row more than a matmul kernel's range or its row tile
+  // Steps (batch, rows per sequence, extra) of exactly one row more than a matmul kernel's range or its row tile
   // (backend/matmul_choice.h: kGemvMaxRows, kMidMaxRows, kWgmmaSerialTile, kWgmmaTmaMaxRows), at the
   // short context. The row share jumps there: the 8B shape on an H200 took 10.1 ms at 64 rows, 16.8 ms at
   // 76 (a probe's verify at 64 sequences), and from 129 rows the verify kernel runs a second 128-row tile.
   // The fit's knots are the row counts measured, so without one on each side of the jump the model
   // interpolated across it and priced such a step at a fraction of its cost (16 sequences of ~9 rows
-  // as little more than 16 of 8).
-  std::vector<std::pair<int, int>> edges;
+  // as little more than 16 of 8). The fewest sequences that make the row count with at most gamma_max + 1
+  // rows each: the first `extra` of them one row more than the others.
+  std::vector<CalibrationEdge> edges;
   int short_context = 256, long_context = 4096;
   int iterations = 3, warmups = 1;
 };

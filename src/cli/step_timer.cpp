@@ -17,11 +17,13 @@ StepTimer::StepTimer(TargetModel& target, int context, int max_batch, int max_k,
   tokens_ = step_bench::random_tokens(static_cast<size_t>(32 + max_k), rng, V);
 }
 
-ForwardBatch StepTimer::extend_batch(int batch, int k, LogitsWanted logits, int64_t argmax_columns) const {
+ForwardBatch StepTimer::extend_batch(int batch, int k, LogitsWanted logits, int64_t argmax_columns, int extra) const {
   ForwardBatch b;
-  for (int i = 0; i < batch; ++i)
-    b.spans.push_back({seqs_[static_cast<size_t>(i)].get(), std::span<const int32_t>(tokens_).subspan(i % 32, k),
+  for (int i = 0; i < batch; ++i) {
+    const auto rows = static_cast<size_t>(k + (i < extra ? 1 : 0));
+    b.spans.push_back({seqs_[static_cast<size_t>(i)].get(), std::span<const int32_t>(tokens_).subspan(i % 32, rows),
                        SpanMode::Extend, logits, argmax_columns});
+  }
   return b;
 }
 
@@ -29,8 +31,8 @@ void StepTimer::commit_one(int batch) {
   for (int i = 0; i < batch; ++i) target_.commit(*seqs_[static_cast<size_t>(i)], 1);
 }
 
-void StepTimer::step(int batch, int k) {
-  target_.forward(extend_batch(batch, k, LogitsWanted::All, target_.vocab_size()));
+void StepTimer::step(int batch, int k, int extra) {
+  target_.forward(extend_batch(batch, k, LogitsWanted::All, target_.vocab_size(), extra));
   commit_one(batch);
 }
 

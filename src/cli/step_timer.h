@@ -20,11 +20,13 @@ class StepTimer {
   // for up to max_k rows each. The caller reserves their KV blocks first.
   StepTimer(TargetModel& target, int context, int max_batch, int max_k, int prefill_chunk, std::mt19937& rng);
 
-  // The forward of one step over the first `batch` sequences with `k` rows each.
-  ForwardBatch extend_batch(int batch, int k, LogitsWanted logits, int64_t argmax_columns) const;
+  // The forward of one step over the first `batch` sequences with `k` rows each (the first `extra` of
+  // them k + 1 rows, at most max_k).
+  ForwardBatch extend_batch(int batch, int k, LogitsWanted logits, int64_t argmax_columns, int extra = 0) const;
   void commit_one(int batch);
-  // One step over the first `batch` sequences with `k` rows each, reduced to argmaxes, then commit(1).
-  void step(int batch, int k);
+  // One step over the first `batch` sequences with `k` rows each (the first `extra` k + 1), reduced to
+  // argmaxes, then commit(1).
+  void step(int batch, int k, int extra = 0);
   const std::vector<int32_t>& tokens() const { return tokens_; }
 
  private:

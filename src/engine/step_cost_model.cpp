@@ -139,10 +139,11 @@ StepCosts fit_step_costs(std::span<const StepTiming> steps, std::span<const Prop
   SS_CHECK(!steps.empty(), "step cost fit: no step timings");
   std::vector<double> knots;
   for (const StepTiming& t : steps) {
-    SS_CHECK(t.batch >= 1 && t.rows_per_sequence >= 1 && t.context >= 0 && std::isfinite(t.seconds) && t.seconds > 0,
-             "step cost fit: a timing of {} sequences x {} rows at {} positions took {} s", t.batch,
-             t.rows_per_sequence, t.context, t.seconds);
-    knots.push_back(double(t.batch) * t.rows_per_sequence);
+    SS_CHECK(t.batch >= 1 && t.rows_per_sequence >= 1 && t.context >= 0 && t.extra_rows >= 0 &&
+                 t.extra_rows < t.batch && std::isfinite(t.seconds) && t.seconds > 0,
+             "step cost fit: a timing of {} sequences x {} rows (+{}) at {} positions took {} s", t.batch,
+             t.rows_per_sequence, t.extra_rows, t.context, t.seconds);
+    knots.push_back(t.rows());
   }
   std::sort(knots.begin(), knots.end());
   knots.erase(std::unique(knots.begin(), knots.end()), knots.end());
@@ -152,11 +153,10 @@ StepCosts fit_step_costs(std::span<const StepTiming> steps, std::span<const Prop
   std::vector<double> b, w;
   for (const StepTiming& t : steps) {
     std::vector<double> row(K + 3, 0.0);
-    const double R = double(t.batch) * t.rows_per_sequence;
-    row[static_cast<size_t>(std::lower_bound(knots.begin(), knots.end(), R) - knots.begin())] = 1;
+    row[static_cast<size_t>(std::lower_bound(knots.begin(), knots.end(), t.rows()) - knots.begin())] = 1;
     row[K] = t.batch;
     row[K + 1] = double(t.batch) * double(t.context);
-    row[K + 2] = double(t.batch) * (t.rows_per_sequence - 1) * double(t.context);
+    row[K + 2] = t.extra_row_context_sum();
     A.push_back(row);
     b.push_back(t.seconds);
     w.push_back(1.0 / (t.seconds * t.seconds));

@@ -41,12 +41,18 @@ class StepCostModel {
 };
 
 // One measured target step: `batch` sequences of `context` positions, `rows_per_sequence` rows each
-// (1: decode), its median seconds.
+// (1: decode; the first `extra_rows` sequences one row more), its median seconds.
 struct StepTiming {
   int batch = 1;
   int rows_per_sequence = 1;
   int64_t context = 0;
   double seconds = 0;
+  int extra_rows = 0;  // < batch
+  double rows() const { return double(batch) * rows_per_sequence + extra_rows; }
+  // Σ_i (k_i − 1)·c_i.
+  double extra_row_context_sum() const {
+    return (double(batch) * (rows_per_sequence - 1) + extra_rows) * double(context);
+  }
 };
 // One measured drafter propose over `batch` sequences of `context` positions.
 struct ProposeTiming {

@@ -97,5 +97,41 @@ TEST(StepCostJump, ProbesPastTheJumpAreChargedForIt) {
   EXPECT_GT(cheap, 1.3 * fair);
 }
 
+// The 128-row tile: 16 sequences of 8 rows run one 128-row tile of the verify matmul, 16 of 9 two (the 8B
+// on an H200: ~10.5 ms at 128 rows, ~14 ms at 137-156 in a controlled run at 16 sequences). A calibration
+// at 16 sequences cannot make 129 rows of equal sequences (129 = 3 x 43), so its edge step is 9 sequences,
+// three of 15 rows and six of 14 (CalibrationEdge); with that knot the fit prices 16 x 9 rows with the
+// jump, without it the model interpolates between 128 and 256 rows.
+double true_tile_ms(double rows) { return rows <= 128 ? 9.5 + rows / 128 : 13.5 + 2.5 * (rows - 129) / 127; }
+
+StepCosts fitted_tiles(bool edge) {
+  std::vector<StepTiming> steps;
+  auto time = [&](int b, int k, int extra, int64_t context) {
+    const double c = double(context), rows = double(b) * k + extra;
+    const double ms = true_tile_ms(rows) + 0.02 * b + 1e-5 * b * c + 2e-6 * (rows - b) * c;
+    steps.push_back({b, k, context, ms * kMs, extra});
+  };
+  for (int b : {1, 4, 16})
+    for (int k : {1, 2, 4, 8, 16}) time(b, k, 0, 256);
+  if (edge) time(9, 14, 3, 256);
+  for (int b : {1, 4})
+    for (int k : {1, 16}) time(b, k, 0, 4096);
+  return fit_step_costs(steps, {});
+}
+
+TEST(StepCostJump, AnUnevenEdgeStepPricesTheSecondTile) {
+  const StepCostModel with(fitted_tiles(true)), without(fitted_tiles(false));
+  auto ms = [](const StepCostModel& m, int k) { return m.uniform_step_seconds(16, k, 256) / kMs; };
+  const double truth = true_tile_ms(144) + 0.02 * 16 + 1e-5 * 16 * 256 + 2e-6 * 128 * 256;
+  std::printf("16 x 9 rows: %.2f ms, priced %.2f ms with the 9 x 14 + 3 edge, %.2f without\n", truth, ms(with, 9),
+              ms(without, 9));
+  EXPECT_NEAR(ms(with, 9), truth, 0.03 * truth);
+  EXPECT_LT(ms(without, 9), 0.85 * truth) << "interpolated across the tile";
+  // The extra rows' context term is counted: the edge's Σ (k_i - 1)·c_i is (9 x 13 + 3)·c.
+  const StepTiming edge{9, 14, 256, 1.0, 3};
+  EXPECT_EQ(edge.rows(), 129);
+  EXPECT_EQ(edge.extra_row_context_sum(), (9.0 * 13 + 3) * 256);
+}
+
 }  // namespace
 }  // namespace specserve::engine
