@@ -159,6 +159,7 @@ MemTensor DFlashDrafter::run_blocks(std::span<const DraftBlock> blocks, int gamm
   SS_CHECK(gamma >= 1 && gamma < block_size(), "drafter: gamma {} outside [1, {}]", gamma, block_size() - 1);
   if (slots == 0) slots = gamma;
   SS_CHECK(slots >= 1 && slots <= gamma, "drafter: {} output slots for a block of {} drafts", slots, gamma);
+  for (const DraftBlock& b : blocks) SS_CHECK(b.slots >= 0, "drafter: a block asks for {} output slots", b.slots);
   std::vector<DrafterSequence*> seqs;
   for (const auto& b : blocks) seqs.push_back(b.sequence);
   return forward(seqs, blocks, gamma, slots);
@@ -331,14 +332,18 @@ MemTensor DFlashDrafter::forward(std::span<DrafterSequence* const> context_of, s
   for (DrafterSequence* s : context_of) s->mark_projected();
   if (Nb == 0) return MemTensor();
 
-  // Slots 1..slots → the drafter's final norm → the target's lm_head.
-  const int64_t n_out = static_cast<int64_t>(blocks.size()) * slots;
+  // Slots 1..slots_i of each block → the drafter's final norm → the target's lm_head.
+  int64_t n_out = 0;
+  for (const DraftBlock& b : blocks) n_out += b.slots > 0 ? std::min(b.slots, slots) : slots;
   MemTensor out = MemTensor::empty(mem, DType::F32, {n_out, H});
   std::vector<CopyRegion> slot_rows;  // one launch on a device, not one per block
-  for (size_t i = 0; i < blocks.size(); ++i)
-    slot_rows.push_back({out.as<float>() + static_cast<int64_t>(i) * slots * H,
-                         z.as<float>() + (static_cast<int64_t>(i) * B + 1) * H,
-                         static_cast<size_t>(slots * H) * sizeof(float)});
+  int64_t at = 0;
+  for (size_t i = 0; i < blocks.size(); ++i) {
+    const int n = blocks[i].slots > 0 ? std::min(blocks[i].slots, slots) : slots;
+    slot_rows.push_back({out.as<float>() + at * H, z.as<float>() + (static_cast<int64_t>(i) * B + 1) * H,
+                         static_cast<size_t>(n * H) * sizeof(float)});
+    at += n;
+  }
   mem.copy_many(slot_rows);
   ops.rms_norm(out, w.norm, NormKind::Plain, eps, out);
   if (head_ids_.empty()) {

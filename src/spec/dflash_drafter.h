@@ -52,6 +52,10 @@ struct DraftBlock {
   DrafterSequence* sequence = nullptr;
   int32_t pending_token = 0;  // the anchor, slot 0
   int64_t position = 0;       // s, its absolute position; must equal sequence->rows()
+  // Output slots 1..slots of this block go to the lm_head (0: the call's `slots`; at most those): a
+  // sequence drafting fewer than the call's most scores only the rows it drafts from. The block itself is
+  // whole either way, so its slots' values do not change.
+  int slots = 0;
 };
 
 class DFlashDrafter {
@@ -117,8 +121,9 @@ class DFlashDrafter {
 
   // Runs one block of gamma + 1 rows per entry (1 <= gamma < block_size is the caller's choice;
   // the trained block is gamma = block_size - 1), first projecting the waiting context rows of
-  // those sequences. Returns the logits of slots 1..slots (slots = gamma when 0; at most gamma):
-  // [blocks.size() * slots, vocab], block i's slot k at row i * slots + k - 1; with a vocabulary
+  // those sequences. Returns the logits of slots 1..slots (slots = gamma when 0; at most gamma; a block's
+  // own DraftBlock::slots, when set, fewer): [Σ_i slots_i, vocab], block i's slot k at row
+  // Σ_{j<i} slots_j + k - 1 (i * slots + k - 1 when no block sets its own); with a vocabulary
   // subset, ids outside it are -inf (never drafted, probability 0 when sampled). (Slot k's output
   // depends on the whole block — attention inside it is non-causal — so the first n drafts of a
   // full block differ from the n drafts of a block of n + 1 rows.)

@@ -131,7 +131,9 @@ void DFlashProposer::propose(std::span<engine::ProposeItem> items) {
     SS_DEBUG_CHECK(static_cast<int64_t>(item.history->length()) == item.pending_position + 1,
                    "DFlash proposer: history of {} tokens for a pending token at position {}", item.history->length(),
                    item.pending_position);
-    blocks.push_back({ctx.sequence.get(), item.pending_token, item.pending_position});
+    // Only the slots it drafts from reach the lm_head (the block stays whole: the drafts do not change).
+    blocks.push_back(
+        {ctx.sequence.get(), item.pending_token, item.pending_position, std::min(item.max_drafts, gamma_)});
     drafting.push_back(&item);
   }
   if (blocks.empty()) return;
@@ -147,24 +149,24 @@ void DFlashProposer::propose(std::span<engine::ProposeItem> items) {
                          });
   if (by_argmax) {
     const std::vector<int32_t> ids = drafter_.draft_argmax(blocks, block_gamma, gamma_, columns);
+    size_t at = 0;  // block i's first slot row
     for (size_t i = 0; i < drafting.size(); ++i) {
-      const int n = std::min(drafting[i]->max_drafts, gamma_);
-      for (int k = 0; k < n; ++k) {
-        drafting[i]->drafts->push_back(
-            sampling::backend_argmax_pick(ids[i * static_cast<size_t>(gamma_) + static_cast<size_t>(k)]));
-      }
+      const int n = blocks[i].slots;
+      for (int k = 0; k < n; ++k) drafting[i]->drafts->push_back(sampling::backend_argmax_pick(ids[at + k]));
+      at += static_cast<size_t>(n);
     }
     return;
   }
 
   const Tensor logits = drafter_.draft_logits(blocks, block_gamma, gamma_);
   const auto V = static_cast<size_t>(drafter_.vocab_size());
+  size_t at = 0;  // block i's first slot row
   for (size_t i = 0; i < drafting.size(); ++i) {
     engine::ProposeItem& item = *drafting[i];
     DFlashContext& ctx = as_dflash(*item.context);
-    const int n = std::min(item.max_drafts, gamma_);
-    const std::span<const float> rows(logits.as<float>() + i * static_cast<size_t>(gamma_) * V,
-                                      static_cast<size_t>(n) * V);
+    const int n = blocks[i].slots;
+    const std::span<const float> rows(logits.as<float>() + at * V, static_cast<size_t>(n) * V);
+    at += static_cast<size_t>(n);
     select_drafts(rows, n, *item.sampler, *item.history, options_.selection, workspace_, *item.drafts, ctx.q);
     ctx.q_rows = ctx.q.empty() ? 0 : n;
   }

@@ -51,6 +51,30 @@ TEST_F(DrafterBatching, BlockAloneEqualsBlockAmongOthers) {
   EXPECT_EQ(a->waiting_rows(), 0);
 }
 
+// A block that asks for fewer output slots (DraftBlock::slots: a sequence drafting fewer than the most)
+// gets the first of the same rows, packed after the blocks before it: the block itself stays whole.
+TEST_F(DrafterBatching, FewerOutputSlotsAreTheFirstRowsOfTheWholeBlock) {
+  const DFlashDrafter& d = *pair_->drafter;
+  const std::vector<int32_t> pa = {130, 66, 172, 183, 18, 130, 66}, pb = {5, 9, 5};
+  const auto fa = features(pa), fb = features(pb);
+  const int gamma = 15;
+  auto a = d.new_sequence(), b = d.new_sequence();
+  append_rows(*a, 0, fa);
+  append_rows(*b, 0, fb);
+  const DraftBlock whole[] = {{a.get(), 172, 7}, {b.get(), 9, 3}};
+  const Tensor all = d.draft_logits(whole, gamma);
+  const DraftBlock fewer[] = {{a.get(), 172, 7, 3}, {b.get(), 9, 3, 1}};
+  const Tensor some = d.draft_logits(fewer, gamma);
+  ASSERT_EQ(some.shape()[0], 4);
+  EXPECT_EQ(rows_of(some, 0, 3), rows_of(all, 0, 3));
+  EXPECT_EQ(rows_of(some, 3, 1), rows_of(all, gamma, 1));
+  // The argmax path packs them the same way.
+  const std::vector<int32_t> ids_all = d.draft_argmax(whole, gamma, gamma, d.vocab_size());
+  const std::vector<int32_t> ids_some = d.draft_argmax(fewer, gamma, gamma, d.vocab_size());
+  ASSERT_EQ(ids_some.size(), 4u);
+  EXPECT_EQ(ids_some, (std::vector<int32_t>{ids_all[0], ids_all[1], ids_all[2], ids_all[15]}));
+}
+
 TEST_F(DrafterBatching, EagerContextProjectionGivesTheSameDrafts) {
   const DFlashDrafter& d = *pair_->drafter;
   const std::vector<int32_t> prompt(50, 130);
