@@ -64,9 +64,10 @@ int run_step_costs(const StepCostsArgs& a) {
                         (p / t.seconds - 1) * 100, t.context);
   }
   for (const auto& t : c.proposes) {
-    const double p = model.propose_seconds(t.batch, double(t.batch) * double(t.context));
-    text += fmt::format("{:>8} {:>6} {:>8} {:>12.3f} {:>12.3f} {:>+7.1f}%   at {} positions\n", "propose", t.batch, "-",
-                        t.seconds * 1e3, p * 1e3, (p / t.seconds - 1) * 100, t.context);
+    const double p = model.propose_seconds(t.batch, double(t.batch) * double(t.context), double(t.batch) * t.slots);
+    text +=
+        fmt::format("{:>8} {:>6} {:>8} {:>12.3f} {:>12.3f} {:>+7.1f}%   at {} positions\n", "propose", t.batch,
+                    fmt::format("{} drafts", t.slots), t.seconds * 1e3, p * 1e3, (p / t.seconds - 1) * 100, t.context);
   }
   std::fputs(text.c_str(), stdout);
   if (!a.out.empty()) {

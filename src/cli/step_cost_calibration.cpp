@@ -117,11 +117,15 @@ Calibration calibrate_step_costs(TargetModel& target, const spec::DFlashDrafter&
     for (const CalibrationEdge& e : edges) time(e.batch, e.k, e.extra);
     std::vector<int32_t> tokens = timer.tokens();
     ProposeTimer proposer(target, drafter, context, 1, prefill_chunk, std::move(tokens));
-    for (int b : batches) {
+    // Each batch with every draft scored, and the largest with one a sequence too (the per-draft term).
+    auto time_propose = [&](int b, int slots) {
       const double s = step_bench::median_seconds(
-          p.iterations, [&] { proposer.propose(b); }, p.warmups);
-      c.proposes.push_back({b, context, s});
-    }
+          p.iterations, [&] { proposer.propose(b, slots); }, p.warmups);
+      c.proposes.push_back({b, context, s, slots});
+    };
+    const int drafts = std::max(1, k_max - 1);
+    for (int b : batches) time_propose(b, drafts);
+    if (drafts > 1) time_propose(max_of(batches), 1);
   };
   time_steps(p.short_context, p.batches, p.ks, p.decode_batches, p.edges);
   time_steps(p.long_context, long_batches(p), long_ks(p), {}, {});

@@ -49,7 +49,7 @@ ProposeTimer::ProposeTimer(const TargetModel& target, const spec::DFlashDrafter&
                                        -1.0f, 1.0f);
 }
 
-void ProposeTimer::propose(int batch) {
+void ProposeTimer::propose(int batch, int slots) {
   while (static_cast<int>(ctx_.size()) < batch) {
     ctx_.push_back(drafter_.new_sequence());
     step_bench::fill_drafter_context(drafter_, *ctx_.back(), context_, rows_.view());
@@ -64,7 +64,7 @@ void ProposeTimer::propose(int batch) {
   std::vector<spec::DraftBlock> blocks;
   for (int i = 0; i < batch; ++i) {
     spec::DrafterSequence& d = *ctx_[static_cast<size_t>(i)];
-    blocks.push_back({&d, tokens_[static_cast<size_t>(i) % tokens_.size()], d.rows()});
+    blocks.push_back({&d, tokens_[static_cast<size_t>(i) % tokens_.size()], d.rows(), slots});
   }
   const int gamma = drafter_.block_size() - 1;
   drafter_.draft_argmax(blocks, gamma, gamma, target_.vocab_size());

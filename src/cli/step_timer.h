@@ -42,8 +42,9 @@ class ProposeTimer {
   // the target's forward memory. The caller reserves the drafter's KV blocks first.
   ProposeTimer(const TargetModel& target, const spec::DFlashDrafter& drafter, int context, int appended,
                int prefill_chunk, std::vector<int32_t> tokens);
-  // One propose over the first `batch` drafter sequences: their new rows in one hand-off, then a block each.
-  void propose(int batch);
+  // One propose over the first `batch` drafter sequences: their new rows in one hand-off, then a whole
+  // block each, `slots` of its drafts scored (1..block_size - 1; 0: all).
+  void propose(int batch, int slots = 0);
 
  private:
   const TargetModel& target_;

@@ -14,9 +14,10 @@ DraftLengthPolicy::DraftLengthPolicy(const EngineOptions& options, EngineMetrics
   metrics.step_cost_model.store(true);
   for (size_t i = 0; i < EngineMetrics::kStepCostPoints.size(); ++i) {
     const auto& p = EngineMetrics::kStepCostPoints[i];
-    const double s = std::string_view(p.kind) == "propose"
-                         ? model_->propose_seconds(p.sequences, double(p.sequences) * p.context)
-                         : model_->uniform_step_seconds(p.sequences, p.rows, p.context);
+    const double s =
+        std::string_view(p.kind) == "propose"
+            ? model_->propose_seconds(p.sequences, double(p.sequences) * p.context, double(p.sequences) * options.gamma)
+            : model_->uniform_step_seconds(p.sequences, p.rows, p.context);
     metrics.step_cost_seconds[i].store(s);
   }
 }
@@ -91,7 +92,7 @@ int DraftLengthPolicy::afford_probes(std::span<DraftCandidate> candidates) {
     return static_cast<int>(probing);
   }
   const double with = (model_->step_seconds(n + extra_rows, n, context, extra_context) +
-                       model_->propose_seconds(probing, probing_context)) *
+                       model_->propose_seconds(probing, probing_context, extra_rows)) *
                       correction_.drafting;
   const double cost = std::max(0.0, with - plain);
   if (cost > probe_credit_) {

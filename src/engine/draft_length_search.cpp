@@ -34,9 +34,10 @@ class StepSums {
       drafted_context_ += sign * ctx;
     }
   }
+  // Every draft is a row (rows_ − sequences_ of them).
   double model_seconds() const {
     return model_.step_seconds(rows_, sequences_, context_, extra_row_context_) +
-           model_.propose_seconds(drafted_, drafted_context_);
+           model_.propose_seconds(drafted_, drafted_context_, rows_ - sequences_);
   }
   double seconds() const { return model_seconds() * (drafted_ > 0.5 ? correction_.drafting : correction_.plain); }
   double tokens() const { return tokens_; }
@@ -102,8 +103,9 @@ Least least_assignment(const StepCostModel& model, std::span<const DraftCandidat
       b.drafted_context += ctx;
     }
   }
-  b.model_seconds = model.step_seconds(b.rows, static_cast<double>(candidates.size()), b.context, b.extra_row_context) +
-                    model.propose_seconds(b.drafted, b.drafted_context);
+  const auto sequences = static_cast<double>(candidates.size());
+  b.model_seconds = model.step_seconds(b.rows, sequences, b.context, b.extra_row_context) +
+                    model.propose_seconds(b.drafted, b.drafted_context, b.rows - sequences);
   b.seconds = b.model_seconds * (b.drafted > 0.5 ? correction.drafting : correction.plain);
   return b;
 }
@@ -122,7 +124,8 @@ bool least_is_best(const StepCostModel& model, std::span<const DraftCandidate> c
   // Another assignment γ (drafting: it raises some γ_i above min_i) takes at least
   //   S_base + Σ_{raised i} (per_row_i · (γ_i − min_i) + fixed_i)
   // seconds: the row share rises by at least its least slope over the rows in reach per added row, the
-  // per-position term by the row's positions, and a sequence not drafting before joins the propose (whose
+  // per-position term by the row's positions, the propose by the draft's slot, and a sequence not drafting
+  // before joins the propose (whose
   // fixed part is paid once, in S_base, when no sequence drafted before).
   const double slope = model.min_row_slope(b.rows, rows_most);
   const double base = correction.drafting * (b.model_seconds + (b.drafted > 0.5 ? 0.0 : k.propose_s));
@@ -134,7 +137,7 @@ bool least_is_best(const StepCostModel& model, std::span<const DraftCandidate> c
   for (const DraftCandidate& c : candidates) {
     if (c.max_drafts == c.min_drafts) continue;
     const double ctx = static_cast<double>(c.context);
-    const double per_row = correction.drafting * (slope + k.row_context_s * ctx);
+    const double per_row = correction.drafting * (slope + k.row_context_s * ctx + k.propose_draft_s);
     const double fixed =
         c.min_drafts > 0 ? 0.0 : correction.drafting * (k.propose_sequence_s + k.propose_context_s * ctx);
     double run = 1, gain = 0, best = -std::numeric_limits<double>::infinity();

@@ -54,9 +54,10 @@ double StepCostModel::uniform_step_seconds(int sequences, int rows_per_sequence,
                       sequences * (rows_per_sequence - 1) * c);
 }
 
-double StepCostModel::propose_seconds(double sequences, double context_sum) const {
+double StepCostModel::propose_seconds(double sequences, double context_sum, double drafts) const {
   if (sequences <= 0) return 0;
-  return costs_.propose_s + costs_.propose_sequence_s * sequences + costs_.propose_context_s * context_sum;
+  return costs_.propose_s + costs_.propose_sequence_s * sequences + costs_.propose_context_s * context_sum +
+         costs_.propose_draft_s * drafts;
 }
 
 std::string StepCostModel::describe(int gamma_max) const {
@@ -64,10 +65,12 @@ std::string StepCostModel::describe(int gamma_max) const {
   auto ms = [](double s) { return s * 1e3; };
   return fmt::format(
       "at 1024 positions: decode 1/16/64 sequences {:.2f}/{:.2f}/{:.2f} ms, verify of {} rows for 1/16 sequences "
-      "{:.2f}/{:.2f} ms, propose 1/16 {:.2f}/{:.2f} ms; +{:.3f} ms per 1,000 positions of a decode row",
+      "{:.2f}/{:.2f} ms, propose 1/16 {:.2f}/{:.2f} ms ({} drafts each; {:.3f} ms a draft); +{:.3f} ms per 1,000 "
+      "positions of a decode row",
       ms(uniform_step_seconds(1, 1, 1024)), ms(uniform_step_seconds(16, 1, 1024)),
       ms(uniform_step_seconds(64, 1, 1024)), k, ms(uniform_step_seconds(1, k, 1024)),
-      ms(uniform_step_seconds(16, k, 1024)), ms(propose_seconds(1, 1024)), ms(propose_seconds(16, 16 * 1024.0)),
+      ms(uniform_step_seconds(16, k, 1024)), ms(propose_seconds(1, 1024, gamma_max)),
+      ms(propose_seconds(16, 16 * 1024.0, 16.0 * gamma_max)), gamma_max, ms(costs_.propose_draft_s),
       ms(costs_.context_s * 1000));
 }
 
@@ -184,16 +187,18 @@ StepCosts fit_step_costs(std::span<const StepTiming> steps, std::span<const Prop
     std::vector<std::vector<double>> P;
     std::vector<double> pb, pw;
     for (const ProposeTiming& t : proposes) {
-      SS_CHECK(t.batch >= 1 && t.context >= 0 && std::isfinite(t.seconds) && t.seconds > 0,
-               "step cost fit: a propose of {} sequences at {} positions took {} s", t.batch, t.context, t.seconds);
-      P.push_back({1.0, double(t.batch), double(t.batch) * double(t.context)});
+      SS_CHECK(t.batch >= 1 && t.context >= 0 && t.slots >= 1 && std::isfinite(t.seconds) && t.seconds > 0,
+               "step cost fit: a propose of {} sequences x {} drafts at {} positions took {} s", t.batch, t.slots,
+               t.context, t.seconds);
+      P.push_back({1.0, double(t.batch), double(t.batch) * double(t.context), double(t.batch) * t.slots});
       pb.push_back(t.seconds);
       pw.push_back(1.0 / (t.seconds * t.seconds));
     }
-    const std::vector<double> y = fit_columns(P, pb, pw, {0, 1, 2});
+    const std::vector<double> y = fit_columns(P, pb, pw, {0, 1, 2, 3});
     c.propose_s = y[0];
     c.propose_sequence_s = y[1];
     c.propose_context_s = y[2];
+    c.propose_draft_s = y[3];
   }
   check_step_costs(c);
   return c;

@@ -29,8 +29,9 @@ class StepCostModel {
   double step_seconds(double rows, double sequences, double context_sum, double extra_row_context_sum) const;
   // `sequences` sequences of `context` positions with `rows_per_sequence` rows each.
   double uniform_step_seconds(int sequences, int rows_per_sequence, int64_t context) const;
-  // A drafter propose for `sequences` sequences holding `context_sum` positions in all (0 for none).
-  double propose_seconds(double sequences, double context_sum) const;
+  // A drafter propose for `sequences` sequences holding `context_sum` positions in all, `drafts` drafts
+  // in all (0 for none).
+  double propose_seconds(double sequences, double context_sum, double drafts) const;
 
   const StepCosts& costs() const { return costs_; }
   // One line for the start-up log: predicted decode, verify and propose times at a few points.
@@ -54,11 +55,12 @@ struct StepTiming {
     return (double(batch) * (rows_per_sequence - 1) + extra_rows) * double(context);
   }
 };
-// One measured drafter propose over `batch` sequences of `context` positions.
+// One measured drafter propose over `batch` sequences of `context` positions, `slots` drafts each.
 struct ProposeTiming {
   int batch = 1;
   int64_t context = 0;
   double seconds = 0;
+  int slots = 1;
 };
 
 // Least-squares fit of StepCosts to the timings, each weighted by 1/seconds² (relative error): w's

@@ -65,7 +65,8 @@ void check_step_costs(const StepCosts& c) {
                                                     {"row_context_s", c.row_context_s},
                                                     {"propose_s", c.propose_s},
                                                     {"propose_sequence_s", c.propose_sequence_s},
-                                                    {"propose_context_s", c.propose_context_s}};
+                                                    {"propose_context_s", c.propose_context_s},
+                                                    {"propose_draft_s", c.propose_draft_s}};
   for (const auto& [name, v] : scalars)
     SS_CHECK(finite_non_negative(v), "{}: '{}' is {} (seconds >= 0)", kWhat, name, v);
 }
@@ -84,7 +85,8 @@ std::string write_step_cost_profile(const StepCostProfile& p) {
                       {"row_context_s", c.row_context_s},
                       {"propose_s", c.propose_s},
                       {"propose_sequence_s", c.propose_sequence_s},
-                      {"propose_context_s", c.propose_context_s}};
+                      {"propose_context_s", c.propose_context_s},
+                      {"propose_draft_s", c.propose_draft_s}};
   return j.dump(2) + "\n";
 }
 
@@ -93,7 +95,8 @@ StepCostProfile parse_step_cost_profile(std::string_view text) {
   SS_CHECK(j.is_object(), "{}: the file holds {}, not an object", kWhat, json_type_name(j));
   static const std::set<std::string> kKeys = {
       "specserve_step_costs", "model",     "device",        "build",     "row_knots",          "row_seconds",
-      "sequence_s",           "context_s", "row_context_s", "propose_s", "propose_sequence_s", "propose_context_s"};
+      "sequence_s",           "context_s", "row_context_s", "propose_s", "propose_sequence_s", "propose_context_s",
+      "propose_draft_s"};
   for (const auto& [key, value] : j.items()) SS_CHECK(kKeys.count(key) > 0, "{}: unknown key '{}'", kWhat, key);
   SS_CHECK(j.contains("specserve_step_costs"), "{}: 'specserve_step_costs' (the format version) is missing", kWhat);
   const nlohmann::json& version = j.at("specserve_step_costs");
@@ -112,6 +115,7 @@ StepCostProfile parse_step_cost_profile(std::string_view text) {
   c.propose_s = number_field(j, "propose_s");
   c.propose_sequence_s = number_field(j, "propose_sequence_s");
   c.propose_context_s = number_field(j, "propose_context_s");
+  c.propose_draft_s = number_field(j, "propose_draft_s");
   check_step_costs(c);
   return p;
 }

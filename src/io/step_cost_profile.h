@@ -8,7 +8,8 @@
 // The file is one JSON object:
 //   {"specserve_step_costs": 1, "model": "...", "device": "...", "build": "...",
 //    "row_knots": [1, 2, 4, ...], "row_seconds": [...], "sequence_s": ..., "context_s": ...,
-//    "row_context_s": ..., "propose_s": ..., "propose_sequence_s": ..., "propose_context_s": ...}
+//    "row_context_s": ..., "propose_s": ..., "propose_sequence_s": ..., "propose_context_s": ...,
+//    "propose_draft_s": ...}
 #include <string>
 #include <string_view>
 #include <vector>
@@ -20,7 +21,8 @@ namespace specserve {
 //   w(R) + sequence_s·S + Σ_i c_i·(context_s + row_context_s·(k_i − 1))
 // where w is piecewise linear through (row_knots, row_seconds), extended by its last segment's slope
 // (and flat below the first knot); a drafter propose over D sequences (D > 0) costs
-//   propose_s + propose_sequence_s·D + propose_context_s·Σ_{drafted} c_i.
+//   propose_s + propose_sequence_s·D + propose_context_s·Σ_{drafted} c_i + propose_draft_s·Σ_{drafted} γ_i
+// (every drafted sequence runs the drafter's whole block; only its γ_i slots reach the lm_head).
 struct StepCosts {
   std::vector<double> row_knots;    // extend rows of a step, strictly increasing, >= 1
   std::vector<double> row_seconds;  // w at each knot, non-decreasing, > 0
@@ -30,6 +32,7 @@ struct StepCosts {
   double propose_s = 0;             // a drafter propose, whatever it drafts for
   double propose_sequence_s = 0;    // per sequence drafted for
   double propose_context_s = 0;     // per sequence drafted for, per position it holds
+  double propose_draft_s = 0;       // per draft: its slot's lm_head row
 };
 
 // Throws Error naming the first field out of range (the rules of StepCosts' comments; every number finite
@@ -43,7 +46,7 @@ struct StepCostProfile {
   StepCosts costs;
 };
 
-inline constexpr int kStepCostProfileVersion = 1;
+inline constexpr int kStepCostProfileVersion = 2;  // 2: propose_draft_s
 
 std::string write_step_cost_profile(const StepCostProfile& profile);
 // Throws Error on anything but a profile as written above (unknown or missing keys, wrong types,

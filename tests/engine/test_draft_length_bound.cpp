@@ -32,6 +32,7 @@ StepCosts random_costs(std::mt19937& rng) {
   sc.propose_s = 3 * u(rng) * kMs;
   sc.propose_sequence_s = 0.3 * u(rng) * kMs;
   sc.propose_context_s = 1e-5 * u(rng) * kMs;
+  sc.propose_draft_s = 0.05 * u(rng) * kMs;
   return sc;
 }
 
@@ -66,7 +67,8 @@ double score(const StepCostModel& costs, const std::vector<DraftCandidate>& c, c
     extra += g[i] * double(c[i].context);
     if (g[i] > 0) drafted += 1, drafted_ctx += double(c[i].context);
   }
-  const double s = costs.step_seconds(rows, double(c.size()), ctx, extra) + costs.propose_seconds(drafted, drafted_ctx);
+  const double s = costs.step_seconds(rows, double(c.size()), ctx, extra) +
+                   costs.propose_seconds(drafted, drafted_ctx, rows - double(c.size()));
   return tokens / (s * (drafted > 0 ? k.drafting : k.plain));
 }
 

@@ -191,8 +191,8 @@ TEST(DraftLengthPolicy, MatchesAnExhaustiveSearch) {
         extra += g[i] * double(c[i].context);
         if (g[i] > 0) drafted += 1, drafted_ctx += double(c[i].context);
       }
-      return tokens /
-             (costs.step_seconds(rows, double(c.size()), ctx, extra) + costs.propose_seconds(drafted, drafted_ctx));
+      return tokens / (costs.step_seconds(rows, double(c.size()), ctx, extra) +
+                       costs.propose_seconds(drafted, drafted_ctx, rows - double(c.size())));
     };
     double best = 0;
     for (int a = 0; a <= 4; ++a)
@@ -399,9 +399,9 @@ TEST(DraftLengthPolicy, EveryDraftWrongFallsToPlainRowsAndProbes) {
     const int p = std::min(n, DraftLengthPolicy::kMaxProbesPerStep);
     const StepCostModel costs = gpu_like_costs();
     const double plain = costs.step_seconds(n, n, n * 512.0, 0);
-    const double wait =
-        (costs.step_seconds(n + 3 * p, n, n * 512.0, 3 * p * 512.0) + costs.propose_seconds(p, p * 512.0) - plain) /
-        (DraftLengthPolicy::kProbeBudget * plain);
+    const double wait = (costs.step_seconds(n + 3 * p, n, n * 512.0, 3 * p * 512.0) +
+                         costs.propose_seconds(p, p * 512.0, 3 * p) - plain) /
+                        (DraftLengthPolicy::kProbeBudget * plain);
     const auto longest_gap = static_cast<int64_t>(turns * (kLongest + wait) + kLongest / 2);
     for (int i = 0; i < n; ++i) {
       const auto& at = probes[static_cast<size_t>(i)];
@@ -431,7 +431,7 @@ TEST(DraftLengthPolicy, ProbesStayWithinTheirBudget) {
   const int n = 64, probing = 4, steps = 400;
   const double plain = costs.step_seconds(n, n, n * 512.0, 0);
   const double cost = costs.step_seconds(n + 3 * probing, n, n * 512.0, 3 * probing * 512.0) +
-                      costs.propose_seconds(probing, probing * 512.0) - plain;
+                      costs.propose_seconds(probing, probing * 512.0, 3 * probing) - plain;
   int afforded = 0;
   for (int t = 0; t < steps; ++t) {
     std::vector<DraftCandidate> c(n, candidate(15, 0.05));
@@ -469,7 +469,7 @@ TEST(DraftLengthPolicy, ProbesDearerThanAPlainStepAreStillAfforded) {
     afforded += policy.afford_probes(c) > 0;
   }
   const double plain = costs.step_seconds(1, 1, 512.0, 0);
-  const double cost = costs.step_seconds(4, 1, 512.0, 3 * 512.0) + costs.propose_seconds(1, 512.0) - plain;
+  const double cost = costs.step_seconds(4, 1, 512.0, 3 * 512.0) + costs.propose_seconds(1, 512.0, 3) - plain;
   ASSERT_GT(cost, 2 * plain);
   const double expected = 1 + DraftLengthPolicy::kProbeBudget * steps * plain / cost;
   EXPECT_GE(afforded, expected - 2) << "budget " << expected;
@@ -556,7 +556,7 @@ TEST(DraftLengthPolicy, GeometricAcceptanceSettlesNearTheCostOptimalLength) {
           drafted += g > 0;
         }
         rate_sum += tokens / (costs.step_seconds(rows, n, n * 512.0, (rows - n) * 512.0) +
-                              costs.propose_seconds(drafted, drafted * 512));
+                              costs.propose_seconds(drafted, drafted * 512, rows - n));
         ++counted;
       }
       double best_gamma = 0;
@@ -582,6 +582,7 @@ TEST(StepCostModel, FitRecoversTheCoefficientsOfItsOwnForm) {
   truth.propose_s = 0.4 * kMs;
   truth.propose_sequence_s = 0.05 * kMs;
   truth.propose_context_s = 1e-6 * kMs;
+  truth.propose_draft_s = 0.03 * kMs;
   const StepCostModel model(truth);
   std::vector<StepTiming> steps;
   std::vector<ProposeTiming> proposes;
@@ -589,12 +590,17 @@ TEST(StepCostModel, FitRecoversTheCoefficientsOfItsOwnForm) {
     for (int b : {1, 4, 16})
       for (int k : {1, 2, 4, 8, 16}) steps.push_back({b, k, context, model.uniform_step_seconds(b, k, context)});
   for (int context : {256, 4096})
-    for (int b : {1, 4, 16}) proposes.push_back({b, context, model.propose_seconds(b, double(b) * context)});
+    for (int b : {1, 4, 16})
+      proposes.push_back({b, context, model.propose_seconds(b, double(b) * context, b * 15.0), 15});
+  // The calibration's propose with one draft a sequence (the largest batch) tells the per-draft term apart.
+  proposes.push_back({16, 256, model.propose_seconds(16, 16 * 256.0, 16), 1});
   const StepCostModel fitted(fit_step_costs(steps, proposes));
   EXPECT_NEAR(fitted.costs().sequence_s, truth.sequence_s, 1e-3 * truth.sequence_s);
   EXPECT_NEAR(fitted.costs().context_s, truth.context_s, 1e-3 * truth.context_s);
   EXPECT_NEAR(fitted.costs().row_context_s, truth.row_context_s, 1e-3 * truth.row_context_s);
   EXPECT_NEAR(fitted.costs().propose_s, truth.propose_s, 1e-3 * truth.propose_s);
+  EXPECT_NEAR(fitted.costs().propose_sequence_s, truth.propose_sequence_s, 1e-3 * truth.propose_sequence_s);
+  EXPECT_NEAR(fitted.costs().propose_draft_s, truth.propose_draft_s, 1e-3 * truth.propose_draft_s);
   for (const StepTiming& t : steps)
     EXPECT_NEAR(fitted.uniform_step_seconds(t.batch, t.rows_per_sequence, t.context), t.seconds, 1e-3 * t.seconds);
   // Between knots the row share is interpolated, past the last one extrapolated along it.

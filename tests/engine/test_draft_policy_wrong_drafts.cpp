@@ -72,13 +72,14 @@ PassCost wrong_drafts_pass(int n, int tokens, int64_t first_step = 1) {
     const int remaining = tokens - (k + 1);
     for (size_t i = 0; i < seqs.size(); ++i) seqs[i] = {&stats[i], context, std::clamp(remaining - 1, 0, 15)};
     const StepDraftChoice choice = policy.choose_step(step, seqs);  // as Engine::draft_lengths
-    double drafting = 0;
+    double drafting = 0, drafts = 0;
     for (size_t i = 0; i < gamma.size(); ++i) {
       gamma[i] = choice.gamma[i];
       drafting += gamma[i] > 0;
+      drafts += gamma[i];
     }
     if (drafting > 0) {
-      cost.spec += model.propose_seconds(drafting, drafting * static_cast<double>(context + 1));
+      cost.spec += model.propose_seconds(drafting, drafting * static_cast<double>(context + 1), drafts);
       ++cost.drafting_steps;
     }
   }

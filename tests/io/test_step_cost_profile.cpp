@@ -25,6 +25,7 @@ StepCostProfile sample() {
   p.costs.propose_s = 4e-4;
   p.costs.propose_sequence_s = 5e-5;
   p.costs.propose_context_s = 6e-9;
+  p.costs.propose_draft_s = 7e-6;
   return p;
 }
 
@@ -55,6 +56,7 @@ TEST(StepCostProfile, RoundTrips) {
   EXPECT_EQ(q.costs.row_knots, p.costs.row_knots);
   EXPECT_EQ(q.costs.row_seconds, p.costs.row_seconds);
   EXPECT_EQ(q.costs.propose_context_s, p.costs.propose_context_s);
+  EXPECT_EQ(q.costs.propose_draft_s, p.costs.propose_draft_s);
   EXPECT_NO_THROW(check_step_cost_profile_key(q, p.model, p.device, p.build));
 }
 
@@ -62,7 +64,8 @@ TEST(StepCostProfile, RefusesMalformedProfilesByName) {
   EXPECT_NE(error_of("{").find("not valid JSON"), std::string::npos);
   EXPECT_NE(error_of("[]").find("not an object"), std::string::npos);
   EXPECT_NE(error_of(with("specserve_step_costs", "")).find("format version"), std::string::npos);
-  EXPECT_NE(error_of(with("specserve_step_costs", "2")).find("format version 2"), std::string::npos);
+  EXPECT_NE(error_of(with("specserve_step_costs", "1")).find("format version 1"), std::string::npos);
+  EXPECT_NE(error_of(with("propose_draft_s", "")).find("'propose_draft_s' is missing"), std::string::npos);
   EXPECT_NE(error_of(with("extra", "1")).find("unknown key 'extra'"), std::string::npos);
   EXPECT_NE(error_of(with("model", "")).find("'model' is missing"), std::string::npos);
   EXPECT_NE(error_of(with("device", "3")).find("'device' is an integer"), std::string::npos);
