@@ -28,7 +28,9 @@ ForwardBatch StepTimer::extend_batch(int batch, int k, LogitsWanted logits, int6
 }
 
 void StepTimer::commit_one(int batch) {
-  for (int i = 0; i < batch; ++i) target_.commit(*seqs_[static_cast<size_t>(i)], 1);
+  std::vector<std::pair<SequenceState*, int64_t>> commits;
+  for (int i = 0; i < batch; ++i) commits.emplace_back(seqs_[static_cast<size_t>(i)].get(), 1);
+  target_.commit_many(commits);
 }
 
 void StepTimer::step(int batch, int k, int extra) {

@@ -150,6 +150,7 @@ class Engine {
   std::vector<Sequence*> decoding_;
   std::vector<int> max_drafts_;
   std::vector<PolicySequence> policy_sequences_;
+  std::vector<std::pair<SequenceState*, int64_t>> commits_;  // pick_accept_commit's, one call a step
   std::vector<ProposeItem> propose_items_;
   int lookahead_ = 0;  // DraftProposer::positions_past_context (0 without a proposer)
   // The target's swap image: fixed bytes (DeltaNet state) and bytes per KV block (swap.cpp).

@@ -17,7 +17,8 @@
 //   5. picks, acceptance, commit             per span (pick_accept_commit): each row picked by the
 //                                            sequence's picker; a draft is accepted iff it equals the
 //                                            pick plain decoding makes there (engine/acceptance.h);
-//                                            the target keeps pending + accepted rows
+//                                            the target keeps pending + accepted rows (ONE
+//                                            TargetModel::commit_many for every span)
 //   6. drafter context   hand_over_context   ONE batched hand-off (DraftProposer::append_contexts)
 //                                            of every committed row: prefill chunks, pending +
 //                                            accepted drafts; never a rejected draft
@@ -127,6 +128,8 @@ PickerRows picker_rows(Picker picker, const ForwardResult& out, int64_t first, i
 std::vector<Engine::SpanResult> Engine::pick_accept_commit(const StepRows& rows, const ForwardResult& out) {
   std::vector<SpanResult> results;
   results.reserve(rows.spans.size());
+  std::vector<std::pair<SequenceState*, int64_t>>& commits = commits_;  // its storage reused
+  commits.clear();
   int64_t next_logits_row = 0;
   for (size_t i = 0; i < rows.spans.size(); ++i) {
     const SpanRows& span = rows.spans[i];
@@ -154,8 +157,8 @@ std::vector<Engine::SpanResult> Engine::pick_accept_commit(const StepRows& rows,
       next_logits_row += 1 + k;
       r.picked = true;
       const int accepted = r.picks.accepted;
-      model_.commit(s.state(), 1 + accepted);
-      r.first_position = s.state().length() - (1 + accepted);
+      commits.emplace_back(&s.state(), 1 + accepted);  // after the loop: every sequence's in one call
+      r.first_position = s.state().length();
       r.committed = std::span<const int32_t>(span.tokens).first(static_cast<size_t>(1 + accepted));
       if (k > 0) {
         metrics_.record_spec_round(k, accepted);
@@ -169,6 +172,7 @@ std::vector<Engine::SpanResult> Engine::pick_accept_commit(const StepRows& rows,
     if (r.picked) s.pending = r.picks.tokens.back();
     results.push_back(std::move(r));
   }
+  model_.commit_many(commits);
   return results;
 }
 

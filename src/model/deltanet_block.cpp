@@ -107,24 +107,48 @@ void DeltaNetBlock::forward(BatchContext& ctx, const TensorView& x, const Tensor
   ctx.matmul(core, out_proj, out);
 }
 
-void DeltaNetBlock::commit(const Ops& ops, const Memory& mem, const ArchSpec& spec, SequenceState& seq, int64_t n,
+void DeltaNetBlock::commit(const Ops& ops, const Memory& mem, const ArchSpec& spec, std::span<const Commit> commits,
                            std::vector<CopyRegion>& copies, std::vector<Buffer>& retired) const {
   const GdnDims& d = spec.gdn;
-  auto& L = ModelInternals::deltanet(seq, slot);
   const int64_t C = d.conv_dim(), Hv = d.num_v_heads;
-  const int64_t K = L.pending_rows;
-  SS_CHECK(n >= 1 && n <= K, "commit: {} rows of a {}-row extend", n, K);
-  if (n == K) {
-    std::swap(L.state, L.work);
-  } else {
-    // Replay the kept rows through the same recurrence decode runs.
-    MemTensor scratch = MemTensor::empty(mem, DType::F32, {K, d.value_dim()});
-    GdnSpan span{L.state.f32(), 0, n, 0, false};
-    ops.gated_delta_rule(L.pending_qkv.view(DType::F32, {K, C}), L.pending_g.view(DType::F32, {K, Hv}),
-                         L.pending_beta.view(DType::F32, {K, Hv}), std::span(&span, 1), d, scratch);
+  // The partial acceptances' kept rows, gathered: [rows, C], [rows, Hv], [rows, Hv].
+  std::vector<GdnSpan> spans;
+  std::vector<CopyRegion> gather;
+  int64_t rows = 0;
+  for (const Commit& c : commits) {
+    auto& L = ModelInternals::deltanet(*c.state, slot);
+    const int64_t K = L.pending_rows;
+    SS_CHECK(c.n >= 1 && c.n <= K, "commit: {} rows of a {}-row extend", c.n, K);
+    if (c.n < K) {
+      spans.push_back({L.state.f32(), rows, c.n, 0, false});
+      rows += c.n;
+    }
   }
-  advance_window(mem, L.window, L.pending_pre.f32(), n, C, d.conv_kernel - 1, copies, retired);
-  L.pending_rows = 0;
+  MemTensor qkv, g, beta;
+  if (rows > 0) {
+    qkv = MemTensor::empty(mem, DType::F32, {rows, C});
+    g = MemTensor::empty(mem, DType::F32, {rows, Hv});
+    beta = MemTensor::empty(mem, DType::F32, {rows, Hv});
+  }
+  size_t replayed = 0;
+  for (const Commit& c : commits) {
+    auto& L = ModelInternals::deltanet(*c.state, slot);
+    if (c.n == L.pending_rows) {
+      std::swap(L.state, L.work);
+    } else {
+      // Replay the kept rows through the same recurrence decode runs.
+      const int64_t at = spans[replayed++].row_begin;
+      gather.push_back({qkv.as<float>() + at * C, L.pending_qkv.f32(), static_cast<size_t>(c.n * C) * 4});
+      gather.push_back({g.as<float>() + at * Hv, L.pending_g.f32(), static_cast<size_t>(c.n * Hv) * 4});
+      gather.push_back({beta.as<float>() + at * Hv, L.pending_beta.f32(), static_cast<size_t>(c.n * Hv) * 4});
+    }
+    advance_window(mem, L.window, L.pending_pre.f32(), c.n, C, d.conv_kernel - 1, copies, retired);
+    L.pending_rows = 0;
+  }
+  if (rows == 0) return;
+  mem.copy_many(gather);
+  MemTensor scratch = MemTensor::empty(mem, DType::F32, {rows, d.value_dim()});
+  ops.gated_delta_rule(qkv, g, beta, spans, d, scratch);
 }
 
 }  // namespace specserve

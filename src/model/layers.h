@@ -88,9 +88,16 @@ struct DeltaNetBlock {
   TensorView conv, a_log, dt_bias, norm;          // f32: conv [conv_dim, Kc]
   int slot = 0;                                   // index among the DeltaNet layers
   void forward(BatchContext& ctx, const TensorView& x, const TensorView& out) const;
-  // commit(n) of a pending extend (see sequence_state.h). The window copies are appended to `copies`
-  // for the caller's one Memory::copy_many; replaced buffers go to `retired` until then.
-  void commit(const Ops& ops, const Memory& mem, const ArchSpec& spec, SequenceState& s, int64_t n,
+  // commit(n_i) of each sequence's pending extend (see sequence_state.h): full acceptances swap buffers,
+  // the partial ones replay their kept rows in ONE gated_delta_rule call (their saved inputs gathered
+  // first in one copy_many), each sequence a stepped span of its own, so its state is the bits a
+  // replay alone gives. The window copies are appended to `copies` for the caller's one
+  // Memory::copy_many; replaced buffers go to `retired` until then.
+  struct Commit {
+    SequenceState* state = nullptr;
+    int64_t n = 0;
+  };
+  void commit(const Ops& ops, const Memory& mem, const ArchSpec& spec, std::span<const Commit> commits,
               std::vector<CopyRegion>& copies, std::vector<Buffer>& retired) const;
 };
 

@@ -483,22 +483,36 @@ void TargetModel::restore_snapshot(std::span<void* const> blocks, SequenceState&
 }
 
 void TargetModel::commit(SequenceState& state, int64_t n) const {
-  const int64_t k = state.pending();
-  SS_CHECK(k > 0, "commit: the sequence has no pending extend");
-  SS_CHECK(n >= 1 && n <= k, "commit: {} rows of a {}-row extend", n, k);
+  const std::pair<SequenceState*, int64_t> one{&state, n};
+  commit_many(std::span(&one, 1));
+}
+
+void TargetModel::commit_many(std::span<const std::pair<SequenceState*, int64_t>> commits) const {
+  std::vector<DeltaNetBlock::Commit> items;
+  std::set<const SequenceState*> seen;
+  for (const auto& [state, n] : commits) {
+    SS_CHECK(state != nullptr && seen.insert(state).second, "commit: a sequence appears twice (or is null)");
+    const int64_t k = state->pending();
+    SS_CHECK(k > 0, "commit: the sequence has no pending extend");
+    SS_CHECK(n >= 1 && n <= k, "commit: {} rows of a {}-row extend", n, k);
+    items.push_back({state, n});
+  }
   // Every DeltaNet layer's window copies in one copy_many.
   std::vector<CopyRegion> copies;
   std::vector<Buffer> retired;
   if (impl_->tp) {
-    tensor_parallel_commit(*impl_->tp, *impl_->ops, *impl_->mem, state, n, copies, retired);
+    for (const auto& c : items)
+      tensor_parallel_commit(*impl_->tp, *impl_->ops, *impl_->mem, *c.state, c.n, copies, retired);
   } else {
     for (const auto& l : impl_->parts.layers)
       if (l.type == LayerType::LinearAttention)
-        l.deltanet.commit(*impl_->ops, *impl_->mem, impl_->parts.spec, state, n, copies, retired);
+        l.deltanet.commit(*impl_->ops, *impl_->mem, impl_->parts.spec, items, copies, retired);
   }
   impl_->mem->copy_many(copies);
-  ModelInternals::length(state) += n;
-  ModelInternals::pending(state) = 0;
+  for (const auto& c : items) {
+    ModelInternals::length(*c.state) += c.n;
+    ModelInternals::pending(*c.state) = 0;
+  }
 }
 
 }  // namespace specserve

@@ -169,6 +169,9 @@ class TargetModel {
   ForwardResult forward(const ForwardBatch& batch);
   // Keeps the first n (1 <= n <= pending) rows of the state's pending extend.
   void commit(SequenceState& state, int64_t n) const;
+  // commit(state, n) of each pair, every DeltaNet layer's replays in one call (a few launches a layer
+  // however many sequences; the same bits as committing each alone). A state appears at most once.
+  void commit_many(std::span<const std::pair<SequenceState*, int64_t>> commits) const;
 
   // The input embedding table [vocab, hidden] (f32 or bf16, a host view) and the gather into f32
   // rows. embed, lm_head and final_norm run on the CPU for host tensors and on the model's device

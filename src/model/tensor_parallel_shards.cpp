@@ -134,7 +134,10 @@ void tensor_parallel_commit(const TensorParallelShards& tp, const Ops& ops, cons
                             int64_t n, std::vector<CopyRegion>& copies, std::vector<Buffer>& retired) {
   for (const RankModel& rank : tp.ranks)
     for (const DecoderLayer& l : rank.parts.layers)
-      if (l.type == LayerType::LinearAttention) l.deltanet.commit(ops, mem, rank.parts.spec, s, n, copies, retired);
+      if (l.type == LayerType::LinearAttention) {
+        const DeltaNetBlock::Commit c{&s, n};
+        l.deltanet.commit(ops, mem, rank.parts.spec, std::span(&c, 1), copies, retired);
+      }
 }
 
 }  // namespace specserve

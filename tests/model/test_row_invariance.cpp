@@ -143,6 +143,45 @@ TEST_P(RowInvariance, RollbackEqualsRunThatSawOnlyKeptRows) {
   }
 }
 
+// commit_many (the engine's one call a step): four sequences verified in one forward and committed
+// together, full and partial acceptances mixed, continue exactly as twins committed one at a time.
+TEST_P(RowInvariance, CommitManyEqualsCommittingEachAlone) {
+  const std::vector<int64_t> keep = {6, 1, 3, 5};
+  std::vector<std::unique_ptr<SequenceState>> many, alone;
+  std::vector<std::vector<int32_t>> drafts;
+  ForwardBatch batch;
+  for (size_t i = 0; i < keep.size(); ++i) {
+    auto prompt = random_ids(20 + 7 * i, static_cast<uint32_t>(40 + i), V());
+    drafts.push_back(random_ids(6, static_cast<uint32_t>(50 + i), V()));
+    many.push_back(model_->new_sequence());
+    alone.push_back(model_->new_sequence());
+    run_one(*model_, *many.back(), prompt, SpanMode::Prefill, LogitsWanted::None);
+    run_one(*model_, *alone.back(), prompt, SpanMode::Prefill, LogitsWanted::None);
+  }
+  for (size_t i = 0; i < keep.size(); ++i)
+    batch.spans.push_back({many[i].get(), drafts[i], SpanMode::Extend, LogitsWanted::None});
+  model_->forward(batch);
+  std::vector<std::pair<SequenceState*, int64_t>> commits;
+  for (size_t i = 0; i < keep.size(); ++i) commits.emplace_back(many[i].get(), keep[i]);
+  model_->commit_many(commits);
+  for (size_t i = 0; i < keep.size(); ++i) {
+    run_one(*model_, *alone[i], drafts[i], SpanMode::Extend, LogitsWanted::None);
+    model_->commit(*alone[i], keep[i]);
+    ASSERT_EQ(many[i]->length(), alone[i]->length());
+    auto a = run_one(*model_, *many[i], {11, 12}, SpanMode::Extend, LogitsWanted::All);
+    auto b = run_one(*model_, *alone[i], {11, 12}, SpanMode::Extend, LogitsWanted::All);
+    ASSERT_EQ(0, std::memcmp(a.logits.as<float>(), b.logits.as<float>(), a.logits.nbytes())) << "sequence " << i;
+    model_->commit(*many[i], 2);
+    model_->commit(*alone[i], 2);
+  }
+  // A sequence twice in one call is refused.
+  auto s = model_->new_sequence();
+  run_one(*model_, *s, {1, 2, 3}, SpanMode::Prefill);
+  run_one(*model_, *s, {4, 5}, SpanMode::Extend);
+  const std::vector<std::pair<SequenceState*, int64_t>> twice = {{s.get(), 1}, {s.get(), 1}};
+  EXPECT_THROW(model_->commit_many(twice), Error);
+}
+
 TEST_P(RowInvariance, StateMisuseIsRejected) {
   auto s = model_->new_sequence();
   run_one(*model_, *s, {1, 2, 3}, SpanMode::Prefill);
