@@ -278,6 +278,7 @@ std::span<const int> Engine::draft_lengths(std::span<Sequence* const> decoding, 
   metrics_.spec_policy_probes.fetch_add(choice.probes, std::memory_order_relaxed);
   if (choice.plain_check) metrics_.spec_policy_plain_checks.fetch_add(1, std::memory_order_relaxed);
   const StepCostCorrection& correction = draft_policy_.correction();
+  step_trace_.policy(choice.model_seconds, correction.plain, correction.drafting);
   metrics_.spec_policy_correction_plain.store(correction.plain, std::memory_order_relaxed);
   metrics_.spec_policy_correction_drafting.store(correction.drafting, std::memory_order_relaxed);
   return choice.gamma;

@@ -28,7 +28,15 @@ class StepTrace {
   void mark(int stage) {
     if (on()) marks_[stage] = now_ns();
   }
-  // Writes the step's line: marks (0 for a stage that did not run), rows, decoding sequences, drafting.
+  // The adaptive policy's choice for the next step: its model seconds and the corrections it applied.
+  void policy(double model_seconds, double plain_correction, double drafting_correction) {
+    if (!on()) return;
+    model_seconds_ = model_seconds;
+    plain_correction_ = plain_correction;
+    drafting_correction_ = drafting_correction;
+  }
+  // Writes the step's line: marks (0 for a stage that did not run), rows, decoding sequences, drafts
+  // proposed for the next step, and the policy's choice (0 when it made none).
   void end(int64_t rows, int64_t sequences, int64_t drafted);
 
  private:
@@ -36,6 +44,7 @@ class StepTrace {
   std::FILE* file_ = nullptr;
   uint64_t steps_ = 0;
   int64_t marks_[kMarks] = {};
+  double model_seconds_ = 0, plain_correction_ = 0, drafting_correction_ = 0;
 };
 
 }  // namespace specserve::engine

@@ -48,7 +48,7 @@ def load_steps(path):
                 cur = []
                 engines.append(cur)
                 continue
-            v = [int(x) for x in line.strip().split(",")]
+            v = [int(x) for x in line.strip().split(",")[:14]]
             cur.append({"marks": v[1:11], "rows": v[11], "seqs": v[12], "drafted": v[13]})
     return engines
 
