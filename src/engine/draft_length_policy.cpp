@@ -169,16 +169,19 @@ void DraftLengthPolicy::observe_step(bool drafting, double predicted, double mea
   const double ratio = std::clamp(measured / predicted, 0.25, 4.0);
   double& c = drafting ? correction_.drafting : correction_.plain;
   // Plain steps are timed rarely while the policy drafts (plain checks), so their first kPlainWarmup
-  // timings set the plain correction outright, as their least: a step's clock only ever runs long (a
-  // first step of a new batch shape captures its CUDA graphs, the host is descheduled), and one such
-  // step taken at its word made plain rows look four times dearer than they are (the tiny shape at one
-  // sequence then drafted every step with every draft wrong). A drafting step's first timings are not
+  // timings set the plain correction outright, as the least of them and the model (1): a step's clock
+  // only ever runs long (a first step of a new batch shape launches without a graph or captures one, the
+  // host is descheduled), and one such step taken at its word made plain rows look four times dearer
+  // than they are (the tiny shape at one sequence then drafted every step with every draft wrong; at 16
+  // sequences a plain check whose shape the drafting engine had not run took 2.4x the model's time).
+  // Raising the plain correction is left to the tenths below: a plain correction too low only makes the
+  // policy draft less. A drafting step's first timings are not
   // trusted either way: the first propose of a sequence projects all its waiting context rows, a cost
   // the model leaves out, so they move the correction by its usual tenth.
   // Past that, one timing moves the correction by a tenth of at most twice its value: a long step (a
   // new batch shape's graph capture) moves it by a tenth at most, a lasting change in a few steps.
   if (!drafting && plain_observed_ < kPlainWarmup)
-    c = plain_observed_ == 0 ? ratio : std::min(c, ratio);
+    c = std::min(c, ratio);
   else
     c += kCorrectionWeight * (std::min(ratio, 2 * c) - c);
   if (!drafting) ++plain_observed_;
