@@ -30,10 +30,12 @@ const std::set<std::string> kBuildMacros = {"SPECSERVE_HAVE_CUDA", "SPECSERVE_DE
 
 }  // namespace
 
+// Off-switches and debugging aids only (a user's choice is a flag): a handful. Session 25 added the ninth,
+// the engine's step trace; a tenth should replace one rather than join them.
 TEST(EnvRegistry, AHandfulOfDocumentedVariables) {
   const auto reg = env_registry();
   EXPECT_GE(reg.size(), 1u);
-  EXPECT_LE(reg.size(), 8u);
+  EXPECT_LE(reg.size(), 9u);
   std::set<std::string_view> names;
   for (const EnvVar& e : reg) {
     EXPECT_TRUE(e.name.starts_with("SPECSERVE_")) << e.name;
