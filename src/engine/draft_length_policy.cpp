@@ -175,9 +175,9 @@ void DraftLengthPolicy::observe_step(bool drafting, double predicted, double mea
   // than they are (the tiny shape at one sequence then drafted every step with every draft wrong; at 16
   // sequences a plain check whose shape the drafting engine had not run took 2.4x the model's time).
   // Raising the plain correction is left to the tenths below: a plain correction too low only makes the
-  // policy draft less. A drafting step's first timings are not
-  // trusted either way: the first propose of a sequence projects all its waiting context rows, a cost
-  // the model leaves out, so they move the correction by its usual tenth.
+  // policy draft less. A drafting step's first timings are not trusted either way: the first propose of
+  // a sequence projects all its waiting context rows, a cost the model leaves out, so they move the
+  // correction by its usual tenth.
   // Past that, one timing moves the correction by a tenth of at most twice its value: a long step (a
   // new batch shape's graph capture) moves it by a tenth at most, a lasting change in a few steps.
   if (!drafting && plain_observed_ < kPlainWarmup)

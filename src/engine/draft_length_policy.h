@@ -75,8 +75,7 @@ class DraftLengthPolicy {
   // one unlucky first verify is found out within a few steps); every later one waits for its credit.
   // Issue 29 wants speculation within 3 % of plain decoding when every draft is wrong: at 2 % (and a plain
   // step of credit to start with) probes alone cost 2.5 % of a 128-token pass at 64 sequences on the 8B
-  // cost table
-  // (tests/engine/test_draft_policy_wrong_drafts.cpp), now about 0.5 %.
+  // cost table (tests/engine/test_draft_policy_wrong_drafts.cpp), now about 0.5 %.
   static constexpr double kProbeBudget = 0.005;
   static constexpr double kHopefulProbeBudget = 0.02;
   static constexpr double kHopefulAcceptance = 0.25;

@@ -125,8 +125,7 @@ bool least_is_best(const StepCostModel& model, std::span<const DraftCandidate> c
   //   S_base + Σ_{raised i} (per_row_i · (γ_i − min_i) + fixed_i)
   // seconds: the row share rises by at least its least slope over the rows in reach per added row, the
   // per-position term by the row's positions, the propose by the draft's slot, and a sequence not drafting
-  // before joins the propose (whose
-  // fixed part is paid once, in S_base, when no sequence drafted before).
+  // before joins the propose (whose fixed part is paid once, in S_base, when no sequence drafted before).
   const double slope = model.min_row_slope(b.rows, rows_most);
   const double base = correction.drafting * (b.model_seconds + (b.drafted > 0.5 ? 0.0 : k.propose_s));
   // It scores at most (1 − 1e-9) of the least one when its tokens T_B + Σ gain_i stay within rate · seconds,

@@ -19,7 +19,6 @@
 #include "engine/acceptance.h"
 #include "engine/batch_plan.h"
 #include "engine/draft_length_policy.h"
-#include "engine/step_trace.h"
 #include "engine/draft_proposer.h"
 #include "engine/engine_options.h"
 #include "engine/kv_budget.h"
@@ -30,6 +29,7 @@
 #include "engine/row_layout.h"
 #include "engine/sequence.h"
 #include "engine/spec_step.h"
+#include "engine/step_trace.h"
 #include "model/target_model.h"
 
 namespace specserve::engine {

@@ -501,8 +501,7 @@ void TargetModel::commit_many(std::span<const std::pair<SequenceState*, int64_t>
   std::vector<CopyRegion> copies;
   std::vector<Buffer> retired;
   if (impl_->tp) {
-    for (const auto& c : items)
-      tensor_parallel_commit(*impl_->tp, *impl_->ops, *impl_->mem, *c.state, c.n, copies, retired);
+    tensor_parallel_commit(*impl_->tp, *impl_->ops, *impl_->mem, items, copies, retired);
   } else {
     for (const auto& l : impl_->parts.layers)
       if (l.type == LayerType::LinearAttention)

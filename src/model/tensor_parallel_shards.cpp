@@ -130,14 +130,12 @@ std::unique_ptr<TensorParallelShards> shard_model(const ModelParts& full, const 
   return tp;
 }
 
-void tensor_parallel_commit(const TensorParallelShards& tp, const Ops& ops, const Memory& mem, SequenceState& s,
-                            int64_t n, std::vector<CopyRegion>& copies, std::vector<Buffer>& retired) {
+void tensor_parallel_commit(const TensorParallelShards& tp, const Ops& ops, const Memory& mem,
+                            std::span<const DeltaNetBlock::Commit> commits, std::vector<CopyRegion>& copies,
+                            std::vector<Buffer>& retired) {
   for (const RankModel& rank : tp.ranks)
     for (const DecoderLayer& l : rank.parts.layers)
-      if (l.type == LayerType::LinearAttention) {
-        const DeltaNetBlock::Commit c{&s, n};
-        l.deltanet.commit(ops, mem, rank.parts.spec, std::span(&c, 1), copies, retired);
-      }
+      if (l.type == LayerType::LinearAttention) l.deltanet.commit(ops, mem, rank.parts.spec, commits, copies, retired);
 }
 
 }  // namespace specserve

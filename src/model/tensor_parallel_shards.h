@@ -62,8 +62,9 @@ class TensorParallelStep {
   std::vector<std::vector<std::vector<void*>>> tables_;  // [rank][span]: block pointers of the rank's slices
 };
 
-// TargetModel::commit's DeltaNet part for every rank's layers.
-void tensor_parallel_commit(const TensorParallelShards& tp, const Ops& ops, const Memory& mem, SequenceState& s,
-                            int64_t n, std::vector<CopyRegion>& copies, std::vector<Buffer>& retired);
+// TargetModel::commit_many's DeltaNet part for every rank's layers.
+void tensor_parallel_commit(const TensorParallelShards& tp, const Ops& ops, const Memory& mem,
+                            std::span<const DeltaNetBlock::Commit> commits, std::vector<CopyRegion>& copies,
+                            std::vector<Buffer>& retired);
 
 }  // namespace specserve

@@ -333,13 +333,14 @@ MemTensor DFlashDrafter::forward(std::span<DrafterSequence* const> context_of, s
   if (Nb == 0) return MemTensor();
 
   // Slots 1..slots_i of each block → the drafter's final norm → the target's lm_head.
+  auto slots_of = [&](const DraftBlock& b) { return b.slots > 0 ? std::min(b.slots, slots) : slots; };
   int64_t n_out = 0;
-  for (const DraftBlock& b : blocks) n_out += b.slots > 0 ? std::min(b.slots, slots) : slots;
+  for (const DraftBlock& b : blocks) n_out += slots_of(b);
   MemTensor out = MemTensor::empty(mem, DType::F32, {n_out, H});
   std::vector<CopyRegion> slot_rows;  // one launch on a device, not one per block
-  int64_t at = 0;
+  int64_t at = 0;                     // packed in block order
   for (size_t i = 0; i < blocks.size(); ++i) {
-    const int n = blocks[i].slots > 0 ? std::min(blocks[i].slots, slots) : slots;
+    const int n = slots_of(blocks[i]);
     slot_rows.push_back({out.as<float>() + at * H, z.as<float>() + (static_cast<int64_t>(i) * B + 1) * H,
                          static_cast<size_t>(n * H) * sizeof(float)});
     at += n;
