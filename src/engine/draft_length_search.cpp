@@ -73,6 +73,7 @@ void check_candidates(std::span<const DraftCandidate> candidates) {
 struct Least {
   double rows = 0, context = 0, extra_row_context = 0, tokens = 0, drafted = 0, drafted_context = 0;
   double model_seconds = 0, seconds = 0;
+  double verify_model_seconds = 0;  // the forward in the verify form (a drafting step's), plus the propose
 };
 
 // Drafts of `c` expected to be accepted when it drafts `g`, summed as the search sums them.
@@ -107,6 +108,8 @@ Least least_assignment(const StepCostModel& model, std::span<const DraftCandidat
   b.model_seconds = model.step_seconds(b.rows, sequences, b.context, b.extra_row_context) +
                     model.propose_seconds(b.drafted, b.drafted_context, b.rows - sequences);
   b.seconds = b.model_seconds * (b.drafted > 0.5 ? correction.drafting : correction.plain);
+  b.verify_model_seconds = model.verify_seconds(b.rows, sequences, b.context, b.extra_row_context) +
+                           model.propose_seconds(b.drafted, b.drafted_context, b.rows - sequences);
   return b;
 }
 
@@ -126,8 +129,10 @@ bool least_is_best(const StepCostModel& model, std::span<const DraftCandidate> c
   // seconds: the row share rises by at least its least slope over the rows in reach per added row, the
   // per-position term by the row's positions, the propose by the draft's slot, and a sequence not drafting
   // before joins the propose (whose fixed part is paid once, in S_base, when no sequence drafted before).
+  // S_base prices the least assignment's rows in the verify form: a drafting step's forward is one, even
+  // where the least assignment is plain rows that the plain curve prices apart.
   const double slope = model.min_row_slope(b.rows, rows_most);
-  const double base = correction.drafting * (b.model_seconds + (b.drafted > 0.5 ? 0.0 : k.propose_s));
+  const double base = correction.drafting * (b.verify_model_seconds + (b.drafted > 0.5 ? 0.0 : k.propose_s));
   // It scores at most (1 − 1e-9) of the least one when its tokens T_B + Σ gain_i stay within rate · seconds,
   // i.e. when Σ_i (gain_i − rate · (per_row_i · Δγ_i + fixed_i)) <= rate · S_base − T_B for every choice of
   // raised sequences: the best choice takes each sequence's best raise where it is positive (at least one).

@@ -13,17 +13,22 @@ namespace specserve::engine {
 
 StepCostModel::StepCostModel(StepCosts costs) : costs_(std::move(costs)) { check_step_costs(costs_); }
 
-double StepCostModel::row_seconds(double rows) const {
-  const auto& x = costs_.row_knots;
-  const auto& y = costs_.row_seconds;
-  if (x.size() == 1) return y.front() * std::max(1.0, rows / x.front());  // one knot: proportional past it
-  if (rows <= x.front()) return y.front();
+namespace {
+
+// A piecewise-linear curve through (x, y): flat below the first knot, each segment's slope between knots,
+// the last segment's past the last knot (with one knot: proportional past it).
+double curve_at(const std::vector<double>& x, const std::vector<double>& y, double at) {
+  if (x.size() == 1) return y.front() * std::max(1.0, at / x.front());
+  if (at <= x.front()) return y.front();
   size_t i = 1;
-  while (i + 1 < x.size() && rows > x[i]) ++i;
-  // Between knots i-1 and i, or past the last knot along the last segment.
+  while (i + 1 < x.size() && at > x[i]) ++i;
   const double slope = (y[i] - y[i - 1]) / (x[i] - x[i - 1]);
-  return y[i - 1] + slope * (rows - x[i - 1]);
+  return y[i - 1] + slope * (at - x[i - 1]);
 }
+
+}  // namespace
+
+double StepCostModel::row_seconds(double rows) const { return curve_at(costs_.row_knots, costs_.row_seconds, rows); }
 
 double StepCostModel::min_row_slope(double from, double to) const {
   const auto& x = costs_.row_knots;
@@ -44,8 +49,19 @@ double StepCostModel::min_row_slope(double from, double to) const {
 
 double StepCostModel::step_seconds(double rows, double sequences, double context_sum,
                                    double extra_row_context_sum) const {
+  if (rows <= sequences && !costs_.plain_knots.empty()) return plain_seconds(sequences, context_sum);
+  return verify_seconds(rows, sequences, context_sum, extra_row_context_sum);
+}
+
+double StepCostModel::verify_seconds(double rows, double sequences, double context_sum,
+                                     double extra_row_context_sum) const {
   return row_seconds(rows) + costs_.sequence_s * sequences + costs_.context_s * context_sum +
          costs_.row_context_s * extra_row_context_sum;
+}
+
+double StepCostModel::plain_seconds(double sequences, double context_sum) const {
+  if (costs_.plain_knots.empty()) return verify_seconds(sequences, sequences, context_sum, 0);
+  return curve_at(costs_.plain_knots, costs_.plain_seconds, sequences) + costs_.context_s * context_sum;
 }
 
 double StepCostModel::uniform_step_seconds(int sequences, int rows_per_sequence, int64_t context) const {
@@ -138,50 +154,82 @@ std::vector<double> fit_columns(const std::vector<std::vector<double>>& A, const
 
 }  // namespace
 
+namespace {
+
+// Non-decreasing, positive times at the knots from the fit's values (a step of more rows or sequences never
+// costs less); all zero (everything went into the other terms): `smallest` × 1e-3.
+std::vector<double> monotone_times(const std::vector<double>& fitted, double smallest) {
+  std::vector<double> out;
+  double floor = std::numeric_limits<double>::min();
+  for (double v : fitted) {
+    floor = std::max(floor, v);
+    out.push_back(floor);
+  }
+  if (!out.empty() && out.front() <= std::numeric_limits<double>::min())
+    for (double& v : out) v = std::max(v, smallest * 1e-3);
+  return out;
+}
+
+std::vector<double> sorted_unique(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  v.erase(std::unique(v.begin(), v.end()), v.end());
+  return v;
+}
+
+size_t knot_index(const std::vector<double>& knots, double at) {
+  return static_cast<size_t>(std::lower_bound(knots.begin(), knots.end(), at) - knots.begin());
+}
+
+}  // namespace
+
 StepCosts fit_step_costs(std::span<const StepTiming> steps, std::span<const ProposeTiming> proposes) {
   SS_CHECK(!steps.empty(), "step cost fit: no step timings");
-  std::vector<double> knots;
+  double smallest = steps.front().seconds;
+  bool any_plain = false, any_verify = false;
   for (const StepTiming& t : steps) {
     SS_CHECK(t.batch >= 1 && t.rows_per_sequence >= 1 && t.context >= 0 && t.extra_rows >= 0 &&
                  t.extra_rows < t.batch && std::isfinite(t.seconds) && t.seconds > 0,
              "step cost fit: a timing of {} sequences x {} rows (+{}) at {} positions took {} s", t.batch,
              t.rows_per_sequence, t.extra_rows, t.context, t.seconds);
-    knots.push_back(t.rows());
+    smallest = std::min(smallest, t.seconds);
+    (t.plain() ? any_plain : any_verify) = true;
   }
-  std::sort(knots.begin(), knots.end());
-  knots.erase(std::unique(knots.begin(), knots.end()), knots.end());
-  const size_t K = knots.size();
-  // Columns: w at each knot, then sequence_s, context_s, row_context_s.
+  // Plain steps get their own curve d(S) when verify steps were timed too (then w's knots are the verify
+  // steps' row counts); with one kind only, w carries every step (and there is no plain curve).
+  const bool plain_curve = any_plain && any_verify;
+  std::vector<double> row_at, plain_at;
+  for (const StepTiming& t : steps) (plain_curve && t.plain() ? plain_at : row_at).push_back(t.rows());
+  const std::vector<double> knots = sorted_unique(row_at), plain_knots = sorted_unique(plain_at);
+  const size_t K = knots.size(), P = plain_knots.size();
+  // Columns: w at each knot, d at each plain knot, then sequence_s, context_s, row_context_s.
   std::vector<std::vector<double>> A;
   std::vector<double> b, w;
   for (const StepTiming& t : steps) {
-    std::vector<double> row(K + 3, 0.0);
-    row[static_cast<size_t>(std::lower_bound(knots.begin(), knots.end(), t.rows()) - knots.begin())] = 1;
-    row[K] = t.batch;
-    row[K + 1] = double(t.batch) * double(t.context);
-    row[K + 2] = t.extra_row_context_sum();
+    std::vector<double> row(K + P + 3, 0.0);
+    if (plain_curve && t.plain()) {
+      row[K + knot_index(plain_knots, t.rows())] = 1;  // d(S) holds the per-sequence share
+    } else {
+      row[knot_index(knots, t.rows())] = 1;
+      row[K + P] = t.batch;
+      row[K + P + 2] = t.extra_row_context_sum();
+    }
+    row[K + P + 1] = double(t.batch) * double(t.context);
     A.push_back(row);
     b.push_back(t.seconds);
     w.push_back(1.0 / (t.seconds * t.seconds));
   }
-  const std::vector<double> x = fit_columns(A, b, w, {K, K + 1, K + 2});
+  const std::vector<double> x = fit_columns(A, b, w, {K + P, K + P + 1, K + P + 2});
   StepCosts c;
   c.row_knots = knots;
-  // w must be positive and not decrease with rows (a step of more rows never costs less).
-  double floor = std::numeric_limits<double>::min();
-  for (size_t i = 0; i < K; ++i) {
-    floor = std::max(floor, x[i]);
-    c.row_seconds.push_back(floor);
+  c.row_seconds = monotone_times({x.begin(), x.begin() + static_cast<std::ptrdiff_t>(K)}, smallest);
+  if (plain_curve) {
+    c.plain_knots = plain_knots;
+    c.plain_seconds = monotone_times(
+        {x.begin() + static_cast<std::ptrdiff_t>(K), x.begin() + static_cast<std::ptrdiff_t>(K + P)}, smallest);
   }
-  if (c.row_seconds.front() <= std::numeric_limits<double>::min()) {
-    // Everything went into the other terms: give w the smallest measured step's time instead.
-    double smallest = steps.front().seconds;
-    for (const StepTiming& t : steps) smallest = std::min(smallest, t.seconds);
-    for (double& s : c.row_seconds) s = std::max(s, smallest * 1e-3);
-  }
-  c.sequence_s = x[K];
-  c.context_s = x[K + 1];
-  c.row_context_s = x[K + 2];
+  c.sequence_s = x[K + P];
+  c.context_s = x[K + P + 1];
+  c.row_context_s = x[K + P + 2];
 
   if (!proposes.empty()) {
     std::vector<std::vector<double>> P;

@@ -42,24 +42,32 @@ std::vector<double> numbers_field(const nlohmann::json& j, const char* key) {
   return out;
 }
 
+// A piecewise-linear curve of the form: knots (counts >= 1) increasing, times positive and not decreasing.
+void check_curve(const std::vector<double>& knots, const std::vector<double>& seconds, const char* what,
+                 const char* counts) {
+  SS_CHECK(!knots.empty() && knots.size() <= kMaxKnots, "{}: {} {} knots (1 to {})", kWhat, knots.size(), what,
+           kMaxKnots);
+  SS_CHECK(seconds.size() == knots.size(), "{}: {} {} knots but {} {} times", kWhat, knots.size(), what, seconds.size(),
+           what);
+  for (size_t i = 0; i < knots.size(); ++i) {
+    SS_CHECK(std::isfinite(knots[i]) && knots[i] >= 1, "{}: {} knot {} is {} (a count of {} >= 1)", kWhat, what, i,
+             knots[i], counts);
+    SS_CHECK(i == 0 || knots[i] > knots[i - 1], "{}: {} knots must increase ({} after {})", kWhat, what, knots[i],
+             knots[i - 1]);
+    SS_CHECK(std::isfinite(seconds[i]) && seconds[i] > 0, "{}: {} time {} is {} (seconds > 0)", kWhat, what, i,
+             seconds[i]);
+    SS_CHECK(i == 0 || seconds[i] >= seconds[i - 1], "{}: {} times must not decrease with {} ({} s at {} after {} s)",
+             kWhat, what, counts, seconds[i], knots[i], seconds[i - 1]);
+  }
+}
+
 }  // namespace
 
 void check_step_costs(const StepCosts& c) {
-  SS_CHECK(!c.row_knots.empty() && c.row_knots.size() <= kMaxKnots, "{}: {} row knots (1 to {})", kWhat,
-           c.row_knots.size(), kMaxKnots);
-  SS_CHECK(c.row_seconds.size() == c.row_knots.size(), "{}: {} row knots but {} row times", kWhat, c.row_knots.size(),
-           c.row_seconds.size());
-  for (size_t i = 0; i < c.row_knots.size(); ++i) {
-    SS_CHECK(std::isfinite(c.row_knots[i]) && c.row_knots[i] >= 1, "{}: row knot {} is {} (a row count >= 1)", kWhat, i,
-             c.row_knots[i]);
-    SS_CHECK(i == 0 || c.row_knots[i] > c.row_knots[i - 1], "{}: row knots must increase ({} after {})", kWhat,
-             c.row_knots[i], c.row_knots[i - 1]);
-    SS_CHECK(std::isfinite(c.row_seconds[i]) && c.row_seconds[i] > 0, "{}: row time {} is {} (seconds > 0)", kWhat, i,
-             c.row_seconds[i]);
-    SS_CHECK(i == 0 || c.row_seconds[i] >= c.row_seconds[i - 1],
-             "{}: row times must not decrease with rows ({} s at {} rows after {} s)", kWhat, c.row_seconds[i],
-             c.row_knots[i], c.row_seconds[i - 1]);
-  }
+  check_curve(c.row_knots, c.row_seconds, "row", "rows");
+  SS_CHECK(c.plain_knots.empty() == c.plain_seconds.empty(), "{}: {} plain knots but {} plain times", kWhat,
+           c.plain_knots.size(), c.plain_seconds.size());
+  if (!c.plain_knots.empty()) check_curve(c.plain_knots, c.plain_seconds, "plain", "sequences");
   const std::pair<const char*, double> scalars[] = {{"sequence_s", c.sequence_s},
                                                     {"context_s", c.context_s},
                                                     {"row_context_s", c.row_context_s},
@@ -87,6 +95,10 @@ std::string write_step_cost_profile(const StepCostProfile& p) {
                       {"propose_sequence_s", c.propose_sequence_s},
                       {"propose_context_s", c.propose_context_s},
                       {"propose_draft_s", c.propose_draft_s}};
+  if (!c.plain_knots.empty()) {
+    j["plain_knots"] = c.plain_knots;
+    j["plain_seconds"] = c.plain_seconds;
+  }
   return j.dump(2) + "\n";
 }
 
@@ -94,9 +106,9 @@ StepCostProfile parse_step_cost_profile(std::string_view text) {
   const nlohmann::json j = parse_json(text, kWhat);
   SS_CHECK(j.is_object(), "{}: the file holds {}, not an object", kWhat, json_type_name(j));
   static const std::set<std::string> kKeys = {
-      "specserve_step_costs", "model",     "device",        "build",     "row_knots",          "row_seconds",
-      "sequence_s",           "context_s", "row_context_s", "propose_s", "propose_sequence_s", "propose_context_s",
-      "propose_draft_s"};
+      "specserve_step_costs", "model",       "device",        "build",     "row_knots",          "row_seconds",
+      "sequence_s",           "context_s",   "row_context_s", "propose_s", "propose_sequence_s", "propose_context_s",
+      "propose_draft_s",      "plain_knots", "plain_seconds"};
   for (const auto& [key, value] : j.items()) SS_CHECK(kKeys.count(key) > 0, "{}: unknown key '{}'", kWhat, key);
   SS_CHECK(j.contains("specserve_step_costs"), "{}: 'specserve_step_costs' (the format version) is missing", kWhat);
   const nlohmann::json& version = j.at("specserve_step_costs");
@@ -109,6 +121,13 @@ StepCostProfile parse_step_cost_profile(std::string_view text) {
   StepCosts& c = p.costs;
   c.row_knots = numbers_field(j, "row_knots");
   c.row_seconds = numbers_field(j, "row_seconds");
+  SS_CHECK(j.contains("plain_knots") == j.contains("plain_seconds"), "{}: '{}' without '{}'", kWhat,
+           j.contains("plain_knots") ? "plain_knots" : "plain_seconds",
+           j.contains("plain_knots") ? "plain_seconds" : "plain_knots");
+  if (j.contains("plain_knots")) {
+    c.plain_knots = numbers_field(j, "plain_knots");
+    c.plain_seconds = numbers_field(j, "plain_seconds");
+  }
   c.sequence_s = number_field(j, "sequence_s");
   c.context_s = number_field(j, "context_s");
   c.row_context_s = number_field(j, "row_context_s");

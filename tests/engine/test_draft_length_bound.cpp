@@ -17,7 +17,9 @@ namespace {
 
 constexpr double kMs = 1e-3;
 
-// A random cost table: a flat start, a knee, then a per-row slope; random other terms.
+// A random cost table: a flat start, a knee, then a per-row slope; random other terms; half of them with a
+// plain curve 0.6-1.4 times the verify form at as many rows (so a plain step may cost less or more than the
+// rows' verify price, which the bound's base must not take for a drafting step's).
 StepCosts random_costs(std::mt19937& rng) {
   std::uniform_real_distribution<double> u(0, 1);
   const double base = 5 + 10 * u(rng), slope = u(rng), knee = 1 + 32 * u(rng);
@@ -33,6 +35,14 @@ StepCosts random_costs(std::mt19937& rng) {
   sc.propose_sequence_s = 0.3 * u(rng) * kMs;
   sc.propose_context_s = 1e-5 * u(rng) * kMs;
   sc.propose_draft_s = 0.05 * u(rng) * kMs;
+  if (u(rng) < 0.5) {
+    const double factor = 0.6 + 0.8 * u(rng);
+    const StepCostModel verify(sc);
+    for (double s = 1; s <= 256; s *= 2) {
+      sc.plain_knots.push_back(s);
+      sc.plain_seconds.push_back(factor * verify.verify_seconds(s, s, 0, 0));
+    }
+  }
   return sc;
 }
 

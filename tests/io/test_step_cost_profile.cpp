@@ -26,6 +26,8 @@ StepCostProfile sample() {
   p.costs.propose_sequence_s = 5e-5;
   p.costs.propose_context_s = 6e-9;
   p.costs.propose_draft_s = 7e-6;
+  p.costs.plain_knots = {1, 16, 64};
+  p.costs.plain_seconds = {0.0055, 0.006, 0.009};
   return p;
 }
 
@@ -57,7 +59,16 @@ TEST(StepCostProfile, RoundTrips) {
   EXPECT_EQ(q.costs.row_seconds, p.costs.row_seconds);
   EXPECT_EQ(q.costs.propose_context_s, p.costs.propose_context_s);
   EXPECT_EQ(q.costs.propose_draft_s, p.costs.propose_draft_s);
+  EXPECT_EQ(q.costs.plain_knots, p.costs.plain_knots);
+  EXPECT_EQ(q.costs.plain_seconds, p.costs.plain_seconds);
   EXPECT_NO_THROW(check_step_cost_profile_key(q, p.model, p.device, p.build));
+  // Without a plain curve (costs whose steps were all of one kind): no keys, read back as none.
+  StepCostProfile none = p;
+  none.costs.plain_knots.clear();
+  none.costs.plain_seconds.clear();
+  const std::string text = write_step_cost_profile(none);
+  EXPECT_EQ(text.find("plain_knots"), std::string::npos);
+  EXPECT_TRUE(parse_step_cost_profile(text).costs.plain_knots.empty());
 }
 
 TEST(StepCostProfile, RefusesMalformedProfilesByName) {
@@ -65,6 +76,7 @@ TEST(StepCostProfile, RefusesMalformedProfilesByName) {
   EXPECT_NE(error_of("[]").find("not an object"), std::string::npos);
   EXPECT_NE(error_of(with("specserve_step_costs", "")).find("format version"), std::string::npos);
   EXPECT_NE(error_of(with("specserve_step_costs", "1")).find("format version 1"), std::string::npos);
+  EXPECT_NE(error_of(with("specserve_step_costs", "2")).find("format version 2"), std::string::npos);
   EXPECT_NE(error_of(with("propose_draft_s", "")).find("'propose_draft_s' is missing"), std::string::npos);
   EXPECT_NE(error_of(with("extra", "1")).find("unknown key 'extra'"), std::string::npos);
   EXPECT_NE(error_of(with("model", "")).find("'model' is missing"), std::string::npos);
@@ -76,6 +88,11 @@ TEST(StepCostProfile, RefusesMalformedProfilesByName) {
   EXPECT_NE(error_of(with("row_seconds", "[0.1, 0.2]")).find("3 row knots but 2 row times"), std::string::npos);
   EXPECT_NE(error_of(with("row_seconds", "[0.3, 0.2, 0.4]")).find("must not decrease"), std::string::npos);
   EXPECT_NE(error_of(with("row_seconds", "[0, 0.2, 0.4]")).find("row time 0"), std::string::npos);
+  EXPECT_NE(error_of(with("plain_knots", "")).find("'plain_seconds' without 'plain_knots'"), std::string::npos);
+  EXPECT_NE(error_of(with("plain_seconds", "[0.1, 0.2]")).find("3 plain knots but 2 plain times"), std::string::npos);
+  EXPECT_NE(error_of(with("plain_seconds", "[0.3, 0.2, 0.4]")).find("plain times must not decrease"),
+            std::string::npos);
+  EXPECT_NE(error_of(with("plain_knots", "[0.5, 4, 8]")).find("plain knot 0"), std::string::npos);
   EXPECT_NE(error_of(with("sequence_s", "-1")).find("'sequence_s' is -1"), std::string::npos);
   std::string huge = with("propose_s", "12345.5");
   huge.replace(huge.find("12345.5"), 7, "1e400");
