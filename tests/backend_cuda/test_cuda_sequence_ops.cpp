@@ -447,6 +447,27 @@ TEST_P(HeadPrep, FusedEqualsNormRopeStore) {
   EXPECT_LT(rel_err(download(in.q1, in.q.size()), qc), 1e-5);
 }
 
+// Calls of 64 rows and more take the by-row kernel, whose blocks each take a run of a row's heads (fewer
+// rows: more runs a row, some of them empty at 64 rows): the bits of the ops one by one at every split.
+TEST_P(HeadPrep, ByRowRunsEqualNormRopeStore) {
+  const HeadPrepCase c = GetParam();
+  const int layer = 0;
+  const KvGeometry geo{1, c.nkv, c.hd, c.kv};
+  for (const int R : {64, 130, 700}) {
+    SCOPED_TRACE("rows " + std::to_string(R));
+    Caches fused(geo, {R + 5}), one_by_one(geo, {R + 5});
+    std::vector<RowSpec> spec;
+    for (int p = 5; p < R + 5; ++p) spec.push_back({0, p, 0});
+    Inputs in(c, R, R, 17 + R);
+    cuda_ops().qk_norm_rope_kv_store(in.Q(in.q1, R), in.K(in.k1), in.V(), in.prep, geo, layer,
+                                     rows_of(spec, fused.dev_tables));
+    std::vector<int32_t> positions;
+    for (const auto& sp : spec) positions.push_back(sp.pos);
+    apart(in, R, positions, geo, layer, rows_of(spec, one_by_one.dev_tables));
+    expect_same(in, fused, one_by_one);
+  }
+}
+
 // The form whose queries are other rows than its keys (the DFlash drafter's: queries for the block rows
 // only, at their own positions): the bits of the ops one by one, and with no query rows only k's part.
 TEST_P(HeadPrep, RowsFormEqualsNormRopeStore) {
