@@ -223,8 +223,20 @@ int main(int argc, char** argv) {
   std::vector<int> gammas = {15, 7, 3};
   int threads = 0;  // 0: the thread pool's default
   std::string backend = "cpu";
-  for (int i = 1; i + 1 < argc; i += 2) {
+  constexpr const char* kUsage =
+      "usage: bench_dflash [--max-tokens N] [--repeats R] [--dtype f32|bf16|auto] [--threads N] [--backend B] "
+      "[--gammas 15,7,3] [--temperature T] [--repetition-penalty P] [--draft-block full|gamma] [--draft-vocab V] "
+      "[--fixtures DIR | --target DIR --draft DIR --prompts FILE]\n";
+  for (int i = 1; i < argc; i += 2) {
     const std::string a = argv[i];
+    if (a == "--help" || a == "-h") {
+      std::fputs(kUsage, stdout);
+      return 0;
+    }
+    if (i + 1 >= argc) {  // every option takes a value: a lone last one is a mistake, not something to skip
+      std::fprintf(stderr, "bench_dflash: %s needs a value\n%s", a.c_str(), kUsage);
+      return 2;
+    }
     if (a == "--max-tokens")
       st.max_tokens = std::atoll(argv[i + 1]);
     else if (a == "--repeats")
@@ -254,11 +266,7 @@ int main(int argc, char** argv) {
     else if (a == "--draft-vocab")
       st.draft_vocab = argv[i + 1];
     else {
-      std::fprintf(
-          stderr,
-          "usage: bench_dflash [--max-tokens N] [--repeats R] [--dtype f32|bf16|auto] [--threads N] [--backend B] "
-          "[--gammas 15,7,3] [--temperature T] [--repetition-penalty P] [--draft-block full|gamma] [--draft-vocab V] "
-          "[--fixtures DIR | --target DIR --draft DIR --prompts FILE]\n");
+      std::fprintf(stderr, "bench_dflash: unknown option %s\n%s", a.c_str(), kUsage);
       return 2;
     }
   }

@@ -53,8 +53,17 @@ std::shared_ptr<LoadedModel> LoadedModel::load(const ServeSpec& spec, const Prog
   load.fp8_weights = spec.fp8_weights;
   load.tensor_parallel = spec.tensor_parallel;
   m->target_ = TargetModel::load(spec.model_dir, load);
-  SS_LOG_INFO("serve", "weights {}, KV cache {} (--kv-dtype {}): {} bytes per 16 positions",
-              dtype_name(m->target_->weight_dtype()), dtype_name(m->target_->kv_dtype()), spec.kv_dtype,
+  // Kept fp8 weights (--fp8-weights keep) stream fewer bytes than their dequantised form: say so, with both.
+  const size_t step_bytes = m->target_->step_weight_bytes();
+  const size_t dequantised_bytes = m->target_->dequantised_step_weight_bytes();
+  const std::string kept =
+      step_bytes < dequantised_bytes
+          ? fmt::format(
+                " (fp8 Linear weights kept, --fp8-weights keep: a step streams {:.2f} GB, {:.2f} GB dequantised)",
+                step_bytes / 1e9, dequantised_bytes / 1e9)
+          : std::string();
+  SS_LOG_INFO("serve", "weights {}{}, KV cache {} (--kv-dtype {}): {} bytes per 16 positions",
+              dtype_name(m->target_->weight_dtype()), kept, dtype_name(m->target_->kv_dtype()), spec.kv_dtype,
               m->target_->kv_block_bytes());
   // Before the drafter: a --draft-vocab subset always keeps the tokenizer's added tokens.
   progress(0.88, "loading the tokenizer");
