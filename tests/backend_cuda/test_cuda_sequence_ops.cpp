@@ -411,6 +411,20 @@ class HeadPrep : public Gpu, public ::testing::WithParamInterface<HeadPrepCase> 
     cuda_ops().kv_store(K2, in.V(), geo, layer, rows);
   }
 
+  // The fused op on q1 / k1 into `fused` and the ops one by one on q2 / k2 into `one_by_one`, for R rows
+  // whose queries are the KV rows; every bit compared. Returns the rows' positions.
+  static std::vector<int32_t> fused_against_apart(Inputs& in, const std::vector<RowSpec>& spec, const KvGeometry& geo,
+                                                  int layer, Caches& fused, Caches& one_by_one) {
+    const int64_t R = int64_t(spec.size());
+    cuda_ops().qk_norm_rope_kv_store(in.Q(in.q1, R), in.K(in.k1), in.V(), in.prep, geo, layer,
+                                     rows_of(spec, fused.dev_tables));
+    std::vector<int32_t> positions;
+    for (const auto& sp : spec) positions.push_back(sp.pos);
+    apart(in, R, positions, geo, layer, rows_of(spec, one_by_one.dev_tables));
+    expect_same(in, fused, one_by_one);
+    return positions;
+  }
+
   // q, k and every byte of the two caches agree.
   static void expect_same(Inputs& in, Caches& fused, Caches& one_by_one) {
     const size_t nq = in.q.size(), nk = in.k.size(), pool = fused.pool.bytes() / 4;
@@ -432,12 +446,7 @@ TEST_P(HeadPrep, FusedEqualsNormRopeStore) {
   spec.push_back({3, 16, 0});
   const int64_t R = int64_t(spec.size());
   Inputs in(c, R, R, 301);
-  cuda_ops().qk_norm_rope_kv_store(in.Q(in.q1, R), in.K(in.k1), in.V(), in.prep, geo, layer,
-                                   rows_of(spec, fused.dev_tables));
-  std::vector<int32_t> positions;
-  for (const auto& sp : spec) positions.push_back(sp.pos);
-  apart(in, R, positions, geo, layer, rows_of(spec, one_by_one.dev_tables));
-  expect_same(in, fused, one_by_one);
+  const std::vector<int32_t> positions = fused_against_apart(in, spec, geo, layer, fused, one_by_one);
 
   // And the result is the CPU's composition within the rope's sincosf tolerance.
   std::vector<float> qc = in.q;
@@ -459,12 +468,7 @@ TEST_P(HeadPrep, ByRowRunsEqualNormRopeStore) {
     std::vector<RowSpec> spec;
     for (int p = 5; p < R + 5; ++p) spec.push_back({0, p, 0});
     Inputs in(c, R, R, 17 + R);
-    cuda_ops().qk_norm_rope_kv_store(in.Q(in.q1, R), in.K(in.k1), in.V(), in.prep, geo, layer,
-                                     rows_of(spec, fused.dev_tables));
-    std::vector<int32_t> positions;
-    for (const auto& sp : spec) positions.push_back(sp.pos);
-    apart(in, R, positions, geo, layer, rows_of(spec, one_by_one.dev_tables));
-    expect_same(in, fused, one_by_one);
+    fused_against_apart(in, spec, geo, layer, fused, one_by_one);
   }
 }
 
