@@ -152,10 +152,6 @@ std::vector<double> fit_columns(const std::vector<std::vector<double>>& A, const
   return best;
 }
 
-}  // namespace
-
-namespace {
-
 // Non-decreasing, positive times at the knots from the fit's values (a step of more rows or sequences never
 // costs less); all zero (everything went into the other terms): `smallest` × 1e-3.
 std::vector<double> monotone_times(const std::vector<double>& fitted, double smallest) {
