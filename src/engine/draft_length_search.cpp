@@ -105,11 +105,10 @@ Least least_assignment(const StepCostModel& model, std::span<const DraftCandidat
     }
   }
   const auto sequences = static_cast<double>(candidates.size());
-  b.model_seconds = model.step_seconds(b.rows, sequences, b.context, b.extra_row_context) +
-                    model.propose_seconds(b.drafted, b.drafted_context, b.rows - sequences);
+  const double propose = model.propose_seconds(b.drafted, b.drafted_context, b.rows - sequences);
+  b.model_seconds = model.step_seconds(b.rows, sequences, b.context, b.extra_row_context) + propose;
   b.seconds = b.model_seconds * (b.drafted > 0.5 ? correction.drafting : correction.plain);
-  b.verify_model_seconds = model.verify_seconds(b.rows, sequences, b.context, b.extra_row_context) +
-                           model.propose_seconds(b.drafted, b.drafted_context, b.rows - sequences);
+  b.verify_model_seconds = model.verify_seconds(b.rows, sequences, b.context, b.extra_row_context) + propose;
   return b;
 }
 

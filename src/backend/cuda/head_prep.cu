@@ -137,7 +137,8 @@ __global__ void __launch_bounds__(256)
 constexpr int64_t kByRowMinRows = 64;
 
 // Runs of a row's heads (blocks a row) for R rows of `heads` heads in groups of `groups`: enough blocks for
-// about four a multiprocessor, at most one round of groups each.
+// about four a multiprocessor, at most as many runs as rounds of groups (each run takes ceil(rounds / runs)
+// rounds, so the last runs may be empty).
 unsigned by_row_runs(int64_t R, int heads, int groups) {
   const int64_t rounds = (heads + groups - 1) / groups;
   const int64_t want = (4 * int64_t{sm_count()} + R - 1) / R;
