@@ -28,7 +28,7 @@ struct SeqPlanInput {
   int64_t prefilled = 0;      // prompt tokens already in the model (a multiple of the chunk, or all)
   int drafts = 0;             // draft tokens ready for a verify (decoding sequences)
   int64_t stop_interval = 0;  // chunks also end at its multiples (0: none)
-  int64_t last_stop = 0;      // ... and here (0: nowhere)
+  int64_t last_stop = 0;      // ... and here (0: nowhere): the prompt's last 64-grid point, from 256 on
   int64_t branch_stop = 0;    // ... and here (0: nowhere): where its prompt leaves the cached blocks
 };
 

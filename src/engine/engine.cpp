@@ -34,7 +34,7 @@ Engine::Engine(TargetModel& model, EngineOptions options, TokenText token_text, 
   } else if (snapshot_blocks_ > 0) {
     SS_LOG_INFO("engine",
                 "prefix cache: on; DeltaNet state kept every {} prompt positions (--prefix-cache-state-interval) "
-                "and at each prompt's last multiple of 64, {:.1f} MiB = {} KV blocks each",
+                "and at each prompt's last multiple of 64 from 256 on, {:.1f} MiB = {} KV blocks each",
                 options_.prefix_cache_state_interval, static_cast<double>(model_.snapshot_bytes()) / (1 << 20),
                 snapshot_blocks_);
   } else {

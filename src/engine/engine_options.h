@@ -52,7 +52,8 @@ struct EngineOptions {
   // Prefix cache (docs/DESIGN.md §5; --no-prefix-cache turns it off): prompt KV blocks computed by prefill
   // are shared between requests. On hybrid targets the DeltaNet state is kept at every multiple of
   // prefix_cache_state_interval prompt positions (--prefix-cache-state-interval, a multiple of 64; the
-  // default from the table in docs/DESIGN.md §5.5) and at each prompt's last multiple of 64.
+  // default from the table in docs/DESIGN.md §5.5) and at each prompt's last multiple of 64 when that
+  // is at least 256 (below it the extra forward costs more than re-prefilling; engine/prefix_share.cpp).
   bool prefix_cache = true;
   int prefix_cache_state_interval = 2048;
   // Token ids at or above this are lm_head padding, never sampled (the tokenizer's size; 0 = all).

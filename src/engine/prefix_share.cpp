@@ -12,6 +12,13 @@ namespace specserve::engine {
 
 namespace {
 constexpr int64_t kGrid = 64;  // the chunked DeltaNet's chunk: snapshot points and hybrid hits lie on it
+// A prompt's last grid point is a snapshot point (its chunk ends there) only from this many positions on.
+// The cut costs one more forward, which streams all the weights again: on an H200 a 128-token prompt on
+// the 27B hybrid took 66-71 ms as two 64-row forwards against ~35 ms as one. The snapshot saves the next
+// turn re-prefilling those positions, worth more than a forward only past break-even: ~33 ms for a small
+// forward at ~8.4k prefill tokens/s is ~280 positions; 256 is the grid point under it. Below it the prompt
+// runs without the cut (the interval and branch stops stay).
+constexpr int64_t kMinLastStop = 256;
 }  // namespace
 
 SeqPlanInput Engine::plan_input(int64_t prompt_len, int64_t prefilled, int drafts) const {
@@ -19,7 +26,8 @@ SeqPlanInput Engine::plan_input(int64_t prompt_len, int64_t prefilled, int draft
   if (snapshot_blocks_ > 0) {
     // Chunks end where the DeltaNet state is to be kept (engine/batch_plan.h).
     in.stop_interval = options_.prefix_cache_state_interval;
-    in.last_stop = (prompt_len - 1) / kGrid * kGrid;
+    const int64_t last = (prompt_len - 1) / kGrid * kGrid;
+    if (last >= kMinLastStop) in.last_stop = last;
   }
   return in;
 }

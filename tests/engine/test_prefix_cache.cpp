@@ -2,8 +2,9 @@
 // check against collisions, reference counts, LRU eviction of unheld leaves and snapshots, pool
 // accounting, eviction never freeing a block in use), and the engine with the cache on against the engine
 // with it off on tiny dense and hybrid targets: shared system prompts (sequential and concurrent),
-// multi-turn conversations, fully cached prompts, a dense hit off the 64-grid, preemption by swap and
-// eviction under a small KV budget — identical tokens and logprobs, T = 0 and seeded T > 0, hits counted.
+// multi-turn conversations, fully cached prompts, a dense hit off the 64-grid, a hybrid prompt cut at its
+// last grid point only from 256 on, preemption by swap and eviction under a small KV budget — identical
+// tokens and logprobs, T = 0 and seeded T > 0, hits counted.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -251,7 +252,8 @@ TEST_P(PrefixCacheEngine, MultiTurnConversationResumesAtTheLastTurnsPrompt) {
   EngineOptions o = cache_options(m, true);
   o.prefix_cache_state_interval = 2048;  // only each prompt's last grid point is kept
   Engine on(*m.model, o, m.token_text());
-  std::vector<int32_t> history = prompt_of(100, 5, limit);
+  // 300 tokens and more: each prompt's last grid point (256, 320) is past kMinLastStop, so it is kept.
+  std::vector<int32_t> history = prompt_of(300, 5, limit);
   int64_t last_prompt = 0;
   for (int turn = 0; turn < 3; ++turn) {
     const GenerationRequest r = request(history, 20, 31 + turn);
@@ -259,7 +261,7 @@ TEST_P(PrefixCacheEngine, MultiTurnConversationResumesAtTheLastTurnsPrompt) {
     EXPECT_EQ(b.tokens, a.tokens) << "turn " << turn;
     EXPECT_EQ(b.logprobs, a.logprobs) << "turn " << turn;
     // Only the previous prompt's positions were computed by prefill (its answer was decoded): dense hits
-    // end at its last whole block, hybrid ones at its last multiple of 64.
+    // end at its last whole block (288, 336), hybrid ones at its last multiple of 64 (256, 320).
     const int64_t expect_hit = turn == 0 ? 0 : hybrid() ? (last_prompt - 1) / 64 * 64 : last_prompt / 16 * 16;
     EXPECT_EQ(b.cached, expect_hit) << "turn " << turn;
     last_prompt = static_cast<int64_t>(history.size());
@@ -358,6 +360,44 @@ INSTANTIATE_TEST_SUITE_P(Cases, PrefixCacheEngine,
                          [](const auto& info) {
                            return info.param.family + (info.param.temperature > 0 ? "_seeded" : "_greedy");
                          });
+
+// The last-stop cut on a hybrid target (engine/prefix_share.cpp, kMinLastStop = 256): a prompt whose last
+// grid point is under 256 is prefilled in one chunk and keeps no state there, so the next request that
+// extends it misses; a longer one still stops at its last grid point (640 of 700), keeps the state there,
+// and the next request that extends it resumes from it. Outputs equal the cache-off engine's.
+TEST(PrefixCacheEngineHybrid, OnlyAPromptPastTwoHundredFiftySixIsCutAtItsLastGridPoint) {
+  TinyModel m("qwen3_5");
+  ASSERT_GT(m.model->snapshot_blocks(), 0);
+  const int32_t limit = m.tokenizer.id_limit();
+  auto options = [&](bool cache) {
+    EngineOptions o = cache_options(m, cache);
+    o.prefix_cache_state_interval = 2048;  // no interval stop under 2048: only the last stop can cut
+    o.prefill_chunk = 1024;                // nor a chunk boundary
+    o.max_batch_rows = 1024;
+    return o;
+  };
+  Engine off(*m.model, options(false), m.token_text());
+  struct Case {
+    int prompt;
+    uint64_t first_steps;  // forwards for the first request's prompt (one token: no decode step)
+    int64_t resumed;       // the extending request's hit
+  };
+  for (const Case c : {Case{128, 1, 0}, Case{200, 1, 0}, Case{700, 2, 640}}) {
+    Engine on(*m.model, options(true), m.token_text());
+    const auto prompt = prompt_of(c.prompt, c.prompt, limit);
+    const GenerationRequest first = with_logprobs(make_request(prompt, 1));
+    const CacheRun a = collect_run(*on.submit(first));
+    EXPECT_EQ(a.tokens, collect_run(*off.submit(first)).tokens) << c.prompt;
+    ASSERT_TRUE(wait_for_idle(on));
+    EXPECT_EQ(on.metrics().steps.load(), c.first_steps) << c.prompt;
+    const GenerationRequest next = with_logprobs(make_request(concat(prompt, prompt_of(50, 7, limit)), 8));
+    const CacheRun want = collect_run(*off.submit(next)), got = collect_run(*on.submit(next));
+    EXPECT_EQ(got.tokens, want.tokens) << c.prompt;
+    EXPECT_EQ(got.logprobs, want.logprobs) << c.prompt;
+    EXPECT_EQ(got.cached, c.resumed) << c.prompt;
+    expect_pool_is_the_cache(*m.model, on);
+  }
+}
 
 // A dense hit at a multiple of 16 that is not one of 64 (the chunk after it starts off the 64-grid).
 TEST(PrefixCacheEngineDense, AHitOffTheSixtyFourGridIsExact) {

@@ -17,7 +17,9 @@ TEST(LoadWorkloadsE2E, MultiTurnFollowUpsHitThePrefixCache) {
   o.workload = Workload::MultiTurn;
   o.conversations = 2;
   o.turns = 3;
-  o.prompt_words = 150;  // at least 150 tokens: each turn's prompt passes a 64-position grid point
+  // At least 300 tokens: each turn's prompt has its last 64-position grid point at 256 or past it, where
+  // the engine keeps the state (only there, not under 256), so the next turn resumes there.
+  o.prompt_words = 300;
   o.turn_words = 20;
   o.max_tokens = 6;
   o.level_salt = 5;

@@ -86,7 +86,8 @@ TEST_P(PrefixCacheLossless, MultiTurnConversation) {
   engine::EngineOptions o = options(true);
   o.prefix_cache_state_interval = 2048;  // each prompt's last grid point only
   auto on = make_engine(*pair.target, &on_proposer, o);
-  std::vector<int32_t> history = concat(random_tokens(20, 9), synthetic(80, 3));
+  // 300 tokens and more: each prompt's last grid point is past the engine's kMinLastStop (256), so it is kept.
+  std::vector<int32_t> history = concat(random_tokens(20, 9), synthetic(280, 3));
   int64_t last_prompt = 0;
   for (int turn = 0; turn < 3; ++turn) {
     const auto r = request(history, 24, 7 + turn);

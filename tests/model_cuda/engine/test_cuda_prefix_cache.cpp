@@ -122,7 +122,7 @@ TEST_P(CudaPrefixCache, MultiTurnConversation) {
   engine::EngineOptions o = cache_options(true);
   o.prefix_cache_state_interval = 2048;  // only each prompt's last grid point is kept
   auto on = make_engine(target, nullptr, o);
-  std::vector<int32_t> history = random_tokens(100, 5);
+  std::vector<int32_t> history = random_tokens(300, 5);  // last grid points past kMinLastStop (256): kept
   int64_t last_prompt = 0;
   for (int turn = 0; turn < 3; ++turn) {
     const auto r = request(history, 20, 31 + turn);
@@ -130,7 +130,7 @@ TEST_P(CudaPrefixCache, MultiTurnConversation) {
     EXPECT_EQ(b.tokens, a.tokens) << "turn " << turn;
     EXPECT_EQ(b.logprobs, a.logprobs) << "turn " << turn;
     // Turn 2 is turn 1's prompt + its answer + a new message: only the previous prompt was prefilled, so
-    // dense hits end at its last whole block (96, 144), hybrid ones at its last multiple of 64 (64, 128).
+    // dense hits end at its last whole block (288, 336), hybrid ones at its last multiple of 64 (256, 320).
     const int64_t expect_hit = turn == 0 ? 0 : hybrid() ? (last_prompt - 1) / 64 * 64 : last_prompt / 16 * 16;
     EXPECT_EQ(b.cached, expect_hit) << "turn " << turn;
     last_prompt = static_cast<int64_t>(history.size());
@@ -243,7 +243,8 @@ TEST_P(CudaPrefixCacheSpec, MultiTurnConversation) {
   engine::EngineOptions o = spec_options(true);
   o.prefix_cache_state_interval = 2048;  // each prompt's last grid point only
   auto on = make_engine(*pair.target, &on_proposer, o);
-  std::vector<int32_t> history = concat(random_tokens(20, 9), synthetic(80, 3));
+  // 300 tokens and more: each prompt's last grid point is past the engine's kMinLastStop (256), so it is kept.
+  std::vector<int32_t> history = concat(random_tokens(20, 9), synthetic(280, 3));
   int64_t last_prompt = 0;
   for (int turn = 0; turn < 3; ++turn) {
     const auto r = request(history, 24, 7 + turn);
