@@ -9,6 +9,9 @@
 // (K = 1); K = 512 with C = 1536 is a prefill chunk. Blocks of each sequence sit at shuffled places of
 // one pool, as in serving.
 //
+// form (bf16 caches): the split kernel's choice (0), its split form (1: a CTA a chunk, then the combine kernel)
+// or its walking form (2: a CTA walks an item's chunks and merges them; attention_split_tc.cu).
+//
 // BM_AttentionPrefill: one sequence's prefill chunk of K rows at context C (its rows at positions C ..
 // C + K - 1) through Ops::attention_prefill (attention_prefill.cu's tensor-core kernels; kernel 1: its
 // default, the wgmma kernel with two query heads per CTA where the group is even; kernel 2: one;
@@ -26,6 +29,7 @@
 #include <vector>
 
 #include "backend/cuda/attention_prefill.h"
+#include "backend/cuda/attention_split_tc.h"
 #include "backend/cuda/cuda_device.h"
 #include "backend/cuda/cuda_ops.h"
 #include "backend/cuda/device_buffer.h"
@@ -51,8 +55,9 @@ constexpr HeadShape kShapes[] = {{32, 8, 128, "8B"}, {24, 4, 256, "27B"}};
 struct RowShape {
   int64_t B, K, C;
 };
-constexpr RowShape kRows[] = {{1, 1, 512},  {1, 1, 4096},  {1, 1, 32768},  {16, 1, 512}, {64, 1, 512}, {1, 16, 512},
-                              {4, 16, 512}, {16, 16, 512}, {1, 512, 1536}, {1, 8, 512},  {2, 16, 512}};
+constexpr RowShape kRows[] = {{1, 1, 512},  {1, 1, 4096},  {1, 1, 32768},  {16, 1, 512},  {64, 1, 512}, {1, 16, 512},
+                              {4, 16, 512}, {16, 16, 512}, {1, 512, 1536}, {1, 8, 512},   {2, 16, 512}, {16, 8, 512},
+                              {64, 4, 512}, {32, 8, 512},  {16, 8, 2048},  {16, 1, 2048}, {64, 1, 1024}};
 
 DeviceBuffer random_floats(size_t n, uint32_t seed) {
   std::mt19937 rng(seed);
@@ -108,6 +113,8 @@ void BM_Attention(benchmark::State& st) {
   const TensorView Q = TensorView::contiguous(q.data(), DType::F32, {R, width}, Device::CUDA);
   const TensorView O = TensorView::contiguous(out.data(), DType::F32, {R, width}, Device::CUDA);
   const float scale = 1.0f / 11.3f;
+  const auto form = static_cast<cuda::attn::SplitWalk>(st.range(3));
+  cuda::attn::set_split_walk(form);
   auto call = [&](int) { cuda_ops().attention(Q, geo, 0, rows, h.heads, scale, O); };
   const double roofline = copy_bandwidth();
   time_calls(3, call);  // warm up (attribute setup, scratch, staging)
@@ -117,10 +124,14 @@ void BM_Attention(benchmark::State& st) {
     st.SetIterationTime(t);
     seconds += t;
   }
+  cuda::attn::set_split_walk(cuda::attn::SplitWalk::Auto);
   const double t = seconds / double(st.iterations());
   const double kv_bytes = double(rs.B) * double(positions) * 2.0 * h.kv_heads * h.head_dim * double(geo.elem_bytes());
   st.SetLabel(std::string(h.name) + " B=" + std::to_string(rs.B) + " K=" + std::to_string(rs.K) +
-              " C=" + std::to_string(rs.C) + (geo.bf16() ? " bf16 KV" : " f32 KV"));
+              " C=" + std::to_string(rs.C) + (geo.bf16() ? " bf16 KV" : " f32 KV") +
+              (form == cuda::attn::SplitWalk::Never    ? " split"
+               : form == cuda::attn::SplitWalk::Always ? " walk"
+                                                       : ""));
   st.counters["KV_GB/s"] = kv_bytes / t / 1e9;
   st.counters["of_copy"] = kv_bytes / t / roofline;
 }
@@ -192,11 +203,12 @@ BENCHMARK(BM_AttentionPrefill)
     ->Iterations(2)
     ->Unit(benchmark::kMillisecond);
 BENCHMARK(BM_Attention)
-    ->ArgNames({"shape", "rows", "kv"})
+    ->ArgNames({"shape", "rows", "kv", "form"})
     ->Apply([](benchmark::internal::Benchmark* b) {
       for (int64_t i = 0; i < int64_t(std::size(kShapes)); ++i)
         for (int64_t r = 0; r < int64_t(std::size(kRows)); ++r)
-          for (int64_t kv = 0; kv < 2; ++kv) b->Args({i, r, kv});
+          for (int64_t kv = 0; kv < 2; ++kv)
+            for (int64_t form = 0; form < (kv == 1 ? 3 : 1); ++form) b->Args({i, r, kv, form});
     })
     ->UseManualTime()
     ->Unit(benchmark::kMicrosecond);

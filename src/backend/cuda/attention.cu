@@ -30,8 +30,9 @@
 //      differs. The host picks it from its copy of the rows (KvArgs::host_rows) when it at least halves
 //      the blocks. What the two kernels share besides the arithmetic: attention_common.cuh.
 //   2. attention_combine_kernel: one block per (row, query head) merges the row's chunks in chunk
-//      order: M = max m_c, L = sum l_c e^(m_c - M), out = (sum acc_c e^(m_c - M)) / L; with an XbOut it
-//      also writes out's bf16 copy for the o projection's gemv kernel (xb_out.cuh).
+//      order: M = max m_c, L = sum l_c e^(m_c - M), out = (sum acc_c e^(m_c - M)) / L (the tensor-core
+//      split kernel's records instead online, attention_common.cuh); with an XbOut it also writes out's
+//      bf16 copy for the o projection's gemv kernel (xb_out.cuh).
 // A bf16 cache at head dims 128 and 256 takes neither partial kernel: attention_split_tc.cu's tensor-core
 // kernel serves all its rows (one read of a sequence's keys per step for up to 16 of its rows), with the
 // same chunks and the same combine in base 2.
@@ -197,7 +198,9 @@ __global__ void __launch_bounds__(kWarps * 32)
 // With xb.regs (the call's R rows, rows [R, xb.rows) padding): block (r, h) also writes head h's
 // registers of xb row r from its outputs (the last head also the registers past the heads), and the
 // same registers of padding rows R + r, 2R + r, ... (xb_out.cuh). Base2: the records' maxima are in base 2
-// (the tensor-core split kernel's, attention_split_tc.cu), the factors 2^(m_c - M) by exp2f.
+// (the tensor-core split kernel's, attention_split_tc.cu), merged online in chunk order with exp2f
+// (attention_common.cuh: merge_chunk_stats, the bits of the split kernel's walking form); otherwise
+// M = max m_c first, then the sums in chunk order with expf.
 template <bool Base2>
 __global__ void attention_combine_kernel(const KvRow* rows, int num_heads, int head_dim, const float* part,
                                          int max_chunks, float* out, int64_t ldo, int64_t R, XbOut xb) {
@@ -208,16 +211,27 @@ __global__ void attention_combine_kernel(const KvRow* rows, int num_heads, int h
   const int64_t chunks = attn::chunking(int64_t{row.position} + 1 - row.window_start).chunks;
   const int64_t rec = partial_floats(head_dim);
   const float* base = part + (r * num_heads + h) * max_chunks * rec;
-  float mx = -INFINITY;
-  for (int64_t c = 0; c < chunks; ++c) mx = fmaxf(mx, base[c * rec + head_dim]);
-  for (int d = static_cast<int>(threadIdx.x); d < head_dim; d += blockDim.x) {
-    float L = 0.0f, o = 0.0f;
-    for (int64_t c = 0; c < chunks; ++c) {
-      const float f = Base2 ? exp2f(base[c * rec + head_dim] - mx) : expf(base[c * rec + head_dim] - mx);
-      L = L + base[c * rec + head_dim + 1] * f;
-      o = o + base[c * rec + d] * f;
+  if constexpr (Base2) {
+    for (int d = static_cast<int>(threadIdx.x); d < head_dim; d += blockDim.x) {
+      float M = -INFINITY, L = 0.0f, o = 0.0f;
+      for (int64_t c = 0; c < chunks; ++c) {
+        const ChunkWeights w = merge_chunk_stats(base[c * rec + head_dim], base[c * rec + head_dim + 1], M, L);
+        o = merge_chunk_value(o, base[c * rec + d], w);
+      }
+      out[r * ldo + int64_t{h} * head_dim + d] = o * (1.0f / L);
     }
-    out[r * ldo + int64_t{h} * head_dim + d] = o * (1.0f / L);
+  } else {
+    float mx = -INFINITY;
+    for (int64_t c = 0; c < chunks; ++c) mx = fmaxf(mx, base[c * rec + head_dim]);
+    for (int d = static_cast<int>(threadIdx.x); d < head_dim; d += blockDim.x) {
+      float L = 0.0f, o = 0.0f;
+      for (int64_t c = 0; c < chunks; ++c) {
+        const float f = expf(base[c * rec + head_dim] - mx);
+        L = L + base[c * rec + head_dim + 1] * f;
+        o = o + base[c * rec + d] * f;
+      }
+      out[r * ldo + int64_t{h} * head_dim + d] = o * (1.0f / L);
+    }
   }
   if (xb.regs != nullptr) {
     __syncthreads();  // the head's outputs, written by the block's threads
@@ -301,8 +315,8 @@ void launch_attention(const KvArgs& kv, const float* q, int64_t ldq, int num_hea
   // A bf16 cache at head dims 128 and 256: the tensor-core split kernel (attention_split_tc.cu) for every
   // row, decode and verify alike.
   if (split_tc_serves(kv, num_heads)) {
-    launch_split_tc(kv, q, ldq, num_heads, scale, part, max_chunks, stream);
-    launch_combine<true>(kv, num_heads, HD, part, max_chunks, out, ldo, stream, xb);
+    if (!launch_split_tc(kv, q, ldq, num_heads, scale, part, max_chunks, out, ldo, xb, stream))
+      launch_combine<true>(kv, num_heads, HD, part, max_chunks, out, ldo, stream, xb);
     return;
   }
   const int G = num_heads / kv.num_kv_heads;

@@ -46,6 +46,26 @@ __device__ __forceinline__ float* partial_record(float* part, int64_t r, int num
   return part + ((r * num_heads + h) * max_chunks + c) * partial_floats(head_dim);
 }
 
+// A row's chunks merged in chunk order, online (the tensor-core split kernel's records, base-2 maxima), written
+// once for attention_combine_kernel<true> and the split kernel's walking form (attention_split_tc.cu), which
+// merges in registers as each chunk ends and must give the same bits: per chunk c, M' = max(M, m_c),
+// a = 2^(M - M'), b = 2^(m_c - M'), L = L a + l_c b, and each element O = O a + acc_c b; out = O (1 / L).
+// From M = -inf, L = O = 0 the first chunk gives a = 0, b = 1 (m_c is finite: a chunk's first key is visible
+// to every row that has the chunk). The project builds with --fmad=false: no contraction in either place.
+struct ChunkWeights {
+  float a, b;
+};
+__device__ __forceinline__ ChunkWeights merge_chunk_stats(float m_c, float l_c, float& M, float& L) {
+  const float M_new = fmaxf(M, m_c);
+  const ChunkWeights w{exp2f(M - M_new), exp2f(m_c - M_new)};
+  L = L * w.a + l_c * w.b;
+  M = M_new;
+  return w;
+}
+__device__ __forceinline__ float merge_chunk_value(float O, float acc_c, ChunkWeights w) {
+  return O * w.a + acc_c * w.b;
+}
+
 // The KV blocks of a tile, keys j0 .. j0 + nk - 1 of a block table, into blk[]; returns the first one's
 // index in the table (blk[0]). The caller synchronises before blk is read.
 __device__ __forceinline__ int64_t tile_blocks(void* const* table, int64_t j0, int nk, void** blk, int tid) {
@@ -121,8 +141,10 @@ bool launch_grouped_rows(const KvArgs& kv, const float* q, int64_t ldq, int num_
 // The tensor-core split kernel (attention_split_tc.cu): whether it serves a call (a bf16 cache, head dim
 // 128 or 256, at most 8 query heads per KV head, kv.host_rows given), and its launch, which writes the
 // records attention_combine_kernel<true> (base-2 maxima) merges. The caller holds the staging lock.
+// It returns true when it took the walking form, which merges a row's chunks itself and writes out (and xb):
+// then the caller launches no combine.
 bool split_tc_serves(const KvArgs& kv, int num_heads);
-void launch_split_tc(const KvArgs& kv, const float* q, int64_t ldq, int num_heads, float scale, float* part,
-                     int max_chunks, cudaStream_t stream);
+bool launch_split_tc(const KvArgs& kv, const float* q, int64_t ldq, int num_heads, float scale, float* part,
+                     int max_chunks, float* out, int64_t ldo, const XbOut& xb, cudaStream_t stream);
 
 }  // namespace specserve::cuda::kernels::attn_kernel

@@ -6,5 +6,17 @@
 namespace specserve::cuda::kernels {
 
 uint64_t attention_split_tc_calls();
+// How many of those calls took the walking form (one CTA per item and KV head walking every chunk).
+uint64_t attention_split_walk_calls();
 
 }  // namespace specserve::cuda::kernels
+
+namespace specserve::cuda::attn {
+
+// Which form of the split kernel serves a call: Auto by its shape, or always one of them (tests of both and
+// the attention benchmark). Which form serves a row never changes its bits.
+enum class SplitWalk { Auto, Never, Always };
+void set_split_walk(SplitWalk w);
+SplitWalk split_walk();
+
+}  // namespace specserve::cuda::attn
