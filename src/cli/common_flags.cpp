@@ -62,7 +62,8 @@ void add_prefix_cache_flags(CLI::App& cmd, engine::EngineOptions& engine) {
       "Turn the prefix cache off: every prompt is prefilled whole (outputs are the same either way)");
   cmd.add_option("--prefix-cache-state-interval", engine.prefix_cache_state_interval,
                  "Hybrid targets: keep the DeltaNet state every N prompt positions (a multiple of 64) besides each "
-                 "prompt's last multiple of 64; smaller hits more of a diverging prefix at more snapshot memory")
+                 "prompt's last multiple of 64 from 256 on; smaller hits more of a diverging prefix at more snapshot "
+                 "memory")
       ->check(CLI::Validator(
           [](const std::string& v) -> std::string {
             int n = 0;
