@@ -215,6 +215,15 @@ __device__ __forceinline__ void load_q(const ItemCta& it, const float* q, int64_
   }
 }
 
+// A chunk's l for this lane's two rows: its partial sums joined over the quad (the value a record holds).
+__device__ __forceinline__ void join_quad_l(float (&l)[2]) {
+#pragma unroll
+  for (int h = 0; h < 2; ++h) {
+    l[h] += __shfl_xor_sync(0xffffffffu, l[h], 1);
+    l[h] += __shfl_xor_sync(0xffffffffu, l[h], 2);
+  }
+}
+
 // Chunk c's records (O, m, l) of this lane's pairs that have the chunk (window keys from i_begin): l joined
 // over the quad first. l is spent (the next chunk starts afresh).
 template <int HD>
@@ -222,11 +231,7 @@ __device__ __forceinline__ void write_records(const ItemCta& it, float* part, in
                                               int i_begin, int lane, int warp, const float (&o)[HD / 8][4],
                                               const float (&m)[2], float (&l)[2]) {
   constexpr int DT = HD / 8;
-#pragma unroll
-  for (int h = 0; h < 2; ++h) {
-    l[h] += __shfl_xor_sync(0xffffffffu, l[h], 1);
-    l[h] += __shfl_xor_sync(0xffffffffu, l[h], 2);
-  }
+  join_quad_l(l);
 #pragma unroll
   for (int h = 0; h < 2; ++h) {
     const int qi = 16 * warp + (lane >> 2) + 8 * h;
@@ -363,13 +368,9 @@ __global__ void __launch_bounds__(W * 32, 1)
     const uint32_t kv_base = smem_base + 2u * static_cast<uint32_t>((g % S) * L::kStepElems);
     tc_flash_step<HD, KB, P>(lane_addrs.q, kv_base, lane_addrs.k, lane_addrs.v, t0, t0 + KB - 1 > it.warp_first, it.pos,
                              lane, scale_log2, o, m, l);
-    if (j != per_chunk - 1 && g != total - 1) continue;
-      // Chunk c ends: l joined over the quad (a record's l), then merged into the rows that have the chunk.
-#pragma unroll
-    for (int h = 0; h < 2; ++h) {
-      l[h] += __shfl_xor_sync(0xffffffffu, l[h], 1);
-      l[h] += __shfl_xor_sync(0xffffffffu, l[h], 2);
-    }
+    if (j != per_chunk - 1 && g != total - 1) continue;  // chunk c goes on
+    // Chunk c ends: l joined over the quad (a record's l), then merged into the rows that have the chunk.
+    join_quad_l(l);
 #pragma unroll
     for (int h = 0; h < 2; ++h) {
       if (it.pos[h] < c * it.keys) continue;  // padding (-1), or a row whose window ends before chunk c
