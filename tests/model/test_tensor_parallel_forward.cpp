@@ -110,9 +110,12 @@ void expect_close(const Trace& sharded, const Trace& plain, double tolerance, co
 
 TEST(TensorParallelForward, TwoAndFourRanksGiveTheUnshardedLogitsWithinRounding) {
   // f32 weights and KV cache: only the reduction's rounding differs (measured ≤ 7e-7 relative). bf16: the KV
-  // cache rounds k and v to bf16 (and the AVX-512 BF16 kernels each matmul input), where a last-bit
-  // difference can move a rounding (measured ≤ 1.1e-4).
-  for (const auto& [dtype, tolerance] : {std::pair<std::string, double>{"f32", 5e-6}, {"bf16", 1e-3}}) {
+  // cache rounds k and v to bf16, where a last-bit difference can move a rounding (measured ≤ 1.1e-4 with the
+  // AVX-512 f32 kernels); on a CPU with AVX512-BF16 the matmul kernel also rounds each input row to bf16, so a
+  // last-bit difference of a reduced sum becomes one bf16 ulp (2^-8) of the next layer's input: measured
+  // 2.2e-3 (dense) and 4.6e-3 (demo) on an AMD EPYC with AVX512-BF16. A wrong shard or a rank left out of a
+  // reduction is off by O(1).
+  for (const auto& [dtype, tolerance] : {std::pair<std::string, double>{"f32", 5e-6}, {"bf16", 2e-2}}) {
     const Trace demo = run_trace(*load_demo(dtype, 0)), dense = run_trace(*tiny(dtype, 0));
     for (int n : {2, 4}) {
       expect_close(run_trace(*load_demo(dtype, n)), demo, tolerance, "demo " + dtype + " N=" + std::to_string(n));
