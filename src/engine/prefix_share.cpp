@@ -14,7 +14,7 @@ namespace {
 constexpr int64_t kGrid = 64;  // the chunked DeltaNet's chunk: snapshot points and hybrid hits lie on it
 // A prompt's last grid point is a snapshot point (its chunk ends there) only from this many positions on.
 // The cut costs one more forward, which streams all the weights again: on an H200 a 128-token prompt on
-// the 27B hybrid took 66-71 ms as two 64-row forwards against ~35 ms as one. The snapshot saves the next
+// the 27B hybrid took 66-71 ms as two 64-row forwards against 40.5 ms as one. The snapshot saves the next
 // turn re-prefilling those positions, worth more than a forward only past break-even: ~33 ms for a small
 // forward at ~8.4k prefill tokens/s is ~280 positions; 256 is the grid point under it. Below it the prompt
 // runs without the cut (the interval and branch stops stay).

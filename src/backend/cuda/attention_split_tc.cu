@@ -21,8 +21,9 @@
 // (row, query head, c) in attention.cu's layout, and attention_combine_kernel<true> merges a row's chunks
 // in chunk order with exp2.
 //
-// The walking form (attention_walk_tc_kernel, head dim 128), for calls whose items and KV heads alone fill the
-// GPU and whose rows have few chunks (a verify of several sequences, a decode of 16 at short context): a CTA per
+// The walking form (attention_walk_tc_kernel, head dim 128), for calls whose items and KV heads alone fill half
+// the GPU, whose items hold 16+ query pairs and whose rows have few chunks (verifies of 4+ rows of several
+// sequences at short context; decodes stay split, see walks()): a CTA per
 // (item, KV head) walks the item's chunks in order, each chunk exactly as the split kernel's CTA computes it (its
 // own online softmax from the chunk's first key, the same steps, masks and zero-filled slots), and merges each
 // chunk as it ends into its rows' running (M, L, O) in registers with the combine kernel's arithmetic on the
@@ -524,9 +525,6 @@ namespace specserve::cuda::attn {
 
 void set_split_walk(SplitWalk w) {
   kernels::attn_kernel::g_walk_mode.store(static_cast<int>(w), std::memory_order_relaxed);
-}
-SplitWalk split_walk() {
-  return static_cast<SplitWalk>(kernels::attn_kernel::g_walk_mode.load(std::memory_order_relaxed));
 }
 
 }  // namespace specserve::cuda::attn

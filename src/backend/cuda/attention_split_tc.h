@@ -17,6 +17,5 @@ namespace specserve::cuda::attn {
 // the attention benchmark). Which form serves a row never changes its bits.
 enum class SplitWalk { Auto, Never, Always };
 void set_split_walk(SplitWalk w);
-SplitWalk split_walk();
 
 }  // namespace specserve::cuda::attn
