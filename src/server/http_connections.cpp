@@ -130,12 +130,21 @@ void HttpServer::Impl::begin_closing(Conn* c) {
   evbuffer* in = bufferevent_get_input(c->bev);
   evbuffer_drain(in, evbuffer_get_length(in));
   bufferevent_enable(c->bev, EV_READ);
-  if (evbuffer_get_length(bufferevent_get_output(c->bev)) == 0) shut_write(c);
+  if (evbuffer_get_length(bufferevent_get_output(c->bev)) == 0) {
+    shut_write(c);
+  } else if (!c->flushing) {
+    c->flushing = true;  // stop() waits for these bytes (within its flush limit)
+    flushing_.fetch_add(1);
+  }
 }
 
 void HttpServer::Impl::shut_write(Conn* c) {
   if (c->shut_wr) return;
   c->shut_wr = true;
+  if (c->flushing) {
+    c->flushing = false;
+    flushing_.fetch_sub(1);
+  }
   ::shutdown(bufferevent_getfd(c->bev), SHUT_WR);
   arm(c, kLingerSeconds);
 }
@@ -173,6 +182,7 @@ void HttpServer::Impl::close_now(Conn* c) {
     active_responses_.fetch_sub(1);
   }
   if (c->refused) --refusing_;
+  if (c->flushing) flushing_.fetch_sub(1);
   evtimer_del(c->timer);
   event_free(c->timer);
   bufferevent_free(c->bev);

@@ -97,11 +97,12 @@ void HttpServer::Impl::send_response(Conn* c, HttpResponse r, bool counts_as_act
 }
 
 void HttpServer::Impl::response_done(Conn* c, bool close) {
-  active_responses_.fetch_sub(1);
   if (close) {
-    begin_closing(c);
+    begin_closing(c);  // counts the unwritten output (flushing_) before the response stops counting
+    active_responses_.fetch_sub(1);
     return;
   }
+  active_responses_.fetch_sub(1);
   c->state = State::Reading;
   arm(c, options_.keep_alive_timeout_s);
   // Bytes of a pipelined request may be waiting; parse them on the next loop turn.

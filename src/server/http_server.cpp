@@ -2,6 +2,7 @@
 // threads, and the public HttpServer calls that forward to it.
 #include "server/http_server.h"
 
+#include <event2/buffer.h>
 #include <event2/thread.h>
 #include <netdb.h>
 #include <netinet/in.h>
@@ -137,8 +138,11 @@ void HttpServer::Impl::begin_shutdown() {
 void HttpServer::Impl::stop(int flush_ms) {
   if (!running_) return;
   begin_shutdown();
+  // The responses still being produced end, and what they queued is written out to the clients,
+  // within the flush limit: closing a connection frees its unwritten output.
   const auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(flush_ms);
-  while (active_responses_.load() > 0 && std::chrono::steady_clock::now() < deadline)
+  while ((!shutdown_begun_.load() || active_responses_.load() > 0 || flushing_.load() > 0) &&
+         std::chrono::steady_clock::now() < deadline)
     std::this_thread::sleep_for(std::chrono::milliseconds(5));
   // Every connection still open is closed on the loop, which then exits (after running the
   // finalizers that close the sockets).
@@ -191,7 +195,15 @@ void HttpServer::Impl::on_shutdown() {
     else
       c->keep_alive = false;  // the response being served is the last
   }
-  for (Conn* c : reading) close_now(c);  // idle keep-alive and half-received requests
+  // Idle keep-alive and half-received requests close now; one whose previous response is still
+  // being written out closes after it.
+  for (Conn* c : reading) {
+    if (evbuffer_get_length(bufferevent_get_output(c->bev)) > 0)
+      begin_closing(c);
+    else
+      close_now(c);
+  }
+  shutdown_begun_.store(true);
 }
 
 HttpServer::HttpServer(ServerOptions options, std::shared_ptr<ServingState> state)

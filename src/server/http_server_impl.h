@@ -44,6 +44,7 @@ class HttpServer::Impl {
     bool keep_alive = true;  // of the request being served
     bool http10 = false;
     bool shut_wr = false;
+    bool flushing = false;         // closing with a response's bytes still queued (counted in flushing_)
     bool refused = false;          // over the connection cap: answered 503 and closing
     std::vector<HttpHeader> cors;  // headers every response to this request carries
     explicit Conn(HttpLimits limits) : parser(limits) {}
@@ -107,7 +108,9 @@ class HttpServer::Impl {
   std::unordered_map<uint64_t, std::unique_ptr<Conn>> conns_;
   std::atomic<size_t> open_count_{0};
   std::atomic<int> active_responses_{0};
+  std::atomic<int> flushing_{0};  // closing connections whose last response is not yet written out
   std::atomic<bool> draining_{false};
+  std::atomic<bool> shutdown_begun_{false};  // on_shutdown ran: every connection knows it is the last
   std::atomic<bool> running_{false};
   std::thread thread_;
   std::mutex post_mutex_;

@@ -89,8 +89,10 @@ class RawConnection {
   // Reads until `needle` appears, the peer closes, or the receive timeout hits.
   std::string read_until(const std::string& needle) {
     std::string got;
-    char buf[4096];
-    while (got.find(needle) == std::string::npos) {
+    char buf[65536];
+    // Only the bytes that arrived last (and the needle's length before them) are searched again.
+    for (size_t searched = 0; got.find(needle, searched) == std::string::npos;) {
+      searched = got.size() >= needle.size() ? got.size() - needle.size() + 1 : 0;
       ssize_t n = ::recv(fd_, buf, sizeof(buf), 0);
       if (n == 0) peer_closed_ = true;
       if (n <= 0) break;

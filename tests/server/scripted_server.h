@@ -1,7 +1,8 @@
 #pragma once
 // A scripted model behind the ModelServices seam and an in-process HttpServer around it, for the
 // HTTP-level tests: tokens are bytes; the "model" answers "Hello, world!" one byte per event, or
-// streams until cancelled when the prompt contains "forever". It imitates a prefix cache's counting
+// streams until cancelled when the prompt contains "forever" (or floods 64 KiB per token when it
+// contains "flood"). It imitates a prefix cache's counting
 // (usage.cached_tokens and the prefix_cache_* metrics) and records every prompt it was sent.
 #include <httplib.h>
 
@@ -56,9 +57,12 @@ class ScriptedModel : public ModelServices {
     // "gaps": every character is preceded by an event that releases no text (as when the stop
     // checker or the reasoning splitter holds a tail back).
     const bool gaps = prompt_text.find("gaps") != std::string::npos;
+    // "flood": max_tokens tokens without delay, each one's text 64 KiB (a response larger than the
+    // sockets between server and client hold).
+    const bool flood = prompt_text.find("flood") != std::string::npos;
     const int64_t max_tokens = r.max_tokens;
     const int64_t prompt_len = static_cast<int64_t>(prompt.size());
-    const int delay_ms = forever ? 20 : token_delay_ms.load();
+    const int delay_ms = forever ? 20 : flood ? 0 : token_delay_ms.load();
     metrics_.requests_running.fetch_add(1);
     std::lock_guard lock(mutex_);
     size_t common = 0;
@@ -72,7 +76,7 @@ class ScriptedModel : public ModelServices {
     metrics_.prefix_cache_queries.fetch_add(prompt_len);
     metrics_.prefix_cache_hits.fetch_add(cached);
     prompts_.push_back(prompt_text);
-    workers_.emplace_back([this, stream, forever, gaps, max_tokens, prompt_len, cached, delay_ms] {
+    workers_.emplace_back([this, stream, forever, gaps, flood, max_tokens, prompt_len, cached, delay_ms] {
       const std::string script = "Hello, world!";
       int64_t n = 0;
       for (;; ++n) {
@@ -84,7 +88,7 @@ class ScriptedModel : public ModelServices {
           cancelled_.fetch_add(1);
           break;
         }
-        if (!forever && (n == static_cast<int64_t>(script.size()) || n == max_tokens)) {
+        if (!forever && ((!flood && n == static_cast<int64_t>(script.size())) || n == max_tokens)) {
           engine::StreamEvent e;
           e.finished = true;
           e.finish_reason = n == max_tokens ? engine::FinishReason::Length : engine::FinishReason::Stop;
@@ -101,9 +105,9 @@ class ScriptedModel : public ModelServices {
         engine::StreamEvent e;
         char c = script[static_cast<size_t>(n) % script.size()];
         e.tokens = {c};
-        e.text = std::string(1, c);
+        e.text = std::string(flood ? 65536 : 1, c);
         stream->push(e);
-        std::this_thread::sleep_for(std::chrono::milliseconds(delay_ms));
+        if (delay_ms > 0) std::this_thread::sleep_for(std::chrono::milliseconds(delay_ms));
       }
       metrics_.requests_running.fetch_sub(1);
     });

@@ -226,6 +226,44 @@ TEST(HttpLimits, IdleKeepAliveConnectionIsClosed) {
   EXPECT_TRUE(conn.peer_closed()) << "still open after " << seconds_since(t0) << " s";
 }
 
+TEST(HttpLimits, ShutdownWritesOutQueuedResponsesWithinTheFlushLimit) {
+  Fixture f;
+  f.ready();
+  // Two finished streams of 12.5 MiB each, more than the sockets hold: the server keeps most of
+  // each queued while nobody reads. The reader then gets all of its stream before the close; the
+  // client that never reads holds shutdown only for the flush limit.
+  constexpr int kTokens = 200;
+  auto request = [&](test::RawConnection& conn) {
+    const std::string body =
+        json{{"model", "scripted"}, {"prompt", "flood"}, {"max_tokens", kTokens}, {"stream", true}}.dump();
+    conn.send_all(post_head("/v1/completions", "Content-Length: " + std::to_string(body.size())) + body);
+  };
+  test::RawConnection reader(f.port, 20), stalled(f.port, 20);
+  request(reader);
+  request(stalled);
+  ASSERT_TRUE(test::wait_for([&] { return f.model->prompts().size() == 2; }, std::chrono::seconds(10)));
+  ASSERT_TRUE(
+      test::wait_for([&] { return f.model->metrics().requests_running.load() == 0; }, std::chrono::seconds(10)));
+  std::this_thread::sleep_for(std::chrono::milliseconds(300));  // the pump queues the last events
+
+  std::string got;
+  std::thread t([&] { got = reader.read_all(); });
+  const auto t0 = std::chrono::steady_clock::now();
+  f.server->stop(1500);
+  const double took = seconds_since(t0);
+  t.join();
+  std::printf("[ measured ] stop with 2 x %.1f MiB queued, one client reading: %.3f s (flush limit 1.5 s)\n",
+              kTokens * 65536 / 1048576.0, took);
+  EXPECT_NE(got.find("data: [DONE]"), std::string::npos) << got.size() << " bytes arrived";
+  EXPECT_NE(got.find("\"finish_reason\":\"length\""), std::string::npos);
+  EXPECT_GE(got.size(), static_cast<size_t>(kTokens) * 65536);
+  EXPECT_TRUE(reader.peer_closed());
+  EXPECT_LT(took, 1.5 + 1.0) << "the stalled client held shutdown past the flush limit";
+  EXPECT_GE(took, 1.4) << "shutdown did not wait for the stalled client's queued output";
+  stalled.read_all();
+  EXPECT_TRUE(stalled.peer_closed());
+}
+
 TEST(HttpLimits, ShutdownClosesIdleAndHalfReceivedConnectionsAndStopsAccepting) {
   Fixture f;
   f.ready();
