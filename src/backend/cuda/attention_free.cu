@@ -20,6 +20,7 @@
 #include <vector>
 
 #include "backend/cuda/attention_tc_fragments.cuh"
+#include "backend/cuda/attention_tc_step.cuh"
 #include "backend/cuda/cuda_check.h"
 #include "backend/cuda/device_math.cuh"
 #include "backend/cuda/kernels.h"
@@ -202,45 +203,7 @@ __global__ void __launch_bounds__(kFreeThreads)
         sc[nt][e] = key >= lo[h] && key <= hi[h] ? sc[nt][e] * scale : -INFINITY;
         mx[h] = fmaxf(mx[h], sc[nt][e]);
       }
-    float corr[2], base[2];
-#pragma unroll
-    for (int h = 0; h < 2; ++h) {
-      mx[h] = fmaxf(mx[h], __shfl_xor_sync(0xffffffffu, mx[h], 1));
-      mx[h] = fmaxf(mx[h], __shfl_xor_sync(0xffffffffu, mx[h], 2));
-      const float m_new = fmaxf(m[h], mx[h]);
-      // A row that has seen no key yet keeps m = -inf: its p and corr are then 0 (base 0, not -inf - -inf).
-      base[h] = m_new == -INFINITY ? 0.0f : m_new;
-      corr[h] = expf(m[h] - base[h]);  // 0 while m was -inf
-      m[h] = m_new;
-      l[h] *= corr[h];
-    }
-#pragma unroll
-    for (int nt = 0; nt < NT; ++nt)
-#pragma unroll
-      for (int e = 0; e < 4; ++e) {
-        sc[nt][e] = expf(sc[nt][e] - base[e >> 1]);
-        l[e >> 1] += sc[nt][e];
-      }
-#pragma unroll
-    for (int dt = 0; dt < DT; ++dt)
-#pragma unroll
-      for (int e = 0; e < 4; ++e) o[dt][e] *= corr[e >> 1];
-        // O += P V: P's C fragments of keys 16c .. 16c + 15 are the A fragment of k-step c.
-#pragma unroll
-    for (int c = 0; c < kTileKeys / 16; ++c) {
-      const uint32_t pa[4] = {tc::pack_bf16x2(sc[2 * c][0], sc[2 * c][1]), tc::pack_bf16x2(sc[2 * c][2], sc[2 * c][3]),
-                              tc::pack_bf16x2(sc[2 * c + 1][0], sc[2 * c + 1][1]),
-                              tc::pack_bf16x2(sc[2 * c + 1][2], sc[2 * c + 1][3])};
-      // ldmatrix rows: lane l gives key 16c + l % 8 + 8 ((l / 8) % 2) at dims d0 + 8 (l / 16).
-      const int key = 16 * c + (lane & 7) + 8 * ((lane >> 3) & 1);
-#pragma unroll
-      for (int dt = 0; dt < DT; dt += 2) {
-        uint32_t b0, b1, b2, b3;
-        ldmatrix_x4_trans(v_base + 2u * static_cast<uint32_t>(key * P + 8 * dt + 8 * (lane >> 4)), b0, b1, b2, b3);
-        tc::mma_bf16(o[dt], pa, b0, b1);
-        tc::mma_bf16(o[dt + 1], pa, b2, b3);
-      }
-    }
+    tc_expf_softmax_pv<kTileKeys, DT, P>(sc, mx, v_base, lane, o, m, l);
   }
 #pragma unroll
   for (int h = 0; h < 2; ++h) {

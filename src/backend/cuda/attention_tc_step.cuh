@@ -1,6 +1,7 @@
 #pragma once
 // One key step of the tensor-core flash attention, shared by the pipelined prefill kernel
-// (attention_prefill_pipelined.cuh) and the split kernel of decode and verify rows (attention_split_tc.cu):
+// (attention_prefill_pipelined.cuh) and the split kernel of decode and verify rows (attention_split_tc.cu)
+// (and, in natural base, the rest of the step for the free-order and staged kernels: tc_expf_softmax_pv):
 // a warp's 16 query rows against the step's KB keys and values, staged as bf16 rows of pitch P in shared
 // memory. The arguments for why a row's bits depend on its own inputs only are in the two kernels' files;
 // this function is the arithmetic they argue about, written once.
@@ -137,6 +138,57 @@ __device__ __forceinline__ void tc_flash_step(uint32_t q_lane, uint32_t kv_base,
     for (int dt = 0; dt < DT; dt += 2) {
       uint32_t b0, b1, b2, b3;
       ldmatrix_x4_trans(kv_base + v_lane + 2u * (16 * c * P + 8 * dt), b0, b1, b2, b3);
+      tc::mma_bf16(o[dt], pa, b0, b1);
+      tc::mma_bf16(o[dt + 1], pa, b2, b3);
+    }
+  }
+}
+
+// The rest of a key step in natural base (expf), for the two kernels that exponentiate so (the drafter's
+// free-order kernel, attention_free.cu, and the staged prefill kernel, attention_prefill_staged.cuh), from
+// the step's masked and scaled scores sc and this lane's maxima mx of them: each row's maximum over its quad
+// of lanes, p = e^(s - m_new) in place, m and l advanced, O rescaled (always) and O += P V with V's 16-key
+// k-steps read transposed from v_base (KB keys of pitch P elements).
+template <int KB, int DT, int P>
+__device__ __forceinline__ void tc_expf_softmax_pv(float (&sc)[KB / 8][4], float (&mx)[2], uint32_t v_base, int lane,
+                                                   float (&o)[DT][4], float (&m)[2], float (&l)[2]) {
+  constexpr int NT = KB / 8;
+  float corr[2], base[2];
+#pragma unroll
+  for (int h = 0; h < 2; ++h) {
+    mx[h] = fmaxf(mx[h], __shfl_xor_sync(0xffffffffu, mx[h], 1));
+    mx[h] = fmaxf(mx[h], __shfl_xor_sync(0xffffffffu, mx[h], 2));
+    const float m_new = fmaxf(m[h], mx[h]);
+    // A row that has seen no key yet keeps m = -inf (in the prefill kernel only a padding row: position 0
+    // is every real row's first key): base 0 keeps its p and corr at 0 instead of NaN (-inf - -inf).
+    base[h] = m_new == -INFINITY ? 0.0f : m_new;
+    corr[h] = expf(m[h] - base[h]);  // 0 while m was -inf
+    m[h] = m_new;
+    l[h] *= corr[h];
+  }
+#pragma unroll
+  for (int nt = 0; nt < NT; ++nt)
+#pragma unroll
+    for (int e = 0; e < 4; ++e) {
+      sc[nt][e] = expf(sc[nt][e] - base[e >> 1]);
+      l[e >> 1] += sc[nt][e];
+    }
+#pragma unroll
+  for (int dt = 0; dt < DT; ++dt)
+#pragma unroll
+    for (int e = 0; e < 4; ++e) o[dt][e] *= corr[e >> 1];
+      // O += P V: P's C fragments of keys 16c .. 16c + 15 are the A fragment of k-step c.
+#pragma unroll
+  for (int c = 0; c < KB / 16; ++c) {
+    const uint32_t pa[4] = {tc::pack_bf16x2(sc[2 * c][0], sc[2 * c][1]), tc::pack_bf16x2(sc[2 * c][2], sc[2 * c][3]),
+                            tc::pack_bf16x2(sc[2 * c + 1][0], sc[2 * c + 1][1]),
+                            tc::pack_bf16x2(sc[2 * c + 1][2], sc[2 * c + 1][3])};
+    // ldmatrix rows: lane l gives key 16c + l % 8 + 8 ((l / 8) % 2) at dims 8 dt + 8 (l / 16).
+    const int key = 16 * c + (lane & 7) + 8 * ((lane >> 3) & 1);
+#pragma unroll
+    for (int dt = 0; dt < DT; dt += 2) {
+      uint32_t b0, b1, b2, b3;
+      ldmatrix_x4_trans(v_base + 2u * static_cast<uint32_t>(key * P + 8 * dt + 8 * (lane >> 4)), b0, b1, b2, b3);
       tc::mma_bf16(o[dt], pa, b0, b1);
       tc::mma_bf16(o[dt + 1], pa, b2, b3);
     }
