@@ -97,13 +97,8 @@ __global__ void __launch_bounds__(WgAttn<HD, H2>::kThreads, 1)
   const uint32_t sbase = tc::smem_addr(smem_raw) + pad;
   const uint32_t full0 = tc::smem_addr(&bars[0]), empty0 = tc::smem_addr(&bars[S]);
   const int tid = static_cast<int>(threadIdx.x);
-  if (tid == 0) {
-    for (int s = 0; s < S; ++s) {
-      mbar_init(full0 + 8 * s, 128);      // every producer thread, once its copies landed
-      mbar_init(empty0 + 8 * s, 4 * H2);  // every consumer warp
-    }
-    asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
-  }
+  // full: every producer thread, once its copies landed; empty: every consumer warp
+  init_ring_barriers(tid, full0, empty0, S, 128, 4 * H2);
   __syncthreads();
 
   const int head0 = static_cast<int>(blockIdx.x) * H2;

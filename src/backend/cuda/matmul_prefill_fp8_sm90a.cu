@@ -165,13 +165,8 @@ __global__ void __launch_bounds__(Fp8Gemm::kThreads, 1) matmul_prefill_fp8_kerne
   const uint32_t rank = Mc ? cluster_rank() : 0u;
   const int first = static_cast<int>(Mc ? blockIdx.x / 2 : blockIdx.x);
   const int step = static_cast<int>(Mc ? gridDim.x / 2 : gridDim.x);
-  if (tid == 0) {
-    for (int s = 0; s < Fp8Gemm::kStages; ++s) {
-      mbar_init(full0 + 8 * s, 1);
-      mbar_init(empty0 + 8 * s, Fp8Gemm::kConsumers * 4 * (Mc ? 2 : 1));  // one arrival per consumer warp
-    }
-    asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
-  }
+  // full: the producer thread; empty: one arrival a consumer warp (of both CTAs under multicast)
+  init_ring_barriers(tid, full0, empty0, Fp8Gemm::kStages, 1, Fp8Gemm::kConsumers * 4 * (Mc ? 2 : 1));
   if constexpr (Mc)
     cluster_sync();  // the peer's barriers are initialised before anything arrives on them
   else

@@ -155,13 +155,8 @@ __global__ void __launch_bounds__(Gemm::kThreads, 1) matmul_prefill_kernel(const
   const uint32_t sbase = smem_addr(smem_raw) + pad;
   const uint32_t full0 = smem_addr(&bars[0]), empty0 = smem_addr(&bars[Gemm::kStages]);
   const int tid = static_cast<int>(threadIdx.x);
-  if (tid == 0) {
-    for (int s = 0; s < Gemm::kStages; ++s) {
-      mbar_init(full0 + 8 * s, 1);
-      mbar_init(empty0 + 8 * s, Gemm::kConsumers * 4);  // one arrival per consumer warp
-    }
-    asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
-  }
+  // full: the producer thread; empty: one arrival a consumer warp
+  init_ring_barriers(tid, full0, empty0, Gemm::kStages, 1, Gemm::kConsumers * 4);
   __syncthreads();
 
   const int warpgroup = __shfl_sync(0xffffffffu, tid / 128, 0);

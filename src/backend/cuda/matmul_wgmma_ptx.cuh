@@ -46,6 +46,18 @@ __device__ __forceinline__ void wgmma_m64n256k16(float (&d)[128], uint64_t desc_
 __device__ __forceinline__ void mbar_init(uint32_t bar, unsigned count) {
   asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;\n" ::"r"(bar), "r"(count) : "memory");
 }
+// A stage ring's barriers, by thread `tid` 0: full[s] at full0 + 8 s and empty[s] at empty0 + 8 s for the
+// `stages` stages, with their arrival counts, made visible (to the cluster too) for the __syncthreads the
+// caller runs next.
+__device__ __forceinline__ void init_ring_barriers(int tid, uint32_t full0, uint32_t empty0, int stages,
+                                                   unsigned full_arrivals, unsigned empty_arrivals) {
+  if (tid != 0) return;
+  for (int s = 0; s < stages; ++s) {
+    mbar_init(full0 + 8 * s, full_arrivals);
+    mbar_init(empty0 + 8 * s, empty_arrivals);
+  }
+  asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
+}
 __device__ __forceinline__ void mbar_arrive(uint32_t bar) {
   asm volatile("{\n.reg .b64 state;\nmbarrier.arrive.release.cta.shared::cta.b64 state, [%0];\n}\n" ::"r"(bar)
                : "memory");

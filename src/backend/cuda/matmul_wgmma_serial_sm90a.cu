@@ -52,13 +52,8 @@ __global__ void __launch_bounds__(T::kThreads, 1) matmul_wgmma_serial_kernel(con
   const uint32_t sbase = smem_addr(smem_raw) + pad;
   const uint32_t full0 = smem_addr(&bars[0]), empty0 = smem_addr(&bars[T::kStages]);
   const int tid = static_cast<int>(threadIdx.x);
-  if (tid == 0) {
-    for (int s = 0; s < T::kStages; ++s) {
-      mbar_init(full0 + 8 * s, T::kProducerThreads);
-      mbar_init(empty0 + 8 * s, T::kConsumerThreads / 32);
-    }
-    asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
-  }
+  // full: every producer thread; empty: one arrival a consumer warp
+  init_ring_barriers(tid, full0, empty0, T::kStages, T::kProducerThreads, T::kConsumerThreads / 32);
   __syncthreads();
 
   const TileId t = tile_of(blockIdx.x, p.nbm, p.nbn, p.group);

@@ -202,13 +202,8 @@ __global__ void __launch_bounds__(T::kThreads, 1) matmul_wgmma_tma_kernel(const 
   const uint32_t sbase = smem_addr(smem_raw) + pad;
   const uint32_t full0 = smem_addr(&bars[0]), empty0 = smem_addr(&bars[T::kStages]);
   const int tid = static_cast<int>(threadIdx.x);
-  if (tid == 0) {
-    for (int s = 0; s < T::kStages; ++s) {
-      mbar_init(full0 + 8 * s, 1);
-      mbar_init(empty0 + 8 * s, T::kConsumers * 4);  // one arrival per consumer warp
-    }
-    asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
-  }
+  // full: the producer thread; empty: one arrival a consumer warp
+  init_ring_barriers(tid, full0, empty0, T::kStages, 1, T::kConsumers * 4);
   __syncthreads();
   // Every thread but the producer's waits for the previous kernel here; the producer first issues the
   // weight boxes of its first unit's first stages (weights are parameters: launch.cuh's exception).
