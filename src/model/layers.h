@@ -25,6 +25,23 @@ struct ArchSpec {
   double rope_theta = 10000.0;
   bool attn_output_gate = false;  // Qwen3.5: q_proj rows are [query | gate] per head
   GdnDims gdn;
+
+  // The dimensions every family reads from its config, with the family's norm flavour and output gate.
+  static ArchSpec from(const ModelConfig& cfg, NormKind norm, bool attn_output_gate) {
+    ArchSpec s;
+    s.norm = norm;
+    s.eps = static_cast<float>(cfg.rms_norm_eps);
+    s.hidden = cfg.hidden_size;
+    s.intermediate = cfg.intermediate_size;
+    s.vocab = cfg.vocab_size;
+    s.num_heads = cfg.num_heads;
+    s.num_kv_heads = cfg.num_kv_heads;
+    s.head_dim = cfg.head_dim;
+    s.rot_dim = cfg.rotary_dim();
+    s.rope_theta = cfg.rope_theta;
+    s.attn_output_gate = attn_output_gate;
+    return s;
+  }
 };
 
 // Access to SequenceState internals for the blocks and the model.

@@ -8,17 +8,7 @@ namespace specserve {
 ModelParts build_qwen3(const ModelConfig& cfg, WeightStore& w) {
   ModelParts parts;
   ArchSpec& s = parts.spec;
-  s.norm = NormKind::Plain;
-  s.eps = static_cast<float>(cfg.rms_norm_eps);
-  s.hidden = cfg.hidden_size;
-  s.intermediate = cfg.intermediate_size;
-  s.vocab = cfg.vocab_size;
-  s.num_heads = cfg.num_heads;
-  s.num_kv_heads = cfg.num_kv_heads;
-  s.head_dim = cfg.head_dim;
-  s.rot_dim = cfg.rotary_dim();
-  s.rope_theta = cfg.rope_theta;
-  s.attn_output_gate = false;
+  s = ArchSpec::from(cfg, NormKind::Plain, /*attn_output_gate=*/false);
   SS_CHECK(!cfg.attention_bias, "qwen3: attention_bias is not supported");
   for (int i = 0; i < cfg.num_layers; ++i) {
     SS_CHECK(cfg.layer_types.empty() || cfg.layer_types[i] == LayerType::FullAttention,

@@ -10,17 +10,7 @@ namespace specserve {
 ModelParts build_qwen3_5(const ModelConfig& cfg, WeightStore& w) {
   ModelParts parts;
   ArchSpec& s = parts.spec;
-  s.norm = NormKind::ZeroCentred;
-  s.eps = static_cast<float>(cfg.rms_norm_eps);
-  s.hidden = cfg.hidden_size;
-  s.intermediate = cfg.intermediate_size;
-  s.vocab = cfg.vocab_size;
-  s.num_heads = cfg.num_heads;
-  s.num_kv_heads = cfg.num_kv_heads;
-  s.head_dim = cfg.head_dim;
-  s.rot_dim = cfg.rotary_dim();
-  s.rope_theta = cfg.rope_theta;
-  s.attn_output_gate = true;
+  s = ArchSpec::from(cfg, NormKind::ZeroCentred, /*attn_output_gate=*/true);
   s.gdn = GdnDims{cfg.linear_num_key_heads, cfg.linear_num_value_heads, cfg.linear_key_head_dim,
                   cfg.linear_value_head_dim, cfg.linear_conv_kernel_dim};
   SS_CHECK(!cfg.attention_bias, "qwen3_5: attention_bias is not supported");
