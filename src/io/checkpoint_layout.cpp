@@ -172,11 +172,6 @@ void require_implemented(const ModelConfig& c, const Checkpoint& ckpt) {
         "{}: quantization '{}' with {} is not implemented: specserve loads fp8 checkpoints of e4m3 weights with "
         "one scale per 128×128 block and dynamic activations (docs/MODELS.md §6)",
         ckpt.path(), c.quantization, c.quantization_unimplemented);
-  if (c.fp8_block128 && c.family == ModelFamily::DFlashDrafter)
-    fail(
-        "{}: quantization 'fp8' is not implemented for DFlash drafters: specserve loads drafters whose weights are "
-        "f32, f16 or bf16",
-        ckpt.path());
   if (!c.quantization.empty() && !c.fp8_block128)
     fail(
         "{}: quantization '{}' is not implemented: specserve loads checkpoints whose weights are f32, f16 or "

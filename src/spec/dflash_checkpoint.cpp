@@ -5,15 +5,18 @@
 
 #include "core/error.h"
 #include "io/checkpoint_layout.h"
+#include "io/fp8_blocks.h"
 
 namespace specserve::spec {
 namespace {
 
-DType choose_dtype(const std::string& option, const Checkpoint& c, const std::string& fc_name) {
+// auto: the checkpoint's (bf16 when fc is bf16, f32 otherwise), and bf16 for an fp8 checkpoint, as for targets
+// (docs/MODELS.md §6).
+DType choose_dtype(const std::string& option, const Checkpoint& c, const std::string& fc_name, bool fp8) {
   if (option == "f32") return DType::F32;
   if (option == "bf16") return DType::BF16;
   SS_CHECK(option == "auto", "--dtype must be auto, f32 or bf16 (got '{}')", option);
-  return c.entry(fc_name).dtype == DType::BF16 ? DType::BF16 : DType::F32;
+  return fp8 || c.entry(fc_name).dtype == DType::BF16 ? DType::BF16 : DType::F32;
 }
 
 void check_pair(const ModelConfig& d, const TargetShape& t) {
@@ -44,8 +47,14 @@ TensorView DrafterCheckpoint::tensor(const std::string& name, const Shape& shape
   TensorView v = file_->get(full);
   SS_CHECK(v.shape == shape, "drafter tensor '{}' has shape {}, expected {}", full, v.shape.to_string(),
            shape.to_string());
-  SS_CHECK(is_float(v.dtype), "drafter tensor '{}' has non-float dtype {}", full, dtype_name(v.dtype));
   const DType want = matrix ? matrix_dtype_ : DType::F32;
+  if (v.dtype == DType::F8_E4M3) {
+    // A Linear weight of Qwen's block-128 fp8 (resolve_checkpoint_layout accepted it and its scale):
+    // dequantised once, here, as a target's (model/weights.cpp).
+    owned_.push_back(dequantize_fp8_blocks(v, file_->get(fp8_scale_name(full)), want, full));
+    return owned_.back().view();
+  }
+  SS_CHECK(is_float(v.dtype), "drafter tensor '{}' has non-float dtype {}", full, dtype_name(v.dtype));
   if (v.dtype == want) return v;
   Tensor f = to_f32(v);
   owned_.push_back(want == DType::F32 ? std::move(f) : from_f32(f, want));
@@ -63,8 +72,8 @@ std::unique_ptr<DrafterCheckpoint> DrafterCheckpoint::load(const std::string& di
              family_name(c.family));
     SS_CHECK(!c.attention_bias, "drafters with attention_bias are not supported");
     d->file_ = Checkpoint::open(dir);
-    // Refuses quantised checkpoints, RoPE scaling, DFlash2 / DSpark tensors and any tensor a DFlash drafter
-    // does not read.
+    // Refuses quantisations other than Qwen's fp8 block-128, RoPE scaling, DFlash2 / DSpark tensors and any tensor a
+    // DFlash drafter does not read.
     resolve_checkpoint_layout(c, *d->file_);
     // z-lab files have no prefix; some re-uploads add `model.` (docs/DFLASH.md §2.2).
     if (d->file_->contains("fc.weight"))
@@ -73,7 +82,7 @@ std::unique_ptr<DrafterCheckpoint> DrafterCheckpoint::load(const std::string& di
       d->prefix_ = "model.";
     else
       fail("checkpoint has no fc.weight (nor model.fc.weight): not a DFlash drafter");
-    d->matrix_dtype_ = choose_dtype(dtype, *d->file_, d->prefix_ + "fc.weight");
+    d->matrix_dtype_ = choose_dtype(dtype, *d->file_, d->prefix_ + "fc.weight", c.fp8_block128);
     check_pair(c, target);
 
     const int64_t H = c.hidden_size;

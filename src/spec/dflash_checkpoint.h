@@ -42,7 +42,8 @@ struct TargetShape {
 class DrafterCheckpoint {
  public:
   // Reads DIR/config.json and the tensors, converting matrices to `matrix_dtype` (F32 or BF16;
-  // zero-copy when the file already has it) and vectors to f32. Throws Error on DFlash2 / DSpark
+  // zero-copy when the file already has it; the fp8 Linear weights of a block-128 checkpoint dequantised,
+  // docs/MODELS.md §6) and vectors to f32. Throws Error on other quantisations, DFlash2 / DSpark
   // tensors, a non-drafter config, an unsupported rope, missing or misshapen tensors, and on any
   // mismatch with `target` (hidden size, vocab, fc width, target layer ids, mask id).
   static std::unique_ptr<DrafterCheckpoint> load(const std::string& dir, const TargetShape& target,

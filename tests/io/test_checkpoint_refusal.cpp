@@ -161,8 +161,9 @@ TEST(CheckpointRefusal, DrafterWithUnreadTensorsOrQuantizationIsRefused) {
   expect_error([&] { layout_of(dir.path().string()); },
                "1 tensor the dflash architecture does not read, so this is not the model config.json describes: "
                "'lm_head.weight'");
-  write_checkpoint(dir.path().string(), with_key(tiny_dflash_config(), "quantization_config", kFp8Config), "");
-  expect_error([&] { layout_of(dir.path().string()); }, "quantization 'fp8' is not implemented for DFlash drafters");
+  write_checkpoint(dir.path().string(),
+                   with_key(tiny_dflash_config(), "quantization_config", {{"quant_method", "gptq"}, {"bits", 4}}), "");
+  expect_error([&] { layout_of(dir.path().string()); }, "quantization 'gptq' is not implemented");
 }
 
 }  // namespace

@@ -261,11 +261,21 @@ TEST(Fp8CheckpointLayout, UnimplementedFp8ConfigsAreRefusedNamingTheKey) {
   refused_with("modules_to_not_convert", 3, "key 'quantization_config.modules_to_not_convert' must be a list");
 }
 
-TEST(Fp8CheckpointLayout, Fp8DraftersAreRefused) {
+TEST(Fp8CheckpointLayout, Fp8DrafterListsItsQuantisedLinearWeights) {
   TempDir dir;
   const std::string cfg = with_quantization(tiny_dflash_config(), kQwenFp8Config);
   write(dir.path().string(), cfg, fp8_tensors(cfg, "", DType::F32));
-  expect_error([&] { layout_of(dir.path().string()); }, "quantization 'fp8' is not implemented for DFlash drafters");
+  const CheckpointLayout l = layout_of(dir.path().string());
+  EXPECT_EQ(l.fp8_weights.size(), 1u + 2u * 7);  // fc, then q k v o gate up down per layer
+  for (const char* name : {"fc.weight", "layers.0.self_attn.q_proj.weight", "layers.1.mlp.down_proj.weight"})
+    EXPECT_TRUE(std::find(l.fp8_weights.begin(), l.fp8_weights.end(), name) != l.fp8_weights.end()) << name;
+  // Its norms are read as floats: an fp8 one is refused by name.
+  std::vector<Stored> tensors = fp8_tensors(cfg, "", DType::F32);
+  for (auto& t : tensors)
+    if (t.name == "hidden_norm.weight") t.dtype = DType::F8_E4M3;
+  write(dir.path().string(), cfg, tensors);
+  expect_error([&] { layout_of(dir.path().string()); },
+               "tensor 'hidden_norm.weight' has dtype F8_E4M3; the model reads it as F32, F16 or BF16");
 }
 
 }  // namespace
