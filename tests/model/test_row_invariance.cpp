@@ -1,21 +1,13 @@
 // The lossless promise (docs/DESIGN.md §1, docs/DFLASH.md §6.6): extend rows equal successive decodes bit for bit;
 // a row's logits and captured features do not depend on the other rows or sequences in the batch;
 // prefill does not depend on its batch neighbours (nor on a split at 64-token chunk boundaries).
-#include <random>
 
-#include "model_test_util.h"
+#include "row_invariance_checks.h"
 
 namespace specserve {
 namespace {
 
 using namespace specserve::testing;
-
-std::vector<int32_t> random_ids(size_t n, uint32_t seed, int64_t vocab) {
-  std::mt19937 rng(seed);
-  std::vector<int32_t> v(n);
-  for (auto& x : v) x = static_cast<int32_t>(rng() % vocab);
-  return v;
-}
 
 struct Case {
   std::string fixture;
@@ -33,56 +25,9 @@ class RowInvariance : public ::testing::TestWithParam<Case> {
   std::unique_ptr<TargetModel> model_;
 };
 
-TEST_P(RowInvariance, ExtendEqualsSuccessiveDecodes) {
-  auto prompt = random_ids(21, 1, V());
-  auto draft = random_ids(9, 2, V());
-  auto a = model_->new_sequence(), b = model_->new_sequence();
-  run_one(*model_, *a, prompt, SpanMode::Prefill, LogitsWanted::None);
-  run_one(*model_, *b, prompt, SpanMode::Prefill, LogitsWanted::None);
-  auto ext = run_one(*model_, *a, draft, SpanMode::Extend, LogitsWanted::All, {0, 1});
-  model_->commit(*a, static_cast<int64_t>(draft.size()));
-  for (size_t i = 0; i < draft.size(); ++i) {
-    auto dec = run_one(*model_, *b, {draft[i]}, SpanMode::Extend, LogitsWanted::All, {0, 1});
-    model_->commit(*b, 1);
-    ASSERT_EQ(row(dec.logits, 0), row(ext.logits, static_cast<int64_t>(i))) << "row " << i;
-    ASSERT_EQ(row(dec.captured, 0), row(ext.captured, static_cast<int64_t>(i))) << "captured row " << i;
-  }
-  // And the states continue identically.
-  auto next_a = run_one(*model_, *a, {5}, SpanMode::Extend);
-  auto next_b = run_one(*model_, *b, {5}, SpanMode::Extend);
-  EXPECT_EQ(row(next_a.logits, 0), row(next_b.logits, 0));
-}
+TEST_P(RowInvariance, ExtendEqualsSuccessiveDecodes) { expect_extend_equals_successive_decodes(*model_); }
 
-TEST_P(RowInvariance, RowAloneEqualsRowInBatchOfEight) {
-  auto prompt = random_ids(30, 3, V());
-  auto target = model_->new_sequence();
-  auto twin = model_->new_sequence();
-  run_one(*model_, *target, prompt, SpanMode::Prefill, LogitsWanted::None);
-  run_one(*model_, *twin, prompt, SpanMode::Prefill, LogitsWanted::None);
-  auto alone = run_one(*model_, *twin, {7}, SpanMode::Extend, LogitsWanted::All, {1});
-
-  // Seven unrelated sequences with different histories and span kinds around the same row.
-  std::vector<std::unique_ptr<SequenceState>> others;
-  std::vector<std::vector<int32_t>> toks;
-  ForwardBatch batch;
-  batch.capture_layers = {1};
-  for (int i = 0; i < 7; ++i) {
-    others.push_back(model_->new_sequence());
-    run_one(*model_, *others.back(), random_ids(5 + 11 * i, 10 + i, V()), SpanMode::Prefill, LogitsWanted::None);
-    toks.push_back(random_ids(i % 3 == 0 ? 1 : 2 + i, 20 + i, V()));
-  }
-  const std::vector<int32_t> seven = {7};
-  for (int i = 0; i < 7; ++i) {
-    if (i == 3) batch.spans.push_back({target.get(), seven, SpanMode::Extend, LogitsWanted::All});
-    batch.spans.push_back({others[i].get(), toks[i], i == 5 ? SpanMode::Prefill : SpanMode::Extend, LogitsWanted::All});
-  }
-  auto r = model_->forward(batch);
-  const int64_t first = r.span_first_row[3];
-  auto it = std::find(r.logit_rows.begin(), r.logit_rows.end(), first);
-  ASSERT_NE(it, r.logit_rows.end());
-  EXPECT_EQ(row(r.logits, it - r.logit_rows.begin()), row(alone.logits, 0));
-  EXPECT_EQ(row(r.captured, first), row(alone.captured, 0));
-}
+TEST_P(RowInvariance, RowAloneEqualsRowInBatchOfEight) { expect_row_alone_equals_row_in_batch_of_eight(*model_); }
 
 TEST_P(RowInvariance, PrefillIndependentOfNeighboursAndChunkSplits) {
   auto prompt = random_ids(150, 4, V());
