@@ -5,7 +5,7 @@
 #include <cmath>
 #include <cstdio>
 
-#include "model_test_util.h"
+#include "reference_parity_checks.h"
 
 namespace specserve {
 namespace {
@@ -57,50 +57,10 @@ TEST_P(ReferenceParity, PromptLogitsAndLayerOutputs) {
 }
 
 TEST_P(ReferenceParity, GreedyContinuationAndDecodeLogits) {
-  auto prompt = ref_->ids("prompt_ids");
-  auto want_ids = ref_->ids("greedy_ids");
-  TensorView want_logits = ref_->f32("decode_logits");
-  ASSERT_GE(want_ids.size(), 32u);
-  const int64_t V = model_->vocab_size();
-  auto seq = model_->new_sequence();
-  auto r = run_one(*model_, *seq, prompt, SpanMode::Prefill, LogitsWanted::Last);
-  std::vector<int32_t> got;
-  double worst = 0;
-  int32_t tok = argmax(r.logits.as<float>(), V);
-  for (size_t i = 0; i < want_ids.size(); ++i) {
-    got.push_back(tok);
-    r = run_one(*model_, *seq, {tok}, SpanMode::Extend);
-    model_->commit(*seq, 1);
-    if (i < static_cast<size_t>(want_logits.dim(0))) {
-      const double e = rel_err(r.logits.as<float>(), want_logits.as<const float>() + i * V, V);
-      worst = std::max(worst, e);
-      EXPECT_LE(e, kTol) << "decode step " << i;
-    }
-    tok = argmax(r.logits.as<float>(), V);
-  }
-  EXPECT_EQ(got, want_ids);
-  std::printf("  %s: decode logits max rel err %.3g over %lld steps; %zu greedy tokens compared\n", GetParam().c_str(),
-              worst, static_cast<long long>(want_logits.dim(0)), want_ids.size());
+  expect_greedy_continuation_and_decode_logits(*model_, *ref_, kTol, GetParam());
 }
 
-TEST_P(ReferenceParity, ExtendFromCache) {
-  auto prompt = ref_->ids("prompt_ids");
-  auto ext = ref_->ids("extend_ids");
-  TensorView want = ref_->f32("extend_logits");
-  const int64_t V = model_->vocab_size();
-  auto seq = model_->new_sequence();
-  run_one(*model_, *seq, prompt, SpanMode::Prefill, LogitsWanted::None);
-  auto r = run_one(*model_, *seq, ext, SpanMode::Extend, LogitsWanted::All);
-  double worst = 0;
-  for (size_t i = 0; i < ext.size(); ++i) {
-    const double e = rel_err(r.logits.as<float>() + i * V, want.as<const float>() + i * V, V);
-    worst = std::max(worst, e);
-    EXPECT_LE(e, kTol) << "extend row " << i;
-  }
-  std::printf("  %s: extend logits max rel err %.3g over %zu rows\n", GetParam().c_str(), worst, ext.size());
-  model_->commit(*seq, static_cast<int64_t>(ext.size()));
-  EXPECT_EQ(seq->length(), static_cast<int64_t>(prompt.size() + ext.size()));
-}
+TEST_P(ReferenceParity, ExtendFromCache) { expect_extend_from_cache(*model_, *ref_, kTol, GetParam()); }
 
 TEST_P(ReferenceParity, Bf16WeightsStayClose) {
   // Not a parity claim (transformers was run in f32): bf16 storage must load and give logits of the

@@ -3,6 +3,7 @@
 // layer outputs, decode logits with the greedy continuation, a multi-token extend from the cache.
 #include <cstdio>
 
+#include "../model/reference_parity_checks.h"
 #include "model_cuda_test_util.h"
 
 namespace specserve {
@@ -60,44 +61,10 @@ TEST_P(CudaReferenceParity, PromptLogitsAndLayerOutputs) {
 }
 
 TEST_P(CudaReferenceParity, GreedyContinuationAndDecodeLogits) {
-  auto prompt = ref_->ids("prompt_ids");
-  auto want_ids = ref_->ids("greedy_ids");
-  TensorView want_logits = ref_->f32("decode_logits");
-  const int64_t V = gpu_->vocab_size();
-  auto seq = gpu_->new_sequence();
-  auto r = run_one(*gpu_, *seq, prompt, SpanMode::Prefill, LogitsWanted::Last);
-  std::vector<int32_t> got;
-  double worst = 0;
-  int32_t tok = argmax(r.logits.as<float>(), V);
-  for (size_t i = 0; i < want_ids.size(); ++i) {
-    got.push_back(tok);
-    r = run_one(*gpu_, *seq, {tok}, SpanMode::Extend);
-    gpu_->commit(*seq, 1);
-    if (i < static_cast<size_t>(want_logits.dim(0))) {
-      const double e = rel_err(r.logits.as<float>(), want_logits.as<const float>() + i * V, V);
-      worst = std::max(worst, e);
-      EXPECT_LE(e, kTol) << "decode step " << i;
-    }
-    tok = argmax(r.logits.as<float>(), V);
-  }
-  EXPECT_EQ(got, want_ids);
-  std::printf("  %s: decode logits max rel err %.3g; %zu greedy tokens compared\n", GetParam().c_str(), worst,
-              want_ids.size());
+  expect_greedy_continuation_and_decode_logits(*gpu_, *ref_, kTol, GetParam());
 }
 
-TEST_P(CudaReferenceParity, ExtendFromCache) {
-  auto prompt = ref_->ids("prompt_ids");
-  auto ext = ref_->ids("extend_ids");
-  TensorView want = ref_->f32("extend_logits");
-  const int64_t V = gpu_->vocab_size();
-  auto seq = gpu_->new_sequence();
-  run_one(*gpu_, *seq, prompt, SpanMode::Prefill, LogitsWanted::None);
-  auto r = run_one(*gpu_, *seq, ext, SpanMode::Extend, LogitsWanted::All);
-  for (size_t i = 0; i < ext.size(); ++i)
-    EXPECT_LE(rel_err(r.logits.as<float>() + i * V, want.as<const float>() + i * V, V), kTol) << "extend row " << i;
-  gpu_->commit(*seq, static_cast<int64_t>(ext.size()));
-  EXPECT_EQ(seq->length(), static_cast<int64_t>(prompt.size() + ext.size()));
-}
+TEST_P(CudaReferenceParity, ExtendFromCache) { expect_extend_from_cache(*gpu_, *ref_, kTol, GetParam()); }
 
 TEST_P(CudaReferenceParity, HostHelpersStayOnTheCpu) {
   // A drafter on the host uses ops(), embed, final_norm and lm_head on host tensors: the CUDA model
