@@ -66,6 +66,22 @@ constexpr int prefill_smem_bytes() {
   return static_cast<int>(sizeof(uint16_t)) * PrefillLayout<HD, H2>::kElems;
 }
 
+// The CTA's query rows rounded to bf16 into shared memory, s_q [H2][kRows][P]: rows r0 .. r0 + nr - 1 of q (pitch
+// ldq) at query heads head0 .. head0 + H2 - 1, zeros for the tile's rows at or past nr; thread tid of kThreads.
+template <int HD, int H2, int P, int kThreads>
+__device__ __forceinline__ void round_q_rows(const float* q, int64_t ldq, int64_t r0, int nr, int head0, uint16_t* s_q,
+                                             int tid) {
+  for (int e = tid; e < H2 * kRows * (HD / 4); e += kThreads) {
+    const int hi = e / (kRows * (HD / 4)), i = e / (HD / 4) % kRows, d = 4 * (e % (HD / 4));
+    float4 v = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+    if (i < nr) {
+      const float* src = q + (r0 + i) * ldq + int64_t{head0 + hi} * HD + d;
+      v = make_float4(src[0], src[1], src[2], src[3]);
+    }
+    store_bf16x4(s_q + (hi * kRows + i) * P + d, v);
+  }
+}
+
 // This lane's A fragment of k-step ks of the warp's 16 query rows, from q's bf16 rows in shared memory.
 template <int P>
 __device__ __forceinline__ void q_fragment(const uint16_t* s_q, int warp, int lane, int ks, uint32_t (&a)[4]) {

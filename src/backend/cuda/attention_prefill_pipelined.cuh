@@ -97,15 +97,7 @@ __global__ void __launch_bounds__(prefill_threads<H2>(), pipelined_min_ctas<HD>(
   };
   issue(0);  // its own region: it comes in while q is rounded into shared memory
 
-  for (int e = tid; e < H2 * kRows * (HD / 4); e += kThreads) {
-    const int hi = e / (kRows * (HD / 4)), i = e / (HD / 4) % kRows, d = 4 * (e % (HD / 4));
-    float4 v = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
-    if (i < nr) {
-      const float* src = q + (r0 + i) * ldq + int64_t{head0 + hi} * HD + d;
-      v = make_float4(src[0], src[1], src[2], src[3]);
-    }
-    store_bf16x4(s_q + (hi * kRows + i) * P + d, v);
-  }
+  round_q_rows<HD, H2, P, kThreads>(q, ldq, r0, nr, head0, s_q, tid);
 
   const TcLaneAddrs lane_addrs = tc_lane_addrs<KB, P>(s_q + ((head - head0) * kRows + 16 * warp) * P, lane);
   const uint32_t q_lane = lane_addrs.q, k_lane = lane_addrs.k, v_lane = lane_addrs.v;

@@ -43,15 +43,7 @@ __global__ void __launch_bounds__(prefill_threads<H2>())
     pos[h] = i < nr ? rows[r0 + i].position : -1;
   }
 
-  for (int e = tid; e < H2 * kRows * (HD / 4); e += kThreads) {
-    const int hi = e / (kRows * (HD / 4)), i = e / (HD / 4) % kRows, d = 4 * (e % (HD / 4));
-    float4 v = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
-    if (i < nr) {
-      const float* src = q + (r0 + i) * ldq + int64_t{head0 + hi} * HD + d;
-      v = make_float4(src[0], src[1], src[2], src[3]);
-    }
-    store_bf16x4(s_q + (hi * kRows + i) * P + d, v);
-  }
+  round_q_rows<HD, H2, P, kThreads>(q, ldq, r0, nr, head0, s_q, tid);
   __syncthreads();
   uint32_t qa[L::kQRegs ? KS : 1][4];  // q's A fragments, all of HD, when they stay in registers
   if constexpr (L::kQRegs) {
