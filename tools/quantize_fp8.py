@@ -4,7 +4,7 @@
   python3 tools/quantize_fp8.py IN_DIR OUT_DIR
 
 Every Linear weight of a Qwen3 / Qwen3.5 checkpoint — a 2-D `*_proj.weight` other than DeltaNet's
-in_proj_a / in_proj_b — becomes `X.weight` F8_E4M3 [out, in] plus `X.weight_scale_inv` F32
+in_proj_a / in_proj_b, and a DFlash drafter's `fc.weight` (architectures DFlashDraftModel) — becomes `X.weight` F8_E4M3 [out, in] plus `X.weight_scale_inv` F32
 [ceil(out/128), ceil(in/128)], the multiplier: W ≈ e4m3(weight) × scale per 128×128 block (the last block
 of a row or column is ragged when a dimension is not a multiple of 128). Per block:
   scale = f32(absmax / 448)   (448 = e4m3's largest finite value; scale 1 for an all-zero block)
@@ -158,11 +158,17 @@ def to_f32_array(raw, dtype):
     return out
 
 
-def should_quantize(name, info):
+def should_quantize(name, info, drafter=False):
     if info["dtype"] not in FLOAT_DTYPES or len(info["shape"]) != 2 or not name.endswith(".weight"):
         return False
+    if drafter and name in ("fc.weight", "model.fc.weight"):
+        return True  # the drafter's projection of the target's features, a Linear like the layers'
     module = name[: -len(".weight")].rsplit(".", 1)[-1]
     return module.endswith("_proj") and module not in NOT_CONVERTED
+
+
+def is_drafter(config):
+    return "DFlashDraftModel" in config.get("architectures", [])
 
 
 def quantize_tensor(raw, dtype, rows, cols, table):
@@ -198,7 +204,7 @@ def quantize_tensor(raw, dtype, rows, cols, table):
     return bytes(codes), scales
 
 
-def quantize_file(src, dst, table, log):
+def quantize_file(src, dst, table, log, drafter=False):
     """Writes the quantised copy of safetensors file src to dst. Returns (names written, fp8 count)."""
     header, data_start = read_header(src)
     names = [n for n in header if n != "__metadata__"]
@@ -211,7 +217,7 @@ def quantize_file(src, dst, table, log):
         if name.endswith("_scale_inv") or info["dtype"] in ("F8_E4M3", "F8_E5M2"):
             raise QuantizeError(f"{src}: tensor {name!r} is already quantised")
         begin, end = info["data_offsets"]
-        if should_quantize(name, info):
+        if should_quantize(name, info, drafter):
             rows, cols = info["shape"]
             nscale = -(-rows // BLOCK) * -(-cols // BLOCK)
             out_header[name] = {"dtype": "F8_E4M3", "shape": [rows, cols],
@@ -274,7 +280,8 @@ def quantize_checkpoint(in_dir, out_dir, log=print):
     weight_map, total = {}, 0
     for shard in shards:
         log(f"{shard}:")
-        names, fp8 = quantize_file(os.path.join(in_dir, shard), os.path.join(out_dir, shard), table, log)
+        names, fp8 = quantize_file(os.path.join(in_dir, shard), os.path.join(out_dir, shard), table, log,
+                                   is_drafter(config))
         for n in names:
             weight_map[n] = shard
         total += fp8

@@ -1,5 +1,6 @@
 """tools/quantize_fp8.py: the e4m3 encoder against the loader's table, the format it writes, and that
-specserve loads the result with kept e4m3 weights giving the dequantised weights' greedy tokens."""
+specserve loads the result with kept e4m3 weights giving the dequantised weights' greedy tokens (and a
+quantised DFlash drafter, fc included, keeping speculation equal to plain decoding)."""
 import array
 import importlib.util
 import json
@@ -17,6 +18,7 @@ SCRIPT = os.path.join(SOURCE, "tools", "quantize_fp8.py")
 SPECSERVE = os.environ.get("SPECSERVE_BIN", "")
 TINY = os.path.join(SOURCE, "tests", "fixtures", "model", "qwen3_5_flat")  # F32, ragged blocks (48, 64, 256)
 DEMO = os.path.join(SOURCE, "models", "demo-coder", "target")  # BF16, 4 shards
+PAIR = os.path.join(SOURCE, "tests", "fixtures", "dflash", "dense-trained")  # a trained target + drafter pair
 
 spec = importlib.util.spec_from_file_location("quantize_fp8", SCRIPT)
 q8 = importlib.util.module_from_spec(spec)
@@ -219,6 +221,32 @@ class Checkpoint(unittest.TestCase):
                 tokens[mode] = j["token_ids"]
             self.assertEqual(len(tokens["keep"]), 24, name)
             self.assertEqual(tokens["keep"], tokens["dequantise"], name)
+
+    @unittest.skipUnless(SPECSERVE and os.path.exists(SPECSERVE), "SPECSERVE_BIN not set")
+    def test_drafter_fc_too_and_speculation_stays_lossless(self):
+        out = self.quantize(os.path.join(PAIR, "draft"), "drafter")
+        header, _ = q8.read_header(os.path.join(out, "model.safetensors"))
+        fp8 = sorted(n for n in header if n != "__metadata__" and header[n]["dtype"] == "F8_E4M3")
+        self.assertIn("fc.weight", fp8)
+        self.assertIn("fc.weight_scale_inv", header)
+        self.assertTrue(all(n == "fc.weight" or n.endswith("_proj.weight") for n in fp8), fp8)
+        target = os.path.join(PAIR, "target")
+        with open(os.path.join(PAIR, "trace.json")) as f:
+            prompt = ",".join(str(t) for t in json.load(f)["prompt_ids"])  # a prompt the pair drafts well on
+        runs = {}
+        for draft in (None, out, os.path.join(PAIR, "draft")):
+            args = ["generate", "--model", target, "--prompt-ids", prompt, "--max-tokens", "24", "--json", "--backend",
+                    "cpu", "--threads", "2"]
+            if draft:
+                args += ["--draft", draft]
+            runs[draft] = json.loads(run_specserve(*args))
+        plain = runs[None]["token_ids"]
+        self.assertEqual(len(plain), 24)
+        for draft in (out, os.path.join(PAIR, "draft")):
+            self.assertEqual(runs[draft]["token_ids"], plain, draft)
+        # The fp8 drafter drafts (its weights are the bf16 ones up to the quantisation), as the bf16 one does.
+        self.assertGreater(runs[out]["stats"]["accepted_total"], 0)
+        self.assertGreater(runs[os.path.join(PAIR, "draft")]["stats"]["accepted_total"], 0)
 
 
 if __name__ == "__main__":
