@@ -180,9 +180,8 @@ __device__ __forceinline__ void tc_expf_softmax_pv(float (&sc)[KB / 8][4], float
       // O += P V: P's C fragments of keys 16c .. 16c + 15 are the A fragment of k-step c.
 #pragma unroll
   for (int c = 0; c < KB / 16; ++c) {
-    const uint32_t pa[4] = {tc::pack_bf16x2(sc[2 * c][0], sc[2 * c][1]), tc::pack_bf16x2(sc[2 * c][2], sc[2 * c][3]),
-                            tc::pack_bf16x2(sc[2 * c + 1][0], sc[2 * c + 1][1]),
-                            tc::pack_bf16x2(sc[2 * c + 1][2], sc[2 * c + 1][3])};
+    uint32_t pa[4];
+    tc_p_fragment(sc, c, pa);
     // ldmatrix rows: lane l gives key 16c + l % 8 + 8 ((l / 8) % 2) at dims 8 dt + 8 (l / 16).
     const int key = 16 * c + (lane & 7) + 8 * ((lane >> 3) & 1);
 #pragma unroll
