@@ -49,8 +49,9 @@ std::string fp8_unimplemented_key(const JsonKeys& q) {
       const auto scale_fmt = q.opt_string(key);
       if (scale_fmt && *scale_fmt != "float" && *scale_fmt != "ue8m0")
         return fmt::format("{} {}", path, quoted_name(*scale_fmt));
-    } else if (key == "modules_to_not_convert" || key == "ignored_layers") {
-      // Which modules stayed unquantised: the loader reads each tensor's dtype instead.
+    } else if (key == "modules_to_not_convert" || key == "ignored_layers" || key == "modules_to_convert") {
+      // Which modules stayed unquantised, or were quantised (transformers 5 writes modules_to_convert,
+      // null for "every Linear not excluded"): the loader reads each tensor's dtype instead.
       q.opt_string_list(key);
     } else if (key == "dequantize") {
       q.boolean(key, false);  // a transformers loading option, not a property of the stored weights

@@ -31,6 +31,7 @@ const nlohmann::json kTransformersFp8Config = {{"quant_method", "fp8"},
                                                {"activation_scheme", "dynamic"},
                                                {"weight_block_size", {128, 128}},
                                                {"modules_to_not_convert", {"lm_head"}},
+                                               {"modules_to_convert", nullptr},  // transformers 5.17
                                                {"dequantize", false},
                                                {"scale_fmt", "float"}};
 
@@ -259,6 +260,7 @@ TEST(Fp8CheckpointLayout, UnimplementedFp8ConfigsAreRefusedNamingTheKey) {
   // Ill-typed values of known keys are errors naming the key.
   refused_with("weight_block_size", "128", "key 'quantization_config.weight_block_size' must be a list of integers");
   refused_with("modules_to_not_convert", 3, "key 'quantization_config.modules_to_not_convert' must be a list");
+  refused_with("modules_to_convert", "all", "key 'quantization_config.modules_to_convert' must be a list");
 }
 
 TEST(Fp8CheckpointLayout, Fp8DrafterListsItsQuantisedLinearWeights) {

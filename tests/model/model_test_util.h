@@ -23,6 +23,13 @@ inline const std::vector<std::string>& all_fixtures() {
   return v;
 }
 
+// The FP8 (block-128) fixtures of tools/reference/model/make_fp8_fixtures.py: checkpoints transformers
+// quantised, with the fp32 references of their dequantised models.
+inline const std::vector<std::string>& fp8_fixtures() {
+  static const std::vector<std::string> v = {"qwen3_fp8", "qwen3_5_fp8", "qwen3_fp8_bf16_scales"};
+  return v;
+}
+
 struct Reference {
   std::unique_ptr<SafetensorsFile> file;
   explicit Reference(const std::string& dir) : file(SafetensorsFile::open(dir + "/reference.safetensors")) {}

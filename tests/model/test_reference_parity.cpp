@@ -103,6 +103,10 @@ TEST_P(ReferenceParity, KvCacheDtypes) {
 
 INSTANTIATE_TEST_SUITE_P(Fixtures, ReferenceParity, ::testing::ValuesIn(all_fixtures()),
                          [](const auto& i) { return i.param; });
+// Checkpoints in Qwen's FP8 format quantised by transformers: --dtype f32 dequantises every block exactly, so
+// the logits follow the fp32 reference of the dequantised model as closely as a bf16 checkpoint's do.
+INSTANTIATE_TEST_SUITE_P(Fp8Fixtures, ReferenceParity, ::testing::ValuesIn(fp8_fixtures()),
+                         [](const auto& i) { return i.param; });
 
 TEST(ModelLoading, MappedWeightsGiveTheSameBits) {
   auto copied = TargetModel::load(fixture_dir("qwen3_5_vl"));
