@@ -418,6 +418,28 @@ TEST(MatmulChoice, WgmmaTmaPlan) {
 // persistent grid taking units in order finishing every one when a unit waits for its predecessor; the
 // K tiles of a tile's units, in slice order, exactly wg::serial_tile's walk with each slice unit
 // holding one whole slice.
+// The slice-serial kernels step through a unit's K tiles with SerialWalk (no division a tile): from any
+// starting tile it gives serial_tile's tile at every later one, whole and ragged slices, K tails.
+TEST(MatmulChoice, SerialWalkIsSerialTile) {
+  namespace wg = cuda::wg;
+  for (int64_t chunks : {1, 3, 4, 5, 64, 256, 257, 768, 1088})
+    for (int64_t cps : {int64_t{1}, int64_t{3}, int64_t{4}, int64_t{7}, int64_t{32}, chunks / 8 + 1, chunks}) {
+      if (cps < 1) continue;
+      const int64_t ktiles = wg::serial_tiles(chunks, cps);
+      for (int64_t g0 : {int64_t{0}, int64_t{1}, ktiles / 3, ktiles - 1}) {
+        if (g0 < 0 || g0 >= ktiles) continue;
+        wg::SerialWalk walk(g0, chunks, cps);
+        for (int64_t g = g0; g < ktiles; ++g, walk.next()) {
+          const wg::SerialTile want = wg::serial_tile(g, chunks, cps), got = walk.tile();
+          ASSERT_EQ(got.slice, want.slice) << chunks << " " << cps << " " << g0 << " " << g;
+          ASSERT_EQ(got.chunk0, want.chunk0) << chunks << " " << cps << " " << g0 << " " << g;
+          ASSERT_EQ(got.chunk_end, want.chunk_end) << chunks << " " << cps << " " << g0 << " " << g;
+          ASSERT_EQ(got.last_of_slice, want.last_of_slice) << chunks << " " << cps << " " << g0 << " " << g;
+        }
+      }
+    }
+}
+
 TEST(MatmulChoice, WgmmaTmaUnitWalk) {
   namespace tc = cuda::tc;
   namespace wg = cuda::wg;

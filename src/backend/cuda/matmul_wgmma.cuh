@@ -134,4 +134,28 @@ constexpr SerialTile serial_tile(int64_t g, int64_t chunks, int64_t cps) {
   return t;
 }
 
+// serial_tile(g), serial_tile(g + 1), ... without a division a tile: one at the start, then a counter
+// within the slice. (serial_tile's g / per on every K tile was a dependent integer division — ~20
+// instructions even on nvcc's 32-bit bypass — in the consumers' and the one producer thread's loop.)
+class SerialWalk {
+ public:
+  constexpr SerialWalk(int64_t g, int64_t chunks, int64_t cps)
+      : chunks_(chunks), cps_(cps), per_(tc::ceil_div(cps, kKT / tc::kMmaK)), slice_(g / per_), in_(g % per_) {}
+  constexpr SerialTile tile() const {
+    SerialTile t;
+    t.slice = slice_;
+    const int64_t begin = slice_ * cps_;
+    t.chunk_end = begin + cps_ < chunks_ ? begin + cps_ : chunks_;
+    t.chunk0 = begin + in_ * (kKT / tc::kMmaK);
+    t.last_of_slice = t.chunk0 + kKT / tc::kMmaK >= t.chunk_end;
+    return t;
+  }
+  constexpr void next() {
+    if (++in_ == per_) in_ = 0, ++slice_;
+  }
+
+ private:
+  int64_t chunks_, cps_, per_, slice_, in_;
+};
+
 }  // namespace specserve::cuda::wg

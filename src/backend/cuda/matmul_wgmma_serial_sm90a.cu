@@ -80,12 +80,14 @@ __global__ void __launch_bounds__(T::kThreads, 1) matmul_wgmma_serial_kernel(con
       if (n0 + row0 + j * kRowStep < p.N) b_ok |= 1u << j;
     }
     const uint32_t dst0 = sbase + static_cast<uint32_t>(tile_off(row0, k8));
+    SerialWalk walk(0, p.chunks, p.cps);
 #pragma unroll 1
     for (int64_t g = 0; g < ntiles + T::kLoadsInFlight; ++g) {
       if (g < ntiles) {
         const int stage = static_cast<int>(g % T::kStages);
         if (g >= T::kStages) mbar_wait(empty0 + 8 * stage, static_cast<uint32_t>((g / T::kStages - 1) & 1));
-        const SerialTile st = serial_tile(g, p.chunks, p.cps);
+        const SerialTile st = walk.tile();
+        walk.next();
         const int64_t k = st.chunk0 * kMmaK;  // + 8 k8: this thread's column
         const bool k_ok = k + 8 * k8 < p.K;   // K % 8 == 0: a piece is all in or all out
         const uint32_t d = dst0 + static_cast<uint32_t>(stage * T::kStageBytes);
@@ -120,11 +122,12 @@ __global__ void __launch_bounds__(T::kThreads, 1) matmul_wgmma_serial_kernel(con
 #pragma unroll
   for (int i = 0; i < 64; ++i) acc[i] = 0.0f, total[i] = 0.0f;
   int64_t release = -1;  // a tile whose stage is still to be handed back
+  SerialWalk walk(0, p.chunks, p.cps);
 #pragma unroll 1
-  for (int64_t g = 0; g < ntiles; ++g) {
+  for (int64_t g = 0; g < ntiles; ++g, walk.next()) {
     const int stage = static_cast<int>(g % T::kStages);
     mbar_wait(full0 + 8 * stage, static_cast<uint32_t>((g / T::kStages) & 1));
-    const SerialTile st = serial_tile(g, p.chunks, p.cps);
+    const SerialTile st = walk.tile();
     const uint32_t a = sbase + static_cast<uint32_t>(stage * T::kStageBytes + wgi * 64 * 128);
     const uint32_t b = sbase + static_cast<uint32_t>(stage * T::kStageBytes + T::kABytes);
     auto mma = [&](int kk) { wgmma_m64n128k16(acc, smem_desc(a + kk * kChunkStep), smem_desc(b + kk * kChunkStep)); };

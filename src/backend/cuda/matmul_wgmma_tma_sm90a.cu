@@ -221,8 +221,9 @@ __global__ void __launch_bounds__(T::kThreads, 1) matmul_wgmma_tma_kernel(const 
       const WgtPart& part = p.part[at.part];
       const int n = at.kt1 - at.kt0;
       early = static_cast<uint32_t>(n < T::kStages ? n : T::kStages);
-      for (uint32_t g = 0; g < early; ++g) {
-        const SerialTile st = serial_tile(at.kt0 + g, p.chunks, part.cps);
+      SerialWalk walk(at.kt0, p.chunks, part.cps);
+      for (uint32_t g = 0; g < early; ++g, walk.next()) {
+        const SerialTile st = walk.tile();
         const uint32_t bar = full0 + 8 * g;
         mbar_arrive_expect_tx(bar, T::kStageBytes);
         tma_load_2d(sbase + g * T::kStageBytes + T::kABytes, &part.b, static_cast<int>(st.chunk0 * kMmaK),
@@ -235,10 +236,11 @@ __global__ void __launch_bounds__(T::kThreads, 1) matmul_wgmma_tma_kernel(const 
       const UnitAt at = unit_at<T>(p, u);
       const WgtPart& part = p.part[at.part];
       const int m0 = static_cast<int>(at.m0), n0 = static_cast<int>(at.n0);
-      for (int g = at.kt0; g < at.kt1; ++g, ++it) {
+      SerialWalk walk(at.kt0, p.chunks, part.cps);
+      for (int g = at.kt0; g < at.kt1; ++g, ++it, walk.next()) {
         const uint32_t stage = it % T::kStages;
         if (it >= T::kStages) mbar_wait(empty0 + 8 * stage, (it / T::kStages - 1) & 1u);
-        const SerialTile st = serial_tile(g, p.chunks, part.cps);
+        const SerialTile st = walk.tile();
         const int k0 = static_cast<int>(st.chunk0 * kMmaK);
         const uint32_t dst = sbase + stage * T::kStageBytes, bar = full0 + 8 * stage;
         if (it >= early) {  // (an early stage's barrier is armed and its weights are on their way)
@@ -270,10 +272,11 @@ __global__ void __launch_bounds__(T::kThreads, 1) matmul_wgmma_tma_kernel(const 
 #pragma unroll
     for (int i = 0; i < T::kAcc; ++i) acc[i] = 0.0f, total[i] = 0.0f;
     int pending = -1;  // a stage whose wgmma may still run, to be handed back
-    for (int g = kt0; g < kt1; ++g, ++it) {
+    SerialWalk walk(kt0, p.chunks, cps);
+    for (int g = kt0; g < kt1; ++g, ++it, walk.next()) {
       const uint32_t stage = it % T::kStages;
       mbar_wait(full0 + 8 * stage, (it / T::kStages) & 1u);
-      const SerialTile st = serial_tile(g, p.chunks, cps);
+      const SerialTile st = walk.tile();
       const uint32_t a = sbase + stage * T::kStageBytes + a_off;
       const uint32_t b = sbase + stage * T::kStageBytes + b_off;
       wgmma_fence();
