@@ -115,11 +115,6 @@ TEST_P(CudaReferenceParity, Bf16KvCacheAgreesWithTheCpu) {
 
 INSTANTIATE_TEST_SUITE_P(Fixtures, CudaReferenceParity, ::testing::ValuesIn(all_fixtures()),
                          [](const auto& i) { return i.param; });
-// transformers-quantised FP8 checkpoints, dequantised exactly (--dtype f32): the GPU follows the same fp32
-// reference and the CPU within the same tolerance.
-INSTANTIATE_TEST_SUITE_P(Fp8Fixtures, CudaReferenceParity, ::testing::ValuesIn(fp8_fixtures()),
-                         [](const auto& i) { return i.param; });
-
 TEST(CudaModelLoading, BackendChoiceIsChecked) {
   LoadOptions o;
   o.backend = "tpu";
