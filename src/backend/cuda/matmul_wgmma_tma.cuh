@@ -38,6 +38,11 @@
 // clocks: the unit's chain and its slice drains, not the tensor cores, set a CTA's pace. So the launch's time is about
 // the waves (ceil(units / multiprocessors)) times the per-tile time of the shape: a narrower tile wins where it doubles
 // the units without adding a wave (q+k+v, o_proj at 128 rows), not where it adds one (gate+up).
+// Since the K tiles are walked without a division (wg::SerialWalk, 4 Dec) every shape's tile is ~18 % faster
+// (q+k+v at 128 rows 128 x 64: 0.46 us; at 256 rows 128 x 128: 0.62 us); the constants below are still the
+// 2 Dec fit. Scaled alike they choose the same plan for every 8B launch of 33-256 rows (the 27B's o_proj at
+// 80-128 rows would move from 128 x 128 to 128 x 64 slices): refit from BM_MatmulVerifyShapes before
+// changing them.
 //   64 x 128: (up to 64 rows) the two warpgroups split the columns: 64 x 64 each.
 // The launcher picks per launch the shape and split of the lowest estimate (choose_wgt_plan;
 // choose_wgt_shape is its choice among whole tiles): a function of M, K and the weights' N, which changes
