@@ -14,15 +14,19 @@
 
 namespace specserve::testing {
 
+// The prompt goes in as one prefill (`prompt_mode` Prefill) or as extend rows (Extend, then committed: the
+// decode path's kernels throughout).
 inline void expect_greedy_continuation_and_decode_logits(TargetModel& m, Reference& ref, double tol,
-                                                         const std::string& name) {
+                                                         const std::string& name,
+                                                         SpanMode prompt_mode = SpanMode::Prefill) {
   auto prompt = ref.ids("prompt_ids");
   auto want_ids = ref.ids("greedy_ids");
   TensorView want_logits = ref.f32("decode_logits");
   ASSERT_GE(want_ids.size(), 32u);
   const int64_t V = m.vocab_size();
   auto seq = m.new_sequence();
-  auto r = run_one(m, *seq, prompt, SpanMode::Prefill, LogitsWanted::Last);
+  auto r = run_one(m, *seq, prompt, prompt_mode, LogitsWanted::Last);
+  if (prompt_mode == SpanMode::Extend) m.commit(*seq, static_cast<int64_t>(prompt.size()));
   std::vector<int32_t> got;
   double worst = 0;
   int32_t tok = argmax(r.logits.as<float>(), V);

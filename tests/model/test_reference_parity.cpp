@@ -60,6 +60,12 @@ TEST_P(ReferenceParity, GreedyContinuationAndDecodeLogits) {
   expect_greedy_continuation_and_decode_logits(*model_, *ref_, kTol, GetParam());
 }
 
+// The prompt as extend rows (the decode and verify path, DeltaNet stepped token by token) instead of a prefill:
+// the same continuation.
+TEST_P(ReferenceParity, GreedyContinuationFromExtendRows) {
+  expect_greedy_continuation_and_decode_logits(*model_, *ref_, kTol, GetParam(), SpanMode::Extend);
+}
+
 TEST_P(ReferenceParity, ExtendFromCache) { expect_extend_from_cache(*model_, *ref_, kTol, GetParam()); }
 
 TEST_P(ReferenceParity, Bf16WeightsStayClose) {
