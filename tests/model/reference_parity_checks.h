@@ -14,6 +14,23 @@
 
 namespace specserve::testing {
 
+// The prompt's logits at every position, run as one prefill or as extend rows, each row within `tol` of the
+// reference's; returns the largest relative error.
+inline double expect_prompt_logits(TargetModel& m, Reference& ref, SpanMode mode, double tol) {
+  auto prompt = ref.ids("prompt_ids");
+  TensorView want = ref.f32("prompt_logits");
+  const int64_t V = m.vocab_size();
+  auto seq = m.new_sequence();
+  const ForwardResult r = run_one(m, *seq, prompt, mode, LogitsWanted::All);
+  double worst = 0;
+  for (size_t p = 0; p < prompt.size(); ++p) {
+    const double e = rel_err(r.logits.as<float>() + p * V, want.as<const float>() + p * V, V);
+    worst = std::max(worst, e);
+    EXPECT_LE(e, tol) << "prompt row " << p;
+  }
+  return worst;
+}
+
 // The prompt goes in as one prefill (`prompt_mode` Prefill) or as extend rows (Extend, then committed: the
 // decode path's kernels throughout).
 inline void expect_greedy_continuation_and_decode_logits(TargetModel& m, Reference& ref, double tol,

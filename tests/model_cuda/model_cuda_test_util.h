@@ -6,6 +6,7 @@
 
 #include "../model/model_test_util.h"
 #include "backend/cuda/cuda_device.h"
+#include "backend/cuda/kernels.h"
 
 namespace specserve::testing {
 
@@ -36,6 +37,14 @@ inline auto cuda_model_cases() {
 inline std::string cuda_model_case_name(const ::testing::TestParamInfo<CudaModelCase>& i) {
   return i.param.fixture + "_" + i.param.dtype + (i.param.kv_dtype == "auto" ? "" : "_kv" + i.param.kv_dtype);
 }
+
+// Kept fp8 weights' prefill through the bf16 dequantisation instead of the W8A8 GEMM (whose activations are
+// rounded to e4m3: backend/cuda/matmul_prefill_fp8_sm90a.cu) while in scope, so that its logits can be compared
+// bit for bit with a bf16 model's.
+struct DequantisedFp8Prefill {
+  bool was = cuda::kernels::set_matmul_fp8_w8a8(false);
+  ~DequantisedFp8Prefill() { cuda::kernels::set_matmul_fp8_w8a8(was); }
+};
 
 inline std::unique_ptr<TargetModel> load_on(const std::string& fixture, const std::string& dtype,
                                             const std::string& backend, const std::string& kv_dtype = "auto") {

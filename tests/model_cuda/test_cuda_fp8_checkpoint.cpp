@@ -5,7 +5,6 @@
 // parity tolerance of the CUDA tests. With --fp8-weights keep the weights stay fp8 on the device and the
 // logits are still the dequantised bf16 model's, bit for bit.
 #include "../model/fp8_checkpoint_writer.h"
-#include "backend/cuda/kernels.h"
 #include "model_cuda_test_util.h"
 
 namespace specserve {
@@ -58,10 +57,7 @@ TEST_P(CudaFp8Checkpoint, RunsTheDequantisedModelBitForBit) {
 // (Prefill through the dequantisation: on sm_90a prefill takes the W8A8 GEMM by default, whose activations are
 // rounded to e4m3 — backend/cuda/matmul_prefill_fp8_sm90a.cu; the test turns it off.)
 TEST_P(CudaFp8Checkpoint, KeptWeightsGiveTheBf16DequantisedLogitsBitForBit) {
-  struct DequantPrefill {
-    bool was = cuda::kernels::set_matmul_fp8_w8a8(false);
-    ~DequantPrefill() { cuda::kernels::set_matmul_fp8_w8a8(was); }
-  } const dequant;
+  const DequantisedFp8Prefill dequant;
   LoadOptions o;
   o.backend = "cuda";
   o.fp8_weights = "keep";

@@ -11,7 +11,6 @@
 #include <cstdio>
 
 #include "../model/reference_parity_checks.h"
-#include "backend/cuda/kernels.h"
 #include "model_cuda_test_util.h"
 
 namespace specserve {
@@ -44,17 +43,7 @@ class CudaFp8ReferenceParity : public ::testing::TestWithParam<std::string> {
 TEST_P(CudaFp8ReferenceParity, F32ExtendRowsFollowTheReference) {
   auto m = load("f32");
   ASSERT_EQ(m->backend(), "cuda");
-  const auto prompt = ref_->ids("prompt_ids");
-  const TensorView want = ref_->f32("prompt_logits");
-  const int64_t V = m->vocab_size();
-  auto seq = m->new_sequence();
-  const ForwardResult r = run_one(*m, *seq, prompt, SpanMode::Extend, LogitsWanted::All);
-  double worst = 0;
-  for (size_t p = 0; p < prompt.size(); ++p) {
-    const double e = rel_err(r.logits.as<float>() + p * V, want.as<const float>() + p * V, V);
-    worst = std::max(worst, e);
-    EXPECT_LE(e, kTol) << "prompt row " << p;
-  }
+  const double worst = expect_prompt_logits(*m, *ref_, SpanMode::Extend, kTol);
   std::printf("  %s: prompt as extend rows, max rel err %.3g\n", GetParam().c_str(), worst);
 }
 
@@ -65,25 +54,12 @@ TEST_P(CudaFp8ReferenceParity, F32GreedyDecodeFollowsTheReference) {
 
 TEST_P(CudaFp8ReferenceParity, F32PrefillStaysWithinTheTensorCoreAttentionTolerance) {
   auto m = load("f32");
-  const auto prompt = ref_->ids("prompt_ids");
-  const TensorView want = ref_->f32("prompt_logits");
-  const int64_t V = m->vocab_size();
-  auto seq = m->new_sequence();
-  const ForwardResult r = run_one(*m, *seq, prompt, SpanMode::Prefill, LogitsWanted::All);
-  double worst = 0;
-  for (size_t p = 0; p < prompt.size(); ++p) {
-    const double e = rel_err(r.logits.as<float>() + p * V, want.as<const float>() + p * V, V);
-    worst = std::max(worst, e);
-    EXPECT_LE(e, kPrefillTol) << "position " << p;
-  }
+  const double worst = expect_prompt_logits(*m, *ref_, SpanMode::Prefill, kPrefillTol);
   std::printf("  %s: prefill logits max rel err %.3g\n", GetParam().c_str(), worst);
 }
 
 TEST_P(CudaFp8ReferenceParity, KeptWeightsGiveTheDequantisedBf16BitsForBit) {
-  struct DequantPrefill {  // prefill through the dequantisation, not the W8A8 GEMM (its own bits)
-    bool was = cuda::kernels::set_matmul_fp8_w8a8(false);
-    ~DequantPrefill() { cuda::kernels::set_matmul_fp8_w8a8(was); }
-  } const dequant;
+  const DequantisedFp8Prefill dequant;  // not the W8A8 GEMM (its own bits)
   auto kept = load("auto", "keep");
   auto dequantised = load("auto");
   EXPECT_EQ(dequantised->weight_dtype(), DType::BF16);

@@ -123,15 +123,19 @@ constexpr int64_t serial_tiles(int64_t chunks, int64_t cps) {
   const int64_t last = chunks - (S - 1) * cps;
   return (S - 1) * per + tc::ceil_div(last, kKT / tc::kMmaK);
 }
-constexpr SerialTile serial_tile(int64_t g, int64_t chunks, int64_t cps) {
-  const int64_t per = tc::ceil_div(cps, kKT / tc::kMmaK);
+// Tile `in` of slice `slice` of a (chunks, cps) split.
+constexpr SerialTile serial_tile_in(int64_t slice, int64_t in, int64_t chunks, int64_t cps) {
   SerialTile t;
-  t.slice = g / per;
-  const int64_t begin = t.slice * cps, end = begin + cps < chunks ? begin + cps : chunks;
-  t.chunk0 = begin + (g % per) * (kKT / tc::kMmaK);
+  t.slice = slice;
+  const int64_t begin = slice * cps, end = begin + cps < chunks ? begin + cps : chunks;
+  t.chunk0 = begin + in * (kKT / tc::kMmaK);
   t.chunk_end = end;
   t.last_of_slice = t.chunk0 + kKT / tc::kMmaK >= end;
   return t;
+}
+constexpr SerialTile serial_tile(int64_t g, int64_t chunks, int64_t cps) {
+  const int64_t per = tc::ceil_div(cps, kKT / tc::kMmaK);
+  return serial_tile_in(g / per, g % per, chunks, cps);
 }
 
 // serial_tile(g), serial_tile(g + 1), ... without a division a tile: one at the start, then a counter
@@ -141,15 +145,7 @@ class SerialWalk {
  public:
   constexpr SerialWalk(int64_t g, int64_t chunks, int64_t cps)
       : chunks_(chunks), cps_(cps), per_(tc::ceil_div(cps, kKT / tc::kMmaK)), slice_(g / per_), in_(g % per_) {}
-  constexpr SerialTile tile() const {
-    SerialTile t;
-    t.slice = slice_;
-    const int64_t begin = slice_ * cps_;
-    t.chunk_end = begin + cps_ < chunks_ ? begin + cps_ : chunks_;
-    t.chunk0 = begin + in_ * (kKT / tc::kMmaK);
-    t.last_of_slice = t.chunk0 + kKT / tc::kMmaK >= t.chunk_end;
-    return t;
-  }
+  constexpr SerialTile tile() const { return serial_tile_in(slice_, in_, chunks_, cps_); }
   constexpr void next() {
     if (++in_ == per_) in_ = 0, ++slice_;
   }
