@@ -5,6 +5,10 @@
 
 #include "core/error.h"
 
+#if SPECSERVE_HAVE_CUDA
+#include "backend/cuda/device_collective.h"
+#endif
+
 namespace specserve {
 
 namespace {
@@ -79,6 +83,14 @@ class InProcessCollective final : public Collective {
 std::unique_ptr<Collective> in_process_collective(int ranks) {
   SS_CHECK(ranks >= 1, "a collective needs at least one rank (got {})", ranks);
   return std::make_unique<InProcessCollective>(ranks);
+}
+
+std::unique_ptr<Collective> one_memory_collective(const Memory& mem, int ranks) {
+  if (mem.device() == Device::CPU) return in_process_collective(ranks);
+#if SPECSERVE_HAVE_CUDA
+  if (mem.device() == Device::CUDA) return cuda::device_collective(ranks);
+#endif
+  fail("tensor parallelism: this build has no collective for ranks in device memory (no CUDA backend)");
 }
 
 }  // namespace specserve

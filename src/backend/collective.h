@@ -16,6 +16,7 @@
 #include <memory>
 #include <span>
 
+#include "backend/memory.h"
 #include "core/tensor.h"
 
 namespace specserve {
@@ -35,5 +36,9 @@ class Collective {
 
 // Every rank in this process's host memory: the CPU simulation of tensor parallelism.
 std::unique_ptr<Collective> in_process_collective(int ranks);
+
+// Every rank in `mem`: the host (in_process_collective) or one GPU (cuda/device_collective.h, the one-GPU run
+// of the sharded model). The same sums in the same order either way.
+std::unique_ptr<Collective> one_memory_collective(const Memory& mem, int ranks);
 
 }  // namespace specserve

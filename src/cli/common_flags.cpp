@@ -38,9 +38,9 @@ CLI::Option* add_kv_dtype_flag(CLI::App& cmd, std::string& kv_dtype) {
 CLI::Option* add_tensor_parallel_flag(CLI::App& cmd, int& ranks) {
   return cmd
       .add_option("--tensor-parallel", ranks,
-                  "Split the target over N ranks (Megatron style, lossless: docs/DESIGN.md §6). N > 1 runs as a CPU "
-                  "simulation of N ranks (--backend cpu); on cuda it will need N GPUs and NCCL, and is refused until "
-                  "the multi-GPU path is served")
+                  "Split the target over N ranks (Megatron style, lossless: docs/DESIGN.md §6). N > 1 runs every rank "
+                  "in this process on one device: a CPU simulation (--backend cpu), or all ranks on the one GPU "
+                  "(--backend cuda; no speed-up: the placement of ranks on several GPUs is not built yet)")
       ->check(CLI::Range(1, 64))
       ->capture_default_str();
 }

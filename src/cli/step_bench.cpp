@@ -63,7 +63,6 @@ void check_options(const StepBenchOptions& o) {
 void measure_batches(TargetModel& target, const spec::DFlashDrafter* drafter, const StepBenchOptions& o,
                      const step_bench::KvBudget& budget, double bw, std::mt19937& rng, json& r) {
   const int context = o.contexts.front();
-  const int64_t V = target.vocab_size();
   const Memory& mem = target.forward_memory();
   const auto weights = static_cast<double>(target.step_weight_bytes());
   const auto dequantised = static_cast<double>(target.dequantised_step_weight_bytes());

@@ -54,8 +54,9 @@ struct LoadOptions {
   // says). No effect on other checkpoints.
   std::string fp8_weights = "dequantise";
   // Tensor parallelism (`--tensor-parallel`, docs/DESIGN.md §6): 0 runs the model unsharded; N >= 1 runs the
-  // sharded forward over N ranks, simulated on the CPU in this process (model/tensor_parallel_shards.h; N = 1
-  // is one rank holding everything: the unsharded bits through the sharded path). CPU backend only for now.
+  // sharded forward over N ranks in this process (model/tensor_parallel_shards.h; N = 1 is one rank holding
+  // everything: the unsharded bits through the sharded path): on the CPU backend the CPU simulation, on CUDA
+  // every rank on the one GPU (the placement of ranks on several GPUs is not built).
   int tensor_parallel = 0;
 };
 

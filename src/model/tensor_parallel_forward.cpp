@@ -32,13 +32,14 @@ TensorParallelStep::TensorParallelStep(const TensorParallelShards& tp, const Bat
 template <class Run>
 void TensorParallelStep::reduce_ranks(const TensorView& out, Run run) const {
   const Memory& mem = *ctx_[0].mem;
-  std::vector<MemTensor> partials;
+  const int64_t rows = out.dim(0), n = static_cast<int64_t>(ctx_.size());
+  // The partials side by side, [N, rows, cols] in rank order: a collective whose ranks share one memory sums
+  // them in place.
+  MemTensor partials = MemTensor::empty(mem, DType::F32, {n * rows, out.dim(1)});
   std::vector<TensorView> views;
-  partials.reserve(ctx_.size());
-  for (size_t r = 0; r < ctx_.size(); ++r) {
-    partials.push_back(MemTensor::empty(mem, DType::F32, out.shape));
-    run(r, ctx_[r], partials.back().view());
-    views.push_back(partials.back().view());
+  for (int64_t r = 0; r < n; ++r) {
+    views.push_back(partials.view().rows(r * rows, (r + 1) * rows));
+    run(static_cast<size_t>(r), ctx_[static_cast<size_t>(r)], views.back());
   }
   // One replicated activation stands for every rank's copy (they are equal by construction).
   const std::vector<TensorView> outs(ctx_.size(), out);
@@ -63,8 +64,11 @@ void TensorParallelStep::embed(std::span<const int32_t> ids, const TensorView& x
     if (local.empty()) return;
     MemTensor rows = MemTensor::empty(mem, DType::F32, {static_cast<int64_t>(local.size()), H});
     c.ops->embedding(rank.parts.embed, local, rows);
+    // Each looked-up row to its place, in one copy_many (one launch on a device).
+    std::vector<CopyRegion> places;
     for (size_t k = 0; k < at.size(); ++k)
-      mem.copy(part.as<float>() + at[k] * H, rows.as<float>() + static_cast<int64_t>(k) * H, row);
+      places.push_back({part.as<float>() + at[k] * H, rows.as<float>() + static_cast<int64_t>(k) * H, row});
+    mem.copy_many(places);
   });
 }
 

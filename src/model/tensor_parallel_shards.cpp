@@ -1,6 +1,4 @@
 // shard_model: the ranks' slices of a loaded target's weights (docs/DESIGN.md §6.1, §6.3).
-#include <cstring>
-
 #include "core/error.h"
 #include "model/tensor_parallel_shards.h"
 
@@ -14,22 +12,41 @@ TensorView row_slice(const TensorView& v, int64_t begin, int64_t end) {
   return v.rows(begin, end);
 }
 
-// Columns [begin, end) of a matrix [rows, cols] with contiguous rows: a view whose rows keep the matrix's stride.
-TensorView column_slice(const TensorView& v, int64_t begin, int64_t end) {
+// Where the copied slices go: the model's memory (host, or the one GPU its ranks share).
+struct SliceCopies {
+  const Memory& mem;
+  std::vector<MemTensor>& owned;
+  // rows × width bytes from src (rows `spitch` bytes apart) into a new tensor of `shape` (contiguous).
+  TensorView copy(DType dtype, const Shape& shape, const void* src, size_t spitch, size_t width, int64_t rows) {
+    owned.push_back(MemTensor::empty(mem, dtype, shape));
+    if (rows > 0 && width > 0) mem.copy_2d(owned.back().as<void>(), width, src, spitch, width, static_cast<size_t>(rows));
+    return owned.back().view();
+  }
+};
+
+// Columns [begin, end) of a matrix [rows, cols] with contiguous rows: on the host a view whose rows keep the
+// matrix's stride; on a device a contiguous copy (what the device's matmul kernels read).
+TensorView column_slice(const TensorView& v, int64_t begin, int64_t end, SliceCopies& copies) {
   if (begin == 0 && end == v.dim(1)) return v;
   SS_CHECK(!v.block_scaled(),
            "--tensor-parallel: {} is a kept fp8 matrix, whose columns cannot be split yet (use "
            "--fp8-weights dequantise)",
            v.describe());
   SS_CHECK(v.ndim() == 2 && v.strides[1] == 1, "--tensor-parallel: cannot split the columns of {}", v.describe());
-  TensorView c = v;
-  c.data = static_cast<char*>(v.data) + begin * static_cast<int64_t>(dtype_size(v.dtype));
-  c.shape = Shape{v.dim(0), end - begin};
-  return c;
+  const size_t element = dtype_size(v.dtype);
+  const void* first = static_cast<const char*>(v.data) + begin * static_cast<int64_t>(element);
+  if (v.device == Device::CPU) {
+    TensorView c = v;
+    c.data = const_cast<void*>(first);
+    c.shape = Shape{v.dim(0), end - begin};
+    return c;
+  }
+  return copies.copy(v.dtype, Shape{v.dim(0), end - begin}, first, static_cast<size_t>(v.strides[0]) * element,
+                     static_cast<size_t>(end - begin) * element, v.dim(0));
 }
 
 // The rows of several ranges, in order, in one owned copy (a view when they are the whole matrix in order).
-TensorView gather_rows(const TensorView& v, std::initializer_list<IndexRange> ranges, std::vector<Tensor>& owned) {
+TensorView gather_rows(const TensorView& v, std::initializer_list<IndexRange> ranges, SliceCopies& copies) {
   int64_t rows = 0, at = 0;
   bool whole = true;
   for (const IndexRange& r : ranges) {
@@ -42,47 +59,48 @@ TensorView gather_rows(const TensorView& v, std::initializer_list<IndexRange> ra
            "--tensor-parallel: {} is a kept fp8 matrix, whose rows cannot be gathered yet (use "
            "--fp8-weights dequantise)",
            v.describe());
-  SS_CHECK(v.device == Device::CPU && v.strides[v.ndim() - 1] == 1, "--tensor-parallel: cannot gather rows of {}",
-           v.describe());
+  SS_CHECK(v.strides[v.ndim() - 1] == 1, "--tensor-parallel: cannot gather rows of {}", v.describe());
   Shape shape = v.shape;
   shape.dims[0] = rows;
-  Tensor t = Tensor::empty(v.dtype, shape);
   const size_t row_bytes = static_cast<size_t>(v.numel() / v.dim(0)) * dtype_size(v.dtype);
   const size_t stride = static_cast<size_t>(v.strides[0]) * dtype_size(v.dtype);
-  char* out = t.as<char>();
-  for (const IndexRange& r : ranges)
-    for (int64_t i = r.begin; i < r.end; ++i, out += row_bytes)
-      std::memcpy(out, static_cast<const char*>(v.data) + static_cast<size_t>(i) * stride, row_bytes);
-  owned.push_back(std::move(t));
-  return owned.back().view();
+  copies.owned.push_back(MemTensor::empty(copies.mem, v.dtype, shape));
+  char* out = copies.owned.back().as<char>();
+  for (const IndexRange& r : ranges) {
+    if (r.size() > 0)
+      copies.mem.copy_2d(out, row_bytes, static_cast<const char*>(v.data) + static_cast<size_t>(r.begin) * stride,
+                         stride, row_bytes, static_cast<size_t>(r.size()));
+    out += static_cast<size_t>(r.size()) * row_bytes;
+  }
+  return copies.owned.back().view();
 }
 
-AttentionBlock shard_attention(const AttentionBlock& a, const ArchSpec& s, const RankShare& sh) {
+AttentionBlock shard_attention(const AttentionBlock& a, const ArchSpec& s, const RankShare& sh, SliceCopies& copies) {
   const int64_t hd = s.head_dim, q_rows = hd * (s.attn_output_gate ? 2 : 1);
   AttentionBlock b = a;
   b.q_proj = row_slice(a.q_proj, sh.q_heads.begin * q_rows, sh.q_heads.end * q_rows);
   b.k_proj = row_slice(a.k_proj, sh.kv_heads.begin * hd, sh.kv_heads.end * hd);
   b.v_proj = row_slice(a.v_proj, sh.kv_heads.begin * hd, sh.kv_heads.end * hd);
-  b.o_proj = column_slice(a.o_proj, sh.q_heads.begin * hd, sh.q_heads.end * hd);
+  b.o_proj = column_slice(a.o_proj, sh.q_heads.begin * hd, sh.q_heads.end * hd, copies);
   return b;
 }
 
 DeltaNetBlock shard_deltanet(const DeltaNetBlock& d, const GdnDims& g, const RankShare& sh, int slot,
-                             std::vector<Tensor>& owned) {
+                             SliceCopies& copies) {
   const int64_t dk = g.k_dim, dv = g.v_dim, key = g.key_dim();
   const IndexRange q{sh.gdn_k_heads.begin * dk, sh.gdn_k_heads.end * dk};
   const IndexRange k{key + q.begin, key + q.end};
   const IndexRange v{2 * key + sh.gdn_v_heads.begin * dv, 2 * key + sh.gdn_v_heads.end * dv};
   const IndexRange heads = sh.gdn_v_heads;
   DeltaNetBlock b = d;
-  b.in_qkv = gather_rows(d.in_qkv, {q, k, v}, owned);
-  b.conv = gather_rows(d.conv, {q, k, v}, owned);
+  b.in_qkv = gather_rows(d.in_qkv, {q, k, v}, copies);
+  b.conv = gather_rows(d.conv, {q, k, v}, copies);
   b.in_z = row_slice(d.in_z, heads.begin * dv, heads.end * dv);
   b.in_b = row_slice(d.in_b, heads.begin, heads.end);
   b.in_a = row_slice(d.in_a, heads.begin, heads.end);
   b.a_log = row_slice(d.a_log, heads.begin, heads.end);
   b.dt_bias = row_slice(d.dt_bias, heads.begin, heads.end);
-  b.out_proj = column_slice(d.out_proj, heads.begin * dv, heads.end * dv);
+  b.out_proj = column_slice(d.out_proj, heads.begin * dv, heads.end * dv, copies);
   b.slot = slot;
   return b;
 }
@@ -90,10 +108,11 @@ DeltaNetBlock shard_deltanet(const DeltaNetBlock& d, const GdnDims& g, const Ran
 }  // namespace
 
 std::unique_ptr<TensorParallelShards> shard_model(const ModelParts& full, const ModelConfig& cfg, int ranks,
-                                                  const KvGeometry& full_kv, int deltanet_layers) {
+                                                  const KvGeometry& full_kv, int deltanet_layers, const Memory& mem) {
   auto tp = std::make_unique<TensorParallelShards>();
   tp->plan = plan_tensor_parallel(cfg, ranks);
-  tp->collective = in_process_collective(ranks);
+  tp->collective = one_memory_collective(mem, ranks);
+  SliceCopies copies{mem, tp->copies};
   tp->deltanet_layers = deltanet_layers;
   const ArchSpec& s = full.spec;
   for (int r = 0; r < ranks; ++r) {
@@ -110,12 +129,12 @@ std::unique_ptr<TensorParallelShards> shard_model(const ModelParts& full, const 
     for (const DecoderLayer& l : full.layers) {
       DecoderLayer rl = l;
       if (l.type == LayerType::LinearAttention)
-        rl.deltanet = shard_deltanet(l.deltanet, s.gdn, sh, r * deltanet_layers + l.deltanet.slot, tp->gathered);
+        rl.deltanet = shard_deltanet(l.deltanet, s.gdn, sh, r * deltanet_layers + l.deltanet.slot, copies);
       else
-        rl.attn = shard_attention(l.attn, s, sh);
+        rl.attn = shard_attention(l.attn, s, sh, copies);
       rl.mlp.gate = row_slice(l.mlp.gate, sh.mlp_columns.begin, sh.mlp_columns.end);
       rl.mlp.up = row_slice(l.mlp.up, sh.mlp_columns.begin, sh.mlp_columns.end);
-      rl.mlp.down = column_slice(l.mlp.down, sh.mlp_columns.begin, sh.mlp_columns.end);
+      rl.mlp.down = column_slice(l.mlp.down, sh.mlp_columns.begin, sh.mlp_columns.end, copies);
       rank.parts.layers.push_back(std::move(rl));
     }
     rank.parts.embed = row_slice(full.embed, sh.vocab_rows.begin, sh.vocab_rows.end);

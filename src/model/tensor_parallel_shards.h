@@ -1,10 +1,11 @@
 #pragma once
 // Internal: the sharded target model (docs/DESIGN.md §6.3). shard_model cuts a loaded model's weights into the
-// N ranks' slices of the partition plan (views where a slice is one range of rows or columns; copies only for
-// the DeltaNet in_proj_qkv and conv1d rows, three ranges each); TensorParallelStep runs one forward's layers
-// rank by rank, each rank computing its partial of every row-parallel matmul, then the fixed-order
-// all-reduce (backend/collective.h). Every rank runs in this process on the CPU: the simulation that a
-// multi-GPU collective and per-rank devices replace.
+// N ranks' slices of the partition plan (views where a slice is one range of rows or columns; copies for the
+// DeltaNet in_proj_qkv and conv1d rows, three ranges each, and on a GPU for the column slices, which its
+// matmul kernels read contiguous); TensorParallelStep runs one forward's layers rank by rank, each rank
+// computing its partial of every row-parallel matmul, then the fixed-order all-reduce (backend/collective.h).
+// Every rank runs in this process on one backend: the CPU simulation, or the one-GPU run (every rank on the
+// ops' GPU) that per-rank devices and the NCCL collective replace.
 //
 // Per-sequence state is sharded like the weights without changing SequenceState: a KV block of the sharded
 // model is the ranks' blocks one after another (rank r's slice at r · rank_block_bytes()), and a sequence has
@@ -28,16 +29,17 @@ struct RankModel {
 struct TensorParallelShards {
   TensorParallelPlan plan;
   std::vector<RankModel> ranks;
-  std::vector<Tensor> gathered;  // the copied slices (in_proj_qkv, conv1d)
+  std::vector<MemTensor> copies;  // the copied slices (in_proj_qkv, conv1d; on a device the column slices too)
   std::unique_ptr<Collective> collective;
   int deltanet_layers = 0;  // per rank
   KvGeometry pool_kv;       // the KV pool's geometry: N rank slices a block
   int64_t rank_block_bytes() const { return ranks.empty() ? 0 : ranks[0].kv.block_bytes(); }
 };
 
-// `full_kv` is the unsharded model's KV geometry (its dtype and attention layer count are kept).
+// `full_kv` is the unsharded model's KV geometry (its dtype and attention layer count are kept). `full`'s
+// weights live in `mem`, and so do the slices that are copies, and the collective sums there.
 std::unique_ptr<TensorParallelShards> shard_model(const ModelParts& full, const ModelConfig& cfg, int ranks,
-                                                  const KvGeometry& full_kv, int deltanet_layers);
+                                                  const KvGeometry& full_kv, int deltanet_layers, const Memory& mem);
 
 // One forward's rows seen by every rank: the rank contexts (their specs, KV geometry and block slices).
 class TensorParallelStep {

@@ -1,7 +1,10 @@
-// The NCCL collective (backend/cuda/nccl_collective.h) and its in-order sum (backend/cuda/ordered_sum.h) on
-// one GPU, against the CPU simulation's collective (backend/collective.h) bit for bit:
+// The CUDA collectives — NCCL's (backend/cuda/nccl_collective.h) and the one-GPU one
+// (backend/cuda/device_collective.h) — and their in-order sum (backend/cuda/ordered_sum.h), against the CPU
+// simulation's collective (backend/collective.h) bit for bit:
 //   - kernels::ordered_sum for 1 to 4 gathered partials, values whose sum depends on the order of additions,
 //     subnormals and signed zeros, into a strided output;
+//   - the one-GPU collective for 1 to 4 ranks: partials side by side or apart, outputs strided, shared or
+//     apart, a row the same alone and among 16; column gathers of uneven (and empty) parts;
 //   - a one-rank NCCL communicator: all_reduce_sum and all_gather_columns equal the CPU simulation, and a
 //     row's bits are the same in a 1-row and a 16-row call.
 // The NCCL tests need libnccl.so.2 (2.18 or newer) on the loader's path and skip, saying so, without it:
@@ -12,6 +15,7 @@
 #include <string>
 
 #include "backend/collective.h"
+#include "backend/cuda/device_collective.h"
 #include "backend/cuda/nccl_collective.h"
 #include "backend/cuda/ordered_sum.h"
 #include "backend/nccl_library.h"
@@ -69,6 +73,95 @@ TEST_F(Gpu, OrderedSumMatchesTheCpuCollective) {
         for (int64_t c = cols; c < ld; ++c) ASSERT_TRUE(std::isnan(got[static_cast<size_t>(i * ld + c)]));
       }
     }
+}
+
+TEST_F(Gpu, OneGpuCollectiveSumsAsTheCpuSimulation) {
+  const int64_t rows = 16, cols = 37, ld = cols + 3;
+  for (int ranks = 1; ranks <= 4; ++ranks) {
+    SCOPED_TRACE(testing::Message() << ranks << " ranks");
+    const size_t count = static_cast<size_t>(rows * cols);
+    std::vector<float> side_by_side;
+    std::vector<Tensor> host_parts;
+    for (int q = 0; q < ranks; ++q) {
+      const std::vector<float> p = partial_values(count, 300 + static_cast<uint32_t>(10 * ranks + q));
+      host_parts.push_back(Tensor::empty(DType::F32, {rows, cols}));
+      std::memcpy(host_parts.back().as<float>(), p.data(), count * 4);
+      side_by_side.insert(side_by_side.end(), p.begin(), p.end());
+    }
+    Tensor want = Tensor::empty(DType::F32, {rows, cols});
+    in_process_collective(ranks)->all_reduce_sum(std::vector<TensorView>(host_parts.begin(), host_parts.end()),
+                                                 std::vector<TensorView>(static_cast<size_t>(ranks), want));
+    const auto c = cuda::device_collective(ranks);
+    EXPECT_EQ(c->ranks(), ranks);
+    DeviceBuffer together = DeviceBuffer::from(side_by_side);
+    std::vector<DeviceBuffer> apart;
+    for (int q = 0; q < ranks; ++q)
+      apart.push_back(DeviceBuffer::from(std::vector<float>(side_by_side.begin() + q * static_cast<int64_t>(count),
+                                                            side_by_side.begin() + (q + 1) * static_cast<int64_t>(count))));
+    const TensorView all_rows = dev_view(together, DType::F32, {ranks * rows, cols});
+    for (const bool in_place : {true, false}) {
+      SCOPED_TRACE(in_place ? "partials side by side" : "partials apart");
+      std::vector<TensorView> parts;
+      for (int q = 0; q < ranks; ++q)
+        parts.push_back(in_place ? all_rows.rows(q * rows, (q + 1) * rows)
+                                 : dev_view(apart[static_cast<size_t>(q)], DType::F32, {rows, cols}));
+      // Rank 0 writes a strided output; the others their own outputs, but for the last, which shares rank 0's.
+      std::vector<DeviceBuffer> outs_mem;
+      std::vector<TensorView> outs;
+      DeviceBuffer first = poisoned(static_cast<size_t>(rows * ld));
+      outs.push_back(strided(first.data(), rows, cols, ld, Device::CUDA));
+      for (int q = 1; q < ranks; ++q) {
+        if (q == ranks - 1 && ranks > 2) {
+          outs.push_back(outs[0]);
+          continue;
+        }
+        outs_mem.push_back(poisoned(count));
+        outs.push_back(dev_view(outs_mem.back(), DType::F32, {rows, cols}));
+      }
+      c->all_reduce_sum(parts, outs);
+      const std::vector<float> got = download(first, static_cast<size_t>(rows * ld));
+      for (int64_t i = 0; i < rows; ++i) {
+        ASSERT_TRUE(bit_equal(got.data() + i * ld, want.as<float>() + i * cols, static_cast<size_t>(cols))) << i;
+        for (int64_t k = cols; k < ld; ++k) ASSERT_TRUE(std::isnan(got[static_cast<size_t>(i * ld + k)]));
+      }
+      for (DeviceBuffer& o : outs_mem) EXPECT_TRUE(bit_equal(download(o, count).data(), want.as<float>(), count));
+      // Each row alone (a decode row) gets the bits it has among the 16 (a verify's rows).
+      for (int64_t i = 0; i < rows; i += 5) {
+        std::vector<TensorView> one_parts;
+        for (const TensorView& p : parts) one_parts.push_back(p.rows(i, i + 1));
+        DeviceBuffer one = poisoned(static_cast<size_t>(cols));
+        c->all_reduce_sum(one_parts,
+                          std::vector<TensorView>(static_cast<size_t>(ranks), dev_view(one, DType::F32, {1, cols})));
+        ASSERT_TRUE(bit_equal(download(one, static_cast<size_t>(cols)).data(), want.as<float>() + i * cols,
+                              static_cast<size_t>(cols)))
+            << "row " << i << " alone";
+      }
+    }
+  }
+}
+
+TEST_F(Gpu, OneGpuCollectiveGathersColumnsAsTheCpuSimulation) {
+  const int64_t rows = 3, ld = 9;
+  const std::vector<int64_t> widths = {4, 0, 5, 3};  // uneven vocabulary blocks; a strided part (pitch ld)
+  const int64_t total = 12;
+  std::vector<std::vector<float>> host(widths.size());
+  std::vector<TensorView> host_parts, parts;
+  std::vector<DeviceBuffer> dev;
+  for (size_t q = 0; q < widths.size(); ++q) {
+    host[q] = partial_values(static_cast<size_t>(rows * ld), 40 + static_cast<uint32_t>(q));
+    host_parts.push_back(strided(host[q].data(), rows, widths[q], ld, Device::CPU));
+    dev.push_back(DeviceBuffer::from(host[q]));
+    parts.push_back(strided(dev.back().data(), rows, widths[q], ld, Device::CUDA));
+  }
+  const int ranks = static_cast<int>(widths.size());
+  Tensor want = Tensor::empty(DType::F32, {rows, total});
+  in_process_collective(ranks)->all_gather_columns(host_parts, std::vector<TensorView>(widths.size(), want));
+  DeviceBuffer a = poisoned(static_cast<size_t>(rows * total)), b = poisoned(static_cast<size_t>(rows * total));
+  const TensorView va = dev_view(a, DType::F32, {rows, total}), vb = dev_view(b, DType::F32, {rows, total});
+  cuda::device_collective(ranks)->all_gather_columns(parts, std::vector<TensorView>{va, vb, va, vb});
+  for (DeviceBuffer* out : {&a, &b})
+    EXPECT_TRUE(bit_equal(download(*out, static_cast<size_t>(rows * total)).data(), want.as<float>(),
+                          static_cast<size_t>(rows * total)));
 }
 
 class NcclGpu : public Gpu {

@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <span>
 
+#include "backend/cuda/collective_scratch.h"
 #include "backend/cuda/cuda_check.h"
 #include "backend/cuda/cuda_stream.h"
 #include "backend/cuda/ordered_sum.h"
@@ -14,68 +15,6 @@
 namespace specserve::cuda {
 
 namespace {
-
-// Makes `device` current for its scope and restores the caller's device after.
-class DeviceGuard {
- public:
-  explicit DeviceGuard(int device) {
-    CUDA_CHECK(cudaGetDevice(&previous_));
-    if (device != previous_) CUDA_CHECK(cudaSetDevice(device));
-  }
-  ~DeviceGuard() { cudaSetDevice(previous_); }
-  DeviceGuard(const DeviceGuard&) = delete;
-  DeviceGuard& operator=(const DeviceGuard&) = delete;
-
- private:
-  int previous_ = 0;
-};
-
-// A device buffer that only grows (the old one is freed once its stream has drained).
-struct Scratch {
-  int device = 0;
-  void* data = nullptr;
-  size_t bytes = 0;
-
-  void ensure(size_t need, cudaStream_t stream) {
-    if (need <= bytes) return;
-    const size_t grown = std::max(need, bytes * 2);
-    DeviceGuard g(device);
-    if (data != nullptr) {
-      CUDA_CHECK(cudaStreamSynchronize(stream));
-      CUDA_CHECK(cudaFree(data));
-      data = nullptr;
-      bytes = 0;
-    }
-    CUDA_CHECK(cudaMalloc(&data, grown));
-    bytes = grown;
-  }
-  void release() noexcept {
-    if (data == nullptr) return;
-    int previous = 0;
-    cudaGetDevice(&previous);
-    cudaSetDevice(device);
-    cudaFree(data);
-    cudaSetDevice(previous);
-    data = nullptr;
-  }
-};
-
-void check_views(std::span<const TensorView> views, int ranks, const char* what, bool contiguous) {
-  SS_CHECK(static_cast<int>(views.size()) == ranks, "{}: {} views for {} ranks", what, views.size(), ranks);
-  for (const TensorView& v : views) {
-    SS_CHECK(v.device == Device::CUDA && v.dtype == DType::F32 && v.ndim() == 2 && v.strides[1] == 1,
-             "{}: f32 device matrices with contiguous rows expected, got {}", what, v.describe());
-    SS_CHECK(!contiguous || v.dim(0) <= 1 || v.strides[0] == v.dim(1),
-             "{}: the NCCL collective sends contiguous partials, got {}", what, v.describe());
-  }
-}
-
-// True when outs[r] is an earlier rank's output (ranks sharing memory): it already holds the result.
-bool aliases_earlier(std::span<const TensorView> outs, size_t r) {
-  for (size_t q = 0; q < r; ++q)
-    if (outs[q].data == outs[r].data) return true;
-  return false;
-}
 
 class NcclCollective final : public Collective {
  public:
@@ -107,16 +46,16 @@ class NcclCollective final : public Collective {
         }
       } catch (const Error&) {
       }
-    for (Scratch& s : gather_) s.release();
-    for (Scratch& s : send_) s.release();
+    for (CollectiveScratch& s : gather_) s.release();
+    for (CollectiveScratch& s : send_) s.release();
   }
 
   int ranks() const override { return static_cast<int>(ranks_.size()); }
 
   void all_reduce_sum(std::span<const TensorView> partials, std::span<const TensorView> outs) const override {
     const int n = ranks();
-    check_views(partials, n, "all_reduce_sum", true);
-    check_views(outs, n, "all_reduce_sum", false);
+    check_collective_views(partials, n, "all_reduce_sum", true);
+    check_collective_views(outs, n, "all_reduce_sum", false);
     const TensorView& y = outs[0];
     for (size_t r = 0; r < ranks_.size(); ++r)
       SS_CHECK(partials[r].shape == y.shape && outs[r].shape == y.shape,
@@ -142,8 +81,8 @@ class NcclCollective final : public Collective {
 
   void all_gather_columns(std::span<const TensorView> parts, std::span<const TensorView> outs) const override {
     const int n = ranks();
-    check_views(parts, n, "all_gather_columns", false);
-    check_views(outs, n, "all_gather_columns", false);
+    check_collective_views(parts, n, "all_gather_columns", false);
+    check_collective_views(outs, n, "all_gather_columns", false);
     const TensorView& y = outs[0];
     const int64_t rows = y.dim(0);
     int64_t total = 0, widest = 0;
@@ -205,7 +144,7 @@ class NcclCollective final : public Collective {
 
   std::unique_ptr<nccl::NcclCommunicators> comms_;  // declared first: destroyed after the scratch is freed
   std::vector<NcclRank> ranks_;
-  mutable std::vector<Scratch> gather_, send_;
+  mutable std::vector<CollectiveScratch> gather_, send_;
 };
 
 }  // namespace

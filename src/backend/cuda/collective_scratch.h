@@ -1,0 +1,43 @@
+#pragma once
+// What the CUDA collectives share (nccl_collective.cpp, device_collective.cpp): a scope that makes a device
+// current, a grow-only scratch buffer on one device, and the checks of the views a Collective call takes.
+#include <cuda_runtime_api.h>
+
+#include <cstddef>
+#include <span>
+
+#include "core/tensor.h"
+
+namespace specserve::cuda {
+
+// Makes `device` current for its scope and restores the caller's device after.
+class DeviceGuard {
+ public:
+  explicit DeviceGuard(int device);
+  ~DeviceGuard();
+  DeviceGuard(const DeviceGuard&) = delete;
+  DeviceGuard& operator=(const DeviceGuard&) = delete;
+
+ private:
+  int previous_ = 0;
+};
+
+// A device buffer that only grows (the old one is freed once `stream` has drained: work in flight may read
+// it). release() frees it; the owner calls it once the streams that use it have drained.
+struct CollectiveScratch {
+  int device = 0;
+  void* data = nullptr;
+  size_t bytes = 0;
+
+  void ensure(size_t need, cudaStream_t stream);
+  void release() noexcept;
+};
+
+// `views` holds one view per rank, each an f32 device matrix with contiguous rows (`contiguous`: and
+// contiguous as a whole, as a copy of the whole partial needs); throws Error naming `what` otherwise.
+void check_collective_views(std::span<const TensorView> views, int ranks, const char* what, bool contiguous);
+
+// True when outs[r] is an earlier rank's output (ranks sharing memory): it already holds the result.
+bool aliases_earlier(std::span<const TensorView> outs, size_t r);
+
+}  // namespace specserve::cuda

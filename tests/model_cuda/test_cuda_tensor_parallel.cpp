@@ -1,0 +1,86 @@
+// --tensor-parallel N on one GPU (docs/DESIGN.md §6.5): every rank on the ops' GPU, the partials summed in rank
+// order by the one-GPU collective. N = 1 through the sharded path gives the unsharded GPU model's bits; N = 2,
+// 4 give its logits within the reduction's rounding; under N = 2 a 16-row verify's rows equal 16 decodes bit
+// for bit and a partial commit equals decoding the kept rows; the GPU's N = 2 follows the CPU simulation's.
+#include "../model/tensor_parallel_test_util.h"
+#include "model_cuda_test_util.h"
+
+namespace specserve {
+namespace {
+
+using namespace specserve::testing;
+
+std::unique_ptr<TargetModel> demo(const std::string& dtype, int tp, const std::string& backend = "cuda") {
+  return TargetModel::load(demo_target(), {.dtype = dtype, .backend = backend, .tensor_parallel = tp});
+}
+std::unique_ptr<TargetModel> tiny(const std::string& dtype, int tp) {
+  return TargetModel::synthetic(tiny_dense(), {.dtype = dtype, .backend = "cuda", .tensor_parallel = tp}, 7);
+}
+
+TEST(CudaTensorParallel, OneRankIsTheUnshardedModelBitForBit) {
+  SKIP_WITHOUT_GPU();
+  for (const std::string dtype : {"bf16", "f32"}) {
+    const Trace plain = run_trace(*demo(dtype, 0)), one = run_trace(*demo(dtype, 1));
+    for (size_t i = 0; i < plain.logits.size(); ++i) {
+      EXPECT_TRUE(same_bits(plain.logits[i], one.logits[i])) << "demo " << dtype << " call " << i;
+      EXPECT_TRUE(same_bits(plain.captured[i], one.captured[i])) << "demo " << dtype << " call " << i;
+    }
+    const Trace dense = run_trace(*tiny(dtype, 0)), dense_one = run_trace(*tiny(dtype, 1));
+    for (size_t i = 0; i < dense.logits.size(); ++i)
+      EXPECT_TRUE(same_bits(dense.logits[i], dense_one.logits[i])) << "dense " << dtype << " call " << i;
+  }
+}
+
+TEST(CudaTensorParallel, TwoAndFourRanksGiveTheUnshardedLogitsWithinRounding) {
+  SKIP_WITHOUT_GPU();
+  // The CPU simulation's tolerances (tests/model/test_tensor_parallel_forward.cpp): f32 weights and KV, only
+  // the reduction's rounding moves; bf16, a last-bit difference of a sum can move a bf16 rounding of the
+  // KV cache or of a matmul's input row. A wrong shard or a rank left out of a reduction is off by O(1).
+  for (const auto& [dtype, tolerance] : {std::pair<std::string, double>{"f32", 1e-4}, {"bf16", 2e-2}}) {
+    const Trace plain_demo = run_trace(*demo(dtype, 0)), plain_dense = run_trace(*tiny(dtype, 0));
+    for (int n : {2, 4}) {
+      expect_close(run_trace(*demo(dtype, n)), plain_demo, tolerance, "demo " + dtype + " N=" + std::to_string(n));
+      expect_close(run_trace(*tiny(dtype, n)), plain_dense, tolerance, "dense " + dtype + " N=" + std::to_string(n));
+    }
+  }
+}
+
+TEST(CudaTensorParallel, FollowsTheCpuSimulation) {
+  SKIP_WITHOUT_GPU();
+  // Both backends at N = 2 in f32 on the dense and hybrid fixtures (head dim 32: the f32 prefill attention), at
+  // the tolerance of the GPU model tests (test_cuda_reference_parity.cpp). The GPU's bits need not be the CPU's.
+  for (const char* fixture : {"qwen3_untied", "qwen3_5_flat"}) {
+    auto load = [&](const char* backend) {
+      return TargetModel::load(cuda_fixture_dir(fixture), {.dtype = "f32", .backend = backend, .tensor_parallel = 2});
+    };
+    expect_close(run_trace(*load("cuda")), run_trace(*load("cpu")), 1e-4, std::string(fixture) + " N=2, GPU vs CPU",
+                 /*must_differ=*/false);
+  }
+}
+
+TEST(CudaTensorParallel, VerifyRowsEqualDecodeRowsUnderTwoRanks) {
+  SKIP_WITHOUT_GPU();
+  expect_verify_rows_equal_decode_rows(*demo("bf16", 2));
+  expect_verify_rows_equal_decode_rows(*tiny("bf16", 2));
+}
+
+TEST(CudaTensorParallel, PartialCommitEqualsDecodingTheKeptRows) {
+  SKIP_WITHOUT_GPU();
+  auto model = demo("bf16", 2);
+  const int64_t V = model->vocab_size();
+  const auto prompt = random_ids(20, 6, V), draft = random_ids(8, 7, V);
+  auto a = model->new_sequence(), b = model->new_sequence();
+  run_one(*model, *a, prompt, SpanMode::Prefill, LogitsWanted::None);
+  run_one(*model, *b, prompt, SpanMode::Prefill, LogitsWanted::None);
+  run_one(*model, *a, draft, SpanMode::Extend);
+  model->commit(*a, 3);
+  for (int i = 0; i < 3; ++i) {
+    run_one(*model, *b, {draft[static_cast<size_t>(i)]}, SpanMode::Extend);
+    model->commit(*b, 1);
+  }
+  EXPECT_EQ(row(run_one(*model, *a, {42}, SpanMode::Extend).logits, 0),
+            row(run_one(*model, *b, {42}, SpanMode::Extend).logits, 0));
+}
+
+}  // namespace
+}  // namespace specserve
