@@ -23,6 +23,7 @@ void add_bench_model_flags(CLI::App& cmd, BenchModelFlags& f) {
   add_dtype_flag(cmd, f.dtype);
   add_kv_dtype_flag(cmd, f.kv_dtype);
   add_fp8_weights_flag(cmd, f.fp8_weights);
+  add_tensor_parallel_flag(cmd, f.tensor_parallel);
 }
 
 BenchModels load_bench_models(const BenchModelFlags& f, const char* who) {
@@ -36,6 +37,7 @@ BenchModels load_bench_models(const BenchModelFlags& f, const char* who) {
   lo.fp8_weights = f.fp8_weights;
   lo.threads = f.threads;
   lo.backend = f.backend;
+  lo.tensor_parallel = tensor_parallel_load_option(f.tensor_parallel);
   SS_CHECK(synthetic.empty() != model.empty(), "{}: give exactly one of --synthetic SHAPE or --model DIR", who);
   SS_CHECK(synthetic.empty() || drafter.draft.empty(), "--synthetic brings its own drafter shape; drop --draft");
   BenchModels m;

@@ -20,7 +20,7 @@ struct BenchModels {
 };
 
 // The flags that choose them, the same in every mode: --synthetic SHAPE or --model DIR (with the drafter's
-// flags), --backend, --threads, --dtype, --kv-dtype, --fp8-weights.
+// flags), --backend, --threads, --dtype, --kv-dtype, --fp8-weights, --tensor-parallel.
 struct BenchModelFlags {
   std::string synthetic;
   std::string model;
@@ -30,6 +30,7 @@ struct BenchModelFlags {
   std::string dtype = "auto";
   std::string kv_dtype = "auto";
   std::string fp8_weights = "dequantise";
+  int tensor_parallel = 1;
 };
 void add_bench_model_flags(CLI::App& cmd, BenchModelFlags& f);
 

@@ -9,6 +9,7 @@
 
 #include "backend/backend.h"
 #include "cli/device_gemm_rate.h"
+#include "cli/step_bench_collective.h"
 #include "cli/step_bench_common.h"
 #include "cli/step_bench_flops.h"
 #include "cli/step_bench_long.h"
@@ -149,6 +150,10 @@ void measure_batches(TargetModel& target, const spec::DFlashDrafter* drafter, co
     SS_LOG_INFO("bench", "decode B={}: {:.3f} ms", b, s * 1e3);
   }
   r["decode"] = decode;
+  if (target.tensor_parallel_ranks() > 0) {
+    r["tensor_parallel"] = target.tensor_parallel_ranks();
+    r["collective"] = step_bench::measure_collective(target, o, decode);
+  }
 
   json verify = json::array();
   std::map<std::pair<int, int>, double> verify_s;

@@ -144,10 +144,25 @@ std::string context_table(const json& r) {
   return out;
 }
 
+std::string collective_table(const json& r) {
+  if (!r.contains("collective") || r["collective"].empty()) return {};
+  std::string out = fmt::format(
+      "\ntensor parallel, {} ranks in one memory: the collective alone at a decode step's shapes (all-reduces of [B, "
+      "hidden], one gather of [B, vocab]), its share of the decode step\n",
+      r["tensor_parallel"].get<int>());
+  out += fmt::format("{:>8} {:>10} {:>13} {:>11} {:>13} {:>10} {:>8}\n", "decode B", "all-reduces", "all-reduce ms",
+                     "gather ms", "collective ms", "decode ms", "share");
+  for (const auto& c : r["collective"])
+    out += fmt::format("{:>8} {:>10} {:>13.3f} {:>11.3f} {:>13.3f} {:>10.3f} {:>7.1f}%\n", c["batch"].get<int>(),
+                       c["all_reduce_calls"].get<int>(), num(c, "all_reduce_ms"), num(c, "all_gather_ms"),
+                       num(c, "collective_ms"), num(c, "decode_ms"), 100 * num(c, "share_of_decode"));
+  return out;
+}
+
 }  // namespace
 
 std::string format_step_bench(const json& r) {
-  std::string out = header(r) + prefill_table(r) + batch_tables(r) + context_table(r);
+  std::string out = header(r) + prefill_table(r) + batch_tables(r) + collective_table(r) + context_table(r);
   if (r.contains("cuda_graphs")) {
     const auto& g = r["cuda_graphs"];
     out += fmt::format(

@@ -21,6 +21,7 @@
 #include <string>
 #include <vector>
 
+#include "backend/collective.h"
 #include "backend/memory.h"
 #include "backend/ops.h"
 #include "core/tensor.h"
@@ -132,6 +133,12 @@ class TargetModel {
   // memory): a drafter running beside the target uses them.
   const Ops& forward_ops() const;
   const Memory& forward_memory() const;
+
+  // Tensor parallelism (LoadOptions::tensor_parallel): the ranks (0: unsharded) and the collective that
+  // reduces their partials (null when unsharded); a forward calls it 2 × layers + 1 times with [rows, hidden]
+  // (the embedding, each mixer and MLP) and gathers [rows, vocab] once.
+  int tensor_parallel_ranks() const;
+  const Collective* collective() const;
 
   std::unique_ptr<SequenceState> new_sequence() const;
 

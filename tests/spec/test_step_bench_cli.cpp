@@ -41,6 +41,34 @@ TEST(StepBenchCli, SyntheticTinyReportsEveryMeasurement) {
   EXPECT_GT(j["projection"][0]["dflash_tokens_per_s"].get<double>(), 0);
 }
 
+// --tensor-parallel 2: the sharded target's steps, and the collective alone at each decode batch's shapes
+// (2 × layers + 1 all-reduces and one gather) with its share of the step; an unsharded run has no such table.
+TEST(StepBenchCli, TensorParallelReportsTheCollectivesShare) {
+  const std::string flags =
+      "bench steps --synthetic tiny --backend cpu --threads 2 --iterations 1 --context 40 --prefill 70 "
+      "--decode-batches 1,3 --verify-batches 1 --verify-k 2 --json";
+  const CliRun r = run_specserve(flags + " --tensor-parallel 2");
+  ASSERT_EQ(r.status, 0) << r.out;
+  const auto j = nlohmann::json::parse(r.out);
+  EXPECT_EQ(j["tensor_parallel"], 2);
+  ASSERT_EQ(j["collective"].size(), 2u);
+  for (size_t i = 0; i < 2; ++i) {
+    const auto& c = j["collective"][i];
+    EXPECT_EQ(c["batch"], j["decode"][i]["batch"]);
+    EXPECT_EQ(c["all_reduce_calls"], 2 * 8 + 1);  // the tiny shape has 8 layers
+    EXPECT_GT(c["collective_ms"].get<double>(), 0);
+    EXPECT_DOUBLE_EQ(c["decode_ms"].get<double>(), j["decode"][i]["ms"].get<double>());
+    EXPECT_NEAR(c["share_of_decode"].get<double>(), c["collective_ms"].get<double>() / c["decode_ms"].get<double>(),
+                1e-12);
+  }
+  const CliRun text = run_specserve(flags.substr(0, flags.size() - 7) + " --tensor-parallel 2");
+  ASSERT_EQ(text.status, 0) << text.out;
+  EXPECT_NE(text.out.find("tensor parallel, 2 ranks in one memory"), std::string::npos) << text.out;
+  const CliRun plain = run_specserve(flags);
+  ASSERT_EQ(plain.status, 0) << plain.out;
+  EXPECT_FALSE(nlohmann::json::parse(plain.out).contains("collective"));
+}
+
 const std::string kPair = std::string(SPECSERVE_SOURCE_DIR) + "/tests/fixtures/dflash/hybrid-trained";
 
 // `bench steps --model` on the hybrid fixture pair, one batch of each step, with `extra` flags.

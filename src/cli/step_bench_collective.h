@@ -1,0 +1,18 @@
+#pragma once
+// `bench steps` on a sharded target (`--tensor-parallel N`): what the collective costs a decode step. For each
+// decode batch B, the collective alone at a forward's shapes — 2 × layers + 1 all_reduce_sum calls of
+// [B, hidden] (the embedding, each mixer and MLP) and one all_gather_columns of the ranks' [B, vocab / N]
+// logits — timed back to back (the median of `iterations` runs, each ending in a wait for the device), and
+// its share of that batch's measured decode step. On the CPU simulation and on one GPU the ranks share one
+// memory, so this prices the reduction's arithmetic and copies, not the transfers between GPUs.
+#include <nlohmann/json.hpp>
+
+#include "cli/step_bench.h"
+
+namespace specserve::cli::step_bench {
+
+// `decode` is the step bench's decode table (its "batch" and "ms" entries); an empty array when the target is
+// unsharded.
+nlohmann::json measure_collective(const TargetModel& target, const StepBenchOptions& o, const nlohmann::json& decode);
+
+}  // namespace specserve::cli::step_bench
