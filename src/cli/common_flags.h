@@ -27,8 +27,8 @@ CLI::Option* add_fp8_weights_flag(CLI::App& cmd, std::string& fp8_weights);
 // prefix cache (docs/DESIGN.md §5), on by default.
 void add_prefix_cache_flags(CLI::App& cmd, engine::EngineOptions& engine);
 // --tensor-parallel N (default 1): the target split over N ranks (docs/DESIGN.md §6). N > 1 runs every rank in
-// this process on one device (the CPU simulation, or all ranks on the one GPU); tensor_parallel_load_option turns the flag into LoadOptions::tensor_parallel (1
-// stays the unsharded model).
+// this process on one device (the CPU simulation, or all ranks on the one GPU); tensor_parallel_load_option turns the
+// flag into LoadOptions::tensor_parallel (1 stays the unsharded model).
 CLI::Option* add_tensor_parallel_flag(CLI::App& cmd, int& ranks);
 inline int tensor_parallel_load_option(int ranks) { return ranks > 1 ? ranks : 0; }
 

@@ -68,7 +68,10 @@ TensorView TensorView::rows(int64_t begin, int64_t end) const {
   v.shape.dims[0] = end - begin;
   v.data = static_cast<char*>(data) + begin * strides[0] * static_cast<int64_t>(dtype_size(dtype));
   if (block_scaled()) {
-    SS_CHECK(begin % kFp8BlockSize == 0, "rows [{}, {}) of block-scaled {} do not start on a 128-row block", begin, end,
+    // The slice's row r keeps its scale row (begin + r) / 128 as r / 128 of the moved grid: the slice starts on a
+    // block, or lies inside one.
+    SS_CHECK(begin % kFp8BlockSize == 0 || end <= (begin / kFp8BlockSize + 1) * kFp8BlockSize,
+             "rows [{}, {}) of block-scaled {} neither start on a 128-row block nor lie inside one", begin, end,
              describe());
     v.scales = scales + begin / kFp8BlockSize * scale_shape()[1];
   }

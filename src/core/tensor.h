@@ -68,7 +68,8 @@ struct TensorView {
     return static_cast<T*>(data);
   }
 
-  // A view of rows [begin, end) along dimension 0.
+  // A view of rows [begin, end) along dimension 0. A block-scaled matrix's rows must start on a 128-row block or
+  // lie inside one (so that the slice's scale grid is a row range of the matrix's).
   TensorView rows(int64_t begin, int64_t end) const;
   // A view of index i along dimension 0 (one fewer dimension).
   TensorView operator[](int64_t i) const;

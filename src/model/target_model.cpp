@@ -220,9 +220,7 @@ const Ops& TargetModel::ops() const { return cpu_ops(); }
 const Ops& TargetModel::forward_ops() const { return *impl_->ops; }
 const Memory& TargetModel::forward_memory() const { return *impl_->mem; }
 TensorView TargetModel::embedding_table() const { return impl_->host_embed; }
-int TargetModel::tensor_parallel_ranks() const {
-  return impl_->tp ? static_cast<int>(impl_->tp->ranks.size()) : 0;
-}
+int TargetModel::tensor_parallel_ranks() const { return impl_->tp ? static_cast<int>(impl_->tp->ranks.size()) : 0; }
 const Collective* TargetModel::collective() const { return impl_->tp ? impl_->tp->collective.get() : nullptr; }
 
 namespace {

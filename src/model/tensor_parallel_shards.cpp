@@ -6,9 +6,23 @@ namespace specserve {
 
 namespace {
 
+// Whether rows or columns [begin, end) of a block-scaled fp8 matrix keep whole scale blocks: they start on a
+// 128 block, or lie inside one (the slice's scale grid is then a range of the matrix's).
+bool keeps_fp8_blocks(int64_t begin, int64_t end) {
+  return begin % kFp8BlockSize == 0 || end <= (begin / kFp8BlockSize + 1) * kFp8BlockSize;
+}
+
+void check_fp8_split(const TensorView& v, const char* what, int64_t begin, int64_t end) {
+  SS_CHECK(keeps_fp8_blocks(begin, end),
+           "--tensor-parallel: {} [{}, {}) of the kept fp8 matrix {} cut a 128 x 128 scale block (use --fp8-weights "
+           "dequantise, or a rank count that splits on 128 boundaries)",
+           what, begin, end, v.describe());
+}
+
 // Rows [begin, end) of a matrix or vector: a view.
 TensorView row_slice(const TensorView& v, int64_t begin, int64_t end) {
   if (begin == 0 && end == v.dim(0)) return v;
+  if (v.block_scaled()) check_fp8_split(v, "rows", begin, end);
   return v.rows(begin, end);
 }
 
@@ -16,36 +30,46 @@ TensorView row_slice(const TensorView& v, int64_t begin, int64_t end) {
 struct SliceCopies {
   const Memory& mem;
   std::vector<MemTensor>& owned;
-  // rows × width bytes from src (rows `spitch` bytes apart) into a new tensor of `shape` (contiguous).
+  // A new contiguous tensor of `shape`, rows × width bytes copied in from src (rows `spitch` bytes apart).
   TensorView copy(DType dtype, const Shape& shape, const void* src, size_t spitch, size_t width, int64_t rows) {
     owned.push_back(MemTensor::empty(mem, dtype, shape));
-    if (rows > 0 && width > 0) mem.copy_2d(owned.back().as<void>(), width, src, spitch, width, static_cast<size_t>(rows));
+    if (rows > 0 && width > 0)
+      mem.copy_2d(owned.back().as<void>(), width, src, spitch, width, static_cast<size_t>(rows));
     return owned.back().view();
   }
 };
 
 // Columns [begin, end) of a matrix [rows, cols] with contiguous rows: on the host a view whose rows keep the
-// matrix's stride; on a device a contiguous copy (what the device's matmul kernels read).
+// matrix's stride; on a device a contiguous copy (what the device's matmul kernels read). A kept fp8 matrix's
+// slice is always a copy, with its scale columns (both contiguous, as the fp8 kernels read them).
 TensorView column_slice(const TensorView& v, int64_t begin, int64_t end, SliceCopies& copies) {
   if (begin == 0 && end == v.dim(1)) return v;
-  SS_CHECK(!v.block_scaled(),
-           "--tensor-parallel: {} is a kept fp8 matrix, whose columns cannot be split yet (use "
-           "--fp8-weights dequantise)",
-           v.describe());
   SS_CHECK(v.ndim() == 2 && v.strides[1] == 1, "--tensor-parallel: cannot split the columns of {}", v.describe());
   const size_t element = dtype_size(v.dtype);
   const void* first = static_cast<const char*>(v.data) + begin * static_cast<int64_t>(element);
-  if (v.device == Device::CPU) {
+  if (v.device == Device::CPU && !v.block_scaled()) {
     TensorView c = v;
     c.data = const_cast<void*>(first);
     c.shape = Shape{v.dim(0), end - begin};
     return c;
   }
-  return copies.copy(v.dtype, Shape{v.dim(0), end - begin}, first, static_cast<size_t>(v.strides[0]) * element,
-                     static_cast<size_t>(end - begin) * element, v.dim(0));
+  if (v.block_scaled()) check_fp8_split(v, "columns", begin, end);
+  TensorView c = copies.copy(v.dtype, Shape{v.dim(0), end - begin}, first, static_cast<size_t>(v.strides[0]) * element,
+                             static_cast<size_t>(end - begin) * element, v.dim(0));
+  if (v.block_scaled()) {
+    const Shape grid = v.scale_shape();
+    const int64_t s0 = begin / kFp8BlockSize, s1 = (end - 1) / kFp8BlockSize + 1;
+    c.scales = copies
+                   .copy(DType::F32, Shape{grid[0], s1 - s0}, v.scales + s0, static_cast<size_t>(grid[1]) * 4,
+                         static_cast<size_t>(s1 - s0) * 4, grid[0])
+                   .as<const float>();
+  }
+  return c;
 }
 
-// The rows of several ranges, in order, in one owned copy (a view when they are the whole matrix in order).
+// The rows of several ranges, in order, in one owned copy (a view when they are the whole matrix in order). A
+// kept fp8 matrix's ranges must each start on a 128-row block and all but the last hold whole blocks, so that
+// the copy's scale rows are the ranges' scale rows one after another.
 TensorView gather_rows(const TensorView& v, std::initializer_list<IndexRange> ranges, SliceCopies& copies) {
   int64_t rows = 0, at = 0;
   bool whole = true;
@@ -55,16 +79,23 @@ TensorView gather_rows(const TensorView& v, std::initializer_list<IndexRange> ra
     rows += r.size();
   }
   if (whole && at == v.dim(0)) return v;
-  SS_CHECK(!v.block_scaled(),
-           "--tensor-parallel: {} is a kept fp8 matrix, whose rows cannot be gathered yet (use "
-           "--fp8-weights dequantise)",
-           v.describe());
   SS_CHECK(v.strides[v.ndim() - 1] == 1, "--tensor-parallel: cannot gather rows of {}", v.describe());
+  if (v.block_scaled()) {
+    size_t i = 0;
+    for (const IndexRange& r : ranges) {
+      const bool last = ++i == ranges.size();
+      SS_CHECK(r.begin % kFp8BlockSize == 0 && (last || r.size() % kFp8BlockSize == 0),
+               "--tensor-parallel: the rows [{}, {}) a rank gathers from the kept fp8 matrix {} cut a 128 x 128 "
+               "scale block (use --fp8-weights dequantise, or a rank count that splits on 128 boundaries)",
+               r.begin, r.end, v.describe());
+    }
+  }
   Shape shape = v.shape;
   shape.dims[0] = rows;
   const size_t row_bytes = static_cast<size_t>(v.numel() / v.dim(0)) * dtype_size(v.dtype);
   const size_t stride = static_cast<size_t>(v.strides[0]) * dtype_size(v.dtype);
   copies.owned.push_back(MemTensor::empty(copies.mem, v.dtype, shape));
+  TensorView g = copies.owned.back().view();
   char* out = copies.owned.back().as<char>();
   for (const IndexRange& r : ranges) {
     if (r.size() > 0)
@@ -72,7 +103,21 @@ TensorView gather_rows(const TensorView& v, std::initializer_list<IndexRange> ra
                          stride, row_bytes, static_cast<size_t>(r.size()));
     out += static_cast<size_t>(r.size()) * row_bytes;
   }
-  return copies.owned.back().view();
+  if (v.block_scaled()) {
+    const int64_t scale_cols = v.scale_shape()[1];
+    copies.owned.push_back(
+        MemTensor::empty(copies.mem, DType::F32, Shape{(rows + kFp8BlockSize - 1) / kFp8BlockSize, scale_cols}));
+    float* scales = copies.owned.back().as<float>();
+    for (const IndexRange& r : ranges) {
+      const int64_t blocks = (r.size() + kFp8BlockSize - 1) / kFp8BlockSize;
+      if (blocks > 0)
+        copies.mem.copy(scales, v.scales + r.begin / kFp8BlockSize * scale_cols,
+                        static_cast<size_t>(blocks * scale_cols) * 4);
+      scales += blocks * scale_cols;
+    }
+    g.scales = copies.owned.back().as<const float>();
+  }
+  return g;
 }
 
 AttentionBlock shard_attention(const AttentionBlock& a, const ArchSpec& s, const RankShare& sh, SliceCopies& copies) {

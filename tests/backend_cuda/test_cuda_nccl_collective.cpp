@@ -96,8 +96,9 @@ TEST_F(Gpu, OneGpuCollectiveSumsAsTheCpuSimulation) {
     DeviceBuffer together = DeviceBuffer::from(side_by_side);
     std::vector<DeviceBuffer> apart;
     for (int q = 0; q < ranks; ++q)
-      apart.push_back(DeviceBuffer::from(std::vector<float>(side_by_side.begin() + q * static_cast<int64_t>(count),
-                                                            side_by_side.begin() + (q + 1) * static_cast<int64_t>(count))));
+      apart.push_back(
+          DeviceBuffer::from(std::vector<float>(side_by_side.begin() + q * static_cast<int64_t>(count),
+                                                side_by_side.begin() + (q + 1) * static_cast<int64_t>(count))));
     const TensorView all_rows = dev_view(together, DType::F32, {ranks * rows, cols});
     for (const bool in_place : {true, false}) {
       SCOPED_TRACE(in_place ? "partials side by side" : "partials apart");

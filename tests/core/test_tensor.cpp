@@ -64,6 +64,26 @@ TEST(ThreadPool, CoversRangeExactlyOnce) {
   }
 }
 
+// Row slices of a block-scaled fp8 matrix move its scale grid with them: from a 128-row block (the grid's rows
+// from that block on) or inside one block (that block's scale row alone); a slice that would start a block of
+// the view inside one of the matrix's is refused.
+TEST(TensorView, RowsOfABlockScaledMatrixKeepTheirScaleBlocks) {
+  std::vector<uint8_t> codes(300 * 260);
+  std::vector<float> scales(3 * 3);
+  TensorView m = TensorView::contiguous(codes.data(), DType::F8_E4M3, {300, 260});
+  m.scales = scales.data();
+  ASSERT_EQ(m.scale_shape(), Shape({3, 3}));
+  const TensorView from_block = m.rows(128, 300);
+  EXPECT_EQ(from_block.scales, scales.data() + 3);
+  EXPECT_EQ(from_block.scale_shape(), Shape({2, 3}));
+  const TensorView inside = m.rows(150, 256);
+  EXPECT_EQ(inside.scales, scales.data() + 3);
+  EXPECT_EQ(inside.scale_shape(), Shape({1, 3}));
+  EXPECT_EQ(m.rows(260, 300).scales, scales.data() + 6);
+  EXPECT_THROW(m.rows(150, 257), Error);
+  EXPECT_THROW(m.rows(1, 200), Error);
+}
+
 TEST(ThreadPool, ChunkBoundariesRespectGrain) {
   ThreadPool pool(3);
   std::mutex m;

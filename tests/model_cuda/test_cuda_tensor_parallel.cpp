@@ -1,7 +1,9 @@
 // --tensor-parallel N on one GPU (docs/DESIGN.md §6.5): every rank on the ops' GPU, the partials summed in rank
 // order by the one-GPU collective. N = 1 through the sharded path gives the unsharded GPU model's bits; N = 2,
 // 4 give its logits within the reduction's rounding; under N = 2 a 16-row verify's rows equal 16 decodes bit
-// for bit and a partial commit equals decoding the kept rows; the GPU's N = 2 follows the CPU simulation's.
+// for bit and a partial commit equals decoding the kept rows; the GPU's N = 2 follows the CPU simulation's; kept
+// fp8 weights sharded give the bits of their dequantised bf16 weights sharded alike.
+#include "../model/fp8_checkpoint_writer.h"
 #include "../model/tensor_parallel_test_util.h"
 #include "model_cuda_test_util.h"
 
@@ -80,6 +82,19 @@ TEST(CudaTensorParallel, PartialCommitEqualsDecodingTheKeptRows) {
   }
   EXPECT_EQ(row(run_one(*model, *a, {42}, SpanMode::Extend).logits, 0),
             row(run_one(*model, *b, {42}, SpanMode::Extend).logits, 0));
+}
+
+TEST(CudaTensorParallel, KeptFp8WeightsGiveTheDequantisedBitsUnderTwoRanks) {
+  SKIP_WITHOUT_GPU();
+  ScratchDir fp8("cuda-tp"), dequantised("cuda-tp-deq");
+  write_fp8_pair(cuda_fixture_dir("qwen3_untied"), fp8.path(), dequantised.path(), DType::BF16);
+  auto load = [&](const char* weights) {
+    return TargetModel::load(fp8.path(),
+                             {.dtype = "bf16", .backend = "cuda", .fp8_weights = weights, .tensor_parallel = 2});
+  };
+  const Trace kept = run_trace(*load("keep")), plain = run_trace(*load("dequantise"));
+  for (size_t i = 0; i < kept.logits.size(); ++i)
+    EXPECT_TRUE(same_bits(kept.logits[i], plain.logits[i])) << "call " << i;
 }
 
 }  // namespace

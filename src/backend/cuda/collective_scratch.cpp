@@ -45,8 +45,8 @@ void check_collective_views(std::span<const TensorView> views, int ranks, const 
   for (const TensorView& v : views) {
     SS_CHECK(v.device == Device::CUDA && v.dtype == DType::F32 && v.ndim() == 2 && v.strides[1] == 1,
              "{}: f32 device matrices with contiguous rows expected, got {}", what, v.describe());
-    SS_CHECK(!contiguous || v.dim(0) <= 1 || v.strides[0] == v.dim(1),
-             "{}: contiguous partials expected, got {}", what, v.describe());
+    SS_CHECK(!contiguous || v.dim(0) <= 1 || v.strides[0] == v.dim(1), "{}: contiguous partials expected, got {}", what,
+             v.describe());
   }
 }
 
