@@ -69,6 +69,15 @@ inline bool same_bits(const Tensor& a, const Tensor& b) {
   return a.shape() == b.shape() && std::memcmp(a.as<void>(), b.as<void>(), a.nbytes()) == 0;
 }
 
+// Every call's logits (and with `captured`, the captured features) bit for bit.
+inline void expect_same_trace(const Trace& a, const Trace& b, const std::string& what, bool captured = true) {
+  ASSERT_EQ(a.logits.size(), b.logits.size()) << what;
+  for (size_t i = 0; i < a.logits.size(); ++i) {
+    EXPECT_TRUE(same_bits(a.logits[i], b.logits[i])) << what << " call " << i;
+    if (captured) EXPECT_TRUE(same_bits(a.captured[i], b.captured[i])) << what << " call " << i << " (captured)";
+  }
+}
+
 // max over rows of rel_err.
 inline double worst_rel_err(const Tensor& a, const Tensor& b) {
   EXPECT_EQ(a.shape(), b.shape());
@@ -116,6 +125,24 @@ inline void expect_verify_rows_equal_decode_rows(TargetModel& model) {
   }
   const auto next_a = run_one(model, *a, {11}, SpanMode::Extend), next_b = run_one(model, *b, {11}, SpanMode::Extend);
   EXPECT_EQ(row(next_a.logits, 0), row(next_b.logits, 0));
+}
+
+// A partial commit (3 rows of an 8-row extend) leaves every DeltaNet state, every rank's included, as decoding
+// the kept rows one by one does: the next decode's logits are the same.
+inline void expect_partial_commit_equals_decoding(TargetModel& model) {
+  const int64_t V = model.vocab_size();
+  const auto prompt = random_ids(20, 6, V), draft = random_ids(8, 7, V);
+  auto a = model.new_sequence(), b = model.new_sequence();
+  run_one(model, *a, prompt, SpanMode::Prefill, LogitsWanted::None);
+  run_one(model, *b, prompt, SpanMode::Prefill, LogitsWanted::None);
+  run_one(model, *a, draft, SpanMode::Extend);
+  model.commit(*a, 3);
+  for (int i = 0; i < 3; ++i) {
+    run_one(model, *b, {draft[static_cast<size_t>(i)]}, SpanMode::Extend);
+    model.commit(*b, 1);
+  }
+  EXPECT_EQ(row(run_one(model, *a, {42}, SpanMode::Extend).logits, 0),
+            row(run_one(model, *b, {42}, SpanMode::Extend).logits, 0));
 }
 
 }  // namespace specserve::testing

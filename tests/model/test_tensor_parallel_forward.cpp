@@ -22,14 +22,8 @@ std::unique_ptr<TargetModel> tiny(const std::string& dtype, int tp) {
 
 TEST(TensorParallelForward, OneRankIsTheUnshardedModelBitForBit) {
   for (const std::string dtype : {"bf16", "f32"}) {
-    const Trace plain = run_trace(*load_demo(dtype, 0)), one = run_trace(*load_demo(dtype, 1));
-    for (size_t i = 0; i < plain.logits.size(); ++i) {
-      EXPECT_TRUE(same_bits(plain.logits[i], one.logits[i])) << "demo " << dtype << " call " << i;
-      EXPECT_TRUE(same_bits(plain.captured[i], one.captured[i])) << "demo " << dtype << " call " << i;
-    }
-    const Trace dense = run_trace(*tiny(dtype, 0)), dense_one = run_trace(*tiny(dtype, 1));
-    for (size_t i = 0; i < dense.logits.size(); ++i)
-      EXPECT_TRUE(same_bits(dense.logits[i], dense_one.logits[i])) << "dense " << dtype << " call " << i;
+    expect_same_trace(run_trace(*load_demo(dtype, 0)), run_trace(*load_demo(dtype, 1)), "demo " + dtype);
+    expect_same_trace(run_trace(*tiny(dtype, 0)), run_trace(*tiny(dtype, 1)), "dense " + dtype);
   }
 }
 
@@ -58,20 +52,7 @@ TEST(TensorParallelForward, VerifyRowsEqualDecodeRowsUnderTwoRanks) {
 
 // A partial commit replays the kept rows of every rank's DeltaNet state as decoding them would.
 TEST(TensorParallelForward, PartialCommitEqualsDecodingTheKeptRows) {
-  auto model = load_demo("bf16", 2);
-  const int64_t V = model->vocab_size();
-  const auto prompt = random_ids(20, 6, V), draft = random_ids(8, 7, V);
-  auto a = model->new_sequence(), b = model->new_sequence();
-  run_one(*model, *a, prompt, SpanMode::Prefill, LogitsWanted::None);
-  run_one(*model, *b, prompt, SpanMode::Prefill, LogitsWanted::None);
-  run_one(*model, *a, draft, SpanMode::Extend);
-  model->commit(*a, 3);
-  for (int i = 0; i < 3; ++i) {
-    run_one(*model, *b, {draft[static_cast<size_t>(i)]}, SpanMode::Extend);
-    model->commit(*b, 1);
-  }
-  EXPECT_EQ(row(run_one(*model, *a, {42}, SpanMode::Extend).logits, 0),
-            row(run_one(*model, *b, {42}, SpanMode::Extend).logits, 0));
+  expect_partial_commit_equals_decoding(*load_demo("bf16", 2));
 }
 
 void expect_load_error(const std::function<void()>& load, const std::string& words) {
@@ -103,9 +84,7 @@ TEST(TensorParallelForward, KeptFp8WeightsGiveTheDequantisedBitsUnderTwoAndFourR
     auto kept = TargetModel::load(fp8.path(), {.dtype = "bf16", .fp8_weights = "keep", .tensor_parallel = n});
     auto plain = TargetModel::load(fp8.path(), {.dtype = "bf16", .fp8_weights = "dequantise", .tensor_parallel = n});
     ASSERT_LT(kept->step_weight_bytes(), plain->step_weight_bytes()) << "the weights were not kept fp8";
-    const Trace a = run_trace(*kept), b = run_trace(*plain);
-    for (size_t i = 0; i < a.logits.size(); ++i)
-      EXPECT_TRUE(same_bits(a.logits[i], b.logits[i])) << "N=" << n << " call " << i;
+    expect_same_trace(run_trace(*kept), run_trace(*plain), "N=" + std::to_string(n), false);
   }
 }
 

@@ -22,14 +22,8 @@ std::unique_ptr<TargetModel> tiny(const std::string& dtype, int tp) {
 TEST(CudaTensorParallel, OneRankIsTheUnshardedModelBitForBit) {
   SKIP_WITHOUT_GPU();
   for (const std::string dtype : {"bf16", "f32"}) {
-    const Trace plain = run_trace(*demo(dtype, 0)), one = run_trace(*demo(dtype, 1));
-    for (size_t i = 0; i < plain.logits.size(); ++i) {
-      EXPECT_TRUE(same_bits(plain.logits[i], one.logits[i])) << "demo " << dtype << " call " << i;
-      EXPECT_TRUE(same_bits(plain.captured[i], one.captured[i])) << "demo " << dtype << " call " << i;
-    }
-    const Trace dense = run_trace(*tiny(dtype, 0)), dense_one = run_trace(*tiny(dtype, 1));
-    for (size_t i = 0; i < dense.logits.size(); ++i)
-      EXPECT_TRUE(same_bits(dense.logits[i], dense_one.logits[i])) << "dense " << dtype << " call " << i;
+    expect_same_trace(run_trace(*demo(dtype, 0)), run_trace(*demo(dtype, 1)), "demo " + dtype);
+    expect_same_trace(run_trace(*tiny(dtype, 0)), run_trace(*tiny(dtype, 1)), "dense " + dtype);
   }
 }
 
@@ -68,20 +62,7 @@ TEST(CudaTensorParallel, VerifyRowsEqualDecodeRowsUnderTwoRanks) {
 
 TEST(CudaTensorParallel, PartialCommitEqualsDecodingTheKeptRows) {
   SKIP_WITHOUT_GPU();
-  auto model = demo("bf16", 2);
-  const int64_t V = model->vocab_size();
-  const auto prompt = random_ids(20, 6, V), draft = random_ids(8, 7, V);
-  auto a = model->new_sequence(), b = model->new_sequence();
-  run_one(*model, *a, prompt, SpanMode::Prefill, LogitsWanted::None);
-  run_one(*model, *b, prompt, SpanMode::Prefill, LogitsWanted::None);
-  run_one(*model, *a, draft, SpanMode::Extend);
-  model->commit(*a, 3);
-  for (int i = 0; i < 3; ++i) {
-    run_one(*model, *b, {draft[static_cast<size_t>(i)]}, SpanMode::Extend);
-    model->commit(*b, 1);
-  }
-  EXPECT_EQ(row(run_one(*model, *a, {42}, SpanMode::Extend).logits, 0),
-            row(run_one(*model, *b, {42}, SpanMode::Extend).logits, 0));
+  expect_partial_commit_equals_decoding(*demo("bf16", 2));
 }
 
 TEST(CudaTensorParallel, KeptFp8WeightsGiveTheDequantisedBitsUnderTwoRanks) {
@@ -92,9 +73,7 @@ TEST(CudaTensorParallel, KeptFp8WeightsGiveTheDequantisedBitsUnderTwoRanks) {
     return TargetModel::load(fp8.path(),
                              {.dtype = "bf16", .backend = "cuda", .fp8_weights = weights, .tensor_parallel = 2});
   };
-  const Trace kept = run_trace(*load("keep")), plain = run_trace(*load("dequantise"));
-  for (size_t i = 0; i < kept.logits.size(); ++i)
-    EXPECT_TRUE(same_bits(kept.logits[i], plain.logits[i])) << "call " << i;
+  expect_same_trace(run_trace(*load("keep")), run_trace(*load("dequantise")), "kept vs dequantised, N=2", false);
 }
 
 }  // namespace
