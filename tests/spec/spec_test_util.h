@@ -81,12 +81,14 @@ inline Trace load_trace(const std::string& pair) {
 }
 
 // A target + drafter pair loaded with one dtype ("f32" for parity with the fp32 reference); the
-// target on `backend` ("cpu" or "cuda"), the drafter always on the CPU.
+// target on `backend` ("cpu" or "cuda"; sharded over `tensor_parallel` ranks when > 0), the drafter always on
+// the CPU.
 struct Pair {
   std::unique_ptr<TargetModel> target;
   std::unique_ptr<DFlashDrafter> drafter;
-  Pair(const std::string& pair, const std::string& dtype, const std::string& backend = "cpu")
-      : target(TargetModel::load(pair_dir(pair) + "/target", {.dtype = dtype, .backend = backend})),
+  Pair(const std::string& pair, const std::string& dtype, const std::string& backend = "cpu", int tensor_parallel = 0)
+      : target(TargetModel::load(pair_dir(pair) + "/target",
+                                 {.dtype = dtype, .backend = backend, .tensor_parallel = tensor_parallel})),
         drafter(DFlashDrafter::load(pair_dir(pair) + "/draft", *target, dtype)) {}
 };
 

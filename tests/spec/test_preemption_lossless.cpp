@@ -2,7 +2,8 @@
 // worst cases, 16 concurrent requests on the trained dense and hybrid pairs, T = 0 and seeded T > 0,
 // are swapped out (target KV and DeltaNet state, drafter context K/V and waiting rows) and back, and
 // each gives exactly the tokens AND the drafts, step by step, of the same request run alone — so the
-// drafter's context came back bit for bit too. A drafter context's swap image round-trips directly.
+// drafter's context came back bit for bit too; also with the hybrid target sharded over 2 ranks. A drafter context's
+// swap image round-trips directly.
 #include <random>
 
 #include "spec_test_util.h"
@@ -15,8 +16,11 @@ using namespace specserve::spec::testing;
 struct PreemptionCase {
   std::string pair;
   float temperature;
+  int ranks = 0;  // > 0: the target sharded over this many ranks (the CPU simulation, docs/DESIGN.md §6.3)
 };
-void PrintTo(const PreemptionCase& c, std::ostream* os) { *os << c.pair << " T=" << c.temperature; }
+void PrintTo(const PreemptionCase& c, std::ostream* os) {
+  *os << c.pair << " T=" << c.temperature << (c.ranks > 0 ? " N=" + std::to_string(c.ranks) : "");
+}
 
 std::vector<engine::GenerationRequest> requests(float temperature) {
   std::vector<engine::GenerationRequest> reqs;
@@ -39,7 +43,7 @@ class PreemptionLossless : public ::testing::TestWithParam<PreemptionCase> {};
 
 TEST_P(PreemptionLossless, EveryRequestEqualsItsRunAloneWithItsDrafts) {
   const PreemptionCase& c = GetParam();
-  Pair pair(c.pair, "f32");
+  Pair pair(c.pair, "f32", "cpu", c.ranks);
   const auto reqs = requests(c.temperature);
 
   DFlashProposer alone_proposer(*pair.drafter, {.gamma = 7});
@@ -77,9 +81,12 @@ INSTANTIATE_TEST_SUITE_P(Cases, PreemptionLossless,
                          ::testing::Values(PreemptionCase{"dense-trained", 0.0f},
                                            PreemptionCase{"hybrid-trained", 0.0f},
                                            PreemptionCase{"dense-trained", 0.8f},
-                                           PreemptionCase{"hybrid-trained", 0.8f}),
+                                           PreemptionCase{"hybrid-trained", 0.8f},
+                                           // Swap under tensor parallelism: every rank's KV slice and DeltaNet state.
+                                           PreemptionCase{"hybrid-trained", 0.8f, 2}),
                          [](const auto& info) {
-                           std::string n = info.param.pair + (info.param.temperature > 0 ? "_seeded" : "_greedy");
+                           std::string n = info.param.pair + (info.param.temperature > 0 ? "_seeded" : "_greedy") +
+                                           (info.param.ranks > 0 ? "_tp" + std::to_string(info.param.ranks) : "");
                            std::replace(n.begin(), n.end(), '-', '_');
                            return n;
                          });

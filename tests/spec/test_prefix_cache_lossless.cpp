@@ -3,7 +3,8 @@
 // decoding with the cache off, and the drafts and acceptances, step by step, of the same speculative
 // requests with the cache off — so a hit left the drafter's context complete (its cached K/V are the ones
 // the request would have projected). Shared system prompts (sequential and concurrent) and multi-turn
-// conversations; a speculative request skips entries without drafter blocks, a plain one uses them.
+// conversations; a speculative request skips entries without drafter blocks, a plain one uses them. The
+// hybrid pair also sharded over 2 ranks (every rank's KV slice and DeltaNet snapshot cached).
 #include "../engine/prefix_cache_test_util.h"
 #include "spec_test_util.h"
 
@@ -19,8 +20,11 @@ using specserve::test::synthetic;
 struct CacheCase {
   std::string pair;
   float temperature;
+  int ranks = 0;  // > 0: the target sharded over this many ranks (the CPU simulation, docs/DESIGN.md §6.3)
 };
-void PrintTo(const CacheCase& c, std::ostream* os) { *os << c.pair << " T=" << c.temperature; }
+void PrintTo(const CacheCase& c, std::ostream* os) {
+  *os << c.pair << " T=" << c.temperature << (c.ranks > 0 ? " N=" + std::to_string(c.ranks) : "");
+}
 
 class PrefixCacheLossless : public ::testing::TestWithParam<CacheCase> {
  protected:
@@ -44,7 +48,7 @@ engine::EngineOptions options(bool cache) {
 }
 
 TEST_P(PrefixCacheLossless, SharedSystemPrompt) {
-  Pair pair(GetParam().pair, "f32");
+  Pair pair(GetParam().pair, "f32", "cpu", GetParam().ranks);
   const auto system = concat(random_tokens(60, 3), synthetic(90, 0));  // 150 tokens
   std::vector<engine::GenerationRequest> reqs;
   for (int i = 0; i < 6; ++i) reqs.push_back(request(concat(system, synthetic(10 + 5 * i, i)), 24, 100 + i));
@@ -79,7 +83,7 @@ TEST_P(PrefixCacheLossless, SharedSystemPrompt) {
 }
 
 TEST_P(PrefixCacheLossless, MultiTurnConversation) {
-  Pair pair(GetParam().pair, "f32");
+  Pair pair(GetParam().pair, "f32", "cpu", GetParam().ranks);
   DFlashProposer off_proposer(*pair.drafter, {.gamma = 7});
   auto off = make_engine(*pair.target, &off_proposer, options(false));
   DFlashProposer on_proposer(*pair.drafter, {.gamma = 7});
@@ -104,7 +108,7 @@ TEST_P(PrefixCacheLossless, MultiTurnConversation) {
 // Entries a plain request made have no drafter blocks: a speculative request does not use them (its
 // drafter would lack the context) but adds its drafter blocks to them; the next one hits.
 TEST_P(PrefixCacheLossless, SpeculativeHitsNeedTheDrafterBlocks) {
-  Pair pair(GetParam().pair, "f32");
+  Pair pair(GetParam().pair, "f32", "cpu", GetParam().ranks);
   DFlashProposer on_proposer(*pair.drafter, {.gamma = 7});
   auto on = make_engine(*pair.target, &on_proposer, options(true));
   DFlashProposer off_proposer(*pair.drafter, {.gamma = 7});
@@ -127,9 +131,12 @@ TEST_P(PrefixCacheLossless, SpeculativeHitsNeedTheDrafterBlocks) {
 
 INSTANTIATE_TEST_SUITE_P(Cases, PrefixCacheLossless,
                          ::testing::Values(CacheCase{"dense-trained", 0.0f}, CacheCase{"hybrid-trained", 0.0f},
-                                           CacheCase{"dense-trained", 0.8f}, CacheCase{"hybrid-trained", 0.8f}),
+                                           CacheCase{"dense-trained", 0.8f}, CacheCase{"hybrid-trained", 0.8f},
+                                           // Shared blocks and DeltaNet snapshots of every rank's slice.
+                                           CacheCase{"hybrid-trained", 0.8f, 2}),
                          [](const auto& info) {
-                           std::string n = info.param.pair + (info.param.temperature > 0 ? "_seeded" : "_greedy");
+                           std::string n = info.param.pair + (info.param.temperature > 0 ? "_seeded" : "_greedy") +
+                                           (info.param.ranks > 0 ? "_tp" + std::to_string(info.param.ranks) : "");
                            std::replace(n.begin(), n.end(), '-', '_');
                            return n;
                          });
