@@ -4,16 +4,22 @@
 // `specserve info --env`: the environment variables specserve reads (core/env_registry.h).
 // `specserve info --nccl [--nccl-library PATH]`: the NCCL that tensor parallelism on GPUs would load
 // (backend/nccl_library.h), or the one-line reason none loads.
+// `specserve info --model DIR --tensor-parallel N`: also the partition of the target over N ranks
+// (model/tensor_parallel_plan.h), read from the config alone, or the one-line reason it does not divide.
 #include <fmt/format.h>
 
 #include <cstdio>
 #include <memory>
 #include <string>
 
+#include <nlohmann/json.hpp>
+
 #include "backend/nccl_library.h"
 #include "cli/commands.h"
 #include "core/env_registry.h"
+#include "io/model_config.h"
 #include "io/model_summary.h"
+#include "model/tensor_parallel_plan.h"
 
 namespace specserve::cli {
 
@@ -24,6 +30,7 @@ void register_info(CLI::App& app, CommandRunner& run) {
     bool env = false;
     bool nccl = false;
     std::string nccl_library;
+    int tensor_parallel = 1;
   };
   auto opts = std::make_shared<Options>();
   auto* cmd = app.add_subcommand(
@@ -42,6 +49,11 @@ void register_info(CLI::App& app, CommandRunner& run) {
                   "With --nccl: this libnccl.so.2 file instead of the loader's search (e.g. PyTorch's "
                   "<site-packages>/nvidia/nccl/lib/libnccl.so.2)")
       ->needs(nccl);
+  cmd->add_option("--tensor-parallel", opts->tensor_parallel,
+                  "With --model: also show how --tensor-parallel N would split its target over N ranks (heads, "
+                  "MLP columns, vocabulary rows per rank), or why it cannot")
+      ->check(CLI::Range(1, 64))
+      ->needs(model);
   model->excludes(env);
   model->excludes(nccl);
   env->excludes(nccl);
@@ -60,7 +72,25 @@ void register_info(CLI::App& app, CommandRunner& run) {
         return 0;
       }
       const ModelSummary summary = summarize_model(opts->model);
-      const std::string text = opts->json ? format_summary_json(summary) : format_summary_text(summary);
+      std::string text = opts->json ? format_summary_json(summary) : format_summary_text(summary);
+      if (opts->tensor_parallel > 1) {
+        const TensorParallelPlan plan = plan_tensor_parallel(load_model_config(opts->model), opts->tensor_parallel);
+        if (opts->json) {
+          nlohmann::json j = nlohmann::json::parse(text), shares = nlohmann::json::array();
+          auto range = [](const IndexRange& r) { return nlohmann::json::array({r.begin, r.end}); };
+          for (const RankShare& r : plan.shares)
+            shares.push_back({{"q_heads", range(r.q_heads)},
+                              {"kv_heads", range(r.kv_heads)},
+                              {"deltanet_k_heads", range(r.gdn_k_heads)},
+                              {"deltanet_v_heads", range(r.gdn_v_heads)},
+                              {"mlp_columns", range(r.mlp_columns)},
+                              {"vocab_rows", range(r.vocab_rows)}});
+          j["tensor_parallel"] = {{"ranks", plan.ranks}, {"kv_replicas", plan.kv_replicas}, {"shares", shares}};
+          text = j.dump(2) + "\n";
+        } else {
+          text += fmt::format("\ntensor parallel over {} ranks (docs/DESIGN.md 6.1):\n{}", plan.ranks, plan.describe());
+        }
+      }
       std::fwrite(text.data(), 1, text.size(), stdout);
       return 0;
     };

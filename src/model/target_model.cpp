@@ -155,6 +155,10 @@ void build_parts(TargetModel::Impl& impl, bool upload, const std::string& kv_dty
                   "and is slower than --tensor-parallel 1",
                   tensor_parallel, tensor_parallel);
     impl.tp = shard_model(impl.parts, impl.cfg, tensor_parallel, impl.kv, impl.num_deltanet, *impl.mem);
+    std::string plan = impl.tp->plan.describe();
+    if (!plan.empty() && plan.back() == '\n') plan.pop_back();
+    SS_LOG_INFO("model", "tensor parallel over {} ranks ({}):\n{}", tensor_parallel,
+                impl.mem->device() == Device::CPU ? "the CPU simulation" : "every rank on one GPU", plan);
     impl.kv = impl.tp->pool_kv;
     impl.state_gdn = impl.tp->ranks[0].parts.spec.gdn;
     impl.state_layers = impl.num_deltanet * tensor_parallel;

@@ -1,7 +1,12 @@
 // The tensor-parallel partition (docs/DESIGN.md §6.1): the Qwen3-8B and Qwen3.6-27B tables at N = 1, 2, 4, 8,
-// the KV-head replication rule, and the shapes that are refused with the config key named.
+// the KV-head replication rule, and the shapes that are refused with the config key named; `specserve info
+// --model DIR --tensor-parallel N` prints the table (text and JSON) or the refusal.
 #include <gtest/gtest.h>
 
+#include <cstdlib>
+#include <nlohmann/json.hpp>
+
+#include "../specserve_cli.h"
 #include "core/error.h"
 #include "model/synthetic_shapes.h"
 #include "model/tensor_parallel_plan.h"
@@ -132,6 +137,29 @@ TEST(TensorParallelPlan, RefusesShapesThatDoNotDivide) {
   c = dense;
   c.vocab_size = 3;
   expect_refused(c, 4, "vocab_size");
+}
+
+std::string demo_target_dir() {
+  const char* env = std::getenv("SPECSERVE_SOURCE_DIR");
+  return (env && *env ? std::string(env) : std::string(SPECSERVE_SOURCE_DIR)) + "/models/demo-coder/target";
+}
+
+TEST(TensorParallelPlan, InfoShowsThePartitionOrWhyNot) {
+  using testing::run_specserve;
+  const std::string model = "info --model " + demo_target_dir();
+  const auto text = run_specserve(model + " --tensor-parallel 2");
+  ASSERT_EQ(text.status, 0) << text.out;
+  EXPECT_NE(text.out.find("tensor parallel over 2 ranks"), std::string::npos) << text.out;
+  EXPECT_NE(text.out.find("rank 1: q heads [2, 4) kv heads [1, 2)"), std::string::npos) << text.out;  // 4 / 2 heads
+  const auto json = run_specserve(model + " --tensor-parallel 2 --json");
+  ASSERT_EQ(json.status, 0) << json.out;
+  const auto j = nlohmann::json::parse(json.out)["tensor_parallel"];
+  EXPECT_EQ(j["ranks"], 2);
+  ASSERT_EQ(j["shares"].size(), 2u);
+  EXPECT_EQ(j["shares"][1]["deltanet_v_heads"], nlohmann::json::array({4, 8}));  // 8 DeltaNet value heads
+  EXPECT_EQ(j["shares"][1]["vocab_rows"], nlohmann::json::array({4096, 8192}));
+  EXPECT_NE(run_specserve(model + " --tensor-parallel 3").status, 0);  // 2 KV heads do not split 3 ways
+  EXPECT_EQ(run_specserve(model).out.find("tensor parallel"), std::string::npos);
 }
 
 }  // namespace
