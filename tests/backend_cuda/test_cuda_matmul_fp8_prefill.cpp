@@ -4,8 +4,7 @@
 // within the bound derived there, on the 8B / 27B shapes and on tails (K = 4096 + 64, N = 1000, K below one
 // block); rows are deterministic per sequence: a row alone, inside 300 and 2048 rows, and under two different
 // chunkings of the rows has the same bits; several weights in one call (q/k/v, more than one launch's four) equal
-// separate calls; the multicast form (two-CTA clusters) has the plain form's bits. The activation rule itself is
-// checked on the host (tests/backend/test_fp8_prefill_rule.cpp).
+// separate calls. The activation rule itself is checked on the host (tests/backend/test_fp8_prefill_rule.cpp).
 #include <algorithm>
 #include <cstring>
 #include <string>
@@ -228,43 +227,6 @@ TEST_F(Gpu, Fp8PrefillSeveralWeightsEqualSeparateCalls) {
                             prefill(X, wv[size_t(i)]).data(), size_t(M * n_of[size_t(i)])))
           << "weight " << i << (with_bf16 ? " (weight 2 bf16)" : "");
   }
-}
-
-// The multicast form (clusters of two CTAs sharing the weight tile; off by default): the same bits as the plain
-// form for every row, at row counts that give an odd number of 128-row tiles (the last cluster's second CTA has no
-// rows), one tile, several waves; and within the reference's bound.
-struct Multicast {
-  bool was;
-  explicit Multicast(bool on) : was(k::set_fp8_prefill_multicast(on)) {}
-  ~Multicast() { k::set_fp8_prefill_multicast(was); }
-};
-
-TEST_F(Gpu, Fp8PrefillMulticastFormHasThePlainFormsBits) {
-  if (!w8a8_runs()) GTEST_SKIP() << "no wgmma: prefill with fp8 weights takes the dequantisation";
-  for (const auto& [N, K] : {std::pair<int64_t, int64_t>{1000, 4096 + 64}, std::pair<int64_t, int64_t>{4096, 4096},
-                             std::pair<int64_t, int64_t>{5120, 17408}}) {
-    DeviceFp8 w(N, K, uint32_t(2 * N + K), Fp8Scales::Bf16);
-    const int64_t kRows = 2048;
-    const auto x = edgy_x(kRows, K, 7);
-    DeviceBuffer dx = DeviceBuffer::from(x);
-    for (int64_t M : {int64_t{1}, int64_t{129}, int64_t{300}, int64_t{2048}}) {
-      const TensorView X = dev_view(dx, DType::F32, {M, K});
-      std::vector<float> plain, mc;
-      {
-        const Multicast off(false);
-        plain = prefill(X, w.view);
-      }
-      {
-        const Multicast on(true);
-        mc = prefill(X, w.view);
-      }
-      for (float v : mc) ASSERT_TRUE(std::isfinite(v)) << "M " << M << " N " << N << " K " << K;
-      ASSERT_TRUE(bit_equal(mc.data(), plain.data(), plain.size())) << "M " << M << " N " << N << " K " << K;
-    }
-  }
-  const Multicast on(true);
-  check_against_reference(300, 1000, 4096 + 64, Fp8Scales::F32, 12);
-  check_against_reference(129, 257, 144, Fp8Scales::Mixed, 13);
 }
 
 // Where the GEMM does not take the weight (ldw not a multiple of 16 bytes), prefill still runs, through the

@@ -195,10 +195,6 @@ void fp8_quantize_activations_into(const float* x, int64_t ldx, int64_t M, int64
 // runs); tests that compare prefill with the bf16 dequantisation's bits, and benchmarks, turn it off. Returns the
 // previous value. Not thread-safe: set it while no matmul is being planned.
 bool set_matmul_fp8_w8a8(bool on);
-// The W8A8 GEMM's multicast form (clusters of two CTAs on vertically adjacent tiles sharing the weight tile through
-// TMA multicast: a quarter fewer L2 bytes a stage; the same bits). Off by default until measured; tests and
-// benchmarks turn it on. Returns the previous value; not thread-safe.
-bool set_fp8_prefill_multicast(bool on);
 void fp8_dequantize_bf16(const uint8_t* w, int64_t ldw, const float* scales, int64_t scale_ld, int64_t N, int64_t K,
                          uint16_t* out, int64_t ldo, cudaStream_t stream);
 

@@ -33,17 +33,15 @@
 // the other's wgmma run. Up to four weights that share x per launch (q/k/v, gate/up), tiles walked M fastest.
 //
 // L2 traffic: a 128 x 128 x 128 stage is 32.5 KB for 4.2 MFLOP — at the fp8 rate that is more L2 -> SM bandwidth
-// than the bf16 GEMM's 128 x 256 x 64 tiles draw (48 KB per 4.2 MFLOP at half the rate). The multicast form
-// (kernels::set_fp8_prefill_multicast; off by default until a device run measures it) pairs vertically adjacent
-// tiles in clusters of two CTAs that load one half of the shared weight tile each and multicast it (24.5 KB a
-// stage per CTA). The persistent grid then holds cudaOccupancyMaxActiveClusters clusters.
+// than the bf16 GEMM's 128 x 256 x 64 tiles draw (48 KB per 4.2 MFLOP at half the rate). Clusters of two CTAs
+// on vertically adjacent tiles, each loading half of the shared weight tile and multicasting it (24.5 KB a
+// stage per CTA), measured 0.98x of this form (docs/DECISIONS.md §2) and left the code (§7).
 #include <cuda.h>
 #include <cuda_runtime.h>
 #include <cudaTypedefs.h>
 
 #include <algorithm>
 #include <climits>
-#include <tuple>
 
 #include "backend/cuda/cuda_check.h"
 #include "backend/cuda/kernels.h"
@@ -106,51 +104,15 @@ struct TileAt {
   int part;
   int64_t m0, n0;
 };
-// Launch tile t: one CTA's 128 x 128, or with Mc (the multicast form) one cluster's 256 x 128, of which the CTA
-// of rank `rank` takes rows 128 rank ..; p.tiles_m counts the launch tiles along M.
-template <bool Mc>
-__device__ __forceinline__ TileAt tile_at(const Fp8Params& p, int t, uint32_t rank) {
+// Tile t (128 x 128): its part, first row and first column; p.tiles_m counts the tiles along M.
+__device__ __forceinline__ TileAt tile_at(const Fp8Params& p, int t) {
   int i = 0;
   while (t >= p.part[i].tiles_end) ++i;
   const int local = t - (i > 0 ? p.part[i - 1].tiles_end : 0);
-  const int64_t m = int64_t{local % p.tiles_m} * (Mc ? 2 : 1) * Fp8Gemm::kBM + int64_t{rank} * Fp8Gemm::kBM;
+  const int64_t m = int64_t{local % p.tiles_m} * Fp8Gemm::kBM;
   return {i, m, int64_t{local / p.tiles_m} * Fp8Gemm::kBN};
 }
 
-#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
-__device__ __forceinline__ uint32_t cluster_rank() {
-  uint32_t r;
-  asm volatile("mov.u32 %0, %%cluster_ctarank;\n" : "=r"(r));
-  return r;
-}
-// Every thread of both CTAs of the cluster (warp-converged).
-__device__ __forceinline__ void cluster_sync() {
-  asm volatile("barrier.cluster.arrive.release.aligned;\nbarrier.cluster.wait.acquire.aligned;\n" ::: "memory");
-}
-// An arrival on the barrier at the same shared-memory offset in the cluster's CTA `cta`.
-__device__ __forceinline__ void mbar_arrive_cluster(uint32_t bar, uint32_t cta) {
-  asm volatile(
-      "{\n.reg .b32 remote;\nmapa.shared::cluster.u32 remote, %0, %1;\n"
-      "mbarrier.arrive.release.cluster.shared::cluster.b64 _, [remote];\n}\n" ::"r"(bar),
-      "r"(cta)
-      : "memory");
-}
-// tma_load_2d into the same offset of every CTA in `mask`, completing on each one's barrier at offset bar.
-__device__ __forceinline__ void tma_load_2d_multicast(uint32_t dst, const void* tensor_map, int c0, int c1,
-                                                      uint32_t bar, uint16_t mask) {
-  asm volatile(
-      "cp.async.bulk.tensor.2d.shared::cluster.global.mbarrier::complete_tx::bytes.multicast::cluster [%0], [%1, {%2, "
-      "%3}], [%4], %5;\n" ::"r"(dst),
-      "l"(reinterpret_cast<uint64_t>(tensor_map)), "r"(c0), "r"(c1), "r"(bar), "h"(mask)
-      : "memory");
-}
-#endif
-
-// Mc: clusters of two CTAs on vertically adjacent tiles (the same 128 weight columns): each loads its own x tile
-// and one half (64 rows) of the weight tile, multicast into both CTAs, so a CTA reads 24.5 KB from L2 a stage
-// instead of 32.5 KB. A stage is refilled only when the consumers of both CTAs have handed it back (each consumer
-// warp arrives on both CTAs' `empty` barriers). The bits do not depend on Mc.
-template <bool Mc>
 __global__ void __launch_bounds__(Fp8Gemm::kThreads, 1) matmul_prefill_fp8_kernel(const __grid_constant__ Fp8Params p) {
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
   pdl_begin();
@@ -162,15 +124,11 @@ __global__ void __launch_bounds__(Fp8Gemm::kThreads, 1) matmul_prefill_fp8_kerne
   const float* scale_smem = reinterpret_cast<const float*>(smem_raw + pad + Fp8Gemm::kTileBytes * Fp8Gemm::kStages);
   const uint32_t full0 = smem_addr(&bars[0]), empty0 = smem_addr(&bars[Fp8Gemm::kStages]);
   const int tid = static_cast<int>(threadIdx.x);
-  const uint32_t rank = Mc ? cluster_rank() : 0u;
-  const int first = static_cast<int>(Mc ? blockIdx.x / 2 : blockIdx.x);
-  const int step = static_cast<int>(Mc ? gridDim.x / 2 : gridDim.x);
-  // full: the producer thread; empty: one arrival a consumer warp (of both CTAs under multicast)
-  init_ring_barriers(tid, full0, empty0, Fp8Gemm::kStages, 1, Fp8Gemm::kConsumers * 4 * (Mc ? 2 : 1));
-  if constexpr (Mc)
-    cluster_sync();  // the peer's barriers are initialised before anything arrives on them
-  else
-    __syncthreads();
+  const int first = static_cast<int>(blockIdx.x);
+  const int step = static_cast<int>(gridDim.x);
+  // full: the producer thread; empty: one arrival a consumer warp
+  init_ring_barriers(tid, full0, empty0, Fp8Gemm::kStages, 1, Fp8Gemm::kConsumers * 4);
+  __syncthreads();
 
   const int warpgroup = __shfl_sync(0xffffffffu, tid / 128, 0);
   if (warpgroup == 0) {
@@ -179,7 +137,7 @@ __global__ void __launch_bounds__(Fp8Gemm::kThreads, 1) matmul_prefill_fp8_kerne
     if (tid == 0) {
       uint32_t it = 0;
       for (int t = first; t < p.tiles; t += step) {
-        const TileAt at = tile_at<Mc>(p, t, rank);
+        const TileAt at = tile_at(p, t);
         const int m0 = static_cast<int>(at.m0), n0 = static_cast<int>(at.n0);
         const CUtensorMap* b_map = &p.part[at.part].b;
         for (int kb = 0; kb < p.kblocks; ++kb, ++it) {
@@ -188,13 +146,7 @@ __global__ void __launch_bounds__(Fp8Gemm::kThreads, 1) matmul_prefill_fp8_kerne
           const uint32_t dst = sbase + stage * Fp8Gemm::kTileBytes, bar = full0 + 8 * stage;
           mbar_arrive_expect_tx(bar, Fp8Gemm::kStageTx);
           tma_load_2d(dst, &p.a, kb * Fp8Gemm::kBK, m0, bar);
-          if constexpr (Mc) {
-            const int half = Fp8Gemm::kBN / 2;
-            tma_load_2d_multicast(dst + Fp8Gemm::kABytes + rank * half * 128, b_map, kb * Fp8Gemm::kBK,
-                                  n0 + static_cast<int>(rank) * half, bar, uint16_t{0x3});
-          } else {
-            tma_load_2d(dst + Fp8Gemm::kABytes, b_map, kb * Fp8Gemm::kBK, n0, bar);
-          }
+          tma_load_2d(dst + Fp8Gemm::kABytes, b_map, kb * Fp8Gemm::kBK, n0, bar);
           tma_load_2d(scale_base + stage * Fp8Gemm::kScaleBytes, &p.sa, m0, kb, bar);
         }
       }
@@ -211,7 +163,7 @@ __global__ void __launch_bounds__(Fp8Gemm::kThreads, 1) matmul_prefill_fp8_kerne
     for (int i = 0; i < 64; ++i) blk[i] = 0.0f;
     uint32_t it = 0;
     for (int t = first; t < p.tiles; t += step) {
-      const TileAt at = tile_at<Mc>(p, t, rank);
+      const TileAt at = tile_at(p, t);
       const int64_t m0 = at.m0, n0 = at.n0;
       const Fp8Part& part = p.part[at.part];
       const float* w_scales = part.w_scales + (n0 / Fp8Gemm::kBN) * part.scale_ld;
@@ -232,10 +184,7 @@ __global__ void __launch_bounds__(Fp8Gemm::kThreads, 1) matmul_prefill_fp8_kerne
         const float* sa = scale_smem + stage * (Fp8Gemm::kScaleBytes / 4);
         const float sa0 = sa[row_in_tile], sa1 = sa[row_in_tile + 8];
         __syncwarp();
-        if (lane == 0) {
-          mbar_arrive(empty0 + 8 * stage);
-          if constexpr (Mc) mbar_arrive_cluster(empty0 + 8 * stage, rank ^ 1u);
-        }
+        if (lane == 0) mbar_arrive(empty0 + 8 * stage);
         const float s0 = __fmul_rn(sa0, ws), s1 = __fmul_rn(sa1, ws);
         // Accumulator i: row row_in_tile + 8 (i % 4 / 2), column 8 (i / 4) + 2 (lane % 4) + i % 2.
 #pragma unroll
@@ -254,46 +203,17 @@ __global__ void __launch_bounds__(Fp8Gemm::kThreads, 1) matmul_prefill_fp8_kerne
       }
     }
   }
-  // No CTA leaves while its peer may still write into its stages or arrive on its barriers.
-  if constexpr (Mc) cluster_sync();
 #endif
 }
 
 void configure_once() {
   static const bool configured = [] {
-    CUDA_CHECK(cudaFuncSetAttribute(matmul_prefill_fp8_kernel<false>, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                    Fp8Gemm::kSmemBytes));
-    CUDA_CHECK(cudaFuncSetAttribute(matmul_prefill_fp8_kernel<true>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+    CUDA_CHECK(cudaFuncSetAttribute(matmul_prefill_fp8_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                     Fp8Gemm::kSmemBytes));
     return true;
   }();
   (void)configured;
 }
-
-// Clusters of two of the multicast form that the device holds at once (two CTAs of one GPC each; a GPC with an
-// odd count of free multiprocessors leaves one idle): the persistent grid must not exceed it, or the clusters
-// beyond wait for a whole wave.
-int resident_clusters() {
-  static const int n = [] {
-    cudaLaunchConfig_t cfg{};
-    cfg.gridDim = dim3(static_cast<unsigned>(sm_count() / 2 * 2));
-    cfg.blockDim = dim3(Fp8Gemm::kThreads);
-    cfg.dynamicSmemBytes = Fp8Gemm::kSmemBytes;
-    cudaLaunchAttribute attr{};
-    attr.id = cudaLaunchAttributeClusterDimension;
-    attr.val.clusterDim.x = 2;
-    attr.val.clusterDim.y = 1;
-    attr.val.clusterDim.z = 1;
-    cfg.attrs = &attr;
-    cfg.numAttrs = 1;
-    int clusters = 0;
-    CUDA_CHECK(cudaOccupancyMaxActiveClusters(&clusters, matmul_prefill_fp8_kernel<true>, &cfg));
-    return clusters > 0 ? clusters : 1;
-  }();
-  return n;
-}
-
-bool g_multicast = false;  // set_fp8_prefill_multicast
 
 bool pairs_ok(const MatmulArgs& a) { return (reinterpret_cast<uintptr_t>(a.y) & 7u) == 0 && a.ldy % 2 == 0; }
 
@@ -322,9 +242,7 @@ bool matmul_fp8_prefill(const MatmulArgs* parts, int count, cudaStream_t stream)
       e4m3_tensor_map(act.codes, a0.M, a0.K, act.pitch, Fp8Gemm::kBK, Fp8Gemm::kBM, "fp8 prefill matmul (activations)");
   const CUtensorMap sa_map =
       f32_tensor_map(act.scales, groups, a0.M, act.scale_pitch, Fp8Gemm::kBM, 1, "fp8 prefill matmul (scales)");
-  const bool mc = g_multicast;
-  // Launch tiles along M: 128 rows each, or 256 (a cluster's pair) with multicast.
-  const int tiles_m = static_cast<int>(tc::ceil_div(a0.M, int64_t{Fp8Gemm::kBM} * (mc ? 2 : 1)));
+  const int tiles_m = static_cast<int>(tc::ceil_div(a0.M, int64_t{Fp8Gemm::kBM}));
   for (int first = 0; first < count; first += kMaxParts) {
     Fp8Params p{};
     p.a = a_map;
@@ -341,8 +259,7 @@ bool matmul_fp8_prefill(const MatmulArgs* parts, int count, cudaStream_t stream)
         continue;
       }
       const MatmulArgs& a = parts[first + i];
-      part.b = e4m3_tensor_map(a.w, a.N, a.K, a.ldw, Fp8Gemm::kBK, mc ? Fp8Gemm::kBN / 2 : Fp8Gemm::kBN,
-                               "fp8 prefill matmul (weights)");
+      part.b = e4m3_tensor_map(a.w, a.N, a.K, a.ldw, Fp8Gemm::kBK, Fp8Gemm::kBN, "fp8 prefill matmul (weights)");
       part.w_scales = a.w_scales;
       part.scale_ld = a.scale_ld;
       part.y = a.y;
@@ -354,31 +271,12 @@ bool matmul_fp8_prefill(const MatmulArgs* parts, int count, cudaStream_t stream)
       part.tiles_end = static_cast<int>(tiles);
     }
     p.tiles = static_cast<int>(tiles);
-    if (!mc) {
-      const int grid = static_cast<int>(std::min<int64_t>(tiles, sm_count()));
-      launch_pdl(matmul_prefill_fp8_kernel<false>, dim3(static_cast<unsigned>(grid)), Fp8Gemm::kThreads,
-                 Fp8Gemm::kSmemBytes, stream, p);
-    } else {
-      const int clusters = static_cast<int>(std::min<int64_t>(tiles, resident_clusters()));
-      KernelLaunch l;
-      l.func = reinterpret_cast<const void*>(matmul_prefill_fp8_kernel<true>);
-      l.grid = dim3(static_cast<unsigned>(2 * clusters));
-      l.block = dim3(Fp8Gemm::kThreads);
-      l.smem = Fp8Gemm::kSmemBytes;
-      l.cluster = 2;
-      l.pdl = pdl_enabled();
-      std::tuple<Fp8Params> values(p);
-      enqueue_values(l, stream, values);
-    }
+    const int grid = static_cast<int>(std::min<int64_t>(tiles, sm_count()));
+    launch_pdl(matmul_prefill_fp8_kernel, dim3(static_cast<unsigned>(grid)), Fp8Gemm::kThreads, Fp8Gemm::kSmemBytes,
+               stream, p);
     CUDA_CHECK_LAUNCH();
   }
   return true;
-}
-
-bool set_fp8_prefill_multicast(bool on) {
-  const bool was = g_multicast;
-  g_multicast = on;
-  return was;
 }
 
 }  // namespace specserve::cuda::kernels
