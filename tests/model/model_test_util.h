@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <random>
 #include <string>
 #include <vector>
 
@@ -61,6 +62,14 @@ inline ForwardResult run_one(TargetModel& m, SequenceState& s, const std::vector
   b.spans.push_back({&s, toks, mode, want});
   b.capture_layers = std::move(capture);
   return m.forward(b);
+}
+
+// n random token ids below `vocab`, the same for the same seed.
+inline std::vector<int32_t> random_ids(size_t n, uint32_t seed, int64_t vocab) {
+  std::mt19937 rng(seed);
+  std::vector<int32_t> v(n);
+  for (auto& x : v) x = static_cast<int32_t>(rng() % static_cast<uint32_t>(vocab));
+  return v;
 }
 
 inline std::vector<float> row(const Tensor& t, int64_t r) {

@@ -34,13 +34,6 @@ inline ModelConfig tiny_dense() {
   return c;
 }
 
-inline std::vector<int32_t> random_ids(size_t n, uint32_t seed, int64_t vocab) {
-  std::mt19937 rng(seed);
-  std::vector<int32_t> v(n);
-  for (auto& x : v) x = static_cast<int32_t>(rng() % static_cast<uint32_t>(vocab));
-  return v;
-}
-
 // What one model gives for: a prefill, a 6-row verify kept in part (3 rows), then two decodes.
 struct Trace {
   std::vector<Tensor> logits;

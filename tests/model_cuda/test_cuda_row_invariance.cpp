@@ -57,36 +57,7 @@ TEST_P(CudaRowInvariance, CapturedRowsStayOnTheDeviceWhenAsked) {
 }
 
 TEST_P(CudaRowInvariance, PrefillIndependentOfNeighboursAndChunkSplits) {
-  auto prompt = random_ids(150, 4, V());
-  auto alone = model_->new_sequence();
-  auto r1 = run_one(*model_, *alone, prompt, SpanMode::Prefill, LogitsWanted::All);
-
-  auto mixed = model_->new_sequence();
-  auto n1 = model_->new_sequence(), n2 = model_->new_sequence();
-  auto t1 = random_ids(40, 5, V()), t2 = random_ids(3, 6, V());
-  ForwardBatch b;
-  b.spans = {{n1.get(), t1, SpanMode::Prefill, LogitsWanted::All},
-             {mixed.get(), prompt, SpanMode::Prefill, LogitsWanted::All},
-             {n2.get(), t2, SpanMode::Prefill, LogitsWanted::Last}};
-  auto r2 = model_->forward(b);
-  const int64_t off = static_cast<int64_t>(t1.size());
-  for (size_t p = 0; p < prompt.size(); ++p)
-    ASSERT_EQ(row(r2.logits, off + static_cast<int64_t>(p)), row(r1.logits, static_cast<int64_t>(p))) << p;
-
-  // The same prompt prefilled in two calls split at a multiple of 64.
-  auto split = model_->new_sequence();
-  std::vector<int32_t> head(prompt.begin(), prompt.begin() + 128), tail(prompt.begin() + 128, prompt.end());
-  run_one(*model_, *split, head, SpanMode::Prefill, LogitsWanted::None);
-  auto r3 = run_one(*model_, *split, tail, SpanMode::Prefill, LogitsWanted::All);
-  for (size_t p = 0; p < tail.size(); ++p)
-    ASSERT_EQ(row(r3.logits, static_cast<int64_t>(p)), row(r1.logits, static_cast<int64_t>(128 + p))) << p;
-
-  // Decoding afterwards agrees too.
-  auto d1 = run_one(*model_, *alone, {9}, SpanMode::Extend);
-  auto d2 = run_one(*model_, *mixed, {9}, SpanMode::Extend);
-  auto d3 = run_one(*model_, *split, {9}, SpanMode::Extend);
-  EXPECT_EQ(row(d1.logits, 0), row(d2.logits, 0));
-  EXPECT_EQ(row(d1.logits, 0), row(d3.logits, 0));
+  expect_prefill_independent_of_neighbours_and_chunk_splits(*model_);
 }
 
 // The prefill rule (docs/DESIGN.md §1.2) with the prefill kernels (the TMA/wgmma GEMM, the flash
@@ -140,29 +111,7 @@ TEST_P(CudaRowInvariance, PrefillBitsIgnoreChunkingAndMixedNeighbours) {
 }
 
 TEST_P(CudaRowInvariance, RollbackEqualsRunThatSawOnlyKeptRows) {
-  auto prompt = random_ids(37, 7, V());
-  auto draft = random_ids(6, 8, V());
-  auto cont = random_ids(5, 9, V());
-  for (int64_t n = 1; n <= static_cast<int64_t>(draft.size()); ++n) {
-    auto spec = model_->new_sequence(), plain = model_->new_sequence();
-    run_one(*model_, *spec, prompt, SpanMode::Prefill, LogitsWanted::None);
-    run_one(*model_, *plain, prompt, SpanMode::Prefill, LogitsWanted::None);
-    run_one(*model_, *spec, draft, SpanMode::Extend, LogitsWanted::All);
-    model_->commit(*spec, n);
-    std::vector<int32_t> kept(draft.begin(), draft.begin() + n);
-    run_one(*model_, *plain, kept, SpanMode::Extend, LogitsWanted::None);
-    model_->commit(*plain, n);
-    ASSERT_EQ(spec->length(), plain->length());
-    // Continue both with a multi-row extend, then single decodes.
-    auto a = run_one(*model_, *spec, cont, SpanMode::Extend, LogitsWanted::All);
-    auto b = run_one(*model_, *plain, cont, SpanMode::Extend, LogitsWanted::All);
-    ASSERT_EQ(0, std::memcmp(a.logits.as<float>(), b.logits.as<float>(), a.logits.nbytes())) << "n = " << n;
-    model_->commit(*spec, 2);
-    model_->commit(*plain, 2);
-    auto c = run_one(*model_, *spec, {11}, SpanMode::Extend);
-    auto d = run_one(*model_, *plain, {11}, SpanMode::Extend);
-    ASSERT_EQ(row(c.logits, 0), row(d.logits, 0)) << "n = " << n;
-  }
+  expect_rollback_equals_run_that_saw_only_kept_rows(*model_);
 }
 
 INSTANTIATE_TEST_SUITE_P(Models, CudaRowInvariance, cuda_model_cases(), cuda_model_case_name);
