@@ -36,6 +36,7 @@ struct LoadArgs {
   double swap_space_gib = 4;  // in-process --swap-space-gib
   std::string acceptance;     // "": plain load; else the acceptance-controlled benchmark (cli/serve_controlled.h)
   uint64_t seed = 1;          // --acceptance: prompts, sampling seeds, corruption
+  int tensor_parallel = 1;    // in-process --tensor-parallel, to spec.tensor_parallel
 };
 
 std::vector<int> parse_levels(const std::string& s) {
@@ -96,6 +97,7 @@ InProcess start_in_process(LoadArgs& a, const std::vector<int>& levels) {
     a.spec.engine.max_seqs = std::max(16, max_level);
   }
   a.spec.engine.swap_space_bytes = static_cast<size_t>(a.swap_space_gib * double(size_t{1} << 30));
+  a.spec.tensor_parallel = tensor_parallel_load_option(a.tensor_parallel);
   server::ServerOptions ho;
   ho.port = 0;
   ho.max_seqs = a.spec.engine.max_seqs;
@@ -268,6 +270,7 @@ void register_bench_serve_load(CLI::App& bench, CommandRunner& run) {
   add_kv_dtype_flag(*cmd, a->spec.kv_dtype);
   add_fp8_weights_flag(*cmd, a->spec.fp8_weights);
   add_backend_flag(*cmd, a->spec.backend);
+  add_tensor_parallel_flag(*cmd, a->tensor_parallel);
   add_prefix_cache_flags(*cmd, a->spec.engine);
   cmd->add_option("--max-batch-rows", a->spec.engine.max_batch_rows, "Rows per target forward (in-process)")
       ->capture_default_str();

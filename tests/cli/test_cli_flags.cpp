@@ -64,7 +64,8 @@ TEST(CliFlags, EveryCommandKeepsItsFlags) {
   const std::vector<std::pair<std::string, std::vector<std::string>>> expected = {
       {"generate",
        {"--model", "--prompt", "--prompt-ids", "--prompt-file", "--chat", "--json", "--threads", "--dtype",
-        "--kv-dtype", "--fp8-weights", "--backend", "--max-tokens", "--temperature", "--seed", "--trace"}},
+        "--kv-dtype", "--fp8-weights", "--backend", "--max-tokens", "--temperature", "--seed", "--trace",
+        "--tensor-parallel"}},
       {"serve",
        {"--model",
         "--host",
@@ -93,11 +94,12 @@ TEST(CliFlags, EveryCommandKeepsItsFlags) {
         "--spec-max-batch",
         "--draft-policy",
         "--step-cost-profile"}},
-      {"bench steps",
-       {"--synthetic",      "--model",         "--draft",        "--draft-matmul", "--draft-vocab", "--backend",
-        "--threads",        "--dtype",         "--kv-dtype",     "--fp8-weights",  "--context",     "--contexts",
-        "--prefill",        "--prefill-chunk", "--kv-cache-mib", "--iterations",   "--tau",         "--decode-batches",
-        "--verify-batches", "--verify-k",      "--json"}},
+      {"bench steps", {"--synthetic",   "--model",          "--draft",          "--draft-matmul",
+                       "--draft-vocab", "--backend",        "--threads",        "--dtype",
+                       "--kv-dtype",    "--fp8-weights",    "--context",        "--contexts",
+                       "--prefill",     "--prefill-chunk",  "--kv-cache-mib",   "--iterations",
+                       "--tau",         "--decode-batches", "--verify-batches", "--verify-k",
+                       "--json",        "--tensor-parallel"}},
       {"bench serve-load",
        {"--model",
         "--url",
@@ -128,18 +130,19 @@ TEST(CliFlags, EveryCommandKeepsItsFlags) {
         "--no-prefix-cache",
         "--prefix-cache-state-interval",
         "--acceptance",
-        "--seed"}},
+        "--seed",
+        "--tensor-parallel"}},
       {"bench controlled",
        {"--synthetic", "--model", "--draft", "--draft-matmul", "--draft-vocab", "--gamma", "--acceptance",
         "--concurrency", "--requests", "--prompt-tokens", "--max-tokens", "--temperature", "--seed", "--backend",
-        "--threads", "--dtype", "--kv-dtype", "--fp8-weights"}},
+        "--threads", "--dtype", "--kv-dtype", "--fp8-weights", "--tensor-parallel"}},
       {"bench step-costs",
        {"--synthetic", "--model", "--draft", "--draft-matmul", "--draft-vocab", "--backend", "--threads", "--dtype",
-        "--kv-dtype", "--fp8-weights", "--max-seqs", "--gamma", "--kv-cache-mib", "--out"}},
+        "--kv-dtype", "--fp8-weights", "--max-seqs", "--gamma", "--kv-cache-mib", "--out", "--tensor-parallel"}},
       {"tokenize", {"--tokenizer", "--input-jsonl"}},
       {"chat-template", {"--tokenizer", "--request-file"}},
       {"draft-vocab", {"--tokenizer", "--top"}},
-      {"info", {"--model", "--json"}},
+      {"info", {"--model", "--json", "--tensor-parallel"}},
   };
   for (const auto& [path, flags] : expected) {
     CLI::App* cmd = cli.command(path);
@@ -165,9 +168,9 @@ TEST(CliFlags, DrafterFlagsAreOneSet) {
   // A flag that does not change a forward is not offered where only forwards are timed.
   for (const char* f : {"--gamma", "--draft-sampling", "--verify-mode", "--spec-max-batch"})
     EXPECT_EQ(cli.command("bench steps")->get_option_no_throw(f), nullptr) << f;
-  for (const char* f : {"--backend", "--threads", "--dtype", "--kv-dtype", "--fp8-weights"}) {
+  for (const char* f : {"--backend", "--threads", "--dtype", "--kv-dtype", "--fp8-weights", "--tensor-parallel"}) {
     const CLI::Option* g = generate->get_option(f);
-    for (const char* path : {"serve", "bench steps", "bench serve-load"}) {
+    for (const char* path : {"serve", "bench steps", "bench serve-load", "bench controlled", "bench step-costs"}) {
       const CLI::Option* o = cli.command(path)->get_option(f);
       EXPECT_EQ(o->get_description(), g->get_description()) << path << " " << f;
       EXPECT_EQ(o->get_default_str(), g->get_default_str()) << path << " " << f;
