@@ -81,8 +81,8 @@ inline Trace load_trace(const std::string& pair) {
 }
 
 // A target + drafter pair loaded with one dtype ("f32" for parity with the fp32 reference); the
-// target on `backend` ("cpu" or "cuda"; sharded over `tensor_parallel` ranks when > 0), the drafter always on
-// the CPU.
+// target on `backend` ("cpu" or "cuda"; sharded over `tensor_parallel` ranks when > 0), the drafter beside it
+// on the same backend.
 struct Pair {
   std::unique_ptr<TargetModel> target;
   std::unique_ptr<DFlashDrafter> drafter;
