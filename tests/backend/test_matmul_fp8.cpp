@@ -1,6 +1,7 @@
 // The CPU matmul with block-scaled fp8 weights (ops.h, Ops::matmul; cpu/matmul_fp8.cpp): bit for bit the
 // matmul of the bf16 dequantisation, close to the f32 dequantisation's exact product, rows invariant
-// across M and threads, on odd shapes (K and N not multiples of 128, one row, one column).
+// across M and threads, on odd shapes (K and N not multiples of 128, one row, one column); the per-block
+// table it dequantises with (cpu/fp8_bf16_table.h) gives every finite code the definition's bits.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -8,6 +9,7 @@
 #include <random>
 #include <vector>
 
+#include "backend/cpu/fp8_bf16_table.h"
 #include "backend/cpu/matmul_kernels.h"
 #include "backend/ops.h"
 #include "core/error.h"
@@ -44,6 +46,32 @@ struct Dims {
 // K below, at, across and far past a 128 block; N with partial row blocks; a single row and column.
 const Dims kShapes[] = {{1, 13, 37},   {5, 70, 100},   {9, 300, 1000}, {4, 128, 128}, {3, 1, 17},
                         {1, 257, 384}, {17, 129, 130}, {33, 64, 520},  {2, 200, 8}};
+
+// The table identity, for every finite code: under every bf16 scale in the table's range, a sweep of f32
+// scales across it, and its edges; scales outside it get no table.
+TEST(MatmulFp8, BlockTableGivesTheDefinitionsBits) {
+  const float* value = e4m3_f32_table();
+  int64_t tables = 0;
+  auto check = [&](float s) {
+    cpu::Fp8Bf16Table t;
+    const bool ok = cpu::make_fp8_bf16_table(s, t);
+    ASSERT_EQ(ok, s >= 0x1p-100f && s < 0x1p8f) << s;
+    if (!ok) return;
+    ++tables;
+    for (int c = 0; c < 256; ++c) {
+      if ((c & 0x7f) == 0x7f) continue;  // the NaN codes, which the loader refuses
+      ASSERT_EQ(cpu::fp8_bf16_bits(static_cast<uint8_t>(c), t), f32_to_bf16(value[c] * s))
+          << "scale " << s << " code " << c;
+    }
+  };
+  for (uint32_t b = 0; b < 0x7f80; ++b) check(bf16_to_f32(static_cast<uint16_t>(b)));
+  std::mt19937 rng(3);
+  std::uniform_real_distribution<float> exponent(-100.0f, 8.0f);
+  for (int i = 0; i < 20000; ++i) check(std::exp2(exponent(rng)));
+  for (float s : {0x1p-100f, std::nextafter(0x1p-100f, 0.0f), std::nextafter(0x1p8f, 0.0f), 0x1p8f, 0.0f, -1.0f})
+    check(s);
+  EXPECT_GT(tables, 20000);
+}
 
 TEST(MatmulFp8, DequantisesRowsToTheBitsOfTheDefinition) {
   // Every finite code, normal and tiny scales (subnormal products), runs of 128 and ragged tails.

@@ -43,6 +43,10 @@ void matmul_cols_fp8(const MatmulArgs& a, int64_t n0, int64_t n1);
 // bf16_rn(f32(e4m3) × scale), the bits of io/fp8_blocks.h dequantize_fp8_blocks(..., BF16).
 void dequantize_fp8_rows_bf16(const MatmulArgs& a, int64_t n0, int64_t n1, uint16_t* out);
 
+// n (at most 128) codes of one 128 x 128 block into bf16 bits through its table's 16 entries (fp8_bf16_table.h);
+// only after use_avx512() (matmul_fp8_avx512.cpp).
+void dequantize_fp8_table_avx512(const uint8_t* codes, const uint16_t* entries, int64_t n, uint16_t* out);
+
 // Which kernel a bf16-weight matmul uses on this machine (fixed for the process).
 bool bf16_dot_kernel();
 
