@@ -26,7 +26,7 @@ inline bool make_fp8_bf16_table(float s, Fp8Bf16Table& t) {
   for (int m = 0; m < 8; ++m) {
     // f32_rn((1 + m/8) × s) × 2^-7 is f32_rn((1 + m/8) × 2^-7 × s): the factor 2^-7 is exact.
     t.entry[m] = f32_to_bf16(e4m3_to_f32(static_cast<uint8_t>(0x38 | m)) * s * 0x1p-7f);  // e = 7: (1 + m/8)
-    t.entry[8 + m] = f32_to_bf16(e4m3_to_f32(static_cast<uint8_t>(m)) * s);                // e = 0: m × 2^-9
+    t.entry[8 + m] = f32_to_bf16(e4m3_to_f32(static_cast<uint8_t>(m)) * s);               // e = 0: m × 2^-9
   }
   return true;
 }
