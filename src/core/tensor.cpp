@@ -70,7 +70,7 @@ TensorView TensorView::rows(int64_t begin, int64_t end) const {
   if (block_scaled()) {
     // The slice's row r keeps its scale row (begin + r) / 128 as r / 128 of the moved grid: the slice starts on a
     // block, or lies inside one.
-    SS_CHECK(begin % kFp8BlockSize == 0 || end <= (begin / kFp8BlockSize + 1) * kFp8BlockSize,
+    SS_CHECK(keeps_fp8_blocks(begin, end),
              "rows [{}, {}) of block-scaled {} neither start on a 128-row block nor lie inside one", begin, end,
              describe());
     v.scales = scales + begin / kFp8BlockSize * scale_shape()[1];

@@ -18,6 +18,11 @@ inline constexpr int kMaxDims = 6;
 // Rows and columns of weight one scale of a block-scaled fp8 matrix covers (Qwen's block-128 format,
 // io/fp8_blocks.h).
 inline constexpr int64_t kFp8BlockSize = 128;
+// Whether rows or columns [begin, end) of a block-scaled fp8 matrix keep whole scale blocks: they start on a
+// 128 block or lie inside one, so the slice's scale grid is a range of the matrix's.
+constexpr bool keeps_fp8_blocks(int64_t begin, int64_t end) {
+  return begin % kFp8BlockSize == 0 || end <= (begin / kFp8BlockSize + 1) * kFp8BlockSize;
+}
 
 struct Shape {
   std::array<int64_t, kMaxDims> dims{};

@@ -6,12 +6,6 @@ namespace specserve {
 
 namespace {
 
-// Whether rows or columns [begin, end) of a block-scaled fp8 matrix keep whole scale blocks: they start on a
-// 128 block, or lie inside one (the slice's scale grid is then a range of the matrix's).
-bool keeps_fp8_blocks(int64_t begin, int64_t end) {
-  return begin % kFp8BlockSize == 0 || end <= (begin / kFp8BlockSize + 1) * kFp8BlockSize;
-}
-
 void check_fp8_split(const TensorView& v, const char* what, int64_t begin, int64_t end) {
   SS_CHECK(keeps_fp8_blocks(begin, end),
            "--tensor-parallel: {} [{}, {}) of the kept fp8 matrix {} cut a 128 x 128 scale block (use --fp8-weights "

@@ -84,7 +84,7 @@ inline __m256i dequantize16(__m128i codes, const TableBytes& t) {
   return _mm256_or_si256(bits, _mm256_slli_epi16(_mm256_and_si256(c, _mm256_set1_epi16(0x80)), 8));
 }
 
-// A block's table in both forms, or none (ok false: its scale takes dequantize_run).
+// A block's table, with its AVX2 byte form, or none (ok false: its scale takes dequantize_run).
 struct BlockTable {
   Fp8Bf16Table t;
   TableBytes bytes;
@@ -122,7 +122,7 @@ void dequantize_fp8_rows_bf16(const MatmulArgs& a, int64_t n0, int64_t n1, uint1
         for (size_t b = 0; b < blocks; ++b) {
           BlockTable& bt = tables[b];
           bt.ok = make_fp8_bf16_table(scales[b], bt.t);
-          if (bt.ok) bt.bytes = TableBytes(bt.t);
+          if (bt.ok && !use_avx512()) bt.bytes = TableBytes(bt.t);  // the AVX2 form's lookup
         }
       }
     }
