@@ -34,6 +34,31 @@ inline ModelConfig tiny_dense() {
   return c;
 }
 
+// A small Qwen3.5 hybrid config with the demo target's dimensions (hidden 512, attention heads of 128 with the
+// output gate and a quarter rotated, DeltaNet key / value heads of 64, 4 / 8 of them, MLP 896, vocabulary
+// 8,192, tied embeddings) and four layers, three DeltaNet and one attention: for random weights where a test
+// must not need the demo checkpoint (the GPU suites, whose machine may not have it).
+inline ModelConfig tiny_hybrid() {
+  ModelConfig c = synthetic_shape("qwen3.6-27b").target;
+  c.hidden_size = 512;
+  c.num_layers = 4;
+  c.layer_types = {LayerType::LinearAttention, LayerType::LinearAttention, LayerType::LinearAttention,
+                   LayerType::FullAttention};
+  c.num_heads = 4;
+  c.num_kv_heads = 2;
+  c.head_dim = 128;
+  c.partial_rotary_factor = 0.25;
+  c.linear_num_key_heads = 4;
+  c.linear_num_value_heads = 8;
+  c.linear_key_head_dim = 64;
+  c.linear_value_head_dim = 64;
+  c.linear_conv_kernel_dim = 4;
+  c.intermediate_size = 896;
+  c.vocab_size = 8192;
+  c.tie_word_embeddings = true;
+  return c;
+}
+
 // What one model gives for: a prefill, a 6-row verify kept in part (3 rows), then two decodes.
 struct Trace {
   std::vector<Tensor> logits;
@@ -67,7 +92,9 @@ inline void expect_same_trace(const Trace& a, const Trace& b, const std::string&
   ASSERT_EQ(a.logits.size(), b.logits.size()) << what;
   for (size_t i = 0; i < a.logits.size(); ++i) {
     EXPECT_TRUE(same_bits(a.logits[i], b.logits[i])) << what << " call " << i;
-    if (captured) EXPECT_TRUE(same_bits(a.captured[i], b.captured[i])) << what << " call " << i << " (captured)";
+    if (captured) {
+      EXPECT_TRUE(same_bits(a.captured[i], b.captured[i])) << what << " call " << i << " (captured)";
+    }
   }
 }
 

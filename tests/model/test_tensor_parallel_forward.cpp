@@ -43,6 +43,17 @@ TEST(TensorParallelForward, TwoAndFourRanksGiveTheUnshardedLogitsWithinRounding)
   }
 }
 
+// The GPU suite's hybrid (random weights of the demo's dimensions, tiny_hybrid) splits on the CPU as the demo
+// does: N = 1 is its bits, N = 2 and 4 are within the f32 reduction's rounding.
+TEST(TensorParallelForward, TheGpuSuitesSyntheticHybridSplits) {
+  auto hybrid = [](int tp) {
+    return TargetModel::synthetic(tiny_hybrid(), {.dtype = "f32", .tensor_parallel = tp}, 11);
+  };
+  const Trace plain = run_trace(*hybrid(0));
+  expect_same_trace(plain, run_trace(*hybrid(1)), "synthetic hybrid N=1");
+  for (int n : {2, 4}) expect_close(run_trace(*hybrid(n)), plain, 5e-6, "synthetic hybrid N=" + std::to_string(n));
+}
+
 // Under N = 2: a 16-row verify's rows equal 16 successive decodes bit for bit (logits and captured features),
 // beside another sequence's rows, and the states continue identically.
 TEST(TensorParallelForward, VerifyRowsEqualDecodeRowsUnderTwoRanks) {
