@@ -251,16 +251,21 @@ k::MatmulArgs fp8_args(const TensorView& x, const TensorView& w, const DeviceBuf
 
 std::string force_name(const k::Fp8GemvForce& f) {
   return "stages " + std::to_string(f.stages) + " early " + std::to_string(f.early_w) + " fast " +
-         std::to_string(f.fast) + " convert " + std::to_string(f.convert) + " regular " + std::to_string(f.regular);
+         std::to_string(f.fast) + " convert " + std::to_string(f.convert) + " regular " + std::to_string(f.regular) +
+         " warps " + std::to_string(f.warps);
 }
 
 // The forced variants run at each (shape, M): every stage count once over the rows, the early loads off,
 // the bf16-scale multiply off (the folded path on the straight tiles, the bit path on the others), the
-// conversion path, the straight tiles off (every tile chunk by chunk: the general fast and bit paths).
+// conversion path, the straight tiles off (every tile chunk by chunk: the general fast and bit paths); with f32 x
+// (1-4 rows) both CTA widths, 8 warps and 4, whatever the launch would pick.
 std::vector<k::Fp8GemvForce> forces_for(size_t i) {
   const int stages[] = {3, 4, 6, 8};
   std::vector<k::Fp8GemvForce> v(6);
   v[1].stages = stages[i % 4];
+  v[1].warps = 8;
+  v[3].warps = 4;
+  v[5].warps = i % 2 ? 8 : 4;
   v[2].stages = stages[(i + 2) % 4];
   v[2].early_w = 0;
   v[3].fast = 0;

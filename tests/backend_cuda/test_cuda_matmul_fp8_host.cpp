@@ -185,7 +185,7 @@ TEST(Fp8GemvHost, BitPathHasTheDefinitionsBits) {
 template <int St, fp8g::XMode X>
 void check_fragments(int x_rows) {
   using C = fp8g::Fp8Gemv<St, X>;
-  const fp8g::Fp8Layout<C> lay{x_rows, fp8g::scale_slots(8, 32)};
+  const fp8g::Fp8Layout<C> lay{x_rows, fp8g::scale_slots(8, 32, C::kWarps)};
   const int64_t ldq = 4096 + 16;
   std::mt19937 rng(uint32_t(St * 7 + int(X)));
   std::vector<uint8_t> w(size_t(16 * ldq));
@@ -391,10 +391,11 @@ TEST(Fp8GemvHost, ScaleSlotsAndChainsCoverEveryChunkAndTheLayoutFits) {
     p.S = split.S;
     p.cps = split.cps;
     p.chunks = tc::ceil_div(K, tc::kMmaK);
-    const int slots = fp8g::scale_slots(p.S, p.cps);
+    for (int warps : {4, 8}) {  // the CTA's warps (Fp8Gemv)
+    const int slots = fp8g::scale_slots(p.S, p.cps, warps);
     int regular = 0, tiles_all = 0;
-    for (int warp = 0; warp < 4; ++warp) {
-      const tc::GemvWork work = tc::gemv_work(p, warp);
+    for (int warp = 0; warp < warps; ++warp) {
+      const tc::GemvWork work = tc::gemv_work(p, warp, warps);
       const fp8g::ScaleRun run = fp8g::scale_run(work);
       ASSERT_LE(run.count, slots) << N << "x" << K;
       for (int64_t ch = work.begin; ch < work.end; ++ch) {
@@ -424,14 +425,19 @@ TEST(Fp8GemvHost, ScaleSlotsAndChainsCoverEveryChunkAndTheLayoutFits) {
       EXPECT_EQ(fp8g::whole_tiles(work, tiles, true, N - 15, N, K), 0);  // the warp's 16 rows pass N
     }
     if (s.all_regular) EXPECT_EQ(regular, tiles_all) << N << "x" << K << ": every tile straight";
+    }
+    // The largest stage count of each form fits one CTA at its most rows, but the 8-warp f32 form's: there 8
+    // stages fit at one row and 4 at four (the stage rule skips the counts that do not fit).
     auto fits = [&](auto c, int x_rows) {
       using C = decltype(c);
-      const fp8g::Fp8Layout<C> lay{x_rows, slots};
+      const fp8g::Fp8Layout<C> lay{x_rows, fp8g::scale_slots(p.S, p.cps, C::kWarps)};
       EXPECT_LE(lay.smem_bytes(p.S), 227 * 1024) << N << "x" << K << " stages " << C::kStages;
       EXPECT_EQ(lay.stage_bytes() % 16, 0);
       EXPECT_EQ(lay.sc_off(0, 0), C::kWarps * C::kStages * lay.stage_bytes());
     };
     fits(fp8g::Fp8Gemv<8, fp8g::XMode::F32>{}, 4);
+    fits(fp8g::Fp8Gemv<8, fp8g::XMode::F32, 8>{}, 1);
+    fits(fp8g::Fp8Gemv<4, fp8g::XMode::F32, 8>{}, 4);
     fits(fp8g::Fp8Gemv<8, fp8g::XMode::Xb8>{}, 8);
     fits(fp8g::Fp8Gemv<8, fp8g::XMode::Xb16>{}, 16);
     fits(fp8g::Fp8Gemv<3, fp8g::XMode::F32>{}, 1);

@@ -162,6 +162,7 @@ struct Fp8GemvForce {
   int fast = -1;     // tiles with bf16-valued scales take the bf16x2 multiply: -1 / 1 on, 0 off
   int convert = -1;  // the other tiles: -1 / 0 the folded or bit path, 1 the e4m3 conversion instructions
   int regular = -1;  // the straight-line tiles (matmul_fp8_gemv.cuh): -1 / 1 on, 0 off (every tile chunk by chunk)
+  int warps = 0;     // f32 x (1-4 rows): 4 or 8 warps a CTA; 0: as the launch picks (fp8_warps_for, one row only)
 };
 void matmul_fp8_gemv(const MatmulArgs& a, cudaStream_t stream, Fp8GemvForce force = {});
 bool matmul_fp8_gemv_compatible(const MatmulArgs* parts, int count);

@@ -36,9 +36,15 @@
 // loop ~15), the second version's about 470 (the budget at 4.3 TB/s: a tile every ~110-125 cycles of an
 // SM's 4 issue slots a cycle).
 //
+// Even so the kernel is latency-bound at 2-3 warps a scheduler (ncu, 8B down_proj at one row: 4.6 cycles between
+// a warp's instructions, no eligible warp 58 % of the cycles, 143 registers a thread, 12.5 % occupancy). For one
+// row of f32 x a launch may take CTAs of 8 warps of one slice each (at most 128 registers, 2 CTAs a
+// multiprocessor: 25 % occupancy, 43 % of cycles without an eligible warp) where its waves allow (fp8_warps_for).
+//
 // Stages (matmul_fp8_gemv.cuh: any count has the same bits) are chosen per launch for the most code bytes in
-// flight per multiprocessor (fp8_stages_for); tests force them, the early loads, the straight tiles and the
-// dequantisation path (Fp8GemvForce) to check that the bits never change.
+// flight per multiprocessor, or with 8 warps for the most CTAs (fp8_stages_for); tests force them, the CTA's
+// warps, the early loads, the straight tiles and the dequantisation path (Fp8GemvForce) to check that the bits
+// never change.
 #include <cuda_runtime.h>
 
 #include <climits>
@@ -98,7 +104,7 @@ __device__ __forceinline__ void cp_async_4(uint32_t dst, const void* src) {
 }
 
 template <class C>
-__global__ void __launch_bounds__(C::kThreads, 3) matmul_fp8_gemv_kernel(const Fp8Params f) {
+__global__ void __launch_bounds__(C::kThreads, C::kMinCtas) matmul_fp8_gemv_kernel(const Fp8Params f) {
   extern __shared__ __align__(128) unsigned char smem[];
   const int tid = static_cast<int>(threadIdx.x), lane = tid & 31, warp = tid >> 5;
   const uint32_t sbase = smem_addr(smem);
@@ -124,8 +130,8 @@ __global__ void __launch_bounds__(C::kThreads, 3) matmul_fp8_gemv_kernel(const F
 
   const Fp8Layout<C> lay{p.a_rows, f.slots};
   const int sbytes = lay.stage_bytes();
-  const GemvShape shape = gemv_shape(p.S);
-  const GemvWork work = gemv_work(p, warp);
+  const GemvShape shape = gemv_shape(p.S, C::kWarps);
+  const GemvWork work = gemv_work(p, warp, C::kWarps);
   const int64_t n0 = block * shape.columns(), n0w = n0 + work.group * C::kWarpN;
   const int64_t m0 = int64_t{blockIdx.x % p.nbm} * C::kBM;
   const int valid_rows = p.M - m0 < C::kBM ? static_cast<int>(p.M - m0) : C::kBM;
@@ -429,34 +435,38 @@ void launch(const Fp8Params& f, cudaStream_t stream) {
 // The stage counts a launch may take (each a kernel instance).
 constexpr int kStageCounts[] = {3, 4, 6, 8};
 
-template <XMode X, class Fn>
+template <XMode X, int W, class Fn>
 auto with_stages(int stages, Fn fn) {
   switch (stages) {
-    case 3: return fn(Fp8Gemv<3, X>{});
-    case 4: return fn(Fp8Gemv<4, X>{});
-    case 6: return fn(Fp8Gemv<6, X>{});
-    default: return fn(Fp8Gemv<8, X>{});
+    case 3: return fn(Fp8Gemv<3, X, W>{});
+    case 4: return fn(Fp8Gemv<4, X, W>{});
+    case 6: return fn(Fp8Gemv<6, X, W>{});
+    default: return fn(Fp8Gemv<8, X, W>{});
   }
 }
 
-// Stages per warp: the count that keeps the most code tiles in flight per multiprocessor, counting the CTAs
-// the launch puts on one (at most what fits) times the tiles a warp keeps in flight (stages - 1, at most its
-// run); on a tie the deeper ring. `forced` (3, 4, 6, 8) wins where it fits.
-template <XMode X>
+// Stages per warp. 4-warp CTAs: the count that keeps the most code tiles in flight per multiprocessor, counting
+// the CTAs the launch puts on one (at most what fits) times the tiles a warp keeps in flight (stages - 1, at
+// most its run); on a tie the deeper ring. 8-warp CTAs: first the most CTAs a multiprocessor (warps hide this
+// kernel's latency; 2 CTAs of 8 warps with 3-4 stages keep ~100 KB of codes in flight a multiprocessor), then
+// the deeper ring. `forced` (3, 4, 6, 8) wins where it fits.
+template <XMode X, int W>
 int fp8_stages_for(const Fp8Params& f, int forced) {
   auto fits = [&](int st) {
-    return with_stages<X>(st, [&](auto c) { return fp8_ctas_per_sm<decltype(c)>(smem_of<decltype(c)>(f)); });
+    return with_stages<X, W>(st, [&](auto c) { return fp8_ctas_per_sm<decltype(c)>(smem_of<decltype(c)>(f)); });
   };
   if (forced != 0) return fits(forced) > 0 ? forced : 3;
   const int64_t ctas = f.p.nbn * f.p.nbm, sms = sm_count();
   const int64_t per_sm_wanted = ceil_div(ctas, sms);
-  const int64_t run_tiles = ceil_div(int64_t{gemv_shape(f.p.S).spw} * f.p.cps * kMmaK, 128);
+  const int64_t run_tiles = ceil_div(int64_t{gemv_shape(f.p.S, W).spw} * f.p.cps * kMmaK, 128);
   int best = 3;
   int64_t best_score = -1;
   for (int st : kStageCounts) {
     const int64_t per_sm = fits(st);
     if (per_sm < 1) continue;
-    const int64_t score = (per_sm < per_sm_wanted ? per_sm : per_sm_wanted) * (st - 1 < run_tiles ? st - 1 : run_tiles);
+    const int64_t resident = per_sm < per_sm_wanted ? per_sm : per_sm_wanted;
+    const int64_t depth = st - 1 < run_tiles ? st - 1 : run_tiles;
+    const int64_t score = W == 8 ? resident * 64 + depth : resident * depth;
     if (score >= best_score) best = st, best_score = score;
   }
   return best;
@@ -464,13 +474,13 @@ int fp8_stages_for(const Fp8Params& f, int forced) {
 
 bool aligned16(const void* q) { return (reinterpret_cast<uintptr_t>(q) & 15u) == 0; }
 
-template <XMode X>
+template <XMode X, int W>
 void run(const MatmulArgs* parts, int count, cudaStream_t stream, Fp8GemvForce force) {
-  using G = Gemv<2, X != XMode::F32>;
+  using G = typename Fp8Gemv<3, X, W>::Shape;
   const MatmulArgs& a0 = parts[0];
   Fp8Params f;
   f.p = make_gemv_params<G>(a0.x, a0.ldx, nullptr, a0.K, nullptr, 0, a0.M, a0.N, a0.K);
-  const int columns = gemv_shape(f.p.S).columns();
+  const int columns = gemv_shape(f.p.S, G::kWarps).columns();
   int64_t blocks = 0;
   for (int i = 0; i < count; ++i) {
     const MatmulArgs& a = parts[i];
@@ -488,7 +498,7 @@ void run(const MatmulArgs* parts, int count, cudaStream_t stream, Fp8GemvForce f
   }
   f.parts = count;
   f.p.nbn = blocks;
-  f.slots = fp8g::scale_slots(f.p.S, f.p.cps);
+  f.slots = fp8g::scale_slots(f.p.S, f.p.cps, G::kWarps);
   f.early_w = force.early_w != 0;
   f.fast = force.fast != 0;
   f.convert = force.convert == 1;
@@ -502,14 +512,36 @@ void run(const MatmulArgs* parts, int count, cudaStream_t stream, Fp8GemvForce f
       f.p.xb = matmul_x_to_bf16(a0.x, a0.ldx, a0.M, a0.K, f.p.ldxb, stream);
     }
   }
-  with_stages<X>(fp8_stages_for<X>(f, force.stages), [&](auto c) { launch<decltype(c)>(f, stream); });
+  with_stages<X, W>(fp8_stages_for<X, W>(f, force.stages), [&](auto c) { launch<decltype(c)>(f, stream); });
+}
+
+// Warps a CTA for one row of f32 x (decode of one sequence): 8 where the 8-warp grid, at 2 CTAs a
+// multiprocessor, is one wave or fills its last wave to 90 % or more; else 4 (also from 2 rows on). Measured on
+// the H200 at one row (bench_cuda_matmul BM_MatmulFp8, session 31), 8 warps against 4: the 8B's o and down
+// projections (256 CTAs: 0.97 of a wave) 9.69 -> 8.46 and 22.1 -> 20.1 µs, gate+up (768: 2.91 waves) 42.8 ->
+// 40.6 µs; but the 8B's q+k+v (384: 1.45 waves) 11.7 -> 13.5, the 27B's o and down (320: 1.21) 12.5 -> 14.4
+// and 36.4 -> 38.0, its gate+up (544: 2.06) 70.5 -> 72.0 µs; at 4 rows the 8B's o and down 11.6 -> 14.4 and
+// 27.4 -> 31.8 µs. The rule picks the faster of the two in each of these.
+int fp8_warps_for(const MatmulArgs* parts, int count) {
+  if (parts[0].M != 1) return 4;
+  const KSplit split = k_split(parts[0].N, parts[0].K, split_target_ctas());
+  const int columns = gemv_shape(split.S, 8).columns();
+  int64_t ctas = 0;
+  for (int i = 0; i < count; ++i) ctas += ceil_div(parts[i].N, columns);
+  const double waves = static_cast<double>(ctas) / static_cast<double>(2 * sm_count());
+  const double last = waves - static_cast<double>(static_cast<int64_t>(waves));
+  return waves <= 1.0 || last == 0.0 || last >= 0.9 ? 8 : 4;
 }
 
 void run_any(const MatmulArgs* parts, int count, cudaStream_t stream, Fp8GemvForce force) {
   switch (fp8g::x_mode(parts[0].M, gemv_xb_rows())) {
-    case XMode::F32: return run<XMode::F32>(parts, count, stream, force);
-    case XMode::Xb8: return run<XMode::Xb8>(parts, count, stream, force);
-    case XMode::Xb16: return run<XMode::Xb16>(parts, count, stream, force);
+    case XMode::F32: {
+      const int warps = force.warps == 4 || force.warps == 8 ? force.warps : fp8_warps_for(parts, count);
+      return warps == 8 ? run<XMode::F32, 8>(parts, count, stream, force)
+                        : run<XMode::F32, 4>(parts, count, stream, force);
+    }
+    case XMode::Xb8: return run<XMode::Xb8, 4>(parts, count, stream, force);
+    case XMode::Xb16: return run<XMode::Xb16, 4>(parts, count, stream, force);
   }
 }
 

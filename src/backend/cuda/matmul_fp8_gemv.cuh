@@ -64,12 +64,19 @@ constexpr XMode x_mode(int64_t M, int64_t xb_rows) {
   return M < xb_rows && M <= kF32MaxRows ? XMode::F32 : M <= 8 ? XMode::Xb8 : XMode::Xb16;
 }
 
-template <int Stages, XMode X>
+// Warps a CTA: 4, or with f32 x also 8 (a 4096-row matrix's 8 slices as 8 warps of one slice each instead of 4
+// warps of two: twice the warps a multiprocessor to hide this kernel's dependent shared loads, permutes and mma,
+// where the grid's waves allow it: matmul_fp8_gemv.cu, fp8_warps_for). Every warp count gives the same bits:
+// the slices, their chains and their sum do not depend on which warp runs them.
+template <int Stages, XMode X, int Warps = 4>
 struct Fp8Gemv {
-  using Shape = tc::Gemv<2, X != XMode::F32>;  // the CTA's warps and slices (gemv_shape, gemv_work, part_off)
+  static_assert(Warps == 4 || (Warps == 8 && X == XMode::F32), "8 warps with f32 x only");
+  using Shape = tc::Gemv<2, X != XMode::F32, Warps>;  // the CTA's warps and slices (gemv_shape, gemv_work)
   static constexpr int kStages = Stages;
   static constexpr XMode kX = X;
   static constexpr int kWarps = Shape::kWarps, kThreads = Shape::kThreads;
+  // CTAs a multiprocessor must hold (__launch_bounds__): 2 of 8 warps (at most 128 registers a thread) or 3 of 4.
+  static constexpr int kMinCtas = kWarps == 8 ? 2 : 3;
   static constexpr int kBM = Shape::kBM;        // x rows per CTA row
   static constexpr int kWarpN = Shape::kWarpN;  // weight rows per warp (two n8 tiles)
   static constexpr int kKT = 128;               // k per tile: a tile's chunks meet at most two scale blocks
@@ -93,9 +100,10 @@ constexpr ScaleRun scale_run(const tc::GemvWork& w) {
   const int64_t first = w.begin * tc::kMmaK / 128;
   return {first, static_cast<int>((w.end - 1) * tc::kMmaK / 128 - first + 1)};
 }
-// Scale slots per warp for a launch of S slices of cps chunks (every warp's scale_run fits).
-constexpr int scale_slots(int S, int64_t cps) {
-  const int64_t run = int64_t{tc::gemv_shape(S).spw} * cps * tc::kMmaK;
+// Scale slots per warp for a launch of S slices of cps chunks on CTAs of `warps` warps (every warp's scale_run
+// fits).
+constexpr int scale_slots(int S, int64_t cps, int warps) {
+  const int64_t run = int64_t{tc::gemv_shape(S, warps).spw} * cps * tc::kMmaK;
   return static_cast<int>(ceil_div(run, 128) + 1);
 }
 
@@ -125,7 +133,7 @@ struct Fp8Layout {
   }
   constexpr int smem_bytes(int S) const {
     const int mine = C::kX == XMode::F32 ? xh_off(C::kWarps, 0, 0) : sc_off(C::kWarps, 0);
-    const int parts = S > 1 ? tc::GemvLayout<typename C::Shape>::part_off(S, tc::gemv_shape(S).groups, 0, 0, 0) : 0;
+    const int parts = S > 1 ? tc::GemvLayout<typename C::Shape>::part_off(S, tc::gemv_shape(S, C::kWarps).groups, 0, 0, 0) : 0;
     return mine > parts ? mine : parts;
   }
 };

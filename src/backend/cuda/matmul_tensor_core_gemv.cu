@@ -49,8 +49,8 @@ __global__ void __launch_bounds__(G::kThreads, 2) matmul_tc_gemv_kernel(const Pa
     return pack_bf16x2(v.x, v.y);
   };
 
-  const GemvShape shape = gemv_shape(p.S);
-  const GemvWork work = gemv_work(p, warp);
+  const GemvShape shape = gemv_shape(p.S, G::kWarps);
+  const GemvWork work = gemv_work(p, warp, G::kWarps);
   const int64_t n0 = block * shape.columns(), n0w = n0 + work.group * G::kWarpN;
   const int64_t m0 = int64_t{blockIdx.x % launch.nbm} * G::kBM;
   const int valid_rows = p.M - m0 < G::kBM ? static_cast<int>(p.M - m0) : G::kBM;

@@ -10,8 +10,9 @@
 // slices' weights back to back through a private ring (no CTA barrier in the main loop), and the CTA
 // sums the slices from shared memory at the end: no cluster, a quarter of the CTAs, each 4x longer.
 //
-// With S slices (k_split): wpc = min(S, 4) warps per 16-column group, 4 / wpc groups per CTA
-// (CTA = 16 * 4 / wpc columns), and warp w takes group w / wpc and the spw = ceil(S / wpc) consecutive
+// With S slices (k_split) and W warps a CTA (4; the fp8 kernel's f32-x form has 8): wpc = min(S, W) warps per
+// 16-column group, W / wpc groups per CTA (CTA = 16 * W / wpc columns), and warp w takes group w / wpc and the
+// spw = ceil(S / wpc) consecutive
 // slices from (w % wpc) * spw, i.e. one contiguous run of chunks, with one accumulator chain per
 // slice (at most 2). Each warp loads its own x rows with its weight tile (f32, rounded while the A
 // fragments are built). Numerics: the contract of matmul_tensor_core.cu (same chunks, slices, mma,
@@ -23,19 +24,20 @@ namespace specserve::cuda::tc {
 
 // Xb: x comes from its bf16 copy (matmul_tensor_core_xb.cuh: 16 rows per CTA row, whole pieces) and
 // the A fragments by ldmatrix, as for verify's 5-16 rows; else from f32 x, rounded per fragment.
-template <int Stages, bool Xb = false>
+template <int Stages, bool Xb = false, int Warps = 4>
 struct Gemv {
   static constexpr bool kXb = Xb;
-  static constexpr int kWarps = 4, kThreads = 32 * kWarps;
+  static constexpr int kWarps = Warps, kThreads = 32 * kWarps;
   static constexpr int kBM = 16;     // x rows per CTA row (blockIdx.y)
   static constexpr int kWarpN = 16;  // columns per warp (two n8 tiles)
-  static constexpr int kBN = 64;     // the widest CTA (S = 1); make_gemv_params counts CTAs by gemv_shape
+  static constexpr int kBN = 16 * Warps;  // the widest CTA (S = 1); make_gemv_params counts CTAs by gemv_shape
   static constexpr int kKT = 128;    // k per stage
   static constexpr int kStages = Stages;
   static constexpr int kSB = kKT + 8;  // bf16 pitch: ldmatrix rows in 8 distinct bank groups
   static constexpr int kSA = kKT + 8;  // f32 pitch: conflict-free 8-byte A reads
   static constexpr int kMaxSlicesPerWarp = 2;
   static_assert(Stages >= 2, "at least double buffering");
+  static_assert(Warps == 4 || Warps == 8, "4 or 8 warps: a power of two that divides by every S up to 4");
   static_assert((kMaxSlices + kWarps - 1) / kWarps <= kMaxSlicesPerWarp, "a warp holds at most 2 chains");
 };
 
@@ -46,9 +48,9 @@ struct GemvShape {
   int spw = 1;     // slices per warp
   constexpr int columns() const { return 16 * groups; }
 };
-constexpr GemvShape gemv_shape(int S) {
-  const int wpc = S < 4 ? S : 4;
-  return GemvShape{wpc, 4 / wpc, (S + wpc - 1) / wpc};
+constexpr GemvShape gemv_shape(int S, int warps = 4) {
+  const int wpc = S < warps ? S : warps;
+  return GemvShape{wpc, warps / wpc, (S + wpc - 1) / wpc};
 }
 
 // The chunks [begin, end) a warp streams (all inside its slices) and `split`, the first chunk of its
@@ -58,8 +60,8 @@ struct GemvWork {
   int64_t begin = 0, split = 0, end = 0;
   constexpr int64_t tiles(int kt) const { return ceil_div((end - begin) * kMmaK, kt); }
 };
-constexpr GemvWork gemv_work(const Params& p, int warp) {
-  const GemvShape g = gemv_shape(p.S);
+constexpr GemvWork gemv_work(const Params& p, int warp, int warps = 4) {
+  const GemvShape g = gemv_shape(p.S, warps);
   GemvWork w;
   w.group = warp / g.wpc;
   w.first_slice = (warp % g.wpc) * g.spw;
@@ -93,7 +95,7 @@ struct GemvLayout {
   }
   constexpr int smem_bytes(int S) const {
     const int stages = G::kWarps * G::kStages * stage_bytes();
-    const int parts = S > 1 ? part_off(S, gemv_shape(S).groups, 0, 0, 0) : 0;
+    const int parts = S > 1 ? part_off(S, gemv_shape(S, G::kWarps).groups, 0, 0, 0) : 0;
     return stages > parts ? stages : parts;
   }
 };
@@ -104,7 +106,7 @@ template <class G>
 inline Params make_gemv_params(const float* x, int64_t ldx, const uint16_t* w, int64_t ldw, float* y, int64_t ldy,
                                int64_t M, int64_t N, int64_t K) {
   Params p = make_params<G>(x, ldx, w, ldw, y, ldy, M, N, K);
-  p.nbn = ceil_div(N, gemv_shape(p.S).columns());
+  p.nbn = ceil_div(N, gemv_shape(p.S, G::kWarps).columns());
   p.group = 1;
   return p;
 }
@@ -255,7 +257,7 @@ SS_TC_DEV void gemv_for_each_acc(int lane, const Acc& acc, Put put) {
 // elements round robin, one thread per element.
 template <class G, class Part>
 SS_TC_DEV void gemv_reduce(const Params& p, int64_t m0, int64_t n0, int valid_rows, int tid, Part part) {
-  const GemvShape g = gemv_shape(p.S);
+  const GemvShape g = gemv_shape(p.S, G::kWarps);
   for (int e = tid; e < g.groups * valid_rows * G::kWarpN; e += G::kThreads) {
     const int group = e / (valid_rows * G::kWarpN), r = e / G::kWarpN % valid_rows, c = e % G::kWarpN;
     const int64_t n = n0 + group * G::kWarpN + c;
