@@ -392,39 +392,39 @@ TEST(Fp8GemvHost, ScaleSlotsAndChainsCoverEveryChunkAndTheLayoutFits) {
     p.cps = split.cps;
     p.chunks = tc::ceil_div(K, tc::kMmaK);
     for (int warps : {4, 8}) {  // the CTA's warps (Fp8Gemv)
-    const int slots = fp8g::scale_slots(p.S, p.cps, warps);
-    int regular = 0, tiles_all = 0;
-    for (int warp = 0; warp < warps; ++warp) {
-      const tc::GemvWork work = tc::gemv_work(p, warp, warps);
-      const fp8g::ScaleRun run = fp8g::scale_run(work);
-      ASSERT_LE(run.count, slots) << N << "x" << K;
-      for (int64_t ch = work.begin; ch < work.end; ++ch) {
-        const int64_t idx = ch * 16 / 128 - run.first;
-        ASSERT_TRUE(idx >= 0 && idx < run.count) << N << "x" << K << " chunk " << ch;
-        const int64_t ch0 = work.begin + (ch - work.begin) / 8 * 8;  // the chunk's tile
-        const bool second = ch - ch0 >= fp8g::first_of_second(ch0);
-        ASSERT_EQ(ch / 8, ch0 / 8 + (second ? 1 : 0)) << N << "x" << K << " chunk " << ch;
-      }
-      const int tiles = static_cast<int>(work.tiles(128));
-      for (int64_t n0w : {int64_t{0}, N - 16, N - 15}) {
-        const int whole = fp8g::whole_tiles(work, tiles, true, n0w, N, K);
-        for (bool allow : {true, false}) {
-          const Fed fed = run_warp(work, whole, allow);
-          std::vector<int64_t> want[2];
-          for (int64_t ch = work.begin; ch < work.end; ++ch) want[ch < work.split ? 0 : 1].push_back(ch);
-          ASSERT_EQ(fed.chain[0], want[0]) << N << "x" << K << " warp " << warp << " n0w " << n0w;
-          ASSERT_EQ(fed.chain[1], want[1]) << N << "x" << K << " warp " << warp << " n0w " << n0w;
-          if (allow && n0w == 0) {
-            regular += fed.regular;
-            tiles_all += tiles;
-          }
-          if (!allow) ASSERT_EQ(fed.regular, 0);
+      const int slots = fp8g::scale_slots(p.S, p.cps, warps);
+      int regular = 0, tiles_all = 0;
+      for (int warp = 0; warp < warps; ++warp) {
+        const tc::GemvWork work = tc::gemv_work(p, warp, warps);
+        const fp8g::ScaleRun run = fp8g::scale_run(work);
+        ASSERT_LE(run.count, slots) << N << "x" << K;
+        for (int64_t ch = work.begin; ch < work.end; ++ch) {
+          const int64_t idx = ch * 16 / 128 - run.first;
+          ASSERT_TRUE(idx >= 0 && idx < run.count) << N << "x" << K << " chunk " << ch;
+          const int64_t ch0 = work.begin + (ch - work.begin) / 8 * 8;  // the chunk's tile
+          const bool second = ch - ch0 >= fp8g::first_of_second(ch0);
+          ASSERT_EQ(ch / 8, ch0 / 8 + (second ? 1 : 0)) << N << "x" << K << " chunk " << ch;
         }
+        const int tiles = static_cast<int>(work.tiles(128));
+        for (int64_t n0w : {int64_t{0}, N - 16, N - 15}) {
+          const int whole = fp8g::whole_tiles(work, tiles, true, n0w, N, K);
+          for (bool allow : {true, false}) {
+            const Fed fed = run_warp(work, whole, allow);
+            std::vector<int64_t> want[2];
+            for (int64_t ch = work.begin; ch < work.end; ++ch) want[ch < work.split ? 0 : 1].push_back(ch);
+            ASSERT_EQ(fed.chain[0], want[0]) << N << "x" << K << " warp " << warp << " n0w " << n0w;
+            ASSERT_EQ(fed.chain[1], want[1]) << N << "x" << K << " warp " << warp << " n0w " << n0w;
+            if (allow && n0w == 0) {
+              regular += fed.regular;
+              tiles_all += tiles;
+            }
+            if (!allow) ASSERT_EQ(fed.regular, 0);
+          }
+        }
+        EXPECT_EQ(fp8g::whole_tiles(work, tiles, false, 0, N, K), 0);
+        EXPECT_EQ(fp8g::whole_tiles(work, tiles, true, N - 15, N, K), 0);  // the warp's 16 rows pass N
       }
-      EXPECT_EQ(fp8g::whole_tiles(work, tiles, false, 0, N, K), 0);
-      EXPECT_EQ(fp8g::whole_tiles(work, tiles, true, N - 15, N, K), 0);  // the warp's 16 rows pass N
-    }
-    if (s.all_regular) EXPECT_EQ(regular, tiles_all) << N << "x" << K << ": every tile straight";
+      if (s.all_regular) EXPECT_EQ(regular, tiles_all) << N << "x" << K << ": every tile straight";
     }
     // The largest stage count of each form fits one CTA at its most rows, but the 8-warp f32 form's: there 8
     // stages fit at one row and 4 at four (the stage rule skips the counts that do not fit).

@@ -133,7 +133,8 @@ struct Fp8Layout {
   }
   constexpr int smem_bytes(int S) const {
     const int mine = C::kX == XMode::F32 ? xh_off(C::kWarps, 0, 0) : sc_off(C::kWarps, 0);
-    const int parts = S > 1 ? tc::GemvLayout<typename C::Shape>::part_off(S, tc::gemv_shape(S, C::kWarps).groups, 0, 0, 0) : 0;
+    const int parts =
+        S > 1 ? tc::GemvLayout<typename C::Shape>::part_off(S, tc::gemv_shape(S, C::kWarps).groups, 0, 0, 0) : 0;
     return mine > parts ? mine : parts;
   }
 };

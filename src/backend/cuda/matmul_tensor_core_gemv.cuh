@@ -28,10 +28,10 @@ template <int Stages, bool Xb = false, int Warps = 4>
 struct Gemv {
   static constexpr bool kXb = Xb;
   static constexpr int kWarps = Warps, kThreads = 32 * kWarps;
-  static constexpr int kBM = 16;     // x rows per CTA row (blockIdx.y)
-  static constexpr int kWarpN = 16;  // columns per warp (two n8 tiles)
+  static constexpr int kBM = 16;          // x rows per CTA row (blockIdx.y)
+  static constexpr int kWarpN = 16;       // columns per warp (two n8 tiles)
   static constexpr int kBN = 16 * Warps;  // the widest CTA (S = 1); make_gemv_params counts CTAs by gemv_shape
-  static constexpr int kKT = 128;    // k per stage
+  static constexpr int kKT = 128;         // k per stage
   static constexpr int kStages = Stages;
   static constexpr int kSB = kKT + 8;  // bf16 pitch: ldmatrix rows in 8 distinct bank groups
   static constexpr int kSA = kKT + 8;  // f32 pitch: conflict-free 8-byte A reads
