@@ -37,8 +37,9 @@ struct StepTimes {
   int64_t tokens_after_first = 0;
 };
 
-// Submits every request at once, waits for all of them and stops the engine (so every step observer
-// has run). A request that fails is an Error.
+// Submits every request at once and waits for all of them; the engine stays up for the next pass. A
+// request's step observer runs before that step's tokens reach its stream (engine/request.h), so when
+// the last stream finishes every observer has run. A request that fails is an Error.
 Pass run_pass(engine::Engine& engine, const std::vector<engine::GenerationRequest>& requests) {
   Pass pass;
   pass.outputs.resize(requests.size());
@@ -77,7 +78,6 @@ Pass run_pass(engine::Engine& engine, const std::vector<engine::GenerationReques
     }
   }
   pass.seconds = std::chrono::duration<double>(Clock::now() - t0).count();
-  engine.shutdown(std::chrono::milliseconds(0));  // every observer has run: `times` is complete
   for (const StepTimes& t : times) {
     if (t.steps < 2) continue;
     pass.decode.seconds += std::chrono::duration<double>(t.last - t.first).count();
@@ -130,6 +130,9 @@ engine::EngineOptions engine_options(const ControlledBenchOptions& o, int concur
   const int64_t blocks_per_sequence = (o.prompt_tokens + o.max_tokens + lookahead + 15) / 16 + 2;
   e.kv_blocks = 2 * blocks_per_sequence * concurrency;  // target and drafter, every sequence at its longest
   e.swap_space_bytes = 0;
+  // Each engine runs a pass untimed before its timed one (below): its prompts must be prefilled again,
+  // not found in the prefix cache, or the timed pass would skip the prefills a server does for new prompts.
+  e.prefix_cache = false;
   return engine::normalised(e);
 }
 
@@ -250,14 +253,12 @@ ControlledBenchResult run_controlled_bench(TargetModel& target, const spec::DFla
     const auto requests = make_requests(o, requests_n, target.vocab_size(), level_seed);
     const engine::TokenText no_text = [](int32_t) { return std::string(); };
     std::vector<std::vector<int32_t>> recorded;
-    {
-      engine::Engine plain(target, engine_options(o, c, 0, 0), no_text);
-      recorded = run_pass(plain, requests).outputs;
-    }
     double plain_seconds = 0;
     DecodePhase plain_decode;
     {
+      // The recording pass is the plain engine's untimed run.
       engine::Engine plain(target, engine_options(o, c, 0, 0), no_text);
+      recorded = run_pass(plain, requests).outputs;
       const Pass pass = run_pass(plain, requests);
       check_same(pass, recorded, "plain");
       plain_seconds = pass.seconds;
@@ -279,19 +280,20 @@ ControlledBenchResult run_controlled_bench(TargetModel& target, const spec::DFla
       level.plain_seconds = plain_seconds;
       level.plain_decode = plain_decode;
       for (engine::DraftPolicy policy : o.policies) {
-        // The same draws for every policy: a row's are keyed by its request and position only. Each
-        // speculative pass runs once untimed first, as the plain pass runs after the recording one: the
-        // step shapes a pass meets for the first time capture their CUDA graphs (a step's second sight of a
-        // shape, backend/cuda/step_graphs.h), which a serving engine pays once, not in its steady state.
+        // The same draws for every policy and every pass: a row's are keyed by its request and position
+        // only. On a GPU the engine runs the pass once untimed first, as the plain engine runs the recording
+        // pass before its timed one, so the timed pass sees the engine's steady state, as a server's
+        // requests do: the step shapes met for the first time have captured their CUDA graphs (a step's
+        // second sight of a shape, backend/cuda/step_graphs.h), and the adaptive policy has timed its first
+        // plain steps and learned the engine-wide acceptance (engine/draft_length_policy.h), which a serving
+        // engine does once, not for every batch of requests.
         const engine::EngineOptions spec_options =
             engine_options(o, c, real.positions_past_context(), real.gamma(), policy, costs);
-        if (target.forward_memory().device() != Device::CPU) {
-          ControlledDraftProposer warm(real, recording, conditional[a], level_seed, target.vocab_size());
-          engine::Engine spec(target, spec_options, no_text, &warm);
-          check_same(run_pass(spec, requests), recorded, "warm-up");
-        }
         ControlledDraftProposer controlled(real, recording, conditional[a], level_seed, target.vocab_size());
         engine::Engine spec(target, spec_options, no_text, &controlled);
+        if (o.warm_up_on_cpu || target.forward_memory().device() != Device::CPU)
+          check_same(run_pass(spec, requests), recorded, "warm-up");
+        const uint64_t plain_rows_before = spec.metrics().spec_policy_plain.load();
         const Pass pass = run_pass(spec, requests);
         check_same(pass, recorded,
                    policy == engine::DraftPolicy::Adaptive ? "controlled (adaptive)" : "controlled (fixed)");
@@ -299,7 +301,7 @@ ControlledBenchResult run_controlled_bench(TargetModel& target, const spec::DFla
         p.policy = policy;
         p.seconds = pass.seconds;
         p.decode = pass.decode;
-        p.plain_rows = static_cast<int64_t>(spec.metrics().spec_policy_plain.load());
+        p.plain_rows = static_cast<int64_t>(spec.metrics().spec_policy_plain.load() - plain_rows_before);
         for (const auto& steps : pass.steps)
           for (const auto& s : steps) {
             if (s.drafts.empty()) continue;
@@ -324,7 +326,8 @@ ControlledBenchResult run_controlled_bench(TargetModel& target, const spec::DFla
 std::string format_controlled_bench(const ControlledBenchResult& r, const ControlledBenchOptions& o) {
   std::string s = fmt::format(
       "acceptance-controlled: {}, γ={}: drafts are the recorded plain output, corrupted to the profile; the real "
-      "drafter runs every step; on a GPU every pass is timed after an untimed run of itself\n",
+      "drafter runs every step; on a GPU every pass is timed after an untimed run of itself on the same engine "
+      "(the engine's steady state); the prefix cache is off\n",
       r.label, r.gamma);
   s += fmt::format("acceptance-controlled: {} prompt tokens, {} generated per request, T={}, seed {}\n",
                    o.prompt_tokens, o.max_tokens, o.temperature, o.seed);

@@ -2,13 +2,14 @@
 // The acceptance-controlled benchmark behind `specserve bench controlled` (cli/bench_modes.h): DFlash
 // speculation on a real model shape at a chosen acceptance, where a random-weight drafter would accept
 // nothing. Per concurrency level, on random prompts (distinct, from the seed):
-//   1. record:     plain decoding of every request (the recording, and a warm-up);
-//   2. plain:      plain decoding again, timed; its tokens must equal the recording;
+//   1. record:     plain decoding of every request (the recording, and the plain engine's warm-up);
+//   2. plain:      plain decoding again on the same engine, timed; its tokens must equal the recording;
 //   3. controlled: for every acceptance profile and every draft-length policy (fixed: γ drafts per verify;
 //                  adaptive: engine/draft_length_policy.h on the step cost model), speculation through
 //                  ControlledDraftProposer (cli/controlled_draft_proposer.h): the real drafter forward every
-//                  step, drafts taken from the recording and corrupted by the profile; timed; its tokens
-//                  must equal the recording.
+//                  step, drafts taken from the recording and corrupted by the profile; on a GPU run once
+//                  untimed, then timed on the same engine (its steady state); its tokens must equal the
+//                  recording.
 // A mismatch is an Error, never a number. Every table line says it is acceptance-controlled.
 #include <cstdint>
 #include <optional>
@@ -38,6 +39,9 @@ struct ControlledBenchOptions {
   // (cli/step_cost_calibration.h, serving_step_costs), from step_cost_profile when it names a valid profile.
   std::optional<StepCosts> step_costs;
   std::string step_cost_profile;
+  // Each engine's untimed pass before its timed one (run_controlled_bench) runs on a GPU only, unless this
+  // is set (tests: the CPU passes are slow and capture no graphs).
+  bool warm_up_on_cpu = false;
 };
 
 // "geometric:1,3,6.5" or "geometric:1,profile:0.9,0.8,geometric:6.5": comma-separated items, each

@@ -20,8 +20,9 @@ struct GenerationRequest {
   std::optional<Clock::time_point> deadline;  // cancelled (freed) when still running past this
   bool speculate = true;                      // use the drafter when the engine has one
   // Optional: called on the scheduler thread after each decode / verify step of this request, once the
-  // step's rows are committed (the drafter's context included; its tokens may already be in the
-  // stream) (generate --trace, per-request speculation stats).
+  // step's rows are committed (the drafter's context included) and before the step's tokens reach the
+  // request's stream (engine/step.cpp, stream_tokens), so a finished stream's observer calls have all run
+  // (generate --trace, per-request speculation stats, bench controlled).
   SpecStepObserver on_step;
 };
 

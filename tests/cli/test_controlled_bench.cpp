@@ -206,6 +206,38 @@ TEST(ControlledBench, AdaptivePolicyFollowsAcceptance) {
     EXPECT_NE(table.find(want), std::string::npos) << want << "\n" << table;
 }
 
+// The timed pass runs on the engine that ran the untimed one (its steady state): with every draft wrong,
+// the adaptive policy starts the timed pass knowing the engine-wide acceptance, so its new sequences verify
+// fewer drafted rows than on a fresh engine; and the plain rows counted are the timed pass's alone (a
+// fresh engine's pass counts the same rows whichever engine ran before it). The scripted step costs take
+// no feedback from timings, so both runs are deterministic.
+TEST(ControlledBench, TimedPassRunsOnTheWarmedEngine) {
+  Pair pair("dense-trained", "f32");
+  ControlledBenchOptions o = options("geometric:1");
+  o.policies = {engine::DraftPolicy::Adaptive};
+  o.concurrency = {4};
+  o.max_tokens = 64;
+  StepCosts costs;
+  costs.row_knots = {1, 16};
+  costs.row_seconds = {1e-3, 1.3e-3};
+  costs.propose_s = 5e-5;
+  o.step_costs = costs;
+  const ControlledBenchResult cold = run_controlled_bench(*pair.target, *pair.drafter, "pair", o);
+  o.warm_up_on_cpu = true;
+  const ControlledBenchResult warm = run_controlled_bench(*pair.target, *pair.drafter, "pair", o);
+  ASSERT_EQ(cold.levels.size(), 1u);
+  ASSERT_EQ(warm.levels.size(), 1u);
+  const ControlledPass& c = cold.levels[0].passes.at(0);
+  const ControlledPass& w = warm.levels[0].passes.at(0);
+  EXPECT_GT(c.verifies, 0);
+  EXPECT_LT(w.verifies, c.verifies);
+  // Every decode row of a pass is a verify or a plain row the policy kept: one pass's worth, not two.
+  const int64_t decode_rows = cold.levels[0].tokens - o.requests;  // the first token of each is the prefill's
+  EXPECT_LE(c.verifies + c.plain_rows, decode_rows);
+  EXPECT_LE(w.verifies + w.plain_rows, decode_rows);
+  EXPECT_GT(w.plain_rows, decode_rows / 2);
+}
+
 // The corruption process alone (no model: a proposer that drafts nothing, and the engine's acceptance
 // of leading drafts equal to the recording), over many seeds at the few verifies one 128-token request
 // makes (γ = 15, τ = 6.5): z = (Σ tokens − Σ expected) / σ is centred with unit spread, so a short run's
