@@ -76,25 +76,47 @@ struct LevelRun {
   std::vector<server::LevelResult> spec;  // one per profile
 };
 
+// One pass on the engine as it is: the level once untimed with the warm-up prompts (`warm`), then timed
+// with the level's own (`lo`), so the timed requests meet the engine in its steady state (the step shapes'
+// CUDA graphs captured, the draft policy's first plain steps timed and the engine-wide acceptance learned),
+// as a server's requests do; the two sets of prompts are distinct, so the prefix cache holds none of the
+// timed ones. Returns the timed level and the recordings of both.
+struct PassRun {
+  server::LevelResult timed;
+  std::vector<RecordedRequest> warm_recording, recording;
+};
+PassRun run_pass(RecordingServices& served, const server::LoadOptions& warm, const server::LoadOptions& lo,
+                 int concurrency, const std::string& pass) {
+  PassRun run;
+  served.take();  // nothing of an earlier pass is left
+  const server::LevelResult untimed = server::run_load_level(warm, concurrency);
+  run.warm_recording = served_pass(served, untimed, pass + " (warm-up)");
+  run.timed = server::run_load_level(lo, concurrency);
+  run.recording = served_pass(served, run.timed, pass);
+  return run;
+}
+
 LevelRun run_level(server::LoadedModel& model, RecordingServices& served, const ServeControlledOptions& o,
-                   server::LoadOptions lo, int concurrency, const std::vector<std::vector<double>>& conditional,
-                   const char* what) {
+                   const server::LoadOptions& warm, const server::LoadOptions& lo, int concurrency,
+                   const std::vector<std::vector<double>>& conditional) {
   LevelRun run;
   model.restart_engine(nullptr);
-  served.take();  // nothing of an earlier pass is left
-  run.plain = server::run_load_level(lo, concurrency);
-  std::vector<RecordedRequest> recording =
-      served_pass(served, run.plain, fmt::format("plain {}concurrency {}", what, concurrency));
-  std::fprintf(stderr, "bench: %sconcurrency %d, plain: %.1f tok/s\n", what, concurrency, run.plain.tokens_per_s);
-  if (o.tamper) o.tamper(recording);
+  PassRun plain = run_pass(served, warm, lo, concurrency, fmt::format("plain concurrency {}", concurrency));
+  run.plain = plain.timed;
+  std::fprintf(stderr, "bench: concurrency %d, plain: %.1f tok/s\n", concurrency, run.plain.tokens_per_s);
+  if (o.tamper) o.tamper(plain.recording);
+  // The controlled proposer draws its drafts from both recordings (the prompts name the requests).
+  std::vector<RecordedRequest> both = plain.warm_recording;
+  both.insert(both.end(), plain.recording.begin(), plain.recording.end());
   for (size_t a = 0; a < conditional.size(); ++a) {
-    const std::string pass = fmt::format("controlled {}concurrency {}, {}", what, concurrency, o.acceptance[a].label());
-    ControlledDraftProposer controlled(*model.proposer(), recording, conditional[a], lo.level_salt,
-                                       model.info().vocab_size);
+    const std::string pass = fmt::format("controlled concurrency {}, {}", concurrency, o.acceptance[a].label());
+    ControlledDraftProposer controlled(*model.proposer(), both, conditional[a], lo.level_salt, model.info().vocab_size);
     PlainEngineAfter restore(model);
     model.restart_engine(&controlled);
-    run.spec.push_back(server::run_load_level(lo, concurrency));
-    check_same(served_pass(served, run.spec.back(), pass), recording, pass);
+    const PassRun spec = run_pass(served, warm, lo, concurrency, pass);
+    check_same(spec.warm_recording, plain.warm_recording, pass + " (warm-up)");
+    check_same(spec.recording, plain.recording, pass);
+    run.spec.push_back(spec.timed);
     const server::LevelResult& r = run.spec.back();
     std::fprintf(stderr, "bench: %s: %.1f tok/s, %.2f tokens per verify\n", pass.c_str(), r.tokens_per_s,
                  r.spec_drafts > 0 ? 1 + r.spec_accepted / r.spec_drafts : 0.0);
@@ -120,14 +142,11 @@ ServeControlledResult run_serve_controlled(server::LoadedModel& model, Recording
   server::LoadOptions lo = o.load;
   lo.prompt_id_vocab = model.info().vocab_size;
   lo.seed_requests = true;
-  // Warm-up: the first level once, untimed and with its own prompts (first kernels, pools, step graphs).
-  lo.level_salt = splitmix64(o.seed ^ 0x5741524D55500000ull) | 1;
-  lo.requests = o.levels.front();
-  run_level(model, served, o, lo, o.levels.front(), {conditional.front()}, "warm-up ");
-  lo.requests = o.load.requests;
   for (int c : o.levels) {
     lo.level_salt = splitmix64(o.seed ^ splitmix64(static_cast<uint64_t>(c))) | 1;  // the level's prompts
-    const LevelRun run = run_level(model, served, o, lo, c, conditional, "");
+    server::LoadOptions warm = lo;                                                  // and its warm-up's
+    warm.level_salt = splitmix64(lo.level_salt ^ 0x5741524D55500000ull) | 1;
+    const LevelRun run = run_level(model, served, o, warm, lo, c, conditional);
     for (size_t a = 0; a < o.acceptance.size(); ++a) {
       ServeControlledRow row;
       row.concurrency = c;

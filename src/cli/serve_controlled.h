@@ -10,9 +10,10 @@
 //                  proposer: the real drafter forward every step, drafts taken from the recording and
 //                  corrupted to the profile, under the server's draft-length policy (--draft-policy).
 //                  Every request's output must equal its plain output.
-// Every pass starts on a fresh engine (an empty prefix cache); one untimed level of each kind runs first (a
-// warm-up). A failed request or a differing output is an Error, never a number; every table line says it
-// is acceptance-controlled.
+// Every pass starts on a fresh engine (an empty prefix cache) and runs its level twice: untimed with prompts
+// of its own (the warm-up, recorded too), then timed, so the timed requests meet the engine's steady state
+// (graphs captured, the draft policy warmed up) as a long-running server's do. A failed request or a
+// differing output is an Error, never a number; every table line says it is acceptance-controlled.
 #include <cstdint>
 #include <functional>
 #include <string>
@@ -32,7 +33,8 @@ struct ServeControlledOptions {
   server::LoadOptions load;  // where the server is and the requests (random workload); prompts are set here
   uint64_t seed = 1;         // the prompts, the requests' sampling seeds and the corruption process
   std::string label;         // the model and drafter, for the table
-  // Tests only: edits the plain pass's recording before the controlled passes use it.
+  // Tests only: edits the plain pass's recording of each level's timed requests before the controlled
+  // passes use it.
   std::function<void(std::vector<RecordedRequest>&)> tamper;
 };
 
