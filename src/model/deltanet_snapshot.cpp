@@ -45,15 +45,27 @@ LayerBytes layer_bytes(const GdnDims& d) {
           static_cast<size_t>(d.conv_kernel - 1) * static_cast<size_t>(d.conv_dim()) * 4};
 }
 
-std::vector<std::pair<void*, size_t>> snapshot_regions(SequenceState& s, LayerBytes b) {
+// The state and window of the sequence's DeltaNet slots [first, first + count).
+std::vector<std::pair<void*, size_t>> snapshot_regions(SequenceState& s, LayerBytes b, size_t first, size_t count) {
   SS_CHECK(s.pending() == 0 && !s.swapped_out(), "snapshot: the sequence has pending rows or is swapped out");
+  auto& layers = ModelInternals::deltanets(s);
+  SS_CHECK(first + count <= layers.size(), "snapshot: slots [{}, {}) of {}", first, first + count, layers.size());
   std::vector<std::pair<void*, size_t>> regions;
-  for (auto& l : ModelInternals::deltanets(s)) {
+  for (size_t i = first; i < first + count; ++i) {
+    auto& l = layers[i];
     SS_CHECK(l.state.bytes() >= b.state && l.window.bytes() >= b.window, "snapshot: DeltaNet buffers too small");
     regions.emplace_back(l.state.data(), b.state);
     regions.emplace_back(l.window.data(), b.window);
   }
   return regions;
+}
+
+void copy_planes(const GdnDims& dims, SequenceState& s, std::span<const SnapshotPlane> planes, size_t block_bytes,
+                 bool save) {
+  for (const SnapshotPlane& p : planes) {
+    const auto regions = snapshot_regions(s, layer_bytes(dims), p.first_slot, p.slots);
+    p.mem->copy_many(block_copies(regions, p.blocks, block_bytes, save));
+  }
 }
 
 }  // namespace
@@ -64,16 +76,14 @@ size_t deltanet_snapshot_bytes(const GdnDims& dims, int layers) {
   return static_cast<size_t>(layers) * (b.state + b.window);
 }
 
-void save_deltanet_snapshot(const Memory& mem, const GdnDims& dims, const SequenceState& s,
-                            std::span<void* const> blocks, size_t block_bytes) {
-  const auto regions = snapshot_regions(const_cast<SequenceState&>(s), layer_bytes(dims));
-  mem.copy_many(block_copies(regions, blocks, block_bytes, true));
+void save_deltanet_snapshot(const GdnDims& dims, const SequenceState& s, std::span<const SnapshotPlane> planes,
+                            size_t block_bytes) {
+  copy_planes(dims, const_cast<SequenceState&>(s), planes, block_bytes, true);
 }
 
-void restore_deltanet_snapshot(const Memory& mem, const GdnDims& dims, std::span<void* const> blocks,
-                               size_t block_bytes, SequenceState& s) {
-  const auto regions = snapshot_regions(s, layer_bytes(dims));
-  mem.copy_many(block_copies(regions, blocks, block_bytes, false));
+void restore_deltanet_snapshot(const GdnDims& dims, std::span<const SnapshotPlane> planes, size_t block_bytes,
+                               SequenceState& s) {
+  copy_planes(dims, s, planes, block_bytes, false);
 }
 
 }  // namespace specserve

@@ -6,29 +6,45 @@
 
 namespace specserve {
 
+KvBlockPool::KvBlockPool(const KvGeometry& geo, std::vector<const Memory*> planes)
+    : geo_(geo), memory_(std::move(planes)) {
+  SS_CHECK(!memory_.empty(), "a KV block pool needs at least one plane");
+  slabs_.resize(memory_.size());
+}
+
+void KvBlockPool::add_slab(size_t blocks) {
+  const size_t bytes = blocks * plane_bytes();
+  for (size_t p = 0; p < memory_.size(); ++p) slabs_[p].emplace_back(*memory_[p], bytes);
+  auto* base = static_cast<char*>(slabs_[0].back().data());
+  const auto at = std::upper_bound(by_base_.begin(), by_base_.end(), std::make_pair(base, size_t{0}));
+  by_base_.insert(at, {base, slabs_[0].size() - 1});
+  for (size_t i = blocks; i-- > 0;) free_.push_back(base + i * plane_bytes());
+}
+
 void KvBlockPool::reserve(int64_t blocks) {
   std::lock_guard lock(mutex_);
   const int64_t have = in_use_ + static_cast<int64_t>(free_.size());
-  if (blocks <= have || block_bytes() == 0) return;
+  if (blocks <= have || plane_bytes() == 0) return;
   const auto missing = static_cast<size_t>(blocks - have);
-  const size_t bytes = missing * block_bytes();
-  require_room(*memory_, bytes, fmt::format("the KV cache of {} blocks", blocks),
-               " (lower --kv-cache-mib or --max-seqs)");
-  slabs_.emplace_back(*memory_, bytes);
-  auto* base = static_cast<char*>(slabs_.back().data());
-  for (size_t i = missing; i-- > 0;) free_.push_back(base + i * block_bytes());
+  // Each memory must hold its planes (several when ranks share one memory: the CPU simulation, one GPU).
+  for (size_t p = 0; p < memory_.size(); ++p) {
+    if (std::find(memory_.begin(), memory_.begin() + static_cast<std::ptrdiff_t>(p), memory_[p]) !=
+        memory_.begin() + static_cast<std::ptrdiff_t>(p))
+      continue;  // counted with its first plane
+    const auto planes = static_cast<size_t>(std::count(memory_.begin(), memory_.end(), memory_[p]));
+    require_room(*memory_[p], missing * plane_bytes() * planes, fmt::format("the KV cache of {} blocks", blocks),
+                 " (lower --kv-cache-mib or --max-seqs)");
+  }
+  add_slab(missing);
 }
 
 void* KvBlockPool::allocate() {
   std::lock_guard lock(mutex_);
   if (free_.empty()) {
     // Slabs of 64 blocks (or fewer for very large blocks): few allocations, stable addresses.
-    const size_t block_bytes = this->block_bytes();
     const size_t per_slab =
-        std::max<size_t>(1, std::min<size_t>(64, (size_t{256} << 20) / std::max<size_t>(1, block_bytes)));
-    slabs_.emplace_back(*memory_, block_bytes * per_slab);
-    auto* base = static_cast<char*>(slabs_.back().data());
-    for (size_t i = per_slab; i-- > 0;) free_.push_back(base + i * block_bytes);
+        std::max<size_t>(1, std::min<size_t>(64, (size_t{256} << 20) / std::max<size_t>(1, block_bytes())));
+    add_slab(per_slab);
   }
   void* b = free_.back();
   free_.pop_back();
@@ -50,6 +66,31 @@ int64_t KvBlockPool::blocks_in_use() const {
 int64_t KvBlockPool::blocks_allocated() const {
   std::lock_guard lock(mutex_);
   return in_use_ + static_cast<int64_t>(free_.size());
+}
+
+void* KvBlockPool::plane_block_locked(int plane, void* block) const {
+  if (plane == 0) return block;
+  auto* b = static_cast<char*>(block);
+  auto it = std::upper_bound(by_base_.begin(), by_base_.end(), std::make_pair(b, SIZE_MAX));
+  SS_CHECK(it != by_base_.begin(), "KV pool: {} is not one of its blocks", block);
+  --it;
+  const Buffer& slab0 = slabs_[0][it->second];
+  const auto offset = static_cast<size_t>(b - it->first);
+  SS_CHECK(offset < slab0.bytes(), "KV pool: {} is not one of its blocks", block);
+  return static_cast<char*>(slabs_[static_cast<size_t>(plane)][it->second].data()) + offset;
+}
+
+void* KvBlockPool::plane_block(int plane, void* block) const {
+  SS_CHECK(plane >= 0 && plane < planes(), "KV pool: plane {} of {}", plane, planes());
+  std::lock_guard lock(mutex_);
+  return plane_block_locked(plane, block);
+}
+
+void KvBlockPool::plane_blocks(int plane, std::span<void* const> blocks, std::vector<void*>& out) const {
+  SS_CHECK(plane >= 0 && plane < planes(), "KV pool: plane {} of {}", plane, planes());
+  out.clear();
+  std::lock_guard lock(mutex_);
+  for (void* b : blocks) out.push_back(plane_block_locked(plane, b));
 }
 
 }  // namespace specserve

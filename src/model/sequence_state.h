@@ -74,16 +74,18 @@ class SequenceState {
   friend class TargetModel;
   friend struct ModelInternals;
 
-  // In the model's Memory (host for the CPU backend, device for CUDA).
+  // In the model's Memory (host for the CPU backend, device for CUDA; under tensor parallelism the slot's
+  // rank's).
   struct DeltaNetLayer {
-    Buffer state;              // committed S [Hv, dk, dv] f32
-    Buffer work;               // S after the pending rows (extend only)
-    Buffer window;             // [Kc-1, conv_dim] pre-conv rows before position length_
-    Buffer pending_pre;        // [K, conv_dim] pre-conv rows of the pending extend
-    Buffer pending_qkv;        // [K, conv_dim] post-conv, prepared q|k|v
-    Buffer pending_g;          // [K, Hv]
-    Buffer pending_beta;       // [K, Hv]
-    int64_t pending_rows = 0;  // K
+    const Memory* mem = nullptr;  // where its buffers live (and come back after a swap)
+    Buffer state;                 // committed S [Hv, dk, dv] f32
+    Buffer work;                  // S after the pending rows (extend only)
+    Buffer window;                // [Kc-1, conv_dim] pre-conv rows before position length_
+    Buffer pending_pre;           // [K, conv_dim] pre-conv rows of the pending extend
+    Buffer pending_qkv;           // [K, conv_dim] post-conv, prepared q|k|v
+    Buffer pending_g;             // [K, Hv]
+    Buffer pending_beta;          // [K, Hv]
+    int64_t pending_rows = 0;     // K
   };
 
   void ensure_blocks(int64_t positions);

@@ -2,6 +2,7 @@
 // the committed positions and of every DeltaNet layer's state and conv window go to a host image and
 // come back into new blocks and buffers. The other DeltaNet buffers (the work state and the pending
 // rows of an extend) are scratch between steps: they are freed and allocated again at their sizes.
+#include <algorithm>
 #include <utility>
 
 #include "core/error.h"
@@ -15,7 +16,9 @@ int64_t blocks_covering(int64_t positions) { return (positions + kKvBlockSize - 
 
 size_t SequenceState::swap_bytes(int64_t positions) const {
   size_t bytes = 0;
-  if (pool_) bytes += static_cast<size_t>(blocks_covering(positions)) * SwapImage::region_bytes(pool_->block_bytes());
+  if (pool_)
+    bytes += static_cast<size_t>(blocks_covering(positions)) * static_cast<size_t>(pool_->planes()) *
+             SwapImage::region_bytes(pool_->plane_bytes());
   const bool held = !swapped_out_;
   for (size_t i = 0; i < deltanet_.size(); ++i) {
     const size_t state = held ? deltanet_[i].state.bytes() : deltanet_sizes_[i][0];
@@ -25,31 +28,54 @@ size_t SequenceState::swap_bytes(int64_t positions) const {
   return bytes;
 }
 
+namespace {
+// Copies grouped by the memory that runs them (under tensor parallelism each rank's plane and DeltaNet slots
+// are in its own), in the order they were added.
+struct CopiesByMemory {
+  std::vector<std::pair<const Memory*, std::vector<CopyRegion>>> groups;
+  void add(const Memory& mem, CopyRegion c) {
+    auto it = std::find_if(groups.begin(), groups.end(), [&](const auto& g) { return g.first == &mem; });
+    if (it == groups.end()) it = groups.insert(groups.end(), {&mem, {}});
+    it->second.push_back(c);
+  }
+};
+}  // namespace
+
+// The image's regions, in order: the blocks of plane 0, of plane 1, …, then each DeltaNet slot's state and
+// window; swap_in reads them in the same order.
 void SequenceState::swap_out() {
   SS_CHECK(!swapped_out_, "swap-out: the sequence is already swapped out");
   SS_CHECK(pending_ == 0, "swap-out: the sequence has {} uncommitted extend rows", pending_);
   const Memory* mem = pool_ ? &pool_->memory() : nullptr;
   for (const auto& l : deltanet_)
-    if (!mem) mem = l.state.memory();
+    if (!mem) mem = l.mem;
   if (!mem) {
     swapped_out_ = true;  // nothing held
     return;
   }
+  // Host memory any of the planes' devices can copy to (pinned host memory is portable under unified
+  // addressing).
   SwapImage image(*mem, swap_bytes(length_));
-  std::vector<CopyRegion> copies;
+  CopiesByMemory copies;
   const auto keep = static_cast<size_t>(blocks_covering(length_));
   SS_CHECK(keep <= blocks_.size(), "swap-out: {} blocks for {} positions but {} held", keep, length_, blocks_.size());
-  for (size_t i = 0; i < keep; ++i)
-    copies.push_back({image.next(pool_->block_bytes()), blocks_[i], pool_->block_bytes()});
+  if (pool_) {
+    std::vector<void*> plane;
+    const size_t bytes = pool_->plane_bytes();
+    for (int p = 0; p < pool_->planes(); ++p) {
+      pool_->plane_blocks(p, std::span(blocks_).first(keep), plane);
+      for (void* b : plane) copies.add(pool_->memory(p), {image.next(bytes), b, bytes});
+    }
+  }
   deltanet_sizes_.clear();
   for (const auto& l : deltanet_) {
-    copies.push_back({image.next(l.state.bytes()), l.state.data(), l.state.bytes()});
-    copies.push_back({image.next(l.window.bytes()), l.window.data(), l.window.bytes()});
+    copies.add(*l.mem, {image.next(l.state.bytes()), l.state.data(), l.state.bytes()});
+    copies.add(*l.mem, {image.next(l.window.bytes()), l.window.data(), l.window.bytes()});
     deltanet_sizes_.push_back({l.state.bytes(), l.window.bytes(), l.work.bytes(), l.pending_pre.bytes(),
                                l.pending_qkv.bytes(), l.pending_g.bytes(), l.pending_beta.bytes()});
   }
   try {
-    mem->download_many(copies);
+    for (const auto& [m, regions] : copies.groups) m->download_many(regions);
   } catch (...) {
     deltanet_sizes_.clear();  // nothing was freed: the sequence stays as it was
     throw;
@@ -73,25 +99,28 @@ void SequenceState::swap_in() {
     swapped_out_ = false;
     return;
   }
-  // The blocks and buffers come back in the memory the image was taken from (the model's).
-  const Memory& mem = *image_.memory();
-  std::vector<CopyRegion> copies;
+  // The blocks come back in the pool's planes, each DeltaNet slot's buffers in its memory.
+  CopiesByMemory copies;
   image_.rewind();
   if (pool_) {
     ensure_blocks(length_);
     const auto keep = static_cast<size_t>(blocks_covering(length_));
-    for (size_t i = 0; i < keep; ++i)
-      copies.push_back({blocks_[i], image_.next(pool_->block_bytes()), pool_->block_bytes()});
+    std::vector<void*> plane;
+    const size_t bytes = pool_->plane_bytes();
+    for (int p = 0; p < pool_->planes(); ++p) {
+      pool_->plane_blocks(p, std::span(blocks_).first(keep), plane);
+      for (void* b : plane) copies.add(pool_->memory(p), {b, image_.next(bytes), bytes});
+    }
   }
   for (size_t i = 0; i < deltanet_.size(); ++i) {
     auto& l = deltanet_[i];
     const std::vector<size_t>& sz = deltanet_sizes_[i];
     Buffer* buffers[] = {&l.state, &l.window, &l.work, &l.pending_pre, &l.pending_qkv, &l.pending_g, &l.pending_beta};
-    for (size_t b = 0; b < 7; ++b) *buffers[b] = sz[b] ? Buffer(mem, sz[b]) : Buffer();
-    copies.push_back({l.state.data(), image_.next(sz[0]), sz[0]});
-    copies.push_back({l.window.data(), image_.next(sz[1]), sz[1]});
+    for (size_t b = 0; b < 7; ++b) *buffers[b] = sz[b] ? Buffer(*l.mem, sz[b]) : Buffer();
+    copies.add(*l.mem, {l.state.data(), image_.next(sz[0]), sz[0]});
+    copies.add(*l.mem, {l.window.data(), image_.next(sz[1]), sz[1]});
   }
-  mem.upload_many(copies);
+  for (const auto& [m, regions] : copies.groups) m->upload_many(regions);
   image_.reset();
   deltanet_sizes_.clear();
   swapped_out_ = false;

@@ -154,7 +154,7 @@ void build_parts(TargetModel::Impl& impl, bool upload, const std::string& kv_dty
                   "ranks on several GPUs is not built yet (docs/DESIGN.md 6.5), so this checks the sharded model "
                   "and is slower than --tensor-parallel 1",
                   tensor_parallel, tensor_parallel);
-    impl.tp = shard_model(impl.parts, impl.cfg, tensor_parallel, impl.kv, impl.num_deltanet, *impl.mem);
+    impl.tp = shard_model(impl.parts, impl.cfg, tensor_parallel, impl.kv, impl.num_deltanet, *impl.ops, *impl.mem);
     std::string plan = impl.tp->plan.describe();
     if (!plan.empty() && plan.back() == '\n') plan.pop_back();
     SS_LOG_INFO("model", "tensor parallel over {} ranks ({}):\n{}", tensor_parallel,
@@ -163,7 +163,7 @@ void build_parts(TargetModel::Impl& impl, bool upload, const std::string& kv_dty
     impl.state_gdn = impl.tp->ranks[0].parts.spec.gdn;
     impl.state_layers = impl.num_deltanet * tensor_parallel;
   }
-  if (attention > 0) impl.pool = std::make_shared<KvBlockPool>(impl.kv, *impl.mem);
+  if (attention > 0) impl.pool = impl.tp ? impl.tp->make_pool() : std::make_shared<KvBlockPool>(impl.kv, *impl.mem);
 }
 }  // namespace
 
@@ -251,9 +251,12 @@ std::unique_ptr<SequenceState> TargetModel::new_sequence() const {
   const GdnDims& d = impl_->state_gdn;
   auto& layers = ModelInternals::deltanets(*s);
   layers.resize(static_cast<size_t>(impl_->state_layers));
-  const Memory& mem = *impl_->mem;
   const DeltaNetBytes b(d);
-  for (auto& l : layers) {
+  for (size_t i = 0; i < layers.size(); ++i) {
+    auto& l = layers[i];
+    // Under tensor parallelism a slot is its rank's, in the rank's memory.
+    const Memory& mem = impl_->tp ? impl_->tp->slot_memory(i) : *impl_->mem;
+    l.mem = &mem;
     l.state = Buffer(mem, b.state);
     mem.zero(l.state.data(), l.state.bytes());
     l.window = Buffer(mem, b.window);
@@ -314,8 +317,11 @@ void TargetModel::reserve(int64_t kv_blocks, int sequences) {
   // every sequence's state buffers later come from them.
   const DeltaNetBytes b(impl_->state_gdn);
   std::vector<Buffer> slots;
-  for (int64_t i = 0; i < int64_t{sequences} * impl_->state_layers; ++i)
-    for (size_t bytes : {b.state, b.state, b.window, b.rows, b.rows, b.gates, b.gates}) slots.emplace_back(mem, bytes);
+  for (int64_t i = 0; i < int64_t{sequences} * impl_->state_layers; ++i) {
+    const auto slot = static_cast<size_t>(i % impl_->state_layers);
+    const Memory& in = impl_->tp ? impl_->tp->slot_memory(slot) : mem;  // (the same memory today: DESIGN §6.5)
+    for (size_t bytes : {b.state, b.state, b.window, b.rows, b.rows, b.gates, b.gates}) slots.emplace_back(in, bytes);
+  }
 }
 
 // Host tensors run on the CPU with the host weights; device tensors on the backend.
@@ -387,7 +393,7 @@ ForwardResult TargetModel::forward(const ForwardBatch& batch) {
 
   // With tensor parallelism every rank's mixer and MLP run as partials, then the fixed-order all-reduce.
   std::optional<TensorParallelStep> tp;
-  if (m.tp) tp.emplace(*m.tp, ctx);
+  if (m.tp) tp.emplace(*m.tp, m.pool.get(), ctx);
   // Results are host tensors; on a device they are computed there and downloaded at the end.
   MemTensor x = MemTensor::empty(mem, DType::F32, {ctx.rows, H});
   if (tp)
@@ -482,16 +488,38 @@ std::shared_ptr<KvBlockPool> TargetModel::kv_pool() const { return impl_->pool; 
 size_t TargetModel::snapshot_bytes() const { return deltanet_snapshot_bytes(impl_->state_gdn, impl_->state_layers); }
 
 int64_t TargetModel::snapshot_blocks() const {
-  const size_t bytes = snapshot_bytes(), block = kv_block_bytes();
+  // Each plane of a block holds its rank's slots (one plane, every slot, unsharded).
+  if (!impl_->pool) return 0;
+  const int planes = impl_->pool->planes();
+  const size_t bytes = deltanet_snapshot_bytes(impl_->state_gdn, impl_->state_layers / planes);
+  const size_t block = impl_->pool->plane_bytes();
   return bytes == 0 || block == 0 ? 0 : static_cast<int64_t>((bytes + block - 1) / block);
 }
 
+namespace {
+// The planes of a snapshot in `blocks` (the pool's plane-0 addresses): one a rank, each the rank's slots.
+std::vector<SnapshotPlane> snapshot_planes(const TargetModel::Impl& m, std::span<void* const> blocks) {
+  SS_CHECK(m.pool != nullptr, "snapshot: the model has no KV pool");
+  const int planes = m.pool->planes();
+  const auto slots = static_cast<size_t>(m.state_layers / planes);
+  std::vector<SnapshotPlane> out(static_cast<size_t>(planes));
+  for (int p = 0; p < planes; ++p) {
+    SnapshotPlane& sp = out[static_cast<size_t>(p)];
+    sp.mem = m.tp ? m.tp->ranks[static_cast<size_t>(p)].mem : m.mem;
+    sp.first_slot = static_cast<size_t>(p) * slots;
+    sp.slots = slots;
+    m.pool->plane_blocks(p, blocks, sp.blocks);
+  }
+  return out;
+}
+}  // namespace
+
 void TargetModel::save_snapshot(const SequenceState& s, std::span<void* const> blocks) const {
-  save_deltanet_snapshot(*impl_->mem, impl_->state_gdn, s, blocks, kv_block_bytes());
+  save_deltanet_snapshot(impl_->state_gdn, s, snapshot_planes(*impl_, blocks), impl_->pool->plane_bytes());
 }
 
 void TargetModel::restore_snapshot(std::span<void* const> blocks, SequenceState& s) const {
-  restore_deltanet_snapshot(*impl_->mem, impl_->state_gdn, blocks, kv_block_bytes(), s);
+  restore_deltanet_snapshot(impl_->state_gdn, snapshot_planes(*impl_, blocks), impl_->pool->plane_bytes(), s);
 }
 
 void TargetModel::commit(SequenceState& state, int64_t n) const {
@@ -513,7 +541,7 @@ void TargetModel::commit_many(std::span<const std::pair<SequenceState*, int64_t>
   std::vector<CopyRegion> copies;
   std::vector<Buffer> retired;
   if (impl_->tp) {
-    tensor_parallel_commit(*impl_->tp, *impl_->ops, *impl_->mem, items, copies, retired);
+    tensor_parallel_commit(*impl_->tp, items, retired);
   } else {
     for (const auto& l : impl_->parts.layers)
       if (l.type == LayerType::LinearAttention)

@@ -5,22 +5,23 @@
 
 namespace specserve {
 
-TensorParallelStep::TensorParallelStep(const TensorParallelShards& tp, const BatchContext& ctx) : tp_(tp) {
+TensorParallelStep::TensorParallelStep(const TensorParallelShards& tp, const KvBlockPool* pool, const BatchContext& ctx)
+    : tp_(tp) {
   const size_t n = tp.ranks.size();
   ctx_.assign(n, ctx);
   tables_.resize(n);
-  const int64_t slice = tp.rank_block_bytes();
   for (size_t r = 0; r < n; ++r) {
     BatchContext& c = ctx_[r];
     c.spec = &tp.ranks[r].parts.spec;
     c.kv = tp.ranks[r].kv;
+    c.ops = tp.ranks[r].ops;
+    c.mem = tp.ranks[r].mem;
     c.attn_rows.clear();
     auto& tables = tables_[r];
     tables.resize(ctx.spans.size());
     for (size_t i = 0; i < ctx.spans.size(); ++i) {
       const BatchContext::Span& sp = ctx.spans[i];
-      for (void* block : ModelInternals::blocks(*sp.state))
-        tables[i].push_back(static_cast<char*>(block) + static_cast<int64_t>(r) * slice);
+      if (pool != nullptr) pool->plane_blocks(static_cast<int>(r), ModelInternals::blocks(*sp.state), tables[i]);
       for (int64_t k = 0; k < sp.rows; ++k) {
         const AttentionRow& full = ctx.attn_rows[static_cast<size_t>(sp.row_begin + k)];
         c.attn_rows.push_back({tables[i].data(), full.position, full.window_start});

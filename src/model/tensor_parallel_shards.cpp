@@ -147,7 +147,8 @@ DeltaNetBlock shard_deltanet(const DeltaNetBlock& d, const GdnDims& g, const Ran
 }  // namespace
 
 std::unique_ptr<TensorParallelShards> shard_model(const ModelParts& full, const ModelConfig& cfg, int ranks,
-                                                  const KvGeometry& full_kv, int deltanet_layers, const Memory& mem) {
+                                                  const KvGeometry& full_kv, int deltanet_layers, const Ops& ops,
+                                                  const Memory& mem) {
   auto tp = std::make_unique<TensorParallelShards>();
   tp->plan = plan_tensor_parallel(cfg, ranks);
   tp->collective = one_memory_collective(mem, ranks);
@@ -181,19 +182,31 @@ std::unique_ptr<TensorParallelShards> shard_model(const ModelParts& full, const 
     rank.parts.final_norm = full.final_norm;
     rank.kv = KvGeometry{full_kv.num_layers, rs.num_kv_heads, full_kv.head_dim, full_kv.dtype};
     rank.vocab_begin = sh.vocab_rows.begin;
+    rank.ops = &ops;
+    rank.mem = &mem;
     tp->ranks.push_back(std::move(rank));
   }
   tp->pool_kv = tp->ranks[0].kv;
-  tp->pool_kv.num_kv_heads *= ranks;  // N slices a block (the layout inside a block is the model's business)
+  tp->pool_kv.num_kv_heads *= ranks;  // N planes a block
   return tp;
 }
 
-void tensor_parallel_commit(const TensorParallelShards& tp, const Ops& ops, const Memory& mem,
-                            std::span<const DeltaNetBlock::Commit> commits, std::vector<CopyRegion>& copies,
+std::shared_ptr<KvBlockPool> TensorParallelShards::make_pool() const {
+  std::vector<const Memory*> planes;
+  for (const RankModel& r : ranks) planes.push_back(r.mem);
+  return std::make_shared<KvBlockPool>(ranks.at(0).kv, std::move(planes));
+}
+
+void tensor_parallel_commit(const TensorParallelShards& tp, std::span<const DeltaNetBlock::Commit> commits,
                             std::vector<Buffer>& retired) {
-  for (const RankModel& rank : tp.ranks)
+  std::vector<CopyRegion> copies;
+  for (const RankModel& rank : tp.ranks) {
+    copies.clear();
     for (const DecoderLayer& l : rank.parts.layers)
-      if (l.type == LayerType::LinearAttention) l.deltanet.commit(ops, mem, rank.parts.spec, commits, copies, retired);
+      if (l.type == LayerType::LinearAttention)
+        l.deltanet.commit(*rank.ops, *rank.mem, rank.parts.spec, commits, copies, retired);
+    rank.mem->copy_many(copies);  // each rank's window copies in its memory, in one copy_many
+  }
 }
 
 }  // namespace specserve

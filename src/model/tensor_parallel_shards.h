@@ -8,13 +8,15 @@
 // ops' GPU) that per-rank devices and the NCCL collective replace.
 //
 // Per-sequence state is sharded like the weights without changing SequenceState: a KV block of the sharded
-// model is the ranks' blocks one after another (rank r's slice at r · rank_block_bytes()), and a sequence has
-// one DeltaNet state per rank and layer (rank r's layer slot s at r · deltanet_layers + s).
+// model is one block in each of the pool's N planes (model/kv_cache.h; rank r's slice is plane r's block, in
+// the rank's memory), and a sequence has one DeltaNet state per rank and layer (rank r's layer slot s at
+// r · deltanet_layers + s, in the rank's memory).
 #include <memory>
 #include <span>
 #include <vector>
 
 #include "backend/collective.h"
+#include "model/kv_cache.h"
 #include "model/layers.h"
 #include "model/tensor_parallel_plan.h"
 
@@ -22,8 +24,12 @@ namespace specserve {
 
 struct RankModel {
   ModelParts parts;  // spec with the rank's heads and widths (vocab: its rows); views of its slices
-  KvGeometry kv;     // its KV heads, in its slice of each block
+  KvGeometry kv;     // its KV heads: its plane of each block
   int64_t vocab_begin = 0;
+  // Where the rank runs: its ops and the memory of its KV plane, DeltaNet states and activations (today
+  // every rank's are the model's: the CPU, or the one GPU).
+  const Ops* ops = nullptr;
+  const Memory* mem = nullptr;
 };
 
 struct TensorParallelShards {
@@ -32,19 +38,25 @@ struct TensorParallelShards {
   std::vector<MemTensor> copies;  // the copied slices (in_proj_qkv, conv1d; on a device the column slices too)
   std::unique_ptr<Collective> collective;
   int deltanet_layers = 0;  // per rank
-  KvGeometry pool_kv;       // the KV pool's geometry: N rank slices a block
-  int64_t rank_block_bytes() const { return ranks.empty() ? 0 : ranks[0].kv.block_bytes(); }
+  KvGeometry pool_kv;       // a whole block's geometry (N rank planes): what a block costs the KV budget
+  // The rank planes of the KV pool (model/kv_cache.h): one per rank, in its memory.
+  std::shared_ptr<KvBlockPool> make_pool() const;
+  // Rank r's memory for each of a sequence's DeltaNet slots (r · deltanet_layers + s).
+  const Memory& slot_memory(size_t slot) const { return *ranks[slot / static_cast<size_t>(deltanet_layers)].mem; }
 };
 
 // `full_kv` is the unsharded model's KV geometry (its dtype and attention layer count are kept). `full`'s
-// weights live in `mem`, and so do the slices that are copies, and the collective sums there.
+// weights live in `mem`, and so do the slices that are copies, and the collective sums there; every rank runs
+// with `ops` on `mem`.
 std::unique_ptr<TensorParallelShards> shard_model(const ModelParts& full, const ModelConfig& cfg, int ranks,
-                                                  const KvGeometry& full_kv, int deltanet_layers, const Memory& mem);
+                                                  const KvGeometry& full_kv, int deltanet_layers, const Ops& ops,
+                                                  const Memory& mem);
 
 // One forward's rows seen by every rank: the rank contexts (their specs, KV geometry and block slices).
 class TensorParallelStep {
  public:
-  TensorParallelStep(const TensorParallelShards& tp, const BatchContext& ctx);
+  // `pool` holds the ctx's sequences' blocks (null for a model without attention layers).
+  TensorParallelStep(const TensorParallelShards& tp, const KvBlockPool* pool, const BatchContext& ctx);
   // x [rows, hidden] <- the embedding rows: each rank gathers the rows of its vocabulary, zeros elsewhere,
   // and the all-reduce sums them.
   void embed(std::span<const int32_t> ids, const TensorView& x) const;
@@ -61,12 +73,12 @@ class TensorParallelStep {
   void reduce_ranks(const TensorView& out, Run run) const;
   const TensorParallelShards& tp_;
   mutable std::vector<BatchContext> ctx_;                // per rank (the blocks take them mutable)
-  std::vector<std::vector<std::vector<void*>>> tables_;  // [rank][span]: block pointers of the rank's slices
+  std::vector<std::vector<std::vector<void*>>> tables_;  // [rank][span]: the rank's plane of each block
 };
 
-// TargetModel::commit_many's DeltaNet part for every rank's layers.
-void tensor_parallel_commit(const TensorParallelShards& tp, const Ops& ops, const Memory& mem,
-                            std::span<const DeltaNetBlock::Commit> commits, std::vector<CopyRegion>& copies,
+// TargetModel::commit_many's DeltaNet part for every rank's layers, with the rank's ops and memory (its
+// window copies done here, a copy_many a rank); `retired` as DeltaNetBlock::commit leaves it.
+void tensor_parallel_commit(const TensorParallelShards& tp, std::span<const DeltaNetBlock::Commit> commits,
                             std::vector<Buffer>& retired);
 
 }  // namespace specserve

@@ -3,6 +3,7 @@
 // compare before and after SequenceState::swap_out / swap_in: the bytes of the state a sequence carries
 // between steps, and the logits of one decode step.
 #include <cstdint>
+#include <span>
 #include <vector>
 
 #include "backend/memory.h"
@@ -24,8 +25,14 @@ inline std::vector<char> sequence_state_bytes(const TargetModel& model, Sequence
     mem.download(out.data() + at, p, n);
   };
   const auto& blocks = ModelInternals::blocks(s);
-  for (int64_t i = 0; i < (s.length() + kKvBlockSize - 1) / kKvBlockSize; ++i)
-    add(blocks[static_cast<size_t>(i)], model.kv_block_bytes());
+  const auto covering = static_cast<size_t>((s.length() + kKvBlockSize - 1) / kKvBlockSize);
+  if (const auto pool = model.kv_pool()) {
+    std::vector<void*> plane;
+    for (int p = 0; p < pool->planes(); ++p) {  // each rank's plane under tensor parallelism
+      pool->plane_blocks(p, std::span(blocks).first(covering), plane);
+      for (void* b : plane) add(b, pool->plane_bytes());
+    }
+  }
   for (auto& l : ModelInternals::deltanets(s)) {
     add(l.state.data(), l.state.bytes());
     add(l.window.data(), l.window.bytes());
