@@ -11,6 +11,21 @@ namespace {
 TensorView rows_of(const TensorView& t, int64_t begin, int64_t n) { return t.rows(begin, begin + n); }
 }  // namespace
 
+void copy_logit_rows(const Memory& mem, const TensorView& x, std::span<const int64_t> rows, const TensorView& out) {
+  const int64_t H = x.dim(1);
+  std::vector<CopyRegion> runs;
+  const size_t row_bytes = static_cast<size_t>(H) * 4;
+  for (size_t i = 0; i < rows.size(); ++i) {
+    const float* src = x.as<const float>() + rows[i] * H;
+    if (!runs.empty() &&
+        static_cast<const char*>(runs.back().src) + runs.back().bytes == reinterpret_cast<const char*>(src))
+      runs.back().bytes += row_bytes;
+    else
+      runs.push_back({out.as<float>() + static_cast<int64_t>(i) * H, src, row_bytes});
+  }
+  mem.copy_many(runs);
+}
+
 void BatchContext::build_runs() {
   runs.clear();
   for (const Span& sp : spans) {

@@ -94,6 +94,10 @@ struct BatchContext {
                   const TensorView& g, const TensorView& u, const TensorView& out) const;
 };
 
+// out[i] <- x[rows[i]] ([n, H] f32 rows), runs of consecutive rows in one copy_many (one launch on a device): the
+// rows whose logits a forward computes.
+void copy_logit_rows(const Memory& mem, const TensorView& x, std::span<const int64_t> rows, const TensorView& out);
+
 struct AttentionBlock {
   TensorView q_proj, k_proj, v_proj, o_proj, q_norm, k_norm;
   int slot = 0;  // index among the attention layers (KV cache layer)

@@ -391,13 +391,16 @@ ForwardResult TargetModel::forward(const ForwardBatch& batch) {
       ctx.attn_rows.push_back({ModelInternals::blocks(*sp.state).data(), pos});
     }
 
-  // With tensor parallelism every rank's mixer and MLP run as partials, then the fixed-order all-reduce.
-  std::optional<TensorParallelStep> tp;
-  if (m.tp) tp.emplace(*m.tp, m.pool.get(), ctx);
   // Results are host tensors; on a device they are computed there and downloaded at the end.
   MemTensor x = MemTensor::empty(mem, DType::F32, {ctx.rows, H});
+  MemTensor normed = MemTensor::empty(mem, DType::F32, {ctx.rows, H});
+  // With tensor parallelism every rank's mixer and MLP run as partials, then the fixed-order all-reduce; each
+  // rank holds its own replica of the activations (rank 0's are x and normed, which the captures and the
+  // drafter beside rank 0 read).
+  std::optional<TensorParallelStep> tp;
+  if (m.tp) tp.emplace(*m.tp, m.pool.get(), ctx, x, normed);
   if (tp)
-    tp->embed(tokens, x);
+    tp->embed(tokens);
   else
     m.ops->embedding(m.parts.embed, tokens, x);
   const int64_t C = static_cast<int64_t>(batch.capture_layers.size());
@@ -413,12 +416,14 @@ ForwardResult TargetModel::forward(const ForwardBatch& batch) {
     }
   }
   const auto& layers = m.parts.layers;
-  MemTensor normed = MemTensor::empty(mem, DType::F32, {ctx.rows, H});
-  if (!layers.empty()) m.ops->rms_norm(x, layers[0].input_norm, spec.norm, spec.eps, normed);
+  if (tp)
+    tp->first_norm();
+  else if (!layers.empty())
+    m.ops->rms_norm(x, layers[0].input_norm, spec.norm, spec.eps, normed);
   for (size_t l = 0; l < layers.size(); ++l) {
     const TensorView* next_norm = l + 1 < layers.size() ? &layers[l + 1].input_norm : nullptr;
     if (tp)
-      tp->layer(l, layers[l], spec, x, normed, next_norm);
+      tp->layer(l);
     else
       layers[l].forward(ctx, x, normed, next_norm);
     for (int64_t c = 0; c < C; ++c) {
@@ -442,33 +447,22 @@ ForwardResult TargetModel::forward(const ForwardBatch& batch) {
   }
   const auto n = static_cast<int64_t>(result.logit_rows.size());
   if (n > 0) {
-    MemTensor sel = MemTensor::empty(mem, DType::F32, {n, H});
-    // The wanted rows in runs of consecutive rows, all in one copy_many (one launch on a device).
-    std::vector<CopyRegion> runs;
-    const size_t row_bytes = static_cast<size_t>(H) * 4;
-    for (int64_t i = 0; i < n; ++i) {
-      const float* src = x.as<float>() + result.logit_rows[i] * H;
-      if (!runs.empty() &&
-          static_cast<const char*>(runs.back().src) + runs.back().bytes == reinterpret_cast<const char*>(src))
-        runs.back().bytes += row_bytes;
-      else
-        runs.push_back({sel.as<float>() + i * H, src, row_bytes});
-    }
-    mem.copy_many(runs);
-    m.ops->rms_norm(sel, m.parts.final_norm, spec.norm, spec.eps, sel);
+    // The wanted rows after the final norm, times the lm_head (with tensor parallelism each rank its own rows
+    // and vocabulary columns, gathered).
+    auto head = [&](const TensorView& logits) {
+      if (tp) return tp->lm_head(result.logit_rows, logits);
+      MemTensor sel = MemTensor::empty(mem, DType::F32, {n, H});
+      copy_logit_rows(mem, x, result.logit_rows, sel);
+      m.ops->rms_norm(sel, m.parts.final_norm, spec.norm, spec.eps, sel);
+      m.ops->matmul(sel, m.parts.lm_head, logits);
+    };
     result.logits = Tensor::empty(DType::F32, {n, spec.vocab});
     if (on_host) {
-      if (tp)
-        tp->lm_head(sel, result.logits);
-      else
-        m.ops->matmul(sel, m.parts.lm_head, result.logits);
+      head(result.logits);
       reduce_logits(batch, result, *m.ops, result.logits, mem);
     } else {
       MemTensor logits = MemTensor::empty(mem, DType::F32, {n, spec.vocab});
-      if (tp)
-        tp->lm_head(sel, logits);
-      else
-        m.ops->matmul(sel, m.parts.lm_head, logits);
+      head(logits);
       reduce_logits(batch, result, *m.ops, logits, mem);
     }
   }

@@ -5,17 +5,20 @@
 
 namespace specserve {
 
-TensorParallelStep::TensorParallelStep(const TensorParallelShards& tp, const KvBlockPool* pool, const BatchContext& ctx)
+TensorParallelStep::TensorParallelStep(const TensorParallelShards& tp, const KvBlockPool* pool, const BatchContext& ctx,
+                                       const TensorView& x, const TensorView& normed)
     : tp_(tp) {
   const size_t n = tp.ranks.size();
   ctx_.assign(n, ctx);
   tables_.resize(n);
   for (size_t r = 0; r < n; ++r) {
+    const RankModel& rank = tp.ranks[r];
     BatchContext& c = ctx_[r];
-    c.spec = &tp.ranks[r].parts.spec;
-    c.kv = tp.ranks[r].kv;
-    c.ops = tp.ranks[r].ops;
-    c.mem = tp.ranks[r].mem;
+    c.spec = &rank.parts.spec;
+    c.kv = rank.kv;
+    c.ops = rank.ops;
+    c.mem = rank.mem;
+    one_memory_ = one_memory_ && rank.mem == tp.ranks[0].mem;
     c.attn_rows.clear();
     auto& tables = tables_[r];
     tables.resize(ctx.spans.size());
@@ -27,32 +30,44 @@ TensorParallelStep::TensorParallelStep(const TensorParallelShards& tp, const KvB
         c.attn_rows.push_back({tables[i].data(), full.position, full.window_start});
       }
     }
+    if (r == 0) {
+      x_.push_back(x);
+      normed_.push_back(normed);
+    } else {
+      owned_.push_back(MemTensor::empty(*rank.mem, DType::F32, x.shape));
+      x_.push_back(owned_.back().view());
+      owned_.push_back(MemTensor::empty(*rank.mem, DType::F32, normed.shape));
+      normed_.push_back(owned_.back().view());
+    }
   }
 }
 
 template <class Run>
-void TensorParallelStep::reduce_ranks(const TensorView& out, Run run) const {
-  const Memory& mem = *ctx_[0].mem;
-  const int64_t rows = out.dim(0), n = static_cast<int64_t>(ctx_.size());
-  // The partials side by side, [N, rows, cols] in rank order: a collective whose ranks share one memory sums
-  // them in place.
-  MemTensor partials = MemTensor::empty(mem, DType::F32, {n * rows, out.dim(1)});
+void TensorParallelStep::reduce_ranks(std::span<const TensorView> outs, Run run) const {
+  const int64_t rows = outs[0].dim(0), cols = outs[0].dim(1), n = static_cast<int64_t>(ctx_.size());
+  // Each rank's partial in its memory; where every rank shares one memory, side by side as [N, rows, cols] in
+  // rank order, which a one-memory collective sums in place.
+  std::vector<MemTensor> partials;
   std::vector<TensorView> views;
-  for (int64_t r = 0; r < n; ++r) {
-    views.push_back(partials.view().rows(r * rows, (r + 1) * rows));
-    run(static_cast<size_t>(r), ctx_[static_cast<size_t>(r)], views.back());
+  if (one_memory_) {
+    partials.push_back(MemTensor::empty(*ctx_[0].mem, DType::F32, {n * rows, cols}));
+    for (int64_t r = 0; r < n; ++r) views.push_back(partials[0].view().rows(r * rows, (r + 1) * rows));
+  } else {
+    for (const BatchContext& c : ctx_) {
+      partials.push_back(MemTensor::empty(*c.mem, DType::F32, {rows, cols}));
+      views.push_back(partials.back().view());
+    }
   }
-  // One replicated activation stands for every rank's copy (they are equal by construction).
-  const std::vector<TensorView> outs(ctx_.size(), out);
+  for (size_t r = 0; r < ctx_.size(); ++r) run(r, ctx_[r], views[r]);
   tp_.collective->all_reduce_sum(views, outs);
 }
 
-void TensorParallelStep::embed(std::span<const int32_t> ids, const TensorView& x) const {
-  const Memory& mem = *ctx_[0].mem;
-  const int64_t H = x.dim(1);
+void TensorParallelStep::embed(std::span<const int32_t> ids) const {
+  const int64_t H = x_[0].dim(1);
   const size_t row = static_cast<size_t>(H) * 4;
-  reduce_ranks(x, [&](size_t r, const BatchContext& c, const TensorView& part) {
+  reduce_ranks(x_, [&](size_t r, const BatchContext& c, const TensorView& part) {
     const RankModel& rank = tp_.ranks[r];
+    const Memory& mem = *c.mem;
     mem.zero(part.data, part.nbytes());
     std::vector<int32_t> local;
     std::vector<int64_t> at;
@@ -73,36 +88,60 @@ void TensorParallelStep::embed(std::span<const int32_t> ids, const TensorView& x
   });
 }
 
-void TensorParallelStep::layer(size_t l, const DecoderLayer& full, const ArchSpec& s, const TensorView& x,
-                               const TensorView& normed, const TensorView* next_norm) const {
-  const Ops& ops = *ctx_[0].ops;
-  MemTensor mixed = MemTensor::empty(*ctx_[0].mem, DType::F32, x.shape);
+void TensorParallelStep::first_norm() const {
+  for (size_t r = 0; r < ctx_.size(); ++r) {
+    const ModelParts& p = tp_.ranks[r].parts;
+    if (!p.layers.empty()) ctx_[r].ops->rms_norm(x_[r], p.layers[0].input_norm, p.spec.norm, p.spec.eps, normed_[r]);
+  }
+}
+
+void TensorParallelStep::layer(size_t l) const {
+  const size_t n = ctx_.size();
+  std::vector<MemTensor> owned;
+  std::vector<TensorView> mixed;
+  for (size_t r = 0; r < n; ++r) {
+    owned.push_back(MemTensor::empty(*ctx_[r].mem, DType::F32, x_[r].shape));
+    mixed.push_back(owned.back().view());
+  }
   reduce_ranks(mixed, [&](size_t r, BatchContext& c, const TensorView& part) {
     const DecoderLayer& rl = tp_.ranks[r].parts.layers[l];
     if (rl.type == LayerType::LinearAttention)
-      rl.deltanet.forward(c, normed, part);
+      rl.deltanet.forward(c, normed_[r], part);
     else
-      rl.attn.forward(c, normed, part);
+      rl.attn.forward(c, normed_[r], part);
   });
-  ops.add_rms_norm(x, mixed, full.post_norm, s.norm, s.eps, normed);
+  for (size_t r = 0; r < n; ++r) {
+    const ModelParts& p = tp_.ranks[r].parts;
+    ctx_[r].ops->add_rms_norm(x_[r], mixed[r], p.layers[l].post_norm, p.spec.norm, p.spec.eps, normed_[r]);
+  }
   reduce_ranks(mixed, [&](size_t r, BatchContext& c, const TensorView& part) {
-    tp_.ranks[r].parts.layers[l].mlp.forward(c, normed, part);
+    tp_.ranks[r].parts.layers[l].mlp.forward(c, normed_[r], part);
   });
-  if (next_norm != nullptr)
-    ops.add_rms_norm(x, mixed, *next_norm, s.norm, s.eps, normed);
-  else
-    ops.add(x, mixed);
+  for (size_t r = 0; r < n; ++r) {
+    const ModelParts& p = tp_.ranks[r].parts;
+    if (l + 1 < p.layers.size())
+      ctx_[r].ops->add_rms_norm(x_[r], mixed[r], p.layers[l + 1].input_norm, p.spec.norm, p.spec.eps, normed_[r]);
+    else
+      ctx_[r].ops->add(x_[r], mixed[r]);
+  }
 }
 
-void TensorParallelStep::lm_head(const TensorView& hidden, const TensorView& logits) const {
-  const Memory& mem = *ctx_[0].mem;
+void TensorParallelStep::lm_head(std::span<const int64_t> rows, const TensorView& logits) const {
+  const auto n = static_cast<int64_t>(rows.size());
   std::vector<MemTensor> parts;
   std::vector<TensorView> views;
-  for (const RankModel& rank : tp_.ranks) {
-    parts.push_back(MemTensor::empty(mem, DType::F32, {hidden.dim(0), rank.parts.spec.vocab}));
-    ctx_[0].ops->matmul(hidden, rank.parts.lm_head, parts.back());
+  for (size_t r = 0; r < ctx_.size(); ++r) {
+    const RankModel& rank = tp_.ranks[r];
+    const Memory& mem = *ctx_[r].mem;
+    MemTensor sel = MemTensor::empty(mem, DType::F32, {n, x_[r].dim(1)});
+    copy_logit_rows(mem, x_[r], rows, sel);
+    ctx_[r].ops->rms_norm(sel, rank.parts.final_norm, rank.parts.spec.norm, rank.parts.spec.eps, sel);
+    parts.push_back(MemTensor::empty(mem, DType::F32, {n, rank.parts.spec.vocab}));
+    ctx_[r].ops->matmul(sel, rank.parts.lm_head, parts.back());
     views.push_back(parts.back().view());
   }
+  // Rank 0's logits are the forward's; the others' outputs alias them (the drafter and the sampler read rank
+  // 0's).
   tp_.collective->all_gather_columns(views, std::vector<TensorView>(tp_.ranks.size(), logits));
 }
 

@@ -52,28 +52,41 @@ std::unique_ptr<TensorParallelShards> shard_model(const ModelParts& full, const 
                                                   const KvGeometry& full_kv, int deltanet_layers, const Ops& ops,
                                                   const Memory& mem);
 
-// One forward's rows seen by every rank: the rank contexts (their specs, KV geometry and block slices).
+// One forward's rows seen by every rank: the rank contexts (their specs, ops, memory, KV geometry and block
+// planes) and each rank's replica of the activations: rank 0's are the forward's x and normed [rows, hidden];
+// every other rank's are its own, in its memory. Every rank computes the replicated parts (the norms, the
+// residual adds) on its own replica, from the same inputs with the same ops, so the replicas stay
+// bit-identical; a rank reads only its own.
 class TensorParallelStep {
  public:
   // `pool` holds the ctx's sequences' blocks (null for a model without attention layers).
-  TensorParallelStep(const TensorParallelShards& tp, const KvBlockPool* pool, const BatchContext& ctx);
-  // x [rows, hidden] <- the embedding rows: each rank gathers the rows of its vocabulary, zeros elsewhere,
-  // and the all-reduce sums them.
-  void embed(std::span<const int32_t> ids, const TensorView& x) const;
-  // DecoderLayer::forward (layers.h) with each mixer and MLP run as N rank partials and an all-reduce;
-  // `full` gives the replicated norms.
-  void layer(size_t l, const DecoderLayer& full, const ArchSpec& spec, const TensorView& x, const TensorView& normed,
-             const TensorView* next_norm) const;
-  // logits [R, vocab] <- hidden · lm_headᵀ: each rank its vocabulary's columns, gathered in rank order.
-  void lm_head(const TensorView& hidden, const TensorView& logits) const;
+  TensorParallelStep(const TensorParallelShards& tp, const KvBlockPool* pool, const BatchContext& ctx,
+                     const TensorView& x, const TensorView& normed);
+  // Every rank's x <- the embedding rows: each rank gathers the rows of its vocabulary, zeros elsewhere, and
+  // the all-reduce sums them.
+  void embed(std::span<const int32_t> ids) const;
+  // Every rank's normed <- its x through the first layer's input norm.
+  void first_norm() const;
+  // DecoderLayer::forward (layers.h) on every rank's replica, with each mixer and MLP run as N rank partials
+  // and an all-reduce; each rank applies its own copy of the replicated norms.
+  void layer(size_t l) const;
+  // logits [R, vocab] <- the final norm of x's `rows`, times lm_headᵀ: each rank its own replica's rows and
+  // its vocabulary's columns, gathered in rank order.
+  void lm_head(std::span<const int64_t> rows, const TensorView& logits) const;
+  // Rank r's replica of x and normed (tests: the replicas are bit-identical).
+  const TensorView& x(size_t r) const { return x_[r]; }
+  const TensorView& normed(size_t r) const { return normed_[r]; }
 
  private:
-  // partials[r] from each rank's `run(rank, ctx, out)`, then out <- their sum.
+  // partials[r] from each rank's `run(rank, ctx, out)`, then every rank's outs[r] <- their sum.
   template <class Run>
-  void reduce_ranks(const TensorView& out, Run run) const;
+  void reduce_ranks(std::span<const TensorView> outs, Run run) const;
   const TensorParallelShards& tp_;
   mutable std::vector<BatchContext> ctx_;                // per rank (the blocks take them mutable)
   std::vector<std::vector<std::vector<void*>>> tables_;  // [rank][span]: the rank's plane of each block
+  std::vector<MemTensor> owned_;                         // ranks 1..N-1's replicas
+  std::vector<TensorView> x_, normed_;                   // per rank
+  bool one_memory_ = true;                               // every rank in one memory
 };
 
 // TargetModel::commit_many's DeltaNet part for every rank's layers, with the rank's ops and memory (its
