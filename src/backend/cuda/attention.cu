@@ -45,6 +45,7 @@
 #include <atomic>
 #include <cmath>
 
+#include "backend/cuda/device_scope.h"
 #include "backend/cuda/attention_common.cuh"
 #include "backend/cuda/attention_tile.cuh"
 #include "backend/cuda/device_math.cuh"
@@ -256,15 +257,14 @@ void launch_partial_kernel(const KvArgs& kv, const float* q, int64_t ldq, int nu
 template <int DPL, int GT, class KV>
 void configure_partial() {
   constexpr int HD = 32 * DPL;
-  static const bool configured = [] {
+  static OncePerDevice configured;
+  configured([] {
     for (const auto kernel :
          {attention_partial_kernel<DPL, GT, false, KV>, attention_partial_kernel<DPL, GT, true, KV>})
       CUDA_CHECK(
           cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                static_cast<int>(sizeof(float) * attention_smem_floats(kMaxGroup, HD, 2, sizeof(KV)))));
-    return true;
-  }();
-  (void)configured;
+  });
 }
 
 template <int DPL, int GT, class KV>

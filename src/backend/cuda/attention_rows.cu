@@ -8,6 +8,7 @@
 #include <cmath>
 #include <vector>
 
+#include "backend/cuda/device_scope.h"
 #include "backend/cuda/attention_common.cuh"
 #include "backend/cuda/attention_rows.cuh"
 #include "backend/cuda/attention_tile.cuh"
@@ -218,13 +219,12 @@ void launch_rows_w(const KvArgs& kv, const int32_t* items, int64_t n_items, cons
   constexpr int HD = 32 * DPL;
   constexpr int kKvBytes = sizeof(KV);
   const size_t smem2 = sizeof(float) * static_cast<size_t>(attention_smem_floats(kQ, HD, 2, kKvBytes));
-  static const bool configured = [smem2] {
+  static OncePerDevice configured;
+  configured([smem2] {
     for (const auto kernel :
          {attention_rows_kernel<DPL, kQ, W, false, KV>, attention_rows_kernel<DPL, kQ, W, true, KV>})
       CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(smem2)));
-    return true;
-  }();
-  (void)configured;
+  });
   static std::atomic<int64_t> wave{0};
   const bool seq = use_seq_kv(attention_rows_kernel<DPL, kQ, W, false, KV>, smem2,
                               n_items * kv.num_kv_heads * max_chunks, wave, W * 32);

@@ -67,6 +67,7 @@
 #include <cmath>
 #include <vector>
 
+#include "backend/cuda/device_scope.h"
 #include "backend/cuda/attention_common.cuh"
 #include "backend/cuda/attention_rows.cuh"
 #include "backend/cuda/attention_split_tc.h"
@@ -412,12 +413,11 @@ __global__ void __launch_bounds__(W * 32, 1)
 template <int HD, int W>
 void launch_split_w(const KvArgs& kv, const int32_t* items, int64_t n_items, int mt, const float* q, int64_t ldq,
                     int num_heads, float scale_log2, float* part, int max_chunks, cudaStream_t stream) {
-  static const bool configured = [] {
+  static OncePerDevice configured;
+  configured([] {
     CUDA_CHECK(cudaFuncSetAttribute(attention_split_tc_kernel<HD, W>, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                     split_smem_bytes<HD>(W)));
-    return true;
-  }();
-  (void)configured;
+  });
   const dim3 grid(static_cast<unsigned>(n_items * kv.num_kv_heads), static_cast<unsigned>(max_chunks));
   launch_pdl(attention_split_tc_kernel<HD, W>, grid, W * 32, static_cast<size_t>(split_smem_bytes<HD>(mt)), stream,
              kv.rows, items, kv.ptrs, geo_of(kv), q, ldq, num_heads, scale_log2, part, max_chunks, mt);
@@ -427,12 +427,11 @@ void launch_split_w(const KvArgs& kv, const int32_t* items, int64_t n_items, int
 template <int W>
 void launch_walk_w(const KvArgs& kv, const int32_t* items, int64_t n_items, int mt, const float* q, int64_t ldq,
                    int num_heads, float scale_log2, float* out, int64_t ldo, const XbOut& xb, cudaStream_t stream) {
-  static const bool configured = [] {
+  static OncePerDevice configured;
+  configured([] {
     CUDA_CHECK(cudaFuncSetAttribute(attention_walk_tc_kernel<W>, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                     walk_smem_bytes<128>(W)));
-    return true;
-  }();
-  (void)configured;
+  });
   launch_pdl(attention_walk_tc_kernel<W>, static_cast<unsigned>(n_items * kv.num_kv_heads), W * 32,
              static_cast<size_t>(walk_smem_bytes<128>(mt)), stream, kv.rows, items, kv.ptrs, geo_of(kv), q, ldq,
              num_heads, scale_log2, mt, out, ldo, kv.R, xb);

@@ -4,21 +4,15 @@
 #include <algorithm>
 
 #include "backend/cuda/cuda_check.h"
+#include "backend/cuda/device_scope.h"
 #include "core/error.h"
 
 namespace specserve::cuda {
 
-DeviceGuard::DeviceGuard(int device) {
-  CUDA_CHECK(cudaGetDevice(&previous_));
-  if (device != previous_) CUDA_CHECK(cudaSetDevice(device));
-}
-
-DeviceGuard::~DeviceGuard() { cudaSetDevice(previous_); }
-
 void CollectiveScratch::ensure(size_t need, cudaStream_t stream) {
   if (need <= bytes) return;
   const size_t grown = std::max(need, bytes * 2);
-  DeviceGuard g(device);
+  DeviceScope g(device);
   if (data != nullptr) {
     CUDA_CHECK(cudaStreamSynchronize(stream));
     CUDA_CHECK(cudaFree(data));
@@ -31,11 +25,11 @@ void CollectiveScratch::ensure(size_t need, cudaStream_t stream) {
 
 void CollectiveScratch::release() noexcept {
   if (data == nullptr) return;
-  int previous = 0;
-  cudaGetDevice(&previous);
-  cudaSetDevice(device);
-  cudaFree(data);
-  cudaSetDevice(previous);
+  try {
+    DeviceScope g(device);
+    cudaFree(data);
+  } catch (...) {  // (noexcept: a device that cannot be made current keeps its bytes until exit)
+  }
   data = nullptr;
   bytes = 0;
 }

@@ -1,6 +1,7 @@
 #pragma once
-// What the CUDA collectives share (nccl_collective.cpp, device_collective.cpp): a scope that makes a device
-// current, a grow-only scratch buffer on one device, and the checks of the views a Collective call takes.
+// What the CUDA collectives share (nccl_collective.cpp, device_collective.cpp): a grow-only scratch buffer on
+// one device, and the checks of the views a Collective call takes. (DeviceScope, device_scope.h, makes a
+// device current.)
 #include <cuda_runtime_api.h>
 
 #include <cstddef>
@@ -9,18 +10,6 @@
 #include "core/tensor.h"
 
 namespace specserve::cuda {
-
-// Makes `device` current for its scope and restores the caller's device after.
-class DeviceGuard {
- public:
-  explicit DeviceGuard(int device);
-  ~DeviceGuard();
-  DeviceGuard(const DeviceGuard&) = delete;
-  DeviceGuard& operator=(const DeviceGuard&) = delete;
-
- private:
-  int previous_ = 0;
-};
 
 // A device buffer that only grows (the old one is freed once `stream` has drained: work in flight may read
 // it). release() frees it; the owner calls it once the streams that use it have drained.

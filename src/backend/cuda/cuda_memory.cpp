@@ -10,6 +10,7 @@
 
 #include "backend/cuda/cuda_check.h"
 #include "backend/cuda/cuda_stream.h"
+#include "backend/cuda/device_scope.h"
 #include "backend/cuda/kernels.h"
 #include "backend/cuda/synthetic_fill_e4m3.h"
 #include "backend/cuda/staging.h"
@@ -49,11 +50,14 @@ size_t size_class(size_t bytes) {
   return (bytes + step - 1) / step * step;
 }
 
+// One a device (device_scope.h): its calls run with its device current, on that device's stream.
 class CudaMemory final : public Memory {
  public:
+  explicit CudaMemory(int device) : device_(device) {}
   Device device() const override { return Device::CUDA; }
 
   void* allocate(size_t bytes) const override {
+    const cuda::DeviceScope scope(device_);
     if (bytes >= kExactFrom) {
       {
         std::lock_guard lock(mutex_);
@@ -109,12 +113,14 @@ class CudaMemory final : public Memory {
   }
 
   void upload(void* dst, const void* host, size_t bytes) const override {
+    const cuda::DeviceScope scope(device_);
     if (!bytes) return;
     CUDA_CHECK(cudaMemcpyAsync(dst, host, bytes, cudaMemcpyHostToDevice, cuda::cuda_stream()));
     // The source may be pageable and reused by the caller right away.
     CUDA_CHECK(cudaStreamSynchronize(cuda::cuda_stream()));
   }
   void download(void* host, const void* src, size_t bytes) const override {
+    const cuda::DeviceScope scope(device_);
     if (!bytes) return;
     CUDA_CHECK(cudaMemcpyAsync(host, src, bytes, cudaMemcpyDeviceToHost, cuda::cuda_stream()));
     CUDA_CHECK(cudaStreamSynchronize(cuda::cuda_stream()));
@@ -124,6 +130,7 @@ class CudaMemory final : public Memory {
   // (page-locking hundreds of MiB takes tens of ms), so released blocks are kept by size class, up to
   // kPinnedCacheBytes, for the next swap-out.
   void* allocate_host(size_t bytes) const override {
+    const cuda::DeviceScope scope(device_);
     const size_t cls = size_class(std::max<size_t>(bytes, 1));
     {
       std::lock_guard lock(mutex_);
@@ -153,22 +160,26 @@ class CudaMemory final : public Memory {
     cudaFreeHost(p);
   }
   void download_many(std::span<const CopyRegion> regions) const override {
+    const cuda::DeviceScope scope(device_);
     for (const auto& r : regions)
       if (r.bytes) CUDA_CHECK(cudaMemcpyAsync(r.dst, r.src, r.bytes, cudaMemcpyDeviceToHost, cuda::cuda_stream()));
     CUDA_CHECK(cudaStreamSynchronize(cuda::cuda_stream()));
   }
   void upload_many(std::span<const CopyRegion> regions) const override {
+    const cuda::DeviceScope scope(device_);
     for (const auto& r : regions)
       if (r.bytes) CUDA_CHECK(cudaMemcpyAsync(r.dst, r.src, r.bytes, cudaMemcpyHostToDevice, cuda::cuda_stream()));
     // The host side is released by the caller right after.
     CUDA_CHECK(cudaStreamSynchronize(cuda::cuda_stream()));
   }
   void copy(void* dst, const void* src, size_t bytes) const override {
+    const cuda::DeviceScope scope(device_);
     if (!bytes) return;
     if (as_kernel(bytes)) return launch_copies({{dst, src, static_cast<int64_t>(bytes)}}, static_cast<int64_t>(bytes));
     CUDA_CHECK(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToDevice, cuda::cuda_stream()));
   }
   void copy_many(std::span<const CopyRegion> regions) const override {
+    const cuda::DeviceScope scope(device_);
     std::vector<cuda::kernels::CopyRegionDev> dev;
     int64_t max_bytes = 0;
     for (const auto& r : regions) {
@@ -181,6 +192,7 @@ class CudaMemory final : public Memory {
     launch_copies(dev, max_bytes);
   }
   void copy_2d(void* dst, size_t dpitch, const void* src, size_t spitch, size_t width, size_t height) const override {
+    const cuda::DeviceScope scope(device_);
     if (!width || !height) return;
     if (height <= 4096 && as_kernel(width * height)) {
       std::vector<cuda::kernels::CopyRegionDev> rows(height);
@@ -193,11 +205,13 @@ class CudaMemory final : public Memory {
         cudaMemcpy2DAsync(dst, dpitch, src, spitch, width, height, cudaMemcpyDeviceToDevice, cuda::cuda_stream()));
   }
   void zero(void* dst, size_t bytes) const override {
+    const cuda::DeviceScope scope(device_);
     if (!bytes) return;
     CUDA_CHECK(cudaMemsetAsync(dst, 0, bytes, cuda::cuda_stream()));
   }
 
   void fill_uniform(void* dst, DType dtype, size_t n, uint64_t seed, float lo, float hi) const override {
+    const cuda::DeviceScope scope(device_);
     SS_CHECK(dtype == DType::F32 || dtype == DType::BF16 || dtype == DType::F8_E4M3,
              "fill_uniform: f32, bf16 or f8_e4m3 only");
     if (dtype == DType::F8_E4M3)
@@ -207,6 +221,7 @@ class CudaMemory final : public Memory {
                                   cuda::cuda_stream());
   }
   size_t available_bytes() const override {
+    const cuda::DeviceScope scope(device_);
     size_t free = 0, total = 0;
     CUDA_CHECK(cudaMemGetInfo(&free, &total));
     std::lock_guard lock(mutex_);
@@ -289,6 +304,7 @@ class CudaMemory final : public Memory {
     return std::prev(it)->second;
   }
 
+  int device_;
   mutable std::mutex mutex_;
   mutable std::map<size_t, std::vector<void*>> free_;
   mutable std::map<char*, Chunk> chunks_;                    // carved chunks by base address
@@ -300,15 +316,16 @@ class CudaMemory final : public Memory {
 
 // Never destroyed: cached blocks outlive static destructors that may still release into it, and the
 // driver reclaims everything at exit.
-CudaMemory& instance() {
-  static CudaMemory* m = new CudaMemory();
-  return *m;
+CudaMemory& instance(int device) {
+  static cuda::PerDevice<CudaMemory> per;
+  return per.get(device, [](int d) { return new CudaMemory(d); });
 }
 
 }  // namespace
 
-const Memory& cuda_memory() { return instance(); }
+const Memory& cuda_memory() { return instance(cuda::current_device()); }
+const Memory& cuda_memory(int device) { return instance(device); }
 
-size_t cuda::memory_reserved_bytes() { return instance().reserved(); }
+size_t cuda::memory_reserved_bytes() { return instance(cuda::current_device()).reserved(); }
 
 }  // namespace specserve

@@ -1,5 +1,6 @@
 #pragma once
-// cuda_ops(): the Ops interface (backend/ops.h) on one CUDA device (device 0).
+// cuda_ops(): the Ops interface (backend/ops.h) on the current CUDA device (backend/cuda/device_scope.h: its
+// stream, recorder, staging and scratch; device 0 unless a DeviceScope says otherwise).
 //
 // Every TensorView passed in must point to device memory and say so (device == Device::CUDA); raw
 // pointers inside the op arguments are device pointers too: the KV blocks an AttentionRow's table

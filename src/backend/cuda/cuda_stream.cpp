@@ -1,17 +1,19 @@
 #include "backend/cuda/cuda_stream.h"
 
 #include "backend/cuda/cuda_check.h"
+#include "backend/cuda/device_scope.h"
 #include "backend/cuda/step_graphs.h"
 
 namespace specserve::cuda {
 
 cudaStream_t launch_stream() {
-  static const cudaStream_t stream = [] {
-    cudaStream_t s = nullptr;
-    CUDA_CHECK(cudaStreamCreate(&s));
+  // One stream a device (device_scope.h), created on the device's first use.
+  static PerDevice<cudaStream_t> streams;
+  return streams.get(current_device(), [](int) {
+    auto* s = new cudaStream_t(nullptr);
+    CUDA_CHECK(cudaStreamCreate(s));
     return s;
-  }();
-  return stream;
+  });
 }
 
 cudaStream_t cuda_stream() {

@@ -1,6 +1,6 @@
 #pragma once
-// The one CUDA stream every op of cuda_ops() is enqueued on (created on first use, on device 0,
-// blocking with respect to the legacy default stream). Ops are asynchronous: synchronise (or
+// The CUDA stream every op of cuda_ops() is enqueued on: the current device's (device_scope.h; created on
+// the device's first use, blocking with respect to the legacy default stream). Ops are asynchronous: synchronise (or
 // download through DeviceBuffer, which does) before reading results on the host.
 //
 // Kernel launches are recorded and enqueued in segments (step_graphs.h). cuda_stream() enqueues every

@@ -2,6 +2,7 @@
 #include "backend/cuda/device_collective.h"
 
 #include "backend/cuda/collective_scratch.h"
+#include "backend/cuda/device_scope.h"
 #include "backend/cuda/cuda_check.h"
 #include "backend/cuda/cuda_stream.h"
 #include "backend/cuda/ordered_sum.h"
@@ -20,7 +21,7 @@ void copy_matrix(const TensorView& dst, int64_t col, const TensorView& src, cuda
 
 class DeviceCollective final : public Collective {
  public:
-  explicit DeviceCollective(int ranks) : ranks_(ranks) { CUDA_CHECK(cudaGetDevice(&scratch_.device)); }
+  explicit DeviceCollective(int ranks) : ranks_(ranks) { scratch_.device = current_device(); }
   ~DeviceCollective() override {
     cudaStreamSynchronize(cuda_stream());  // sums in flight may read the scratch
     scratch_.release();

@@ -50,6 +50,7 @@
 #include <climits>
 #include <type_traits>
 
+#include "backend/cuda/device_scope.h"
 #include "backend/cuda/kernels.h"
 #include "backend/cuda/launch.cuh"
 #include "backend/cuda/matmul_fp8_gemv.cuh"
@@ -408,14 +409,13 @@ int smem_of(const Fp8Params& f) {
 // shared-memory attributes set first (once); 0 past the block's shared-memory limit.
 template <class C>
 int fp8_ctas_per_sm(int smem) {
-  static const bool configured = [] {
+  static OncePerDevice configured;
+  configured([] {
     CUDA_CHECK(
         cudaFuncSetAttribute(matmul_fp8_gemv_kernel<C>, cudaFuncAttributeMaxDynamicSharedMemorySize, kBlockSmemMax));
     CUDA_CHECK(cudaFuncSetAttribute(matmul_fp8_gemv_kernel<C>, cudaFuncAttributePreferredSharedMemoryCarveout,
                                     cudaSharedmemCarveoutMaxShared));
-    return true;
-  }();
-  (void)configured;
+  });
   if (smem > kBlockSmemMax) return 0;
   return specserve::cuda::ctas_per_sm<matmul_fp8_gemv_kernel<C>, C::kThreads>(smem);
 }

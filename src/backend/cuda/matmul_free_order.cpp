@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "backend/cuda/cuda_check.h"
+#include "backend/cuda/device_scope.h"
 #include "backend/cuda/cuda_stream.h"
 #include "backend/cuda/step_graphs.h"
 #include "core/error.h"
@@ -121,9 +122,11 @@ struct LtState {
 constexpr size_t kMaxBuckets = 1024;
 constexpr size_t kMaxRowsPerBucket = 4096;
 
+// The current device's (device_scope.h: its handle, workspace and plans); lives to the process's end (no
+// teardown order with the driver).
 LtState& lt_state() {
-  static LtState* state = new LtState;  // lives to the process's end (no teardown order with the driver)
-  return *state;
+  static PerDevice<LtState> per;
+  return per.get(current_device(), [](int) { return new LtState; });
 }
 
 std::atomic<uint64_t> g_heuristic_queries{0};

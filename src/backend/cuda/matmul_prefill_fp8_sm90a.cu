@@ -43,6 +43,7 @@
 #include <algorithm>
 #include <climits>
 
+#include "backend/cuda/device_scope.h"
 #include "backend/cuda/cuda_check.h"
 #include "backend/cuda/kernels.h"
 #include "backend/cuda/launch.cuh"
@@ -207,12 +208,11 @@ __global__ void __launch_bounds__(Fp8Gemm::kThreads, 1) matmul_prefill_fp8_kerne
 }
 
 void configure_once() {
-  static const bool configured = [] {
+  static OncePerDevice configured;
+  configured([] {
     CUDA_CHECK(cudaFuncSetAttribute(matmul_prefill_fp8_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                     Fp8Gemm::kSmemBytes));
-    return true;
-  }();
-  (void)configured;
+  });
 }
 
 bool pairs_ok(const MatmulArgs& a) { return (reinterpret_cast<uintptr_t>(a.y) & 7u) == 0 && a.ldy % 2 == 0; }

@@ -36,6 +36,7 @@
 #include <algorithm>
 #include <climits>
 
+#include "backend/cuda/device_scope.h"
 #include "backend/cuda/cuda_check.h"
 #include "backend/cuda/device_math.cuh"
 #include "backend/cuda/kernels.h"
@@ -255,12 +256,11 @@ bool prefill_matmul_fits(const MatmulArgs& a) {
 namespace {
 
 void configure_once() {
-  static const bool configured = [] {
+  static OncePerDevice configured;
+  configured([] {
     CUDA_CHECK(
         cudaFuncSetAttribute(matmul_prefill_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, Gemm::kSmemBytes));
-    return true;
-  }();
-  (void)configured;
+  });
 }
 
 // The tensor map of x's bf16 copy: the one its producer wrote (norms, swiglu, prefill attention: XbOut),

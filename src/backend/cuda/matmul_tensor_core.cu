@@ -43,6 +43,7 @@
 
 #include <climits>
 
+#include "backend/cuda/device_scope.h"
 #include "backend/cuda/cuda_check.h"
 #include "backend/cuda/kernels.h"
 #include "backend/cuda/launch.cuh"
@@ -142,13 +143,12 @@ void launch(const MatmulArgs& a, cudaStream_t stream) {
   constexpr int kMaxSmem = Layout<T>{T::kBM}.smem_bytes(2);
   static_assert(kMaxSmem <= 227 * 1024, "more shared memory than an sm_90 block may have");
   // Once per kernel: allow the largest layout (a_rows = BM) and prefer shared memory over L1.
-  static const bool configured = [] {
+  static OncePerDevice configured;
+  configured([] {
     CUDA_CHECK(cudaFuncSetAttribute(matmul_tc_kernel<T>, cudaFuncAttributeMaxDynamicSharedMemorySize, kMaxSmem));
     CUDA_CHECK(cudaFuncSetAttribute(matmul_tc_kernel<T>, cudaFuncAttributePreferredSharedMemoryCarveout,
                                     cudaSharedmemCarveoutMaxShared));
-    return true;
-  }();
-  (void)configured;
+  });
   const int64_t ldxb = xb_pitch(a.K, T::kKT);
   const uint16_t* xb = matmul_x_to_bf16(a.x, a.ldx, a.M, a.K, ldxb, stream);
   const Params p =

@@ -15,6 +15,7 @@
 #include <climits>
 #include <cstdlib>
 
+#include "backend/cuda/device_scope.h"
 #include "backend/cuda/kernels.h"
 #include "backend/cuda/launch.cuh"
 #include "backend/cuda/matmul_tensor_core_gemv.cuh"
@@ -136,14 +137,13 @@ constexpr int kBlockSmemMax = 227 * 1024;
 
 template <class G>
 void launch_gemv(const Params& p, cudaStream_t stream) {
-  static const bool configured = [] {
+  static OncePerDevice configured;
+  configured([] {
     CUDA_CHECK(
         cudaFuncSetAttribute(matmul_tc_gemv_kernel<G>, cudaFuncAttributeMaxDynamicSharedMemorySize, kBlockSmemMax));
     CUDA_CHECK(cudaFuncSetAttribute(matmul_tc_gemv_kernel<G>, cudaFuncAttributePreferredSharedMemoryCarveout,
                                     cudaSharedmemCarveoutMaxShared));
-    return true;
-  }();
-  (void)configured;
+  });
   if (p.nbn * p.nbm > INT_MAX)
     cuda_fail(cudaErrorInvalidConfiguration, "matmul: more CTAs than a grid holds", __FILE__, __LINE__);
   launch_pdl(matmul_tc_gemv_kernel<G>, static_cast<unsigned>(p.nbn * p.nbm), G::kThreads,

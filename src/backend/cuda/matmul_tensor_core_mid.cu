@@ -20,6 +20,7 @@
 
 #include <climits>
 
+#include "backend/cuda/device_scope.h"
 #include "backend/cuda/kernels.h"
 #include "backend/cuda/launch.cuh"
 #include "backend/cuda/matmul_tensor_core.cuh"
@@ -152,13 +153,12 @@ __global__ void __launch_bounds__(kMidThreads, 1) matmul_mid_kernel(const Params
 template <int MT, int S>
 void launch_mid(const Params& p, cudaStream_t stream) {
   using G = Mid<MT, S>;
-  static const bool configured = [] {
+  static OncePerDevice configured;
+  configured([] {
     CUDA_CHECK(cudaFuncSetAttribute(matmul_mid_kernel<MT, S>, cudaFuncAttributeMaxDynamicSharedMemorySize, G::kSmem));
     CUDA_CHECK(cudaFuncSetAttribute(matmul_mid_kernel<MT, S>, cudaFuncAttributePreferredSharedMemoryCarveout,
                                     cudaSharedmemCarveoutMaxShared));
-    return true;
-  }();
-  (void)configured;
+  });
   if (p.nbn > INT_MAX)
     cuda_fail(cudaErrorInvalidConfiguration, "matmul: more CTAs than a grid holds", __FILE__, __LINE__);
   launch_pdl(matmul_mid_kernel<MT, S>, static_cast<unsigned>(p.nbn), kMidThreads, static_cast<size_t>(G::kSmem), stream,

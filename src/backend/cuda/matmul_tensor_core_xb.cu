@@ -14,6 +14,7 @@
 #include <mutex>
 
 #include "backend/cuda/cuda_check.h"
+#include "backend/cuda/device_scope.h"
 #include "backend/cuda/kernels.h"
 #include "backend/cuda/matmul_tensor_core_gemv.cuh"
 #include "backend/cuda/matmul_tensor_core_ptx.cuh"
@@ -39,10 +40,11 @@ __global__ void __launch_bounds__(256)
 void* matmul_scratch(size_t bytes, cudaStream_t stream, ScratchSlot which) {
   const int slot = static_cast<int>(which);
   static std::mutex mutex;
-  static void* blocks[kScratchSlots] = {};
-  static size_t capacities[kScratchSlots] = {};
-  void*& block = blocks[slot];
-  size_t& capacity = capacities[slot];
+  static void* blocks[kMaxDevices][kScratchSlots] = {};  // the current device's (device_scope.h)
+  static size_t capacities[kMaxDevices][kScratchSlots] = {};
+  const int device = current_device();
+  void*& block = blocks[device][slot];
+  size_t& capacity = capacities[device][slot];
   std::lock_guard lock(mutex);
   if (bytes > capacity) {
     flush_launches();                           // recorded kernels may read the old block:

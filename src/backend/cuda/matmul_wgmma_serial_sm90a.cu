@@ -18,6 +18,7 @@
 
 #include <climits>
 
+#include "backend/cuda/device_scope.h"
 #include "backend/cuda/cuda_check.h"
 #include "backend/cuda/kernels.h"
 #include "backend/cuda/launch.cuh"
@@ -183,12 +184,11 @@ bool wgmma_serial_fits(const MatmulArgs& a) {
 
 void matmul_bf16_wgmma_serial(const MatmulArgs& a, const uint16_t* xb, int64_t ldxb, cudaStream_t stream) {
   static_assert(T::kSmemBytes <= 227 * 1024, "more shared memory than an sm_90 block may have");
-  static const bool configured = [] {
+  static OncePerDevice configured;
+  configured([] {
     CUDA_CHECK(
         cudaFuncSetAttribute(matmul_wgmma_serial_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, T::kSmemBytes));
-    return true;
-  }();
-  (void)configured;
+  });
   Params p = make_params<T>(a.x, a.ldx, static_cast<const uint16_t*>(a.w), a.ldw, a.y, a.ldy, a.M, a.N, a.K);
   p.xb = xb;
   p.ldxb = ldxb;

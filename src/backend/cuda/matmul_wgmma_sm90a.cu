@@ -15,6 +15,7 @@
 
 #include <climits>
 
+#include "backend/cuda/device_scope.h"
 #include "backend/cuda/cuda_check.h"
 #include "backend/cuda/kernels.h"
 #include "backend/cuda/launch.cuh"
@@ -204,14 +205,13 @@ __global__ void __launch_bounds__(T::kThreads, T::kMinBlocks) matmul_wgmma_kerne
 template <class T>
 void launch(const MatmulArgs& a, const uint16_t* xb, int64_t ldxb, cudaStream_t stream) {
   static_assert(T::kSmemBytes <= 227 * 1024, "more shared memory than an sm_90 block may have");
-  static const bool configured = [] {
+  static OncePerDevice configured;
+  configured([] {
     CUDA_CHECK(
         cudaFuncSetAttribute(matmul_wgmma_kernel<T>, cudaFuncAttributeMaxDynamicSharedMemorySize, T::kSmemBytes));
     CUDA_CHECK(cudaFuncSetAttribute(matmul_wgmma_kernel<T>, cudaFuncAttributePreferredSharedMemoryCarveout,
                                     cudaSharedmemCarveoutMaxShared));
-    return true;
-  }();
-  (void)configured;
+  });
   Params p = make_params<T>(a.x, a.ldx, static_cast<const uint16_t*>(a.w), a.ldw, a.y, a.ldy, a.M, a.N, a.K);
   p.xb = xb;
   p.ldxb = ldxb;

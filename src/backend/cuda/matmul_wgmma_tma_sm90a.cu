@@ -32,6 +32,7 @@
 #include <climits>
 #include <mutex>
 
+#include "backend/cuda/device_scope.h"
 #include "backend/cuda/cuda_check.h"
 #include "backend/cuda/kernels.h"
 #include "backend/cuda/launch.cuh"
@@ -338,12 +339,11 @@ std::atomic<uint64_t> g_launches{0};
 
 template <class T>
 void launch(const WgtParams& p, cudaStream_t stream) {
-  static const bool configured = [] {
+  static OncePerDevice configured;
+  configured([] {
     CUDA_CHECK(
         cudaFuncSetAttribute(matmul_wgmma_tma_kernel<T>, cudaFuncAttributeMaxDynamicSharedMemorySize, T::kSmemBytes));
-    return true;
-  }();
-  (void)configured;
+  });
   const int grid = std::min(p.units, sm_count());
   launch_pdl(matmul_wgmma_tma_kernel<T>, dim3(static_cast<unsigned>(grid)), T::kThreads, T::kSmemBytes, stream, p);
   CUDA_CHECK_LAUNCH();
@@ -380,9 +380,13 @@ struct FoldScratch {
 };
 FoldScratch fold_scratch(size_t floats, size_t flags, cudaStream_t stream) {
   static std::mutex mutex;
-  static float* fold = nullptr;
-  static uint32_t* flag_block = nullptr;
-  static size_t fold_cap = 0, flag_cap = 0;
+  static float* folds[kMaxDevices] = {};  // the current device's (device_scope.h)
+  static uint32_t* flag_blocks[kMaxDevices] = {};
+  static size_t fold_caps[kMaxDevices] = {}, flag_caps[kMaxDevices] = {};
+  const int device = current_device();
+  float*& fold = folds[device];
+  uint32_t*& flag_block = flag_blocks[device];
+  size_t &fold_cap = fold_caps[device], &flag_cap = flag_caps[device];
   std::lock_guard lock(mutex);
   auto grown = [](size_t bytes) {
     const size_t g = bytes + bytes / 4;

@@ -6,6 +6,7 @@
 #include <span>
 
 #include "backend/cuda/collective_scratch.h"
+#include "backend/cuda/device_scope.h"
 #include "backend/cuda/cuda_check.h"
 #include "backend/cuda/cuda_stream.h"
 #include "backend/cuda/ordered_sum.h"
@@ -26,12 +27,11 @@ class NcclCollective final : public Collective {
                ranks_[r].device);
       devices.push_back(ranks_[r].device);
     }
-    {
-      int current = 0;
-      CUDA_CHECK(cudaGetDevice(&current));
-      DeviceGuard g(current);  // ncclCommInitAll visits every device; the caller's stays current
-      comms_ = std::make_unique<nccl::NcclCommunicators>(std::move(lib), devices);
-    }
+    // ncclCommInitAll visits every device: the caller's is made current again after (current_device()'s
+    // cache still names it).
+    const int caller = current_device();
+    comms_ = std::make_unique<nccl::NcclCommunicators>(std::move(lib), devices);
+    CUDA_CHECK(cudaSetDevice(caller));
     gather_.resize(ranks_.size());
     send_.resize(ranks_.size());
     for (size_t r = 0; r < ranks_.size(); ++r) gather_[r].device = send_[r].device = ranks_[r].device;
@@ -41,7 +41,7 @@ class NcclCollective final : public Collective {
     // The gathers and sums in flight read the scratch: let every stream drain before it is freed.
     if (!comms_->aborted()) try {
         for (size_t r = 0; r < ranks_.size(); ++r) {
-          DeviceGuard g(ranks_[r].device);
+          DeviceScope g(ranks_[r].device);
           cudaStreamSynchronize(stream_of(r));
         }
       } catch (const Error&) {
@@ -73,7 +73,7 @@ class NcclCollective final : public Collective {
     });
     for (size_t r = 0; r < ranks_.size(); ++r) {
       if (aliases_earlier(outs, r)) continue;
-      DeviceGuard g(ranks_[r].device);
+      DeviceScope g(ranks_[r].device);
       kernels::ordered_sum(static_cast<const float*>(gather_[r].data), n, rows, cols, outs[r].as<float>(),
                            outs[r].strides[0], streams[r]);
     }
@@ -106,7 +106,7 @@ class NcclCollective final : public Collective {
       send_[r].ensure(static_cast<size_t>(count) * 4, streams[r]);
       send[r] = send_[r].data;
       if (p.dim(1) == 0) continue;
-      DeviceGuard g(ranks_[r].device);
+      DeviceScope g(ranks_[r].device);
       CUDA_CHECK(cudaMemcpy2DAsync(send_[r].data, static_cast<size_t>(widest) * 4, p.data,
                                    static_cast<size_t>(p.strides[0]) * 4, static_cast<size_t>(p.dim(1)) * 4,
                                    static_cast<size_t>(rows), cudaMemcpyDeviceToDevice, streams[r]));
@@ -120,7 +120,7 @@ class NcclCollective final : public Collective {
     });
     for (size_t r = 0; r < ranks_.size(); ++r) {
       if (aliases_earlier(outs, r)) continue;
-      DeviceGuard g(ranks_[r].device);
+      DeviceScope g(ranks_[r].device);
       int64_t col = 0;
       for (size_t q = 0; q < ranks_.size(); ++q) {
         const int64_t c = parts[q].dim(1);

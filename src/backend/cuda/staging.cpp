@@ -6,6 +6,7 @@
 #include <mutex>
 
 #include "backend/cuda/cuda_check.h"
+#include "backend/cuda/device_scope.h"
 #include "backend/cuda/cuda_stream.h"
 #include "backend/cuda/step_graphs.h"
 
@@ -24,8 +25,9 @@ struct Staging::Slot {
 };
 
 Staging& Staging::global() {
-  static Staging* s = new Staging();  // never destroyed: ops may run during static destruction
-  return *s;
+  // The current device's (device_scope.h); never destroyed: ops may run during static destruction.
+  static PerDevice<Staging> per;
+  return per.get(current_device(), [](int) { return new Staging(); });
 }
 
 Staging::Staging() : mutex_(new std::mutex) {

@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "backend/cuda/cuda_check.h"
+#include "backend/cuda/device_scope.h"
 #include "backend/cuda/launch_segment.h"
 #include "backend/cuda/pinned_ring.h"
 #include "core/env_registry.h"
@@ -80,9 +81,10 @@ void log_update(const KernelLaunch& l, const Segment& s, const Graph& g, size_t 
 
 class Recorder {
  public:
+  // The current device's (device_scope.h); never destroyed: ops may run during static destruction.
   static Recorder& global() {
-    static Recorder* r = new Recorder();  // never destroyed: ops may run during static destruction
-    return *r;
+    static PerDevice<Recorder> per;
+    return per.get(current_device(), [](int) { return new Recorder(); });
   }
 
   bool enabled() {

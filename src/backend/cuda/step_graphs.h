@@ -75,7 +75,8 @@ struct GraphStats {
 };
 GraphStats graph_stats();
 
-// On by default (SPECSERVE_GRAPHS, read once); tests switch it to compare both paths. Flushes first.
+// On by default (SPECSERVE_GRAPHS, read once); tests switch it to compare both paths. Flushes first. The
+// recorder, its staging and its graphs are the current device's (device_scope.h), and so is this switch.
 void set_graphs_enabled(bool on);
 bool graphs_enabled();
 

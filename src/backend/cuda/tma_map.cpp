@@ -1,9 +1,11 @@
 #include "backend/cuda/tma_map.h"
 
+#include <array>
 #include <cuda_runtime.h>
 #include <cudaTypedefs.h>
 
 #include "backend/cuda/cuda_check.h"
+#include "backend/cuda/device_scope.h"
 #include "core/error.h"
 
 namespace specserve::cuda {
@@ -25,15 +27,13 @@ PFN_cuTensorMapEncodeTiled_v12000 encode_fn() {
 // runtime binds only at a thread's first runtime call that needs one. A thread whose launches so far were
 // only recorded (step_graphs.h: enqueued at the segment's end) may not have one yet — the engine's thread
 // at its first prefill measured CUDA_ERROR_INVALID_CONTEXT (201). cudaSetDevice binds the device's primary
-// context (CUDA 12 and later), once per thread.
+// context (CUDA 12 and later), once per thread and device.
 void bind_context_once() {
-  thread_local const bool bound = [] {
-    int device = 0;
-    CUDA_CHECK(cudaGetDevice(&device));
-    CUDA_CHECK(cudaSetDevice(device));
-    return true;
-  }();
-  (void)bound;
+  thread_local std::array<bool, kMaxDevices> bound{};  // per device (device_scope.h)
+  const int device = current_device();
+  if (bound[static_cast<size_t>(device)]) return;
+  CUDA_CHECK(cudaSetDevice(device));
+  bound[static_cast<size_t>(device)] = true;
 }
 
 CUtensorMap tensor_map_2d(const void* base, CUtensorMapDataType type, int elem_bytes, int64_t rows, int64_t cols,
