@@ -20,11 +20,12 @@ bool cuda_device_present() {
 
 Backend backend_named(std::string_view name) {
   if (name == "auto") return backend_named(cuda_device_present() ? "cuda" : "cpu");
-  if (name == "cpu") return {"cpu", &cpu_ops(), &cpu_memory()};
+  if (name == "cpu") return {"cpu", &cpu_ops(), &cpu_memory(), 64, &cpu_rank_memory};
   if (name == "cuda") {
 #if SPECSERVE_HAVE_CUDA
     SS_CHECK(cuda::device_count() > 0, "--backend cuda: no usable CUDA device ({})", cuda::unavailable_reason());
-    return {"cuda", &cuda_ops(), &cuda_memory()};
+    const Memory& (*device_memory)(int) = &cuda_memory;
+    return {"cuda", &cuda_ops(), &cuda_memory(), cuda::device_count(), device_memory};
 #else
     fail("--backend cuda: this build has no CUDA backend (configure with CUDA enabled)");
 #endif

@@ -11,6 +11,11 @@ struct Backend {
   std::string_view name;  // "cpu" or "cuda"
   const Ops* ops = nullptr;
   const Memory* memory = nullptr;
+  // Where tensor-parallel ranks go (docs/DESIGN.md §6.5): `devices` places (on CUDA the GPUs; on the CPU as many
+  // host ranks as tensor parallelism takes) and the memory of place d (`memory` is place 0's). The ops run on
+  // the current device, which a MemoryDeviceScope of the place's memory sets.
+  int devices = 1;
+  const Memory& (*device_memory)(int device) = nullptr;
 };
 
 // "cpu", "cuda", or "auto" (cuda when this build has it and a device is usable, else cpu). Throws a

@@ -2,11 +2,14 @@
 #include "backend/collective.h"
 
 #include <cstring>
+#include <vector>
 
 #include "core/error.h"
 
 #if SPECSERVE_HAVE_CUDA
 #include "backend/cuda/device_collective.h"
+#include "backend/cuda/nccl_collective.h"
+#include "backend/nccl_library.h"
 #endif
 
 namespace specserve {
@@ -91,6 +94,32 @@ std::unique_ptr<Collective> one_memory_collective(const Memory& mem, int ranks) 
   if (mem.device() == Device::CUDA) return cuda::device_collective(ranks);
 #endif
   fail("tensor parallelism: this build has no collective for ranks in device memory (no CUDA backend)");
+}
+
+std::unique_ptr<Collective> placed_collective(std::span<const Memory* const> memories,
+                                              const std::string& nccl_library) {
+  SS_CHECK(!memories.empty(), "a collective needs at least one rank");
+  const int n = static_cast<int>(memories.size());
+  bool one = true, host = true;
+  for (const Memory* m : memories) {
+    one = one && m == memories[0];
+    host = host && m->device() == Device::CPU;
+  }
+  if (one) return one_memory_collective(*memories[0], n);
+  if (host) return in_process_collective(n);
+#if SPECSERVE_HAVE_CUDA
+  std::vector<cuda::NcclRank> ranks;
+  for (const Memory* m : memories) {
+    SS_CHECK(m->device() == Device::CUDA && m->device_index() >= 0,
+             "tensor parallelism: ranks placed on the host and on GPUs at once");
+    for (const cuda::NcclRank& r : ranks)
+      SS_CHECK(r.device != m->device_index(), "tensor parallelism: two ranks placed on CUDA device {}", r.device);
+    ranks.push_back({m->device_index(), nullptr});  // each device's own stream (cuda_stream.h)
+  }
+  return cuda::nccl_collective(nccl::load_nccl_library(nccl_library), std::move(ranks));
+#else
+  fail("tensor parallelism: this build has no collective for ranks in device memory (no CUDA backend)");
+#endif
 }
 
 }  // namespace specserve

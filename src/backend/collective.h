@@ -15,6 +15,7 @@
 //   c->all_reduce_sum(parts, outs);   // x = p0 + p1
 #include <memory>
 #include <span>
+#include <string>
 
 #include "backend/memory.h"
 #include "core/tensor.h"
@@ -40,5 +41,11 @@ std::unique_ptr<Collective> in_process_collective(int ranks);
 // Every rank in `mem`: the host (in_process_collective) or one GPU (cuda/device_collective.h, the one-GPU run
 // of the sharded model). The same sums in the same order either way.
 std::unique_ptr<Collective> one_memory_collective(const Memory& mem, int ranks);
+
+// The collective of ranks placed in `memories` (rank r's buffers in memories[r]): all in one memory,
+// one_memory_collective; host memories, in_process_collective; one GPU each (distinct devices), NCCL over them
+// (cuda/nccl_collective.h; libnccl.so.2 from `nccl_library`, else the loader's search: backend/nccl_library.h).
+// Throws Error for another mix, or when NCCL does not load.
+std::unique_ptr<Collective> placed_collective(std::span<const Memory* const> memories, const std::string& nccl_library);
 
 }  // namespace specserve

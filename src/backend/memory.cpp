@@ -4,6 +4,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <array>
 #include <cstdlib>
 #include <cstring>
 #include <map>
@@ -69,6 +70,18 @@ class CpuMemory final : public Memory {
 const Memory& cpu_memory() {
   static const CpuMemory* m = new CpuMemory();
   return *m;
+}
+
+const Memory& cpu_rank_memory(int rank) {
+  constexpr int kRanks = 64;
+  SS_CHECK(rank >= 0 && rank < kRanks, "host rank memory {}: at most {} ranks", rank, kRanks);
+  if (rank == 0) return cpu_memory();
+  static const std::array<const CpuMemory*, kRanks> ranks = [] {
+    std::array<const CpuMemory*, kRanks> a{};
+    for (auto& m : a) m = new CpuMemory();
+    return a;
+  }();
+  return *ranks[static_cast<size_t>(rank)];
 }
 
 void* Memory::allocate_host(size_t bytes) const {

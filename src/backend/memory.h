@@ -68,10 +68,35 @@ class Memory {
   // n elements of `dtype` (F32, BF16 or F8_E4M3) at dst set to the seeded uniform values of
   // backend/synthetic_fill.h in [lo, hi): synthetic weights made where they live (no host copy).
   virtual void fill_uniform(void* dst, DType dtype, size_t n, uint64_t seed, float lo, float hi) const = 0;
+
+  // Makes this memory's device the calling thread's current one, for work that runs on it (a tensor-parallel
+  // rank's ops: MemoryDeviceScope), and returns what leave_device needs to restore the previous one (-1:
+  // nothing changed, as on the host).
+  virtual int enter_device() const { return -1; }
+  // The device this memory is on (the CUDA ordinal), or -1 for the host.
+  virtual int device_index() const { return -1; }
+  virtual void leave_device(int previous) const noexcept { (void)previous; }
+};
+
+// A scope in which `mem`'s device is current (Memory::enter_device).
+class MemoryDeviceScope {
+ public:
+  explicit MemoryDeviceScope(const Memory& mem) : mem_(mem), previous_(mem.enter_device()) {}
+  ~MemoryDeviceScope() { mem_.leave_device(previous_); }
+  MemoryDeviceScope(const MemoryDeviceScope&) = delete;
+  MemoryDeviceScope& operator=(const MemoryDeviceScope&) = delete;
+
+ private:
+  const Memory& mem_;
+  int previous_;
 };
 
 // Host memory (64-byte aligned heap blocks, memcpy / memset).
 const Memory& cpu_memory();
+// Host memory with an identity of its own for each `rank` (rank 0: cpu_memory()): the CPU simulation of tensor
+// parallelism places each rank in its own, as it places each on its own GPU (docs/DESIGN.md §6.3), so that a
+// rank's buffers are told apart from another's. The same blocks and copies as cpu_memory(). rank < 64.
+const Memory& cpu_rank_memory(int rank);
 
 // An owning, move-only block of a Memory.
 class Buffer {

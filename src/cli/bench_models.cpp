@@ -23,7 +23,7 @@ void add_bench_model_flags(CLI::App& cmd, BenchModelFlags& f) {
   add_dtype_flag(cmd, f.dtype);
   add_kv_dtype_flag(cmd, f.kv_dtype);
   add_fp8_weights_flag(cmd, f.fp8_weights);
-  add_tensor_parallel_flag(cmd, f.tensor_parallel);
+  add_tensor_parallel_flag(cmd, f.tensor_parallel, f.nccl_library);
 }
 
 BenchModels load_bench_models(const BenchModelFlags& f, const char* who) {
@@ -38,6 +38,7 @@ BenchModels load_bench_models(const BenchModelFlags& f, const char* who) {
   lo.threads = f.threads;
   lo.backend = f.backend;
   lo.tensor_parallel = tensor_parallel_load_option(f.tensor_parallel);
+  lo.nccl_library = f.nccl_library;
   SS_CHECK(synthetic.empty() != model.empty(), "{}: give exactly one of --synthetic SHAPE or --model DIR", who);
   SS_CHECK(synthetic.empty() || drafter.draft.empty(), "--synthetic brings its own drafter shape; drop --draft");
   BenchModels m;

@@ -31,6 +31,7 @@ struct BenchModelFlags {
   std::string kv_dtype = "auto";
   std::string fp8_weights = "dequantise";
   int tensor_parallel = 1;
+  std::string nccl_library;
 };
 void add_bench_model_flags(CLI::App& cmd, BenchModelFlags& f);
 

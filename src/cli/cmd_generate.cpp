@@ -67,6 +67,7 @@ struct GenerateOptions {
   std::string fp8_weights = "dequantise";
   std::string backend = "auto";
   int tensor_parallel = 1;
+  std::string nccl_library;
   bool chat = false;
   bool json = false;
   int threads = 0;
@@ -149,6 +150,7 @@ int run_generate(GenerateOptions& o) {
   load.kv_dtype = o.kv_dtype;
   load.fp8_weights = o.fp8_weights;
   load.tensor_parallel = tensor_parallel_load_option(o.tensor_parallel);
+  load.nccl_library = o.nccl_library;
   auto model = TargetModel::load(o.model, load);
   sampling::RequestParams params = o.sampling.resolve(model_defaults(o.model, model->config()));
   SS_CHECK(params.stop.max_tokens.has_value() && *params.stop.max_tokens > 0, "--max-tokens must be given and > 0");
@@ -258,7 +260,7 @@ void register_generate(CLI::App& app, CommandRunner& run) {
   add_kv_dtype_flag(*cmd, opts->kv_dtype);
   add_fp8_weights_flag(*cmd, opts->fp8_weights);
   add_backend_flag(*cmd, opts->backend);
-  add_tensor_parallel_flag(*cmd, opts->tensor_parallel);
+  add_tensor_parallel_flag(*cmd, opts->tensor_parallel, opts->nccl_library);
   opts->sampling.add_to(*cmd);
   add_drafter_flags(*cmd, opts->drafter, DrafterScope::Generate);
   cmd->add_flag("--trace", opts->trace, "With --json: every verify step's drafts, acceptance and emitted tokens");

@@ -30,7 +30,7 @@ struct ServeArgs {
   server::ServerOptions http;
   DrafterFlags drafter;       // applied to spec before loading
   double swap_space_gib = 4;  // --swap-space-gib, to spec.engine.swap_space_bytes
-  int tensor_parallel = 1;    // --tensor-parallel, to spec.tensor_parallel
+  int tensor_parallel = 1;    // --tensor-parallel, to spec.tensor_parallel (--nccl-library straight to spec)
 };
 
 // Blocks SIGINT/SIGTERM in this thread and every thread it creates afterwards; they are then
@@ -165,7 +165,7 @@ void register_serve(CLI::App& app, CommandRunner& run) {
   add_dtype_flag(*cmd, s.dtype);
   add_kv_dtype_flag(*cmd, s.kv_dtype);
   add_fp8_weights_flag(*cmd, s.fp8_weights);
-  add_tensor_parallel_flag(*cmd, args->tensor_parallel);
+  add_tensor_parallel_flag(*cmd, args->tensor_parallel, args->spec.nccl_library);
   add_backend_flag(*cmd, s.backend);
   cmd->add_option("--max-tokens-limit", h.max_tokens_limit, "Largest max_tokens accepted (0 = the context length)");
   cmd->add_option("--default-max-tokens", h.default_max_tokens,

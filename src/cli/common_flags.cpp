@@ -35,12 +35,16 @@ CLI::Option* add_kv_dtype_flag(CLI::App& cmd, std::string& kv_dtype) {
       ->capture_default_str();
 }
 
-CLI::Option* add_tensor_parallel_flag(CLI::App& cmd, int& ranks) {
+CLI::Option* add_tensor_parallel_flag(CLI::App& cmd, int& ranks, std::string& nccl_library) {
+  cmd.add_option("--nccl-library", nccl_library,
+                 "With --tensor-parallel over several GPUs: this libnccl.so.2 (2.18 or newer) instead of the loader's "
+                 "search (LD_LIBRARY_PATH, the system's); `specserve info --nccl` says which one loads");
   return cmd
       .add_option("--tensor-parallel", ranks,
-                  "Split the target over N ranks (Megatron style, lossless: docs/DESIGN.md §6). N > 1 runs every rank "
-                  "in this process on one device: a CPU simulation (--backend cpu), or all ranks on the one GPU "
-                  "(--backend cuda; no speed-up: the placement of ranks on several GPUs is not built yet)")
+                  "Split the target over N ranks (Megatron style, lossless: docs/DESIGN.md §6), one process driving "
+                  "them: with --backend cuda rank r on GPU r where the machine has N GPUs (NCCL between them), else "
+                  "every rank on the first GPU (a check of the sharded model, slower than 1); with --backend cpu a "
+                  "simulation")
       ->check(CLI::Range(1, 64))
       ->capture_default_str();
 }

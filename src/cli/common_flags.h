@@ -26,10 +26,11 @@ CLI::Option* add_fp8_weights_flag(CLI::App& cmd, std::string& fp8_weights);
 // --no-prefix-cache and --prefix-cache-state-interval N (a multiple of 64; default 2048): the engine's
 // prefix cache (docs/DESIGN.md §5), on by default.
 void add_prefix_cache_flags(CLI::App& cmd, engine::EngineOptions& engine);
-// --tensor-parallel N (default 1): the target split over N ranks (docs/DESIGN.md §6). N > 1 runs every rank in
-// this process on one device (the CPU simulation, or all ranks on the one GPU); tensor_parallel_load_option turns the
-// flag into LoadOptions::tensor_parallel (1 stays the unsharded model).
-CLI::Option* add_tensor_parallel_flag(CLI::App& cmd, int& ranks);
+// --tensor-parallel N (default 1): the target split over N ranks (docs/DESIGN.md §6), one process driving them
+// (on CUDA rank r on GPU r where the machine has N GPUs, else all on the first; on the CPU a simulation), and
+// --nccl-library PATH (default: the loader's search for libnccl.so.2) for the ranks on several GPUs;
+// tensor_parallel_load_option turns the first into LoadOptions::tensor_parallel (1 stays the unsharded model).
+CLI::Option* add_tensor_parallel_flag(CLI::App& cmd, int& ranks, std::string& nccl_library);
 inline int tensor_parallel_load_option(int ranks) { return ranks > 1 ? ranks : 0; }
 
 }  // namespace specserve::cli

@@ -146,6 +146,10 @@ struct ModelParts {
   TensorView embed, final_norm, lm_head;
 };
 
+// Every weight view of the parts (embedding, norms, head, every layer's matrices and vectors; null ones
+// included), for uploads and relocations that rewrite them in place.
+std::vector<TensorView*> weight_views(ModelParts& p);
+
 // Shared loaders (`i` is the decoder layer index).
 AttentionBlock load_attention(WeightStore& w, const ArchSpec& spec, int i, int slot);
 DeltaNetBlock load_deltanet(WeightStore& w, const ArchSpec& spec, int i, int slot);

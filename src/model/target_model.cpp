@@ -8,6 +8,7 @@
 #include <set>
 
 #include "backend/backend.h"
+#include "core/env_registry.h"
 #include "core/error.h"
 #include "core/log.h"
 #include "core/thread_pool.h"
@@ -49,7 +50,8 @@ DType choose_dtype(const std::string& option, const ModelConfig& cfg, const Chec
   return d == DType::BF16 ? DType::BF16 : DType::F32;
 }
 
-// Every weight view of the parts.
+}  // namespace
+
 std::vector<TensorView*> weight_views(ModelParts& p) {
   std::vector<TensorView*> v{&p.embed, &p.final_norm, &p.lm_head};
   for (auto& l : p.layers)
@@ -60,6 +62,8 @@ std::vector<TensorView*> weight_views(ModelParts& p) {
               &l.deltanet.dt_bias, &l.deltanet.norm, &l.mlp.gate,          &l.mlp.up,          &l.mlp.down});
   return v;
 }
+
+namespace {
 
 // Fills result.argmax for the spans that asked (one Ops::argmax per distinct column count) and
 // brings the other spans' logits rows to the host tensor result.logits (a no-op when `logits` is it).
@@ -124,7 +128,20 @@ TargetModel::~TargetModel() = default;
 namespace {
 // The rest of a load once the weights are at hand: the family's parts, the upload to the backend's
 // memory (tensors already there stay), the KV geometry and pool.
-void build_parts(TargetModel::Impl& impl, bool upload, const std::string& kv_dtype, int tensor_parallel) {
+// Where each tensor-parallel rank runs (docs/DESIGN.md §6.5): rank r in place r of the backend (on the CPU host
+// memory of its own; on CUDA GPU r) where the backend has a place for each rank, else every rank in the
+// model's memory (the one GPU: a check of the sharded model). SPECSERVE_TP_GPUS=0 keeps them on the first GPU.
+std::vector<const Memory*> rank_placement(const Backend& b, int ranks) {
+  const bool gpus = b.memory->device() != Device::CPU;
+  if (ranks < 2 || b.device_memory == nullptr || b.devices < ranks || (gpus && !env_switch("SPECSERVE_TP_GPUS")))
+    return {};
+  std::vector<const Memory*> out;
+  for (int r = 0; r < ranks; ++r) out.push_back(&b.device_memory(r));
+  return out;
+}
+
+void build_parts(TargetModel::Impl& impl, bool upload, const std::string& kv_dtype, int tensor_parallel,
+                 const std::string& nccl_library) {
   switch (impl.cfg.family) {
     case ModelFamily::Qwen3: impl.parts = build_qwen3(impl.cfg, *impl.weights); break;
     case ModelFamily::Qwen3_5: impl.parts = build_qwen3_5(impl.cfg, *impl.weights); break;
@@ -146,19 +163,22 @@ void build_parts(TargetModel::Impl& impl, bool upload, const std::string& kv_dty
   impl.state_gdn = s.gdn;
   impl.state_layers = impl.num_deltanet;
   if (tensor_parallel > 0) {
-    // Every rank in the backend's one memory: the CPU simulation, or on CUDA every rank on the ops' GPU
-    // (docs/DESIGN.md §6.5: the per-GPU placement is not built).
-    if (impl.mem->device() != Device::CPU && tensor_parallel > 1)
+    const bool gpu = impl.mem->device() != Device::CPU;
+    const std::vector<const Memory*> placement = rank_placement(impl.backend, tensor_parallel);
+    if (gpu && tensor_parallel > 1 && placement.empty())
       SS_LOG_WARN("model",
-                  "--tensor-parallel {}: all {} ranks run on one GPU (device 0), one after another; the placement of "
-                  "ranks on several GPUs is not built yet (docs/DESIGN.md 6.5), so this checks the sharded model "
-                  "and is slower than --tensor-parallel 1",
-                  tensor_parallel, tensor_parallel);
-    impl.tp = shard_model(impl.parts, impl.cfg, tensor_parallel, impl.kv, impl.num_deltanet, *impl.ops, *impl.mem);
+                  "--tensor-parallel {}: all {} ranks run on one GPU (device 0), one after another ({} CUDA "
+                  "device(s){}), so this checks the sharded model and is slower than --tensor-parallel 1",
+                  tensor_parallel, tensor_parallel, impl.backend.devices,
+                  env_switch("SPECSERVE_TP_GPUS") ? "" : ", SPECSERVE_TP_GPUS=0");
+    impl.tp = shard_model(impl.parts, impl.cfg, tensor_parallel, impl.kv, impl.num_deltanet, *impl.ops, *impl.mem,
+                          placement, nccl_library);
     std::string plan = impl.tp->plan.describe();
     if (!plan.empty() && plan.back() == '\n') plan.pop_back();
-    SS_LOG_INFO("model", "tensor parallel over {} ranks ({}):\n{}", tensor_parallel,
-                impl.mem->device() == Device::CPU ? "the CPU simulation" : "every rank on one GPU", plan);
+    const std::string where = !gpu                ? "the CPU simulation"
+                              : placement.empty() ? "every rank on one GPU"
+                                                  : fmt::format("rank r on GPU r, {} GPUs over NCCL", tensor_parallel);
+    SS_LOG_INFO("model", "tensor parallel over {} ranks ({}):\n{}", tensor_parallel, where, plan);
     impl.kv = impl.tp->pool_kv;
     impl.state_gdn = impl.tp->ranks[0].parts.spec.gdn;
     impl.state_layers = impl.num_deltanet * tensor_parallel;
@@ -185,7 +205,7 @@ std::unique_ptr<TargetModel> TargetModel::load(const std::string& dir, const Loa
              "--fp8-weights must be keep or dequantise (got '{}')", options.fp8_weights);
     // (--dtype f32 is the exact dequantised reference: there fp8 weights are always dequantised.)
     if (impl->cfg.fp8_block128 && options.fp8_weights == "keep" && dt == DType::BF16) impl->weights->set_keep_fp8(true);
-    build_parts(*impl, !on_host, options.kv_dtype, options.tensor_parallel);
+    build_parts(*impl, !on_host, options.kv_dtype, options.tensor_parallel, options.nccl_library);
     return std::unique_ptr<TargetModel>(new TargetModel(std::move(impl)));
   });
 }
@@ -206,7 +226,7 @@ std::unique_ptr<TargetModel> TargetModel::synthetic(const ModelConfig& config, c
   // An fp8 shape (synthetic_shapes.h "-fp8") is a Qwen fp8 checkpoint loaded with --fp8-weights keep (its
   // dequantised twin is the plain shape); --dtype f32, as on a checkpoint, dequantises: plain f32 matrices.
   if (config.fp8_block128 && dt == DType::BF16) impl->weights->set_keep_fp8(true);
-  build_parts(*impl, false, options.kv_dtype, options.tensor_parallel);
+  build_parts(*impl, false, options.kv_dtype, options.tensor_parallel, options.nccl_library);
   if (impl->mem->device() != Device::CPU) {
     // The weights exist only on the device: there are no host copies for host-side helpers.
     impl->host_embed = impl->host_final_norm = impl->host_lm_head = TensorView();

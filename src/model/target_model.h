@@ -56,9 +56,13 @@ struct LoadOptions {
   std::string fp8_weights = "dequantise";
   // Tensor parallelism (`--tensor-parallel`, docs/DESIGN.md §6): 0 runs the model unsharded; N >= 1 runs the
   // sharded forward over N ranks in this process (model/tensor_parallel_shards.h; N = 1 is one rank holding
-  // everything: the unsharded bits through the sharded path): on the CPU backend the CPU simulation, on CUDA
-  // every rank on the one GPU (the placement of ranks on several GPUs is not built).
+  // everything: the unsharded bits through the sharded path): on the CPU backend the CPU simulation (each rank
+  // in host memory of its own), on CUDA rank r on GPU r where the machine has N GPUs, else every rank on the
+  // first (a check of the sharded model, not a speed-up).
   int tensor_parallel = 0;
+  // The NCCL library for ranks on several GPUs (`--nccl-library`, backend/nccl_library.h): a path to
+  // libnccl.so.2, or "" for the loader's search.
+  std::string nccl_library = "";
 };
 
 enum class SpanMode {

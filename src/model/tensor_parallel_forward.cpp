@@ -1,5 +1,6 @@
 // TensorParallelStep: one forward of the sharded target, rank by rank, with the fixed-order all-reduce after
-// every row-parallel matmul (docs/DESIGN.md §6.2–6.3).
+// every row-parallel matmul (docs/DESIGN.md §6.2–6.3). Each rank's work runs with its memory's device current
+// (MemoryDeviceScope: on CUDA its GPU's stream, recorder and allocator), so one thread issues every rank's.
 #include "core/error.h"
 #include "model/tensor_parallel_shards.h"
 
@@ -58,7 +59,10 @@ void TensorParallelStep::reduce_ranks(std::span<const TensorView> outs, Run run)
       views.push_back(partials.back().view());
     }
   }
-  for (size_t r = 0; r < ctx_.size(); ++r) run(r, ctx_[r], views[r]);
+  for (size_t r = 0; r < ctx_.size(); ++r) {
+    const MemoryDeviceScope on_device(*ctx_[r].mem);
+    run(r, ctx_[r], views[r]);
+  }
   tp_.collective->all_reduce_sum(views, outs);
 }
 
@@ -90,6 +94,7 @@ void TensorParallelStep::embed(std::span<const int32_t> ids) const {
 
 void TensorParallelStep::first_norm() const {
   for (size_t r = 0; r < ctx_.size(); ++r) {
+    const MemoryDeviceScope on_device(*ctx_[r].mem);
     const ModelParts& p = tp_.ranks[r].parts;
     if (!p.layers.empty()) ctx_[r].ops->rms_norm(x_[r], p.layers[0].input_norm, p.spec.norm, p.spec.eps, normed_[r]);
   }
@@ -111,6 +116,7 @@ void TensorParallelStep::layer(size_t l) const {
       rl.attn.forward(c, normed_[r], part);
   });
   for (size_t r = 0; r < n; ++r) {
+    const MemoryDeviceScope on_device(*ctx_[r].mem);
     const ModelParts& p = tp_.ranks[r].parts;
     ctx_[r].ops->add_rms_norm(x_[r], mixed[r], p.layers[l].post_norm, p.spec.norm, p.spec.eps, normed_[r]);
   }
@@ -118,6 +124,7 @@ void TensorParallelStep::layer(size_t l) const {
     tp_.ranks[r].parts.layers[l].mlp.forward(c, normed_[r], part);
   });
   for (size_t r = 0; r < n; ++r) {
+    const MemoryDeviceScope on_device(*ctx_[r].mem);
     const ModelParts& p = tp_.ranks[r].parts;
     if (l + 1 < p.layers.size())
       ctx_[r].ops->add_rms_norm(x_[r], mixed[r], p.layers[l + 1].input_norm, p.spec.norm, p.spec.eps, normed_[r]);
@@ -133,6 +140,7 @@ void TensorParallelStep::lm_head(std::span<const int64_t> rows, const TensorView
   for (size_t r = 0; r < ctx_.size(); ++r) {
     const RankModel& rank = tp_.ranks[r];
     const Memory& mem = *ctx_[r].mem;
+    const MemoryDeviceScope on_device(mem);
     MemTensor sel = MemTensor::empty(mem, DType::F32, {n, x_[r].dim(1)});
     copy_logit_rows(mem, x_[r], rows, sel);
     ctx_[r].ops->rms_norm(sel, rank.parts.final_norm, rank.parts.spec.norm, rank.parts.spec.eps, sel);

@@ -1,4 +1,6 @@
 // shard_model: the ranks' slices of a loaded target's weights (docs/DESIGN.md §6.1, §6.3).
+#include <map>
+
 #include "core/error.h"
 #include "model/tensor_parallel_shards.h"
 
@@ -148,16 +150,21 @@ DeltaNetBlock shard_deltanet(const DeltaNetBlock& d, const GdnDims& g, const Ran
 
 std::unique_ptr<TensorParallelShards> shard_model(const ModelParts& full, const ModelConfig& cfg, int ranks,
                                                   const KvGeometry& full_kv, int deltanet_layers, const Ops& ops,
-                                                  const Memory& mem) {
+                                                  const Memory& mem, std::span<const Memory* const> placement,
+                                                  const std::string& nccl_library) {
+  SS_CHECK(placement.empty() || static_cast<int>(placement.size()) == ranks,
+           "--tensor-parallel: {} places for {} ranks", placement.size(), ranks);
+  std::vector<const Memory*> where(static_cast<size_t>(ranks), &mem);
+  if (!placement.empty()) where.assign(placement.begin(), placement.end());
   auto tp = std::make_unique<TensorParallelShards>();
   tp->plan = plan_tensor_parallel(cfg, ranks);
-  tp->collective = one_memory_collective(mem, ranks);
-  SliceCopies copies{mem, tp->copies};
+  tp->collective = placed_collective(where, nccl_library);
   tp->deltanet_layers = deltanet_layers;
   const ArchSpec& s = full.spec;
   for (int r = 0; r < ranks; ++r) {
     const RankShare& sh = tp->plan.shares[static_cast<size_t>(r)];
     RankModel rank;
+    SliceCopies copies{mem, rank.copies};
     ArchSpec& rs = rank.parts.spec;
     rs = s;
     rs.num_heads = static_cast<int>(sh.q_heads.size());
@@ -183,7 +190,13 @@ std::unique_ptr<TensorParallelShards> shard_model(const ModelParts& full, const 
     rank.kv = KvGeometry{full_kv.num_layers, rs.num_kv_heads, full_kv.head_dim, full_kv.dtype};
     rank.vocab_begin = sh.vocab_rows.begin;
     rank.ops = &ops;
-    rank.mem = &mem;
+    rank.mem = where[static_cast<size_t>(r)];
+    // A rank on another device than the model's weights: its own copy of every tensor it reads there (host
+    // memories read each other's: their views stay).
+    if (rank.mem != &mem && rank.mem->device() != Device::CPU) {
+      rank.relocated = relocate_tensors(weight_views(rank.parts), mem, *rank.mem);
+      rank.copies.clear();
+    }
     tp->ranks.push_back(std::move(rank));
   }
   tp->pool_kv = tp->ranks[0].kv;
@@ -197,10 +210,52 @@ std::shared_ptr<KvBlockPool> TensorParallelShards::make_pool() const {
   return std::make_shared<KvBlockPool>(ranks.at(0).kv, std::move(planes));
 }
 
+Buffer relocate_tensors(std::span<TensorView* const> views, const Memory& from, const Memory& to) {
+  constexpr size_t kAlign = 256;
+  std::map<const void*, size_t> offset;  // by source address: a shared tensor once
+  size_t total = 0;
+  auto place = [&](const void* data, size_t bytes) {
+    if (offset.count(data)) return;
+    offset[data] = total;
+    total += (bytes + kAlign - 1) / kAlign * kAlign;
+  };
+  for (const TensorView* v : views) {
+    if (v->data == nullptr) continue;
+    SS_CHECK(v->is_contiguous(), "--tensor-parallel: cannot copy {} to a rank's device (not contiguous)",
+             v->describe());
+    place(v->data, v->nbytes());
+    if (v->block_scaled()) place(v->scales, v->scale_bytes());
+  }
+  require_room(to, total, "a tensor-parallel rank's weights", " (fewer ranks a GPU, or smaller weights)");
+  Buffer block(to, total);
+  std::vector<char> host;
+  std::map<const void*, bool> done;
+  auto move = [&](const void* src, size_t bytes) {
+    char* dst = static_cast<char*>(block.data()) + offset.at(src);
+    if (!done[src]) {
+      host.resize(bytes);
+      from.download(host.data(), src, bytes);
+      to.upload(dst, host.data(), bytes);
+      done[src] = true;
+    }
+    return dst;
+  };
+  for (TensorView* v : views) {
+    if (v->data == nullptr) continue;
+    const void* data = v->data;
+    const float* scales = v->scales;
+    v->data = move(data, v->nbytes());
+    v->device = to.device();
+    if (v->block_scaled()) v->scales = reinterpret_cast<const float*>(move(scales, v->scale_bytes()));
+  }
+  return block;
+}
+
 void tensor_parallel_commit(const TensorParallelShards& tp, std::span<const DeltaNetBlock::Commit> commits,
                             std::vector<Buffer>& retired) {
   std::vector<CopyRegion> copies;
   for (const RankModel& rank : tp.ranks) {
+    const MemoryDeviceScope on_device(*rank.mem);
     copies.clear();
     for (const DecoderLayer& l : rank.parts.layers)
       if (l.type == LayerType::LinearAttention)

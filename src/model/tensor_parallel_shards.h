@@ -4,8 +4,9 @@
 // DeltaNet in_proj_qkv and conv1d rows, three ranges each, and on a GPU for the column slices, which its
 // matmul kernels read contiguous); TensorParallelStep runs one forward's layers rank by rank, each rank
 // computing its partial of every row-parallel matmul, then the fixed-order all-reduce (backend/collective.h).
-// Every rank runs in this process on one backend: the CPU simulation, or the one-GPU run (every rank on the
-// ops' GPU) that per-rank devices and the NCCL collective replace.
+// Every rank runs in this process with the backend's ops, each in the memory shard_model places it in (its own
+// host memory in the CPU simulation; its GPU, or every rank on the first where there are fewer GPUs than ranks),
+// its work inside a MemoryDeviceScope of that memory.
 //
 // Per-sequence state is sharded like the weights without changing SequenceState: a KV block of the sharded
 // model is one block in each of the pool's N planes (model/kv_cache.h; rank r's slice is plane r's block, in
@@ -13,6 +14,7 @@
 // r · deltanet_layers + s, in the rank's memory).
 #include <memory>
 #include <span>
+#include <string>
 #include <vector>
 
 #include "backend/collective.h"
@@ -26,16 +28,17 @@ struct RankModel {
   ModelParts parts;  // spec with the rank's heads and widths (vocab: its rows); views of its slices
   KvGeometry kv;     // its KV heads: its plane of each block
   int64_t vocab_begin = 0;
-  // Where the rank runs: its ops and the memory of its KV plane, DeltaNet states and activations (today
-  // every rank's are the model's: the CPU, or the one GPU).
+  // Where the rank runs (shard_model's placement): its ops, which run with its memory's device current
+  // (MemoryDeviceScope), and the memory of its KV plane, DeltaNet states and activations.
   const Ops* ops = nullptr;
   const Memory* mem = nullptr;
+  std::vector<MemTensor> copies;  // its copied slices, in the model's memory (released once relocated)
+  Buffer relocated;               // its weights in its memory, where that is another device than the model's
 };
 
 struct TensorParallelShards {
   TensorParallelPlan plan;
   std::vector<RankModel> ranks;
-  std::vector<MemTensor> copies;  // the copied slices (in_proj_qkv, conv1d; on a device the column slices too)
   std::unique_ptr<Collective> collective;
   int deltanet_layers = 0;  // per rank
   KvGeometry pool_kv;       // a whole block's geometry (N rank planes): what a block costs the KV budget
@@ -46,11 +49,19 @@ struct TensorParallelShards {
 };
 
 // `full_kv` is the unsharded model's KV geometry (its dtype and attention layer count are kept). `full`'s
-// weights live in `mem`, and so do the slices that are copies, and the collective sums there; every rank runs
-// with `ops` on `mem`.
+// weights live in `mem`, and so do the slices that are copies (in_proj_qkv, conv1d; on a device the column
+// slices too). Rank r runs with `ops` in placement[r] (`mem` for every rank when empty): a rank placed on
+// another device than `mem`'s gets its weights copied there (through the host, once, at load), and the
+// collective is placed_collective's (backend/collective.h; NCCL from `nccl_library` for several GPUs).
 std::unique_ptr<TensorParallelShards> shard_model(const ModelParts& full, const ModelConfig& cfg, int ranks,
                                                   const KvGeometry& full_kv, int deltanet_layers, const Ops& ops,
-                                                  const Memory& mem);
+                                                  const Memory& mem, std::span<const Memory* const> placement = {},
+                                                  const std::string& nccl_library = "");
+
+// Copies the tensors `views` point at (in `from`) into one block of `to` and points the views there (a tensor
+// shared by several views once; null views skipped; a block-scaled matrix's scales with it): through the host,
+// so any two memories (GPUs without peer access included). The views must be contiguous.
+Buffer relocate_tensors(std::span<TensorView* const> views, const Memory& from, const Memory& to);
 
 // One forward's rows seen by every rank: the rank contexts (their specs, ops, memory, KV geometry and block
 // planes) and each rank's replica of the activations: rank 0's are the forward's x and normed [rows, hidden];

@@ -52,6 +52,7 @@ std::shared_ptr<LoadedModel> LoadedModel::load(const ServeSpec& spec, const Prog
   load.kv_dtype = spec.kv_dtype;
   load.fp8_weights = spec.fp8_weights;
   load.tensor_parallel = spec.tensor_parallel;
+  load.nccl_library = spec.nccl_library;
   m->target_ = TargetModel::load(spec.model_dir, load);
   // Kept fp8 weights (--fp8-weights keep) stream fewer bytes than their dequantised form: say so, with both.
   const size_t step_bytes = m->target_->step_weight_bytes();

@@ -29,6 +29,7 @@ struct ServeSpec {
   std::string kv_dtype = "auto";  // KV cache element type: "auto" (f32 for f32 weights, else bf16), "bf16", "f32"
   std::string fp8_weights = "dequantise";  // an fp8 checkpoint's Linear weights: "dequantise" or "keep"
   int tensor_parallel = 0;                 // LoadOptions::tensor_parallel (0: unsharded)
+  std::string nccl_library;                // LoadOptions::nccl_library (--nccl-library)
   // kv_blocks is derived here, and max_seqs when 0 (engine/memory_plan.h); swap_space_bytes is
   // --swap-space-gib.
   engine::EngineOptions engine;

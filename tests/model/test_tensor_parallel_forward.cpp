@@ -6,6 +6,8 @@
 
 #include "fp8_checkpoint_writer.h"
 #include "model/synthetic_shapes.h"
+#include "model/layers.h"
+#include "model/tensor_parallel_shards.h"
 #include "tensor_parallel_test_util.h"
 
 namespace specserve {
@@ -124,6 +126,52 @@ TEST(TensorParallelForward, KeptFp8HybridUnderTwoRanks) {
   // wrong blocks 0.23.
   expect_close(run_trace(*sharded), run_trace(*whole), 2e-2, "aligned hybrid fp8 N=2");
   expect_verify_rows_equal_decode_rows(*sharded);
+}
+
+}  // namespace
+}  // namespace specserve
+
+namespace specserve {
+namespace {
+
+// The CPU simulation places rank r in host memory of its own (cpu_rank_memory(r)), as ranks go on GPUs: each
+// rank's KV plane and DeltaNet states are in its memory, and a step through them gives the one-memory bits
+// (N = 1 is still the unsharded model's, the reductions the CPU collective's).
+TEST(TensorParallelForward, EachRanksStateIsInItsOwnMemory) {
+  auto model = TargetModel::synthetic(testing::tiny_hybrid(), {.dtype = "f32", .tensor_parallel = 2}, 11);
+  const auto pool = model->kv_pool();
+  ASSERT_NE(pool, nullptr);
+  ASSERT_EQ(pool->planes(), 2);
+  EXPECT_EQ(&pool->memory(0), &cpu_memory());
+  EXPECT_EQ(&pool->memory(1), &cpu_rank_memory(1));
+  EXPECT_NE(&cpu_rank_memory(1), &cpu_memory());
+  auto s = model->new_sequence();
+  const auto& layers = ModelInternals::deltanets(*s);
+  ASSERT_EQ(layers.size(), 6u);  // 3 DeltaNet layers a rank
+  for (size_t i = 0; i < layers.size(); ++i) EXPECT_EQ(layers[i].mem, &cpu_rank_memory(static_cast<int>(i / 3))) << i;
+}
+
+// relocate_tensors copies each distinct tensor (and a block-scaled one's scales) once into the target memory and
+// repoints every view at its copy, the bytes unchanged; it refuses a strided view.
+TEST(TensorParallelForward, RelocatedTensorsKeepTheirBytes) {
+  Tensor a = Tensor::empty(DType::F32, {4, 8}), b = Tensor::empty(DType::BF16, {2, 16});
+  for (int64_t i = 0; i < 32; ++i) a.as<float>()[i] = static_cast<float>(i) * 0.5f - 3.0f;
+  for (int64_t i = 0; i < 32; ++i) b.as<uint16_t>()[i] = static_cast<uint16_t>(0x3f80 + i);
+  TensorView va = a.view(), vb = b.view(), tied = a.view(), empty;
+  std::vector<TensorView*> views{&va, &vb, &tied, &empty};
+  const Memory& to = cpu_rank_memory(5);
+  Buffer moved = relocate_tensors(views, cpu_memory(), to);
+  EXPECT_NE(va.data, a.view().data);
+  EXPECT_EQ(va.data, tied.data);  // one copy of a tensor two views share
+  EXPECT_EQ(empty.data, nullptr);
+  EXPECT_EQ(std::memcmp(va.data, a.as<float>(), 32 * 4), 0);
+  EXPECT_EQ(std::memcmp(vb.data, b.as<uint16_t>(), 32 * 2), 0);
+  EXPECT_GE(static_cast<char*>(vb.data) - static_cast<char*>(moved.data()), 0);
+  EXPECT_LT(static_cast<char*>(vb.data) - static_cast<char*>(moved.data()), static_cast<ptrdiff_t>(moved.bytes()));
+  TensorView strided = a.view();
+  strided.shape = Shape{4, 4};  // every row's first 4 of 8 floats
+  std::vector<TensorView*> bad{&strided};
+  EXPECT_THROW(relocate_tensors(bad, cpu_memory(), to), Error);
 }
 
 }  // namespace

@@ -55,6 +55,9 @@ class CudaMemory final : public Memory {
  public:
   explicit CudaMemory(int device) : device_(device) {}
   Device device() const override { return Device::CUDA; }
+  int enter_device() const override { return cuda::make_current(device_); }
+  int device_index() const override { return device_; }
+  void leave_device(int previous) const noexcept override { cuda::restore_current(previous); }
 
   void* allocate(size_t bytes) const override {
     const cuda::DeviceScope scope(device_);

@@ -22,19 +22,24 @@ int current_device() {
   return t_device;
 }
 
-DeviceScope::DeviceScope(int device) : previous_(current_device()) {
+int make_current(int device) {
   SS_CHECK(device >= 0 && device < kMaxDevices, "CUDA device {}: this build drives devices 0 to {}", device,
            kMaxDevices - 1);
-  if (device == previous_) return;
+  const int previous = current_device();
+  if (device == previous) return -1;
   CUDA_CHECK(cudaSetDevice(device));
   t_device = device;
-  changed_ = true;
+  return previous;
 }
 
-DeviceScope::~DeviceScope() {
-  if (!changed_) return;
-  cudaSetDevice(previous_);  // (a destructor does not throw; the next CUDA call reports a failure)
-  t_device = previous_;
+void restore_current(int previous) noexcept {
+  if (previous < 0) return;
+  cudaSetDevice(previous);  // (no throw here; the next CUDA call reports a failure)
+  t_device = previous;
 }
+
+DeviceScope::DeviceScope(int device) : previous_(make_current(device)) {}
+
+DeviceScope::~DeviceScope() { restore_current(previous_); }
 
 }  // namespace specserve::cuda

@@ -21,6 +21,12 @@ inline constexpr int kMaxDevices = 16;
 // The calling thread's current device (0 .. kMaxDevices - 1).
 int current_device();
 
+// Makes `device` current and returns the previous device, or -1 when it already was (nothing to restore);
+// restore_current(previous) undoes it (a no-op for -1). DeviceScope is the scoped form; a Memory's
+// enter_device / leave_device (backend/memory.h) are these.
+int make_current(int device);
+void restore_current(int previous) noexcept;
+
 // Makes `device` current for its scope (cudaSetDevice, only when it is not already) and restores the
 // previous device after.
 class DeviceScope {
@@ -31,8 +37,7 @@ class DeviceScope {
   DeviceScope& operator=(const DeviceScope&) = delete;
 
  private:
-  int previous_ = 0;
-  bool changed_ = false;
+  int previous_ = -1;  // -1: unchanged
 };
 
 // Runs a configuration once per device, with that device current (cudaFuncSetAttribute is an attribute of

@@ -8,6 +8,7 @@
 #include "backend/cuda/collective_scratch.h"
 #include "backend/cuda/device_scope.h"
 #include "backend/cuda/cuda_check.h"
+#include "backend/cuda/cuda_device.h"
 #include "backend/cuda/cuda_stream.h"
 #include "backend/cuda/ordered_sum.h"
 #include "backend/nccl_communicators.h"
@@ -21,10 +22,10 @@ class NcclCollective final : public Collective {
  public:
   NcclCollective(std::shared_ptr<const nccl::NcclLibrary> lib, std::vector<NcclRank> ranks) : ranks_(std::move(ranks)) {
     std::vector<int> devices;
+    const int present = device_count();
     for (size_t r = 0; r < ranks_.size(); ++r) {
-      SS_CHECK(ranks_[r].stream != nullptr || ranks_[r].device == 0,
-               "NCCL rank {} on CUDA device {} needs a stream of its own (the ops' stream is on device 0)", r,
-               ranks_[r].device);
+      SS_CHECK(ranks_[r].device >= 0 && ranks_[r].device < present,
+               "NCCL rank {} on CUDA device {}: this machine has {} CUDA device(s)", r, ranks_[r].device, present);
       devices.push_back(ranks_[r].device);
     }
     // ncclCommInitAll visits every device: the caller's is made current again after (current_device()'s
@@ -135,7 +136,13 @@ class NcclCollective final : public Collective {
   }
 
  private:
-  cudaStream_t stream_of(size_t r) const { return ranks_[r].stream != nullptr ? ranks_[r].stream : cuda_stream(); }
+  // The rank's stream, or its device's ops stream (cuda_stream(), taken with the device current, so the launches
+  // recorded there so far are enqueued first).
+  cudaStream_t stream_of(size_t r) const {
+    if (ranks_[r].stream != nullptr) return ranks_[r].stream;
+    DeviceScope g(ranks_[r].device);
+    return cuda_stream();
+  }
   std::vector<cudaStream_t> current_streams() const {
     std::vector<cudaStream_t> s;
     for (size_t r = 0; r < ranks_.size(); ++r) s.push_back(stream_of(r));

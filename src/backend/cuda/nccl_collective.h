@@ -30,13 +30,13 @@ namespace specserve::cuda {
 
 struct NcclRank {
   int device = 0;
-  // The rank's stream; nullptr: cuda_stream() (the ops' stream, on device 0), taken afresh at every call so
-  // the launches recorded before it are enqueued first.
+  // The rank's stream; nullptr: its device's cuda_stream() (the ops' stream there, device_scope.h), taken
+  // afresh at every call so the launches recorded before it are enqueued first.
   cudaStream_t stream = nullptr;
 };
 
 // Creates one NCCL communicator per rank (nccl::NcclCommunicators: ncclCommInitAll, NVLink multicast off).
-// Throws Error when NCCL fails or the ranks are not distinct devices with streams.
+// Throws Error when NCCL fails or the ranks are not distinct devices.
 std::unique_ptr<Collective> nccl_collective(std::shared_ptr<const nccl::NcclLibrary> lib, std::vector<NcclRank> ranks);
 
 }  // namespace specserve::cuda
