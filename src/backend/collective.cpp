@@ -7,6 +7,7 @@
 #include "core/error.h"
 
 #if SPECSERVE_HAVE_CUDA
+#include "backend/cuda/cuda_device.h"
 #include "backend/cuda/device_collective.h"
 #include "backend/cuda/nccl_collective.h"
 #include "backend/nccl_library.h"
@@ -115,6 +116,15 @@ std::unique_ptr<Collective> placed_collective(std::span<const Memory* const> mem
     for (const cuda::NcclRank& r : ranks)
       SS_CHECK(r.device != m->device_index(), "tensor parallelism: two ranks placed on CUDA device {}", r.device);
     ranks.push_back({m->device_index(), nullptr});  // each device's own stream (cuda_stream.h)
+  }
+  // The backend reads device properties once, from the first device (backend/cuda/device_scope.h).
+  const cuda::DeviceInfo first = cuda::device_info(ranks[0].device);
+  for (const cuda::NcclRank& r : ranks) {
+    const cuda::DeviceInfo d = cuda::device_info(r.device);
+    SS_CHECK(d.name == first.name && d.sm_major == first.sm_major && d.sm_minor == first.sm_minor,
+             "tensor parallelism over GPUs of different models (device {}: {}, device {}: {}); run on GPUs of one "
+             "model (CUDA_VISIBLE_DEVICES)",
+             ranks[0].device, first.name, r.device, d.name);
   }
   return cuda::nccl_collective(nccl::load_nccl_library(nccl_library), std::move(ranks));
 #else

@@ -26,9 +26,6 @@ constexpr std::array kRegistry = {
            "(the same bits; an off-switch for debugging and A/B timing)."},
     EnvVar{"SPECSERVE_PDL", EnvType::Switch, "1",
            "CUDA: 0 turns programmatic dependent launch off (plain launches; the same bits)."},
-    EnvVar{"SPECSERVE_TP_GPUS", EnvType::Switch, "1",
-           "CUDA: 0 keeps every tensor-parallel rank on the first GPU even where the machine has one for each "
-           "(the one-GPU check of the sharded model, docs/DESIGN.md 6.5: an off-switch for the placement)."},
     EnvVar{"SPECSERVE_GRAPH_DEBUG", EnvType::Int, "0",
            "CUDA: log the first N CUDA graph node updates to stderr (which kernel, which parameter changed)."},
     EnvVar{"SPECSERVE_PROFILE_STEP", EnvType::Text, "",

@@ -4,11 +4,11 @@
 
 #include <algorithm>
 #include <cstring>
+#include <map>
 #include <optional>
 #include <set>
 
 #include "backend/backend.h"
-#include "core/env_registry.h"
 #include "core/error.h"
 #include "core/log.h"
 #include "core/thread_pool.h"
@@ -126,20 +126,19 @@ TargetModel::TargetModel(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
 TargetModel::~TargetModel() = default;
 
 namespace {
-// The rest of a load once the weights are at hand: the family's parts, the upload to the backend's
-// memory (tensors already there stay), the KV geometry and pool.
 // Where each tensor-parallel rank runs (docs/DESIGN.md §6.5): rank r in place r of the backend (on the CPU host
 // memory of its own; on CUDA GPU r) where the backend has a place for each rank, else every rank in the
-// model's memory (the one GPU: a check of the sharded model). SPECSERVE_TP_GPUS=0 keeps them on the first GPU.
+// model's memory (the one GPU: a check of the sharded model; CUDA_VISIBLE_DEVICES with one device asks for it).
 std::vector<const Memory*> rank_placement(const Backend& b, int ranks) {
-  const bool gpus = b.memory->device() != Device::CPU;
-  if (ranks < 2 || b.device_memory == nullptr || b.devices < ranks || (gpus && !env_switch("SPECSERVE_TP_GPUS")))
-    return {};
+  if (ranks < 2 || b.device_memory == nullptr || b.devices < ranks) return {};
   std::vector<const Memory*> out;
   for (int r = 0; r < ranks; ++r) out.push_back(&b.device_memory(r));
   return out;
 }
 
+// The rest of a load once the weights are at hand: the family's parts, the upload to the backend's
+// memory (tensors already there stay), the sharding and placement of tensor-parallel ranks, the KV geometry
+// and pool.
 void build_parts(TargetModel::Impl& impl, bool upload, const std::string& kv_dtype, int tensor_parallel,
                  const std::string& nccl_library) {
   switch (impl.cfg.family) {
@@ -168,9 +167,8 @@ void build_parts(TargetModel::Impl& impl, bool upload, const std::string& kv_dty
     if (gpu && tensor_parallel > 1 && placement.empty())
       SS_LOG_WARN("model",
                   "--tensor-parallel {}: all {} ranks run on one GPU (device 0), one after another ({} CUDA "
-                  "device(s){}), so this checks the sharded model and is slower than --tensor-parallel 1",
-                  tensor_parallel, tensor_parallel, impl.backend.devices,
-                  env_switch("SPECSERVE_TP_GPUS") ? "" : ", SPECSERVE_TP_GPUS=0");
+                  "device(s) visible), so this checks the sharded model and is slower than --tensor-parallel 1",
+                  tensor_parallel, tensor_parallel, impl.backend.devices);
     impl.tp = shard_model(impl.parts, impl.cfg, tensor_parallel, impl.kv, impl.num_deltanet, *impl.ops, *impl.mem,
                           placement, nccl_library);
     std::string plan = impl.tp->plan.describe();
@@ -331,15 +329,20 @@ void TargetModel::reserve(int64_t kv_blocks, int sequences) {
   if (impl_->pool) impl_->pool->reserve(kv_blocks);
   const Memory& mem = *impl_->mem;
   if (mem.device() == Device::CPU || impl_->num_deltanet == 0 || sequences <= 0) return;
-  const size_t need = static_cast<size_t>(sequences) * sequence_state_bytes();
-  require_room(mem, need, fmt::format("the DeltaNet state of {} sequences", sequences), " (lower --max-seqs)");
+  // Each memory must hold its slots' states (a rank's on its GPU under tensor parallelism; every slot in the
+  // model's memory otherwise).
+  const DeltaNetBytes b(impl_->state_gdn);
+  const auto slots_n = static_cast<size_t>(impl_->state_layers);
+  auto slot_memory = [&](size_t slot) -> const Memory& { return impl_->tp ? impl_->tp->slot_memory(slot) : mem; };
+  std::map<const Memory*, size_t> need;
+  for (size_t slot = 0; slot < slots_n; ++slot) need[&slot_memory(slot)] += static_cast<size_t>(sequences) * b.total();
+  for (const auto& [m, bytes] : need)
+    require_room(*m, bytes, fmt::format("the DeltaNet state of {} sequences", sequences), " (lower --max-seqs)");
   // Allocated and released at once: the device allocator keeps the blocks cached by size class, and
   // every sequence's state buffers later come from them.
-  const DeltaNetBytes b(impl_->state_gdn);
   std::vector<Buffer> slots;
   for (int64_t i = 0; i < int64_t{sequences} * impl_->state_layers; ++i) {
-    const auto slot = static_cast<size_t>(i % impl_->state_layers);
-    const Memory& in = impl_->tp ? impl_->tp->slot_memory(slot) : mem;  // (the same memory today: DESIGN §6.5)
+    const Memory& in = slot_memory(static_cast<size_t>(i) % slots_n);
     for (size_t bytes : {b.state, b.state, b.window, b.rows, b.rows, b.gates, b.gates}) slots.emplace_back(in, bytes);
   }
 }
