@@ -152,6 +152,7 @@ void measure_batches(TargetModel& target, const spec::DFlashDrafter* drafter, co
   r["decode"] = decode;
   if (target.tensor_parallel_ranks() > 0) {
     r["tensor_parallel"] = target.tensor_parallel_ranks();
+    r["tensor_parallel_placement"] = step_bench::placement_label(target);
     r["collective"] = step_bench::measure_collective(target, o, decode);
   }
 

@@ -10,39 +10,65 @@ namespace specserve::cli::step_bench {
 
 using nlohmann::json;
 
+std::string placement_label(const TargetModel& target) {
+  const std::vector<const Memory*> mems = target.rank_memories();
+  if (mems.empty()) return "";
+  bool one = true;
+  for (const Memory* m : mems) one = one && m == mems[0];
+  if (one) return "one memory";
+  return mems[0]->device() == Device::CPU ? "host memories of their own" : fmt::format("{} GPUs", mems.size());
+}
+
 json measure_collective(const TargetModel& target, const StepBenchOptions& o, const json& decode) {
   const Collective* c = target.collective();
   if (c == nullptr) return json::array();
-  const Memory& mem = target.forward_memory();
+  const std::vector<const Memory*> mems = target.rank_memories();
   const int n = c->ranks();
   const int64_t H = target.hidden_size(), V = target.vocab_size();
   const int reduces = 2 * target.config().num_layers + 1;
-  Buffer sync_word(mem, sizeof(float));
+  bool one_memory = true;
+  for (const Memory* m : mems) one_memory = one_memory && m == mems[0];
+  // Every rank's queued work done: a word read back from each rank's memory.
+  std::vector<Buffer> sync_words;
+  for (const Memory* m : mems) sync_words.emplace_back(*m, sizeof(float));
   auto wait = [&] {
-    float sink = 0;
-    mem.download(&sink, sync_word.data(), sizeof(sink));
+    for (size_t r = 0; r < mems.size(); ++r) {
+      float sink = 0;
+      mems[r]->download(&sink, sync_words[r].data(), sizeof(sink));
+    }
   };
   json out = json::array();
   for (const json& d : decode) {
     const int64_t b = d.at("batch").get<int64_t>();
-    // The partials side by side, as the sharded forward leaves them (model/tensor_parallel_forward.cpp).
-    MemTensor partials = MemTensor::zeros(mem, DType::F32, {n * b, H}), x = MemTensor::zeros(mem, DType::F32, {b, H});
-    std::vector<TensorView> parts;
-    for (int r = 0; r < n; ++r) parts.push_back(partials.view().rows(r * b, (r + 1) * b));
-    const std::vector<TensorView> outs(static_cast<size_t>(n), x.view());
+    // As the sharded forward leaves them (model/tensor_parallel_forward.cpp): each rank's partial in its memory
+    // (side by side where every rank shares one), the sum into each rank's replica.
+    std::vector<MemTensor> owned;
+    std::vector<TensorView> parts, outs;
+    if (one_memory) {
+      owned.push_back(MemTensor::zeros(*mems[0], DType::F32, {n * b, H}));
+      for (int r = 0; r < n; ++r) parts.push_back(owned.back().view().rows(r * b, (r + 1) * b));
+    } else {
+      for (const Memory* m : mems) {
+        owned.push_back(MemTensor::zeros(*m, DType::F32, {b, H}));
+        parts.push_back(owned.back().view());
+      }
+    }
+    for (const Memory* m : mems) {
+      owned.push_back(MemTensor::zeros(*m, DType::F32, {b, H}));
+      outs.push_back(owned.back().view());
+    }
     const double reduce_s = median_seconds(o.iterations, [&] {
       for (int i = 0; i < reduces; ++i) c->all_reduce_sum(parts, outs);
       wait();
     });
-    // The vocabulary blocks of the plan (model/tensor_parallel_plan.h): rows [V r / N, V (r + 1) / N).
-    MemTensor columns = MemTensor::zeros(mem, DType::F32, {b, V}), logits = MemTensor::zeros(mem, DType::F32, {b, V});
+    // The vocabulary blocks of the plan (model/tensor_parallel_plan.h): rows [V r / N, V (r + 1) / N), each in
+    // its rank's memory; the logits gathered into rank 0's (the forward's: the other outputs alias it).
+    MemTensor logits = MemTensor::zeros(*mems[0], DType::F32, {b, V});
     std::vector<TensorView> blocks;
     for (int r = 0; r < n; ++r) {
       const int64_t begin = V * r / n, end = V * (r + 1) / n;
-      TensorView v = columns.view();
-      v.data = columns.as<float>() + begin;
-      v.shape = Shape{b, end - begin};
-      blocks.push_back(v);
+      owned.push_back(MemTensor::zeros(*mems[static_cast<size_t>(r)], DType::F32, {b, end - begin}));
+      blocks.push_back(owned.back().view());
     }
     const std::vector<TensorView> gathered(static_cast<size_t>(n), logits.view());
     const double gather_s = median_seconds(o.iterations, [&] {

@@ -147,9 +147,9 @@ std::string context_table(const json& r) {
 std::string collective_table(const json& r) {
   if (!r.contains("collective") || r["collective"].empty()) return {};
   std::string out = fmt::format(
-      "\ntensor parallel, {} ranks in one memory: the collective alone at a decode step's shapes (all-reduces of [B, "
+      "\ntensor parallel, {} ranks in {}: the collective alone at a decode step's shapes (all-reduces of [B, "
       "hidden], one gather of [B, vocab]), its share of the decode step\n",
-      r["tensor_parallel"].get<int>());
+      r["tensor_parallel"].get<int>(), r.value("tensor_parallel_placement", std::string("one memory")));
   out += fmt::format("{:>8} {:>10} {:>13} {:>11} {:>13} {:>10} {:>8}\n", "decode B", "all-reduces", "all-reduce ms",
                      "gather ms", "collective ms", "decode ms", "share");
   for (const auto& c : r["collective"])

@@ -244,6 +244,12 @@ const Memory& TargetModel::forward_memory() const { return *impl_->mem; }
 TensorView TargetModel::embedding_table() const { return impl_->host_embed; }
 int TargetModel::tensor_parallel_ranks() const { return impl_->tp ? static_cast<int>(impl_->tp->ranks.size()) : 0; }
 const Collective* TargetModel::collective() const { return impl_->tp ? impl_->tp->collective.get() : nullptr; }
+std::vector<const Memory*> TargetModel::rank_memories() const {
+  std::vector<const Memory*> out;
+  if (impl_->tp)
+    for (const RankModel& r : impl_->tp->ranks) out.push_back(r.mem);
+  return out;
+}
 
 namespace {
 // On a device a sequence's DeltaNet buffers are sized at creation for extends of up to this many

@@ -143,6 +143,9 @@ class TargetModel {
   // (the embedding, each mixer and MLP) and gathers [rows, vocab] once.
   int tensor_parallel_ranks() const;
   const Collective* collective() const;
+  // Where each rank is placed (docs/DESIGN.md §6.5): rank r's memory, where its partials and activations live
+  // and its ops run (MemoryDeviceScope); empty when unsharded.
+  std::vector<const Memory*> rank_memories() const;
 
   std::unique_ptr<SequenceState> new_sequence() const;
 

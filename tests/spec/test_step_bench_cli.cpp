@@ -63,7 +63,9 @@ TEST(StepBenchCli, TensorParallelReportsTheCollectivesShare) {
   }
   const CliRun text = run_specserve(flags.substr(0, flags.size() - 7) + " --tensor-parallel 2");
   ASSERT_EQ(text.status, 0) << text.out;
-  EXPECT_NE(text.out.find("tensor parallel, 2 ranks in one memory"), std::string::npos) << text.out;
+  // The CPU simulation places each rank in host memory of its own (docs/DESIGN.md §6.5).
+  EXPECT_NE(text.out.find("tensor parallel, 2 ranks in host memories of their own"), std::string::npos) << text.out;
+  EXPECT_EQ(j["tensor_parallel_placement"], "host memories of their own");
   const CliRun plain = run_specserve(flags);
   ASSERT_EQ(plain.status, 0) << plain.out;
   EXPECT_FALSE(nlohmann::json::parse(plain.out).contains("collective"));
