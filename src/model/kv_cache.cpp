@@ -1,6 +1,7 @@
 #include "model/kv_cache.h"
 
 #include <algorithm>
+#include <map>
 
 #include "core/error.h"
 
@@ -26,15 +27,11 @@ void KvBlockPool::reserve(int64_t blocks) {
   const int64_t have = in_use_ + static_cast<int64_t>(free_.size());
   if (blocks <= have || plane_bytes() == 0) return;
   const auto missing = static_cast<size_t>(blocks - have);
-  // Each memory must hold its planes (several when ranks share one memory: the CPU simulation, one GPU).
-  for (size_t p = 0; p < memory_.size(); ++p) {
-    if (std::find(memory_.begin(), memory_.begin() + static_cast<std::ptrdiff_t>(p), memory_[p]) !=
-        memory_.begin() + static_cast<std::ptrdiff_t>(p))
-      continue;  // counted with its first plane
-    const auto planes = static_cast<size_t>(std::count(memory_.begin(), memory_.end(), memory_[p]));
-    require_room(*memory_[p], missing * plane_bytes() * planes, fmt::format("the KV cache of {} blocks", blocks),
-                 " (lower --kv-cache-mib or --max-seqs)");
-  }
+  // Each memory must hold its planes (several when ranks share one memory: one GPU).
+  std::map<const Memory*, size_t> need;
+  for (const Memory* m : memory_) need[m] += missing * plane_bytes();
+  for (const auto& [m, bytes] : need)
+    require_room(*m, bytes, fmt::format("the KV cache of {} blocks", blocks), " (lower --kv-cache-mib or --max-seqs)");
   add_slab(missing);
 }
 

@@ -39,6 +39,21 @@ struct CopiesByMemory {
     it->second.push_back(c);
   }
 };
+
+// The copies between `blocks`, plane by plane, and the image's next regions (to the image when
+// `out`).
+void add_block_copies(const KvBlockPool& pool, std::span<void* const> blocks, SwapImage& image, bool out,
+                      CopiesByMemory& copies) {
+  std::vector<void*> plane;
+  const size_t bytes = pool.plane_bytes();
+  for (int p = 0; p < pool.planes(); ++p) {
+    pool.plane_blocks(p, blocks, plane);
+    for (void* b : plane) {
+      void* region = image.next(bytes);
+      copies.add(pool.memory(p), out ? CopyRegion{region, b, bytes} : CopyRegion{b, region, bytes});
+    }
+  }
+}
 }  // namespace
 
 // The image's regions, in order: the blocks of plane 0, of plane 1, …, then each DeltaNet slot's state and
@@ -59,14 +74,7 @@ void SequenceState::swap_out() {
   CopiesByMemory copies;
   const auto keep = static_cast<size_t>(blocks_covering(length_));
   SS_CHECK(keep <= blocks_.size(), "swap-out: {} blocks for {} positions but {} held", keep, length_, blocks_.size());
-  if (pool_) {
-    std::vector<void*> plane;
-    const size_t bytes = pool_->plane_bytes();
-    for (int p = 0; p < pool_->planes(); ++p) {
-      pool_->plane_blocks(p, std::span(blocks_).first(keep), plane);
-      for (void* b : plane) copies.add(pool_->memory(p), {image.next(bytes), b, bytes});
-    }
-  }
+  if (pool_) add_block_copies(*pool_, std::span(blocks_).first(keep), image, true, copies);
   deltanet_sizes_.clear();
   for (const auto& l : deltanet_) {
     copies.add(*l.mem, {image.next(l.state.bytes()), l.state.data(), l.state.bytes()});
@@ -105,12 +113,7 @@ void SequenceState::swap_in() {
   if (pool_) {
     ensure_blocks(length_);
     const auto keep = static_cast<size_t>(blocks_covering(length_));
-    std::vector<void*> plane;
-    const size_t bytes = pool_->plane_bytes();
-    for (int p = 0; p < pool_->planes(); ++p) {
-      pool_->plane_blocks(p, std::span(blocks_).first(keep), plane);
-      for (void* b : plane) copies.add(pool_->memory(p), {b, image_.next(bytes), bytes});
-    }
+    add_block_copies(*pool_, std::span(blocks_).first(keep), image_, false, copies);
   }
   for (size_t i = 0; i < deltanet_.size(); ++i) {
     auto& l = deltanet_[i];

@@ -43,6 +43,14 @@ TensorParallelStep::TensorParallelStep(const TensorParallelShards& tp, const KvB
   }
 }
 
+template <class Fn>
+void TensorParallelStep::on_each_rank(Fn fn) const {
+  for (size_t r = 0; r < ctx_.size(); ++r) {
+    const MemoryDeviceScope on_device(*ctx_[r].mem);
+    fn(r);
+  }
+}
+
 template <class Run>
 void TensorParallelStep::reduce_ranks(std::span<const TensorView> outs, Run run) const {
   const int64_t rows = outs[0].dim(0), cols = outs[0].dim(1), n = static_cast<int64_t>(ctx_.size());
@@ -59,10 +67,7 @@ void TensorParallelStep::reduce_ranks(std::span<const TensorView> outs, Run run)
       views.push_back(partials.back().view());
     }
   }
-  for (size_t r = 0; r < ctx_.size(); ++r) {
-    const MemoryDeviceScope on_device(*ctx_[r].mem);
-    run(r, ctx_[r], views[r]);
-  }
+  on_each_rank([&](size_t r) { run(r, ctx_[r], views[r]); });
   tp_.collective->all_reduce_sum(views, outs);
 }
 
@@ -93,11 +98,10 @@ void TensorParallelStep::embed(std::span<const int32_t> ids) const {
 }
 
 void TensorParallelStep::first_norm() const {
-  for (size_t r = 0; r < ctx_.size(); ++r) {
-    const MemoryDeviceScope on_device(*ctx_[r].mem);
+  on_each_rank([&](size_t r) {
     const ModelParts& p = tp_.ranks[r].parts;
     if (!p.layers.empty()) ctx_[r].ops->rms_norm(x_[r], p.layers[0].input_norm, p.spec.norm, p.spec.eps, normed_[r]);
-  }
+  });
 }
 
 void TensorParallelStep::layer(size_t l) const {
@@ -115,39 +119,36 @@ void TensorParallelStep::layer(size_t l) const {
     else
       rl.attn.forward(c, normed_[r], part);
   });
-  for (size_t r = 0; r < n; ++r) {
-    const MemoryDeviceScope on_device(*ctx_[r].mem);
+  on_each_rank([&](size_t r) {
     const ModelParts& p = tp_.ranks[r].parts;
     ctx_[r].ops->add_rms_norm(x_[r], mixed[r], p.layers[l].post_norm, p.spec.norm, p.spec.eps, normed_[r]);
-  }
+  });
   reduce_ranks(mixed, [&](size_t r, BatchContext& c, const TensorView& part) {
     tp_.ranks[r].parts.layers[l].mlp.forward(c, normed_[r], part);
   });
-  for (size_t r = 0; r < n; ++r) {
-    const MemoryDeviceScope on_device(*ctx_[r].mem);
+  on_each_rank([&](size_t r) {
     const ModelParts& p = tp_.ranks[r].parts;
     if (l + 1 < p.layers.size())
       ctx_[r].ops->add_rms_norm(x_[r], mixed[r], p.layers[l + 1].input_norm, p.spec.norm, p.spec.eps, normed_[r]);
     else
       ctx_[r].ops->add(x_[r], mixed[r]);
-  }
+  });
 }
 
 void TensorParallelStep::lm_head(std::span<const int64_t> rows, const TensorView& logits) const {
   const auto n = static_cast<int64_t>(rows.size());
   std::vector<MemTensor> parts;
   std::vector<TensorView> views;
-  for (size_t r = 0; r < ctx_.size(); ++r) {
+  on_each_rank([&](size_t r) {
     const RankModel& rank = tp_.ranks[r];
     const Memory& mem = *ctx_[r].mem;
-    const MemoryDeviceScope on_device(mem);
     MemTensor sel = MemTensor::empty(mem, DType::F32, {n, x_[r].dim(1)});
     copy_logit_rows(mem, x_[r], rows, sel);
     ctx_[r].ops->rms_norm(sel, rank.parts.final_norm, rank.parts.spec.norm, rank.parts.spec.eps, sel);
     parts.push_back(MemTensor::empty(mem, DType::F32, {n, rank.parts.spec.vocab}));
     ctx_[r].ops->matmul(sel, rank.parts.lm_head, parts.back());
     views.push_back(parts.back().view());
-  }
+  });
   // Rank 0's logits are the forward's; the others' outputs alias them (the drafter and the sampler read rank
   // 0's).
   tp_.collective->all_gather_columns(views, std::vector<TensorView>(tp_.ranks.size(), logits));

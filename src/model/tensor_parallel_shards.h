@@ -92,6 +92,9 @@ class TensorParallelStep {
   // partials[r] from each rank's `run(rank, ctx, out)`, then every rank's outs[r] <- their sum.
   template <class Run>
   void reduce_ranks(std::span<const TensorView> outs, Run run) const;
+  // fn(r) for each rank in order, with its memory's device current.
+  template <class Fn>
+  void on_each_rank(Fn fn) const;
   const TensorParallelShards& tp_;
   mutable std::vector<BatchContext> ctx_;                // per rank (the blocks take them mutable)
   std::vector<std::vector<std::vector<void*>>> tables_;  // [rank][span]: the rank's plane of each block
