@@ -51,11 +51,13 @@ CLI::Option* add_tensor_parallel_flag(CLI::App& cmd, int& ranks, std::string& nc
 
 CLI::Option* add_fp8_weights_flag(CLI::App& cmd, std::string& fp8_weights) {
   return cmd
-      .add_option("--fp8-weights", fp8_weights,
-                  "An fp8 block-128 checkpoint's Linear weights: dequantise (bf16 or f32 copies made at load) or keep "
-                  "(they stay e4m3 with their scales, half the bytes, with the bits of the bf16 dequantisation; "
-                  "--dtype f32 always dequantises). keep halves the weights' memory and is faster for one sequence "
-                  "and in prefill; dequantise (the default) is faster from 4 sequences on (docs/MODELS.md 6.1)")
+      .add_option(
+          "--fp8-weights", fp8_weights,
+          "An fp8 block-128 checkpoint's Linear weights: dequantise (bf16 or f32 copies made at load) or keep "
+          "(they stay e4m3 with their scales, half the bytes, with the bits of the bf16 dequantisation; "
+          "--dtype f32 always dequantises). keep halves the weights' memory and is faster for plain decoding of up "
+          "to 16 sequences and in prefill; dequantise (the default) is faster for verifies of more than 32 rows, "
+          "i.e. speculative serving (docs/MODELS.md 6.1)")
       ->check(CLI::IsMember({"keep", "dequantise"}))
       ->capture_default_str();
 }
