@@ -62,6 +62,16 @@ CLI::Option* add_fp8_weights_flag(CLI::App& cmd, std::string& fp8_weights) {
       ->capture_default_str();
 }
 
+void add_prefill_hold_flag(CLI::App& cmd, engine::EngineOptions& engine) {
+  cmd.add_option("--prefill-hold-steps", engine.prefill_hold_steps,
+                 "While sequences decode, hold prompts whose chunks come to fewer than 256 rows up to N steps when "
+                 "the recent arrivals predict another prompt in that time, so that several prefill in one run (each "
+                 "run streams the weights once): more throughput under staggered arrivals, up to N steps more time to "
+                 "the first token. 0 = off (every chunk runs at the first step with room). Outputs never change")
+      ->check(CLI::Range(0, 1024))
+      ->capture_default_str();
+}
+
 void add_prefix_cache_flags(CLI::App& cmd, engine::EngineOptions& engine) {
   cmd.add_flag_callback(
       "--no-prefix-cache", [&engine] { engine.prefix_cache = false; },

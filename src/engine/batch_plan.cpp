@@ -12,7 +12,25 @@ int64_t prefill_chunk_end(const SeqPlanInput& q, int64_t chunk) {
   return end;
 }
 
-std::vector<PlannedSpan> plan_step(std::span<const SeqPlanInput> seqs, const EngineOptions& o) {
+bool hold_prefill(std::span<const SeqPlanInput> seqs, std::span<const PlannedSpan> plan, int hold_steps,
+                  double arrivals) {
+  if (hold_steps <= 0) return false;
+  bool decoding = false;
+  int64_t rows = 0, waited = 0;
+  for (const PlannedSpan& s : plan) {
+    if (s.kind == SpanKind::Decode) {
+      decoding = true;
+      continue;
+    }
+    rows += s.rows;
+    waited = std::max(waited, seqs[s.seq].waited);
+  }
+  if (!decoding || rows == 0 || rows >= kPrefillHoldRows || waited >= hold_steps) return false;
+  return arrivals * static_cast<double>(hold_steps - waited) >= 1.0;
+}
+
+std::vector<PlannedSpan> plan_step(std::span<const SeqPlanInput> seqs, const EngineOptions& o, double arrivals,
+                                   bool* held) {
   std::vector<PlannedSpan> plan;
   int64_t rows = 0;
   for (size_t i = 0; i < seqs.size(); ++i) {
@@ -40,6 +58,9 @@ std::vector<PlannedSpan> plan_step(std::span<const SeqPlanInput> seqs, const Eng
     rows += len;
     plan.push_back(s);
   }
+  const bool hold = hold_prefill(seqs, plan, o.prefill_hold_steps, arrivals);
+  if (hold) std::erase_if(plan, [](const PlannedSpan& s) { return s.kind == SpanKind::PrefillChunk; });
+  if (held) *held = hold;
   return plan;
 }
 

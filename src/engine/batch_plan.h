@@ -30,6 +30,7 @@ struct SeqPlanInput {
   int64_t stop_interval = 0;  // chunks also end at its multiples (0: none)
   int64_t last_stop = 0;      // ... and here (0: nowhere): the prompt's last 64-grid point, from 256 on
   int64_t branch_stop = 0;    // ... and here (0: nowhere): where its prompt leaves the cached blocks
+  int64_t waited = 0;         // prefilling: consecutive steps it had a chunk to run and got none
 };
 
 // Where the prefill chunk of `q` starting at q.prefilled ends (see above), for chunk length `chunk`.
@@ -45,6 +46,20 @@ struct PlannedSpan {
   int64_t rows = 0;
 };
 
-std::vector<PlannedSpan> plan_step(std::span<const SeqPlanInput> seqs, const EngineOptions& options);
+// The prefill hold (EngineOptions::prefill_hold_steps). A prefill run streams every weight once, like a decode
+// step: below about the device's FLOPs per byte of bandwidth in rows (~150 for bf16 on an H200) its time is that
+// pass, whatever its rows, so a step that holds a short prompt's chunk next to decode rows pays a second weight
+// pass for it. With `hold_steps` > 0 a step that has decode rows plans no prefill chunk while (1) the chunks it
+// would plan come to fewer than kPrefillHoldRows rows, (2) none of their sequences has waited hold_steps steps,
+// and (3) `arrivals` (prompts admitted a step, smoothed) × the steps the longest-waiting of them has left is at
+// least one: another prompt is expected to join before the hold runs out. A step without decode rows never
+// holds (its prefill pass is the step). Chunks are held whole, so their boundaries and bits do not change.
+inline constexpr int64_t kPrefillHoldRows = 256;
+bool hold_prefill(std::span<const SeqPlanInput> seqs, std::span<const PlannedSpan> plan, int hold_steps,
+                  double arrivals);
+
+// The step's spans; with hold_prefill true for them, without its prefill chunks (*held then set, if given).
+std::vector<PlannedSpan> plan_step(std::span<const SeqPlanInput> seqs, const EngineOptions& options,
+                                   double arrivals = 0, bool* held = nullptr);
 
 }  // namespace specserve::engine

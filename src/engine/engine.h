@@ -68,7 +68,11 @@ class Engine {
   void step();
   struct SpanResult;
   bool schedule_sequences();
-  std::vector<PlannedSpan> plan_rows() const;
+  std::vector<PlannedSpan> plan_rows(bool* held = nullptr) const;  // held: the prefill hold kept chunks back
+  // The prefill hold's bookkeeping (engine/batch_plan.h: hold_prefill): each prefilling sequence's wait after the
+  // step's plan, and the smoothed admissions a step.
+  void note_prefill_waits(std::span<const PlannedSpan> plan);
+  void note_admissions(int64_t admitted);
   // Preemption by swap (engine/swap.cpp): the plan of a step whose blocks fit the budget, swapping out
   // the newest running sequences until they do; swapped-out sequences back in when they fit.
   std::vector<PlannedSpan> plan_with_blocks();
@@ -144,7 +148,10 @@ class Engine {
   };
   StepPrediction step_prediction_;
   bool step_had_prefill_ = false;  // the current step's plan has a prefill chunk
-  StepTrace step_trace_;           // SPECSERVE_STEP_TRACE (a debugging aid)
+  // Prompts admitted a step, smoothed over about the last kArrivalSteps steps (the prefill hold's rate).
+  static constexpr double kArrivalSteps = 16;
+  double arrivals_ = 0;
+  StepTrace step_trace_;  // SPECSERVE_STEP_TRACE (a debugging aid)
   // hand_over_context's and propose_drafts' lists, kept from step to step (their storage reused).
   std::vector<DraftProposer::ContextRows> context_rows_;
   std::vector<Sequence*> decoding_;

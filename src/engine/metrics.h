@@ -56,7 +56,8 @@ struct EngineMetrics {
 
   // Engine steps.
   std::atomic<uint64_t> steps{0};
-  std::atomic<uint64_t> step_rows{0};  // sum of forward rows over steps
+  std::atomic<uint64_t> step_rows{0};           // sum of forward rows over steps
+  std::atomic<uint64_t> prefill_held_steps{0};  // steps whose short prefill chunks the prefill hold kept back
   std::atomic<int64_t> kv_blocks_used{0};
   std::atomic<int64_t> kv_blocks_total{0};
 

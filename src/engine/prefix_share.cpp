@@ -35,6 +35,7 @@ SeqPlanInput Engine::plan_input(int64_t prompt_len, int64_t prefilled, int draft
 SeqPlanInput Engine::plan_input(const Sequence& s) const {
   SeqPlanInput in = plan_input(s.prompt_len(), s.prefilled(), static_cast<int>(s.drafts.size()));
   if (snapshot_blocks_ > 0) in.branch_stop = s.branch_stop;
+  in.waited = s.prefill_waited;
   return in;
 }
 

@@ -67,6 +67,8 @@ class Sequence {
   // where its DeltaNet state is kept, so that the next prompt sharing that prefix resumes there
   // (docs/DESIGN.md §5.3).
   int64_t branch_stop = 0;
+  // Steps in a row it had a prefill chunk to run and got none (the prefill hold, engine/batch_plan.h).
+  int64_t prefill_waited = 0;
 
   // Generated tokens not yet in the output (remaining max_tokens budget).
   int64_t remaining_tokens() const;

@@ -6,7 +6,8 @@
 //                                            admitted while what they need now fits the KV budget
 //                                            (FCFS, engine/kv_budget.h), finished ones retired
 //   2. rows planned      plan_with_blocks    decode / verify rows of every decoding sequence, then
-//                                            prefill chunks oldest first within the row budget
+//                                            prefill chunks oldest first within the row budget, unless
+//                                            the prefill hold keeps short ones for a later step
 //                                            (engine/batch_plan.h); while their KV blocks do not fit,
 //                                            the newest running sequence is swapped out (engine/swap.h)
 //   3. rows laid out     lay_out_rows        prefill chunks, decode rows [pending], verify rows
@@ -52,6 +53,7 @@ void Engine::step() {
   if (!schedule_sequences()) return;  // 1
   step_trace_.mark(1);
   const std::vector<PlannedSpan> plan = plan_with_blocks();  // 2
+  note_prefill_waits(plan);
   if (plan.empty()) return;
   step_trace_.mark(2);
   step_had_prefill_ =
@@ -83,16 +85,31 @@ bool Engine::schedule_sequences() {
   reap_cancelled();
   retire_finished();
   resume_swapped();
+  const size_t before = running_.size();
   admit();
+  note_admissions(static_cast<int64_t>(running_.size() - before));
   return !running_.empty();
 }
 
 // 2.
-std::vector<PlannedSpan> Engine::plan_rows() const {
+std::vector<PlannedSpan> Engine::plan_rows(bool* held) const {
   std::vector<SeqPlanInput> in;
   in.reserve(running_.size());
   for (const auto& s : running_) in.push_back(plan_input(*s));
-  return plan_step(in, options_);
+  return plan_step(in, options_, arrivals_, held);
+}
+
+void Engine::note_prefill_waits(std::span<const PlannedSpan> plan) {
+  std::vector<bool> planned(running_.size(), false);
+  for (const PlannedSpan& p : plan) planned[p.seq] = true;
+  for (size_t i = 0; i < running_.size(); ++i) {
+    Sequence& s = *running_[i];
+    s.prefill_waited = s.prefilling() && !planned[i] ? s.prefill_waited + 1 : 0;
+  }
+}
+
+void Engine::note_admissions(int64_t admitted) {
+  arrivals_ += (static_cast<double>(admitted) - arrivals_) / kArrivalSteps;
 }
 
 // 4.

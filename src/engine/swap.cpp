@@ -69,7 +69,8 @@ int64_t Engine::blocks_after(std::span<const PlannedSpan> plan) const {
 
 std::vector<PlannedSpan> Engine::plan_with_blocks() {
   for (;;) {
-    std::vector<PlannedSpan> plan = plan_rows();
+    bool held = false;
+    std::vector<PlannedSpan> plan = plan_rows(&held);
     int64_t need = blocks_after(plan);
     // Unheld cached blocks go before anyone is preempted.
     if (cache_) {
@@ -78,7 +79,10 @@ std::vector<PlannedSpan> Engine::plan_with_blocks() {
       }
       need = sequences + cache_->blocks();
     }
-    if (need <= options_.kv_blocks) return plan;
+    if (need <= options_.kv_blocks) {
+      if (held) metrics_.prefill_held_steps.fetch_add(1, std::memory_order_relaxed);
+      return plan;
+    }
     // Never reached while submit() refuses requests whose worst case exceeds the budget.
     SS_CHECK(running_.size() > 1, "engine: one sequence needs {} KV blocks of {}", need, options_.kv_blocks);
     preempt_newest();

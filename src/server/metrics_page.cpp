@@ -54,6 +54,9 @@ std::string render_metrics_page(const engine::EngineMetrics* m, const HttpCounte
   w.histogram(p + "e2e_request_latency_seconds", "Time from arrival to finish", m->request_latency.snapshot());
   w.counter(p + "engine_steps_total", "Engine steps (target forwards)", load(m->steps));
   w.counter(p + "engine_step_rows_total", "Rows over all target forwards", load(m->step_rows));
+  w.counter(p + "engine_prefill_held_steps_total",
+            "Steps that kept short prompts' prefill chunks back to run them with later ones (--prefill-hold-steps)",
+            load(m->prefill_held_steps));
   w.gauge(p + "kv_blocks_used", "KV-cache blocks in use", load(m->kv_blocks_used));
   w.gauge(p + "kv_blocks_total", "KV-cache blocks available", load(m->kv_blocks_total));
   w.counter(p + "num_preemptions_total", "Sequences swapped out to host memory because KV blocks ran out",

@@ -104,3 +104,91 @@ TEST(KvBudget, SwapReservationCoversEverySequenceOutsideTheSafePrefix) {
   EXPECT_EQ(swap_reservation(live, 3), 100u + 200u + 300u + 400u);
   EXPECT_EQ(swap_reservation({}, 3), 0u);
 }
+
+// The prefill hold (hold_prefill): short chunks beside decode rows wait while another prompt is expected.
+namespace {
+int prefill_spans(const std::vector<PlannedSpan>& plan) {
+  int n = 0;
+  for (const auto& s : plan) n += s.kind == SpanKind::PrefillChunk;
+  return n;
+}
+}  // namespace
+
+TEST(BatchPlan, PrefillHoldKeepsAShortPromptBackWhileAnotherIsExpected) {
+  EngineOptions o;
+  o.prefill_chunk = 2048;
+  o.max_batch_rows = 4096;
+  o.prefill_hold_steps = 4;
+  std::vector<SeqPlanInput> seqs = {{50, 50, 3}, {50, 50, 0}, {128, 0, 0}};
+  // One prompt a step expected (×4 steps left): held, the decode rows run.
+  auto plan = plan_step(seqs, o, 1.0);
+  EXPECT_EQ(plan.size(), 2u);
+  EXPECT_EQ(prefill_spans(plan), 0);
+  // Off: the same step plans the chunk.
+  o.prefill_hold_steps = 0;
+  EXPECT_EQ(prefill_spans(plan_step(seqs, o, 1.0)), 1);
+  o.prefill_hold_steps = 4;
+  // Too few arrivals for another prompt within the steps left: 0.3 × 3 < 1 after one step of waiting.
+  seqs[2].waited = 1;
+  EXPECT_EQ(prefill_spans(plan_step(seqs, o, 0.3)), 1);
+  EXPECT_EQ(prefill_spans(plan_step(seqs, o, 0.34)), 0);
+  // The longest a prompt waits: hold_steps steps.
+  seqs[2].waited = 4;
+  EXPECT_EQ(prefill_spans(plan_step(seqs, o, 100.0)), 1);
+}
+
+TEST(BatchPlan, PrefillHoldReleasesAtItsRowsAndNeverHoldsAStepWithoutDecodeRows) {
+  EngineOptions o;
+  o.prefill_chunk = 2048;
+  o.max_batch_rows = 4096;
+  o.prefill_hold_steps = 8;
+  // Two short prompts together reach kPrefillHoldRows: both run.
+  std::vector<SeqPlanInput> seqs = {{50, 50, 0}, {128, 0, 0}, {128, 0, 0}};
+  ASSERT_EQ(2 * 128, kPrefillHoldRows);
+  EXPECT_EQ(prefill_spans(plan_step(seqs, o, 1.0)), 2);
+  seqs[2].prompt_len = 127;
+  EXPECT_EQ(prefill_spans(plan_step(seqs, o, 1.0)), 0);
+  // A long prompt's chunk is never held; nor is a short one when nothing decodes (the step is its prefill).
+  seqs = {{50, 50, 0}, {5000, 0, 0}};
+  EXPECT_EQ(prefill_spans(plan_step(seqs, o, 1.0)), 1);
+  seqs = {{128, 0, 0}, {100, 0, 0}};
+  EXPECT_EQ(prefill_spans(plan_step(seqs, o, 1.0)), 2);
+  // The wait that counts is the longest of the chunks the step would plan.
+  seqs = {{50, 50, 0}, {60, 0, 0}, {60, 0, 0}};
+  seqs[1].waited = 8;
+  EXPECT_EQ(prefill_spans(plan_step(seqs, o, 1.0)), 2);
+}
+
+TEST(BatchPlan, PrefillHoldNeverChangesAChunksBoundaries) {
+  EngineOptions o;
+  o.prefill_chunk = 64;
+  o.max_batch_rows = 512;
+  std::mt19937 rng(11);
+  for (int trial = 0; trial < 300; ++trial) {
+    std::vector<SeqPlanInput> seqs;
+    const int n = 1 + static_cast<int>(rng() % 10);
+    for (int i = 0; i < n; ++i) {
+      const int64_t len = 1 + rng() % 300;
+      const int64_t done = (rng() % 2) ? len : std::min<int64_t>(len, (rng() % 4) * 64);
+      SeqPlanInput q{len, done, static_cast<int>(rng() % 4)};
+      q.waited = rng() % 6;
+      seqs.push_back(q);
+    }
+    o.prefill_hold_steps = 0;
+    const auto free_plan = plan_step(seqs, o);
+    o.prefill_hold_steps = 4;
+    const auto held = plan_step(seqs, o, 0.5 + (rng() % 4));
+    // The held plan is the free plan, or the free plan without its prefill chunks.
+    std::vector<PlannedSpan> expect;
+    const bool dropped = prefill_spans(held) == 0 && prefill_spans(free_plan) > 0;
+    for (const auto& s : free_plan)
+      if (!(dropped && s.kind == SpanKind::PrefillChunk)) expect.push_back(s);
+    ASSERT_EQ(held.size(), expect.size()) << "trial " << trial;
+    for (size_t i = 0; i < held.size(); ++i) {
+      EXPECT_EQ(held[i].seq, expect[i].seq);
+      EXPECT_EQ(held[i].begin, expect[i].begin);
+      EXPECT_EQ(held[i].end, expect[i].end);
+      EXPECT_EQ(held[i].rows, expect[i].rows);
+    }
+  }
+}

@@ -77,6 +77,33 @@ TEST_P(EngineFamilies, ConcurrentRequestsEqualAlone) {
   EXPECT_GT(engine.metrics().step_rows.load(), engine.metrics().steps.load());
 }
 
+// The prefill hold (--prefill-hold-steps): as sequences finish, queued prompts are admitted one at a time
+// beside decoding sequences and wait for company; their tokens stay those of each request alone.
+TEST_P(EngineFamilies, PrefillHoldKeepsEveryRequestsTokens) {
+  TinyModel m(GetParam());
+  EngineOptions o = small_options();
+  o.real_vocab = m.tokenizer.id_limit();
+  std::vector<GenerationRequest> reqs;
+  for (int i = 0; i < 16; ++i) {
+    const int len = 3 + (i * 53) % 150;
+    const int max_tokens = 4 + (i * 11) % 30;
+    reqs.push_back(i % 3 ? make_request(prompt_of(len, 40 + i, m.tokenizer.id_limit()), max_tokens)
+                         : make_request(prompt_of(len, 40 + i, m.tokenizer.id_limit()), max_tokens, 0.8f, 77 + i));
+  }
+  std::vector<std::vector<int32_t>> alone;
+  {
+    Engine engine(*m.model, o, m.token_text());
+    for (const auto& r : reqs) alone.push_back(collect(*engine.submit(r)).tokens);
+    EXPECT_EQ(engine.metrics().prefill_held_steps.load(), 0u);  // off by default
+  }
+  o.prefill_hold_steps = 8;
+  Engine engine(*m.model, o, m.token_text());
+  std::vector<std::shared_ptr<ResultStream>> streams;
+  for (const auto& r : reqs) streams.push_back(engine.submit(r));
+  for (size_t i = 0; i < reqs.size(); ++i) EXPECT_EQ(collect(*streams[i]).tokens, alone[i]) << "request " << i;
+  EXPECT_GT(engine.metrics().prefill_held_steps.load(), 0u);
+}
+
 INSTANTIATE_TEST_SUITE_P(Families, EngineFamilies, ::testing::Values("qwen3", "qwen3_5"));
 
 TEST(Engine, QueueingUnderASmallKvBudget) {
