@@ -63,12 +63,18 @@ CLI::Option* add_fp8_weights_flag(CLI::App& cmd, std::string& fp8_weights) {
 }
 
 void add_prefill_hold_flag(CLI::App& cmd, engine::EngineOptions& engine) {
-  cmd.add_option("--prefill-hold-steps", engine.prefill_hold_steps,
-                 "While sequences decode, hold prompts whose chunks come to fewer than 256 rows up to N steps when "
-                 "the recent arrivals predict another prompt in that time, so that several prefill in one run (each "
-                 "run streams the weights once): more throughput under staggered arrivals, up to N steps more time to "
-                 "the first token. 0 = off (every chunk runs at the first step with room). Outputs never change")
+  cmd.add_option(
+         "--prefill-hold-steps", engine.prefill_hold_steps,
+         "While sequences decode, hold prompts whose chunks come to fewer than --prefill-hold-rows rows up to N "
+         "steps when the recent arrivals predict another prompt in that time, so that several prefill in one "
+         "run (a short run streams every weight with too few tiles to fill the GPU): more throughput under "
+         "staggered arrivals, up to N steps more time to the first token. 0 = off (every chunk runs at the "
+         "first step with room). Outputs never change")
       ->check(CLI::Range(0, 1024))
+      ->capture_default_str();
+  cmd.add_option("--prefill-hold-rows", engine.prefill_hold_rows,
+                 "With --prefill-hold-steps: the prefill rows a step must have to run them without waiting")
+      ->check(CLI::Range(1, 1 << 20))
       ->capture_default_str();
 }
 

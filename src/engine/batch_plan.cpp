@@ -13,7 +13,7 @@ int64_t prefill_chunk_end(const SeqPlanInput& q, int64_t chunk) {
 }
 
 bool hold_prefill(std::span<const SeqPlanInput> seqs, std::span<const PlannedSpan> plan, int hold_steps,
-                  double arrivals) {
+                  int64_t hold_rows, double arrivals) {
   if (hold_steps <= 0) return false;
   bool decoding = false;
   int64_t rows = 0, waited = 0;
@@ -25,7 +25,7 @@ bool hold_prefill(std::span<const SeqPlanInput> seqs, std::span<const PlannedSpa
     rows += s.rows;
     waited = std::max(waited, seqs[s.seq].waited);
   }
-  if (!decoding || rows == 0 || rows >= kPrefillHoldRows || waited >= hold_steps) return false;
+  if (!decoding || rows == 0 || rows >= hold_rows || waited >= hold_steps) return false;
   return arrivals * static_cast<double>(hold_steps - waited) >= 1.0;
 }
 
@@ -58,7 +58,7 @@ std::vector<PlannedSpan> plan_step(std::span<const SeqPlanInput> seqs, const Eng
     rows += len;
     plan.push_back(s);
   }
-  const bool hold = hold_prefill(seqs, plan, o.prefill_hold_steps, arrivals);
+  const bool hold = hold_prefill(seqs, plan, o.prefill_hold_steps, o.prefill_hold_rows, arrivals);
   if (hold) std::erase_if(plan, [](const PlannedSpan& s) { return s.kind == SpanKind::PrefillChunk; });
   if (held) *held = hold;
   return plan;

@@ -46,17 +46,17 @@ struct PlannedSpan {
   int64_t rows = 0;
 };
 
-// The prefill hold (EngineOptions::prefill_hold_steps). A prefill run streams every weight once, like a decode
-// step: below about the device's FLOPs per byte of bandwidth in rows (~150 for bf16 on an H200) its time is that
-// pass, whatever its rows, so a step that holds a short prompt's chunk next to decode rows pays a second weight
-// pass for it. With `hold_steps` > 0 a step that has decode rows plans no prefill chunk while (1) the chunks it
-// would plan come to fewer than kPrefillHoldRows rows, (2) none of their sequences has waited hold_steps steps,
-// and (3) `arrivals` (prompts admitted a step, smoothed) × the steps the longest-waiting of them has left is at
-// least one: another prompt is expected to join before the hold runs out. A step without decode rows never
-// holds (its prefill pass is the step). Chunks are held whole, so their boundaries and bits do not change.
-inline constexpr int64_t kPrefillHoldRows = 256;
+// The prefill hold (EngineOptions::prefill_hold_steps, prefill_hold_rows). A prefill run streams every weight
+// once, and a short one does it with too few tiles to fill the GPU (a 128-row run of the 8B's q/o projection is 16
+// tiles of 128 x 256 on 132 multiprocessors), so short prompts arriving one at a time each pay a run of about the
+// same time as several together. With hold_steps > 0 a step that has decode rows plans no prefill chunk while
+// (1) the chunks it would plan come to fewer than hold_rows rows, (2) none of their sequences has waited
+// hold_steps steps, and (3) `arrivals` (prompts admitted a step, smoothed) × the steps the longest-waiting of them
+// has left is at least one: another prompt is expected to join before the hold runs out. A step without decode
+// rows never holds (its prefill run is the step). Chunks are held whole, so their boundaries and bits do not
+// change.
 bool hold_prefill(std::span<const SeqPlanInput> seqs, std::span<const PlannedSpan> plan, int hold_steps,
-                  double arrivals);
+                  int64_t hold_rows, double arrivals);
 
 // The step's spans; with hold_prefill true for them, without its prefill chunks (*held then set, if given).
 std::vector<PlannedSpan> plan_step(std::span<const SeqPlanInput> seqs, const EngineOptions& options,

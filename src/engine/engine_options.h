@@ -30,12 +30,13 @@ struct EngineOptions {
   // GEMM's 128 x 256 tiles in whole waves on an H200 (at 256 rows an 8B q/o projection fills a quarter of
   // the multiprocessors: docs/DECISIONS.md §2).
   int prefill_chunk = 2048;
-  // Prefill hold (--prefill-hold-steps; engine/batch_plan.h): while sequences decode, a step whose prefill
-  // chunks come to fewer than kPrefillHoldRows rows plans none of them, for at most this many steps a
-  // prompt, when the recent admissions predict another prompt within the steps left — so that short prompts
-  // arriving one at a time share one prefill run (each run streams the weights once). 0: off. Bits never
+  // Prefill hold (--prefill-hold-steps, --prefill-hold-rows; engine/batch_plan.h, hold_prefill): while
+  // sequences decode, a step whose prefill chunks come to fewer than prefill_hold_rows rows plans none of them,
+  // for at most prefill_hold_steps steps a prompt, when the recent admissions predict another prompt within the
+  // steps left — so that short prompts arriving one at a time share one prefill run. 0 steps: off. Bits never
   // change: a prompt's chunks and their bits do not depend on when they run (docs/DESIGN.md §1.2).
   int prefill_hold_steps = 0;
+  int prefill_hold_rows = 256;
   int64_t kv_blocks = 0;  // KV-cache budget in blocks of 16 positions, target + drafter (set by the loader)
   // Host memory for swapped-out sequences (engine/swap.h; pinned on a GPU), --swap-space-gib. 0: no
   // preemption, every admitted sequence's worst case fits the KV budget.
