@@ -263,10 +263,16 @@ DraftChoice search(const StepCostModel& model, std::span<const DraftCandidate> c
     starts.push_back(best_uniform);
   }
 
-  // Coordinate ascent from each start: each sequence's γ re-chosen with the others fixed.
+  // Coordinate ascent from each start: each sequence's γ re-chosen with the others fixed. A start equal to an
+  // earlier one (the best prefix is often the best uniform γ, or every sequence at its most) would end where
+  // that one did: skipped.
   std::vector<int> best_gamma = choice.gamma;
   double best_score = 0;
-  for (const std::vector<int>& start : starts) {
+  for (size_t k = 0; k < starts.size(); ++k) {
+    const std::vector<int>& start = starts[k];
+    if (std::find(starts.begin(), starts.begin() + static_cast<std::ptrdiff_t>(k), start) !=
+        starts.begin() + static_cast<std::ptrdiff_t>(k))
+      continue;
     set_all(gamma, start);
     for (int pass = 0; pass < 4; ++pass) {
       bool moved = false;
