@@ -41,8 +41,8 @@
 // row of f32 x a launch may take CTAs of 8 warps of one slice each (at most 128 registers, 2 CTAs a
 // multiprocessor: 25 % occupancy, 43 % of cycles without an eligible warp) where its waves allow (fp8_warps_for).
 //
-// Stages (matmul_fp8_gemv.cuh: any count has the same bits) are chosen per launch for the most code bytes in
-// flight per multiprocessor, or with 8 warps for the most CTAs (fp8_stages_for); tests force them, the CTA's
+// Stages (matmul_fp8_gemv.cuh: any count has the same bits) are chosen per launch for the most CTAs a
+// multiprocessor, then the deepest ring (fp8_stages_for); tests force them, the CTA's
 // warps, the early loads, the straight tiles and the dequantisation path (Fp8GemvForce) to check that the bits
 // never change.
 #include <cuda_runtime.h>
