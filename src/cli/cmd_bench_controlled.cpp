@@ -60,6 +60,7 @@ void register_bench_controlled(CLI::App& bench, CommandRunner& run) {
       "corrupted to a chosen acceptance (a benchmark only; outputs are checked equal to plain decoding)");
   auto a = std::make_shared<ControlledArgs>();
   add_bench_model_flags(*cmd, a->models);
+  add_prefill_hold_flags(*cmd, a->bench.prefill_hold_steps, a->bench.prefill_hold_rows);
   cmd->add_option("--gamma", a->bench.gamma,
                   "Drafts per verify step, 1..block_size-1 (0 = block_size - 1); the adaptive policy's most")
       ->capture_default_str();

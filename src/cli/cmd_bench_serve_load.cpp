@@ -272,7 +272,7 @@ void register_bench_serve_load(CLI::App& bench, CommandRunner& run) {
   add_backend_flag(*cmd, a->spec.backend);
   add_tensor_parallel_flag(*cmd, a->tensor_parallel, a->spec.nccl_library);
   add_prefix_cache_flags(*cmd, a->spec.engine);
-  add_prefill_hold_flag(*cmd, a->spec.engine);
+  add_prefill_hold_flags(*cmd, a->spec.engine.prefill_hold_steps, a->spec.engine.prefill_hold_rows);
   cmd->add_option("--max-batch-rows", a->spec.engine.max_batch_rows, "Rows per target forward (in-process)")
       ->capture_default_str();
   cmd->add_option("--max-seqs", a->max_seqs,

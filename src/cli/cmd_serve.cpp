@@ -152,7 +152,7 @@ void register_serve(CLI::App& app, CommandRunner& run) {
       ->check(CLI::Range(0.0, 65536.0))
       ->capture_default_str();
   add_prefix_cache_flags(*cmd, s.engine);
-  add_prefill_hold_flag(*cmd, s.engine);
+  add_prefill_hold_flags(*cmd, s.engine.prefill_hold_steps, s.engine.prefill_hold_rows);
   cmd->add_option("--max-queue", s.engine.max_queue, "Requests waiting for admission before 503")
       ->capture_default_str();
   cmd->add_option("--max-batch-rows", s.engine.max_batch_rows, "Rows of one target forward")->capture_default_str();

@@ -62,9 +62,9 @@ CLI::Option* add_fp8_weights_flag(CLI::App& cmd, std::string& fp8_weights) {
       ->capture_default_str();
 }
 
-void add_prefill_hold_flag(CLI::App& cmd, engine::EngineOptions& engine) {
+void add_prefill_hold_flags(CLI::App& cmd, int& hold_steps, int& hold_rows) {
   cmd.add_option(
-         "--prefill-hold-steps", engine.prefill_hold_steps,
+         "--prefill-hold-steps", hold_steps,
          "While sequences decode, hold prompts whose chunks come to fewer than --prefill-hold-rows rows up to N "
          "steps when the recent arrivals predict another prompt in that time, so that several prefill in one "
          "run (a short run streams every weight with too few tiles to fill the GPU): more throughput under "
@@ -72,7 +72,7 @@ void add_prefill_hold_flag(CLI::App& cmd, engine::EngineOptions& engine) {
          "first step with room). Outputs never change")
       ->check(CLI::Range(0, 1024))
       ->capture_default_str();
-  cmd.add_option("--prefill-hold-rows", engine.prefill_hold_rows,
+  cmd.add_option("--prefill-hold-rows", hold_rows,
                  "With --prefill-hold-steps: the prefill rows a step must have to run them without waiting")
       ->check(CLI::Range(1, 1 << 20))
       ->capture_default_str();

@@ -28,7 +28,7 @@ CLI::Option* add_fp8_weights_flag(CLI::App& cmd, std::string& fp8_weights);
 void add_prefix_cache_flags(CLI::App& cmd, engine::EngineOptions& engine);
 // --prefill-hold-steps N (default 0, off) and --prefill-hold-rows R (default 256): while sequences decode, prompts
 // whose chunks come to fewer than R rows wait up to N steps to share one prefill run (engine/batch_plan.h).
-void add_prefill_hold_flag(CLI::App& cmd, engine::EngineOptions& engine);
+void add_prefill_hold_flags(CLI::App& cmd, int& hold_steps, int& hold_rows);
 // --tensor-parallel N (default 1): the target split over N ranks (docs/DESIGN.md §6), one process driving them
 // (on CUDA rank r on GPU r where the machine has N GPUs, else all on the first; on the CPU a simulation), and
 // --nccl-library PATH (default: the loader's search for libnccl.so.2) for the ranks on several GPUs;

@@ -133,6 +133,8 @@ engine::EngineOptions engine_options(const ControlledBenchOptions& o, int concur
   // Each engine runs a pass untimed before its timed one (below): its prompts must be prefilled again,
   // not found in the prefix cache, or the timed pass would skip the prefills a server does for new prompts.
   e.prefix_cache = false;
+  e.prefill_hold_steps = o.prefill_hold_steps;
+  e.prefill_hold_rows = o.prefill_hold_rows;
   return engine::normalised(e);
 }
 

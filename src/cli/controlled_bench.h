@@ -42,6 +42,10 @@ struct ControlledBenchOptions {
   // Each engine's untimed pass before its timed one (run_controlled_bench) runs on a GPU only, unless this
   // is set (tests: the CPU passes are slow and capture no graphs).
   bool warm_up_on_cpu = false;
+  // The engines' prefill hold (--prefill-hold-steps / --prefill-hold-rows; engine/batch_plan.h): with --requests
+  // above the concurrency, later prompts arrive among decoding sequences, as a server's do.
+  int prefill_hold_steps = 0;
+  int prefill_hold_rows = 256;
 };
 
 // "geometric:1,3,6.5" or "geometric:1,profile:0.9,0.8,geometric:6.5": comma-separated items, each

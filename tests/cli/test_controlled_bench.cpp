@@ -95,6 +95,24 @@ TEST(ControlledBench, TauOneAcceptsNothing) {
   EXPECT_EQ(total(r, &ControlledPass::verify_tokens), total(r, &ControlledPass::verifies));
 }
 
+// With more requests than sequences, later prompts arrive among decoding ones; the prefill hold
+// (--prefill-hold-steps) may keep them back a few steps, and every pass still emits the recorded tokens
+// (run_controlled_bench throws otherwise), dense and hybrid.
+TEST(ControlledBench, PrefillHoldKeepsTheRecordedTokens) {
+  for (const char* kind : {"dense-trained", "hybrid-trained"}) {
+    Pair pair(kind, "f32");
+    ControlledBenchOptions o = options("geometric:3");
+    o.concurrency = {2};
+    o.requests = 8;
+    o.max_tokens = 40;
+    o.prefill_hold_steps = 32;
+    const ControlledBenchResult r = run_controlled_bench(*pair.target, *pair.drafter, "pair", o);
+    ASSERT_EQ(r.levels.size(), 1u) << kind;
+    EXPECT_EQ(r.levels[0].requests, 8) << kind;
+    EXPECT_GT(total(r, &ControlledPass::verifies), 0) << kind;
+  }
+}
+
 TEST(ControlledBench, ProfileForm) {
   Pair pair("dense-trained", "f32");
   // Drafts 1 and 2 always correct, 3 never: every verify with 3+ drafts commits exactly 3 tokens.
