@@ -1,6 +1,7 @@
 // The collective's share of a sharded target's decode step (step_bench_collective.h).
 #include "cli/step_bench_collective.h"
 
+#include <algorithm>
 #include <vector>
 
 #include "cli/step_bench_common.h"
@@ -10,12 +11,16 @@ namespace specserve::cli::step_bench {
 
 using nlohmann::json;
 
+namespace {
+bool one_memory(const std::vector<const Memory*>& mems) {
+  return std::all_of(mems.begin(), mems.end(), [&](const Memory* m) { return m == mems[0]; });
+}
+}  // namespace
+
 std::string placement_label(const TargetModel& target) {
   const std::vector<const Memory*> mems = target.rank_memories();
   if (mems.empty()) return "";
-  bool one = true;
-  for (const Memory* m : mems) one = one && m == mems[0];
-  if (one) return "one memory";
+  if (one_memory(mems)) return "one memory";
   return mems[0]->device() == Device::CPU ? "host memories of their own" : fmt::format("{} GPUs", mems.size());
 }
 
@@ -26,8 +31,6 @@ json measure_collective(const TargetModel& target, const StepBenchOptions& o, co
   const int n = c->ranks();
   const int64_t H = target.hidden_size(), V = target.vocab_size();
   const int reduces = 2 * target.config().num_layers + 1;
-  bool one_memory = true;
-  for (const Memory* m : mems) one_memory = one_memory && m == mems[0];
   // Every rank's queued work done: a word read back from each rank's memory.
   std::vector<Buffer> sync_words;
   for (const Memory* m : mems) sync_words.emplace_back(*m, sizeof(float));
@@ -44,7 +47,7 @@ json measure_collective(const TargetModel& target, const StepBenchOptions& o, co
     // (side by side where every rank shares one), the sum into each rank's replica.
     std::vector<MemTensor> owned;
     std::vector<TensorView> parts, outs;
-    if (one_memory) {
+    if (one_memory(mems)) {
       owned.push_back(MemTensor::zeros(*mems[0], DType::F32, {n * b, H}));
       for (int r = 0; r < n; ++r) parts.push_back(owned.back().view().rows(r * b, (r + 1) * b));
     } else {

@@ -99,13 +99,10 @@ std::vector<PlannedSpan> Engine::plan_rows(bool* held) const {
   return plan_step(in, options_, arrivals_, held);
 }
 
+// A prefilling sequence the plan left out waited one step more; every other sequence waits no longer.
 void Engine::note_prefill_waits(std::span<const PlannedSpan> plan) {
-  std::vector<bool> planned(running_.size(), false);
-  for (const PlannedSpan& p : plan) planned[p.seq] = true;
-  for (size_t i = 0; i < running_.size(); ++i) {
-    Sequence& s = *running_[i];
-    s.prefill_waited = s.prefilling() && !planned[i] ? s.prefill_waited + 1 : 0;
-  }
+  for (const auto& s : running_) s->prefill_waited = s->prefilling() ? s->prefill_waited + 1 : 0;
+  for (const PlannedSpan& p : plan) running_[p.seq]->prefill_waited = 0;
 }
 
 void Engine::note_admissions(int64_t admitted) {
