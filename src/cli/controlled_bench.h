@@ -44,8 +44,8 @@ struct ControlledBenchOptions {
   bool warm_up_on_cpu = false;
   // The engines' prefill hold (--prefill-hold-steps / --prefill-hold-rows; engine/batch_plan.h): with --requests
   // above the concurrency, later prompts arrive among decoding sequences, as a server's do.
-  int prefill_hold_steps = 0;
-  int prefill_hold_rows = 256;
+  int prefill_hold_steps = engine::EngineOptions{}.prefill_hold_steps;
+  int prefill_hold_rows = engine::EngineOptions{}.prefill_hold_rows;
 };
 
 // "geometric:1,3,6.5" or "geometric:1,profile:0.9,0.8,geometric:6.5": comma-separated items, each

@@ -142,9 +142,9 @@ TEST(BatchPlan, PrefillHoldReleasesAtItsRowsAndNeverHoldsAStepWithoutDecodeRows)
   o.prefill_chunk = 2048;
   o.max_batch_rows = 4096;
   o.prefill_hold_steps = 8;
+  o.prefill_hold_rows = 256;
   // Two short prompts together reach prefill_hold_rows: both run.
   std::vector<SeqPlanInput> seqs = {{50, 50, 0}, {128, 0, 0}, {128, 0, 0}};
-  ASSERT_EQ(2 * 128, o.prefill_hold_rows);  // the default
   EXPECT_EQ(prefill_spans(plan_step(seqs, o, 1.0)), 2);
   seqs[2].prompt_len = 127;
   EXPECT_EQ(prefill_spans(plan_step(seqs, o, 1.0)), 0);

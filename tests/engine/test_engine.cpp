@@ -92,9 +92,10 @@ TEST_P(EngineFamilies, PrefillHoldKeepsEveryRequestsTokens) {
   }
   std::vector<std::vector<int32_t>> alone;
   {
+    o.prefill_hold_steps = 0;
     Engine engine(*m.model, o, m.token_text());
     for (const auto& r : reqs) alone.push_back(collect(*engine.submit(r)).tokens);
-    EXPECT_EQ(engine.metrics().prefill_held_steps.load(), 0u);  // off by default
+    EXPECT_EQ(engine.metrics().prefill_held_steps.load(), 0u);
   }
   o.prefill_hold_steps = 8;
   Engine engine(*m.model, o, m.token_text());
