@@ -42,9 +42,9 @@
 // multiprocessor: 25 % occupancy, 43 % of cycles without an eligible warp) where its waves allow (fp8_warps_for).
 //
 // Stages (matmul_fp8_gemv.cuh: any count has the same bits) are chosen per launch for the most CTAs a
-// multiprocessor, then the deepest ring (fp8_stages_for); tests force them, the CTA's
-// warps, the early loads, the straight tiles and the dequantisation path (Fp8GemvForce) to check that the bits
-// never change.
+// multiprocessor, then the deepest ring (the shallowest with x's 16-row bf16 copy) (fp8_stages_for); tests
+// force them, the CTA's warps, the early loads, the straight tiles and the dequantisation path (Fp8GemvForce)
+// to check that the bits never change.
 #include <cuda_runtime.h>
 
 #include <climits>
@@ -446,9 +446,9 @@ auto with_stages(int stages, Fn fn) {
 }
 
 // Stages per warp: first the most CTAs a multiprocessor (of those the launch has for one: warps hide this
-// kernel's latency), then the deeper ring (the tiles a warp keeps in flight: stages - 1, at most its run).
-// `forced` (3, 4, 6, 8) wins where it fits. Until session 32 a 4-warp launch took the most code tiles in flight
-// (CTAs times depth): at 16 rows of x (a stage holds 2 KB of codes and a 4 KB x tile) that was 8 stages and one
+// kernel's latency), then (x as f32 or 8 bf16 rows) the deeper ring (the tiles a warp keeps in flight: stages - 1, at
+// most its run). `forced` (3, 4, 6, 8) wins where it fits. Until session 32 a 4-warp launch took the most code tiles in
+// flight (CTAs times depth): at 16 rows of x (a stage holds 2 KB of codes and a 4 KB x tile) that was 8 stages and one
 // CTA a multiprocessor, 4 warps, and the 8B's o projection ran in 17.2 µs against 9.7 at one row, where the
 // same rule gave 2-3 CTAs; 2 CTAs of 8 warps with 3-4 stages keep ~100 KB of codes in flight.
 template <XMode X, int W>
@@ -467,8 +467,11 @@ int fp8_stages_for(const Fp8Params& f, int forced) {
     if (per_sm < 1) continue;
     const int64_t resident = per_sm < per_sm_wanted ? per_sm : per_sm_wanted;
     const int64_t depth = st - 1 < run_tiles ? st - 1 : run_tiles;
-    const int64_t score = resident * 64 + depth;
-    if (score >= best_score) best = st, best_score = score;
+    // With x's 16-row bf16 copy the ring's depth is the tie-break's loser: of the rings with the most CTAs the
+    // shallowest, measured 2-6 % faster than the deepest on the 8B's four launches and the 27B's o at 16 rows
+    // (1-2 % slower on the 27B's gate+up and down; docs/history/BENCHMARKS-log.md, session 35).
+    const int64_t score = resident * 64 + (X == XMode::Xb16 ? -depth : depth);
+    if (score > best_score || (X != XMode::Xb16 && score == best_score)) best = st, best_score = score;
   }
   return best;
 }
