@@ -21,9 +21,31 @@
 #include "server/load_generator.h"
 #include "server/loaded_model.h"
 
+#if SPECSERVE_HAVE_CUDA
+#include "backend/cuda/cuda_device.h"
+#include "backend/cuda/step_graphs.h"
+#endif
+
 namespace specserve::cli {
 
 namespace {
+
+// The CUDA graph recorder's counts so far (backend/cuda/step_graphs.h), zeros without a device. Printed per
+// level: on a launch-bound model a step whose shape is new runs its launches directly, the next one of that
+// shape is captured, so steps of ever new shapes (draft lengths varying per sequence) cost more than the
+// calibrated ones.
+struct GraphCounts {
+  uint64_t segments = 0, graph_launches = 0, captures = 0, direct = 0;
+};
+GraphCounts graph_counts() {
+#if SPECSERVE_HAVE_CUDA
+  if (cuda::device_count() > 0) {
+    const cuda::GraphStats g = cuda::graph_stats();
+    return {g.segments, g.graph_launches, g.captures, g.direct_segments};
+  }
+#endif
+  return {};
+}
 
 struct LoadArgs {
   std::string url;
@@ -192,11 +214,21 @@ int run_serve_load(LoadArgs a) {
   }
   std::vector<server::LevelResult> results;
   for (int c : levels) {
+    const GraphCounts before = in_process ? graph_counts() : GraphCounts{};
     results.push_back(server::run_load_level(a.load, c));
     const auto& r = results.back();
     std::fprintf(stderr, "bench: concurrency %d: %.1f tok/s, TTFT p50 %.1f ms, ITL p50 %.2f ms, %d errors%s\n", c,
                  r.tokens_per_s, r.ttft_p50 * 1e3, r.itl_p50 * 1e3, r.errors,
                  r.first_error.empty() ? "" : (" (" + r.first_error + ")").c_str());
+    if (const GraphCounts after = in_process ? graph_counts() : GraphCounts{}; after.segments > before.segments) {
+      std::fprintf(stderr,
+                   "bench: concurrency %d: CUDA graphs: %llu launch segments, %llu graph replays, %llu captures, "
+                   "%llu run directly\n",
+                   c, static_cast<unsigned long long>(after.segments - before.segments),
+                   static_cast<unsigned long long>(after.graph_launches - before.graph_launches),
+                   static_cast<unsigned long long>(after.captures - before.captures),
+                   static_cast<unsigned long long>(after.direct - before.direct));
+    }
     if (r.workload == server::Workload::Capacity) {
       std::fprintf(stderr, "bench: concurrency %d: at most %.0f running, %.0f waiting, %.0f swapped (of %d sent)\n", c,
                    r.max_running, r.max_waiting, r.max_swapped, r.requests);
