@@ -36,7 +36,7 @@ struct EngineOptions {
   // steps left — so that short prompts arriving one at a time share one prefill run. 0 steps: off. Bits never
   // change: a prompt's chunks and their bits do not depend on when they run (docs/DESIGN.md §1.2). 4 steps and
   // 1,024 rows: the 8B over HTTP at 64 clients, τ 3, 0.95 -> 1.05x plain; 16 clients, τ 6.5, 1.81 -> 1.99x;
-  // plain throughput unchanged (docs/DECISIONS.md §5).
+  // plain throughput unchanged (docs/DECISIONS.md §6).
   int prefill_hold_steps = 4;
   int prefill_hold_rows = 1024;
   int64_t kv_blocks = 0;  // KV-cache budget in blocks of 16 positions, target + drafter (set by the loader)
