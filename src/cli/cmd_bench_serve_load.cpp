@@ -35,13 +35,13 @@ namespace {
 // shape is captured, so steps of ever new shapes (draft lengths varying per sequence) cost more than the
 // calibrated ones.
 struct GraphCounts {
-  uint64_t segments = 0, graph_launches = 0, captures = 0, direct = 0;
+  uint64_t segments = 0, graph_launches = 0, captures = 0, direct = 0, geometry_updates = 0;
 };
 GraphCounts graph_counts() {
 #if SPECSERVE_HAVE_CUDA
   if (cuda::device_count() > 0) {
     const cuda::GraphStats g = cuda::graph_stats();
-    return {g.segments, g.graph_launches, g.captures, g.direct_segments};
+    return {g.segments, g.graph_launches, g.captures, g.direct_segments, g.geometry_updates};
   }
 #endif
   return {};
@@ -223,11 +223,12 @@ int run_serve_load(LoadArgs a) {
     if (const GraphCounts after = in_process ? graph_counts() : GraphCounts{}; after.segments > before.segments) {
       std::fprintf(stderr,
                    "bench: concurrency %d: CUDA graphs: %llu launch segments, %llu graph replays, %llu captures, "
-                   "%llu run directly\n",
+                   "%llu run directly, %llu nodes given a new grid\n",
                    c, static_cast<unsigned long long>(after.segments - before.segments),
                    static_cast<unsigned long long>(after.graph_launches - before.graph_launches),
                    static_cast<unsigned long long>(after.captures - before.captures),
-                   static_cast<unsigned long long>(after.direct - before.direct));
+                   static_cast<unsigned long long>(after.direct - before.direct),
+                   static_cast<unsigned long long>(after.geometry_updates - before.geometry_updates));
     }
     if (r.workload == server::Workload::Capacity) {
       std::fprintf(stderr, "bench: concurrency %d: at most %.0f running, %.0f waiting, %.0f swapped (of %d sent)\n", c,

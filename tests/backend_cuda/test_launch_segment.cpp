@@ -1,7 +1,8 @@
 // The recorded segment of step_graphs (launch_segment.h), on the host: arguments are copied at 8-byte
 // aligned offsets and read back intact, each launch's argument range covers exactly its arguments, and
-// the signature (the key of a segment's graph) changes with every part of a launch's shape but not with
-// argument values. No GPU needed (it runs with the CPU tests, backend_cuda.host_emulation).
+// the signature (the key of a segment's graph) changes with a launch's function, cluster, PDL and
+// argument layout but not with argument values or geometry (grid, block, shared memory: a replay sets
+// them on the node like the arguments). No GPU needed (it runs with the CPU tests, backend_cuda.host_emulation).
 #include <gtest/gtest.h>
 
 #include <cstring>
@@ -76,20 +77,29 @@ TEST(LaunchSegment, SignatureIsTheShapeNotTheValues) {
   // Other argument values (a new position, a moved buffer): the same graph, its nodes updated.
   EXPECT_EQ(signature_of(two_launches('y', -1.0, 9, &t2, {4, 5, 6})), base);
   EXPECT_EQ(hash_of(signature_of(two_launches('y', -1.0, 9, &t2, {4, 5, 6}))), hash_of(base));
-  // Another grid: another graph.
-  EXPECT_NE(signature_of(two_launches('x', 2.5, -7, &t1, {1, 2, 3}, 5)), base);
-  // Every other part of a launch's shape.
+  // Another grid (a step of more rows): the same graph, the node's geometry updated.
+  EXPECT_EQ(signature_of(two_launches('x', 2.5, -7, &t1, {1, 2, 3}, 5)), base);
+  // What a replay cannot change, and what it can.
   auto changed = [&](auto edit) {
     Segment seg = two_launches('x', 2.5, -7, &t1, {1, 2, 3});
     edit(seg.launches[1].l);
     return signature_of(seg) != base;
   };
   EXPECT_TRUE(changed([](KernelLaunch& l) { l.func = &kernel_a; }));
-  EXPECT_TRUE(changed([](KernelLaunch& l) { l.block = dim3(256); }));
-  EXPECT_TRUE(changed([](KernelLaunch& l) { l.grid.z = 2; }));
-  EXPECT_TRUE(changed([](KernelLaunch& l) { l.smem = 2048; }));
   EXPECT_TRUE(changed([](KernelLaunch& l) { l.cluster = 2; }));
   EXPECT_TRUE(changed([](KernelLaunch& l) { l.pdl = false; }));
+  EXPECT_FALSE(changed([](KernelLaunch& l) { l.block = dim3(256); }));
+  EXPECT_FALSE(changed([](KernelLaunch& l) { l.grid.z = 2; }));
+  EXPECT_FALSE(changed([](KernelLaunch& l) { l.smem = 2048; }));
+  // Another argument layout (one more argument, or a wider one).
+  {
+    Segment seg = two_launches('x', 2.5, -7, &t1, {1, 2, 3});
+    int extra = 1;
+    void* args[] = {&extra};
+    const uint32_t sizes[] = {sizeof(extra)};
+    seg.add(launch_of(&kernel_a), args, sizes, 1);
+    EXPECT_NE(signature_of(seg), base);
+  }
   // The same launches in another order.
   Segment swapped;
   {
@@ -106,6 +116,28 @@ TEST(LaunchSegment, SignatureIsTheShapeNotTheValues) {
     swapped.add(launch_of(&kernel_a), args2, sizes2, 3);
   }
   EXPECT_NE(signature_of(swapped), base);
+}
+
+TEST(LaunchSegment, GeometryComparesGridBlockAndSharedMemory) {
+  const KernelLaunch a = launch_of(&kernel_a);
+  EXPECT_TRUE(same_geometry(a, a));
+  KernelLaunch b = a;
+  b.func = &kernel_b;  // not geometry
+  b.pdl = false;
+  EXPECT_TRUE(same_geometry(a, b));
+  for (int part = 0; part < 7; ++part) {
+    KernelLaunch c = a;
+    switch (part) {
+      case 0: c.grid.x += 1; break;
+      case 1: c.grid.y += 1; break;
+      case 2: c.grid.z += 1; break;
+      case 3: c.block.x += 32; break;
+      case 4: c.block.y += 1; break;
+      case 5: c.block.z += 1; break;
+      default: c.smem += 16; break;
+    }
+    EXPECT_FALSE(same_geometry(a, c)) << "part " << part;
+  }
 }
 
 }  // namespace

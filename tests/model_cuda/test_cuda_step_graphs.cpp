@@ -3,7 +3,9 @@
 // run launched kernel by kernel, on every fixture kind (attention-only, hybrid DeltaNet, f32 and bf16
 // weights). And the graphs are in fact used: captured, replayed, and updated where arguments changed
 // (every sixth step runs while the test holds a block of every allocator size class, so the step's
-// buffers move).
+// buffers move). Steps of a different row count each time share graphs: their nodes' grids are updated
+// before the replay, not captured again.
+#include <algorithm>
 #include <random>
 
 #include "backend/cuda/cuda_memory.h"
@@ -27,8 +29,9 @@ class CudaStepGraphs : public ::testing::TestWithParam<CudaModelCase> {
   }
 
   // Prefill, then 48 steps: a decode of one token, or every fifth step an extend of 4 tokens of which
-  // 2 are committed (a verify with rollback). Every step's logits rows, in order.
-  std::vector<std::vector<float>> run(bool graphs) {
+  // 2 are committed (a verify with rollback); with `varying`, step i extends 1 + i % 7 tokens (commits at
+  // most 2). Every step's logits rows, in order.
+  std::vector<std::vector<float>> run(bool graphs, bool varying = false) {
     cuda::set_graphs_enabled(graphs);
     std::mt19937 rng(7);
     auto token = [&] { return static_cast<int32_t>(rng() % static_cast<uint32_t>(model_->vocab_size())); };
@@ -45,12 +48,12 @@ class CudaStepGraphs : public ::testing::TestWithParam<CudaModelCase> {
           held.emplace_back(cuda_memory(), bytes);
           held.emplace_back(cuda_memory(), bytes + bytes / 3);
         }
-      const int k = step % 5 == 4 ? 4 : 1;
+      const int k = varying ? 1 + step % 7 : step % 5 == 4 ? 4 : 1;
       std::vector<int32_t> toks(k);
       for (auto& t : toks) t = token();
       auto r = run_one(*model_, *s, toks, SpanMode::Extend, LogitsWanted::All);
       for (int i = 0; i < k; ++i) rows.push_back(row(r.logits, i));
-      model_->commit(*s, k == 1 ? 1 : 2);
+      model_->commit(*s, std::min(k, 2));
     }
     return rows;
   }
@@ -77,6 +80,23 @@ TEST_P(CudaStepGraphs, GraphedStepsEqualDirectLaunches) {
   const cuda::GraphStats last = cuda::graph_stats();
   for (size_t i = 0; i < direct.size(); ++i) ASSERT_EQ(direct[i], again[i]) << "second run, logits row " << i;
   EXPECT_GT(last.graph_launches - after.graph_launches, 2 * (last.captures - after.captures));
+}
+
+TEST_P(CudaStepGraphs, StepsOfVaryingRowsShareGraphs) {
+  const auto direct = run(false, true);
+  const cuda::GraphStats before = cuda::graph_stats();
+  const auto graphed = run(true, true);
+  const auto again = run(true, true);
+  const cuda::GraphStats after = cuda::graph_stats();
+  ASSERT_EQ(direct.size(), graphed.size());
+  for (size_t i = 0; i < direct.size(); ++i) {
+    ASSERT_EQ(direct[i], graphed[i]) << "logits row " << i;
+    ASSERT_EQ(direct[i], again[i]) << "second run, logits row " << i;
+  }
+  // Seven row counts in turn: a shape not yet seen often enough for a graph of its own replays its
+  // signature's graph with new grids instead of running directly.
+  EXPECT_GT(after.geometry_updates - before.geometry_updates, 0u);
+  EXPECT_GT(after.graph_launches - before.graph_launches, 8 * (after.direct_segments - before.direct_segments));
 }
 
 INSTANTIATE_TEST_SUITE_P(Models, CudaStepGraphs, cuda_model_cases(), cuda_model_case_name);

@@ -27,15 +27,29 @@ std::vector<uint64_t> signature_of(const Segment& s) {
   for (const Recorded& r : s.launches) {
     const KernelLaunch& l = r.l;
     sig.push_back(reinterpret_cast<uintptr_t>(l.func));
-    sig.push_back((uint64_t{l.grid.x} << 32) | l.grid.y);
-    sig.push_back((uint64_t{l.grid.z} << 32) | l.block.x);
-    sig.push_back((uint64_t{l.block.y} << 32) | l.block.z);
-    sig.push_back(l.smem);
     sig.push_back((uint64_t{l.cluster} << 32) | (l.pdl ? 1u : 0u));
     sig.push_back(r.nargs);
     for (uint32_t a = 0; a < r.nargs; ++a) sig.push_back(s.arg_size[r.arg_begin + a]);
   }
   return sig;
+}
+
+std::vector<uint64_t> geometry_of(const Segment& s) {
+  std::vector<uint64_t> geo;
+  geo.reserve(s.launches.size() * 4);
+  for (const Recorded& r : s.launches) {
+    const KernelLaunch& l = r.l;
+    geo.push_back((uint64_t{l.grid.x} << 32) | l.grid.y);
+    geo.push_back((uint64_t{l.grid.z} << 32) | l.block.x);
+    geo.push_back((uint64_t{l.block.y} << 32) | l.block.z);
+    geo.push_back(l.smem);
+  }
+  return geo;
+}
+
+bool same_geometry(const KernelLaunch& a, const KernelLaunch& b) {
+  return a.grid.x == b.grid.x && a.grid.y == b.grid.y && a.grid.z == b.grid.z && a.block.x == b.block.x &&
+         a.block.y == b.block.y && a.block.z == b.block.z && a.smem == b.smem;
 }
 
 uint64_t hash_of(const std::vector<uint64_t>& sig) {

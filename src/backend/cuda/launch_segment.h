@@ -1,7 +1,8 @@
 #pragma once
 // What step_graphs.cpp records: a segment of kernel launches (each launch's configuration and a copy of
-// its argument bytes, plus the metadata its ops staged), its signature (the launches' shape, without the
-// argument values: the key of its graph), and a direct launch of a recorded configuration.
+// its argument bytes, plus the metadata its ops staged), its signature (the launches' functions and
+// argument layout, without their values or geometry: the key of its graph), and a direct launch of a
+// recorded configuration.
 #include <cuda_runtime_api.h>
 
 #include <cstddef>
@@ -55,8 +56,15 @@ struct Segment {
   }
 };
 
-// The shape of a segment: everything about its launches but the argument values.
+// The shape of a segment, the key of its graph: each launch's function, cluster, PDL and argument sizes.
+// Grids, blocks and dynamic shared memory are left out: a kernel node's geometry can be set before a
+// replay like its arguments (cudaGraphExecKernelNodeSetParams), so steps whose row counts differ (a
+// verify's per-sequence draft lengths, a decode batch's longest context) share one graph.
 std::vector<uint64_t> signature_of(const Segment& s);
+// Each launch's grid, block and dynamic shared memory, in order.
+std::vector<uint64_t> geometry_of(const Segment& s);
+// Whether two launches have the same grid, block and dynamic shared memory.
+bool same_geometry(const KernelLaunch& a, const KernelLaunch& b);
 uint64_t hash_of(const std::vector<uint64_t>& sig);
 
 // cudaLaunchKernelExC of a recorded configuration (cluster and PDL attributes as recorded).

@@ -20,10 +20,12 @@ namespace specserve::cuda {
 
 namespace {
 
+using graphs::geometry_of;
 using graphs::hash_of;
 using graphs::launch_now;
 using graphs::PinnedRing;
 using graphs::Recorded;
+using graphs::same_geometry;
 using graphs::Segment;
 using graphs::signature_of;
 
@@ -33,6 +35,9 @@ constexpr size_t kStageAlign = 64;
 constexpr size_t kRecentStages = 16;  // stages of the segment checked for identical bytes
 constexpr size_t kMaxGraphs = 512;
 constexpr size_t kMaxSeen = 8192;
+// Sightings of a signature and geometry before it gets an exact graph of its own (until then the
+// signature's floating graph runs it, from the second sighting of the signature).
+constexpr int kExactSightings = 4;
 
 // Launches in a segment, and in the first one after a stream use other than a launch (shorter, so the GPU
 // starts early). Both were measured in session 14 (docs/DECISIONS.md: graph segment lengths).
@@ -54,6 +59,7 @@ struct Graph {
   cudaGraphExec_t exec = nullptr;
   std::vector<cudaGraphNode_t> nodes;  // one kernel node per launch, in order
   std::vector<uint8_t> bytes;          // the argument bytes the nodes hold now
+  std::vector<KernelLaunch> geometry;  // the grid, block and shared memory each node holds now
   uint64_t last_used = 0;
 
   void destroy() {
@@ -64,9 +70,15 @@ struct Graph {
   }
 };
 
-void log_update(const KernelLaunch& l, const Segment& s, const Graph& g, size_t i) {
+using Graphs = std::unordered_map<uint64_t, Graph>;
+
+void log_update(const KernelLaunch& l, const Segment& s, const Graph& g, size_t i, bool moved) {
   const char* name = nullptr;
   if (cudaFuncGetName(&name, l.func) != cudaSuccess) name = "?";
+  if (moved)
+    std::fprintf(stderr, "[graphs] node %zu %s: grid (%u, %u, %u) -> (%u, %u, %u), %zu -> %zu bytes of shared memory\n",
+                 i, name, g.geometry[i].grid.x, g.geometry[i].grid.y, g.geometry[i].grid.z, l.grid.x, l.grid.y,
+                 l.grid.z, g.geometry[i].smem, l.smem);
   const Recorded& r = s.launches[i];
   for (uint32_t a = 0; a < r.nargs; ++a) {
     const uint32_t off = s.arg_offset[r.arg_begin + a], n = s.arg_size[r.arg_begin + a];
@@ -165,21 +177,44 @@ class Recorder {
     CUDA_CHECK(cudaMemcpyAsync(device_ + s.region * kRegionBytes, pinned, s.staged, cudaMemcpyHostToDevice, stream));
   }
 
+  // Two kinds of graph. An exact graph is kept per signature and geometry for the shapes that recur (a
+  // decode step's, a verify of a common row count): replayed with argument updates alone. A floating
+  // graph, one per signature, takes every other geometry of that signature: its nodes' grids are set
+  // before each replay (~2-4 us a node on the H100: a step of one sequence at a new row count every step
+  // set ~17 nodes' grids, 70 us of a 400 us demo-pair forward), which is still far cheaper than a capture
+  // or a segment run launch by launch.
   void enqueue(Segment& s) {
     cudaStream_t stream = launch_stream();
     copy_region(s, stream);
     if (s.launches.empty()) return;
     std::vector<uint64_t> sig = signature_of(s);
-    const uint64_t h = hash_of(sig);
-    auto it = graphs_.find(h);
-    if (it != graphs_.end() && it->second.signature == sig && replay(it->second, s, stream)) return;
-    if (it != graphs_.end()) {
-      it->second.destroy();
-      graphs_.erase(it);
-    }
-    if (seen_.size() > kMaxSeen) seen_.clear();
-    if (++seen_[h] >= 2 && capture(h, std::move(sig), s, stream)) return;
+    const uint64_t hs = hash_of(sig);
+    const uint64_t he = hash_of(geometry_of(s)) ^ (hs * 0x9e3779b97f4a7c15ull);
+    if (seen_exact_.size() > kMaxSeen) seen_exact_.clear();
+    if (seen_signature_.size() > kMaxSeen) seen_signature_.clear();
+    if (try_replay(exact_, he, sig, /*exact=*/true, s, stream)) return;
+    int& exact_sightings = seen_exact_[he];
+    if (++exact_sightings >= kExactSightings && capture(exact_, he, sig, exact_sightings, s, stream)) return;
+    if (try_replay(floating_, hs, sig, /*exact=*/false, s, stream)) return;
+    int& sightings = seen_signature_[hs];
+    if (++sightings >= 2 && capture(floating_, hs, sig, sightings, s, stream)) return;
     launch_directly(s, stream);
+  }
+
+  // Replays graphs[key] when it has the segment's signature (and, when `exact`, its geometry); a graph
+  // that does not match (a hash collision) or whose update was refused is dropped.
+  bool try_replay(Graphs& graphs, uint64_t key, const std::vector<uint64_t>& sig, bool exact, Segment& s,
+                  cudaStream_t stream) {
+    auto it = graphs.find(key);
+    if (it == graphs.end()) return false;
+    Graph& g = it->second;
+    bool match = g.signature == sig;
+    for (size_t i = 0; match && exact && i < s.launches.size(); ++i)
+      match = same_geometry(g.geometry[i], s.launches[i].l);
+    if (match && replay(g, s, stream)) return true;
+    g.destroy();
+    graphs.erase(it);
+    return false;
   }
 
   void launch_directly(Segment& s, cudaStream_t stream) {
@@ -190,30 +225,38 @@ class Recorder {
     }
   }
 
-  // Updates the nodes whose arguments changed and launches the graph; false (nothing launched) when
-  // an update is refused.
+  // Updates the nodes whose arguments or geometry changed and launches the graph; false (nothing
+  // launched) when an update is refused.
   bool replay(Graph& g, Segment& s, cudaStream_t stream) {
-    if (g.bytes != s.bytes) {
-      for (size_t i = 0; i < s.launches.size(); ++i) {
+    const bool bytes_differ = g.bytes != s.bytes;
+    for (size_t i = 0; i < s.launches.size(); ++i) {
+      const KernelLaunch& l = s.launches[i].l;
+      const bool moved = !same_geometry(g.geometry[i], l);
+      bool changed = moved;
+      if (!changed && bytes_differ) {
         const auto [first, n] = s.arg_range(i);
-        if (n == 0 || std::memcmp(g.bytes.data() + first, s.bytes.data() + first, n) == 0) continue;
-        s.arg_pointers(i, ptrs_);
-        const KernelLaunch& l = s.launches[i].l;
-        cudaKernelNodeParams p = {};
-        p.func = const_cast<void*>(l.func);
-        p.gridDim = l.grid;
-        p.blockDim = l.block;
-        p.sharedMemBytes = static_cast<unsigned>(l.smem);
-        p.kernelParams = ptrs_.data();
-        if (cudaGraphExecKernelNodeSetParams(g.exec, g.nodes[i], &p) != cudaSuccess) {
-          (void)cudaGetLastError();
-          return false;
-        }
-        ++stats_.node_updates;
-        if (debug_updates()) log_update(l, s, g, i);
+        changed = n != 0 && std::memcmp(g.bytes.data() + first, s.bytes.data() + first, n) != 0;
       }
-      g.bytes = s.bytes;
+      if (!changed) continue;
+      s.arg_pointers(i, ptrs_);
+      cudaKernelNodeParams p = {};
+      p.func = const_cast<void*>(l.func);
+      p.gridDim = l.grid;
+      p.blockDim = l.block;
+      p.sharedMemBytes = static_cast<unsigned>(l.smem);
+      p.kernelParams = ptrs_.data();
+      if (cudaGraphExecKernelNodeSetParams(g.exec, g.nodes[i], &p) != cudaSuccess) {
+        (void)cudaGetLastError();
+        return false;
+      }
+      ++stats_.node_updates;
+      if (debug_updates()) log_update(l, s, g, i, moved);
+      if (moved) {
+        ++stats_.geometry_updates;
+        g.geometry[i] = l;
+      }
     }
+    if (bytes_differ) g.bytes = s.bytes;
     g.last_used = ++tick_;
     CUDA_CHECK(cudaGraphLaunch(g.exec, stream));
     ++stats_.graph_launches;
@@ -222,9 +265,10 @@ class Recorder {
 
   // Captures the segment's launches into a graph, keeps it and launches it; false (nothing launched)
   // when the capture fails.
-  bool capture(uint64_t h, std::vector<uint64_t> sig, Segment& s, cudaStream_t stream) {
+  bool capture(Graphs& graphs, uint64_t key, const std::vector<uint64_t>& sig, int& sightings, Segment& s,
+               cudaStream_t stream) {
     Graph g;
-    g.signature = std::move(sig);
+    g.signature = sig;
     if (cudaStreamBeginCapture(stream, cudaStreamCaptureModeThreadLocal) != cudaSuccess) {
       (void)cudaGetLastError();
       return false;
@@ -248,13 +292,14 @@ class Recorder {
     if (!ok) {
       (void)cudaGetLastError();
       g.destroy();
-      seen_[h] = -1000000;  // do not try this shape again soon
+      sightings = -1000000;  // do not try this shape again soon
       return false;
     }
     ++stats_.captures;
     g.bytes = s.bytes;
-    if (graphs_.size() >= kMaxGraphs) evict_oldest();
-    Graph& kept = graphs_[h] = std::move(g);
+    for (const Recorded& r : s.launches) g.geometry.push_back(r.l);
+    if (exact_.size() + floating_.size() >= kMaxGraphs) evict_oldest();
+    Graph& kept = graphs[key] = std::move(g);
     kept.last_used = ++tick_;
     CUDA_CHECK(cudaGraphLaunch(kept.exec, stream));
     ++stats_.graph_launches;
@@ -262,11 +307,17 @@ class Recorder {
   }
 
   void evict_oldest() {
-    auto oldest = graphs_.begin();
-    for (auto it = graphs_.begin(); it != graphs_.end(); ++it)
-      if (it->second.last_used < oldest->second.last_used) oldest = it;
+    Graphs* from = nullptr;
+    Graphs::iterator oldest;
+    for (Graphs* graphs : {&exact_, &floating_})
+      for (auto it = graphs->begin(); it != graphs->end(); ++it)
+        if (from == nullptr || it->second.last_used < oldest->second.last_used) {
+          from = graphs;
+          oldest = it;
+        }
+    if (from == nullptr) return;
     oldest->second.destroy();
-    graphs_.erase(oldest);
+    from->erase(oldest);
   }
 
   std::mutex mutex_;
@@ -276,8 +327,9 @@ class Recorder {
   int holds_ = 0;           // Staging::Lock holders
   char* device_ = nullptr;  // kRegions staging regions
   PinnedRing pinned_;
-  std::unordered_map<uint64_t, Graph> graphs_;
-  std::unordered_map<uint64_t, int> seen_;
+  Graphs exact_;     // by signature and geometry
+  Graphs floating_;  // by signature
+  std::unordered_map<uint64_t, int> seen_exact_, seen_signature_;
   uint64_t tick_ = 0;
   std::vector<void*> ptrs_;
   GraphStats stats_;

@@ -10,12 +10,17 @@
 // the stream: cuda_stream() calls flush_launches(), so a copy, an event, a synchronisation or a
 // download always comes after every launch recorded before it.
 //
-// Enqueueing a segment: its launches' shape (functions, grids, blocks, shared memory, clusters, PDL,
-// argument sizes) is its signature. The second time a signature is seen the segment is captured into
-// a graph (cudaStreamBeginCapture around the launches, so PDL becomes programmatic edges) and kept;
-// afterwards a segment with that signature replays the graph, after updating the parameters of every
-// node whose argument bytes differ (cudaGraphExecKernelNodeSetParams). The segment's staging region
-// is copied to the device just before the launch. A segment seen once runs its launches directly.
+// Enqueueing a segment: its launches' functions, clusters, PDL and argument sizes are its signature, and
+// their grids, blocks and dynamic shared memory its geometry. Geometry varies from step to step where the
+// signature does not (a verify's rows are the sum of per-sequence draft lengths the policy picks every
+// step; attention grids follow the longest context), so graphs come in two kinds. A signature's floating
+// graph is captured (cudaStreamBeginCapture around the launches, so PDL becomes programmatic edges) the
+// second time the signature is seen and runs any geometry of it: before a replay, every node whose
+// argument bytes or geometry differ is updated (cudaGraphExecKernelNodeSetParams). A geometry seen
+// kExactSightings times (step_graphs.cpp) gets an exact graph of its own, replayed with argument
+// updates alone (a node's geometry update costs a few microseconds of host time, like a launch). A
+// segment whose signature was seen once runs its launches directly. The segment's staging region is
+// copied to the device just before the launch.
 //
 // So the bits never change: a graph runs exactly the recorded launches, with their current argument
 // bytes, in stream order. Segment i after a flush always stages into device region i (copied there
@@ -66,12 +71,13 @@ void* stage_for_launch(const void* host, size_t bytes);
 void hold_stages(int delta);
 
 struct GraphStats {
-  uint64_t segments = 0;         // segments enqueued
-  uint64_t direct_segments = 0;  // ... by launching their kernels one by one
-  uint64_t graph_launches = 0;   // ... by launching a graph
-  uint64_t captures = 0;         // graphs captured and instantiated
-  uint64_t node_updates = 0;     // kernel nodes whose parameters were updated before a replay
-  uint64_t launches = 0;         // kernel launches recorded
+  uint64_t segments = 0;          // segments enqueued
+  uint64_t direct_segments = 0;   // ... by launching their kernels one by one
+  uint64_t graph_launches = 0;    // ... by launching a graph
+  uint64_t captures = 0;          // graphs captured and instantiated
+  uint64_t node_updates = 0;      // kernel nodes whose parameters were updated before a replay
+  uint64_t geometry_updates = 0;  // ... of which their grid, block or shared memory
+  uint64_t launches = 0;          // kernel launches recorded
 };
 GraphStats graph_stats();
 
