@@ -31,9 +31,9 @@ namespace specserve::cli {
 namespace {
 
 // The CUDA graph recorder's counts so far (backend/cuda/step_graphs.h), zeros without a device. Printed per
-// level: on a launch-bound model a step whose shape is new runs its launches directly, the next one of that
-// shape is captured, so steps of ever new shapes (draft lengths varying per sequence) cost more than the
-// calibrated ones.
+// level: on a launch-bound model a segment run launch by launch, a capture or a node given a new grid costs
+// host time a plain replay does not, so these say whether steps of varying shape (draft lengths varying per
+// sequence) replay their graphs.
 struct GraphCounts {
   uint64_t segments = 0, graph_launches = 0, captures = 0, direct = 0, geometry_updates = 0;
 };

@@ -91,7 +91,7 @@ TEST(LaunchSegment, SignatureIsTheShapeNotTheValues) {
   EXPECT_FALSE(changed([](KernelLaunch& l) { l.block = dim3(256); }));
   EXPECT_FALSE(changed([](KernelLaunch& l) { l.grid.z = 2; }));
   EXPECT_FALSE(changed([](KernelLaunch& l) { l.smem = 2048; }));
-  // Another argument layout (one more argument, or a wider one).
+  // One more launch (and so another argument layout).
   {
     Segment seg = two_launches('x', 2.5, -7, &t1, {1, 2, 3});
     int extra = 1;
