@@ -132,13 +132,15 @@ Buffer upload_tensors(std::span<TensorView* const> views, const Memory& mem) {
     if (skip(v)) continue;
     const void* host = v->data;
     char* dst = static_cast<char*>(block.data()) + offset.at(host);
-    if (done.insert(host).second) mem.upload(dst, host, v->nbytes());
+    const bool first = done.insert(host).second;
+    if (first) mem.upload(dst, host, v->nbytes());
     v->data = dst;
     v->device = mem.device();
     if (v->block_scaled()) {
       char* sdst = static_cast<char*>(block.data()) + offset.at(v->scales);
       if (done.insert(v->scales).second) mem.upload(sdst, v->scales, v->scale_bytes());
       v->scales = reinterpret_cast<const float*>(sdst);
+      if (first) mem.arrange_fp8_codes(*v);  // once per matrix, in the device's order
     }
   }
   return block;

@@ -68,6 +68,10 @@ class Memory {
   // n elements of `dtype` (F32, BF16 or F8_E4M3) at dst set to the seeded uniform values of
   // backend/synthetic_fill.h in [lo, hi): synthetic weights made where they live (no host copy).
   virtual void fill_uniform(void* dst, DType dtype, size_t n, uint64_t seed, float lo, float hi) const = 0;
+  // A kept fp8 matrix (block_scaled, in this memory, its codes in natural order) put into the order this memory's
+  // matmuls read, in place: nothing on the host; on a CUDA device fragment order (backend/cuda/fp8_code_order.h).
+  // Called once per matrix, where its codes arrive (upload_tensors, the synthetic weights).
+  virtual void arrange_fp8_codes(const TensorView& codes) const { (void)codes; }
 
   // Makes this memory's device the calling thread's current one, for work that runs on it (a tensor-parallel
   // rank's ops: MemoryDeviceScope), and returns what leave_device needs to restore the previous one (-1:

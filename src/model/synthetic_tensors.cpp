@@ -64,6 +64,7 @@ TensorView SyntheticTensors::make_fp8(const std::string& name, const Shape& shap
   memory_.upload(scale.data(), s.data(), scales * 4);
   TensorView v = codes.view(DType::F8_E4M3, shape);
   v.scales = static_cast<const float*>(scale.data());
+  memory_.arrange_fp8_codes(v);  // the order this memory's matmuls read
   return v;
 }
 

@@ -7,12 +7,17 @@
 // counts, early loads, the straight tiles or chunk by chunk, the bf16-scale multiply, the folded, bit and
 // conversion paths; f32, bf16 and mixed scales; the 8B and 27B shapes, K off the 128 grid) and with several
 // weights in one launch; rows bit-invariant (a row alone, inside 16, inside 32, inside more); matmul_multi
-// with fp8 and bf16 weights equal to separate calls. Mirrors test_cuda_matmul_tensor_core.cpp; the kernel's
-// index code and dequantisation identities are checked on the host too (test_cuda_matmul_fp8_host.cpp).
+// with fp8 and bf16 weights equal to separate calls; the codes' arrangement (fp8_arrange_codes) is fp8_code_order.h's.
+// Mirrors test_cuda_matmul_tensor_core.cpp; the kernel's index code and dequantisation identities are checked on the
+// host too (test_cuda_matmul_fp8_host.cpp).
+#include <array>
 #include <cstring>
+#include <random>
 #include <vector>
 
 #include "../backend/fp8_test_weights.h"
+#include "backend/cuda/fp8_arrange.h"
+#include "backend/cuda/fp8_code_order.h"
 #include "backend/cuda/kernels.h"
 #include "cuda_test_util.h"
 
@@ -24,8 +29,9 @@ using specserve::testing::Fp8TestWeight;
 using specserve::testing::make_fp8_weight;
 namespace k = cuda::kernels;
 
-// The fp8 weight (codes and scales) and its bf16 dequantisation on the device. With `pad` > 0 the codes
-// sit one byte past an aligned start with rows K + pad apart (the scalar load path).
+// The fp8 weight (codes and scales) and its bf16 dequantisation on the device, the codes arranged as
+// Memory::arrange_fp8_codes leaves a loaded weight's (fp8_code_order.h). With `pad` > 0 the codes sit one byte
+// past an aligned start with rows K + pad apart (the scalar load path).
 struct DeviceFp8 {
   Fp8TestWeight host;
   DeviceBuffer codes, scales, bf16;
@@ -36,6 +42,7 @@ struct DeviceFp8 {
     std::vector<uint8_t> c(size_t(N * ld + off), 0);
     for (int64_t n = 0; n < N; ++n) std::memcpy(c.data() + off + n * ld, host.codes.as<uint8_t>() + n * K, size_t(K));
     codes = DeviceBuffer::from(c);
+    k::fp8_arrange_codes(codes.as<uint8_t>() + off, N, K, ld, cuda::cuda_stream());  // the device's order
     scales =
         DeviceBuffer::from(std::vector<float>(host.scales.as<float>(), host.scales.as<float>() + host.scales.numel()));
     bf16 = DeviceBuffer::from(std::vector<uint16_t>(host.bf16.as<uint16_t>(), host.bf16.as<uint16_t>() + N * K));
@@ -61,6 +68,25 @@ std::vector<float> run(const TensorView& x, const TensorView& w, bool prefill = 
   else
     cuda_ops().matmul(x, w, dev_view(y, DType::F32, {M, N}));
   return download(y, size_t(M * N));
+}
+
+// fp8_arrange_codes puts every whole 16-column group of every row at fp8o::stored_index and leaves a group cut
+// by K, the row padding and the bytes around the matrix as they were: odd K, padded and misaligned rows.
+TEST_F(Gpu, Fp8ArrangeCodesIsTheFragmentOrder) {
+  std::mt19937 rng(3);
+  for (const auto& [N, K, ld, off] : std::vector<std::array<int64_t, 4>>{
+           {3, 4096, 4096, 0}, {5, 100, 103, 1}, {2, 7, 9, 3}, {130, 128, 144, 0}, {1, 40, 40, 5}}) {
+    std::vector<uint8_t> c(size_t(N * ld + off + 7));
+    for (auto& b : c) b = static_cast<uint8_t>(rng());
+    DeviceBuffer d = DeviceBuffer::from(c);
+    k::fp8_arrange_codes(d.as<uint8_t>() + off, N, K, ld, cuda::cuda_stream());
+    const auto got = d.to_vector<uint8_t>(c.size());
+    std::vector<uint8_t> want = c;
+    for (int64_t n = 0; n < N; ++n)
+      for (int64_t kk = 0; kk < K; ++kk)
+        want[size_t(off + n * ld + cuda::fp8o::stored_index(kk, K))] = c[size_t(off + n * ld + kk)];
+    ASSERT_EQ(got, want) << "N " << N << " K " << K << " ld " << ld << " off " << off;
+  }
 }
 
 struct Dims {

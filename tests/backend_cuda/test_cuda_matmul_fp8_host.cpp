@@ -2,8 +2,9 @@
 // dequantisation identities its bit paths rely on, checked for every e4m3 code against the definition
 // bf16_rn(f32_rn(e4m3 × scale)) with the PTX instructions emulated (prmt with its sign-replicating selector
 // nibbles; mul.rn.bf16x2 as the exact product rounded once), the lanes' shared-memory reads giving exactly
-// the mma B fragments of the codes the whole-tile loads put there (and without bank conflicts), the A
-// fragments (f32 x rounded once per tile into the warp's bf16 tile, then ldmatrix.x4), the tiles the main
+// the mma B fragments of the codes the whole-tile loads put there in fragment order (fp8_code_order.h; without
+// bank conflicts), the A fragments (f32 x rounded once per tile into the warp's bf16 tile in that order, then one
+// 8-byte load a chunk; x's bf16 copy by ldmatrix.x4), the tiles the main
 // loop runs straight and its chain switch (every chunk of a warp's run once, in order, in its slice's
 // chain), the scale slots covering every chunk of every warp, and the layout fitting the device.
 #include <gtest/gtest.h>
@@ -16,6 +17,7 @@
 #include <string>
 #include <vector>
 
+#include "backend/cuda/fp8_code_order.h"
 #include "backend/cuda/matmul_fp8_gemv.cuh"
 #include "core/dtype.h"
 
@@ -23,6 +25,7 @@ namespace specserve::cuda_test {
 namespace {
 
 namespace fp8g = cuda::fp8g;
+namespace fp8o = cuda::fp8o;
 namespace tc = cuda::tc;
 
 uint32_t bits_of(float f) {
@@ -47,33 +50,33 @@ uint16_t mul_bf16(uint16_t a, uint16_t b) {
   return f32_to_bf16(static_cast<float>(p));
 }
 
-// The pair bits (bf16x2) of codes c0 (low half) and c1 (high half) as a lane with t = lane % 4 builds them:
-// the codes at bytes 2t, 2t + 1 of the 8 bytes v1:v0, the other bytes `fill`.
-uint32_t pair_bits_of(int c0, int c1, int t, uint8_t fill = 0x5a) {
-  uint8_t bytes[8];
-  std::memset(bytes, fill, 8);
-  bytes[2 * t] = static_cast<uint8_t>(c0);
-  bytes[2 * t + 1] = static_cast<uint8_t>(c1);
-  uint32_t v0, v1;
-  std::memcpy(&v0, bytes, 4);
-  std::memcpy(&v1, bytes + 4, 4);
-  return fp8g::fp8_pair_bits(fp8g::prmt(v0, v1, fp8g::pair_selector(t)));
+// The pair bits (bf16x2) of codes c0 (low half) and c1 (high half) as a lane builds them from its stored word
+// (fp8_code_order.h): the codes at bytes 0, 1 (b0, fp8o::kPairLo) or 2, 3 (b1, fp8o::kPairHi), the other two
+// bytes `fill`.
+uint32_t pair_bits_of(int c0, int c1, bool hi, uint8_t fill = 0x5a) {
+  uint8_t bytes[4];
+  std::memset(bytes, fill, 4);
+  bytes[hi ? 2 : 0] = static_cast<uint8_t>(c0);
+  bytes[hi ? 3 : 1] = static_cast<uint8_t>(c1);
+  uint32_t w;
+  std::memcpy(&w, bytes, 4);
+  return fp8g::fp8_pair_bits(fp8g::prmt(w, w, hi ? fp8o::kPairHi : fp8o::kPairLo));
 }
 
 // The kernel's fast path for code c (dequant_fast), its folded path (dequant_folded: f32 product of the
 // widened pair bits and scale × 2^120, then bf16) and its general bit path (dequant_bits).
 uint16_t fast(int code, float scale) {
-  const uint32_t p = pair_bits_of(code, 0, 1);
+  const uint32_t p = pair_bits_of(code, 0, false);
   const uint32_t sp = fp8g::fp8_scale_pair(bits_of(scale));
   return mul_bf16(static_cast<uint16_t>(p & 0xffffu), static_cast<uint16_t>(sp & 0xffffu));
 }
 uint16_t folded(int code, float scale) {
-  const uint32_t p = pair_bits_of(0, code, 2);  // the high half this time
+  const uint32_t p = pair_bits_of(0, code, true);  // the high half and b1 this time
   const float s120 = scale * std::ldexp(1.0f, 120);
   return f32_to_bf16(float_of(p & 0xffff0000u) * s120);
 }
 uint16_t bit_path(int code, float scale) {
-  const uint32_t p = pair_bits_of(code, 0, 3);
+  const uint32_t p = pair_bits_of(code, 0, true);
   const float v = float_of(p << 16) * std::ldexp(1.0f, 120);
   return f32_to_bf16(v * scale);
 }
@@ -83,9 +86,40 @@ TEST(Fp8GemvHost, PermuteSelectorsHaveThePtxSemantics) {
   EXPECT_EQ(fp8g::prmt(0x33221100u, 0x77665544u, 0x7654u), 0x77665544u);
   EXPECT_EQ(fp8g::prmt(0x80010280u, 0x00000000u, 0x9180u), 0x0002ff80u);
   EXPECT_EQ(fp8g::prmt(0x00000000u, 0x7f80ff01u, 0xfedcu), 0x00ffff00u);
+  // The fixed selectors: [c0, sign(c0), c1, sign(c1)] from bytes 0, 1 (kPairLo) or 2, 3 (kPairHi).
+  EXPECT_EQ(fp8g::prmt(0x7f80017eu, 0x7f80017eu, fp8o::kPairLo), 0x0001007eu);
+  EXPECT_EQ(fp8g::prmt(0x7f80017eu, 0x7f80017eu, fp8o::kPairHi), 0x007fff80u);
+}
+
+// Fragment order (fp8_code_order.h): a whole group's word t holds columns 2t, 2t + 1, 2t + 8, 2t + 9; slot_of
+// and column_of are inverse permutations; a group cut by K, and only it, keeps its order; a pair stays adjacent.
+TEST(Fp8GemvHost, FragmentOrderPutsEachLanesCodesInOneWord) {
   for (int t = 0; t < 4; ++t) {
-    EXPECT_EQ(fp8g::pair_selector(t), fp8g::pair_selector(t + 4 * (t + 1)));  // only t = lane % 4 matters
-    EXPECT_EQ(fp8g::code_selector(t) & 0xffu, uint32_t(2 * t | (2 * t + 1) << 4));
+    EXPECT_EQ(fp8o::slot_of(2 * t), 4 * t);
+    EXPECT_EQ(fp8o::slot_of(2 * t + 1), 4 * t + 1);
+    EXPECT_EQ(fp8o::slot_of(2 * t + 8), 4 * t + 2);
+    EXPECT_EQ(fp8o::slot_of(2 * t + 9), 4 * t + 3);
+  }
+  std::vector<int> seen(16, 0);
+  for (int j = 0; j < 16; ++j) {
+    ++seen[size_t(fp8o::slot_of(j))];
+    EXPECT_EQ(fp8o::column_of(fp8o::slot_of(j)), j);
+    if (j % 2 == 0) EXPECT_EQ(fp8o::slot_of(j + 1), fp8o::slot_of(j) + 1);
+  }
+  EXPECT_EQ(seen, std::vector<int>(16, 1));
+  for (int64_t K : {16, 40, 4096, 4100, 7}) {
+    std::vector<int> hits(size_t(K), 0);
+    for (int64_t k = 0; k < K; ++k) {
+      const int64_t s = fp8o::stored_index(k, K);
+      ASSERT_GE(s, 0);
+      ASSERT_LT(s, K);
+      ++hits[size_t(s)];
+      const bool whole = k / 16 * 16 + 16 <= K;
+      ASSERT_EQ(fp8o::whole_group(k, K), whole) << k << " of " << K;
+      if (!whole) ASSERT_EQ(s, k) << k << " of " << K;
+      ASSERT_EQ(s / 16, k / 16);
+    }
+    EXPECT_EQ(hits, std::vector<int>(size_t(K), 1)) << K;
   }
 }
 
@@ -95,7 +129,7 @@ TEST(Fp8GemvHost, PairBitsAreTheCodesTimesTwoToTheMinus120) {
       if (is_nan_code(c)) continue;
       const double want = std::ldexp(double(e4m3_to_f32(static_cast<uint8_t>(c))), -120);
       for (uint8_t fill : {0x00, 0xff, 0x80, 0x7f}) {
-        const uint32_t both = pair_bits_of(c, c ^ 0x80, t, fill);
+        const uint32_t both = pair_bits_of(c, c ^ 0x80, t % 2 == 1, fill);
         ASSERT_EQ(double(bf16_to_f32(static_cast<uint16_t>(both & 0xffffu))), want) << "code " << c << " t " << t;
         ASSERT_EQ(double(bf16_to_f32(static_cast<uint16_t>(both >> 16))), -want) << "code " << (c ^ 0x80);
         ASSERT_EQ(std::signbit(bf16_to_f32(static_cast<uint16_t>(both & 0xffffu))), c >= 128) << c;
@@ -178,63 +212,76 @@ TEST(Fp8GemvHost, BitPathHasTheDefinitionsBits) {
     }
 }
 
-// Whole-tile loads of a random 16-row code block into a stage, then every lane's reads: the 16-byte load of
-// its row's chunk, permuted, holds the B fragment's codes of k 2t, 2t + 1 (b0) and 2t + 8, 2t + 9 (b1) of
-// weight row g (+ 8 for the second n8 tile) in chunk c, as pair bits; the conversion path's code pairs are
-// the same codes. The 16-byte loads of each 8-lane phase hit distinct bank groups or the same address.
+// ldmatrix.x4 / .x2 (b16): lanes 8i..8i+7 give the 8 row addresses of matrix i; lane l receives, in register i,
+// the 4 bytes at byte 4 (l % 4) of matrix i's row l / 4.
+template <int N>
+void ldmatrix(const std::vector<uint8_t>& smem, const int (&addr)[32], uint32_t (&out)[32][4]) {
+  for (int lane = 0; lane < 32; ++lane)
+    for (int i = 0; i < N; ++i) std::memcpy(&out[lane][i], &smem[size_t(addr[8 * i + lane / 4] + 4 * (lane % 4))], 4);
+}
+
+// Whole-tile loads of a random 16-row code block, arranged in fragment order as on the device, into a stage,
+// then every lane's reads: the code ldmatrix.x4 of two chunks (and the .x2 of one, the general tiles'), permuted,
+// holds the B fragment's codes of k 2t, 2t + 1 (b0) and 2t + 8, 2t + 9 (b1) of weight row g (+ 8 for the second
+// n8 tile) in each chunk c, as pair bits; the conversion path's code pairs are the same codes. Each 8 × 16-byte
+// matrix's rows lie in distinct bank groups (one wavefront).
 template <int St, fp8g::XMode X>
 void check_fragments(int x_rows) {
   using C = fp8g::Fp8Gemv<St, X>;
   const fp8g::Fp8Layout<C> lay{x_rows, fp8g::scale_slots(8, 32, C::kWarps)};
-  const int64_t ldq = 4096 + 16;
+  const int64_t K = 4096, ldq = K + 16;
   std::mt19937 rng(uint32_t(St * 7 + int(X)));
-  std::vector<uint8_t> w(size_t(16 * ldq));
+  std::vector<uint8_t> w(size_t(16 * ldq)), stored(w.size());  // natural; as fp8_arrange_codes leaves it
   for (auto& b : w) b = static_cast<uint8_t>(rng());
+  for (int64_t n = 0; n < 16; ++n)
+    for (int64_t k = 0; k < ldq; ++k)
+      stored[size_t(n * ldq + (k < K ? fp8o::stored_index(k, K) : k))] = w[size_t(n * ldq + k)];
   std::vector<uint8_t> smem(size_t(lay.smem_bytes(8)), 0);
   const int64_t begin = 40;  // chunks: a run starting inside a scale block
   for (int warp = 0; warp < C::kWarps; ++warp)
     for (int tile = 0; tile < 3; ++tile) {
       const int stage = tile % St, sb = stage * lay.stage_bytes();
-      for (int lane = 0; lane < 32; ++lane) {
-        const auto l = fp8g::fp8_lane(lay, warp, lane, /*n0w=*/0, ldq, begin, /*m0=*/0, /*ldx=*/4096 + 128, 16);
+      std::vector<fp8g::Fp8Lane<C>> lanes;
+      for (int lane = 0; lane < 32; ++lane)
+        lanes.push_back(fp8g::fp8_lane(lay, warp, lane, /*n0w=*/0, ldq, begin, /*m0=*/0, /*ldx=*/4096 + 128, 16));
+      for (int lane = 0; lane < 32; ++lane)
         for (int j = 0; j < 4; ++j)
-          std::memcpy(&smem[size_t(l.q_dst + sb + j * 4 * C::kSQ)], &w[size_t(l.q_src + tile * 128 + j * 4 * ldq)], 16);
-      }
-      for (int nt = 0; nt < 2; ++nt)
-        for (int c = 0; c < C::kChunks; ++c) {
-          std::vector<int> offs;
-          for (int lane = 0; lane < 32; ++lane) {
-            const auto l = fp8g::fp8_lane(lay, warp, lane, 0, ldq, begin, 0, 4096 + 128, 16);
-            const int off = l.q_rd + sb + nt * 8 * C::kSQ + c * tc::kMmaK;
-            ASSERT_EQ(off % 16, 0);
-            offs.push_back(off);
-            uint32_t v[4];
-            std::memcpy(v, &smem[size_t(off)], 16);
+          std::memcpy(&smem[size_t(lanes[lane].q_dst + sb + j * 4 * C::kSQ)],
+                      &stored[size_t(lanes[lane].q_src + tile * 128 + j * 4 * ldq)], 16);
+      for (int c = 0; c < C::kChunks; ++c) {
+        int addr[32];
+        for (int lane = 0; lane < 32; ++lane) {
+          // the regular tile's x4 at its even chunk (registers 2, 3 for the odd one); the general tile's x2
+          addr[lane] = lanes[lane].q_frag + sb + (c & ~1) * tc::kMmaK;
+          ASSERT_EQ(addr[lane] % 16, 0);
+        }
+        uint32_t q4[32][4], q2[32][4];
+        ldmatrix<4>(smem, addr, q4);
+        for (int lane = 0; lane < 32; ++lane) addr[lane] = lanes[lane].q_frag + sb + c * tc::kMmaK;
+        ldmatrix<2>(smem, addr, q2);
+        for (int i = 0; i < 4; ++i) {  // each matrix's 8 rows in 8 distinct 16-byte bank groups
+          std::vector<int> groups;
+          for (int r = 0; r < 8; ++r) groups.push_back((addr[8 * i + r] / 16) % 8);
+          std::sort(groups.begin(), groups.end());
+          ASSERT_TRUE(std::adjacent_find(groups.begin(), groups.end()) == groups.end())
+              << "bank conflict: chunk " << c << " warp " << warp;
+        }
+        for (int lane = 0; lane < 32; ++lane)
+          for (int nt = 0; nt < 2; ++nt) {
+            const uint32_t v = q4[lane][2 * (c % 2) + nt];
+            ASSERT_EQ(v, q2[lane][nt]);
             const int g = lane >> 2, t = lane & 3;
             const uint8_t* row = &w[size_t((g + 8 * nt) * ldq + begin * 16 + tile * 128 + c * 16)];
-            const uint32_t b0 = fp8g::fp8_pair_bits(fp8g::prmt(v[0], v[1], l.sel));
-            const uint32_t b1 = fp8g::fp8_pair_bits(fp8g::prmt(v[2], v[3], l.sel));
+            const uint32_t b0 = fp8g::fp8_pair_bits(fp8g::prmt(v, v, fp8o::kPairLo));
+            const uint32_t b1 = fp8g::fp8_pair_bits(fp8g::prmt(v, v, fp8o::kPairHi));
             const std::string where = "lane " + std::to_string(lane) + " chunk " + std::to_string(c) + " tile " +
                                       std::to_string(nt) + " warp " + std::to_string(warp);
-            ASSERT_EQ(b0, pair_bits_of(row[2 * t], row[2 * t + 1], 0)) << where;
-            ASSERT_EQ(b1, pair_bits_of(row[2 * t + 8], row[2 * t + 9], 0)) << where;
-            ASSERT_EQ(fp8g::prmt(v[0], v[1], l.csel) & 0xffffu, uint32_t(row[2 * t]) | uint32_t(row[2 * t + 1]) << 8)
-                << where;
-            ASSERT_EQ(fp8g::prmt(v[2], v[3], l.csel) & 0xffffu, uint32_t(row[2 * t + 8]) | uint32_t(row[2 * t + 9])
-                                                                                               << 8)
-                << where;
+            ASSERT_EQ(b0, pair_bits_of(row[2 * t], row[2 * t + 1], false, 0)) << where;
+            ASSERT_EQ(b1, pair_bits_of(row[2 * t + 8], row[2 * t + 9], true, 0)) << where;
+            ASSERT_EQ(v & 0xffffu, uint32_t(row[2 * t]) | uint32_t(row[2 * t + 1]) << 8) << where;
+            ASSERT_EQ(v >> 16, uint32_t(row[2 * t + 8]) | uint32_t(row[2 * t + 9]) << 8) << where;
           }
-          for (int phase = 0; phase < 4; ++phase) {  // a 16-byte load serves 8 lanes a pass
-            std::vector<int> distinct(offs.begin() + 8 * phase, offs.begin() + 8 * phase + 8);
-            std::sort(distinct.begin(), distinct.end());
-            distinct.erase(std::unique(distinct.begin(), distinct.end()), distinct.end());
-            std::vector<int> groups;
-            for (int o : distinct) groups.push_back((o / 16) % 8);
-            std::sort(groups.begin(), groups.end());
-            ASSERT_TRUE(std::adjacent_find(groups.begin(), groups.end()) == groups.end())
-                << "bank conflict: chunk " << c << " tile " << nt << " warp " << warp;
-          }
-        }
+      }
     }
 }
 
@@ -245,12 +292,6 @@ TEST(Fp8GemvHost, LanesReadTheMmaBFragments) {
   check_fragments<4, fp8g::XMode::Xb16>(0);
 }
 
-// ldmatrix.x4 (b16): lanes 8i..8i+7 give the 8 row addresses of matrix i; lane l receives, in register i,
-// the 4 bytes at byte 4 (l % 4) of matrix i's row l / 4.
-void ldmatrix_x4(const std::vector<uint8_t>& smem, const int (&addr)[32], uint32_t (&out)[32][4]) {
-  for (int lane = 0; lane < 32; ++lane)
-    for (int i = 0; i < 4; ++i) std::memcpy(&out[lane][i], &smem[size_t(addr[8 * i + lane / 4] + 4 * (lane % 4))], 4);
-}
 uint32_t bf16_pair(float lo, float hi) { return uint32_t(f32_to_bf16(lo)) | uint32_t(f32_to_bf16(hi)) << 16; }
 
 // The A fragments. f32 x (1-4 rows): the stage's x rows, rounded by tile_x's lanes into the warp's bf16 tile,
@@ -280,7 +321,8 @@ void check_a_fragments(int rows) {
           float v[4];
           std::memcpy(v, &smem[size_t(lanes[lane].x_dst + sb + r * C::kSA * 4)], 16);
           const uint32_t h[2] = {bf16_pair(v[0], v[1]), bf16_pair(v[2], v[3])};
-          std::memcpy(&smem[size_t(lanes[lane].xh_dst + r * lay.xh_row_bytes())], h, 8);
+          for (int i = 0; i < 2; ++i)
+            std::memcpy(&smem[size_t(lanes[lane].xh_dst[i] + r * lay.xh_row_bytes())], &h[i], 4);
         }
     } else {
       for (int r = 0; r < held; ++r)
@@ -291,17 +333,38 @@ void check_a_fragments(int rows) {
     }
     for (int kk = 0; kk < C::kChunks; ++kk) {
       int addr[32];
-      for (int lane = 0; lane < 32; ++lane) {
-        addr[lane] = lanes[lane].a_off + (X == fp8g::XMode::F32 ? 0 : sb) + kk * tc::kMmaK * 2;
-        ASSERT_EQ(addr[lane] % 16, 0);
-      }
       uint32_t a[32][4];
-      ldmatrix_x4(smem, addr, a);
+      if constexpr (X == fp8g::XMode::F32) {  // one 8-byte load: a0 = a1, a2 = a3 (load_a)
+        for (int lane = 0; lane < 32; ++lane) {
+          addr[lane] = lanes[lane].a_off + kk * tc::kMmaK * 2;
+          ASSERT_EQ(addr[lane] % 8, 0);
+          std::memcpy(&a[lane][0], &smem[size_t(addr[lane])], 4);
+          std::memcpy(&a[lane][2], &smem[size_t(addr[lane] + 4)], 4);
+          a[lane][1] = a[lane][0];
+          a[lane][3] = a[lane][2];
+        }
+        for (int half = 0; half < 2; ++half) {  // 16 lanes a pass: distinct 8-byte words in distinct banks
+          std::vector<int> words(addr + 16 * half, addr + 16 * half + 16), banks;
+          std::sort(words.begin(), words.end());
+          words.erase(std::unique(words.begin(), words.end()), words.end());
+          for (int o : words) banks.push_back((o / 8) % 16);
+          std::sort(banks.begin(), banks.end());
+          ASSERT_TRUE(std::adjacent_find(banks.begin(), banks.end()) == banks.end())
+              << "bank conflict: chunk " << kk << " rows " << rows;
+        }
+      } else {
+        for (int lane = 0; lane < 32; ++lane) {
+          addr[lane] = lanes[lane].a_off + sb + kk * tc::kMmaK * 2;
+          ASSERT_EQ(addr[lane] % 16, 0);
+        }
+        ldmatrix<4>(smem, addr, a);
+      }
       for (int lane = 0; lane < 32; ++lane) {
         const int g = lane >> 2, t = lane & 3;
         for (int reg = 0; reg < 4; ++reg) {
           const int row = g + 8 * (reg & 1), k = kk * 16 + 2 * t + 8 * (reg >> 1);
-          const int src = row < held ? row : row % held;
+          // rows past M hold a row below M: f32 x row g % M for both halves, x's copy row % rows held
+          const int src = row < held ? row : X == fp8g::XMode::F32 ? g % held : row % held;
           ASSERT_EQ(a[lane][reg], bf16_pair(x[size_t(src * 128 + k)], x[size_t(src * 128 + k + 1)]))
               << "lane " << lane << " reg " << reg << " chunk " << kk << " rows " << rows;
         }

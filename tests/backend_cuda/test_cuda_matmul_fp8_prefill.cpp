@@ -13,6 +13,8 @@
 
 #include "../backend/fp8_prefill_reference.h"
 #include "../backend/fp8_test_weights.h"
+#include "backend/cuda/fp8_arrange.h"
+#include "backend/cuda/fp8_code_order.h"
 #include "backend/cuda/kernels.h"
 #include "cuda_test_util.h"
 
@@ -27,7 +29,8 @@ namespace fp8a = cuda::fp8a;
 
 bool w8a8_runs() { return k::matmul_device().wgmma && k::matmul_device().fp8_w8a8; }
 
-// An fp8 weight on the device (codes [N, K] packed: ldw = K, which the GEMM takes when K % 16 == 0).
+// An fp8 weight on the device (codes [N, K] packed: ldw = K, which the GEMM takes when K % 16 == 0), arranged as
+// Memory::arrange_fp8_codes leaves a loaded one.
 struct DeviceFp8 {
   Fp8TestWeight host;
   DeviceBuffer codes, scales;
@@ -35,6 +38,7 @@ struct DeviceFp8 {
   DeviceFp8(int64_t N, int64_t K, uint32_t seed, Fp8Scales kind = Fp8Scales::F32)
       : host(make_fp8_weight(N, K, seed, kind)) {
     codes = DeviceBuffer::from(std::vector<uint8_t>(host.codes.as<uint8_t>(), host.codes.as<uint8_t>() + N * K));
+    k::fp8_arrange_codes(codes.as<uint8_t>(), N, K, K, cuda::cuda_stream());  // the device's order
     scales =
         DeviceBuffer::from(std::vector<float>(host.scales.as<float>(), host.scales.as<float>() + host.scales.numel()));
     view = TensorView::contiguous(codes.data(), DType::F8_E4M3, {N, K}, Device::CUDA);
@@ -76,7 +80,8 @@ std::vector<float> edgy_x(int64_t M, int64_t K, uint32_t seed) {
   return x;
 }
 
-// The device pass: codes and scales bit for bit the host rule's, for K tails and odd strides.
+// The device pass: codes and scales bit for bit the host rule's, for K tails and odd strides; the codes in the
+// weights' fragment order (fp8_code_order.h).
 TEST_F(Gpu, Fp8PrefillActivationPassHasTheHostRulesBits) {
   for (int64_t K : {int64_t{4096 + 64}, int64_t{1000}, int64_t{37}, int64_t{128}, int64_t{5120}})
     for (int64_t ldx : {K, K + 3}) {
@@ -92,7 +97,8 @@ TEST_F(Gpu, Fp8PrefillActivationPassHasTheHostRulesBits) {
       const auto want = specserve::testing::quantise_rows(x.data(), ldx, M, K);
       for (int64_t m = 0; m < M; ++m) {
         for (int64_t kk = 0; kk < K; ++kk)
-          ASSERT_EQ(int(got_c[size_t(m * pitch + kk)]), int(want.codes[size_t(m * K + kk)]))
+          ASSERT_EQ(int(got_c[size_t(m * pitch + cuda::fp8o::stored_index(kk, K))]),
+                    int(want.codes[size_t(m * K + kk)]))
               << "row " << m << " k " << kk << " (K " << K << ", ldx " << ldx << ", x " << x[size_t(m * ldx + kk)]
               << ")";
         for (int64_t g = 0; g < groups; ++g) {

@@ -12,6 +12,7 @@
 #include "backend/cuda/cuda_stream.h"
 #include "backend/cuda/device_scope.h"
 #include "backend/cuda/kernels.h"
+#include "backend/cuda/fp8_arrange.h"
 #include "backend/cuda/synthetic_fill_e4m3.h"
 #include "backend/cuda/staging.h"
 #include "backend/cuda/step_graphs.h"
@@ -222,6 +223,13 @@ class CudaMemory final : public Memory {
     else
       cuda::kernels::fill_uniform(dst, dtype == DType::BF16, static_cast<int64_t>(n), seed, lo, hi,
                                   cuda::cuda_stream());
+  }
+  void arrange_fp8_codes(const TensorView& codes) const override {
+    SS_CHECK(codes.block_scaled() && codes.device == device() && codes.ndim() == 2 && codes.strides[1] == 1,
+             "arrange_fp8_codes: {} is not a kept fp8 matrix in this memory", codes.describe());
+    const cuda::DeviceScope scope(device_);
+    cuda::kernels::fp8_arrange_codes(static_cast<uint8_t*>(codes.data), codes.dim(0), codes.dim(1), codes.strides[0],
+                                     cuda::cuda_stream());
   }
   size_t available_bytes() const override {
     const cuda::DeviceScope scope(device_);

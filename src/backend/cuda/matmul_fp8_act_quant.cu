@@ -1,7 +1,9 @@
 // The W8A8 prefill GEMM's pre-pass (matmul_prefill_fp8_sm90a.cu): x [M, K] (f32, row stride ldx) quantised to
 // e4m3 per row and group of 128 columns by the rule of matmul_fp8_act_math.cuh, into
 //   codes  [M, pitch] bytes (pitch = code_pitch(K), a multiple of 16: the GEMM's TMA row stride; the bytes from K
-//          up to the group's end are +0 codes, those past that are not written),
+//          up to the group's end are +0 codes, those past that are not written), in the fragment order of the
+//          weight's codes (fp8_code_order.h: a whole 16-column group permuted, a group cut by K as it is), so
+//          that the GEMM's k-th products pair the same columns,
 //   scales [groups_of(K), scale_pitch(M)] f32, transposed (group g's scales of rows m0 .. m0 + 127 are one
 //          512-byte TMA box of the GEMM's stage).
 // One warp per (row, group): lane l holds columns 128 g + 4 l .. + 3 (one 16-byte load where x allows it), the
@@ -13,6 +15,7 @@
 #include <cuda_runtime.h>
 
 #include "backend/cuda/cuda_check.h"
+#include "backend/cuda/fp8_code_order.h"
 #include "backend/cuda/kernels.h"
 #include "backend/cuda/launch.cuh"
 #include "backend/cuda/matmul_fp8_act_math.cuh"
@@ -52,7 +55,13 @@ __global__ void __launch_bounds__(kThreads)
     const float s = fp8a::group_scale(amax);
     const uint32_t lo = cvt_e4m3x2(__fdiv_rn(v[0], s), __fdiv_rn(v[1], s));
     const uint32_t hi = cvt_e4m3x2(__fdiv_rn(v[2], s), __fdiv_rn(v[3], s));
-    if (k < pitch) *reinterpret_cast<uint32_t*>(codes + m * pitch + k) = lo | (hi << 16);
+    uint8_t* row = codes + m * pitch;
+    if (fp8o::whole_group(k, K)) {  // the weight's fragment order (fp8_code_order.h): the pairs k, k + 2 apart
+      *reinterpret_cast<uint16_t*>(row + fp8o::stored_index(k, K)) = static_cast<uint16_t>(lo);
+      *reinterpret_cast<uint16_t*>(row + fp8o::stored_index(k + 2, K)) = static_cast<uint16_t>(hi);
+    } else if (k < pitch) {
+      *reinterpret_cast<uint32_t*>(row + k) = lo | (hi << 16);
+    }
     if (lane == 0) scales[g * scale_pitch + m] = s;
   }
 }

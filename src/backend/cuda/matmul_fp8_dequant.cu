@@ -13,6 +13,7 @@
 #include <cuda_runtime.h>
 
 #include "backend/cuda/cuda_check.h"
+#include "backend/cuda/fp8_code_order.h"
 #include "backend/cuda/kernels.h"
 #include "backend/cuda/launch.cuh"
 #include "backend/cuda/matmul_fp8_math.cuh"
@@ -21,7 +22,8 @@ namespace specserve::cuda::kernels {
 
 namespace {
 
-// One thread per pair of elements (k, k + 1) of a row (k even: a pair never straddles a 128-column block).
+// One thread per pair of elements (k, k + 1) of a row (k even: a pair never straddles a 128-column block), read
+// where the codes' fragment order keeps it (fp8_code_order.h: a pair stays two adjacent bytes).
 __global__ void __launch_bounds__(256)
     fp8_dequant_kernel(const uint8_t* w, int64_t ldw, const float* scales, int64_t scale_ld, int64_t N, int64_t K,
                        uint16_t* out, int64_t ldo) {
@@ -30,9 +32,9 @@ __global__ void __launch_bounds__(256)
   const int64_t stride = int64_t{gridDim.x} * blockDim.x;
   for (int64_t i = int64_t{blockIdx.x} * blockDim.x + threadIdx.x; i < total; i += stride) {
     const int64_t n = i / pairs_per_row, k = 2 * (i % pairs_per_row);
-    const uint8_t* row = w + n * ldw;
+    const uint8_t* pair = w + n * ldw + fp8o::stored_index(k, K);
     const bool two = k + 1 < K;
-    const uint16_t codes = static_cast<uint16_t>(row[k] | (two ? row[k + 1] << 8 : 0));
+    const uint16_t codes = static_cast<uint16_t>(pair[0] | (two ? pair[1] << 8 : 0));
     const uint32_t v = fp8::dequant2_bf16(codes, scales[n / fp8::kBlock * scale_ld + k / fp8::kBlock]);
     out[n * ldo + k] = static_cast<uint16_t>(v & 0xffffu);
     if (two) out[n * ldo + k + 1] = static_cast<uint16_t>(v >> 16);

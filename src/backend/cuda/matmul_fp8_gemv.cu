@@ -36,10 +36,16 @@
 // loop ~15), the second version's about 470 (the budget at 4.3 TB/s: a tile every ~110-125 cycles of an
 // SM's 4 issue slots a cycle).
 //
-// Even so the kernel is latency-bound at 2-3 warps a scheduler (ncu, 8B down_proj at one row: 4.6 cycles between
-// a warp's instructions, no eligible warp 58 % of the cycles, 143 registers a thread, 12.5 % occupancy). For one
-// row of f32 x a launch may take CTAs of 8 warps of one slice each (at most 128 registers, 2 CTAs a
-// multiprocessor: 25 % occupancy, 43 % of cycles without an eligible warp) where its waves allow (fp8_warps_for).
+// What the third version did and this one (the fourth) does not: per tile and warp 16 16-byte shared loads of
+// codes (four lanes of a row loading the same 16 bytes: 64 shared-memory wavefronts) and 8 ldmatrix.x4 for x's A
+// fragments (32 more), against about 116 cycles of a multiprocessor per 2 KB tile at the copy bandwidth; now the
+// codes sit in fragment order (fp8_code_order.h), 4 ldmatrix.x4 a tile (16 wavefronts), and with f32 x one
+// 8-byte load a chunk reads a lane's A registers (8).
+//
+// Even so the third version was latency-bound at 2-3 warps a scheduler (ncu, 8B down_proj at one row: 4.6 cycles
+// between a warp's instructions, no eligible warp 58 % of the cycles, 143 registers a thread, 12.5 % occupancy). For
+// one row of f32 x a launch may take CTAs of 8 warps of one slice each (at most 128 registers, 2 CTAs a multiprocessor:
+// 25 % occupancy, 43 % of cycles without an eligible warp) where its waves allow (fp8_warps_for).
 //
 // Stages (matmul_fp8_gemv.cuh: any count has the same bits) are chosen per launch for the most CTAs a
 // multiprocessor, then the deepest ring (the shallowest with x's 16-row bf16 copy) (fp8_stages_for); tests
@@ -147,7 +153,6 @@ __global__ void __launch_bounds__(C::kThreads, C::kMinCtas) matmul_fp8_gemv_kern
 
   auto st_f32 = [&](int off, float v) { *reinterpret_cast<float*>(smem + off) = v; };
   auto cp16_x = [&](int off, const float* src, int bytes) { copy_piece<true>(sbase, smem, off, src, bytes); };
-  auto ldq = [&](int off) { return *reinterpret_cast<const uint4*>(smem + off); };
   auto scale = [&](int i) { return *reinterpret_cast<const float*>(smem + lay.sc_off(warp, i)); };
 
   // Whole tile t into the stage at byte offset sb: the codes (4 pieces a lane) and x.
@@ -181,10 +186,10 @@ __global__ void __launch_bounds__(C::kThreads, C::kMinCtas) matmul_fp8_gemv_kern
       const int off = lay.q_off(warp, stage, r, c);
       if (bytes == 16 && w.vec_q) {
         cp_async_cg(sbase + off, w.q + n * w.ldq + k, 16);
-      } else {
+      } else {  // a whole group is stored in fragment order already; a group cut by K as it is: put it there
         const uint8_t* src = w.q + (bytes ? n * w.ldq + k : 0);
 #pragma unroll 1
-        for (int e = 0; e < 16; ++e) smem[off + e] = e < bytes ? src[e] : uint8_t{0};
+        for (int e = 0; e < 16; ++e) smem[off + (bytes == 16 ? e : fp8o::slot_of(e))] = e < bytes ? src[e] : uint8_t{0};
       }
     }
     if constexpr (kXb) {
@@ -236,14 +241,20 @@ __global__ void __launch_bounds__(C::kThreads, C::kMinCtas) matmul_fp8_gemv_kern
       for (int r = 0; r < fp8g::kF32MaxRows; ++r) {
         if (r >= valid_rows) break;
         const float4 v = *reinterpret_cast<const float4*>(smem + l.x_dst + sb + r * C::kSA * 4);
-        *reinterpret_cast<uint2*>(smem + l.xh_dst + r * lay.xh_row_bytes()) =
-            make_uint2(pack_bf16x2(v.x, v.y), pack_bf16x2(v.z, v.w));
+        *reinterpret_cast<uint32_t*>(smem + l.xh_dst[0] + r * lay.xh_row_bytes()) = pack_bf16x2(v.x, v.y);
+        *reinterpret_cast<uint32_t*>(smem + l.xh_dst[1] + r * lay.xh_row_bytes()) = pack_bf16x2(v.z, v.w);
       }
       __syncwarp();
     }
   };
   auto load_a = [&](int sb, int kk, uint32_t(&a)[4]) {
-    ldmatrix_x4(sbase + l.a_off + (kXb ? sb : 0) + kk * kMmaK * 2, a[0], a[1], a[2], a[3]);
+    if constexpr (kXb) {
+      ldmatrix_x4(sbase + l.a_off + sb + kk * kMmaK * 2, a[0], a[1], a[2], a[3]);
+    } else {  // fp8_lane: row g % M's a0 a2, also for the fragment's rows 8-15
+      const uint2 v = *reinterpret_cast<const uint2*>(smem + l.a_off + kk * kMmaK * 2);
+      a[0] = a[1] = v.x;
+      a[2] = a[3] = v.y;
+    }
   };
 
   // The chain being fed (per n8 tile, the C fragment) and, for a two-slice warp, its first slice's partial.
@@ -262,13 +273,11 @@ __global__ void __launch_bounds__(C::kThreads, C::kMinCtas) matmul_fp8_gemv_kern
   // folded one): every shared load of its 8 chunks, then their dequantisation and mma, no branch.
   auto regular_tile = [&](auto path, int sb, uint32_t sp, float s120) {
     constexpr int kPath = decltype(path)::value;
-    uint4 q[kChunks][2];
+    uint32_t q[kChunks / 2][4];  // (rows g, g + 8) × (chunks 2i, 2i + 1): fp8_lane
     uint32_t a[kChunks][4];
 #pragma unroll
-    for (int kk = 0; kk < kChunks; ++kk) {
-#pragma unroll
-      for (int j = 0; j < 2; ++j) q[kk][j] = ldq(l.q_rd + sb + j * 8 * C::kSQ + kk * kMmaK);
-    }
+    for (int i = 0; i < kChunks / 2; ++i)
+      ldmatrix_x4(sbase + l.q_frag + sb + 2 * i * kMmaK, q[i][0], q[i][1], q[i][2], q[i][3]);
     tile_x(sb);
 #pragma unroll
     for (int kk = 0; kk < kChunks; ++kk) load_a(sb, kk, a[kk]);
@@ -277,13 +286,13 @@ __global__ void __launch_bounds__(C::kThreads, C::kMinCtas) matmul_fp8_gemv_kern
       uint32_t b[2][2];
 #pragma unroll
       for (int j = 0; j < 2; ++j) {
-        const uint4 v = q[kk][j];
+        const uint32_t v = q[kk / 2][2 * (kk % 2) + j];
         if constexpr (kPath == kFast) {
-          b[j][0] = fp8::dequant_fast(v.x, v.y, l.sel, sp);
-          b[j][1] = fp8::dequant_fast(v.z, v.w, l.sel, sp);
+          b[j][0] = fp8::dequant_fast(v, fp8o::kPairLo, sp);
+          b[j][1] = fp8::dequant_fast(v, fp8o::kPairHi, sp);
         } else {
-          b[j][0] = fp8::dequant_folded(v.x, v.y, l.sel, s120);
-          b[j][1] = fp8::dequant_folded(v.z, v.w, l.sel, s120);
+          b[j][0] = fp8::dequant_folded(v, fp8o::kPairLo, s120);
+          b[j][1] = fp8::dequant_folded(v, fp8o::kPairHi, s120);
         }
       }
       mma_bf16(acc[0], a[kk], b[0][0], b[0][1]);
@@ -305,19 +314,20 @@ __global__ void __launch_bounds__(C::kThreads, C::kMinCtas) matmul_fp8_gemv_kern
       uint32_t a[4];
       load_a(sb, kk, a);
       const bool in_second = kk >= second;
+      uint32_t q[2];  // rows g, g + 8 of chunk kk (fp8_lane)
+      ldmatrix_x2(sbase + l.q_frag + sb + kk * kMmaK, q[0], q[1]);
       uint32_t b[2][2];
 #pragma unroll
       for (int j = 0; j < 2; ++j) {
-        const uint4 v = ldq(l.q_rd + sb + j * 8 * C::kSQ + kk * kMmaK);
         if constexpr (kPath == kFast) {
-          b[j][0] = fp8::dequant_fast(v.x, v.y, l.sel, in_second ? spb : spa);
-          b[j][1] = fp8::dequant_fast(v.z, v.w, l.sel, in_second ? spb : spa);
+          b[j][0] = fp8::dequant_fast(q[j], fp8o::kPairLo, in_second ? spb : spa);
+          b[j][1] = fp8::dequant_fast(q[j], fp8o::kPairHi, in_second ? spb : spa);
         } else if constexpr (kPath == kBits) {
-          b[j][0] = fp8::dequant_bits(v.x, v.y, l.sel, in_second ? sb2 : sa);
-          b[j][1] = fp8::dequant_bits(v.z, v.w, l.sel, in_second ? sb2 : sa);
+          b[j][0] = fp8::dequant_bits(q[j], fp8o::kPairLo, in_second ? sb2 : sa);
+          b[j][1] = fp8::dequant_bits(q[j], fp8o::kPairHi, in_second ? sb2 : sa);
         } else {
-          b[j][0] = fp8::dequant_convert(v.x, v.y, l.csel, in_second ? sb2 : sa);
-          b[j][1] = fp8::dequant_convert(v.z, v.w, l.csel, in_second ? sb2 : sa);
+          b[j][0] = fp8::dequant_convert(q[j], false, in_second ? sb2 : sa);
+          b[j][1] = fp8::dequant_convert(q[j], true, in_second ? sb2 : sa);
         }
       }
       mma_bf16(acc[0], a, b[0][0], b[0][1]);

@@ -16,11 +16,19 @@
 // Per warp and 128-k tile the codes are 16 rows × 128 bytes (2 KB), copied by 16-byte cp.async into a ring
 // of kStages stages (x's tile travels in the same stage); the block scales of the warp's whole run (its
 // 16 rows share one 128-row block: at most ceil(run / 128) + 1 of them) arrive by 4-byte cp.async with the
-// first stage. A lane needs, for weight row g (+ 8 for the second n8 tile) and chunk c, the codes at k =
-// 2t, 2t + 1 (B register b0) and 2t + 8, 2t + 9 (b1) of the chunk (g = lane / 4, t = lane % 4: the mma
-// B fragment): one 16-byte shared load of the chunk's codes of row g, and one byte permute per register
-// that puts its two codes where the dequantisation wants them. No bf16 weight tile goes through shared
-// memory, and no code load in the main loop depends on another.
+// first stage. The codes are in fragment order (fp8_code_order.h: a 16-code group's word t holds k 2t, 2t + 1,
+// 2t + 8, 2t + 9), so lane (g = lane / 4, t = lane % 4) finds the B fragment codes of weight row g (+ 8 for the
+// second n8 tile) in chunk c (b0: k 2t, 2t + 1; b1: k 2t + 8, 2t + 9) in one word: word t of that row's
+// chunk, which ldmatrix delivers (x4: rows 0-7 and 8-15 of two chunks; every 8 lanes give one 8 × 16-byte
+// matrix's row addresses, and lane (g, t) receives word t of row g), four loads a tile where a 16-byte load
+// per row and chunk took sixteen (four lanes of a row loading the same bytes). One fixed byte permute per
+// register then puts its two codes where the dequantisation wants them. No bf16 weight tile goes through
+// shared memory, and no code load in the main loop depends on another.
+//
+// With f32 x (1-4 rows) the warp rounds each tile's x rows to bf16 once, into its bf16 tile, in the codes'
+// fragment order: lane (g, t) then reads a chunk's A registers a0 (k 2t, 2t + 1) and a2 (k 2t + 8, 2t + 9) of row
+// g % M with one 8-byte load, and uses them for the fragment's rows 8-15 too (a1 = a0, a3 = a2: rows past M,
+// whose outputs are never stored, as every A row past M holds a row below M).
 //
 // Dequantisation of a pair of codes into one bf16x2 register (b0 or b1), exact in every mode:
 //   - pair bits: the bf16 bits of e4m3 × 2^-120 (fp8_pair_bits: the sign to bit 15, the seven exponent and
@@ -42,13 +50,14 @@
 //
 // The main loop (matmul_fp8_gemv.cu) runs most tiles straight: a tile whose pieces are whole, whose 8
 // chunks lie in one slice and one 128-k scale block, and whose scale takes the fast or the folded path is
-// 8 × (2 16-byte code loads, 1 ldmatrix, 4 permutes, 4 shifts, 4 masks, 4 multiplies, 2 mma) with no branch, so the
+// 4 code ldmatrix.x4 and 8 × (1 A load, 4 permutes, 4 shifts, 4 masks, 4 multiplies, 2 mma) with no branch, so the
 // compiler can issue the next chunks' loads under the current ones' arithmetic (regular_tiles says which
 // tiles; a warp's chain switches from its first slice's accumulators to its second's at chunk `split`,
 // between tiles where it can: switch_tile). The other tiles (the run's ends, K tails, tiles cut by a slice or a scale
 // block, scales of 2^8 and more, forced paths) check every chunk.
 #include <cstdint>
 
+#include "backend/cuda/fp8_code_order.h"
 #include "backend/cuda/matmul_tensor_core_gemv.cuh"
 
 namespace specserve::cuda::fp8g {
@@ -84,6 +93,7 @@ struct Fp8Gemv {
   static constexpr int kSQ = kKT + 16;  // code row pitch in bytes: rows 4 banks apart (conflict-free word loads)
   static constexpr int kSA = kKT + 8;   // f32 x pitch (floats)
   static constexpr int kSB = kKT + 8;   // bf16 x pitch (elements): ldmatrix rows in 8 distinct bank groups
+  static constexpr int kSH = kKT + 16;  // f32 x's bf16 tile pitch (elements): rows 8 banks apart (8-byte A loads)
   static constexpr int kXbRows = X == XMode::Xb8 ? 8 : 16;
   static_assert(Stages >= 2, "at least double buffering");
   static_assert(Shape::kKT == kKT, "the gemv kernel's tiles");
@@ -126,7 +136,7 @@ struct Fp8Layout {
   constexpr int sc_off(int warp, int i) const {
     return C::kWarps * C::kStages * stage_bytes() + (warp * slots + i) * 4;
   }
-  static constexpr int xh_row_bytes() { return C::kSB * 2; }
+  static constexpr int xh_row_bytes() { return C::kSH * 2; }
   constexpr int xh_off(int warp, int r, int k) const {
     const int base = (sc_off(C::kWarps, 0) + 15) / 16 * 16;
     return base + (warp * x_rows + r) * xh_row_bytes() + k * 2;
@@ -162,21 +172,10 @@ SS_TC_DEV uint32_t prmt(uint32_t a, uint32_t b, uint32_t s) {
 #endif
 }
 
-// Lane (g = lane / 4, t = lane % 4) reads, per weight row and chunk, the chunk's 16 codes as four words
-// v0..v3 (one 16-byte load: the four lanes of a row read the same bytes) and needs c0 c1 (k 2t, 2t + 1:
-// bytes 2t, 2t + 1 of v1:v0) for b0 and c2 c3 (k 2t + 8, 2t + 9: the same bytes of v3:v2) for b1. The
-// permute prmt(v0, v1, pair_selector) gives [c0, sign(c0), c1, sign(c1)] (bytes 0..3; sign(c) is the code's
-// sign bit replicated over a byte: selector nibbles with bit 3 set), prmt(v2, v3, pair_selector) the same for
-// c2 c3; code_selector puts a pair's two codes plainly in the low half (the conversion path).
-constexpr uint32_t pair_selector(int lane) {
-  const uint32_t c = 2u * static_cast<uint32_t>(lane & 3);
-  return c | (c | 8u) << 4 | (c + 1) << 8 | ((c + 1) | 8u) << 12;
-}
-constexpr uint32_t code_selector(int lane) {
-  const uint32_t c = 2u * static_cast<uint32_t>(lane & 3);
-  return c | (c + 1) << 4;
-}
-
+// A lane's stored word [c0 c1 c2 c3] (fp8_code_order.h) permuted by fp8o::kPairLo gives [c0, sign(c0), c1,
+// sign(c1)] (the b0 register's codes; sign(c): the code's sign bit replicated over a byte), by fp8o::kPairHi the
+// same of c2 c3 (b1).
+//
 // The bf16x2 bits of the two codes of such a permute, each times 2^-120: shifted left by 4, a half holds
 // the code's seven magnitude bits at 4-10 and its sign (from the replicated byte) at 15; the mask clears the
 // rest. Exact for every code but the NaN codes (e4m3 has 4 exponent bits of bias 7 and 3 mantissa bits;
@@ -203,40 +202,42 @@ constexpr bool fp8_scale_folds(uint32_t s) { return ((s >> 23) & 0xffu) < 135u; 
 // A lane's offsets, computed once per warp: the main loop adds the stage, the chunk and the n8 tile.
 template <class C>
 struct Fp8Lane {
-  int q_dst = 0;      // whole tiles: this lane's first code piece (row lane / 8, bytes (lane % 8) * 16), stage 0
-  int64_t q_src = 0;  // ... and its byte offset in the weight at the warp's first tile
-  int q_rd = 0;       // the 16 codes of row g, chunk 0, stage 0 (row g + 8: + 8 rows; chunk c: + 16 c)
-  uint32_t sel = 0;   // pair_selector
-  uint32_t csel = 0;  // code_selector
-  int a_off = 0;      // ldmatrix.x4's row address for chunk 0 (f32 x: in the bf16 tile; else stage 0)
-  int x_dst = 0;      // whole tiles: this lane's first x piece, stage 0 (f32 x: also its 4 floats to round)
-  int64_t x_src = 0;  // ... and its element offset in x (Xb: in the copy) at the warp's first tile
-  int xh_dst = 0;     // f32 x: where its 4 rounded floats of row 0 go in the bf16 tile
+  int q_dst = 0;       // whole tiles: this lane's first code piece (row lane / 8, bytes (lane % 8) * 16), stage 0
+  int64_t q_src = 0;   // ... and its byte offset in the weight at the warp's first tile
+  int q_frag = 0;      // the codes' ldmatrix row address: chunk 0 (+ 1 for lanes 16-31), rows 0-15, stage 0
+  int a_off = 0;       // f32 x: the 8-byte A load of chunk 0 in the bf16 tile; else ldmatrix.x4's row, stage 0
+  int x_dst = 0;       // whole tiles: this lane's first x piece, stage 0 (f32 x: also its 4 floats to round)
+  int64_t x_src = 0;   // ... and its element offset in x (Xb: in the copy) at the warp's first tile
+  int xh_dst[2] = {};  // f32 x: where its 4 rounded floats of row 0 go in the bf16 tile (two pairs, fragment order)
 };
-// The A fragment of a chunk by one ldmatrix.x4 (lanes 0-15 address rows 0-15 at k 0, lanes 16-31 rows
-// 0-15 at k 8: a0 a1 a2 a3). Rows past the rows a stage holds read row (row % rows held) instead: their
-// outputs, never stored, copy those rows' (an output element depends on its own A row only), and no
-// register needs zeroing. With f32 x (1-4 rows) the warp rounds each tile's x rows to bf16 once, into its
-// bf16 tile (x_dst -> xh_dst, 4 floats a lane and row), and the fragments come from there.
+// The codes of two chunks by one ldmatrix.x4: lanes 0-7 address rows 0-7 of chunk c, lanes 8-15 rows 8-15 of
+// chunk c, lanes 16-31 the same of chunk c + 1; registers r0 r1 r2 r3 = (rows g, g + 8) × (chunks c, c + 1), word
+// t (the general tiles take r0 r1 of one chunk by ldmatrix.x2, which reads the addresses of lanes 0-15).
+// The A fragment with x's bf16 copy: one ldmatrix.x4 a chunk (lanes 0-15 address rows 0-15 at k 0, lanes 16-31
+// rows 0-15 at k 8: a0 a1 a2 a3). Rows past the rows a stage holds read row (row % rows held) instead: their
+// outputs, never stored, copy those rows' (an output element depends on its own A row only), and no register
+// needs zeroing. With f32 x (1-4 rows) the warp rounds each tile's x rows to bf16 once, into its bf16 tile
+// (x_dst -> xh_dst: a lane's floats k 4i .. 4i + 3 are the pairs 2q, 2q + 1 of chunk i / 4, q = i % 4, stored at
+// their fragment-order slots), and lane (g, t) reads row g % M's a0 a2 of a chunk as one 8-byte word.
 template <class C>
 constexpr Fp8Lane<C> fp8_lane(const Fp8Layout<C>& lay, int warp, int lane, int64_t n0w, int64_t ldq, int64_t begin,
                               int64_t m0, int64_t ldx, int valid_rows) {
   Fp8Lane<C> l;
-  const int g = lane >> 2;
+  const int g = lane >> 2, t = lane & 3;
   const int64_t k0 = begin * tc::kMmaK;
   l.q_dst = lay.q_off(warp, 0, lane / 8, (lane % 8) * 16);
   l.q_src = (n0w + lane / 8) * ldq + k0 + (lane % 8) * 16;
-  l.q_rd = lay.q_off(warp, 0, g, 0);
-  l.sel = pair_selector(lane);
-  l.csel = code_selector(lane);
-  const int col = (lane >> 4) * 8;
+  l.q_frag = lay.q_off(warp, 0, (lane & 7) + ((lane >> 3) & 1) * 8, (lane >> 4) * tc::kMmaK);
   if constexpr (C::kX == XMode::F32) {
     const int held = valid_rows > 0 ? valid_rows : 1;
-    l.a_off = lay.xh_off(warp, (lane & 15) % held, col);
+    l.a_off = lay.xh_off(warp, g % held, 4 * t);
     l.x_dst = lay.x_off(warp, 0, 0, 4 * lane);
     l.x_src = m0 * ldx + k0 + 4 * lane;
-    l.xh_dst = lay.xh_off(warp, 0, 4 * lane);
+    const int chunk = (lane / 4) * tc::kMmaK, q = lane % 4;
+    l.xh_dst[0] = lay.xh_off(warp, 0, chunk + fp8o::slot_of(4 * q));
+    l.xh_dst[1] = lay.xh_off(warp, 0, chunk + fp8o::slot_of(4 * q + 2));
   } else {
+    const int col = (lane >> 4) * 8;
     l.a_off = lay.x_off(warp, 0, (lane & 15) % C::kXbRows, col);
     l.x_dst = lay.x_off(warp, 0, lane / 16, (lane % 16) * 8);
     l.x_src = (m0 + lane / 16) * ldx + k0 + (lane % 16) * 8;

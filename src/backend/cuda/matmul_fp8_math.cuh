@@ -53,39 +53,39 @@ __device__ __forceinline__ uint32_t mul_bf16x2(uint32_t a, uint32_t b) {
   return d;
 }
 
-// The bf16x2 register b0 (from the chunk's code words v0, v1) or b1 (from v2, v3) of a lane, permuted by
-// sel = fp8g::pair_selector(lane), as pair bits (fp8g::fp8_pair_bits: e4m3 × 2^-120).
-__device__ __forceinline__ uint32_t pair_bits(uint32_t lo, uint32_t hi, uint32_t sel) {
-  return fp8g::fp8_pair_bits(fp8g::prmt(lo, hi, sel));
+// The bf16x2 register b0 (sel = fp8o::kPairLo) or b1 (fp8o::kPairHi) of a lane from its stored code word w
+// (fp8_code_order.h), as pair bits (fp8g::fp8_pair_bits: e4m3 × 2^-120).
+__device__ __forceinline__ uint32_t pair_bits(uint32_t w, uint32_t sel) {
+  return fp8g::fp8_pair_bits(fp8g::prmt(w, w, sel));
 }
 
 // Fast: for a scale that fp8g::fp8_scale_fast takes, sp = fp8g::fp8_scale_pair(s).
-__device__ __forceinline__ uint32_t dequant_fast(uint32_t lo, uint32_t hi, uint32_t sel, uint32_t sp) {
-  return mul_bf16x2(pair_bits(lo, hi, sel), sp);
+__device__ __forceinline__ uint32_t dequant_fast(uint32_t w, uint32_t sel, uint32_t sp) {
+  return mul_bf16x2(pair_bits(w, sel), sp);
 }
 
 // Folded: for a scale that fp8g::fp8_scale_folds takes, s120 = s × 2^120 (exact): each half widened to f32
 // (exact: e4m3 × 2^-120, subnormal for the subnormal codes) times s120, whose real product is e4m3 × s, so
 // the one f32 rounding is the definition's; then to bf16.
-__device__ __forceinline__ uint32_t dequant_folded(uint32_t lo, uint32_t hi, uint32_t sel, float s120) {
-  const uint32_t bits = pair_bits(lo, hi, sel);
+__device__ __forceinline__ uint32_t dequant_folded(uint32_t w, uint32_t sel, float s120) {
+  const uint32_t bits = pair_bits(w, sel);
   return tc::pack_bf16x2(__fmul_rn(__uint_as_float(bits << 16), s120),
                          __fmul_rn(__uint_as_float(bits & 0xffff0000u), s120));
 }
 
 // General, for any scale: each half widened to f32, × 2^120 (exact: the e4m3 value), × scale (the
 // definition's rounding), to bf16.
-__device__ __forceinline__ uint32_t dequant_bits(uint32_t lo, uint32_t hi, uint32_t sel, float scale) {
-  const uint32_t bits = pair_bits(lo, hi, sel);
+__device__ __forceinline__ uint32_t dequant_bits(uint32_t w, uint32_t sel, float scale) {
+  const uint32_t bits = pair_bits(w, sel);
   const float l = __fmul_rn(__fmul_rn(__uint_as_float(bits << 16), 0x1p120f), scale);
   const float h = __fmul_rn(__fmul_rn(__uint_as_float(bits & 0xffff0000u), 0x1p120f), scale);
   return tc::pack_bf16x2(l, h);
 }
 
-// The conversion path for the same register: the two codes (csel = fp8g::code_selector(lane)) through the
-// e4m3 conversion instruction (dequant2_bf16).
-__device__ __forceinline__ uint32_t dequant_convert(uint32_t lo, uint32_t hi, uint32_t csel, float scale) {
-  return dequant2_bf16(static_cast<uint16_t>(fp8g::prmt(lo, hi, csel) & 0xffffu), scale);
+// The conversion path for the same register: its two codes (the word's low half for b0, high half for b1;
+// hi = false / true) through the e4m3 conversion instruction (dequant2_bf16).
+__device__ __forceinline__ uint32_t dequant_convert(uint32_t w, bool hi, float scale) {
+  return dequant2_bf16(static_cast<uint16_t>(hi ? w >> 16 : w & 0xffffu), scale);
 }
 
 }  // namespace specserve::cuda::fp8
