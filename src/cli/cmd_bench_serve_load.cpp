@@ -19,6 +19,7 @@
 #include "model/synthetic_shapes.h"
 #include "server/http_server.h"
 #include "server/load_generator.h"
+#include "server/load_rounds.h"
 #include "server/loaded_model.h"
 
 #if SPECSERVE_HAVE_CUDA
@@ -59,6 +60,7 @@ struct LoadArgs {
   std::string acceptance;     // "": plain load; else the acceptance-controlled benchmark (cli/serve_controlled.h)
   uint64_t seed = 1;          // --acceptance: prompts, sampling seeds, corruption
   int tensor_parallel = 1;    // in-process --tensor-parallel, to spec.tensor_parallel
+  int rounds = 1;             // the levels run this many times in turn (server/load_rounds.h)
 };
 
 std::vector<int> parse_levels(const std::string& s) {
@@ -176,6 +178,29 @@ int run_controlled_serving(LoadArgs a, const std::vector<int>& levels) {
   return 0;
 }
 
+// One level's lines on stderr: throughput and latency, the CUDA graphs' counts over the level (in-process), the
+// capacity probe's gauges.
+void report_level(const server::LevelResult& r, const GraphCounts& after, const GraphCounts& before) {
+  const int c = r.concurrency;
+  std::fprintf(stderr, "bench: concurrency %d: %.1f tok/s, TTFT p50 %.1f ms, ITL p50 %.2f ms, %d errors%s\n", c,
+               r.tokens_per_s, r.ttft_p50 * 1e3, r.itl_p50 * 1e3, r.errors,
+               r.first_error.empty() ? "" : (" (" + r.first_error + ")").c_str());
+  if (after.segments > before.segments) {
+    std::fprintf(stderr,
+                 "bench: concurrency %d: CUDA graphs: %llu launch segments, %llu graph replays, %llu captures, "
+                 "%llu run directly, %llu nodes given a new grid\n",
+                 c, static_cast<unsigned long long>(after.segments - before.segments),
+                 static_cast<unsigned long long>(after.graph_launches - before.graph_launches),
+                 static_cast<unsigned long long>(after.captures - before.captures),
+                 static_cast<unsigned long long>(after.direct - before.direct),
+                 static_cast<unsigned long long>(after.geometry_updates - before.geometry_updates));
+  }
+  if (r.workload == server::Workload::Capacity) {
+    std::fprintf(stderr, "bench: concurrency %d: at most %.0f running, %.0f waiting, %.0f swapped (of %d sent)\n", c,
+                 r.max_running, r.max_waiting, r.max_swapped, r.requests);
+  }
+}
+
 int run_serve_load(LoadArgs a) {
   const std::vector<int> levels = parse_levels(a.levels);
   a.load.workload = server::parse_workload(a.workload);
@@ -190,6 +215,8 @@ int run_serve_load(LoadArgs a) {
            "--turns, --turn-words and --system-prompt-words must be positive");
   SS_CHECK(a.url.empty() != a.spec.model_dir.empty(), "give exactly one of --model DIR or --url URL");
   SS_CHECK(a.url.empty() || a.drafter.draft.empty(), "--draft starts an in-process drafter: use it with --model");
+  SS_CHECK(a.rounds == 1 || a.acceptance.empty(),
+           "--rounds: the acceptance-controlled benchmark (--acceptance) runs its levels once; drop one of the two");
   if (!a.acceptance.empty()) return run_controlled_serving(std::move(a), levels);
   a.drafter.check_needs_draft();
   a.drafter.apply_to(a.spec);
@@ -213,29 +240,20 @@ int run_serve_load(LoadArgs a) {
                  a.load.turns, a.load.turn_words);
   }
   std::vector<server::LevelResult> results;
-  for (int c : levels) {
-    const GraphCounts before = in_process ? graph_counts() : GraphCounts{};
-    results.push_back(server::run_load_level(a.load, c));
-    const auto& r = results.back();
-    std::fprintf(stderr, "bench: concurrency %d: %.1f tok/s, TTFT p50 %.1f ms, ITL p50 %.2f ms, %d errors%s\n", c,
-                 r.tokens_per_s, r.ttft_p50 * 1e3, r.itl_p50 * 1e3, r.errors,
-                 r.first_error.empty() ? "" : (" (" + r.first_error + ")").c_str());
-    if (const GraphCounts after = in_process ? graph_counts() : GraphCounts{}; after.segments > before.segments) {
-      std::fprintf(stderr,
-                   "bench: concurrency %d: CUDA graphs: %llu launch segments, %llu graph replays, %llu captures, "
-                   "%llu run directly, %llu nodes given a new grid\n",
-                   c, static_cast<unsigned long long>(after.segments - before.segments),
-                   static_cast<unsigned long long>(after.graph_launches - before.graph_launches),
-                   static_cast<unsigned long long>(after.captures - before.captures),
-                   static_cast<unsigned long long>(after.direct - before.direct),
-                   static_cast<unsigned long long>(after.geometry_updates - before.geometry_updates));
-    }
-    if (r.workload == server::Workload::Capacity) {
-      std::fprintf(stderr, "bench: concurrency %d: at most %.0f running, %.0f waiting, %.0f swapped (of %d sent)\n", c,
-                   r.max_running, r.max_waiting, r.max_swapped, r.requests);
+  for (int round = 1; round <= a.rounds; ++round) {
+    if (a.rounds > 1) std::fprintf(stderr, "bench: round %d of %d\n", round, a.rounds);
+    for (int c : levels) {
+      const GraphCounts before = in_process ? graph_counts() : GraphCounts{};
+      results.push_back(server::run_load_level(a.load, c));
+      report_level(results.back(), in_process ? graph_counts() : GraphCounts{}, before);
     }
   }
   std::fputs(server::format_results(results).c_str(), stdout);
+  if (a.rounds > 1) {
+    std::fprintf(stdout, "\nover %d rounds (each level's median and range; the levels ran in turn, round by round):\n",
+                 a.rounds);
+    std::fputs(server::format_round_summary(server::summarize_rounds(results)).c_str(), stdout);
+  }
   if (in_process) in_process->stop();
   for (const auto& r : results) {
     if (r.errors > 0) return 1;
@@ -262,6 +280,11 @@ void register_bench_serve_load(CLI::App& bench, CommandRunner& run) {
       ->check(CLI::IsMember({"random", "shared-prefix", "multi-turn", "capacity"}))
       ->capture_default_str();
   cmd->add_option("--concurrency", a->levels, "Comma-separated concurrency levels")->capture_default_str();
+  cmd->add_option("--rounds", a->rounds,
+                  "Run the levels this many times in turn; with more than one, a summary gives each level's median "
+                  "output tok/s and its range")
+      ->check(CLI::Range(1, 100))
+      ->capture_default_str();
   cmd->add_option("--requests", a->load.requests,
                   "Requests per level (0 = max(16, 4 x concurrency); capacity: the concurrency; multi-turn: see "
                   "--conversations)")

@@ -106,6 +106,7 @@ TEST(CliFlags, EveryCommandKeepsItsFlags) {
         "--api-key",
         "--served-model-name",
         "--concurrency",
+        "--rounds",
         "--requests",
         "--max-tokens",
         "--prompt-words",

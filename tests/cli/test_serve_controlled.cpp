@@ -182,6 +182,8 @@ TEST(ServeControlled, RefusedBeforeLoading) {
   EXPECT_NE(std::string(refusal(acceptance + "--model /nonexistent --prompt-id-pattern 1,2").what())
                 .find("--prompt-id-pattern"),
             std::string::npos);
+  EXPECT_NE(std::string(refusal(acceptance + "--model /nonexistent --rounds 2").what()).find("--rounds"),
+            std::string::npos);
   // No --draft and a target of no known shape: named, with the way out.
   const std::string fixture = std::string(SPECSERVE_SOURCE_DIR) + "/tests/fixtures/dflash/dense-trained/target";
   EXPECT_NE(std::string(refusal(acceptance + "--model " + fixture).what()).find("give --draft DIR"), std::string::npos);
