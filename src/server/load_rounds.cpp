@@ -49,7 +49,8 @@ std::string format_round_summary(const std::vector<LevelSummary>& summaries) {
       "| concurrency | rounds | errors | output tok/s median | min – max | spread | TTFT p50 median (ms) | ITL p50 "
       "median (ms) |\n|---:|---:|---:|---:|---|---:|---:|---:|\n";
   for (const auto& s : summaries) {
-    const double spread = s.tokens_per_s_median > 0 ? (s.tokens_per_s_max - s.tokens_per_s_min) / s.tokens_per_s_median : 0;
+    const double spread =
+        s.tokens_per_s_median > 0 ? (s.tokens_per_s_max - s.tokens_per_s_min) / s.tokens_per_s_median : 0;
     out += fmt::format("| {} | {} | {} | {:.1f} | {:.1f} – {:.1f} | {:.1f}% | {:.1f} | {:.2f} |\n", s.concurrency,
                        s.rounds, s.errors, s.tokens_per_s_median, s.tokens_per_s_min, s.tokens_per_s_max,
                        100.0 * spread, s.ttft_p50_median * 1e3, s.itl_p50_median * 1e3);

@@ -14,7 +14,7 @@ namespace specserve::server {
 struct LevelSummary {
   int concurrency = 0;
   int rounds = 0;
-  int errors = 0;                              // over every round
+  int errors = 0;  // over every round
   double tokens_per_s_median = 0, tokens_per_s_min = 0, tokens_per_s_max = 0;
   double ttft_p50_median = 0, itl_p50_median = 0;  // seconds: the median over rounds of each round's p50
 };

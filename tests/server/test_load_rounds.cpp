@@ -19,7 +19,7 @@ LevelResult level(int concurrency, double tokens_per_s, double ttft_p50, int err
 
 TEST(LoadRounds, MedianAndRangeOfEachLevel) {
   // Three rounds of 16 then 4 (the order of the command's --concurrency), one error in round 2 at 4.
-  const std::vector<LevelResult> results{level(16, 300, 0.030), level(4, 100, 0.010),    level(16, 240, 0.050),
+  const std::vector<LevelResult> results{level(16, 300, 0.030),   level(4, 100, 0.010),  level(16, 240, 0.050),
                                          level(4, 130, 0.020, 1), level(16, 330, 0.040), level(4, 90, 0.015)};
   const auto s = summarize_rounds(results);
   ASSERT_EQ(s.size(), 2u);

@@ -27,7 +27,8 @@ struct MatmulArgs {
   // nullptr: none (every other kernel ignores it).
   const uint16_t* xb = nullptr;
   int64_t ldxb = 0;
-  // A block-scaled fp8 weight (w: e4m3 codes, rows ldw bytes apart; w_bf16 false): its f32 scales
+  // A block-scaled fp8 weight (w: e4m3 codes in fragment order, fp8_code_order.h, rows ldw bytes apart; w_bf16
+  // false): its f32 scales
   // [ceil(N / 128), scale_ld] (backend/ops.h: the matmul has the bits of the bf16 dequantisation).
   const float* w_scales = nullptr;
   int64_t scale_ld = 0;
@@ -178,7 +179,8 @@ void matmul_fp8_dequant(const MatmulArgs& a, MatmulOrder order, cudaStream_t str
 // parts do not share x, M and K. A scale_ld below ceil(K / 128) is an error.
 bool fp8_prefill_fits(const MatmulArgs& a);
 bool matmul_fp8_prefill(const MatmulArgs* parts, int count, cudaStream_t stream);
-// The GEMM's pre-pass (matmul_fp8_act_quant.cu): x [M, K] to e4m3 codes [M, pitch] (pitch = fp8a::code_pitch(K))
+// The GEMM's pre-pass (matmul_fp8_act_quant.cu): x [M, K] to e4m3 codes [M, pitch] (pitch = fp8a::code_pitch(K);
+// in the weights' fragment order, fp8_code_order.h)
 // and f32 group scales transposed [groups_of(K), scale_pitch] (scale_pitch = fp8a::scale_pitch(M)), by the rule
 // of matmul_fp8_act_math.cuh. fp8_quantize_activations writes them into ScratchSlot::Fp8Activation (valid until
 // its next use), the _into form where the caller says (tests).
