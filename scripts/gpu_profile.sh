@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # One engine step of `specserve bench steps --synthetic SHAPE` under Nsight Compute, summarised per kernel.
-# On the GPU machine, with the binaries `scripts/gpu_check.sh prepare` gathered in .gpu-bin/:
+# On the GPU machine, with the bundle `scripts/gpu_check.sh prepare` packs in .gpu-bin/ (carried):
 #
 #   scripts/gpu_profile.sh SHAPE [decode|verify|propose] [--base-clocks] [-- bench batch flags]
 #     e.g. scripts/gpu_profile.sh qwen3-8b verify -- --decode-batches 1 --verify-batches 4 --verify-k 8
@@ -31,9 +31,11 @@ while [ $# -gt 0 ]; do
   shift
 done
 export PATH="/usr/local/cuda/bin:$PATH"
-export LD_LIBRARY_PATH="$PWD/.gpu-bin:/usr/local/cuda/lib64${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+GPU_BIN=/tmp/specserve-gpu-bin  # scripts/gpu_check.sh's bundle, unpacked here when carried
+[ -x "$GPU_BIN/specserve" ] || [ ! -f .gpu-bin/bundle.tar.xz ] || scripts/gpu_check.sh unpack
+export LD_LIBRARY_PATH="$GPU_BIN:/usr/local/cuda/lib64${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
 [ ${#EXTRA[@]} -gt 0 ] || EXTRA=(--decode-batches 1 --verify-batches 1 --verify-k 16)
-BIN=.gpu-bin/specserve
+BIN=$GPU_BIN/specserve
 [ -x "$BIN" ] || BIN=build/bin/specserve
 REPORT="${OUT:-.}/ncu-$SHAPE-$STEP.txt"
 SPECSERVE_PROFILE_STEP=$STEP ncu --profile-from-start off "${CLOCKS[@]}" --metrics gpu__time_duration.sum \

@@ -38,8 +38,10 @@ done
 [ -f "$LIB" ] || { echo "no $LIB: run 'scripts/gpu_trace.sh build' on the development machine and carry .gpu-probe" >&2; exit 1; }
 [ ${#EXTRA[@]} -gt 0 ] || EXTRA=(--decode-batches 1 --verify-batches 1 --verify-k 16)
 [ "$STEP" = prefill ] || EXTRA=(--prefill 512 "${EXTRA[@]}")
-export LD_LIBRARY_PATH="$PWD/.gpu-bin:/usr/local/cuda/lib64:/usr/local/cuda/extras/CUPTI/lib64${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
-BIN=.gpu-bin/specserve
+GPU_BIN=/tmp/specserve-gpu-bin  # scripts/gpu_check.sh's bundle, unpacked here when carried
+[ -x "$GPU_BIN/specserve" ] || [ ! -f .gpu-bin/bundle.tar.xz ] || scripts/gpu_check.sh unpack
+export LD_LIBRARY_PATH="$GPU_BIN:/usr/local/cuda/lib64:/usr/local/cuda/extras/CUPTI/lib64${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+BIN=$GPU_BIN/specserve
 [ -x "$BIN" ] || BIN=build/bin/specserve
 CSV="${OUT:-.}/trace-$SHAPE-$STEP.csv"
 CUDA_INJECTION64_PATH="$PWD/$LIB" SPECSERVE_TRACE_OUT="$CSV" SPECSERVE_PROFILE_STEP=$STEP \
