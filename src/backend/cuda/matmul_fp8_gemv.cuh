@@ -90,7 +90,7 @@ struct Fp8Gemv {
   static constexpr int kWarpN = Shape::kWarpN;  // weight rows per warp (two n8 tiles)
   static constexpr int kKT = 128;               // k per tile: a tile's chunks meet at most two scale blocks
   static constexpr int kChunks = kKT / tc::kMmaK;
-  static constexpr int kSQ = kKT + 16;  // code row pitch in bytes: rows 4 banks apart (conflict-free word loads)
+  static constexpr int kSQ = kKT + 16;  // code row pitch in bytes: 8 rows in 8 bank groups (conflict-free ldmatrix)
   static constexpr int kSA = kKT + 8;   // f32 x pitch (floats)
   static constexpr int kSB = kKT + 8;   // bf16 x pitch (elements): ldmatrix rows in 8 distinct bank groups
   static constexpr int kSH = kKT + 16;  // f32 x's bf16 tile pitch (elements): rows 8 banks apart (8-byte A loads)
