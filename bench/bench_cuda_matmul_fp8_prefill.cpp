@@ -1,6 +1,8 @@
 // Prefill matmuls with block-scaled fp8 weights (Qwen's FP8 checkpoints) against the bf16 prefill GEMM, on the
 // 8B shapes (q/o_proj 4096 x 4096, gate or up 12288 x 4096, gate+up in one call, down_proj 4096 x 12288) and the
-// 27B down projection (5120 x 17408), at prefill row counts. Paths (the label says which):
+// 27B down projection (5120 x 17408), at prefill row counts; and gate+up as the MLP runs them, in the prefill GEMMs'
+// SwiGLU forms (Ops::matmul_prefill_swiglu: h and, with fp8 weights, h's quantised copy; the dequantise path has
+// none and runs the two GEMMs and the swiglu kernel). Paths (the label says which):
 //   0 fp8 W8A8: Ops::matmul_prefill with the fp8 weight, the W8A8 GEMM (backend/cuda/matmul_prefill_fp8_sm90a.cu),
 //     its activation pass included;
 //   1 fp8 dequant: the same call with the W8A8 GEMM off (the weight dequantised to bf16, then the bf16 GEMM: the
@@ -50,10 +52,12 @@ struct Shape {
   int parts;
   int64_t N[2];
   const char* name;
+  bool swiglu = false;  // gate and up through Ops::matmul_prefill_swiglu (where it declines: the two GEMMs, swiglu)
 };
 constexpr Shape kShapes[] = {
-    {4096, 1, {4096}, "8B q/o_proj"},   {4096, 1, {12288}, "8B gate (or up)"}, {4096, 2, {12288, 12288}, "8B gate+up"},
-    {12288, 1, {4096}, "8B down_proj"}, {17408, 1, {5120}, "27B down_proj"},
+    {4096, 1, {4096}, "8B q/o_proj"},        {4096, 1, {12288}, "8B gate (or up)"},
+    {4096, 2, {12288, 12288}, "8B gate+up"}, {12288, 1, {4096}, "8B down_proj"},
+    {17408, 1, {5120}, "27B down_proj"},     {4096, 2, {12288, 12288}, "8B gate+up SwiGLU form", true},
 };
 constexpr const char* kPaths[] = {"fp8 W8A8", "fp8 dequant", "bf16", "act pass"};
 
@@ -124,10 +128,16 @@ void BM_Fp8Prefill(benchmark::State& st) {
       wv.push_back(W);
       yv.push_back(TensorView::contiguous(ys[size_t(p)].data(), DType::F32, {M, s.N[p]}, Device::CUDA));
     }
-    if (s.parts == 1)
+    if (s.swiglu) {
+      if (!cuda_ops().matmul_prefill_swiglu(X, wv[0], wv[1], yv[0])) {
+        cuda_ops().matmul_multi_prefill(X, wv, yv);
+        cuda_ops().swiglu(yv[0], yv[1], yv[0]);
+      }
+    } else if (s.parts == 1) {
       cuda_ops().matmul_prefill(X, wv[0], yv[0]);
-    else
+    } else {
       cuda_ops().matmul_multi_prefill(X, wv, yv);
+    }
   };
   const bool w8a8_was = cuda::kernels::set_matmul_fp8_w8a8(path != 1);
   time_calls(copies, call);  // warm up (the kernels' one-time setup, the scratch blocks' growth)

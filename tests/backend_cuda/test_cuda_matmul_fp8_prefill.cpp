@@ -4,7 +4,9 @@
 // within the bound derived there, on the 8B / 27B shapes and on tails (K = 4096 + 64, N = 1000, K below one
 // block); rows are deterministic per sequence: a row alone, inside 300 and 2048 rows, and under two different
 // chunkings of the rows has the same bits; several weights in one call (q/k/v, more than one launch's four) equal
-// separate calls. The activation rule itself is checked on the host (tests/backend/test_fp8_prefill_rule.cpp).
+// separate calls; the SwiGLU form (gate and up in one pass) has the bits of the two GEMMs then swiglu, and its
+// quantised h is the activation pass's bit for bit. The activation rule itself is checked on the host
+// (tests/backend/test_fp8_prefill_rule.cpp).
 #include <algorithm>
 #include <cstring>
 #include <string>
@@ -14,6 +16,7 @@
 #include "../backend/fp8_prefill_reference.h"
 #include "../backend/fp8_test_weights.h"
 #include "backend/cuda/fp8_arrange.h"
+#include "backend/cuda/cuda_memory.h"
 #include "backend/cuda/fp8_code_order.h"
 #include "backend/cuda/kernels.h"
 #include "cuda_test_util.h"
@@ -250,6 +253,113 @@ TEST_F(Gpu, Fp8PrefillFallsBackToTheDequantisationForOddStrides) {
       DeviceBuffer::from(std::vector<uint16_t>(w.host.bf16.as<uint16_t>(), w.host.bf16.as<uint16_t>() + N * K));
   const auto got = prefill(X, w.view), want = prefill(X, dev_view(bf, DType::BF16, {N, K}));
   EXPECT_TRUE(bit_equal(got.data(), want.data(), got.size()));
+}
+
+// The SwiGLU form (kernels::matmul_fp8_prefill_swiglu, Ops::matmul_prefill_swiglu with fp8 weights): h has the bits of
+// the W8A8 GEMM of gate and up then swiglu, every element written (out poisoned); its quantised copy is what the
+// activation pass writes of h, code for code (at the stored offsets) and scale for scale, after a call of another x
+// left the scratch full of other codes; the down projection right after reads that copy (the pass does not run)
+// and has the bits of the down projection of a plain copy of h. Shapes: N a multiple of 128, N whose last group
+// is one sub-tile (160), N cut inside a 16-column group (1000), M off the 128-row tile, one row, the 8B MLP.
+TEST_F(Gpu, Fp8PrefillSwigluFormEqualsMatmulsThenSwiglu) {
+  if (!w8a8_runs()) GTEST_SKIP() << "no wgmma: prefill with fp8 weights takes the dequantisation";
+  struct Case {
+    int64_t M, I, K;
+  };
+  for (const Case& c : {Case{300, 1000, 4096 + 64}, Case{1, 160, 256}, Case{130, 160, 144}, Case{77, 256, 512},
+                        Case{33, 12288, 4096}, Case{257, 384, 1024}}) {
+    const auto [M, I, K] = c;
+    SCOPED_TRACE("M " + std::to_string(M) + " I " + std::to_string(I) + " K " + std::to_string(K));
+    DeviceFp8 g(I, K, uint32_t(I + K), Fp8Scales::Bf16), u(I, K, uint32_t(I + K + 1), Fp8Scales::Mixed);
+    const auto x = edgy_x(M, K, uint32_t(M + 5));
+    DeviceBuffer dx = DeviceBuffer::from(x);
+    const TensorView X = dev_view(dx, DType::F32, {M, K});
+    DeviceBuffer gy = poisoned(size_t(M * I)), uy = poisoned(size_t(M * I)), fused = poisoned(size_t(M * I));
+    const TensorView ws[] = {g.view, u.view};
+    const TensorView ys[] = {dev_view(gy, DType::F32, {M, I}), dev_view(uy, DType::F32, {M, I})};
+    cuda_ops().matmul_multi_prefill(X, ws, ys);
+    cuda_ops().swiglu(ys[0], ys[1], ys[0]);
+    const auto want = download(gy, size_t(M * I));
+
+    // The kernel's own call: h and its quantised copy, after a call of another x and more rows.
+    auto args = [&](const DeviceFp8& w, const float* xp, int64_t rows, float* y) {
+      k::MatmulArgs a;
+      a.x = xp;
+      a.ldx = K;
+      a.w = w.view.data;
+      a.ldw = K;
+      a.y = y;
+      a.ldy = I;
+      a.M = rows;
+      a.N = I;
+      a.K = K;
+      a.w_scales = w.scales.as<const float>();
+      a.scale_ld = w.scale_ld();
+      return a;
+    };
+    {
+      const int64_t M2 = M + 40;
+      DeviceBuffer other = DeviceBuffer::from(randn(size_t(M2 * K), 17, 3.0f)), out2 = poisoned(size_t(M2 * I));
+      k::Fp8Activations junk;
+      ASSERT_TRUE(k::matmul_fp8_prefill_swiglu(args(g, other.as<const float>(), M2, out2.as<float>()),
+                                               args(u, other.as<const float>(), M2, out2.as<float>()), &junk,
+                                               cuda::cuda_stream()));
+    }
+    k::Fp8Activations hq;
+    ASSERT_TRUE(k::matmul_fp8_prefill_swiglu(args(g, dx.as<const float>(), M, fused.as<float>()),
+                                             args(u, dx.as<const float>(), M, fused.as<float>()), &hq,
+                                             cuda::cuda_stream()));
+    const auto h = download(fused, size_t(M * I));
+    ASSERT_TRUE(bit_equal(h.data(), want.data(), want.size()));
+    const int64_t pitch = fp8a::code_pitch(I), sp = fp8a::scale_pitch(M), groups = fp8a::groups_of(I);
+    ASSERT_EQ(hq.pitch, pitch);
+    ASSERT_EQ(hq.scale_pitch, sp);
+    ASSERT_EQ(hq.M, M);
+    ASSERT_EQ(hq.K, I);
+    std::vector<uint8_t> got_c(size_t(M * pitch)), want_c(size_t(M * pitch));
+    std::vector<float> got_s(size_t(groups * sp)), want_s(size_t(groups * sp));
+    cuda_memory().download(got_c.data(), hq.codes, got_c.size());
+    cuda_memory().download(got_s.data(), hq.scales, got_s.size() * 4);
+    DeviceBuffer pc(size_t(M * pitch)), ps(size_t(groups * sp) * 4);
+    k::fp8_quantize_activations_into(fused.as<const float>(), I, M, I, pc.as<uint8_t>(), pitch, ps.as<float>(), sp,
+                                     cuda::cuda_stream());
+    cuda_memory().download(want_c.data(), pc.data(), want_c.size());
+    cuda_memory().download(want_s.data(), ps.data(), want_s.size() * 4);
+    for (int64_t m = 0; m < M; ++m) {
+      for (int64_t kk = 0; kk < I; ++kk) {
+        const size_t at = size_t(m * pitch + cuda::fp8o::stored_index(kk, I));
+        ASSERT_EQ(int(got_c[at]), int(want_c[at])) << "row " << m << " column " << kk;
+      }
+      for (int64_t gi = 0; gi < groups; ++gi) {
+        const size_t at = size_t(gi * sp + m);
+        ASSERT_EQ(std::memcmp(&got_s[at], &want_s[at], 4), 0) << "row " << m << " group " << gi;
+      }
+    }
+
+    // Through Ops: the same h.
+    const TensorView OUT = dev_view(fused, DType::F32, {M, I});
+    const DeviceBuffer poison = poisoned(size_t(M * I));
+    cuda_memory().copy(fused.data(), poison.data(), size_t(M * I) * 4);
+    ASSERT_TRUE(cuda_ops().matmul_prefill_swiglu(X, g.view, u.view, OUT));
+    ASSERT_TRUE(bit_equal(download(fused, size_t(M * I)).data(), want.data(), want.size()));
+    if (I % 16 != 0) continue;  // the GEMM takes K = I only for 16-byte code rows (else the dequantisation)
+    // The down projection right after the SwiGLU form reads its copy (x without edge cases, so that h and the
+    // outputs stay finite); everything allocated first (an upload in between would void the copy's note).
+    DeviceFp8 d(64, I, uint32_t(I + 9), Fp8Scales::Bf16);
+    DeviceBuffer y_fused = poisoned(size_t(M * 64)), y_plain = poisoned(size_t(M * 64)), copy = poisoned(size_t(M * I));
+    DeviceBuffer x2 = DeviceBuffer::from(randn(size_t(M * K), uint32_t(M + 6)));
+    ASSERT_TRUE(cuda_ops().matmul_prefill_swiglu(dev_view(x2, DType::F32, {M, K}), g.view, u.view, OUT));
+    const uint64_t before = k::fp8_activations_reused();
+    cuda_ops().matmul_prefill(OUT, d.view, dev_view(y_fused, DType::F32, {M, 64}));
+    const uint64_t after = k::fp8_activations_reused();
+    cuda_memory().copy(copy.data(), fused.data(), size_t(M * I) * 4);
+    cuda_ops().matmul_prefill(dev_view(copy, DType::F32, {M, I}), d.view, dev_view(y_plain, DType::F32, {M, 64}));
+    EXPECT_EQ(after, before + 1) << "the down projection read the quantised copy";
+    EXPECT_EQ(k::fp8_activations_reused(), after) << "a plain copy runs the activation pass";
+    const auto plain = download(y_plain, size_t(M * 64));
+    for (float v : plain) ASSERT_TRUE(std::isfinite(v));
+    EXPECT_TRUE(bit_equal(download(y_fused, size_t(M * 64)).data(), plain.data(), plain.size()));
+  }
 }
 
 }  // namespace

@@ -97,6 +97,7 @@ struct XbNote {
   const void* x = nullptr;
   int64_t ldx = 0, M = 0, K = 0;
   k::XbOut xb;
+  k::Fp8Activations xq;  // or its quantised copy (the fp8 SwiGLU form's)
   uint64_t stamp = 0;
 };
 thread_local XbNote t_xb_note;
@@ -111,15 +112,22 @@ k::XbOut xb_for(int64_t M, int64_t K) {
 
 void note_xb(const void* x, int64_t ldx, int64_t M, int64_t K, const k::XbOut& xb) {
   if (xb.regs == nullptr) return;
-  t_xb_note = {x, ldx, M, K, xb, cuda::stream_ops()};
+  t_xb_note = {x, ldx, M, K, xb, {}, cuda::stream_ops()};
+}
+
+void note_fp8_activations(const void* x, int64_t ldx, int64_t M, int64_t K, const k::Fp8Activations& xq) {
+  if (xq.codes == nullptr) return;
+  t_xb_note = {x, ldx, M, K, {}, xq, cuda::stream_ops()};
 }
 
 void take_xb(k::MatmulArgs& a) {
   const XbNote& n = t_xb_note;
-  if (n.xb.regs == nullptr || n.stamp != cuda::stream_ops() || n.x != a.x || n.ldx != a.ldx || n.M != a.M || n.K != a.K)
-    return;
-  a.xb = reinterpret_cast<const uint16_t*>(n.xb.regs);
-  a.ldxb = n.xb.pitch;
+  if (n.stamp != cuda::stream_ops() || n.x != a.x || n.ldx != a.ldx || n.M != a.M || n.K != a.K) return;
+  if (n.xb.regs != nullptr) {
+    a.xb = reinterpret_cast<const uint16_t*>(n.xb.regs);
+    a.ldxb = n.xb.pitch;
+  }
+  a.xq = n.xq;
 }
 
 }  // namespace cuda

@@ -40,7 +40,9 @@ inline thread_local MatmulOrder t_matmul_order = MatmulOrder::RowInvariant;
 k::XbOut xb_for(int64_t M, int64_t K);
 // Right after the producer's launch: its output x [M, K] (row stride ldx) has the copy xb.
 void note_xb(const void* x, int64_t ldx, int64_t M, int64_t K, const k::XbOut& xb);
-// A matmul's args take the noted copy when it is of their x.
+// Right after the fp8 SwiGLU form: its output x [M, K] has the quantised copy xq (kernels.h: MatmulArgs::xq).
+void note_fp8_activations(const void* x, int64_t ldx, int64_t M, int64_t K, const k::Fp8Activations& xq);
+// A matmul's args take the noted copy (bf16 or quantised) when it is of their x.
 void take_xb(k::MatmulArgs& a);
 
 class CudaOps final : public Ops {

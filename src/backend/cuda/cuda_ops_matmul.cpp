@@ -63,11 +63,18 @@ bool CudaOps::matmul_prefill_swiglu(const TensorView& x, const TensorView& gate,
   check_matmul(x, gate, out);
   check_matmul(x, up, out);
   const k::MatmulArgs g = matmul_args(x, gate, out), u = matmul_args(x, up, out);
-  // Only where the choice gives both weights the prefill GEMM (backend/matmul_choice.h).
-  for (const k::MatmulArgs* a : {&g, &u})
-    if (choose_matmul(MatmulBackend::Cuda, MatmulOrder::Prefill, a->M, a->K, k::matmul_weight(*a),
-                      k::matmul_device()) != MatmulKernel::Prefill)
-      return false;
+  // Only where the choice gives both weights the prefill GEMM, or both the W8A8 GEMM (backend/matmul_choice.h).
+  const auto kernel = [](const k::MatmulArgs& a) {
+    return choose_matmul(MatmulBackend::Cuda, MatmulOrder::Prefill, a.M, a.K, k::matmul_weight(a), k::matmul_device());
+  };
+  const MatmulKernel kg = kernel(g), ku = kernel(u);
+  if (kg == MatmulKernel::Fp8Prefill && ku == MatmulKernel::Fp8Prefill) {
+    k::Fp8Activations hq;
+    if (!k::matmul_fp8_prefill_swiglu(g, u, &hq, cuda::launch_stream())) return false;
+    note_fp8_activations(out.data, out.strides[0], out.dim(0), out.dim(1), hq);
+    return true;
+  }
+  if (kg != MatmulKernel::Prefill || ku != MatmulKernel::Prefill) return false;
   const k::XbOut xb = k::matmul_xb_out_beside_x(out.dim(0), out.dim(1), cuda::launch_stream());
   if (!k::matmul_bf16_prefill_swiglu(g, u, xb, cuda::launch_stream())) return false;
   note_xb(out.data, out.strides[0], out.dim(0), out.dim(1), xb);

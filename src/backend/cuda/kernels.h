@@ -13,6 +13,15 @@
 namespace specserve::cuda::kernels {
 
 // ---- matmul (matmul.cu; bf16 weights: matmul_tensor_core.cu) ------------------------------------------
+// x's e4m3 codes and group scales for the W8A8 prefill GEMM (fp8_quantize_activations below).
+struct Fp8Activations {
+  const uint8_t* codes = nullptr;
+  int64_t pitch = 0;
+  const float* scales = nullptr;
+  int64_t scale_pitch = 0;
+  int64_t M = 0, K = 0;
+};
+
 struct MatmulArgs {
   const float* x = nullptr;
   int64_t ldx = 0;
@@ -32,6 +41,11 @@ struct MatmulArgs {
   // [ceil(N / 128), scale_ld] (backend/ops.h: the matmul has the bits of the bf16 dequantisation).
   const float* w_scales = nullptr;
   int64_t scale_ld = 0;
+  // x's quantised copy for the W8A8 prefill GEMM when the op that produced x wrote one (the SwiGLU form of
+  // matmul_fp8_prefill_swiglu: codes and scales by the activation rule, bit for bit what
+  // fp8_quantize_activations would write); the GEMM then reads it instead of running that pass. codes ==
+  // nullptr: none (every other kernel ignores it).
+  Fp8Activations xq;
 };
 
 // A producer's second output: its [M, K] result rounded to bf16 in the layout the gemv kernel reads x
@@ -55,9 +69,10 @@ XbOut matmul_xb_out(int64_t M, int64_t K, cudaStream_t stream, bool free_order =
 // x's copy (matmul_xb_out_beside_x), and an fp8 weight dequantised to bf16 (matmul_fp8_dequant). All matmuls
 // are enqueued on the one stream, so a block's next user runs after its last reader; a block that must grow
 // drains the stream first. Contents undefined. (Fp8Activation: x's e4m3 codes and group scales for the W8A8
-// prefill GEMM, fp8_quantize_activations.)
-enum class ScratchSlot { XCopy, OutputCopy, Fp8Weight, Fp8Activation };
-inline constexpr int kScratchSlots = 4;
+// prefill GEMM, fp8_quantize_activations; Fp8ActivationOut: the codes and scales of the SwiGLU form's output,
+// matmul_fp8_prefill_swiglu, written while the GEMM reads its own x's from Fp8Activation.)
+enum class ScratchSlot { XCopy, OutputCopy, Fp8Weight, Fp8Activation, Fp8ActivationOut };
+inline constexpr int kScratchSlots = 5;
 void* matmul_scratch(size_t bytes, cudaStream_t stream, ScratchSlot slot);
 // The XbOut of a matmul's own [M, K] output (the prefill GEMM's SwiGLU form), in a second scratch: the copy
 // of its x (in the first) stays intact while the kernel writes this one. Valid until the next such call.
@@ -179,18 +194,20 @@ void matmul_fp8_dequant(const MatmulArgs& a, MatmulOrder order, cudaStream_t str
 // parts do not share x, M and K. A scale_ld below ceil(K / 128) is an error.
 bool fp8_prefill_fits(const MatmulArgs& a);
 bool matmul_fp8_prefill(const MatmulArgs* parts, int count, cudaStream_t stream);
+// The SwiGLU form (an MLP's gate and up, sharing x, M, K and N; gate.y the output h [M, N]): h = silu(x · gateᵀ) ⊙
+// (x · upᵀ) with the bits of matmul_fp8_prefill of gate and up then swiglu (device_math.cuh's formula), and h's
+// quantised copy (codes and scales by the activation rule, in ScratchSlot::Fp8ActivationOut, valid until the next
+// such call) into *hq for the down projection (MatmulArgs::xq). Returns false, launching nothing, where the plain
+// form would, or the two weights differ in shape.
+bool matmul_fp8_prefill_swiglu(const MatmulArgs& gate, const MatmulArgs& up, Fp8Activations* hq, cudaStream_t stream);
+// Launches of the W8A8 GEMM that read a producer's quantised x (MatmulArgs::xq) instead of running the activation
+// pass (a counter for tests).
+uint64_t fp8_activations_reused();
 // The GEMM's pre-pass (matmul_fp8_act_quant.cu): x [M, K] to e4m3 codes [M, pitch] (pitch = fp8a::code_pitch(K);
 // in the weights' fragment order, fp8_code_order.h)
 // and f32 group scales transposed [groups_of(K), scale_pitch] (scale_pitch = fp8a::scale_pitch(M)), by the rule
 // of matmul_fp8_act_math.cuh. fp8_quantize_activations writes them into ScratchSlot::Fp8Activation (valid until
 // its next use), the _into form where the caller says (tests).
-struct Fp8Activations {
-  const uint8_t* codes = nullptr;
-  int64_t pitch = 0;
-  const float* scales = nullptr;
-  int64_t scale_pitch = 0;
-  int64_t M = 0, K = 0;
-};
 Fp8Activations fp8_quantize_activations(const float* x, int64_t ldx, int64_t M, int64_t K, cudaStream_t stream);
 void fp8_quantize_activations_into(const float* x, int64_t ldx, int64_t M, int64_t K, uint8_t* codes, int64_t pitch,
                                    float* scales, int64_t scale_pitch, cudaStream_t stream);

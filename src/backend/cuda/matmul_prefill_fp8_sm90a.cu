@@ -32,6 +32,18 @@
 // them, read their rows' activation scales, hand the stage back (`empty`), promote. While one consumer promotes,
 // the other's wgmma run. Up to four weights that share x per launch (q/k/v, gate/up), tiles walked M fastest.
 //
+// The SwiGLU form (matmul_fp8_prefill_swiglu, an MLP's gate and up weights in one pass): a launch tile is 128 rows
+// by one 128-column group of h = silu(x · gateᵀ) ⊙ (x · upᵀ), computed as two sub-tiles of 64 columns one after
+// the other. A sub-tile's 128 B rows are 64 rows of gate and the same 64 rows of up (two TMA boxes of 64 x 128
+// stacked: the 128-byte swizzle repeats every 8 rows), so a thread's accumulators j and j + 8 (of the m64n128
+// fragment's 16 column groups) are gate and up of the same column of h, each promoted with its own weight's scale
+// (both halves lie in one 128-row scale block). Each is the chain the plain form computes for that element, so h
+// has the bits of this GEMM on gate and up, then swiglu (device_math.cuh's formula). The epilogue stores h in f32
+// and, holding the first sub-tile's 32 values a thread in registers, quantises the group of 128 columns by the
+// activation rule (matmul_fp8_act_math.cuh; a row's group is one quad of lanes: two shuffles give its largest
+// magnitude) into h's codes and scales, in the activation pass's layout: the down projection's W8A8 GEMM reads
+// them (MatmulArgs::xq) instead of running that pass over h. Neither gate's nor up's f32 output is written.
+//
 // L2 traffic: a 128 x 128 x 128 stage is 32.5 KB for 4.2 MFLOP — at the fp8 rate that is more L2 -> SM bandwidth
 // than the bf16 GEMM's 128 x 256 x 64 tiles draw (48 KB per 4.2 MFLOP at half the rate). Clusters of two CTAs
 // on vertically adjacent tiles, each loading half of the shared weight tile and multicasting it (24.5 KB a
@@ -41,10 +53,13 @@
 #include <cudaTypedefs.h>
 
 #include <algorithm>
+#include <atomic>
 #include <climits>
 
+#include "backend/cuda/device_math.cuh"
 #include "backend/cuda/device_scope.h"
 #include "backend/cuda/cuda_check.h"
+#include "backend/cuda/fp8_code_order.h"
 #include "backend/cuda/kernels.h"
 #include "backend/cuda/launch.cuh"
 #include "backend/cuda/matmul_fp8_act_math.cuh"
@@ -74,7 +89,8 @@ struct Fp8Gemm {
   // The code tiles start on 1024-byte boundaries (the swizzle's period); the scales follow all of them.
   static constexpr int kSmemBytes = kTileBytes * kStages + kScaleBytes * kStages + 1024;
   static constexpr int kProducerRegs = 40, kConsumerRegs = 232;
-  static constexpr int kMmaK = 32;  // k per wgmma step (32 codes = 32 bytes of a swizzled row)
+  static constexpr int kMmaK = 32;       // k per wgmma step (32 codes = 32 bytes of a swizzled row)
+  static constexpr int kSubN = kBN / 2;  // the SwiGLU form: columns of h a sub-tile computes (64 gate + 64 up rows)
 };
 static_assert(Fp8Gemm::kBK == fp8a::kGroup, "one stage is one scale block of K");
 static_assert(Fp8Gemm::kBN == fp8a::kGroup, "a tile's columns are one weight scale block");
@@ -99,6 +115,12 @@ struct Fp8Params {
   Fp8Part part[kMaxParts];
   int64_t M;
   int kblocks, tiles_m, tiles;
+  // The SwiGLU form: part[0] is gate (its b box 64 x 128; y, ldy, N: h's), part[1] up (b, scales); h's codes
+  // [M, hq_pitch] and transposed scales [groups_of(N), hq_scale_pitch] (the activation pass's layout).
+  uint8_t* hq_codes;
+  int64_t hq_pitch;
+  float* hq_scales;
+  int64_t hq_scale_pitch;
 };
 
 struct TileAt {
@@ -114,6 +136,57 @@ __device__ __forceinline__ TileAt tile_at(const Fp8Params& p, int t) {
   return {i, m, int64_t{local / p.tiles_m} * Fp8Gemm::kBN};
 }
 
+__device__ __forceinline__ uint32_t cvt_e4m3x2(float lo, float hi) {
+  return static_cast<uint32_t>(__nv_cvt_float2_to_fp8x2(make_float2(lo, hi), __NV_SATFINITE, __NV_E4M3));
+}
+
+// The SwiGLU form's sub-tiles of launch tile `at` (two, or one where the group's second half starts at or past N).
+__device__ __forceinline__ int swiglu_subs(const Fp8Params& p, const TileAt& at) {
+  return at.n0 + Fp8Gemm::kSubN < p.part[0].N ? 2 : 1;
+}
+
+// The SwiGLU form's quantisation of one row's group (rows r, the group's first column c0 = n0 of the tile): the
+// thread's values h0 (first sub-tile) and h1 (second; absent where subs == 1), index 2 jj + e for column
+// 8 jj + 2 (lane % 4) + e of its sub-tile. Codes and the scale by the activation rule (matmul_fp8_act_math.cuh;
+// the largest magnitude is order-free, so a quad's shuffles give the pass's value), stored as the pass stores them.
+__device__ __forceinline__ void swiglu_quantise_row(const Fp8Params& p, int64_t r, int64_t c0, int subs, int lane,
+                                                    const float (&h0)[16], const float (&h1)[16]) {
+  const int64_t N = p.part[0].N;
+  float amax = subs == 2 ? fabsf(h1[0]) : 0.0f;  // an absent half counts as zeros (the rule's columns past K)
+#pragma unroll
+  for (int i = 0; i < 16; ++i) amax = fmaxf(amax, fabsf(h0[i]));
+  if (subs == 2) {
+#pragma unroll
+    for (int i = 1; i < 16; ++i) amax = fmaxf(amax, fabsf(h1[i]));
+  }
+  amax = fmaxf(amax, __shfl_xor_sync(0xffffffffu, amax, 1));
+  amax = fmaxf(amax, __shfl_xor_sync(0xffffffffu, amax, 2));
+  if (r >= p.M) return;
+  const float s = fp8a::group_scale(amax);
+  if (lane % 4 == 0) p.hq_scales[(c0 / fp8a::kGroup) * p.hq_scale_pitch + r] = s;
+  uint8_t* row = p.hq_codes + r * p.hq_pitch;
+  const int q = lane % 4;
+#pragma unroll
+  for (int a = 0; a < 8; ++a) {  // the 16-column groups of the 128: columns 16 a + 2 q + {0, 1} and + 8
+    if (a >= 4 && subs < 2) break;
+    const float(&h)[16] = a < 4 ? h0 : h1;
+    const int jj = 2 * (a % 4);
+    const uint32_t lo = cvt_e4m3x2(__fdiv_rn(h[2 * jj], s), __fdiv_rn(h[2 * jj + 1], s));
+    const uint32_t hi = cvt_e4m3x2(__fdiv_rn(h[2 * jj + 2], s), __fdiv_rn(h[2 * jj + 3], s));
+    const int64_t c = c0 + 16 * a + 2 * q;
+    if (fp8o::whole_group(c, N)) {  // word q of the group in fragment order: columns 2q, 2q + 1, 2q + 8, 2q + 9
+      *reinterpret_cast<uint32_t*>(row + fp8o::stored_index(c, N)) = lo | (hi << 16);
+    } else {  // a group cut by N stays as it is: +0 codes from N up to the pitch, as the pass writes them
+      const int64_t cols[4] = {c, c + 1, c + 8, c + 9};
+      const uint32_t codes = lo | (hi << 16);
+#pragma unroll
+      for (int e = 0; e < 4; ++e)
+        if (cols[e] < p.hq_pitch) row[cols[e]] = cols[e] < N ? static_cast<uint8_t>(codes >> (8 * e)) : uint8_t{0};
+    }
+  }
+}
+
+template <bool kSwiglu>
 __global__ void __launch_bounds__(Fp8Gemm::kThreads, 1) matmul_prefill_fp8_kernel(const __grid_constant__ Fp8Params p) {
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
   pdl_begin();
@@ -139,16 +212,25 @@ __global__ void __launch_bounds__(Fp8Gemm::kThreads, 1) matmul_prefill_fp8_kerne
       uint32_t it = 0;
       for (int t = first; t < p.tiles; t += step) {
         const TileAt at = tile_at(p, t);
-        const int m0 = static_cast<int>(at.m0), n0 = static_cast<int>(at.n0);
+        const int m0 = static_cast<int>(at.m0);
         const CUtensorMap* b_map = &p.part[at.part].b;
-        for (int kb = 0; kb < p.kblocks; ++kb, ++it) {
-          const uint32_t stage = it % Fp8Gemm::kStages;
-          if (it >= Fp8Gemm::kStages) mbar_wait(empty0 + 8 * stage, (it / Fp8Gemm::kStages - 1) & 1u);
-          const uint32_t dst = sbase + stage * Fp8Gemm::kTileBytes, bar = full0 + 8 * stage;
-          mbar_arrive_expect_tx(bar, Fp8Gemm::kStageTx);
-          tma_load_2d(dst, &p.a, kb * Fp8Gemm::kBK, m0, bar);
-          tma_load_2d(dst + Fp8Gemm::kABytes, b_map, kb * Fp8Gemm::kBK, n0, bar);
-          tma_load_2d(scale_base + stage * Fp8Gemm::kScaleBytes, &p.sa, m0, kb, bar);
+        const int subs = kSwiglu ? swiglu_subs(p, at) : 1;
+        for (int sub = 0; sub < subs; ++sub) {
+          const int n0 = static_cast<int>(at.n0) + sub * Fp8Gemm::kSubN;
+          for (int kb = 0; kb < p.kblocks; ++kb, ++it) {
+            const uint32_t stage = it % Fp8Gemm::kStages;
+            if (it >= Fp8Gemm::kStages) mbar_wait(empty0 + 8 * stage, (it / Fp8Gemm::kStages - 1) & 1u);
+            const uint32_t dst = sbase + stage * Fp8Gemm::kTileBytes, bar = full0 + 8 * stage;
+            mbar_arrive_expect_tx(bar, Fp8Gemm::kStageTx);
+            tma_load_2d(dst, &p.a, kb * Fp8Gemm::kBK, m0, bar);
+            if constexpr (kSwiglu) {  // gate rows n0 .. n0 + 63, then up's
+              tma_load_2d(dst + Fp8Gemm::kABytes, &p.part[0].b, kb * Fp8Gemm::kBK, n0, bar);
+              tma_load_2d(dst + Fp8Gemm::kABytes + Fp8Gemm::kBBytes / 2, &p.part[1].b, kb * Fp8Gemm::kBK, n0, bar);
+            } else {
+              tma_load_2d(dst + Fp8Gemm::kABytes, b_map, kb * Fp8Gemm::kBK, n0, bar);
+            }
+            tma_load_2d(scale_base + stage * Fp8Gemm::kScaleBytes, &p.sa, m0, kb, bar);
+          }
         }
       }
     }
@@ -162,44 +244,94 @@ __global__ void __launch_bounds__(Fp8Gemm::kThreads, 1) matmul_prefill_fp8_kerne
     float acc[64], blk[64];
 #pragma unroll
     for (int i = 0; i < 64; ++i) blk[i] = 0.0f;
+    float held[2][16];  // the SwiGLU form: h of the first sub-tile, rows row_in_tile and + 8
     uint32_t it = 0;
     for (int t = first; t < p.tiles; t += step) {
       const TileAt at = tile_at(p, t);
-      const int64_t m0 = at.m0, n0 = at.n0;
+      const int64_t m0 = at.m0;
       const Fp8Part& part = p.part[at.part];
-      const float* w_scales = part.w_scales + (n0 / Fp8Gemm::kBN) * part.scale_ld;
+      const int subs = kSwiglu ? swiglu_subs(p, at) : 1;
+      for (int sub = 0; sub < subs; ++sub) {
+        const int64_t n0 = at.n0 + sub * Fp8Gemm::kSubN;
+        const int64_t sblock = n0 / Fp8Gemm::kBN;  // the weight scale block of the tile's rows
+        const float* w_scales = part.w_scales + sblock * part.scale_ld;
+        const float* u_scales = kSwiglu ? p.part[1].w_scales + sblock * p.part[1].scale_ld : w_scales;
 #pragma unroll
-      for (int i = 0; i < 64; ++i) acc[i] = 0.0f;
-      for (int kb = 0; kb < p.kblocks; ++kb, ++it) {
-        const float ws = __ldg(w_scales + kb);
-        const uint32_t stage = it % Fp8Gemm::kStages;
-        mbar_wait(full0 + 8 * stage, (it / Fp8Gemm::kStages) & 1u);
-        const uint32_t a = sbase + stage * Fp8Gemm::kTileBytes + wgi * 64 * 128;
-        const uint32_t b = sbase + stage * Fp8Gemm::kTileBytes + Fp8Gemm::kABytes;
-        wgmma_fence();
+        for (int i = 0; i < 64; ++i) acc[i] = 0.0f;
+        for (int kb = 0; kb < p.kblocks; ++kb, ++it) {
+          const float ws = __ldg(w_scales + kb), wu = kSwiglu ? __ldg(u_scales + kb) : ws;
+          const uint32_t stage = it % Fp8Gemm::kStages;
+          mbar_wait(full0 + 8 * stage, (it / Fp8Gemm::kStages) & 1u);
+          const uint32_t a = sbase + stage * Fp8Gemm::kTileBytes + wgi * 64 * 128;
+          const uint32_t b = sbase + stage * Fp8Gemm::kTileBytes + Fp8Gemm::kABytes;
+          wgmma_fence();
 #pragma unroll
-        for (int kk = 0; kk < Fp8Gemm::kBK / Fp8Gemm::kMmaK; ++kk)
-          wgmma_m64n128k32_e4m3(blk, smem_desc(a + kk * kChunkStep), smem_desc(b + kk * kChunkStep), kk);
-        wgmma_commit();
-        wgmma_wait<0>();
-        const float* sa = scale_smem + stage * (Fp8Gemm::kScaleBytes / 4);
-        const float sa0 = sa[row_in_tile], sa1 = sa[row_in_tile + 8];
-        __syncwarp();
-        if (lane == 0) mbar_arrive(empty0 + 8 * stage);
-        const float s0 = __fmul_rn(sa0, ws), s1 = __fmul_rn(sa1, ws);
-        // Accumulator i: row row_in_tile + 8 (i % 4 / 2), column 8 (i / 4) + 2 (lane % 4) + i % 2.
+          for (int kk = 0; kk < Fp8Gemm::kBK / Fp8Gemm::kMmaK; ++kk)
+            wgmma_m64n128k32_e4m3(blk, smem_desc(a + kk * kChunkStep), smem_desc(b + kk * kChunkStep), kk);
+          wgmma_commit();
+          wgmma_wait<0>();
+          const float* sa = scale_smem + stage * (Fp8Gemm::kScaleBytes / 4);
+          const float sa0 = sa[row_in_tile], sa1 = sa[row_in_tile + 8];
+          __syncwarp();
+          if (lane == 0) mbar_arrive(empty0 + 8 * stage);
+          // Accumulator i: row row_in_tile + 8 (i % 4 / 2), column 8 (i / 4) + 2 (lane % 4) + i % 2; in the SwiGLU
+          // form the column groups i / 4 >= 8 are up's rows (their own scale).
+          if constexpr (kSwiglu) {
+            const float s0 = __fmul_rn(sa0, ws), s1 = __fmul_rn(sa1, ws);
+            const float u0 = __fmul_rn(sa0, wu), u1 = __fmul_rn(sa1, wu);
 #pragma unroll
-        for (int i = 0; i < 64; ++i) acc[i] = fmaf(blk[i], (i & 2) ? s1 : s0, acc[i]);
-      }
+            for (int i = 0; i < 64; ++i)
+              acc[i] = fmaf(blk[i], i < 32 ? ((i & 2) ? s1 : s0) : ((i & 2) ? u1 : u0), acc[i]);
+          } else {
+            const float s0 = __fmul_rn(sa0, ws), s1 = __fmul_rn(sa1, ws);
 #pragma unroll
-      for (int h = 0; h < 2; ++h) {
-        const int64_t r = m0 + row_in_tile + 8 * h;
-        if (r >= p.M) continue;
-        float* yr = part.y + r * part.ldy;
+            for (int i = 0; i < 64; ++i) acc[i] = fmaf(blk[i], (i & 2) ? s1 : s0, acc[i]);
+          }
+        }
+        if constexpr (kSwiglu) {
+          float h[2][16];  // row row_in_tile + 8 hr, column 8 jj + 2 (lane % 4) + e at [hr][2 jj + e]
 #pragma unroll
-        for (int j = 0; j < 16; ++j) {
-          const int64_t c = n0 + 8 * j + 2 * (lane % 4);
-          store_column_pair(yr, c, part.N, part.pairs, acc[4 * j + 2 * h], acc[4 * j + 2 * h + 1]);
+          for (int jj = 0; jj < 8; ++jj)
+#pragma unroll
+            for (int hr = 0; hr < 2; ++hr)
+#pragma unroll
+              for (int e = 0; e < 2; ++e)
+                h[hr][2 * jj + e] = d_silu(acc[4 * jj + 2 * hr + e]) * acc[4 * (jj + 8) + 2 * hr + e];
+#pragma unroll
+          for (int hr = 0; hr < 2; ++hr) {
+            const int64_t r = m0 + row_in_tile + 8 * hr;
+            if (r >= p.M) continue;
+            float* yr = part.y + r * part.ldy;
+#pragma unroll
+            for (int jj = 0; jj < 8; ++jj)
+              store_column_pair(yr, n0 + 8 * jj + 2 * (lane % 4), part.N, part.pairs, h[hr][2 * jj], h[hr][2 * jj + 1]);
+          }
+          if (sub + 1 < subs) {
+#pragma unroll
+            for (int hr = 0; hr < 2; ++hr)
+#pragma unroll
+              for (int i = 0; i < 16; ++i) held[hr][i] = h[hr][i];
+            continue;
+          }
+#pragma unroll
+          for (int hr = 0; hr < 2; ++hr) {  // (each call with fixed arrays: no register array indexed at run time)
+            if (subs == 2)
+              swiglu_quantise_row(p, m0 + row_in_tile + 8 * hr, at.n0, 2, lane, held[hr], h[hr]);
+            else
+              swiglu_quantise_row(p, m0 + row_in_tile + 8 * hr, at.n0, 1, lane, h[hr], h[hr]);
+          }
+        } else {
+#pragma unroll
+          for (int hr = 0; hr < 2; ++hr) {
+            const int64_t r = m0 + row_in_tile + 8 * hr;
+            if (r >= p.M) continue;
+            float* yr = part.y + r * part.ldy;
+#pragma unroll
+            for (int j = 0; j < 16; ++j) {
+              const int64_t c = n0 + 8 * j + 2 * (lane % 4);
+              store_column_pair(yr, c, part.N, part.pairs, acc[4 * j + 2 * hr], acc[4 * j + 2 * hr + 1]);
+            }
+          }
         }
       }
     }
@@ -210,12 +342,48 @@ __global__ void __launch_bounds__(Fp8Gemm::kThreads, 1) matmul_prefill_fp8_kerne
 void configure_once() {
   static OncePerDevice configured;
   configured([] {
-    CUDA_CHECK(cudaFuncSetAttribute(matmul_prefill_fp8_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
+    CUDA_CHECK(cudaFuncSetAttribute(matmul_prefill_fp8_kernel<false>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                    Fp8Gemm::kSmemBytes));
+    CUDA_CHECK(cudaFuncSetAttribute(matmul_prefill_fp8_kernel<true>, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                     Fp8Gemm::kSmemBytes));
   });
 }
 
 bool pairs_ok(const MatmulArgs& a) { return (reinterpret_cast<uintptr_t>(a.y) & 7u) == 0 && a.ldy % 2 == 0; }
+
+std::atomic<uint64_t> g_activations_reused{0};  // fp8_activations_reused()
+
+// The x side of a launch: its quantised copy (the producer's, MatmulArgs::xq, where it wrote one for this x; else
+// the activation pass now) and the TMA maps of its codes and scales.
+void x_side(const MatmulArgs& a0, Fp8Params& p, cudaStream_t stream) {
+  const bool noted = a0.xq.codes != nullptr && a0.xq.M == a0.M && a0.xq.K == a0.K;
+  const Fp8Activations act = noted ? a0.xq : fp8_quantize_activations(a0.x, a0.ldx, a0.M, a0.K, stream);
+  if (noted) g_activations_reused.fetch_add(1);
+  p.a =
+      e4m3_tensor_map(act.codes, a0.M, a0.K, act.pitch, Fp8Gemm::kBK, Fp8Gemm::kBM, "fp8 prefill matmul (activations)");
+  p.sa = f32_tensor_map(act.scales, fp8a::groups_of(a0.K), a0.M, act.scale_pitch, Fp8Gemm::kBM, 1,
+                        "fp8 prefill matmul (scales)");
+  p.M = a0.M;
+  p.kblocks = static_cast<int>(fp8a::groups_of(a0.K));
+  p.tiles_m = static_cast<int>(tc::ceil_div(a0.M, int64_t{Fp8Gemm::kBM}));
+}
+
+void check_scale_rows(const MatmulArgs& a) {
+  SS_CHECK(a.scale_ld >= fp8a::groups_of(a.K), "fp8 prefill matmul: scale rows of {} for K = {} ({} blocks)",
+           a.scale_ld, a.K, fp8a::groups_of(a.K));
+}
+
+Fp8Part part_of(const MatmulArgs& a, int box_rows) {
+  Fp8Part part{};
+  part.b = e4m3_tensor_map(a.w, a.N, a.K, a.ldw, Fp8Gemm::kBK, box_rows, "fp8 prefill matmul (weights)");
+  part.w_scales = a.w_scales;
+  part.scale_ld = a.scale_ld;
+  part.y = a.y;
+  part.ldy = a.ldy;
+  part.N = a.N;
+  part.pairs = pairs_ok(a);
+  return part;
+}
 
 }  // namespace
 
@@ -232,24 +400,12 @@ bool matmul_fp8_prefill(const MatmulArgs* parts, int count, cudaStream_t stream)
     const MatmulArgs& a = parts[i];
     if (!fp8_prefill_fits(a) || a.x != a0.x || a.ldx != a0.ldx || a.M != a0.M || a.K != a0.K) return false;
   }
-  const int64_t groups = fp8a::groups_of(a0.K);
-  for (int i = 0; i < count; ++i)
-    SS_CHECK(parts[i].scale_ld >= groups, "fp8 prefill matmul: scale rows of {} for K = {} ({} blocks)",
-             parts[i].scale_ld, a0.K, groups);
+  for (int i = 0; i < count; ++i) check_scale_rows(parts[i]);
   configure_once();
-  const Fp8Activations act = fp8_quantize_activations(a0.x, a0.ldx, a0.M, a0.K, stream);
-  const CUtensorMap a_map =
-      e4m3_tensor_map(act.codes, a0.M, a0.K, act.pitch, Fp8Gemm::kBK, Fp8Gemm::kBM, "fp8 prefill matmul (activations)");
-  const CUtensorMap sa_map =
-      f32_tensor_map(act.scales, groups, a0.M, act.scale_pitch, Fp8Gemm::kBM, 1, "fp8 prefill matmul (scales)");
-  const int tiles_m = static_cast<int>(tc::ceil_div(a0.M, int64_t{Fp8Gemm::kBM}));
+  Fp8Params x{};
+  x_side(a0, x, stream);
   for (int first = 0; first < count; first += kMaxParts) {
-    Fp8Params p{};
-    p.a = a_map;
-    p.sa = sa_map;
-    p.M = a0.M;
-    p.kblocks = static_cast<int>(groups);
-    p.tiles_m = tiles_m;
+    Fp8Params p = x;
     int64_t tiles = 0;
     const int n_parts = std::min(kMaxParts, count - first);
     for (int i = 0; i < kMaxParts; ++i) {
@@ -259,24 +415,59 @@ bool matmul_fp8_prefill(const MatmulArgs* parts, int count, cudaStream_t stream)
         continue;
       }
       const MatmulArgs& a = parts[first + i];
-      part.b = e4m3_tensor_map(a.w, a.N, a.K, a.ldw, Fp8Gemm::kBK, Fp8Gemm::kBN, "fp8 prefill matmul (weights)");
-      part.w_scales = a.w_scales;
-      part.scale_ld = a.scale_ld;
-      part.y = a.y;
-      part.ldy = a.ldy;
-      part.N = a.N;
-      part.pairs = pairs_ok(a);
-      tiles += int64_t{tiles_m} * tc::ceil_div(a.N, int64_t{Fp8Gemm::kBN});
+      part = part_of(a, Fp8Gemm::kBN);
+      tiles += int64_t{p.tiles_m} * tc::ceil_div(a.N, int64_t{Fp8Gemm::kBN});
       SS_CHECK(tiles <= INT_MAX, "fp8 prefill matmul: {} x {} is more tiles than the kernel counts", a.M, a.N);
       part.tiles_end = static_cast<int>(tiles);
     }
     p.tiles = static_cast<int>(tiles);
     const int grid = static_cast<int>(std::min<int64_t>(tiles, sm_count()));
-    launch_pdl(matmul_prefill_fp8_kernel, dim3(static_cast<unsigned>(grid)), Fp8Gemm::kThreads, Fp8Gemm::kSmemBytes,
-               stream, p);
+    launch_pdl(matmul_prefill_fp8_kernel<false>, dim3(static_cast<unsigned>(grid)), Fp8Gemm::kThreads,
+               Fp8Gemm::kSmemBytes, stream, p);
     CUDA_CHECK_LAUNCH();
   }
   return true;
 }
+
+bool matmul_fp8_prefill_swiglu(const MatmulArgs& gate, const MatmulArgs& up, Fp8Activations* hq, cudaStream_t stream) {
+  if (hq == nullptr || !wgmma_available() || !fp8_prefill_fits(gate) || !fp8_prefill_fits(up)) return false;
+  if (up.x != gate.x || up.ldx != gate.ldx || up.M != gate.M || up.K != gate.K || up.N != gate.N) return false;
+  check_scale_rows(gate);
+  check_scale_rows(up);
+  configure_once();
+  Fp8Params p{};
+  x_side(gate, p, stream);
+  const int64_t M = gate.M, N = gate.N;
+  const int64_t tiles = int64_t{p.tiles_m} * tc::ceil_div(N, int64_t{Fp8Gemm::kBN});
+  SS_CHECK(tiles <= INT_MAX, "fp8 prefill matmul: {} x {} is more tiles than the kernel counts", M, N);
+  p.tiles = static_cast<int>(tiles);
+  p.part[0] = part_of(gate, Fp8Gemm::kSubN);
+  p.part[1] = part_of(up, Fp8Gemm::kSubN);
+  p.part[0].tiles_end = p.tiles;
+  for (int i = 1; i < kMaxParts; ++i) p.part[i].tiles_end = INT_MAX;
+  // h's quantised copy, laid out as fp8_quantize_activations lays out its own (the scales 1024-aligned).
+  Fp8Activations out;
+  out.M = M;
+  out.K = N;
+  out.pitch = fp8a::code_pitch(N);
+  out.scale_pitch = fp8a::scale_pitch(M);
+  const size_t code_bytes = static_cast<size_t>(M * out.pitch + 1023) / 1024 * 1024;
+  const size_t scale_bytes = static_cast<size_t>(fp8a::groups_of(N) * out.scale_pitch) * 4;
+  auto* block = static_cast<uint8_t*>(matmul_scratch(code_bytes + scale_bytes, stream, ScratchSlot::Fp8ActivationOut));
+  p.hq_codes = block;
+  p.hq_pitch = out.pitch;
+  p.hq_scales = reinterpret_cast<float*>(block + code_bytes);
+  p.hq_scale_pitch = out.scale_pitch;
+  out.codes = p.hq_codes;
+  out.scales = p.hq_scales;
+  const int grid = static_cast<int>(std::min<int64_t>(tiles, sm_count()));
+  launch_pdl(matmul_prefill_fp8_kernel<true>, dim3(static_cast<unsigned>(grid)), Fp8Gemm::kThreads, Fp8Gemm::kSmemBytes,
+             stream, p);
+  CUDA_CHECK_LAUNCH();
+  *hq = out;
+  return true;
+}
+
+uint64_t fp8_activations_reused() { return g_activations_reused.load(); }
 
 }  // namespace specserve::cuda::kernels
