@@ -89,7 +89,20 @@ TEST_F(Gpu, Fp8PrefillActivationPassHasTheHostRulesBits) {
   for (int64_t K : {int64_t{4096 + 64}, int64_t{1000}, int64_t{37}, int64_t{128}, int64_t{5120}})
     for (int64_t ldx : {K, K + 3}) {
       const int64_t M = 77;
-      const auto x = edgy_x(M, ldx, uint32_t(K + ldx));
+      auto x = edgy_x(M, ldx, uint32_t(K + ldx));
+      // Groups whose quotients sit within a few ulp of e4m3 rounding midpoints (normal and subnormal codes) under
+      // scales 3 and 5 (amax 448 × 3 and × 5), whose reciprocals are inexact: the rule divides.
+      for (const int64_t m : {int64_t{3}, int64_t{7}}) {
+        if (K < 128) break;
+        const float mult = m == 3 ? 3.0f : 5.0f;
+        float* r = x.data() + m * ldx;
+        r[0] = 448.0f * mult;
+        const float mids[] = {1.0625f, 1.1875f, 2.125f, 3.25f, 0.5625f, 13.0f, 0.0166015625f, 0.0029296875f};
+        for (int64_t k = 1; k < 128; ++k) {
+          const float q = mids[k % 8] * (1.0f + float(k % 9 - 4) * 0x1p-23f);
+          r[k] = (k % 2 ? -1.0f : 1.0f) * q * mult;
+        }
+      }
       DeviceBuffer dx = DeviceBuffer::from(x);
       const int64_t pitch = fp8a::code_pitch(K), sp = fp8a::scale_pitch(M), groups = fp8a::groups_of(K);
       DeviceBuffer codes(size_t(M * pitch)), scales(size_t(groups * sp) * 4);
