@@ -140,6 +140,22 @@ __device__ __forceinline__ uint32_t cvt_e4m3x2(float lo, float hi) {
   return static_cast<uint32_t>(__nv_cvt_float2_to_fp8x2(make_float2(lo, hi), __NV_SATFINITE, __NV_E4M3));
 }
 
+// A thread's two rows of a tile (r0 and r0 + 8; none at or past M) into part.y: kGroups column pairs, value(hr, j, e)
+// at column n0 + 8 j + 2 (lane % 4) + e of row r0 + 8 hr (the wgmma C fragment's places).
+template <int kGroups, class Value>
+__device__ __forceinline__ void store_rows(const Fp8Part& part, int64_t M, int64_t r0, int64_t n0, int lane,
+                                           Value value) {
+#pragma unroll
+  for (int hr = 0; hr < 2; ++hr) {
+    const int64_t r = r0 + 8 * hr;
+    if (r >= M) continue;
+    float* yr = part.y + r * part.ldy;
+#pragma unroll
+    for (int j = 0; j < kGroups; ++j)
+      store_column_pair(yr, n0 + 8 * j + 2 * (lane % 4), part.N, part.pairs, value(hr, j, 0), value(hr, j, 1));
+  }
+}
+
 // The SwiGLU form's sub-tiles of launch tile `at` (two, or one where the group's second half starts at or past N).
 __device__ __forceinline__ int swiglu_subs(const Fp8Params& p, const TileAt& at) {
   return at.n0 + Fp8Gemm::kSubN < p.part[0].N ? 2 : 1;
@@ -297,15 +313,7 @@ __global__ void __launch_bounds__(Fp8Gemm::kThreads, 1) matmul_prefill_fp8_kerne
 #pragma unroll
               for (int e = 0; e < 2; ++e)
                 h[hr][2 * jj + e] = d_silu(acc[4 * jj + 2 * hr + e]) * acc[4 * (jj + 8) + 2 * hr + e];
-#pragma unroll
-          for (int hr = 0; hr < 2; ++hr) {
-            const int64_t r = m0 + row_in_tile + 8 * hr;
-            if (r >= p.M) continue;
-            float* yr = part.y + r * part.ldy;
-#pragma unroll
-            for (int jj = 0; jj < 8; ++jj)
-              store_column_pair(yr, n0 + 8 * jj + 2 * (lane % 4), part.N, part.pairs, h[hr][2 * jj], h[hr][2 * jj + 1]);
-          }
+          store_rows<8>(part, p.M, m0 + row_in_tile, n0, lane, [&](int hr, int j, int e) { return h[hr][2 * j + e]; });
           if (sub + 1 < subs) {
 #pragma unroll
             for (int hr = 0; hr < 2; ++hr)
@@ -321,17 +329,8 @@ __global__ void __launch_bounds__(Fp8Gemm::kThreads, 1) matmul_prefill_fp8_kerne
               swiglu_quantise_row(p, m0 + row_in_tile + 8 * hr, at.n0, 1, lane, h[hr], h[hr]);
           }
         } else {
-#pragma unroll
-          for (int hr = 0; hr < 2; ++hr) {
-            const int64_t r = m0 + row_in_tile + 8 * hr;
-            if (r >= p.M) continue;
-            float* yr = part.y + r * part.ldy;
-#pragma unroll
-            for (int j = 0; j < 16; ++j) {
-              const int64_t c = n0 + 8 * j + 2 * (lane % 4);
-              store_column_pair(yr, c, part.N, part.pairs, acc[4 * j + 2 * hr], acc[4 * j + 2 * hr + 1]);
-            }
-          }
+          store_rows<16>(part, p.M, m0 + row_in_tile, n0, lane,
+                         [&](int hr, int j, int e) { return acc[4 * j + 2 * hr + e]; });
         }
       }
     }
