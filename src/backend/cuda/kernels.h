@@ -45,7 +45,7 @@ struct MatmulArgs {
   // matmul_fp8_prefill_swiglu: codes and scales by the activation rule, bit for bit what
   // fp8_quantize_activations would write); the GEMM then reads it instead of running that pass. codes ==
   // nullptr: none (every other kernel ignores it).
-  Fp8Activations xq;
+  Fp8Activations xq{};
 };
 
 // A producer's second output: its [M, K] result rounded to bf16 in the layout the gemv kernel reads x
