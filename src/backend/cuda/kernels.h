@@ -209,6 +209,8 @@ uint64_t fp8_activations_reused();
 // of matmul_fp8_act_math.cuh. fp8_quantize_activations writes them into ScratchSlot::Fp8Activation (valid until
 // its next use), the _into form where the caller says (tests).
 Fp8Activations fp8_quantize_activations(const float* x, int64_t ldx, int64_t M, int64_t K, cudaStream_t stream);
+// That layout for x [M, K] in scratch `slot`, nothing written (fp8_quantize_activations' own, the SwiGLU form's h).
+Fp8Activations fp8_activations_scratch(int64_t M, int64_t K, ScratchSlot slot, cudaStream_t stream);
 void fp8_quantize_activations_into(const float* x, int64_t ldx, int64_t M, int64_t K, uint8_t* codes, int64_t pitch,
                                    float* scales, int64_t scale_pitch, cudaStream_t stream);
 // Whether prefill matmuls with fp8 weights take the W8A8 GEMM (MatmulDevice::fp8_w8a8: on by default where wgmma

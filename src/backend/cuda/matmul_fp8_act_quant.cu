@@ -82,7 +82,7 @@ void fp8_quantize_activations_into(const float* x, int64_t ldx, int64_t M, int64
   CUDA_CHECK_LAUNCH();
 }
 
-Fp8Activations fp8_quantize_activations(const float* x, int64_t ldx, int64_t M, int64_t K, cudaStream_t stream) {
+Fp8Activations fp8_activations_scratch(int64_t M, int64_t K, ScratchSlot slot, cudaStream_t stream) {
   Fp8Activations a;
   a.M = M;
   a.K = K;
@@ -90,10 +90,15 @@ Fp8Activations fp8_quantize_activations(const float* x, int64_t ldx, int64_t M, 
   a.scale_pitch = fp8a::scale_pitch(M);
   const size_t code_bytes = static_cast<size_t>(M * a.pitch + 1023) / 1024 * 1024;  // the scales 1024-aligned
   const size_t scale_bytes = static_cast<size_t>(fp8a::groups_of(K) * a.scale_pitch) * 4;
-  auto* block = static_cast<uint8_t*>(matmul_scratch(code_bytes + scale_bytes, stream, ScratchSlot::Fp8Activation));
+  auto* block = static_cast<uint8_t*>(matmul_scratch(code_bytes + scale_bytes, stream, slot));
   a.codes = block;
   a.scales = reinterpret_cast<float*>(block + code_bytes);
-  fp8_quantize_activations_into(x, ldx, M, K, block, a.pitch, reinterpret_cast<float*>(block + code_bytes),
+  return a;
+}
+
+Fp8Activations fp8_quantize_activations(const float* x, int64_t ldx, int64_t M, int64_t K, cudaStream_t stream) {
+  const Fp8Activations a = fp8_activations_scratch(M, K, ScratchSlot::Fp8Activation, stream);
+  fp8_quantize_activations_into(x, ldx, M, K, const_cast<uint8_t*>(a.codes), a.pitch, const_cast<float*>(a.scales),
                                 a.scale_pitch, stream);
   return a;
 }

@@ -444,21 +444,12 @@ bool matmul_fp8_prefill_swiglu(const MatmulArgs& gate, const MatmulArgs& up, Fp8
   p.part[1] = part_of(up, Fp8Gemm::kSubN);
   p.part[0].tiles_end = p.tiles;
   for (int i = 1; i < kMaxParts; ++i) p.part[i].tiles_end = INT_MAX;
-  // h's quantised copy, laid out as fp8_quantize_activations lays out its own (the scales 1024-aligned).
-  Fp8Activations out;
-  out.M = M;
-  out.K = N;
-  out.pitch = fp8a::code_pitch(N);
-  out.scale_pitch = fp8a::scale_pitch(M);
-  const size_t code_bytes = static_cast<size_t>(M * out.pitch + 1023) / 1024 * 1024;
-  const size_t scale_bytes = static_cast<size_t>(fp8a::groups_of(N) * out.scale_pitch) * 4;
-  auto* block = static_cast<uint8_t*>(matmul_scratch(code_bytes + scale_bytes, stream, ScratchSlot::Fp8ActivationOut));
-  p.hq_codes = block;
+  // h's quantised copy, in the activation pass's layout.
+  const Fp8Activations out = fp8_activations_scratch(M, N, ScratchSlot::Fp8ActivationOut, stream);
+  p.hq_codes = const_cast<uint8_t*>(out.codes);
   p.hq_pitch = out.pitch;
-  p.hq_scales = reinterpret_cast<float*>(block + code_bytes);
+  p.hq_scales = const_cast<float*>(out.scales);
   p.hq_scale_pitch = out.scale_pitch;
-  out.codes = p.hq_codes;
-  out.scales = p.hq_scales;
   const int grid = static_cast<int>(std::min<int64_t>(tiles, sm_count()));
   launch_pdl(matmul_prefill_fp8_kernel<true>, dim3(static_cast<unsigned>(grid)), Fp8Gemm::kThreads, Fp8Gemm::kSmemBytes,
              stream, p);
