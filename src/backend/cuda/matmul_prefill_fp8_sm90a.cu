@@ -28,9 +28,12 @@
 // Pipeline (one CTA per multiprocessor, persistent), as matmul_prefill_sm90a.cu: warpgroup 0 is the producer
 // (one thread issues, per k block, the TMA loads of x's 128 x 128 code tile, w's 128 x 128 code tile and the 128
 // activation scales of the tile's rows into one of kStages stages, and arms the stage's `full` barrier); warpgroups
-// 1 and 2 are consumers: wait for the stage, issue the block's four wgmma m64n128k32 into the block tile, wait for
-// them, read their rows' activation scales, hand the stage back (`empty`), promote. While one consumer promotes,
-// the other's wgmma run. Up to four weights that share x per launch (q/k/v, gate/up), tiles walked M fastest.
+// 1 and 2 are consumers: wait for the stage, read their rows' activation scales, issue the block's four wgmma
+// m64n128k32 into the block tile, form the block's two scale products while the wgmma run (the weight scale was
+// loaded a block ahead), wait for them, hand the stage back (`empty`), promote. While one consumer promotes, the
+// other's wgmma run. Up to four weights that share x per launch (q/k/v, gate/up), tiles walked M fastest. What the
+// consumers spend a block on (ncu's warp-state samples, 8B q/o at 4,096 rows, docs/DECISIONS.md §2): a quarter
+// waiting for their wgmma, a fifth in the 64 promotion FFMAs, most of the rest in the serial issue between them.
 //
 // The SwiGLU form (matmul_fp8_prefill_swiglu, an MLP's gate and up weights in one pass): a launch tile is 128 rows
 // by one 128-column group of h = silu(x · gateᵀ) ⊙ (x · upᵀ), computed as two sub-tiles of 64 columns one after
@@ -261,7 +264,16 @@ __global__ void __launch_bounds__(Fp8Gemm::kThreads, 1) matmul_prefill_fp8_kerne
 #pragma unroll
     for (int i = 0; i < 64; ++i) blk[i] = 0.0f;
     float held[2][16];  // the SwiGLU form: h of the first sub-tile, rows row_in_tile and + 8
-    uint32_t it = 0;
+    // The stage ring's position (as the producer's `it`: stage it % kStages, phase it / kStages & 1) and the low
+    // words of the stage-0 descriptors of this warpgroup's A rows and of B: a stage or a k32 step further is the
+    // same descriptor with its start-address field (bits 0-13: address / 16, below 2^14 for any shared address)
+    // advanced, so the loop adds instead of rebuilding each descriptor.
+    uint32_t stage = 0, phase = 0;
+    const uint32_t a_desc0 = static_cast<uint32_t>(smem_desc(sbase + wgi * 64 * 128));
+    const uint32_t b_desc0 = static_cast<uint32_t>(smem_desc(sbase + Fp8Gemm::kABytes));
+    constexpr uint32_t kDescHi = static_cast<uint32_t>(smem_desc(0) >> 32);
+    constexpr uint32_t kStageDesc = Fp8Gemm::kTileBytes >> 4, kStepDesc = kChunkStep >> 4;
+    const auto desc = [](uint32_t lo) { return (uint64_t{kDescHi} << 32) | lo; };
     for (int t = first; t < p.tiles; t += step) {
       const TileAt at = tile_at(p, t);
       const int64_t m0 = at.m0;
@@ -274,32 +286,40 @@ __global__ void __launch_bounds__(Fp8Gemm::kThreads, 1) matmul_prefill_fp8_kerne
         const float* u_scales = kSwiglu ? p.part[1].w_scales + sblock * p.part[1].scale_ld : w_scales;
 #pragma unroll
         for (int i = 0; i < 64; ++i) acc[i] = 0.0f;
-        for (int kb = 0; kb < p.kblocks; ++kb, ++it) {
-          const float ws = __ldg(w_scales + kb), wu = kSwiglu ? __ldg(u_scales + kb) : ws;
-          const uint32_t stage = it % Fp8Gemm::kStages;
-          mbar_wait(full0 + 8 * stage, (it / Fp8Gemm::kStages) & 1u);
-          const uint32_t a = sbase + stage * Fp8Gemm::kTileBytes + wgi * 64 * 128;
-          const uint32_t b = sbase + stage * Fp8Gemm::kTileBytes + Fp8Gemm::kABytes;
+        // The weight scales one block ahead of their use (a global load's latency under a block's wgmma).
+        float ws_next = __ldg(w_scales), wu_next = kSwiglu ? __ldg(u_scales) : ws_next;
+        for (int kb = 0; kb < p.kblocks; ++kb) {
+          const float ws = ws_next, wu = wu_next;
+          if (kb + 1 < p.kblocks) {
+            ws_next = __ldg(w_scales + kb + 1);
+            if constexpr (kSwiglu) wu_next = __ldg(u_scales + kb + 1);
+          }
+          mbar_wait(full0 + 8 * stage, phase);
+          const float* sa = scale_smem + stage * (Fp8Gemm::kScaleBytes / 4);
+          const float sa0 = sa[row_in_tile], sa1 = sa[row_in_tile + 8];
+          const uint32_t a_lo = a_desc0 + stage * kStageDesc, b_lo = b_desc0 + stage * kStageDesc;
           wgmma_fence();
 #pragma unroll
           for (int kk = 0; kk < Fp8Gemm::kBK / Fp8Gemm::kMmaK; ++kk)
-            wgmma_m64n128k32_e4m3(blk, smem_desc(a + kk * kChunkStep), smem_desc(b + kk * kChunkStep), kk);
+            wgmma_m64n128k32_e4m3(blk, desc(a_lo + kk * kStepDesc), desc(b_lo + kk * kStepDesc), kk);
           wgmma_commit();
+          // The block's scales while its wgmma run (the same products as after them).
+          const float s0 = __fmul_rn(sa0, ws), s1 = __fmul_rn(sa1, ws);
+          const float u0 = kSwiglu ? __fmul_rn(sa0, wu) : s0, u1 = kSwiglu ? __fmul_rn(sa1, wu) : s1;
           wgmma_wait<0>();
-          const float* sa = scale_smem + stage * (Fp8Gemm::kScaleBytes / 4);
-          const float sa0 = sa[row_in_tile], sa1 = sa[row_in_tile + 8];
           __syncwarp();
           if (lane == 0) mbar_arrive(empty0 + 8 * stage);
+          if (++stage == Fp8Gemm::kStages) {
+            stage = 0;
+            phase ^= 1u;
+          }
           // Accumulator i: row row_in_tile + 8 (i % 4 / 2), column 8 (i / 4) + 2 (lane % 4) + i % 2; in the SwiGLU
           // form the column groups i / 4 >= 8 are up's rows (their own scale).
           if constexpr (kSwiglu) {
-            const float s0 = __fmul_rn(sa0, ws), s1 = __fmul_rn(sa1, ws);
-            const float u0 = __fmul_rn(sa0, wu), u1 = __fmul_rn(sa1, wu);
 #pragma unroll
             for (int i = 0; i < 64; ++i)
               acc[i] = fmaf(blk[i], i < 32 ? ((i & 2) ? s1 : s0) : ((i & 2) ? u1 : u0), acc[i]);
           } else {
-            const float s0 = __fmul_rn(sa0, ws), s1 = __fmul_rn(sa1, ws);
 #pragma unroll
             for (int i = 0; i < 64; ++i) acc[i] = fmaf(blk[i], (i & 2) ? s1 : s0, acc[i]);
           }
