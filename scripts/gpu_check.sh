@@ -52,7 +52,11 @@ case "$MODE" in
       shift
     fi
     cmake --build "$BUILD" --target "${TESTS[@]}" specserve -j "${GPU_CHECK_JOBS:-2}" || { say "build failed"; exit 1; }
-    cmake --build "$BUILD" --target bench_cuda_matmul bench_cuda_attention -j "${GPU_CHECK_JOBS:-2}" 2>/dev/null || true
+    # Every benchmark it packs, rebuilt (a bench_cuda_* binary left from an earlier build would be packed stale).
+    benches=(bench_cuda_matmul bench_cuda_attention)
+    for b in "$BUILD"/bin/bench_cuda_*; do [ -x "$b" ] && benches+=("$(basename "$b")"); done
+    cmake --build "$BUILD" --target $(printf '%s\n' "${benches[@]}" | sort -u) -j "${GPU_CHECK_JOBS:-2}" ||
+      { say "building the benchmarks failed"; exit 1; }
     stage=$(mktemp -d)
     trap 'rm -rf "$stage"' EXIT
     for lib in libfmt.so.9 libutf8proc.so.2 libevent_core-2.1.so.7 libevent_pthreads-2.1.so.7 libpcre2-8.so.0 libbenchmark.so.1debian; do

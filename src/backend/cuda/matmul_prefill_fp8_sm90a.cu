@@ -83,14 +83,16 @@ using namespace specserve::cuda::tc;
 using namespace specserve::cuda::wg;
 
 struct Fp8Gemm {
-  static constexpr int kBM = 128, kBN = 128, kBK = 128, kStages = 6, kConsumers = 2;
+  static constexpr int kBM = 128, kBN = 128, kBK = 128, kConsumers = 2;
   static constexpr int kThreads = 128 * (kConsumers + 1);
   static constexpr int kABytes = kBM * kBK, kBBytes = kBN * kBK;  // one byte a code
   static constexpr int kTileBytes = kABytes + kBBytes;
   static constexpr int kScaleBytes = kBM * 4;  // the activation scales of the tile's rows for one block
   static constexpr int kStageTx = kTileBytes + kScaleBytes;
-  // The code tiles start on 1024-byte boundaries (the swizzle's period); the scales follow all of them.
-  static constexpr int kSmemBytes = kTileBytes * kStages + kScaleBytes * kStages + 1024;
+  static constexpr int kMaxStages = 6;
+  static constexpr int kStorers = 96;          // the producer warpgroup's warps 1-3: the plain form's output stores
+  static constexpr int kStagePitch = kBN + 8;  // floats a row of the output staging tile (rows 8 banks apart)
+  static constexpr int kStagingBytes = kBM * kStagePitch * 4;
   static constexpr int kProducerRegs = 40, kConsumerRegs = 232;
   static constexpr int kMmaK = 32;       // k per wgmma step (32 codes = 32 bytes of a swizzled row)
   static constexpr int kSubN = kBN / 2;  // the SwiGLU form: columns of h a sub-tile computes (64 gate + 64 up rows)
@@ -99,7 +101,21 @@ static_assert(Fp8Gemm::kBK == fp8a::kGroup, "one stage is one scale block of K")
 static_assert(Fp8Gemm::kBN == fp8a::kGroup, "a tile's columns are one weight scale block");
 static_assert(Fp8Gemm::kBK == 128, "a 128-code row of a tile is the 128-byte swizzle's width");
 static_assert(128 * Fp8Gemm::kProducerRegs + 256 * Fp8Gemm::kConsumerRegs <= 65536, "the register file");
-static_assert(Fp8Gemm::kSmemBytes <= 227 * 1024, "more shared memory than an sm_90 block may have");
+
+// The two forms' shared memory. The plain form hands its output tile to the storer warps through a staging tile
+// (the output's f32 rows, written by the consumers, read and stored by the storers while the consumers run the
+// next tile's main loop), which leaves room for 4 stages; the SwiGLU form stores from registers with 6.
+template <bool kSwiglu>
+struct Fp8Ring {
+  static constexpr bool kStaged = !kSwiglu;
+  static constexpr int kStages = kSwiglu ? 6 : 4;
+  // The code tiles start on 1024-byte boundaries (the swizzle's period); the scales follow all of them, then the
+  // staging tile.
+  static constexpr int kStagingOff = (Fp8Gemm::kTileBytes + Fp8Gemm::kScaleBytes) * kStages;
+  static constexpr int kSmemBytes = kStagingOff + (kStaged ? Fp8Gemm::kStagingBytes : 0) + 1024;
+  static_assert(kStages <= Fp8Gemm::kMaxStages, "the barrier array's size");
+  static_assert(kSmemBytes <= 227 * 1024, "more shared memory than an sm_90 block may have");
+};
 
 struct Fp8Part {
   CUtensorMap b;  // w's codes [N, K] (stride ldw bytes), box 128 x 128
@@ -110,6 +126,7 @@ struct Fp8Part {
   int64_t N;
   int tiles_end;
   bool pairs;  // y and ldy allow 8-byte stores of column pairs
+  bool quads;  // y and ldy allow 16-byte stores of 4 columns
 };
 constexpr int kMaxParts = 4;
 struct Fp8Params {
@@ -205,22 +222,65 @@ __device__ __forceinline__ void swiglu_quantise_row(const Fp8Params& p, int64_t 
   }
 }
 
+// The plain form's storers (the producer warpgroup's warps 1-3; `sid` 0..95): for each tile of the CTA, in the
+// consumers' order, wait until the staging tile holds it, store its rows below M and columns below N into the
+// part's y (16-byte stores where y allows them), and hand the staging tile back. A row is one warp's 32 lanes of
+// 4 columns: 512 contiguous bytes of y.
+__device__ __forceinline__ void store_staged_tiles(const Fp8Params& p, const float* staging, uint32_t staged,
+                                                   uint32_t drained, int sid) {
+#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
+  const int swarp = sid / 32, slane = sid % 32;
+  uint32_t u = 0;
+  for (int t = static_cast<int>(blockIdx.x); t < p.tiles; t += static_cast<int>(gridDim.x), ++u) {
+    const TileAt at = tile_at(p, t);
+    const Fp8Part& part = p.part[at.part];
+    const int64_t n = at.n0 + 4 * slane;
+    const bool quad = part.quads && n + 3 < part.N;
+    mbar_wait(staged, u & 1u);
+    for (int r = swarp; r < Fp8Gemm::kBM && at.m0 + r < p.M; r += Fp8Gemm::kStorers / 32) {
+      const float4 v = *reinterpret_cast<const float4*>(staging + r * Fp8Gemm::kStagePitch + 4 * slane);
+      float* yr = part.y + (at.m0 + r) * part.ldy;
+      if (quad) {
+        *reinterpret_cast<float4*>(yr + n) = v;
+      } else {
+        const float e[4] = {v.x, v.y, v.z, v.w};
+#pragma unroll
+        for (int i = 0; i < 4; ++i)
+          if (n + i < part.N) yr[n + i] = e[i];
+      }
+    }
+    mbar_arrive(drained);
+  }
+#endif
+}
+
 template <bool kSwiglu>
 __global__ void __launch_bounds__(Fp8Gemm::kThreads, 1) matmul_prefill_fp8_kernel(const __grid_constant__ Fp8Params p) {
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
+  using Ring = Fp8Ring<kSwiglu>;
+  constexpr int kStages = Ring::kStages;
   pdl_begin();
   extern __shared__ __align__(1024) unsigned char smem_raw[];
-  __shared__ __align__(8) uint64_t bars[2 * Fp8Gemm::kStages];  // full[0..S), then empty[0..S)
+  // full[0..S), empty[0..S), then the staging tile's `staged` and `drained`
+  __shared__ __align__(8) uint64_t bars[2 * Fp8Gemm::kMaxStages + 2];
   const uint32_t pad = (1024u - (smem_addr(smem_raw) & 1023u)) & 1023u;
   const uint32_t sbase = smem_addr(smem_raw) + pad;
-  const uint32_t scale_base = sbase + Fp8Gemm::kTileBytes * Fp8Gemm::kStages;
-  const float* scale_smem = reinterpret_cast<const float*>(smem_raw + pad + Fp8Gemm::kTileBytes * Fp8Gemm::kStages);
-  const uint32_t full0 = smem_addr(&bars[0]), empty0 = smem_addr(&bars[Fp8Gemm::kStages]);
+  const uint32_t scale_base = sbase + Fp8Gemm::kTileBytes * kStages;
+  const float* scale_smem = reinterpret_cast<const float*>(smem_raw + pad + Fp8Gemm::kTileBytes * kStages);
+  float* staging = reinterpret_cast<float*>(smem_raw + pad + Ring::kStagingOff);
+  const uint32_t full0 = smem_addr(&bars[0]), empty0 = smem_addr(&bars[kStages]);
+  const uint32_t staged = smem_addr(&bars[2 * kStages]), drained = staged + 8;
   const int tid = static_cast<int>(threadIdx.x);
   const int first = static_cast<int>(blockIdx.x);
   const int step = static_cast<int>(gridDim.x);
-  // full: the producer thread; empty: one arrival a consumer warp
-  init_ring_barriers(tid, full0, empty0, Fp8Gemm::kStages, 1, Fp8Gemm::kConsumers * 4);
+  // full: the producer thread; empty: one arrival a consumer warp; staged: every consumer thread; drained: every
+  // storer thread
+  init_ring_barriers(tid, full0, empty0, kStages, 1, Fp8Gemm::kConsumers * 4);
+  if (Ring::kStaged && tid == 0) {
+    mbar_init(staged, 128 * Fp8Gemm::kConsumers);
+    mbar_init(drained, Fp8Gemm::kStorers);
+    asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
+  }
   __syncthreads();
 
   const int warpgroup = __shfl_sync(0xffffffffu, tid / 128, 0);
@@ -237,8 +297,8 @@ __global__ void __launch_bounds__(Fp8Gemm::kThreads, 1) matmul_prefill_fp8_kerne
         for (int sub = 0; sub < subs; ++sub) {
           const int n0 = static_cast<int>(at.n0) + sub * Fp8Gemm::kSubN;
           for (int kb = 0; kb < p.kblocks; ++kb, ++it) {
-            const uint32_t stage = it % Fp8Gemm::kStages;
-            if (it >= Fp8Gemm::kStages) mbar_wait(empty0 + 8 * stage, (it / Fp8Gemm::kStages - 1) & 1u);
+            const uint32_t stage = it % kStages;
+            if (it >= kStages) mbar_wait(empty0 + 8 * stage, (it / kStages - 1) & 1u);
             const uint32_t dst = sbase + stage * Fp8Gemm::kTileBytes, bar = full0 + 8 * stage;
             mbar_arrive_expect_tx(bar, Fp8Gemm::kStageTx);
             tma_load_2d(dst, &p.a, kb * Fp8Gemm::kBK, m0, bar);
@@ -252,6 +312,8 @@ __global__ void __launch_bounds__(Fp8Gemm::kThreads, 1) matmul_prefill_fp8_kerne
           }
         }
       }
+    } else if (Ring::kStaged && tid >= 32) {
+      store_staged_tiles(p, staging, staged, drained, tid - 32);
     }
     __syncwarp();
   } else {
@@ -263,7 +325,8 @@ __global__ void __launch_bounds__(Fp8Gemm::kThreads, 1) matmul_prefill_fp8_kerne
     float acc[64], blk[64];
 #pragma unroll
     for (int i = 0; i < 64; ++i) blk[i] = 0.0f;
-    float held[2][16];  // the SwiGLU form: h of the first sub-tile, rows row_in_tile and + 8
+    float held[2][16];        // the SwiGLU form: h of the first sub-tile, rows row_in_tile and + 8
+    uint32_t tiles_done = 0;  // the plain form: tiles handed to the storers
     // The stage ring's position (as the producer's `it`: stage it % kStages, phase it / kStages & 1) and the low
     // words of the stage-0 descriptors of this warpgroup's A rows and of B: a stage or a k32 step further is the
     // same descriptor with its start-address field (bits 0-13: address / 16, below 2^14 for any shared address)
@@ -309,7 +372,7 @@ __global__ void __launch_bounds__(Fp8Gemm::kThreads, 1) matmul_prefill_fp8_kerne
           wgmma_wait<0>();
           __syncwarp();
           if (lane == 0) mbar_arrive(empty0 + 8 * stage);
-          if (++stage == Fp8Gemm::kStages) {
+          if (++stage == kStages) {
             stage = 0;
             phase ^= 1u;
           }
@@ -349,8 +412,17 @@ __global__ void __launch_bounds__(Fp8Gemm::kThreads, 1) matmul_prefill_fp8_kerne
               swiglu_quantise_row(p, m0 + row_in_tile + 8 * hr, at.n0, 1, lane, h[hr], h[hr]);
           }
         } else {
-          store_rows<16>(part, p.M, m0 + row_in_tile, n0, lane,
-                         [&](int hr, int j, int e) { return acc[4 * j + 2 * hr + e]; });
+          // The tile into the staging tile once the storers have read the last one (they had a whole main loop),
+          // then every thread's arrival hands it over (release: the storers' acquire sees these writes).
+          if (tiles_done > 0) mbar_wait(drained, (tiles_done - 1) & 1u);
+#pragma unroll
+          for (int hr = 0; hr < 2; ++hr)
+#pragma unroll
+            for (int j = 0; j < 16; ++j)
+              *reinterpret_cast<float2*>(staging + (row_in_tile + 8 * hr) * Fp8Gemm::kStagePitch + 8 * j +
+                                         2 * (lane % 4)) = make_float2(acc[4 * j + 2 * hr], acc[4 * j + 2 * hr + 1]);
+          mbar_arrive(staged);
+          ++tiles_done;
         }
       }
     }
@@ -362,13 +434,14 @@ void configure_once() {
   static OncePerDevice configured;
   configured([] {
     CUDA_CHECK(cudaFuncSetAttribute(matmul_prefill_fp8_kernel<false>, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                    Fp8Gemm::kSmemBytes));
+                                    Fp8Ring<false>::kSmemBytes));
     CUDA_CHECK(cudaFuncSetAttribute(matmul_prefill_fp8_kernel<true>, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                    Fp8Gemm::kSmemBytes));
+                                    Fp8Ring<true>::kSmemBytes));
   });
 }
 
 bool pairs_ok(const MatmulArgs& a) { return (reinterpret_cast<uintptr_t>(a.y) & 7u) == 0 && a.ldy % 2 == 0; }
+bool quads_ok(const MatmulArgs& a) { return (reinterpret_cast<uintptr_t>(a.y) & 15u) == 0 && a.ldy % 4 == 0; }
 
 std::atomic<uint64_t> g_activations_reused{0};  // fp8_activations_reused()
 
@@ -401,6 +474,7 @@ Fp8Part part_of(const MatmulArgs& a, int box_rows) {
   part.ldy = a.ldy;
   part.N = a.N;
   part.pairs = pairs_ok(a);
+  part.quads = quads_ok(a);
   return part;
 }
 
@@ -442,7 +516,7 @@ bool matmul_fp8_prefill(const MatmulArgs* parts, int count, cudaStream_t stream)
     p.tiles = static_cast<int>(tiles);
     const int grid = static_cast<int>(std::min<int64_t>(tiles, sm_count()));
     launch_pdl(matmul_prefill_fp8_kernel<false>, dim3(static_cast<unsigned>(grid)), Fp8Gemm::kThreads,
-               Fp8Gemm::kSmemBytes, stream, p);
+               Fp8Ring<false>::kSmemBytes, stream, p);
     CUDA_CHECK_LAUNCH();
   }
   return true;
@@ -471,8 +545,8 @@ bool matmul_fp8_prefill_swiglu(const MatmulArgs& gate, const MatmulArgs& up, Fp8
   p.hq_scales = const_cast<float*>(out.scales);
   p.hq_scale_pitch = out.scale_pitch;
   const int grid = static_cast<int>(std::min<int64_t>(tiles, sm_count()));
-  launch_pdl(matmul_prefill_fp8_kernel<true>, dim3(static_cast<unsigned>(grid)), Fp8Gemm::kThreads, Fp8Gemm::kSmemBytes,
-             stream, p);
+  launch_pdl(matmul_prefill_fp8_kernel<true>, dim3(static_cast<unsigned>(grid)), Fp8Gemm::kThreads,
+             Fp8Ring<true>::kSmemBytes, stream, p);
   CUDA_CHECK_LAUNCH();
   *hq = out;
   return true;
