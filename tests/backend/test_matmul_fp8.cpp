@@ -93,11 +93,16 @@ TEST(MatmulFp8, DequantisesRowsToTheBitsOfTheDefinition) {
 }
 
 TEST(MatmulFp8, HasTheBitsOfTheBf16Dequantisation) {
-  for (const Dims& d : kShapes) {
-    const Fp8TestWeight w = make_fp8_weight(d.N, d.K, static_cast<uint32_t>(d.N * 7 + d.K));
-    const Tensor x = random_x(d.M, d.K, static_cast<uint32_t>(d.M + d.K));
-    EXPECT_TRUE(same_bytes(matmul(x, w.view()), matmul(x, w.bf16))) << d.M << "x" << d.N << "x" << d.K;
-  }
+  // Tiny and mixed scales too: blocks without a table (which take the multiply-and-round path) alone and beside
+  // blocks with one.
+  using testing::Fp8Scales;
+  for (Fp8Scales kind : {Fp8Scales::F32, Fp8Scales::Tiny, Fp8Scales::Mixed})
+    for (const Dims& d : kShapes) {
+      const Fp8TestWeight w = make_fp8_weight(d.N, d.K, static_cast<uint32_t>(d.N * 7 + d.K), kind);
+      const Tensor x = random_x(d.M, d.K, static_cast<uint32_t>(d.M + d.K));
+      EXPECT_TRUE(same_bytes(matmul(x, w.view()), matmul(x, w.bf16)))
+          << d.M << "x" << d.N << "x" << d.K << " scales " << int(kind);
+    }
 }
 
 TEST(MatmulFp8, AgreesWithTheF32DequantisationsExactProduct) {
