@@ -1,13 +1,10 @@
 """tools/gpu/ncu_sass_summary.py: the main loop found by its execution count, shares by class and opcode, the top
 instructions with their stall reasons, and a clear failure on a report without the per-instruction table."""
-import os
-import subprocess
-import sys
-import tempfile
 import unittest
 
-SCRIPT = os.path.join(os.environ.get("SPECSERVE_SOURCE_DIR", os.path.join(os.path.dirname(__file__), "..", "..")),
-                      "tools", "gpu", "ncu_sass_summary.py")
+from tool_runner import gpu_tool, run_on
+
+SCRIPT = gpu_tool("ncu_sass_summary.py")
 
 HEADER = ('"Address","Source","Warp Stall Sampling (All Samples)","Warp Stall Sampling (Not-issued Samples)",'
           '"# Samples","Instructions Executed","stall_barrier","stall_long_sb","stall_wait","stall_wait (Not Issued)"')
@@ -26,12 +23,7 @@ REPORT = "\n".join([
 
 
 def run(text, *args):
-    with tempfile.NamedTemporaryFile("w", suffix=".csv", delete=False) as f:
-        f.write(text)
-    try:
-        return subprocess.run([sys.executable, SCRIPT, f.name, *args], capture_output=True, text=True)
-    finally:
-        os.unlink(f.name)
+    return run_on(SCRIPT, text, *args, suffix=".csv")
 
 
 class NcuSassSummary(unittest.TestCase):

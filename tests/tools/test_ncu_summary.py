@@ -1,12 +1,9 @@
 """tools/gpu/ncu_summary.py: units, totals, ordering, and a clear failure on a report without a summary."""
-import os
-import subprocess
-import sys
-import tempfile
 import unittest
 
-SCRIPT = os.path.join(os.environ.get("SPECSERVE_SOURCE_DIR", os.path.join(os.path.dirname(__file__), "..", "..")),
-                      "tools", "gpu", "ncu_summary.py")
+from tool_runner import gpu_tool, run_on
+
+SCRIPT = gpu_tool("ncu_summary.py")
 
 REPORT = """==PROF== Disconnected
   unnamed>::add_kernel(float *, const float *, long) (16, 1, 1)x(256, 1, 1), Device 0, CC 9.0, Invocations 72
@@ -25,12 +22,7 @@ REPORT = """==PROF== Disconnected
 
 
 def run(text):
-    with tempfile.NamedTemporaryFile("w", suffix=".txt", delete=False) as f:
-        f.write(text)
-    try:
-        return subprocess.run([sys.executable, SCRIPT, f.name], capture_output=True, text=True)
-    finally:
-        os.unlink(f.name)
+    return run_on(SCRIPT, text, suffix=".txt")
 
 
 class NcuSummary(unittest.TestCase):

@@ -1,12 +1,9 @@
 """tools/gpu/step_trace_summary.py: step kinds, stage medians, engines apart, and clear failures."""
-import os
-import subprocess
-import sys
-import tempfile
 import unittest
 
-SCRIPT = os.path.join(os.environ.get("SPECSERVE_SOURCE_DIR", os.path.join(os.path.dirname(__file__), "..", "..")),
-                      "tools", "gpu", "step_trace_summary.py")
+from tool_runner import gpu_tool, run_on
+
+SCRIPT = gpu_tool("step_trace_summary.py")
 
 HEADER = ("step,start_ns,schedule,plan,layout,forward,commit,context,stream,propose,retire,rows,sequences,drafted,"
           "model_ms,plain_correction,drafting_correction")
@@ -22,12 +19,7 @@ def step(i, start, forward_us, rows, seqs, propose_us=1):
 
 
 def run(text, *args):
-    with tempfile.NamedTemporaryFile("w", suffix=".csv", delete=False) as f:
-        f.write(text)
-    try:
-        return subprocess.run([sys.executable, SCRIPT, f.name, *args], capture_output=True, text=True)
-    finally:
-        os.unlink(f.name)
+    return run_on(SCRIPT, text, *args, suffix=".csv")
 
 
 def trace():
