@@ -3,13 +3,18 @@
 // attention_prefill.cu (a row's bits depend only on its own query, its sequence's keys and values at
 // positions 0 .. its own, the head dim and the scale), by the same argument, with these differences of
 // arithmetic from the pipelined kernel (so different bits, as the rule allows):
-// - S = q kᵀ of a warpgroup's 64 rows and a step's 64 keys is one wgmma.m64n64k16 chain over the head dim
+// - S = q kᵀ of a warpgroup's 64 rows and a step's KB keys is one wgmma.m64n{KB}k16 chain over the head dim
 //   in increasing 16-wide k-steps from +0, and O += P V one wgmma.m64n{HD}k16 per 16 keys in increasing
 //   order (P from registers). A wgmma computes each output row from that row of A alone (as the prefill
 //   GEMM relies on: matmul_prefill_sm90a.cu), so a row's scores and sums do not depend on its neighbours.
-// - The key step is 64 keys for both head dims, at absolute positions [64 j, 64 j + 64) from 0: the masked-
-//   step argument of attention_prefill.cu holds word for word (values past the tile's last position are
-//   loaded as zeros; the online softmax is tc_online_softmax, the pipelined kernel's own code).
+// - The key step is KB keys (128 at head dim 128, 64 at 256), at absolute positions [KB j, KB j + KB) from 0:
+//   the masked-step argument of attention_prefill.cu holds word for word (values past the tile's last
+//   position are loaded as zeros; the online softmax is tc_online_softmax, the pipelined kernel's own code).
+// - At head dim 128 a consumer runs its steps as a software pipeline: step j's S is issued, then step j - 1's
+//   O += P V, and step j's softmax runs while that O += P V is on the tensor cores; O is rescaled by step j's
+//   correction once step j - 1's sum has landed. O sees the serial loop's operations in the serial order, so
+//   the pipeline does not change a bit. At head dim 256 (two stages, which a pipelined consumer would both
+//   hold) the steps run serially.
 //
 // Shape. A CTA serves one query tile (attention_prefill_plan: up to 64 rows of one sequence) and H2 query
 // heads of one KV head: warpgroup 0 is the producer, warpgroup 1 + h the consumer of head head0 + h (its
@@ -22,12 +27,13 @@
 // `full` when the producer's copies have landed (each producer thread waits for its own copies, fences them
 // to the async proxy and arrives), `empty` when every consumer warp's wgmma on it are done.
 //
-// Registers: a consumer thread holds O (HD / 2 f32), S (32 f32) and P (16 bf16 pairs); the producer gives
-// its registers up (setmaxnreg) so that two consumer warpgroups get 232 each.
+// Registers: a consumer thread holds O (HD / 2 f32), S (KB / 2 f32) and the previous step's P (KB / 4 bf16
+// pairs); the producer gives its registers up (setmaxnreg) so that two consumer warpgroups get 232 each.
 #include <cuda.h>
 #include <cuda_runtime.h>
 
 #include <algorithm>
+#include <type_traits>
 
 #include "backend/cuda/attention_prefill.h"
 #include "backend/cuda/attention_prefill_common.cuh"
@@ -49,7 +55,10 @@ using namespace specserve::cuda::wg;
 
 template <int HD, int H2>
 struct WgAttn {
-  static constexpr int kKB = 64, kStages = 2;
+  // Key steps of 128 keys at head dim 128 (three stages of 64 KB beside 32 KB of q), of 64 at head dim 256
+  // (two stages of 64 KB beside 64 KB of q; S and P of 128 keys would not fit beside its O in registers).
+  static constexpr int kKB = HD == 128 ? 128 : 64, kStages = HD == 128 ? 3 : 2;
+  static constexpr bool kPipelined = kStages >= 3;  // the consumers' software pipeline (below) needs a third stage
   static constexpr int kThreads = 128 * (H2 + 1);
   static constexpr int kSlabs = HD / 64;                                     // 64-dim slabs of a row
   static constexpr int kQHeadBytes = kRows * HD * 2;                         // one head's 64 query rows
@@ -167,50 +176,113 @@ __global__ void __launch_bounds__(WgAttn<HD, H2>::kThreads, 1)
   for (int dt = 0; dt < DT; ++dt) o[dt][0] = o[dt][1] = o[dt][2] = o[dt][3] = 0.0f;
   float m[2] = {-INFINITY, -INFINITY}, l[2] = {0.0f, 0.0f};
   float(&o_acc)[HD / 2] = reinterpret_cast<float(&)[HD / 2]>(o);
-  for (int j = 0; j < steps; ++j) {
+  float sc[NT][4];
+  float(&s_acc)[4 * NT] = reinterpret_cast<float(&)[4 * NT]>(sc);
+  uint32_t pa[KB / 16][4];  // the previous step's P, the A fragments of its O += P V
+
+  // S = q kᵀ of step j (its stage landed), issued as one group.
+  auto issue_scores = [&](int j) {
     const int s = j % S;
     mbar_wait(full0 + 8 * s, static_cast<uint32_t>((j / S) & 1));
-    const uint32_t k_tile = sbase + W::kStage0 + s * W::kStageBytes, v_tile = k_tile + W::kTileBytes;
-    const int t0 = KB * j;
-
-    float sc[NT][4];
+    const uint32_t k_tile = sbase + W::kStage0 + s * W::kStageBytes;
 #pragma unroll
     for (int nt = 0; nt < NT; ++nt) sc[nt][0] = sc[nt][1] = sc[nt][2] = sc[nt][3] = 0.0f;
-    float(&s_acc)[4 * NT] = reinterpret_cast<float(&)[4 * NT]>(sc);
     wgmma_fence();
 #pragma unroll
     for (int kk = 0; kk < HD / 16; ++kk) {
       const uint32_t in_slab = kChunkStep * (kk % 4);  // the k-step's 32 bytes in its slab's rows
-      wgt::wgmma_m64n64k16(s_acc, smem_desc(s_q + (kk / 4) * (kRows * 128) + in_slab),
-                           smem_desc(k_tile + (kk / 4) * W::kSlabBytes + in_slab));
+      const uint64_t qd = smem_desc(s_q + (kk / 4) * (kRows * 128) + in_slab);
+      const uint64_t kd = smem_desc(k_tile + (kk / 4) * W::kSlabBytes + in_slab);
+      if constexpr (KB == 128)
+        wgmma_m64n128k16(s_acc, qd, kd);
+      else
+        wgt::wgmma_m64n64k16(s_acc, qd, kd);
     }
     wgmma_commit();
-    wgmma_wait<0>();
-
-    float corr[2];
-    if (tc_online_softmax<NT>(sc, t0, t0 + KB - 1 > warp_first, pos, lane, scale_log2, m, l, corr)) {
-#pragma unroll
-      for (int dt = 0; dt < DT; ++dt)
-#pragma unroll
-        for (int e = 0; e < 4; ++e) o[dt][e] *= corr[e >> 1];
-    }
-
-    wgmma_fence();
+  };
+  // One 16-key chunk's O += P V of step j with P's A fragments pf (keys 16c .. 16c + 15 of the step's value tile: two
+  // 8-row atoms, 1024 bytes apart, the head dim's slabs kSlabBytes apart).
+  auto pv_chunk = [&](int j, int c, const uint32_t(&pf)[4]) {
+    const uint32_t v_tile = sbase + W::kStage0 + (j % S) * W::kStageBytes + W::kTileBytes;
+    const uint64_t vd = smem_desc_mn(v_tile + 16 * 128 * c, W::kSlabBytes, 1024);
+    if constexpr (HD == 256)
+      wgmma_m64n256k16_rs_tb(o_acc, pf, vd);
+    else
+      wgmma_m64n128k16_rs_tb(o_acc, pf, vd);
+  };
+  // O += P V of step j, issued as one group: P from pa (Packed: the pipelined loop packs it ahead) or packed from
+  // the scores chunk by chunk, each just before its wgmma (the serial loop, which holds no KB / 4 registers of P).
+  auto issue_pv = [&](int j, auto packed) {
 #pragma unroll
     for (int c = 0; c < KB / 16; ++c) {
-      uint32_t pa[4];
-      tc_p_fragment(sc, c, pa);
-      // Keys 16c .. 16c + 15: two 8-row atoms (1024 bytes apart), the head dim's slabs kSlabBytes apart.
-      const uint64_t vd = smem_desc_mn(v_tile + 16 * 128 * c, W::kSlabBytes, 1024);
-      if constexpr (HD == 256)
-        wgmma_m64n256k16_rs_tb(o_acc, pa, vd);
-      else
-        wgmma_m64n128k16_rs_tb(o_acc, pa, vd);
+      if constexpr (decltype(packed)::value) {
+        pv_chunk(j, c, pa[c]);
+      } else {
+        uint32_t p_now[4];
+        tc_p_fragment(sc, c, p_now);
+        pv_chunk(j, c, p_now);
+      }
     }
     wgmma_commit();
-    wgmma_wait<0>();
+  };
+  // Step j's online softmax on its landed scores: whether O takes the correction corr.
+  auto softmax_step = [&](int j, float(&corr)[2]) {
+    const int t0 = KB * j;
+    return tc_online_softmax<NT>(sc, t0, t0 + KB - 1 > warp_first, pos, lane, scale_log2, m, l, corr);
+  };
+  auto rescale = [&](const float(&corr)[2]) {
+#pragma unroll
+    for (int dt = 0; dt < DT; ++dt)
+#pragma unroll
+      for (int e = 0; e < 4; ++e) o[dt][e] *= corr[e >> 1];
+  };
+  // O rescaled and step j's P packed into pa (step j - 1's O += P V has completed: its P and O are free).
+  auto rescale_and_pack = [&](bool rescale_o, const float(&corr)[2]) {
+    if (rescale_o) rescale(corr);
+#pragma unroll
+    for (int c = 0; c < KB / 16; ++c) tc_p_fragment(sc, c, pa[c]);
+  };
+  auto release = [&](int j) {
     __syncwarp();
-    if (lane == 0) mbar_arrive(empty0 + 8 * s);
+    if (lane == 0) mbar_arrive(empty0 + 8 * (j % S));
+  };
+
+  if constexpr (W::kPipelined) {
+    // The steps in a software pipeline: step j's scores are computed and exponentiated while step j - 1's
+    // O += P V runs. O sees the operations of the serial order (rescale by step j's correction, then add
+    // step j's P V) in that order, so the bits are the serial loop's.
+    {
+      float corr[2];
+      issue_scores(0);
+      wgmma_wait<0>();
+      rescale_and_pack(softmax_step(0, corr), corr);
+    }
+    for (int j = 1; j < steps; ++j) {
+      issue_scores(j);
+      issue_pv(j - 1, std::true_type{});
+      wgmma_wait<1>();  // step j's scores (committed first)
+      float corr[2];
+      const bool rescale = softmax_step(j, corr);
+      wgmma_wait<0>();  // step j - 1's O += P V
+      release(j - 1);
+      rescale_and_pack(rescale, corr);
+    }
+    wgmma_fence();
+    issue_pv(steps - 1, std::true_type{});
+    wgmma_wait<0>();
+    release(steps - 1);
+  } else {
+    // Serially (two stages: a pipelined consumer would hold both, and the producer could not load ahead).
+    for (int j = 0; j < steps; ++j) {
+      float corr[2];
+      issue_scores(j);
+      wgmma_wait<0>();
+      if (softmax_step(j, corr)) rescale(corr);
+      wgmma_fence();
+      issue_pv(j, std::false_type{});
+      wgmma_wait<0>();
+      release(j);
+    }
   }
   write_rows<HD>(o, l, out, ldo, r0, nr, head, warp, lane, gate, xb, R, num_heads);
 #endif
