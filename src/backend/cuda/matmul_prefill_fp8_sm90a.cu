@@ -19,9 +19,9 @@
 // for the other orders): the activations are rounded to e4m3, not bf16.
 //
 // Tile choice: 128 x 128 (two consumer warpgroups of m64n128) with one stage = one 128-column k block (a
-// 128-byte swizzle row holds exactly one scale block). A consumer holds 64 f32 totals and 64 for the block's
-// sum (128 registers of the 232 setmaxnreg gives it); m64n256 would need 256 and spill. The weight scale is one
-// value per (tile, block), since a tile's 128 columns are one scale block. Wider tiles (two m64n128 per
+// 128-byte swizzle row holds exactly one scale block). A consumer holds 64 f32 totals and (plain form) two block
+// tiles of 64, 192 registers of the 232 setmaxnreg gives it; m64n256 would need twice that and spill. The weight scale
+// is one value per (tile, block), since a tile's 128 columns are one scale block. Wider tiles (two m64n128 per
 // warpgroup, 256 x 128) would halve the B traffic per flop but need 192 accumulator registers and more
 // promotion work between the tensor-core bursts: a later step if the measurement asks for it.
 //
@@ -29,11 +29,14 @@
 // (one thread issues, per k block, the TMA loads of x's 128 x 128 code tile, w's 128 x 128 code tile and the 128
 // activation scales of the tile's rows into one of kStages stages, and arms the stage's `full` barrier); warpgroups
 // 1 and 2 are consumers: wait for the stage, read their rows' activation scales, issue the block's four wgmma
-// m64n128k32 into the block tile, form the block's two scale products while the wgmma run (the weight scale was
-// loaded a block ahead), wait for them, hand the stage back (`empty`), promote. While one consumer promotes, the
-// other's wgmma run. Up to four weights that share x per launch (q/k/v, gate/up), tiles walked M fastest. What the
-// consumers spend a block on (ncu's warp-state samples, 8B q/o at 4,096 rows, docs/DECISIONS.md §2): a quarter
-// waiting for their wgmma, a fifth in the 64 promotion FFMAs, most of the rest in the serial issue between them.
+// m64n128k32 into a block tile, form the block's two scale products while the wgmma run (the weight scale was
+// loaded a block ahead); the plain form then issues the next block into a second block tile before it waits for
+// this one, hands its stage back (`empty`) and promotes it, so that a consumer's promotion runs under its own next
+// block's wgmma as well as under the other consumer's (the SwiGLU form, below, waits and promotes each block
+// before issuing the next: it holds one block tile). Up to four weights that share x per launch (q/k/v, gate/up),
+// tiles walked M fastest. What the consumers spend a block on (ncu's warp-state samples, 8B q/o at 4,096 rows,
+// docs/DECISIONS.md §2): a quarter waiting for their wgmma, a fifth in the 64 promotion FFMAs, most of the rest in the
+// serial issue between them.
 //
 // The SwiGLU form (matmul_fp8_prefill_swiglu, an MLP's gate and up weights in one pass): a launch tile is 128 rows
 // by one 128-column group of h = silu(x · gateᵀ) ⊙ (x · upᵀ), computed as two sub-tiles of 64 columns one after
@@ -42,10 +45,11 @@
 // fragment's 16 column groups) are gate and up of the same column of h, each promoted with its own weight's scale
 // (both halves lie in one 128-row scale block). Each is the chain the plain form computes for that element, so h
 // has the bits of this GEMM on gate and up, then swiglu (device_math.cuh's formula). The epilogue stores h in f32
-// and, holding the first sub-tile's 32 values a thread in registers, quantises the group of 128 columns by the
-// activation rule (matmul_fp8_act_math.cuh; a row's group is one quad of lanes: two shuffles give its largest
-// magnitude) into h's codes and scales, in the activation pass's layout: the down projection's W8A8 GEMM reads
-// them (MatmulArgs::xq) instead of running that pass over h. Neither gate's nor up's f32 output is written.
+// and, holding the first sub-tile's 32 values a thread in registers (which a second block tile would not leave
+// room for), quantises the group of 128 columns by the activation rule (matmul_fp8_act_math.cuh; a row's group is one
+// quad of lanes: two shuffles give its largest magnitude) into h's codes and scales, in the activation pass's layout:
+// the down projection's W8A8 GEMM reads them (MatmulArgs::xq) instead of running that pass over h. Neither gate's nor
+// up's f32 output is written.
 //
 // L2 traffic: a 128 x 128 x 128 stage is 32.5 KB for 4.2 MFLOP — at the fp8 rate that is more L2 -> SM bandwidth
 // than the bf16 GEMM's 128 x 256 x 64 tiles draw (48 KB per 4.2 MFLOP at half the rate). Clusters of two CTAs
@@ -115,6 +119,11 @@ struct Fp8Ring {
   static constexpr int kSmemBytes = kStagingOff + (kStaged ? Fp8Gemm::kStagingBytes : 0) + 1024;
   static_assert(kStages <= Fp8Gemm::kMaxStages, "the barrier array's size");
   static_assert(kSmemBytes <= 227 * 1024, "more shared memory than an sm_90 block may have");
+};
+
+// A block's scale products for a consumer thread's two rows (s: the weight's, u: the SwiGLU form's up weight's).
+struct BlockScales {
+  float s0, s1, u0, u1;
 };
 
 struct Fp8Part {
@@ -322,21 +331,50 @@ __global__ void __launch_bounds__(Fp8Gemm::kThreads, 1) matmul_prefill_fp8_kerne
     const int ctid = tid - 128, warp = ctid >> 5, lane = ctid & 31;
     const int wgi = warp / 4;                                       // rows 64 * wgi .. of the tile
     const int row_in_tile = 64 * wgi + 16 * (warp % 4) + lane / 4;  // this thread's first row (the other: + 8)
-    float acc[64], blk[64];
+    float acc[64], blk[64], blk2[64];
 #pragma unroll
     for (int i = 0; i < 64; ++i) blk[i] = 0.0f;
     float held[2][16];        // the SwiGLU form: h of the first sub-tile, rows row_in_tile and + 8
     uint32_t tiles_done = 0;  // the plain form: tiles handed to the storers
-    // The stage ring's position (as the producer's `it`: stage it % kStages, phase it / kStages & 1) and the low
+    // The stage ring's release position (the stage the oldest block in flight holds) and the low
     // words of the stage-0 descriptors of this warpgroup's A rows and of B: a stage or a k32 step further is the
     // same descriptor with its start-address field (bits 0-13: address / 16, below 2^14 for any shared address)
     // advanced, so the loop adds instead of rebuilding each descriptor.
-    uint32_t stage = 0, phase = 0;
+    uint32_t stage = 0;
     const uint32_t a_desc0 = static_cast<uint32_t>(smem_desc(sbase + wgi * 64 * 128));
     const uint32_t b_desc0 = static_cast<uint32_t>(smem_desc(sbase + Fp8Gemm::kABytes));
     constexpr uint32_t kDescHi = static_cast<uint32_t>(smem_desc(0) >> 32);
     constexpr uint32_t kStageDesc = Fp8Gemm::kTileBytes >> 4, kStepDesc = kChunkStep >> 4;
     const auto desc = [](uint32_t lo) { return (uint64_t{kDescHi} << 32) | lo; };
+    // Block issue: wait for the next stage of the ring, read its rows' activation scales, issue the block's four
+    // wgmma into the block tile b, and form the block's scale products (with the weight scales ws / wu) while
+    // they run. The issue position runs ahead of the release position by the blocks in flight (one or two).
+    uint32_t istage = 0, iphase = 0;
+    const auto issue_block = [&](float(&b)[64], float ws, float wu, BlockScales& bs) {
+      mbar_wait(full0 + 8 * istage, iphase);
+      const float* sa = scale_smem + istage * (Fp8Gemm::kScaleBytes / 4);
+      const float sa0 = sa[row_in_tile], sa1 = sa[row_in_tile + 8];
+      const uint32_t a_lo = a_desc0 + istage * kStageDesc, b_lo = b_desc0 + istage * kStageDesc;
+      wgmma_fence();
+#pragma unroll
+      for (int kk = 0; kk < Fp8Gemm::kBK / Fp8Gemm::kMmaK; ++kk)
+        wgmma_m64n128k32_e4m3(b, desc(a_lo + kk * kStepDesc), desc(b_lo + kk * kStepDesc), kk);
+      wgmma_commit();
+      bs.s0 = __fmul_rn(sa0, ws);
+      bs.s1 = __fmul_rn(sa1, ws);
+      bs.u0 = kSwiglu ? __fmul_rn(sa0, wu) : bs.s0;
+      bs.u1 = kSwiglu ? __fmul_rn(sa1, wu) : bs.s1;
+      if (++istage == kStages) {
+        istage = 0;
+        iphase ^= 1u;
+      }
+    };
+    // Block release: its wgmma are done, the stage goes back to the producer.
+    const auto release_block = [&] {
+      __syncwarp();
+      if (lane == 0) mbar_arrive(empty0 + 8 * stage);
+      if (++stage == kStages) stage = 0;
+    };
     for (int t = first; t < p.tiles; t += step) {
       const TileAt at = tile_at(p, t);
       const int64_t m0 = at.m0;
@@ -349,42 +387,55 @@ __global__ void __launch_bounds__(Fp8Gemm::kThreads, 1) matmul_prefill_fp8_kerne
         const float* u_scales = kSwiglu ? p.part[1].w_scales + sblock * p.part[1].scale_ld : w_scales;
 #pragma unroll
         for (int i = 0; i < 64; ++i) acc[i] = 0.0f;
-        // The weight scales one block ahead of their use (a global load's latency under a block's wgmma).
-        float ws_next = __ldg(w_scales), wu_next = kSwiglu ? __ldg(u_scales) : ws_next;
-        for (int kb = 0; kb < p.kblocks; ++kb) {
+        // Two block tiles: block kb + 1's wgmma are issued into one before block kb's sum in the other is promoted,
+        // so the tensor cores have this warpgroup's next block while it promotes. Each element's chain is the
+        // same fmaf sequence in the same block order as with one tile.
+        float ws_next = __ldg(w_scales), wu_next = kSwiglu ? __ldg(u_scales) : 0.0f;
+        const auto issue_next = [&](int kb, float(&b)[64], BlockScales& bs) {  // block kb, loading kb + 1's scales
           const float ws = ws_next, wu = wu_next;
           if (kb + 1 < p.kblocks) {
             ws_next = __ldg(w_scales + kb + 1);
             if constexpr (kSwiglu) wu_next = __ldg(u_scales + kb + 1);
           }
-          mbar_wait(full0 + 8 * stage, phase);
-          const float* sa = scale_smem + stage * (Fp8Gemm::kScaleBytes / 4);
-          const float sa0 = sa[row_in_tile], sa1 = sa[row_in_tile + 8];
-          const uint32_t a_lo = a_desc0 + stage * kStageDesc, b_lo = b_desc0 + stage * kStageDesc;
-          wgmma_fence();
+          issue_block(b, ws, wu, bs);
+        };
+        // Accumulator i: row row_in_tile + 8 (i % 4 / 2), column 8 (i / 4) + 2 (lane % 4) + i % 2; in the SwiGLU
+        // form the column groups i / 4 >= 8 are up's rows (their own scale).
+        const auto promote = [&](const float(&b)[64], const BlockScales& bs) {
+          release_block();
 #pragma unroll
-          for (int kk = 0; kk < Fp8Gemm::kBK / Fp8Gemm::kMmaK; ++kk)
-            wgmma_m64n128k32_e4m3(blk, desc(a_lo + kk * kStepDesc), desc(b_lo + kk * kStepDesc), kk);
-          wgmma_commit();
-          // The block's scales while its wgmma run (the same products as after them).
-          const float s0 = __fmul_rn(sa0, ws), s1 = __fmul_rn(sa1, ws);
-          const float u0 = kSwiglu ? __fmul_rn(sa0, wu) : s0, u1 = kSwiglu ? __fmul_rn(sa1, wu) : s1;
-          wgmma_wait<0>();
-          __syncwarp();
-          if (lane == 0) mbar_arrive(empty0 + 8 * stage);
-          if (++stage == kStages) {
-            stage = 0;
-            phase ^= 1u;
+          for (int i = 0; i < 64; ++i)
+            acc[i] = fmaf(b[i], (kSwiglu && i >= 32) ? ((i & 2) ? bs.u1 : bs.u0) : ((i & 2) ? bs.s1 : bs.s0), acc[i]);
+        };
+        BlockScales sc_a, sc_b;  // the products of the blocks in blk and blk2
+        if constexpr (kSwiglu) {
+          // The SwiGLU form keeps one block tile: beside a second one, its first sub-tile's h would not fit in
+          // registers (two block tiles with h read back from its stores measured 2.7 % slower: DECISIONS §2).
+          for (int kb = 0; kb < p.kblocks; ++kb) {
+            issue_next(kb, blk, sc_a);
+            wgmma_wait<0>();
+            promote(blk, sc_a);
           }
-          // Accumulator i: row row_in_tile + 8 (i % 4 / 2), column 8 (i / 4) + 2 (lane % 4) + i % 2; in the SwiGLU
-          // form the column groups i / 4 >= 8 are up's rows (their own scale).
-          if constexpr (kSwiglu) {
-#pragma unroll
-            for (int i = 0; i < 64; ++i)
-              acc[i] = fmaf(blk[i], i < 32 ? ((i & 2) ? s1 : s0) : ((i & 2) ? u1 : u0), acc[i]);
+        } else {
+          issue_next(0, blk, sc_a);
+          int kb = 0;
+          for (; kb + 2 < p.kblocks; kb += 2) {  // blocks kb + 1 and kb + 2 exist
+            issue_next(kb + 1, blk2, sc_b);
+            wgmma_wait<1>();  // block kb's wgmma (committed before block kb + 1's)
+            promote(blk, sc_a);
+            issue_next(kb + 2, blk, sc_a);
+            wgmma_wait<1>();
+            promote(blk2, sc_b);
+          }
+          if (kb + 1 < p.kblocks) {
+            issue_next(kb + 1, blk2, sc_b);
+            wgmma_wait<1>();
+            promote(blk, sc_a);
+            wgmma_wait<0>();
+            promote(blk2, sc_b);
           } else {
-#pragma unroll
-            for (int i = 0; i < 64; ++i) acc[i] = fmaf(blk[i], (i & 2) ? s1 : s0, acc[i]);
+            wgmma_wait<0>();
+            promote(blk, sc_a);
           }
         }
         if constexpr (kSwiglu) {
