@@ -27,8 +27,9 @@
 // `full` when the producer's copies have landed (each producer thread waits for its own copies, fences them
 // to the async proxy and arrives), `empty` when every consumer warp's wgmma on it are done.
 //
-// Registers: a consumer thread holds O (HD / 2 f32), S (KB / 2 f32) and the previous step's P (KB / 4 bf16
-// pairs); the producer gives its registers up (setmaxnreg) so that two consumer warpgroups get 232 each.
+// Registers: a consumer thread holds O (HD / 2 f32), S (KB / 2 f32) and, pipelined (head dim 128), the previous
+// step's P (KB / 4 bf16 pairs; the serial loop packs P a 16-key chunk at a time); the producer gives its registers
+// up (setmaxnreg) so that two consumer warpgroups get 232 each.
 #include <cuda.h>
 #include <cuda_runtime.h>
 
