@@ -211,8 +211,8 @@ __global__ void __launch_bounds__(WgAttn<HD, H2>::kThreads, 1)
     else
       wgmma_m64n128k16_rs_tb(o_acc, pf, vd);
   };
-  // O += P V of step j, issued as one group: P from pa (Packed: the pipelined loop packs it ahead) or packed from
-  // the scores chunk by chunk, each just before its wgmma (the serial loop, which holds no KB / 4 registers of P).
+  // O += P V of step j, issued as one group: P from pa (packed true: the pipelined loop packed it ahead) or packed
+  // from the scores chunk by chunk, each just before its wgmma (the serial loop, which holds no KB / 4 registers of P).
   auto issue_pv = [&](int j, auto packed) {
 #pragma unroll
     for (int c = 0; c < KB / 16; ++c) {
@@ -263,10 +263,10 @@ __global__ void __launch_bounds__(WgAttn<HD, H2>::kThreads, 1)
       issue_pv(j - 1, std::true_type{});
       wgmma_wait<1>();  // step j's scores (committed first)
       float corr[2];
-      const bool rescale = softmax_step(j, corr);
+      const bool rescale_o = softmax_step(j, corr);
       wgmma_wait<0>();  // step j - 1's O += P V
       release(j - 1);
-      rescale_and_pack(rescale, corr);
+      rescale_and_pack(rescale_o, corr);
     }
     wgmma_fence();
     issue_pv(steps - 1, std::true_type{});
