@@ -3,8 +3,10 @@
 // reports TTFT, inter-token latency, aggregate output tokens/s and the prefix cache's hit rate.
 //   specserve bench serve-load --model DIR [--draft DIR]   starts an in-process server on a free port
 //   specserve bench serve-load --url http://HOST:PORT      measures a running server (specserve or a peer)
+//   specserve bench serve-load --synthetic SHAPE --tokenizer DIR   in-process, random weights of a real shape
 #include <algorithm>
 #include <cstdio>
+#include <filesystem>
 #include <optional>
 #include <sstream>
 
@@ -61,7 +63,29 @@ struct LoadArgs {
   uint64_t seed = 1;          // --acceptance: prompts, sampling seeds, corruption
   int tensor_parallel = 1;    // in-process --tensor-parallel, to spec.tensor_parallel
   int rounds = 1;             // the levels run this many times in turn (server/load_rounds.h)
+  std::string synthetic;      // --synthetic SHAPE: the in-process target made with random weights
+  std::string tokenizer;      // --tokenizer DIR: the tokenizer directory that --synthetic serves with
 };
+
+// --synthetic SHAPE --tokenizer DIR: the in-process server's target made with random weights of that real shape on
+// the backend (no checkpoint to write or read: a 27B's would be 54 GB), served with DIR's tokenizer. Checked
+// before anything loads.
+void apply_synthetic(LoadArgs& a) {
+  SS_CHECK(!a.synthetic.empty() || a.tokenizer.empty(),
+           "--tokenizer names the tokenizer a --synthetic target serves with; a checkpoint (--model) brings its own");
+  if (a.synthetic.empty()) return;
+  SS_CHECK(a.spec.model_dir.empty() && a.url.empty() && a.drafter.draft.empty(),
+           "--synthetic serves random weights of a real shape in-process (with a random drafter of its real drafter "
+           "shape under --acceptance): drop --model, --url and --draft");
+  SS_CHECK(!a.tokenizer.empty(),
+           "--synthetic needs --tokenizer DIR, a directory with tokenizer.json (the server encodes and decodes text)");
+  SS_CHECK(std::filesystem::exists(std::filesystem::path(a.tokenizer) / "tokenizer.json"),
+           "--tokenizer {}: no tokenizer.json there", a.tokenizer);
+  const SyntheticShape shape = synthetic_shape(a.synthetic);
+  a.spec.model_dir = a.tokenizer;
+  if (a.spec.served_model_name.empty()) a.spec.served_model_name = shape.name;
+  a.spec.make_target = [config = shape.target](const LoadOptions& lo) { return TargetModel::synthetic(config, lo); };
+}
 
 std::vector<int> parse_levels(const std::string& s) {
   std::vector<int> out;
@@ -131,7 +155,12 @@ InProcess start_in_process(LoadArgs& a, const std::vector<int>& levels) {
   a.load.port = s.http->bind();
   a.load.host = "127.0.0.1";
   s.http->start();
-  std::fprintf(stderr, "bench: loading %s\n", a.spec.model_dir.c_str());
+  if (a.synthetic.empty()) {
+    std::fprintf(stderr, "bench: loading %s\n", a.spec.model_dir.c_str());
+  } else {
+    std::fprintf(stderr, "bench: making synthetic %s weights (tokenizer from %s)\n", a.synthetic.c_str(),
+                 a.spec.model_dir.c_str());
+  }
   s.model = server::LoadedModel::load(a.spec, [](double, const std::string&) {});
   return s;
 }
@@ -154,8 +183,10 @@ int run_controlled_serving(LoadArgs a, const std::vector<int>& levels) {
            "{}: outputs are checked equal to plain decoding; --verify-mode must be sample-match", who);
   o.label = a.spec.model_dir + ", drafter " + a.drafter.draft;
   if (a.drafter.draft.empty()) {
-    const ModelConfig config = load_model_config(a.spec.model_dir);
-    const std::optional<SyntheticShape> shape = synthetic_shape_for(config);
+    const std::optional<SyntheticShape> shape = !a.synthetic.empty()
+                                                    ? std::optional<SyntheticShape>(synthetic_shape(a.synthetic))
+                                                    : synthetic_shape_for(load_model_config(a.spec.model_dir));
+    const ModelConfig config = shape ? shape->target : load_model_config(a.spec.model_dir);
     SS_CHECK(shape,
              "{}: no --draft DIR, and the target (hidden size {}, {} layers, vocabulary {}) has none of the known "
              "shapes whose real drafter shape a random drafter could take (qwen3-8b, qwen3.6-27b); give --draft DIR",
@@ -164,7 +195,8 @@ int run_controlled_serving(LoadArgs a, const std::vector<int>& levels) {
     a.spec.make_drafter = [drafter = shape->drafter](const TargetModel& target) {
       return spec::DFlashDrafter::synthetic(drafter, target);
     };
-    o.label = a.spec.model_dir + ", a random drafter of the " + shape->name + " drafter's shape";
+    o.label = (a.synthetic.empty() ? a.spec.model_dir : "synthetic " + shape->name + " (random weights)") +
+              ", a random drafter of the " + shape->name + " drafter's shape";
   }
   InProcess s = start_in_process(a, levels);
   auto served = std::make_shared<RecordingServices>(s.model);
@@ -204,6 +236,7 @@ void report_level(const server::LevelResult& r, const GraphCounts& after, const 
 int run_serve_load(LoadArgs a) {
   const std::vector<int> levels = parse_levels(a.levels);
   a.load.workload = server::parse_workload(a.workload);
+  apply_synthetic(a);
   SS_CHECK(a.acceptance.empty() || a.url.empty(),
            "bench serve-load --acceptance: runs the in-process server only (its engine takes the controlled drafts); "
            "give --model DIR, not --url");
@@ -213,7 +246,8 @@ int run_serve_load(LoadArgs a) {
   SS_CHECK(a.load.prompt_words > 0 && a.load.max_tokens > 0, "--prompt-words and --max-tokens must be positive");
   SS_CHECK(a.load.turns > 0 && a.load.turn_words > 0 && a.load.system_prompt_words > 0,
            "--turns, --turn-words and --system-prompt-words must be positive");
-  SS_CHECK(a.url.empty() != a.spec.model_dir.empty(), "give exactly one of --model DIR or --url URL");
+  SS_CHECK(a.url.empty() != a.spec.model_dir.empty(),
+           "give exactly one of --model DIR, --synthetic SHAPE or --url URL");
   SS_CHECK(a.url.empty() || a.drafter.draft.empty(), "--draft starts an in-process drafter: use it with --model");
   SS_CHECK(a.rounds == 1 || a.acceptance.empty(),
            "--rounds: the acceptance-controlled benchmark (--acceptance) runs its levels once; drop one of the two");
@@ -269,6 +303,11 @@ void register_bench_serve_load(CLI::App& bench, CommandRunner& run) {
   auto a = std::make_shared<LoadArgs>();
   add_model_flag(*cmd, a->spec.model_dir)->description("Serve this target model in-process and measure it");
   add_drafter_flags(*cmd, a->drafter, DrafterScope::Serving);
+  cmd->add_option("--synthetic", a->synthetic,
+                  "Serve a real model shape with random weights made on the backend instead of a checkpoint "
+                  "(qwen3-8b, qwen3.6-27b, tiny; NAME-fp8 as in bench steps), with --tokenizer; under --acceptance "
+                  "beside a random drafter of its real drafter shape");
+  cmd->add_option("--tokenizer", a->tokenizer, "--synthetic: the directory whose tokenizer.json the server uses");
   cmd->add_option("--url", a->url, "Measure a running server instead (http://HOST:PORT)");
   cmd->add_option("--api-key", a->load.api_key, "Bearer key for --url");
   cmd->add_option("--served-model-name", a->load.model, "Model id to request (default: the server's first)");

@@ -29,8 +29,8 @@ namespace fs = std::filesystem;
 std::shared_ptr<LoadedModel> LoadedModel::load(const ServeSpec& spec, const Progress& progress) {
   std::shared_ptr<LoadedModel> m(new LoadedModel());
   m->spec_ = spec;
-  progress(0.0, "reading config.json");
-  const ModelConfig config = load_model_config(spec.model_dir);
+  progress(0.0, spec.make_target ? "the target's shape" : "reading config.json");
+  ModelConfig config = spec.make_target ? ModelConfig{} : load_model_config(spec.model_dir);
 
   // Weights dominate load time; read them through the page cache with a byte count (0 → 85%).
   const double drafter_share = spec.draft_dir.empty() ? 0.0 : 0.1;
@@ -42,7 +42,7 @@ std::shared_ptr<LoadedModel> LoadedModel::load(const ServeSpec& spec, const Prog
       }
     };
   };
-  prefetch_weights(spec.model_dir, read_progress(0.0, 0.85 - drafter_share));
+  if (!spec.make_target) prefetch_weights(spec.model_dir, read_progress(0.0, 0.85 - drafter_share));
   if (!spec.draft_dir.empty()) prefetch_weights(spec.draft_dir, read_progress(0.85 - drafter_share, drafter_share));
   progress(0.85, "building the target model");
   LoadOptions load;
@@ -53,7 +53,12 @@ std::shared_ptr<LoadedModel> LoadedModel::load(const ServeSpec& spec, const Prog
   load.fp8_weights = spec.fp8_weights;
   load.tensor_parallel = spec.tensor_parallel;
   load.nccl_library = spec.nccl_library;
-  m->target_ = TargetModel::load(spec.model_dir, load);
+  if (spec.make_target) {
+    m->target_ = spec.make_target(load);
+    config = m->target_->config();
+  } else {
+    m->target_ = TargetModel::load(spec.model_dir, load);
+  }
   // Kept fp8 weights (--fp8-weights keep) stream fewer bytes than their dequantised form: say so, with both.
   const size_t step_bytes = m->target_->step_weight_bytes();
   const size_t dequantised_bytes = m->target_->dequantised_step_weight_bytes();
@@ -136,10 +141,11 @@ std::shared_ptr<LoadedModel> LoadedModel::load(const ServeSpec& spec, const Prog
     SS_LOG_WARN("serve", "no chat template ({}); /v1/chat/completions will answer 400", e.what());
   }
 
-  // Generation defaults: the model's EOS ids and generation_config.json sampling values.
+  // Generation defaults: the model's EOS ids and generation_config.json sampling values (a made target's
+  // model_dir holds another model's tokenizer, whose generation_config.json is not this model's).
   m->defaults_.stop.eos_token_ids.assign(config.eos_token_ids.begin(), config.eos_token_ids.end());
   const fs::path gen = fs::path(spec.model_dir) / "generation_config.json";
-  if (fs::exists(gen)) {
+  if (!spec.make_target && fs::exists(gen)) {
     std::ifstream in(gen);
     auto j = nlohmann::json::parse(in, nullptr, /*allow_exceptions=*/false);
     if (j.is_object()) {
@@ -152,6 +158,13 @@ std::shared_ptr<LoadedModel> LoadedModel::load(const ServeSpec& spec, const Prog
       }
     }
   }
+  // An EOS id the model cannot produce stops nothing; kept, it would make every request's stop list invalid.
+  std::erase_if(m->defaults_.stop.eos_token_ids, [&](sampling::TokenId id) {
+    const bool outside = id < 0 || id >= vocab;
+    if (outside)
+      SS_LOG_WARN("serve", "EOS id {} is outside the served vocabulary ({} ids): not a stop token", id, vocab);
+    return outside;
+  });
   if (m->defaults_.sampling.dry.sequence_breakers.empty()) {
     m->defaults_.sampling.dry.sequence_breakers = sampling::dry_breaker_sequences(
         m->defaults_.sampling.dry.sequence_breaker_strings, static_cast<sampling::TokenId>(vocab),

@@ -42,6 +42,10 @@ struct ServeSpec {
   // no draft_dir: makes the drafter beside the loaded target (a random one of the target's real drafter
   // shape), which then serves as a loaded one would.
   std::function<std::unique_ptr<spec::DFlashDrafter>(const TargetModel&)> make_drafter;
+  // Benchmarks only (`bench serve-load --synthetic`); `serve` never sets it. Makes the target (random weights of a
+  // real shape) instead of reading model_dir's weights; model_dir then only holds the tokenizer (tokenizer.json,
+  // and the chat template and generation_config.json where present), and the shape's config stands for config.json.
+  std::function<std::unique_ptr<TargetModel>(const LoadOptions&)> make_target;
 };
 
 class LoadedModel : public ModelServices {

@@ -191,6 +191,41 @@ TEST(ServeControlled, RefusedBeforeLoading) {
 
 // What tools/gpu/make_random_checkpoint.py writes for qwen3-8b (transformers' Qwen3Config): another context
 // length, rope given as rope_parameters; the same architecture.
+// --synthetic: the in-process target made with random weights of a real shape (here tiny, on the CPU) and served with
+// another directory's tokenizer, a random drafter of its drafter shape beside it; every speculative output still
+// matches the plain one, and τ = 1 commits one token a verify.
+TEST(ServeControlled, SyntheticTargetThroughTheCommand) {
+  const testing::CliRun r = testing::run_specserve(
+      "bench serve-load --synthetic tiny --tokenizer " + kDemo +
+      "/target --acceptance geometric:1,6.5 --concurrency 2 --requests 2 --max-tokens 24 --prompt-words 16 "
+      "--draft-policy fixed --backend cpu --threads 2 --seed 5");
+  ASSERT_EQ(r.status, 0) << r.out;
+  EXPECT_NE(r.out.find("synthetic tiny (random weights), a random drafter of the tiny drafter's shape"),
+            std::string::npos)
+      << r.out;
+  EXPECT_NE(r.out.find("every speculative request's output equals its plain output (checked)"), std::string::npos)
+      << r.out;
+  const auto rows = table_rows(r.out);
+  ASSERT_EQ(rows.size(), 2u) << r.out;
+  EXPECT_EQ(rows.at({2, "geometric τ=1"}).at(15), "1.00") << r.out;
+  EXPECT_GT(std::stod(rows.at({2, "geometric τ=6.5"}).at(15)), 2.0) << r.out;
+}
+
+TEST(ServeControlled, SyntheticRefusedBeforeLoading) {
+  const std::string base = "bench serve-load --acceptance geometric:3 ";
+  auto says = [&](const std::string& flags, const std::string& what) {
+    const std::string message = refusal(base + flags).what();
+    EXPECT_NE(message.find(what), std::string::npos) << flags << ": " << message;
+  };
+  says("--synthetic tiny", "needs --tokenizer DIR");
+  says("--synthetic tiny --tokenizer /nonexistent", "no tokenizer.json");
+  says("--synthetic tiny --tokenizer " + kDemo + "/target --model " + kDemo + "/target", "drop --model");
+  says("--synthetic tiny --tokenizer " + kDemo + "/target --draft " + kDemo + "/drafter",
+       "drop --model, --url and --draft");
+  says("--synthetic qwen9 --tokenizer " + kDemo + "/target", "unknown synthetic shape 'qwen9'");
+  says("--model " + kDemo + "/target --tokenizer " + kDemo + "/target", "--tokenizer names the tokenizer");
+}
+
 TEST(ServeControlled, RandomCheckpointFindsItsDrafterShape) {
   const ModelConfig qwen3_8b = parse_model_config(R"({
     "architectures": ["Qwen3ForCausalLM"], "model_type": "qwen3", "vocab_size": 151936, "hidden_size": 4096,
