@@ -54,12 +54,17 @@ namespace {
 
 using namespace specserve::cuda::wg;
 
+constexpr int kTurnBarrier = 3;  // the consumers' turn barriers 3 and 4 (ids 1 and 2: their q-image barriers)
+
 template <int HD, int H2>
 struct WgAttn {
   // Key steps of 128 keys at head dim 128 (three stages of 64 KB beside 32 KB of q), of 64 at head dim 256
   // (two stages of 64 KB beside 64 KB of q; S and P of 128 keys would not fit beside its O in registers).
   static constexpr int kKB = HD == 128 ? 128 : 64, kStages = HD == 128 ? 3 : 2;
   static constexpr bool kPipelined = kStages >= 3;  // the consumers' software pipeline (below) needs a third stage
+  // Two pipelined consumers take turns issuing their tensor-core work (named barriers kTurnBarrier + h), so that one's
+  // softmax runs while the other's wgmma occupy the tensor cores rather than both softmaxes at once.
+  static constexpr bool kPingPong = kPipelined && H2 == 2;
   static constexpr int kThreads = 128 * (H2 + 1);
   static constexpr int kSlabs = HD / 64;                                     // 64-dim slabs of a row
   static constexpr int kQHeadBytes = kRows * HD * 2;                         // one head's 64 query rows
@@ -248,19 +253,37 @@ __global__ void __launch_bounds__(WgAttn<HD, H2>::kThreads, 1)
     if (lane == 0) mbar_arrive(empty0 + 8 * (j % S));
   };
 
+  // The consumers' turns (kPingPong): consumer h waits for its turn before it issues a step's wgmma and hands the turn
+  // to the other after issuing them; consumer 1 hands consumer 0 the first turn, and consumer 0 takes consumer 1's
+  // last hand-over after its own last group (steps + 2 arrivals and waits on barrier 0, steps + 1 on barrier 1).
+  // Timing only: no operand or order of any wgmma changes.
+  auto turn_wait = [&] {
+    if constexpr (W::kPingPong) asm volatile("bar.sync %0, 256;\n" ::"r"(kTurnBarrier + h) : "memory");
+  };
+  auto turn_pass = [&] {
+    if constexpr (W::kPingPong) asm volatile("bar.arrive %0, 256;\n" ::"r"(kTurnBarrier + 1 - h) : "memory");
+  };
+
   if constexpr (W::kPipelined) {
     // The steps in a software pipeline: step j's scores are computed and exponentiated while step j - 1's
     // O += P V runs. O sees the operations of the serial order (rescale by step j's correction, then add
     // step j's P V) in that order, so the bits are the serial loop's.
+    if constexpr (W::kPingPong) {
+      if (h == 1) asm volatile("bar.arrive %0, 256;\n" ::"r"(kTurnBarrier) : "memory");
+    }
     {
       float corr[2];
+      turn_wait();
       issue_scores(0);
+      turn_pass();
       wgmma_wait<0>();
       rescale_and_pack(softmax_step(0, corr), corr);
     }
     for (int j = 1; j < steps; ++j) {
+      turn_wait();
       issue_scores(j);
       issue_pv(j - 1, std::true_type{});
+      turn_pass();
       wgmma_wait<1>();  // step j's scores (committed first)
       float corr[2];
       const bool rescale_o = softmax_step(j, corr);
@@ -269,7 +292,10 @@ __global__ void __launch_bounds__(WgAttn<HD, H2>::kThreads, 1)
       rescale_and_pack(rescale_o, corr);
     }
     wgmma_fence();
+    turn_wait();
     issue_pv(steps - 1, std::true_type{});
+    turn_pass();
+    if (h == 0) turn_wait();  // consumer 1's last hand-over: both barriers end with every arrival met
     wgmma_wait<0>();
     release(steps - 1);
   } else {
