@@ -202,42 +202,78 @@ __global__ void __launch_bounds__(kWarps * 32)
 // (the tensor-core split kernel's, attention_split_tc.cu), merged online in chunk order with exp2f
 // (attention_common.cuh: merge_chunk_stats, the bits of the split kernel's walking form); otherwise
 // M = max m_c first, then the sums in chunk order with expf.
+//
+// Latency, not bytes, bounds this kernel: a (row, head) merges up to 64 records in a chain. So every load is
+// issued before the chain starts: the block reads all chunks' (m, l) into shared memory at once, derives each
+// chunk's two weights there (Base2: the running maximum after chunk c is the maximum of m_0 .. m_c, fmaxf
+// being exact; the weights are merge_chunk_stats' exp2f of the same operands), and each thread loads its
+// dimension's values of every chunk into registers before it folds them in chunk order. Each value sees the
+// operations of the chunk-by-chunk loop in the same order, so the bits are that loop's (which the walking form
+// matches); only the loads moved (one L2 round trip instead of one a chunk: 57 chunks took ~16 us a layer).
 template <bool Base2>
 __global__ void attention_combine_kernel(const KvRow* rows, int num_heads, int head_dim, const float* part,
                                          int max_chunks, float* out, int64_t ldo, int64_t R, XbOut xb) {
+  constexpr int kMaxChunks = attn::kMaxChunks;
+  __shared__ float s_m[kMaxChunks], s_l[kMaxChunks], s_wa[kMaxChunks], s_wb[kMaxChunks];
   pdl_begin();
   const int64_t r = blockIdx.x / num_heads;
   const int h = static_cast<int>(blockIdx.x % num_heads);
   const KvRow row = rows[r];
-  const int64_t chunks = attn::chunking(int64_t{row.position} + 1 - row.window_start).chunks;
+  const int chunks = static_cast<int>(attn::chunking(int64_t{row.position} + 1 - row.window_start).chunks);
   const int64_t rec = partial_floats(head_dim);
   const float* base = part + (r * num_heads + h) * max_chunks * rec;
+  const int t = static_cast<int>(threadIdx.x), n = static_cast<int>(blockDim.x);
+  for (int c = t; c < chunks; c += n) {
+    s_m[c] = base[c * rec + head_dim];
+    s_l[c] = base[c * rec + head_dim + 1];
+  }
+  __syncthreads();
   if constexpr (Base2) {
-    for (int d = static_cast<int>(threadIdx.x); d < head_dim; d += blockDim.x) {
-      float M = -INFINITY, L = 0.0f, o = 0.0f;
-      for (int64_t c = 0; c < chunks; ++c) {
-        const ChunkWeights w = merge_chunk_stats(base[c * rec + head_dim], base[c * rec + head_dim + 1], M, L);
-        o = merge_chunk_value(o, base[c * rec + d], w);
-      }
-      out[r * ldo + int64_t{h} * head_dim + d] = o * (1.0f / L);
+    // Chunk c's weights: merge_chunk_stats(m_c, ., M, .) with M the maximum of m_0 .. m_(c-1) (-inf for c = 0).
+    for (int c = t; c < chunks; c += n) {
+      float M = -INFINITY;
+      for (int j = 0; j < c; ++j) M = fmaxf(M, s_m[j]);
+      float L = 0.0f;
+      const ChunkWeights w = merge_chunk_stats(s_m[c], 0.0f, M, L);
+      s_wa[c] = w.a;
+      s_wb[c] = w.b;
     }
   } else {
     float mx = -INFINITY;
-    for (int64_t c = 0; c < chunks; ++c) mx = fmaxf(mx, base[c * rec + head_dim]);
-    for (int d = static_cast<int>(threadIdx.x); d < head_dim; d += blockDim.x) {
-      float L = 0.0f, o = 0.0f;
-      for (int64_t c = 0; c < chunks; ++c) {
-        const float f = expf(base[c * rec + head_dim] - mx);
-        L = L + base[c * rec + head_dim + 1] * f;
-        o = o + base[c * rec + d] * f;
+    for (int c = 0; c < chunks; ++c) mx = fmaxf(mx, s_m[c]);
+    for (int c = t; c < chunks; c += n) s_wb[c] = expf(s_m[c] - mx);
+  }
+  __syncthreads();
+  constexpr int kBatch = 32;  // values in flight a thread: two round trips for 64 chunks, in ~100 registers
+  for (int d = t; d < head_dim; d += n) {
+    float L = 0.0f, o = 0.0f;
+    for (int c0 = 0; c0 < chunks; c0 += kBatch) {
+      // Unconditional loads (past the last chunk, the last chunk's value again, unused), so that all are issued
+      // before the first use rather than each behind its own branch.
+      float v[kBatch];
+#pragma unroll
+      for (int u = 0; u < kBatch; ++u) v[u] = base[int64_t{min(c0 + u, chunks - 1)} * rec + d];
+#pragma unroll
+      for (int u = 0; u < kBatch; ++u) {
+        const int c = c0 + u;
+        if (c < chunks) {
+          if constexpr (Base2) {
+            const ChunkWeights w{s_wa[c], s_wb[c]};
+            L = merge_chunk_value(L, s_l[c], w);
+            o = merge_chunk_value(o, v[u], w);
+          } else {
+            const float f = s_wb[c];
+            L = L + s_l[c] * f;
+            o = o + v[u] * f;
+          }
+        }
       }
-      out[r * ldo + int64_t{h} * head_dim + d] = o * (1.0f / L);
     }
+    out[r * ldo + int64_t{h} * head_dim + d] = o * (1.0f / L);
   }
   if (xb.regs != nullptr) {
     __syncthreads();  // the head's outputs, written by the block's threads
     const int64_t K = int64_t{num_heads} * head_dim, k0 = int64_t{h} * head_dim;
-    const int t = static_cast<int>(threadIdx.x), n = static_cast<int>(blockDim.x);
     const int64_t k1 = h == num_heads - 1 ? xb.pitch : k0 + head_dim;  // the last head also takes the tail
     xb_write(xb, r, out + r * ldo, K, k0, k1, t, n);
     for (int64_t m = R + r; m < xb.rows; m += R) xb_write(xb, m, nullptr, K, k0, k1, t, n);
