@@ -183,10 +183,10 @@ int run_controlled_serving(LoadArgs a, const std::vector<int>& levels) {
            "{}: outputs are checked equal to plain decoding; --verify-mode must be sample-match", who);
   o.label = a.spec.model_dir + ", drafter " + a.drafter.draft;
   if (a.drafter.draft.empty()) {
-    const std::optional<SyntheticShape> shape = !a.synthetic.empty()
-                                                    ? std::optional<SyntheticShape>(synthetic_shape(a.synthetic))
-                                                    : synthetic_shape_for(load_model_config(a.spec.model_dir));
-    const ModelConfig config = shape ? shape->target : load_model_config(a.spec.model_dir);
+    const ModelConfig config =
+        a.synthetic.empty() ? load_model_config(a.spec.model_dir) : synthetic_shape(a.synthetic).target;
+    const std::optional<SyntheticShape> shape =
+        a.synthetic.empty() ? synthetic_shape_for(config) : std::optional<SyntheticShape>(synthetic_shape(a.synthetic));
     SS_CHECK(shape,
              "{}: no --draft DIR, and the target (hidden size {}, {} layers, vocabulary {}) has none of the known "
              "shapes whose real drafter shape a random drafter could take (qwen3-8b, qwen3.6-27b); give --draft DIR",
