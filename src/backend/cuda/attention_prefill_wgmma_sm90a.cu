@@ -25,8 +25,10 @@
 // image (tile_off: a row of 64 dims is 128 bytes, piece k8 at k8 ^ (row % 8); the head dim in slabs of 64).
 // The keys are read K-major as S's B operand; the values, in the same image, MN-major as O's B operand
 // (smem_desc_mn: 64 dims a 128-byte row, keys the k dimension). A stage is handed over by mbarriers:
-// `full` when the producer's copies have landed (each producer thread waits for its own copies, fences them
-// to the async proxy and arrives), `empty` when every consumer warp's wgmma on it are done.
+// `full` when the producer's copies have landed (each producer thread's cp.async.mbarrier.arrive.noinc: the copies'
+// completion is the thread's arrival, so the producer never waits for its copies and a step is handed over as soon
+// as it lands, not after the next step's copies are issued; each consumer thread fences the async proxy after its
+// wait, before its wgmma read the stage), `empty` when every consumer warp's wgmma on it are done.
 //
 // Registers: a consumer thread holds O (HD / 2 f32), S (KB / 2 f32) and, pipelined (head dim 128), the previous
 // step's P (KB / 4 bf16 pairs; the serial loop packs P a 16-key chunk at a time); the producer gives its registers
@@ -192,16 +194,12 @@ __global__ void __launch_bounds__(WgAttn<HD, H2>::kThreads, 1)
         tc::cp_async_cg(k_tile + off, blk + k_off + slot * HD, live ? 16 : 0);
         tc::cp_async_cg(v_tile + off, blk + v_off + slot * HD, live ? 16 : 0);
       }
-      tc::cp_async_commit();
-      if (j >= 1) {  // step j - 1's copies landed: hand its stage over
-        tc::cp_async_wait<1>();
-        fence_proxy_async();
-        mbar_arrive(full0 + 8 * ((j - 1) % S));
-      }
+      // The stage is handed over when this thread's copies have landed, without waiting for them here: the
+      // arrival on `full` is made by the copies' completion (the consumers fence it to the async proxy).
+      asm volatile("cp.async.mbarrier.arrive.noinc.shared::cta.b64 [%0];\n" ::"r"(full0 + 8 * s) : "memory");
     }
+    tc::cp_async_commit();
     tc::cp_async_wait<0>();
-    fence_proxy_async();
-    mbar_arrive(full0 + 8 * ((steps - 1) % S));
     return;
   }
 
@@ -235,6 +233,7 @@ __global__ void __launch_bounds__(WgAttn<HD, H2>::kThreads, 1)
   auto issue_scores = [&](int j) {
     const int s = j % S;
     mbar_wait(full0 + 8 * s, static_cast<uint32_t>((j / S) & 1));
+    fence_proxy_async();  // the producer's cp.async writes (generic proxy) before this warpgroup's wgmma read them
     const uint32_t k_tile = sbase + W::kStage0 + s * W::kStageBytes;
 #pragma unroll
     for (int nt = 0; nt < NT; ++nt) sc[nt][0] = sc[nt][1] = sc[nt][2] = sc[nt][3] = 0.0f;
