@@ -10,7 +10,7 @@
 // - The key step is KB keys (128 at head dim 128, 64 at 256), at absolute positions [KB j, KB j + KB) from 0:
 //   the masked-step argument of attention_prefill.cu holds word for word (values past the tile's last
 //   position are loaded as zeros). The online softmax is the pipelined kernel's (tc_online_softmax) with the scale
-//   folded into the exponent's argument: p = 2^fma(s, c, -m), one rounding (wg_online_softmax).
+//   folded into the exponent's argument: p = 2^fma(s, c, -m), one rounding (its FusedScale form).
 // - At head dim 128 a consumer runs its steps as a software pipeline: step j's S is issued, then step j - 1's
 //   O += P V, and step j's softmax runs while that O += P V is on the tensor cores; O is rescaled by step j's
 //   correction once step j - 1's sum has landed. O sees the serial loop's operations in the serial order, so
@@ -98,50 +98,6 @@ __device__ __forceinline__ void load_q(uint32_t s_q, const float* q, int64_t ldq
     asm volatile("st.shared.v4.b32 [%0], {%1, %2, %3, %4};\n" ::"r"(dst), "r"(w[0]), "r"(w[1]), "r"(w[2]), "r"(w[3])
                  : "memory");
   }
-}
-
-// Step j's online softmax for the wgmma kernel: tc_online_softmax's steps with the scale folded into the exponent's
-// argument, p = 2^fma(s, c, -m) with one rounding (c = scale · log2(e)), as FlashAttention does. The row maximum is
-// taken over the raw scores and scaled once: rounding is monotone and c > 0, so fl(c · max s) = max fl(c · s).
-template <int NT>
-__device__ __forceinline__ bool wg_online_softmax(float (&sc)[NT][4], int t0, bool mask, const int (&pos)[2], int lane,
-                                                  float scale_log2, float (&m)[2], float (&l)[2], float (&corr)[2]) {
-  float mx[2] = {-INFINITY, -INFINITY};
-  if (mask) {
-#pragma unroll
-    for (int nt = 0; nt < NT; ++nt)
-#pragma unroll
-      for (int e = 0; e < 4; ++e) {
-        const int key = t0 + 8 * nt + 2 * (lane & 3) + (e & 1);
-        if (key > pos[e >> 1]) sc[nt][e] = -INFINITY;
-        mx[e >> 1] = fmaxf(mx[e >> 1], sc[nt][e]);
-      }
-  } else {
-#pragma unroll
-    for (int nt = 0; nt < NT; ++nt)
-#pragma unroll
-      for (int e = 0; e < 4; ++e) mx[e >> 1] = fmaxf(mx[e >> 1], sc[nt][e]);
-  }
-  float neg_base[2];
-#pragma unroll
-  for (int h = 0; h < 2; ++h) {
-    mx[h] = fmaxf(mx[h], __shfl_xor_sync(0xffffffffu, mx[h], 1));
-    mx[h] = fmaxf(mx[h], __shfl_xor_sync(0xffffffffu, mx[h], 2));
-    const float m_new = fmaxf(m[h], mx[h] * scale_log2);
-    const float base = m_new == -INFINITY ? 0.0f : m_new;  // a padding row: p = 2^-inf = 0, not NaN
-    corr[h] = m[h] == m_new ? 1.0f : exp2_approx(m[h] - base);
-    m[h] = m_new;
-    l[h] *= corr[h];
-    neg_base[h] = -base;
-  }
-#pragma unroll
-  for (int nt = 0; nt < NT; ++nt)
-#pragma unroll
-    for (int e = 0; e < 4; ++e) {
-      sc[nt][e] = exp2_approx(fmaf(sc[nt][e], scale_log2, neg_base[e >> 1]));
-      l[e >> 1] += sc[nt][e];
-    }
-  return __any_sync(0xffffffffu, corr[0] != 1.0f || corr[1] != 1.0f);
 }
 
 template <int HD, int H2>
@@ -278,7 +234,7 @@ __global__ void __launch_bounds__(WgAttn<HD, H2>::kThreads, 1)
   // Step j's online softmax on its landed scores: whether O takes the correction corr.
   auto softmax_step = [&](int j, float(&corr)[2]) {
     const int t0 = KB * j;
-    return wg_online_softmax<NT>(sc, t0, t0 + KB - 1 > warp_first, pos, lane, scale_log2, m, l, corr);
+    return tc_online_softmax<NT, true>(sc, t0, t0 + KB - 1 > warp_first, pos, lane, scale_log2, m, l, corr);
   };
   auto rescale = [&](const float(&corr)[2]) {
 #pragma unroll

@@ -34,7 +34,10 @@ __device__ __forceinline__ TcLaneAddrs tc_lane_addrs(const uint16_t* q_rows, int
 // Scores become p = 2^(s - m_new) in place; m and l (this lane's partial row sums) advance; corr holds each
 // row's rescale factor for O. Returns whether some factor of the warp is not 1 (O must then be rescaled:
 // skipping it where every factor is 1 changes no bits).
-template <int NT>
+// FusedScale (the wgmma prefill kernel): the scale folded into the exponent's argument, p = 2^fma(s, c, -m_new)
+// with one rounding (c = scale_log2), the row maximum taken over the raw scores and scaled once (rounding is
+// monotone and c > 0, so fl(c · max s) = max fl(c · s)): one instruction fewer a score, other bits.
+template <int NT, bool FusedScale = false>
 __device__ __forceinline__ bool tc_online_softmax(float (&sc)[NT][4], int t0, bool mask, const int (&pos)[2], int lane,
                                                   float scale_log2, float (&m)[2], float (&l)[2], float (&corr)[2]) {
   // The online softmax of rows lane / 4 (h = 0) and lane / 4 + 8 (h = 1), in base 2: s = score ·
@@ -47,7 +50,7 @@ __device__ __forceinline__ bool tc_online_softmax(float (&sc)[NT][4], int t0, bo
 #pragma unroll
       for (int e = 0; e < 4; ++e) {
         const int key = t0 + 8 * nt + 2 * (lane & 3) + (e & 1);
-        sc[nt][e] = key <= pos[e >> 1] ? sc[nt][e] * scale_log2 : -INFINITY;
+        sc[nt][e] = key <= pos[e >> 1] ? (FusedScale ? sc[nt][e] : sc[nt][e] * scale_log2) : -INFINITY;
         mx[e >> 1] = fmaxf(mx[e >> 1], sc[nt][e]);
       }
   } else {
@@ -55,7 +58,7 @@ __device__ __forceinline__ bool tc_online_softmax(float (&sc)[NT][4], int t0, bo
     for (int nt = 0; nt < NT; ++nt)
 #pragma unroll
       for (int e = 0; e < 4; ++e) {
-        sc[nt][e] *= scale_log2;
+        if constexpr (!FusedScale) sc[nt][e] *= scale_log2;
         mx[e >> 1] = fmaxf(mx[e >> 1], sc[nt][e]);
       }
   }
@@ -64,7 +67,7 @@ __device__ __forceinline__ bool tc_online_softmax(float (&sc)[NT][4], int t0, bo
   for (int h = 0; h < 2; ++h) {
     mx[h] = fmaxf(mx[h], __shfl_xor_sync(0xffffffffu, mx[h], 1));
     mx[h] = fmaxf(mx[h], __shfl_xor_sync(0xffffffffu, mx[h], 2));
-    const float m_new = fmaxf(m[h], mx[h]);
+    const float m_new = fmaxf(m[h], FusedScale ? mx[h] * scale_log2 : mx[h]);
     // Only a padding row keeps m = -inf: base 0 keeps its p at 0 instead of NaN. An unchanged max
     // (every step of masked keys past a real row's position) gives the factor 1 exactly.
     base[h] = m_new == -INFINITY ? 0.0f : m_new;
@@ -76,7 +79,10 @@ __device__ __forceinline__ bool tc_online_softmax(float (&sc)[NT][4], int t0, bo
   for (int nt = 0; nt < NT; ++nt)
 #pragma unroll
     for (int e = 0; e < 4; ++e) {
-      sc[nt][e] = exp2_approx(sc[nt][e] - base[e >> 1]);
+      if constexpr (FusedScale)
+        sc[nt][e] = exp2_approx(fmaf(sc[nt][e], scale_log2, -base[e >> 1]));
+      else
+        sc[nt][e] = exp2_approx(sc[nt][e] - base[e >> 1]);
       l[e >> 1] += sc[nt][e];
     }
   return __any_sync(0xffffffffu, corr[0] != 1.0f || corr[1] != 1.0f);
