@@ -133,22 +133,29 @@ __global__ void __launch_bounds__(WgAttn<HD, H2>::kThreads, 1)
     // ---- producer: step j's keys and values into stage j % S; zeros past the tile's last position ----
     asm volatile("setmaxnreg.dec.sync.aligned.u32 %0;\n" ::"n"(W::kProducerRegs));
     constexpr int kPieces = HD / 8, kKeysPerPass = 128 / kPieces;
+    static_assert(KB % kBlockSize == 0 && kBlockSize % kKeysPerPass == 0, "a step is whole blocks, a pass whole keys");
     const int g = tid % kPieces, k0 = tid / kPieces;
     const int64_t k_off = geo.offset(0, kvh, 0) + 8 * g, v_off = geo.offset(1, kvh, 0) + 8 * g;
     for (int j = 0; j < steps; ++j) {
       const int s = j % S;
       if (j >= S) mbar_wait(empty0 + 8 * s, static_cast<uint32_t>((j / S - 1) & 1));
       const uint32_t k_tile = sbase + W::kStage0 + s * W::kStageBytes, v_tile = k_tile + W::kTileBytes;
-#pragma unroll 4
-      for (int kk = k0; kk < KB; kk += kKeysPerPass) {
-        const int p = KB * j + kk;
-        const bool live = p < n;
+      // A step's keys are KB / kBlockSize whole cache blocks (KB j is a multiple of kBlockSize): one block-table load a
+      // block, then this thread's kBlockSize / kKeysPerPass keys of it (slots k0, k0 + kKeysPerPass, ..).
+#pragma unroll 2
+      for (int b = 0; b < KB / kBlockSize; ++b) {
+        const int p0 = KB * j + kBlockSize * b;  // the block's first position
         // Past the tile's last position: any valid, 16-byte aligned address (block 0), nothing read.
-        const KvBf16* blk = static_cast<const KvBf16*>(table[live ? p / kBlockSize : 0]);
-        const int64_t slot = live ? p % kBlockSize : 0;
-        const uint32_t off = (g / 8) * W::kSlabBytes + tile_off(kk, g % 8);
-        tc::cp_async_cg(k_tile + off, blk + k_off + slot * HD, live ? 16 : 0);
-        tc::cp_async_cg(v_tile + off, blk + v_off + slot * HD, live ? 16 : 0);
+        const KvBf16* blk = static_cast<const KvBf16*>(table[p0 < n ? p0 / kBlockSize : 0]);
+        const KvBf16 *kb = blk + k_off, *vb = blk + v_off;
+#pragma unroll
+        for (int h = 0; h < kBlockSize / kKeysPerPass; ++h) {
+          const int slot = k0 + kKeysPerPass * h, kk = kBlockSize * b + slot;
+          const bool live = p0 + slot < n;
+          const uint32_t off = (g / 8) * W::kSlabBytes + tile_off(kk, g % 8);
+          tc::cp_async_cg(k_tile + off, kb + (live ? slot * HD : 0), live ? 16 : 0);
+          tc::cp_async_cg(v_tile + off, vb + (live ? slot * HD : 0), live ? 16 : 0);
+        }
       }
       // The stage is handed over when this thread's copies have landed, without waiting for them here: the
       // arrival on `full` is made by the copies' completion (the consumers fence it to the async proxy).
