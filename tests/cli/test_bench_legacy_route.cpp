@@ -28,6 +28,20 @@ TEST(BenchLegacyRoute, SyntheticAndStepsGoToSteps) {
   EXPECT_EQ(route({"bench", "--model", "m", "--steps"}), (Args{"bench", "steps", "--model", "m", "--steps"}));
 }
 
+// The note names the old first flag even when routing reallocates the arguments (it once read that flag
+// through a reference into the vector it had just grown: a use after free, which the sanitizer build reports;
+// a release build happened to read the old bytes).
+TEST(BenchLegacyRoute, TheNoteNamesTheFlagWhenTheArgumentsMove) {
+  for (const std::string flag : {"--synthetic", "--synthetic=a-long-synthetic-shape-name"}) {
+    std::vector<std::string> args{"specserve", "bench", flag, "--iterations", "5"};
+    args.shrink_to_fit();  // no room left: the insert must move every argument
+    const std::string note = route_legacy_bench(args);
+    EXPECT_EQ(note, "note: `specserve bench " + flag + " ...` is now `specserve bench steps " + flag +
+                        " ...`; see `specserve bench --help`");
+    EXPECT_EQ(args, (Args{"specserve", "bench", "steps", flag, "--iterations", "5"}));
+  }
+}
+
 TEST(BenchLegacyRoute, ServingFlagsGoToServeLoad) {
   std::string note;
   EXPECT_EQ(route({"bench", "--model", "m", "--concurrency", "1,4"}, &note),
