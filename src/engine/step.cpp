@@ -187,6 +187,9 @@ std::vector<Engine::SpanResult> Engine::pick_accept_commit(const StepRows& rows,
     results.push_back(std::move(r));
   }
   model_.commit_many(commits);
+  // The blocks the forward took (and the commit kept) are in the gauges before any token of this step
+  // is streamed: a reader that sees a token sees its blocks counted.
+  publish_budget_gauges();
   return results;
 }
 
