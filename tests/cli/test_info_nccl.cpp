@@ -11,10 +11,10 @@
 namespace specserve::cli {
 namespace {
 
-struct Cli {
+struct InfoCli {
   CLI::App app{"specserve", "specserve"};
   CommandRunner run;
-  Cli() {
+  InfoCli() {
     app.require_subcommand(1);
     register_commands(app, run);
   }
@@ -27,7 +27,7 @@ struct Cli {
 };
 
 TEST(InfoNccl, AMissingLibraryFailsNamingIt) {
-  Cli cli;
+  InfoCli cli;
   cli.parse({"info", "--nccl", "--nccl-library", "/nonexistent/specserve-test/libnccl.so.2"});
   ASSERT_TRUE(cli.run);
   try {
@@ -42,10 +42,10 @@ TEST(InfoNccl, TheLibraryFlagNeedsNcclAndExcludesTheOtherModes) {
   for (const std::vector<std::string>& line : {std::vector<std::string>{"info", "--nccl-library", "/x/libnccl.so.2"},
                                                std::vector<std::string>{"info", "--nccl", "--env"},
                                                std::vector<std::string>{"info", "--nccl", "--model", "m"}}) {
-    Cli cli;
+    InfoCli cli;
     EXPECT_THROW(cli.parse(line), CLI::ParseError) << line[1] << " " << line[2];
   }
-  Cli cli;
+  InfoCli cli;
   EXPECT_NO_THROW(cli.parse({"info", "--nccl"}));
 }
 

@@ -11,11 +11,10 @@
 
 #include "engine/draft_length_search.h"
 #include "engine/step_cost_model.h"
+#include "milliseconds.h"
 
 namespace specserve::engine {
 namespace {
-
-constexpr double kMs = 1e-3;
 
 // A random cost table: a flat start, a knee, then a per-row slope; random other terms; half of them with a
 // plain curve 0.6-1.4 times the verify form at as many rows (so a plain step may cost less or more than the

@@ -15,11 +15,10 @@
 #include "engine/acceptance_stats.h"
 #include "engine/draft_length_policy.h"
 #include "engine/step_cost_model.h"
+#include "milliseconds.h"
 
 namespace specserve::engine {
 namespace {
-
-constexpr double kMs = 1e-3;
 
 // A step whose rows' share is `row_ms(R)` at R = 1, 2, 4, ..., 1024 and whose other terms are given.
 StepCostModel table(const std::function<double(double)>& row_ms, double propose_ms, double propose_seq_ms = 0) {

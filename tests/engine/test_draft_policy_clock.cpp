@@ -10,11 +10,10 @@
 #include "engine/acceptance_stats.h"
 #include "engine/draft_length_policy.h"
 #include "engine/step_cost_model.h"
+#include "milliseconds.h"
 
 namespace specserve::engine {
 namespace {
-
-constexpr double kMs = 1e-3;
 
 // The adaptive policy on a model that prices a step of R rows at 1 ms + 0.01 ms a row (a plain step of four
 // sequences ~1 ms) and a propose at 0.3 ms.

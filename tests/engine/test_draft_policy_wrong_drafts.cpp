@@ -11,15 +11,14 @@
 #include <vector>
 
 #include "engine/draft_length_policy.h"
+#include "milliseconds.h"
 
 namespace specserve::engine {
 namespace {
 
-constexpr double kMs = 1e-3;
-
 // Up to 16 rows cost about a decode step (4.9 ms), then about 0.11 ms a row; a propose 1.25 ms + 0.06 ms
 // a sequence (docs/BENCHMARKS.md, the 8B shape on an H200).
-StepCosts gpu_like_costs() {
+StepCosts gpu_like_step_costs() {
   StepCosts c;
   c.row_knots = {1, 16, 64, 256, 1024};
   for (double ms : {4.9, 5.6, 11.0, 35.0, 130.0}) c.row_seconds.push_back(ms * kMs);
@@ -43,7 +42,7 @@ PassCost wrong_drafts_pass(int n, int tokens, int64_t first_step = 1) {
   EngineMetrics metrics;
   EngineOptions options;
   options.draft_policy = DraftPolicy::Adaptive;
-  options.step_costs = gpu_like_costs();
+  options.step_costs = gpu_like_step_costs();
   DraftLengthPolicy policy(options, metrics);
   const StepCostModel& model = policy.model();
   std::vector<AcceptanceStats> stats(static_cast<size_t>(n));

@@ -10,11 +10,10 @@
 #include "core/error.h"
 #include "engine/draft_length_search.h"
 #include "engine/step_cost_model.h"
+#include "milliseconds.h"
 
 namespace specserve::engine {
 namespace {
-
-constexpr double kMs = 1e-3;
 
 TEST(StepCostModel, FitRecoversTheCoefficientsOfItsOwnForm) {
   StepCosts truth;

@@ -10,11 +10,10 @@
 
 #include "engine/draft_length_policy.h"
 #include "engine/step_cost_model.h"
+#include "milliseconds.h"
 
 namespace specserve::engine {
 namespace {
-
-constexpr double kMs = 1e-3;
 
 // The truth: the row share is 10 ms up to 64 rows (rising slowly), then 16.5 ms from 65, rising 0.06 ms a
 // row; small per-sequence and per-position terms; a propose 1.2 ms + 0.06 ms a sequence.

@@ -5,6 +5,7 @@
 
 #include "checkpoint_builder.h"
 #include "io/checkpoint_layout.h"
+#include "checkpoint_layout_of.h"
 
 namespace specserve {
 namespace {
@@ -17,10 +18,6 @@ using test::tiny_qwen3_5_config;
 using test::write_checkpoint;
 
 const std::string kFixtures = std::string(SPECSERVE_SOURCE_DIR) + "/tests/fixtures/model/";
-
-CheckpointLayout layout_of(const std::string& dir) {
-  return resolve_checkpoint_layout(load_model_config(dir), *Checkpoint::open(dir, MapAdvice::Normal));
-}
 
 const ExpectedTensor& find(const std::vector<ExpectedTensor>& v, const std::string& name) {
   auto it = std::find_if(v.begin(), v.end(), [&](const ExpectedTensor& t) { return t.name == name; });

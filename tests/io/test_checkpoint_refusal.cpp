@@ -9,6 +9,7 @@
 
 #include "checkpoint_builder.h"
 #include "io/checkpoint_layout.h"
+#include "checkpoint_layout_of.h"
 
 namespace specserve {
 namespace {
@@ -19,10 +20,6 @@ using test::tiny_dflash_config;
 using test::tiny_qwen3_5_config;
 using test::write_bytes;
 using test::write_checkpoint;
-
-CheckpointLayout layout_of(const std::string& dir) {
-  return resolve_checkpoint_layout(load_model_config(dir), *Checkpoint::open(dir, MapAdvice::Normal));
-}
 
 // The quantization_config transformers' FineGrainedFP8Config writes (Qwen/Qwen3-8B-FP8 has the same keys).
 const nlohmann::json kFp8Config = {{"quant_method", "fp8"},

@@ -12,6 +12,7 @@
 #include "io/checkpoint_layout.h"
 #include "io/fp8_blocks.h"
 #include "io/model_summary.h"
+#include "checkpoint_layout_of.h"
 
 namespace specserve {
 namespace {
@@ -84,10 +85,6 @@ void write(const std::string& dir, const std::string& config_json, const std::ve
     w.write_sharded(dir, shard_bytes);
   else
     w.write(dir + "/model.safetensors");
-}
-
-CheckpointLayout layout_of(const std::string& dir) {
-  return resolve_checkpoint_layout(load_model_config(dir), *Checkpoint::open(dir, MapAdvice::Normal));
 }
 
 Stored& find(std::vector<Stored>& v, const std::string& name) {

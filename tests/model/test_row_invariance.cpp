@@ -9,13 +9,13 @@ namespace {
 
 using namespace specserve::testing;
 
-struct Case {
+struct InvarianceCase {
   std::string fixture;
   std::string dtype;
   std::string kv_dtype = "auto";  // auto: f32 for f32 weights, else bf16
 };
 
-class RowInvariance : public ::testing::TestWithParam<Case> {
+class RowInvariance : public ::testing::TestWithParam<InvarianceCase> {
  protected:
   void SetUp() override {
     model_ = TargetModel::load(fixture_dir(GetParam().fixture),
@@ -94,9 +94,10 @@ TEST_P(RowInvariance, StateMisuseIsRejected) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Models, RowInvariance,
-                         ::testing::Values(Case{"qwen3_untied", "f32"}, Case{"qwen3_5_flat", "f32"},
-                                           Case{"qwen3_5_vl", "bf16"}, Case{"qwen3_tied", "bf16"},
-                                           Case{"qwen3_untied", "f32", "bf16"}, Case{"qwen3_5_vl", "bf16", "f32"}),
+                         ::testing::Values(InvarianceCase{"qwen3_untied", "f32"}, InvarianceCase{"qwen3_5_flat", "f32"},
+                                           InvarianceCase{"qwen3_5_vl", "bf16"}, InvarianceCase{"qwen3_tied", "bf16"},
+                                           InvarianceCase{"qwen3_untied", "f32", "bf16"},
+                                           InvarianceCase{"qwen3_5_vl", "bf16", "f32"}),
                          [](const auto& i) {
                            return i.param.fixture + "_" + i.param.dtype +
                                   (i.param.kv_dtype == "auto" ? "" : "_kv" + i.param.kv_dtype);

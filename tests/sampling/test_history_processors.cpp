@@ -7,11 +7,10 @@
 
 #include "sampling/history_processors.h"
 #include "sampling/sampler.h"
+#include "sampling_test_util.h"
 
 namespace specserve::sampling {
 namespace {
-
-constexpr float kInf = std::numeric_limits<float>::infinity();
 
 TEST(LogitBias, AddsToNamedIdsOnly) {
   std::vector<float> row = {1.0f, 2.0f, 3.0f};

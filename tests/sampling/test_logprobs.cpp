@@ -5,11 +5,10 @@
 #include <limits>
 
 #include "sampling/sampler.h"
+#include "sampling_test_util.h"
 
 namespace specserve::sampling {
 namespace {
-
-constexpr float kInf = std::numeric_limits<float>::infinity();
 
 RequestParams with_logprobs(float temperature, int top, LogprobsSource source) {
   RequestParams p;

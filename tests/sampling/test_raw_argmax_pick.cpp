@@ -9,15 +9,10 @@
 
 #include "backend/ops.h"
 #include "sampling/sampler.h"
+#include "sampling_test_util.h"
 
 namespace specserve::sampling {
 namespace {
-
-RequestParams greedy() {
-  RequestParams p;
-  p.sampling.temperature = 0.0f;
-  return p;
-}
 
 TEST(RawArgmaxPick, BackendArgmaxEqualsPickOnAwkwardRows) {
   const int64_t V = 1000, real = 990;

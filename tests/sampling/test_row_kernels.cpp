@@ -7,11 +7,10 @@
 #include <random>
 
 #include "sampling/row_kernels.h"
+#include "sampling_test_util.h"
 
 namespace specserve::sampling {
 namespace {
-
-constexpr float kInf = std::numeric_limits<float>::infinity();
 
 TEST(RowKernels, ExpIsAccurateAndLaneIndependent) {
   for (float x = -87.0f; x <= 0.0f; x += 0.0137f) {

@@ -8,6 +8,7 @@
 #include "core/error.h"
 #include "fake_model.h"
 #include "sampling/sampler.h"
+#include "sampling_test_util.h"
 
 namespace specserve::sampling {
 namespace {
@@ -16,13 +17,6 @@ using testing::chi_square;
 using testing::fake_logits;
 
 constexpr float kNaN = std::numeric_limits<float>::quiet_NaN();
-constexpr float kInf = std::numeric_limits<float>::infinity();
-
-RequestParams greedy() {
-  RequestParams p;
-  p.sampling.temperature = 0.0f;
-  return p;
-}
 
 TEST(Sampler, GreedyTiesGoToTheLowestId) {
   Sampler s(greedy(), {6, 6});

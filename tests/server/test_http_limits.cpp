@@ -24,7 +24,7 @@ using test::Fixture;
 
 namespace {
 
-const char* kChat = R"({"model":"scripted","messages":[{"role":"user","content":"hi"}]})";
+const char* kChatRequest = R"({"model":"scripted","messages":[{"role":"user","content":"hi"}]})";
 
 double seconds_since(std::chrono::steady_clock::time_point t) {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - t).count();
@@ -66,7 +66,7 @@ TEST(HttpLimits, ChunkedBodyOverTheLimitGets413WhileItStreamsIn) {
   cl.send_all(post_head("/v1/completions", "Content-Length: 2000000"));
   EXPECT_EQ(test::raw_status(cl.read_all()), 413);
   // And the server goes on serving.
-  EXPECT_EQ(f.client().Post("/v1/chat/completions", kChat, "application/json")->status, 200);
+  EXPECT_EQ(f.client().Post("/v1/chat/completions", kChatRequest, "application/json")->status, 200);
 }
 
 TEST(HttpLimits, IdleAndSlowHeaderConnectionsNeitherBlockServingNorEscapeTheHeaderDeadline) {
@@ -105,7 +105,7 @@ TEST(HttpLimits, IdleAndSlowHeaderConnectionsNeitherBlockServingNorEscapeTheHead
     auto h = c.Get("/health");
     ASSERT_TRUE(h) << "no /health answer while " << kIdle << " idle and " << kSlow << " slow connections are open";
     EXPECT_EQ(h->status, 200);
-    auto r = c.Post("/v1/chat/completions", kChat, "application/json");
+    auto r = c.Post("/v1/chat/completions", kChatRequest, "application/json");
     ASSERT_TRUE(r);
     EXPECT_EQ(r->status, 200);
     worst = std::max(worst, seconds_since(t0));

@@ -27,7 +27,7 @@ struct Faults : ::testing::Test {
 };
 std::string* Faults::model_dir = nullptr;
 
-httplib::Client client(int port) {
+httplib::Client keep_alive_client(int port) {
   httplib::Client c("127.0.0.1", port);
   c.set_read_timeout(300, 0);
   c.set_keep_alive(true);
@@ -78,7 +78,7 @@ TEST_F(Faults, SigtermWithIdleSlowAndStreamingClientsExitsWithinTheGrace) {
     slow.back()->send_all("GET /health HTTP/1.1\r\n");
   }
   // A pooled keep-alive client, idle after its request.
-  auto pooled = client(srv.port());
+  auto pooled = keep_alive_client(srv.port());
   ASSERT_EQ(pooled.Get("/health")->status, 200);
   const std::string body = json{
       {"model", srv.model()},
@@ -123,7 +123,7 @@ TEST_F(Faults, SigtermWithIdleSlowAndStreamingClientsExitsWithinTheGrace) {
 
 TEST_F(Faults, RequestTimeoutReturnsWhatWasGeneratedWithFinishReasonAbort) {
   test::ServerProcess srv(*model_dir, {"--request-timeout", "1"});
-  auto c = client(srv.port());
+  auto c = keep_alive_client(srv.port());
   json body = {{"model", srv.model()}, {"prompt", "def main():\n"}, {"max_tokens", 8000}, {"ignore_eos", true}};
   auto r = c.Post("/v1/completions", body.dump(), "application/json");
   ASSERT_TRUE(r);
@@ -158,7 +158,7 @@ TEST_F(Faults, ThousandsOfRequestsAtConcurrency64AllSucceedAndEqualTheirSoloRuns
   }
   std::vector<std::string> solo;
   {
-    auto c = client(srv.port());
+    auto c = keep_alive_client(srv.port());
     for (const auto& b : bodies) {
       auto r = c.Post("/v1/completions", b.dump(), "application/json");
       ASSERT_TRUE(r);
@@ -173,7 +173,7 @@ TEST_F(Faults, ThousandsOfRequestsAtConcurrency64AllSucceedAndEqualTheirSoloRuns
   std::vector<std::thread> threads;
   for (int t = 0; t < kClients; ++t) {
     threads.emplace_back([&, t] {
-      auto c = client(srv.port());
+      auto c = keep_alive_client(srv.port());
       for (int i = 0; i < kPerClient; ++i) {
         const int p = (t + i) % kPrompts;
         json b = bodies[p];
@@ -208,7 +208,7 @@ TEST_F(Faults, ThousandsOfRequestsAtConcurrency64AllSucceedAndEqualTheirSoloRuns
 
 TEST_F(Faults, ModelsListDoesNotExposeTheCheckpointPath) {
   test::ServerProcess srv(*model_dir, {});
-  auto r = client(srv.port()).Get("/v1/models");
+  auto r = keep_alive_client(srv.port()).Get("/v1/models");
   ASSERT_TRUE(r);
   EXPECT_EQ(r->body.find(*model_dir), std::string::npos) << r->body;
   auto card = json::parse(r->body)["data"][0];
