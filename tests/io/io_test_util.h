@@ -14,6 +14,9 @@
 
 namespace specserve::test {
 
+// The checkpoints transformers saved (tools/reference/model/make_fixtures.py), one folder each.
+inline const std::string kModelFixtures = std::string(SPECSERVE_SOURCE_DIR) + "/tests/fixtures/model/";
+
 // A fresh directory under the system temp dir, removed with everything in it at scope exit.
 class TempDir {
  public:

@@ -17,7 +17,7 @@ using test::tiny_dflash_config;
 using test::tiny_qwen3_5_config;
 using test::write_checkpoint;
 
-const std::string kFixtures = std::string(SPECSERVE_SOURCE_DIR) + "/tests/fixtures/model/";
+using test::kModelFixtures;
 
 const ExpectedTensor& find(const std::vector<ExpectedTensor>& v, const std::string& name) {
   auto it = std::find_if(v.begin(), v.end(), [&](const ExpectedTensor& t) { return t.name == name; });
@@ -27,19 +27,19 @@ const ExpectedTensor& find(const std::vector<ExpectedTensor>& v, const std::stri
 
 // Checkpoints saved by transformers 5.17 (tests/fixtures/model).
 TEST(CheckpointLayout, ResolvesTransformersCheckpoints) {
-  CheckpointLayout vl = layout_of(kFixtures + "qwen3_5_vl");
+  CheckpointLayout vl = layout_of(kModelFixtures + "qwen3_5_vl");
   EXPECT_EQ(vl.prefix, "model.language_model.");
   EXPECT_EQ(vl.head, "lm_head.weight");
   EXPECT_TRUE(std::find(vl.unused.begin(), vl.unused.end(), "mtp.fc.weight") != vl.unused.end());
   EXPECT_TRUE(std::all_of(vl.unused.begin(), vl.unused.end(), [](const std::string& n) {
     return n.rfind("model.visual.", 0) == 0 || n.rfind("mtp.", 0) == 0;
   }));
-  CheckpointLayout flat = layout_of(kFixtures + "qwen3_5_flat");
+  CheckpointLayout flat = layout_of(kModelFixtures + "qwen3_5_flat");
   EXPECT_EQ(flat.prefix, "model.");
   EXPECT_EQ(flat.head, "model.embed_tokens.weight");
   EXPECT_TRUE(flat.unused.empty());
-  EXPECT_EQ(layout_of(kFixtures + "qwen3_tied").head, "model.embed_tokens.weight");
-  CheckpointLayout untied = layout_of(kFixtures + "qwen3_untied");
+  EXPECT_EQ(layout_of(kModelFixtures + "qwen3_tied").head, "model.embed_tokens.weight");
+  CheckpointLayout untied = layout_of(kModelFixtures + "qwen3_untied");
   EXPECT_EQ(untied.head, "lm_head.weight");
   EXPECT_EQ(untied.tensors.size(), 3u + 3 * 11);  // embed, norm, lm_head + 11 per layer
 }

@@ -442,7 +442,7 @@ TEST(ModelConfig, LoadErrorsCarryThePath) {
 // Configs written by transformers 5.17 save_pretrained (tests/fixtures/model, made by
 // tools/reference/model/make_fixtures.py).
 TEST(ModelConfig, ParsesTransformersFixtures) {
-  const std::string fixtures = std::string(SPECSERVE_SOURCE_DIR) + "/tests/fixtures/model/";
+  const std::string& fixtures = test::kModelFixtures;
   ModelConfig vl = load_model_config(fixtures + "qwen3_5_vl");
   EXPECT_EQ(vl.family, ModelFamily::Qwen3_5);
   EXPECT_TRUE(vl.nested_text_config);

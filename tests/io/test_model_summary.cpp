@@ -10,7 +10,7 @@ namespace {
 
 using test::TempDir;
 
-const std::string kSummaryFixtures = std::string(SPECSERVE_SOURCE_DIR) + "/tests/fixtures/model/";
+using test::kModelFixtures;
 
 std::vector<LayerType> hybrid(int layers) {
   std::vector<LayerType> t;
@@ -40,7 +40,7 @@ TEST(ModelSummary, GroupsUnusedTensorNames) {
 }
 
 TEST(ModelSummary, DescribesVisionLanguageCheckpoint) {
-  ModelSummary s = summarize_model(kSummaryFixtures + "qwen3_5_vl");
+  ModelSummary s = summarize_model(kModelFixtures + "qwen3_5_vl");
   EXPECT_EQ(s.layout.prefix, "model.language_model.");
   ASSERT_EQ(s.parameters_by_dtype.size(), 1u);
   EXPECT_EQ(s.parameters_by_dtype.at(DType::F32), s.total_parameters);
@@ -73,7 +73,7 @@ TEST(ModelSummary, DescribesVisionLanguageCheckpoint) {
 }
 
 TEST(ModelSummary, DescribesTiedFlatCheckpoint) {
-  ModelSummary s = summarize_model(kSummaryFixtures + "qwen3_5_flat");
+  ModelSummary s = summarize_model(kModelFixtures + "qwen3_5_flat");
   EXPECT_EQ(s.model_parameters, s.total_parameters);
   const std::string text = format_summary_text(s);
   EXPECT_NE(text.find("head:         tied (reads model.embed_tokens.weight)"), std::string::npos) << text;
