@@ -3,6 +3,7 @@
 #include "model/target_model.h"
 
 #include <algorithm>
+#include <array>
 #include <cstring>
 #include <map>
 #include <optional>
@@ -149,7 +150,14 @@ void build_parts(TargetModel::Impl& impl, bool upload, const std::string& kv_dty
   impl.host_embed = impl.parts.embed;
   impl.host_final_norm = impl.parts.final_norm;
   impl.host_lm_head = impl.parts.lm_head;
-  if (upload) impl.device_weights = upload_tensors(weight_views(impl.parts), *impl.mem);
+  if (upload && tensor_parallel > 0) {
+    // Sharded before the upload (docs/DESIGN.md §6.5): each rank's slices go from the host to its own memory
+    // (shard_model); the model's memory gets whole only what the target's helpers and a drafter read there.
+    std::array<TensorView*, 3> whole{&impl.parts.embed, &impl.parts.lm_head, &impl.parts.final_norm};
+    impl.device_weights = upload_tensors(whole, *impl.mem);
+  } else if (upload) {
+    impl.device_weights = upload_tensors(weight_views(impl.parts), *impl.mem);
+  }
   int attention = 0;
   for (const auto& l : impl.parts.layers) {
     if (l.type == LayerType::LinearAttention)

@@ -22,12 +22,19 @@ TensorView row_slice(const TensorView& v, int64_t begin, int64_t end) {
   return v.rows(begin, end);
 }
 
-// Where the copied slices go: the model's memory (host, or the one GPU its ranks share).
+// Where the copied slices go: beside the matrix they come from (the host, or the device memory a synthetic
+// model's weights were made in). `contiguous`: the rank runs on a device, which reads every slice contiguous
+// (copied there by place_rank_weights), so a host column slice is a copy too.
 struct SliceCopies {
-  const Memory& mem;
+  const Memory& device_mem;  // the memory of the matrices that are not on the host
+  bool contiguous = false;
   std::vector<MemTensor>& owned;
-  // A new contiguous tensor of `shape`, rows × width bytes copied in from src (rows `spitch` bytes apart).
-  TensorView copy(DType dtype, const Shape& shape, const void* src, size_t spitch, size_t width, int64_t rows) {
+  const Memory& beside(const TensorView& v) const { return v.device == Device::CPU ? cpu_memory() : device_mem; }
+  // A new contiguous tensor of `shape` beside `from`, rows × width bytes copied in from src (rows `spitch` bytes
+  // apart).
+  TensorView copy(const TensorView& from, DType dtype, const Shape& shape, const void* src, size_t spitch, size_t width,
+                  int64_t rows) {
+    const Memory& mem = beside(from);
     owned.push_back(MemTensor::empty(mem, dtype, shape));
     if (rows > 0 && width > 0)
       mem.copy_2d(owned.back().as<void>(), width, src, spitch, width, static_cast<size_t>(rows));
@@ -35,28 +42,29 @@ struct SliceCopies {
   }
 };
 
-// Columns [begin, end) of a matrix [rows, cols] with contiguous rows: on the host a view whose rows keep the
-// matrix's stride; on a device a contiguous copy (what the device's matmul kernels read). A kept fp8 matrix's
-// slice is always a copy, with its scale columns (both contiguous, as the fp8 kernels read them).
+// Columns [begin, end) of a matrix [rows, cols] with contiguous rows: for a rank on the host a view whose rows
+// keep the matrix's stride; for a rank on a device a contiguous copy (what the device's matmul kernels read). A
+// kept fp8 matrix's slice is always a copy, with its scale columns (both contiguous, as the fp8 kernels read them).
 TensorView column_slice(const TensorView& v, int64_t begin, int64_t end, SliceCopies& copies) {
   if (begin == 0 && end == v.dim(1)) return v;
   SS_CHECK(v.ndim() == 2 && v.strides[1] == 1, "--tensor-parallel: cannot split the columns of {}", v.describe());
   const size_t element = dtype_size(v.dtype);
   const void* first = static_cast<const char*>(v.data) + begin * static_cast<int64_t>(element);
-  if (v.device == Device::CPU && !v.block_scaled()) {
+  if (v.device == Device::CPU && !v.block_scaled() && !copies.contiguous) {
     TensorView c = v;
     c.data = const_cast<void*>(first);
     c.shape = Shape{v.dim(0), end - begin};
     return c;
   }
   if (v.block_scaled()) check_fp8_split(v, "columns", begin, end);
-  TensorView c = copies.copy(v.dtype, Shape{v.dim(0), end - begin}, first, static_cast<size_t>(v.strides[0]) * element,
-                             static_cast<size_t>(end - begin) * element, v.dim(0));
+  TensorView c =
+      copies.copy(v, v.dtype, Shape{v.dim(0), end - begin}, first, static_cast<size_t>(v.strides[0]) * element,
+                  static_cast<size_t>(end - begin) * element, v.dim(0));
   if (v.block_scaled()) {
     const Shape grid = v.scale_shape();
     const int64_t s0 = begin / kFp8BlockSize, s1 = (end - 1) / kFp8BlockSize + 1;
     c.scales = copies
-                   .copy(DType::F32, Shape{grid[0], s1 - s0}, v.scales + s0, static_cast<size_t>(grid[1]) * 4,
+                   .copy(v, DType::F32, Shape{grid[0], s1 - s0}, v.scales + s0, static_cast<size_t>(grid[1]) * 4,
                          static_cast<size_t>(s1 - s0) * 4, grid[0])
                    .as<const float>();
   }
@@ -90,25 +98,25 @@ TensorView gather_rows(const TensorView& v, std::initializer_list<IndexRange> ra
   shape.dims[0] = rows;
   const size_t row_bytes = static_cast<size_t>(v.numel() / v.dim(0)) * dtype_size(v.dtype);
   const size_t stride = static_cast<size_t>(v.strides[0]) * dtype_size(v.dtype);
-  copies.owned.push_back(MemTensor::empty(copies.mem, v.dtype, shape));
+  const Memory& mem = copies.beside(v);
+  copies.owned.push_back(MemTensor::empty(mem, v.dtype, shape));
   TensorView g = copies.owned.back().view();
   char* out = copies.owned.back().as<char>();
   for (const IndexRange& r : ranges) {
     if (r.size() > 0)
-      copies.mem.copy_2d(out, row_bytes, static_cast<const char*>(v.data) + static_cast<size_t>(r.begin) * stride,
-                         stride, row_bytes, static_cast<size_t>(r.size()));
+      mem.copy_2d(out, row_bytes, static_cast<const char*>(v.data) + static_cast<size_t>(r.begin) * stride, stride,
+                  row_bytes, static_cast<size_t>(r.size()));
     out += static_cast<size_t>(r.size()) * row_bytes;
   }
   if (v.block_scaled()) {
     const int64_t scale_cols = v.scale_shape()[1];
     copies.owned.push_back(
-        MemTensor::empty(copies.mem, DType::F32, Shape{(rows + kFp8BlockSize - 1) / kFp8BlockSize, scale_cols}));
+        MemTensor::empty(mem, DType::F32, Shape{(rows + kFp8BlockSize - 1) / kFp8BlockSize, scale_cols}));
     float* scales = copies.owned.back().as<float>();
     for (const IndexRange& r : ranges) {
       const int64_t blocks = (r.size() + kFp8BlockSize - 1) / kFp8BlockSize;
       if (blocks > 0)
-        copies.mem.copy(scales, v.scales + r.begin / kFp8BlockSize * scale_cols,
-                        static_cast<size_t>(blocks * scale_cols) * 4);
+        mem.copy(scales, v.scales + r.begin / kFp8BlockSize * scale_cols, static_cast<size_t>(blocks * scale_cols) * 4);
       scales += blocks * scale_cols;
     }
     g.scales = copies.owned.back().as<const float>();
@@ -148,6 +156,42 @@ DeltaNetBlock shard_deltanet(const DeltaNetBlock& d, const GdnDims& g, const Ran
 
 }  // namespace
 
+RankModel shard_rank(const ModelParts& full, const TensorParallelPlan& plan, int r, int deltanet_layers,
+                     const KvGeometry& full_kv, const Ops& ops, const Memory& model_mem, const Memory& rank_mem) {
+  const RankShare& sh = plan.shares.at(static_cast<size_t>(r));
+  const ArchSpec& s = full.spec;
+  RankModel rank;
+  rank.ops = &ops;
+  rank.mem = &rank_mem;
+  SliceCopies copies{model_mem, rank_mem.device() != Device::CPU, rank.copies};
+  ArchSpec& rs = rank.parts.spec;
+  rs = s;
+  rs.num_heads = static_cast<int>(sh.q_heads.size());
+  rs.num_kv_heads = static_cast<int>(sh.kv_heads.size());
+  rs.intermediate = sh.mlp_columns.size();
+  rs.vocab = sh.vocab_rows.size();
+  rs.gdn.num_k_heads = static_cast<int>(sh.gdn_k_heads.size());
+  rs.gdn.num_v_heads = static_cast<int>(sh.gdn_v_heads.size());
+  for (const DecoderLayer& l : full.layers) {
+    DecoderLayer rl = l;
+    if (l.type == LayerType::LinearAttention)
+      rl.deltanet = shard_deltanet(l.deltanet, s.gdn, sh, r * deltanet_layers + l.deltanet.slot, copies);
+    else
+      rl.attn = shard_attention(l.attn, s, sh, copies);
+    rl.mlp.gate = row_slice(l.mlp.gate, sh.mlp_columns.begin, sh.mlp_columns.end);
+    rl.mlp.up = row_slice(l.mlp.up, sh.mlp_columns.begin, sh.mlp_columns.end);
+    rl.mlp.down = column_slice(l.mlp.down, sh.mlp_columns.begin, sh.mlp_columns.end, copies);
+    rank.parts.layers.push_back(std::move(rl));
+  }
+  rank.parts.embed = row_slice(full.embed, sh.vocab_rows.begin, sh.vocab_rows.end);
+  rank.parts.lm_head = row_slice(full.lm_head, sh.vocab_rows.begin, sh.vocab_rows.end);
+  rank.parts.final_norm = full.final_norm;
+  rank.kv = KvGeometry{full_kv.num_layers, rs.num_kv_heads, full_kv.head_dim, full_kv.dtype};
+  rank.vocab_begin = sh.vocab_rows.begin;
+  place_rank_weights(rank, model_mem);
+  return rank;
+}
+
 std::unique_ptr<TensorParallelShards> shard_model(const ModelParts& full, const ModelConfig& cfg, int ranks,
                                                   const KvGeometry& full_kv, int deltanet_layers, const Ops& ops,
                                                   const Memory& mem, std::span<const Memory* const> placement,
@@ -160,45 +204,9 @@ std::unique_ptr<TensorParallelShards> shard_model(const ModelParts& full, const 
   tp->plan = plan_tensor_parallel(cfg, ranks);
   tp->collective = placed_collective(where, nccl_library);
   tp->deltanet_layers = deltanet_layers;
-  const ArchSpec& s = full.spec;
-  for (int r = 0; r < ranks; ++r) {
-    const RankShare& sh = tp->plan.shares[static_cast<size_t>(r)];
-    RankModel rank;
-    SliceCopies copies{mem, rank.copies};
-    ArchSpec& rs = rank.parts.spec;
-    rs = s;
-    rs.num_heads = static_cast<int>(sh.q_heads.size());
-    rs.num_kv_heads = static_cast<int>(sh.kv_heads.size());
-    rs.intermediate = sh.mlp_columns.size();
-    rs.vocab = sh.vocab_rows.size();
-    rs.gdn.num_k_heads = static_cast<int>(sh.gdn_k_heads.size());
-    rs.gdn.num_v_heads = static_cast<int>(sh.gdn_v_heads.size());
-    for (const DecoderLayer& l : full.layers) {
-      DecoderLayer rl = l;
-      if (l.type == LayerType::LinearAttention)
-        rl.deltanet = shard_deltanet(l.deltanet, s.gdn, sh, r * deltanet_layers + l.deltanet.slot, copies);
-      else
-        rl.attn = shard_attention(l.attn, s, sh, copies);
-      rl.mlp.gate = row_slice(l.mlp.gate, sh.mlp_columns.begin, sh.mlp_columns.end);
-      rl.mlp.up = row_slice(l.mlp.up, sh.mlp_columns.begin, sh.mlp_columns.end);
-      rl.mlp.down = column_slice(l.mlp.down, sh.mlp_columns.begin, sh.mlp_columns.end, copies);
-      rank.parts.layers.push_back(std::move(rl));
-    }
-    rank.parts.embed = row_slice(full.embed, sh.vocab_rows.begin, sh.vocab_rows.end);
-    rank.parts.lm_head = row_slice(full.lm_head, sh.vocab_rows.begin, sh.vocab_rows.end);
-    rank.parts.final_norm = full.final_norm;
-    rank.kv = KvGeometry{full_kv.num_layers, rs.num_kv_heads, full_kv.head_dim, full_kv.dtype};
-    rank.vocab_begin = sh.vocab_rows.begin;
-    rank.ops = &ops;
-    rank.mem = where[static_cast<size_t>(r)];
-    // A rank on another device than the model's weights: its own copy of every tensor it reads there (host
-    // memories read each other's: their views stay).
-    if (rank.mem != &mem && rank.mem->device() != Device::CPU) {
-      rank.relocated = relocate_tensors(weight_views(rank.parts), mem, *rank.mem);
-      rank.copies.clear();
-    }
-    tp->ranks.push_back(std::move(rank));
-  }
+  for (int r = 0; r < ranks; ++r)
+    tp->ranks.push_back(
+        shard_rank(full, tp->plan, r, deltanet_layers, full_kv, ops, mem, *where[static_cast<size_t>(r)]));
   tp->pool_kv = tp->ranks[0].kv;
   tp->pool_kv.num_kv_heads *= ranks;  // N planes a block
   return tp;
@@ -249,6 +257,22 @@ Buffer relocate_tensors(std::span<TensorView* const> views, const Memory& from, 
     if (v->block_scaled()) v->scales = reinterpret_cast<const float*>(move(scales, v->scale_bytes()));
   }
   return block;
+}
+
+void place_rank_weights(RankModel& rank, const Memory& model_mem) {
+  if (rank.mem->device() == Device::CPU) return;  // host memories read each other's tensors: the views stay
+  const std::vector<TensorView*> views = weight_views(rank.parts);
+  const bool elsewhere = rank.mem != &model_mem;
+  if (elsewhere) {
+    std::vector<TensorView*> on_device;
+    for (TensorView* v : views)
+      if (v->data != nullptr && v->device != Device::CPU) on_device.push_back(v);
+    rank.relocated = relocate_tensors(on_device, model_mem, *rank.mem);
+  }
+  // The host slices (upload_tensors skips what is now on the rank's device, and puts kept fp8 codes in its order).
+  const MemoryDeviceScope on_device(*rank.mem);
+  rank.uploaded = upload_tensors(views, *rank.mem);
+  std::erase_if(rank.copies, [&](const MemTensor& t) { return elsewhere || t.view().device == Device::CPU; });
 }
 
 void tensor_parallel_commit(const TensorParallelShards& tp, std::span<const DeltaNetBlock::Commit> commits,

@@ -32,8 +32,9 @@ struct RankModel {
   // (MemoryDeviceScope), and the memory of its KV plane, DeltaNet states and activations.
   const Ops* ops = nullptr;
   const Memory* mem = nullptr;
-  std::vector<MemTensor> copies;  // its copied slices, in the model's memory (released once relocated)
-  Buffer relocated;               // its weights in its memory, where that is another device than the model's
+  std::vector<MemTensor> copies;  // its copied slices beside their matrices (released once moved to its device)
+  Buffer relocated;               // its tensors copied from the model's device memory, when it runs on another
+  Buffer uploaded;                // its tensors uploaded from the host, when it runs on a device
 };
 
 struct TensorParallelShards {
@@ -49,14 +50,29 @@ struct TensorParallelShards {
 };
 
 // `full_kv` is the unsharded model's KV geometry (its dtype and attention layer count are kept). `full`'s
-// weights live in `mem`, and so do the slices that are copies (in_proj_qkv, conv1d; on a device the column
-// slices too). Rank r runs with `ops` in placement[r] (`mem` for every rank when empty): a rank placed on
-// another device than `mem`'s gets its weights copied there (through the host, once, at load), and the
-// collective is placed_collective's (backend/collective.h; NCCL from `nccl_library` for several GPUs).
+// weights are on the host or in `mem` (a loaded model on a device: its layers on the host, its embedding, lm_head
+// and final norm in `mem`; a synthetic one: all in `mem`), and each slice that is a copy (in_proj_qkv, conv1d; for
+// a rank on a device the column slices too) is made beside its matrix. Rank r runs with `ops` in placement[r]
+// (`mem` for every rank when empty), its weights put there by place_rank_weights, and the collective is
+// placed_collective's (backend/collective.h; NCCL from `nccl_library` for several GPUs).
 std::unique_ptr<TensorParallelShards> shard_model(const ModelParts& full, const ModelConfig& cfg, int ranks,
                                                   const KvGeometry& full_kv, int deltanet_layers, const Ops& ops,
                                                   const Memory& mem, std::span<const Memory* const> placement = {},
                                                   const std::string& nccl_library = "");
+
+// Rank r's model of `plan` (its spec, its slices of `full`'s weights as shard_model describes them, its KV
+// geometry), to run with `ops` in `rank_mem`, its weights put there by place_rank_weights.
+RankModel shard_rank(const ModelParts& full, const TensorParallelPlan& plan, int r, int deltanet_layers,
+                     const KvGeometry& full_kv, const Ops& ops, const Memory& model_mem, const Memory& rank_mem);
+
+// Puts a rank's weights where it runs, when that is a device (nothing for a rank on the host: host memories read
+// each other's tensors): its views of tensors in `model_mem` (a loaded model's embedding, lm_head and final norm,
+// which stay whole there; every tensor of a synthetic model, made on the device) copied to its device when that
+// is another, then its views of host tensors (a loaded model's layer slices: sharded before any upload, so a GPU
+// holds its ranks' slices and not the whole model) uploaded, kept fp8 codes put in the device's order. Its slice
+// copies that were moved are released. A host view must be contiguous (shard_model copies a device rank's column
+// slices).
+void place_rank_weights(RankModel& rank, const Memory& model_mem);
 
 // Copies the tensors `views` point at (in `from`) into one block of `to` and points the views there (a tensor
 // shared by several views once; null views skipped; a block-scaled matrix's scales with it): through the host,

@@ -59,6 +59,22 @@ inline ModelConfig tiny_hybrid() {
   return c;
 }
 
+// A small hybrid of the fp8 synthetic shape with 128-wide heads (as Qwen3.6-27B's), so that two ranks split its
+// kept fp8 matrices on 128 x 128 scale blocks.
+inline ModelConfig aligned_hybrid_fp8() {
+  ModelConfig c = synthetic_shape("tiny-fp8").target;
+  c.hidden_size = 256;
+  c.num_heads = 2;
+  c.num_kv_heads = 2;
+  c.head_dim = 128;
+  c.intermediate_size = 256;
+  c.linear_key_head_dim = 128;
+  c.linear_value_head_dim = 128;
+  c.linear_num_key_heads = 2;
+  c.linear_num_value_heads = 4;
+  return c;
+}
+
 // What one model gives for: a prefill, a 6-row verify kept in part (3 rows), then two decodes.
 struct Trace {
   std::vector<Tensor> logits;

@@ -103,20 +103,6 @@ TEST(TensorParallelForward, KeptFp8WeightsGiveTheDequantisedBitsUnderTwoAndFourR
 
 // A hybrid target with 128-wide heads (as Qwen3.6-27B's), its Linear weights kept fp8: sharded over 2 ranks it
 // gives the unsharded logits within the bf16 tolerance, and a verify's rows equal decoding them.
-ModelConfig aligned_hybrid_fp8() {
-  ModelConfig c = synthetic_shape("tiny-fp8").target;
-  c.hidden_size = 256;
-  c.num_heads = 2;
-  c.num_kv_heads = 2;
-  c.head_dim = 128;
-  c.intermediate_size = 256;
-  c.linear_key_head_dim = 128;
-  c.linear_value_head_dim = 128;
-  c.linear_num_key_heads = 2;
-  c.linear_num_value_heads = 4;
-  return c;
-}
-
 TEST(TensorParallelForward, KeptFp8HybridUnderTwoRanks) {
   auto sharded = TargetModel::synthetic(aligned_hybrid_fp8(), {.dtype = "bf16", .tensor_parallel = 2}, 5);
   auto whole = TargetModel::synthetic(aligned_hybrid_fp8(), {.dtype = "bf16"}, 5);

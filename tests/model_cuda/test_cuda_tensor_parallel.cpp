@@ -1,5 +1,6 @@
 // --tensor-parallel N on one GPU (docs/DESIGN.md §6.5): every rank on the ops' GPU, the partials summed in rank
-// order by the one-GPU collective. N = 1 through the sharded path gives the unsharded GPU model's bits; N = 2,
+// order by the one-GPU collective. N = 1 through the sharded path gives the unsharded GPU model's bits (a
+// synthetic model's ranks sliced on the GPU, a loaded checkpoint's on the host before their upload); N = 2,
 // 4 give its logits within the reduction's rounding; under N = 2 a 16-row verify's rows equal 16 decodes bit
 // for bit and a partial commit equals decoding the kept rows; the GPU's N = 2 follows the CPU simulation's; kept
 // fp8 weights sharded give the bits of their dequantised bf16 weights sharded alike. The models: a synthetic hybrid
@@ -27,6 +28,27 @@ TEST(CudaTensorParallel, OneRankIsTheUnshardedModelBitForBit) {
     expect_same_trace(run_trace(*hybrid(dtype, 0)), run_trace(*hybrid(dtype, 1)), "hybrid " + dtype);
     expect_same_trace(run_trace(*tiny(dtype, 0)), run_trace(*tiny(dtype, 1)), "dense " + dtype);
   }
+}
+
+// A loaded checkpoint is sharded on the host and each rank's slices uploaded (docs/DESIGN.md §6.5): one rank so
+// gives the unsharded load's bits, bf16 and f32, dense and hybrid, and with kept fp8 weights (whose codes a rank
+// puts in the GPU's order after its upload, where the unsharded load arranges the whole matrix).
+TEST(CudaTensorParallel, OneRankOfALoadedCheckpointIsTheUnshardedLoadBitForBit) {
+  SKIP_WITHOUT_GPU();
+  for (const char* fixture : {"qwen3_untied", "qwen3_5_flat"})
+    for (const std::string dtype : {"bf16", "f32"}) {
+      auto load = [&](int tp) {
+        return TargetModel::load(cuda_fixture_dir(fixture), {.dtype = dtype, .backend = "cuda", .tensor_parallel = tp});
+      };
+      expect_same_trace(run_trace(*load(0)), run_trace(*load(1)), std::string(fixture) + " " + dtype);
+    }
+  ScratchDir fp8("cuda-tp1"), dequantised("cuda-tp1-deq");
+  write_fp8_pair(cuda_fixture_dir("qwen3_untied"), fp8.path(), dequantised.path(), DType::BF16);
+  auto kept = [&](int tp) {
+    return TargetModel::load(fp8.path(),
+                             {.dtype = "bf16", .backend = "cuda", .fp8_weights = "keep", .tensor_parallel = tp});
+  };
+  expect_same_trace(run_trace(*kept(0)), run_trace(*kept(1)), "kept fp8", false);
 }
 
 TEST(CudaTensorParallel, TwoAndFourRanksGiveTheUnshardedLogitsWithinRounding) {
