@@ -184,7 +184,15 @@ void build_parts(TargetModel::Impl& impl, bool upload, const std::string& kv_dty
     const std::string where = !gpu                ? "the CPU simulation"
                               : placement.empty() ? "every rank on one GPU"
                                                   : fmt::format("rank r on GPU r, {} GPUs over NCCL", tensor_parallel);
-    SS_LOG_INFO("model", "tensor parallel over {} ranks ({}):\n{}", tensor_parallel, where, plan);
+    std::string sizes;
+    for (size_t r = 0; r < impl.tp->ranks.size(); ++r)
+      sizes += fmt::format("{}{:.2f}", r ? " / " : "", gib(impl.tp->ranks[r].weight_bytes()));
+    SS_LOG_INFO("model", "tensor parallel over {} ranks ({}):\n{}\nweights a rank: {} GiB{}", tensor_parallel, where,
+                plan, sizes,
+                impl.device_weights.bytes() > 0 && upload
+                    ? fmt::format(" (the first GPU also holds the whole embedding, lm_head and final norm: {:.2f} GiB)",
+                                  gib(impl.device_weights.bytes()))
+                    : "");
     impl.kv = impl.tp->pool_kv;
     impl.state_gdn = impl.tp->ranks[0].parts.spec.gdn;
     impl.state_layers = impl.num_deltanet * tensor_parallel;

@@ -1,5 +1,6 @@
 // shard_model: the ranks' slices of a loaded target's weights (docs/DESIGN.md §6.1, §6.3).
 #include <map>
+#include <set>
 
 #include "core/error.h"
 #include "model/tensor_parallel_shards.h"
@@ -257,6 +258,15 @@ Buffer relocate_tensors(std::span<TensorView* const> views, const Memory& from, 
     if (v->block_scaled()) v->scales = reinterpret_cast<const float*>(move(scales, v->scale_bytes()));
   }
   return block;
+}
+
+size_t RankModel::weight_bytes() const {
+  ModelParts views = parts;  // weight_views takes them mutable
+  std::set<const void*> seen;
+  size_t total = 0;
+  for (const TensorView* v : weight_views(views))
+    if (v->data != nullptr && seen.insert(v->data).second) total += v->nbytes() + v->scale_bytes();
+  return total;
 }
 
 void place_rank_weights(RankModel& rank, const Memory& model_mem) {

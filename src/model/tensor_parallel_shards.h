@@ -35,6 +35,8 @@ struct RankModel {
   std::vector<MemTensor> copies;  // its copied slices beside their matrices (released once moved to its device)
   Buffer relocated;               // its tensors copied from the model's device memory, when it runs on another
   Buffer uploaded;                // its tensors uploaded from the host, when it runs on a device
+  // The bytes of the weights it reads (each tensor once, fp8 scales included), wherever they are.
+  size_t weight_bytes() const;
 };
 
 struct TensorParallelShards {

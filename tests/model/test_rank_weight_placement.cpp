@@ -158,9 +158,9 @@ void check_two_device_ranks(const ModelConfig& cfg, const std::string& what) {
   for (int r = 0; r < 2; ++r) {
     const StandInDevice& device = r == 0 ? gpu0 : gpu1;
     RankModel dev = shard_rank(m.parts, plan, r, m.deltanet_layers, m.kv, cpu_ops(), gpu0, device);
-    RankModel host = shard_rank(on_host, plan, r, m.deltanet_layers, m.kv, cpu_ops(), cpu_memory(),
-                                cpu_rank_memory(r));
+    RankModel host = shard_rank(on_host, plan, r, m.deltanet_layers, m.kv, cpu_ops(), cpu_memory(), cpu_rank_memory(r));
     EXPECT_TRUE(dev.copies.empty()) << "rank " << r << " left slice copies on the host";
+    EXPECT_EQ(dev.weight_bytes(), host.weight_bytes()) << "rank " << r;
     const std::vector<TensorView*> d = weight_views(dev.parts), h = weight_views(host.parts);
     ASSERT_EQ(d.size(), h.size());
     for (size_t i = 0; i < d.size(); ++i)
@@ -175,9 +175,14 @@ void check_two_device_ranks(const ModelConfig& cfg, const std::string& what) {
     EXPECT_GT(gpu0.matrices_arranged(), 0u);
     EXPECT_GT(gpu1.matrices_arranged(), 0u);
   }
+  // The ranks' weights are the model's, a replicated norm once a rank (the start-up log prints them).
+  const size_t ranks_bytes = ranks[0].weight_bytes() + ranks[1].weight_bytes();
+  EXPECT_GT(ranks_bytes, layer_bytes(on_host) + m.parts.embed.nbytes());
+  EXPECT_LT(ranks_bytes, layer_bytes(on_host) * 11 / 10 + 2 * whole_bytes);
   // Each device holds about half the layers (their replicated norms, and alignment, on top), never the whole.
   const double layers = static_cast<double>(layer_bytes(on_host));
-  const double rank0 = static_cast<double>(gpu0.held_bytes() - whole_bytes), rank1 = static_cast<double>(gpu1.held_bytes());
+  const double rank0 = static_cast<double>(gpu0.held_bytes() - whole_bytes),
+               rank1 = static_cast<double>(gpu1.held_bytes());
   EXPECT_GT(rank0, 0.45 * layers);
   EXPECT_LT(rank0, 0.6 * layers);
   EXPECT_GT(rank1, 0.45 * layers);
