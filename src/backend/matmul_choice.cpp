@@ -165,12 +165,19 @@ MatmulPlan plan_matmul(const MatmulCall& c) {
   if (c.backend == MatmulBackend::Cpu) return {{{MatmulKernel::Cpu, all_parts(n)}}};
   bool any_fp8 = false;
   for (const MatmulWeight& w : ws) any_fp8 = any_fp8 || w.fp8;
-  if (any_fp8) {  // each weight its own kernel, but fp8 gemv weights sharing the K split share a launch, and
-                  // the W8A8 prefill GEMM takes all of its weights in one launch (one quantised copy of x)
+  if (any_fp8) {  // each fp8 weight its own kernel, but fp8 gemv weights sharing the K split share a launch,
+                  // and the W8A8 prefill GEMM takes all of its weights in one launch (one quantised copy of x);
+                  // the other weights (Qwen3.5's bf16 in_proj_a / in_proj_b beside the fp8 in_proj_qkv / z)
+                  // are planned together by the bf16 rules below, after them
     MatmulPlan plan;
     std::vector<bool> done(n, false);
+    std::vector<int> rest;
     for (size_t i = 0; i < n; ++i) {
       if (done[i]) continue;
+      if (!ws[i].fp8) {
+        rest.push_back(static_cast<int>(i));
+        continue;
+      }
       const MatmulKernel k = choose_matmul(c.backend, c.order, c.M, c.K, ws[i], c.device);
       std::vector<int> group{static_cast<int>(i)};
       if (k == MatmulKernel::Fp8Prefill) {
@@ -195,6 +202,15 @@ MatmulPlan plan_matmul(const MatmulCall& c) {
         }
       }
       plan.launches.push_back({k, group});
+    }
+    if (!rest.empty()) {
+      MatmulCall others = c;
+      others.weights.clear();
+      for (int i : rest) others.weights.push_back(ws[static_cast<size_t>(i)]);
+      for (MatmulLaunch l : plan_matmul(others).launches) {
+        for (int& i : l.parts) i = rest[static_cast<size_t>(i)];
+        plan.launches.push_back(std::move(l));
+      }
     }
     return plan;
   }

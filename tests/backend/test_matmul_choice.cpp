@@ -269,7 +269,7 @@ TEST(MatmulChoice, EveryWeightOnce) {
 // aligned, ldw % 16 == 0), else the dequantisation (then the prefill GEMM): either way a prefill row's kernel
 // does not depend on its chunk's rows. In a call with an fp8 weight, the fp8 gemv weights that share the K split
 // share one launch (q/k/v, gate/up: at most kMatmulGroupMax), the W8A8 GEMM's weights all share one launcher
-// call (one quantised copy of x); every other weight runs alone.
+// call (one quantised copy of x); the weights without fp8 are planned together by the bf16 rules.
 TEST(MatmulChoice, Fp8Weights) {
   const MatmulDevice no_w8a8{132, true, false};
   for (int64_t M : {1, 4, 5, 16, 17, 32}) {
@@ -301,6 +301,15 @@ TEST(MatmulChoice, Fp8Weights) {
   EXPECT_EQ(describe(plan(32, kI, {fp8(kH)})), "fp8-gemv[0] ");
   EXPECT_EQ(describe(plan(16, kH, {fp8(kI), bf16(kI)})), "fp8-gemv[0] gemv[1] ");
   EXPECT_EQ(describe(plan(16, kH, {fp8(kH), bf16(kKv), fp8(kKv)})), "fp8-gemv[02] gemv[1] ");
+  // The weights without fp8 of such a call go together by the bf16 rules (Qwen3.5's bf16 in_proj_b / in_proj_a
+  // beside its fp8 in_proj_qkv / in_proj_z: one launch where each alone was a launch of 3 CTAs).
+  const int64_t k27 = 5120;
+  const std::vector<MatmulWeight> deltanet_in{fp8(10240), fp8(6144), bf16(48), bf16(48)};
+  EXPECT_EQ(describe(plan(1, k27, deltanet_in)), "fp8-gemv[0] fp8-gemv[1] gemv[23] ");
+  EXPECT_EQ(describe(plan(16, k27, deltanet_in)), "fp8-gemv[0] fp8-gemv[1] gemv[23] ");
+  EXPECT_EQ(describe(plan(24, k27, deltanet_in)), "fp8-gemv[0] fp8-gemv[1] mid[23] ");
+  EXPECT_EQ(describe(plan(128, k27, deltanet_in)), "fp8-dequant[0] fp8-dequant[1] wgmma-tma[23] ");
+  EXPECT_EQ(describe(plan(2048, k27, deltanet_in, MatmulOrder::Prefill)), "fp8-prefill[01] prefill[23] ");
   // Another K split (q: S = 8 at K = 4096; 24576 rows: S = 2) or more than four weights: more launches.
   EXPECT_EQ(describe(plan(1, kH, {fp8(kH), fp8(2 * kI)})), "fp8-gemv[0] fp8-gemv[1] ");
   EXPECT_EQ(describe(plan(1, kH, std::vector<MatmulWeight>(5, fp8(kKv)))), "fp8-gemv[0123] fp8-gemv[4] ");

@@ -220,6 +220,41 @@ TEST_F(Gpu, Fp8MatmulMultiEqualsSeparateMatmuls) {
     }
 }
 
+// The bf16 weights of a call with fp8 ones share their own launch (matmul_choice.h: as Qwen3.5's in_proj_b / a
+// beside the fp8 in_proj_qkv / z): each output equals its weight's matmul alone, at the rows of every kernel
+// the pair can take (gemv, mid, the TMA kernel, prefill).
+TEST_F(Gpu, Fp8MatmulMultiGroupsItsBf16WeightsWithTheSameBits) {
+  const DequantPrefill dequant;
+  const int64_t K = 2048, N = 48;
+  DeviceFp8 qkv(1024, K, 91);
+  std::vector<DeviceBuffer> small;
+  for (uint64_t seed : {92, 93}) {
+    const Fp8TestWeight h = make_fp8_weight(N, K, seed);
+    small.push_back(DeviceBuffer::from(std::vector<uint16_t>(h.bf16.as<uint16_t>(), h.bf16.as<uint16_t>() + N * K)));
+  }
+  const TensorView B = dev_view(small[0], DType::BF16, {N, K}), A = dev_view(small[1], DType::BF16, {N, K});
+  const auto x = randn(size_t(128 * K), 94);
+  DeviceBuffer dx = DeviceBuffer::from(x);
+  for (int64_t M : {1, 8, 16, 24, 32, 64, 128})
+    for (bool prefill : {false, true}) {
+      const TensorView X = dev_view(dx, DType::F32, {M, K});
+      DeviceBuffer y0 = poisoned(size_t(M * 1024)), y1 = poisoned(size_t(M * N)), y2 = poisoned(size_t(M * N));
+      const TensorView ws[3] = {qkv.fp8_view, B, A};
+      const TensorView ys[3] = {dev_view(y0, DType::F32, {M, 1024}), dev_view(y1, DType::F32, {M, N}),
+                                dev_view(y2, DType::F32, {M, N})};
+      if (prefill)
+        cuda_ops().matmul_multi_prefill(X, ws, ys);
+      else
+        cuda_ops().matmul_multi(X, ws, ys);
+      const std::string what = "M " + std::to_string(M) + (prefill ? " prefill" : "");
+      EXPECT_TRUE(
+          bit_equal(download(y0, size_t(M * 1024)).data(), run(X, qkv.bf16_view, prefill).data(), size_t(M * 1024)))
+          << what;
+      EXPECT_TRUE(bit_equal(download(y1, size_t(M * N)).data(), run(X, B, prefill).data(), size_t(M * N))) << what;
+      EXPECT_TRUE(bit_equal(download(y2, size_t(M * N)).data(), run(X, A, prefill).data(), size_t(M * N))) << what;
+    }
+}
+
 // From 5 rows the fp8 gemv kernel reads x through its bf16 copy; when x's producer (rms_norm) wrote that
 // copy, the kernel reads it instead of converting x: the same bits, at the rows of each x mode (5-8: its
 // first 8 rows, 9-16, two row blocks). The copy is used only when nothing was enqueued between the producer

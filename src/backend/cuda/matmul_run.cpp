@@ -66,7 +66,7 @@ void matmul_run(const MatmulArgs* parts, int count, MatmulOrder order, cudaStrea
   if (count < 1) return;
   bool any_fp8 = false;
   for (int i = 0; i < count; ++i) any_fp8 = any_fp8 || parts[i].w_scales != nullptr;
-  if (count > 1 && any_fp8) {  // plan_matmul: fp8 gemv groups share a launch, every other weight its own call
+  if (count > 1 && any_fp8) {  // plan_matmul: fp8 gemv groups share a launch; the other weights are one call
     const MatmulPlan plan = plan_of(parts, count, order);
     std::vector<MatmulArgs> g;
     for (size_t l = 0; l < plan.launches.size(); ++l) {
@@ -82,8 +82,8 @@ void matmul_run(const MatmulArgs* parts, int count, MatmulOrder order, cudaStrea
         matmul_fp8_gemv_multi(g.data(), static_cast<int>(g.size()), stream);
       else if (plan.launches[l].kernel == MatmulKernel::Fp8Prefill)
         run_launch(MatmulKernel::Fp8Prefill, g.data(), static_cast<int>(g.size()), stream);
-      else
-        for (MatmulArgs& a : g) matmul_run(&a, 1, order, stream);
+      else  // one weight, or the weights without fp8: this function's own plan for them (the same launches)
+        matmul_run(g.data(), static_cast<int>(g.size()), order, stream);
     }
     return;
   }
