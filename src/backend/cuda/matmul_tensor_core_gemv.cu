@@ -177,13 +177,17 @@ Params gemv_params(const MatmulArgs* parts, int count, cudaStream_t stream) {
 
 // Stages per warp (any count has the same bits). With one to four rows (f32 x), 2 stages: 3, 4 or 5
 // made the 8B decode 1.5-5 % slower, also for the launches every CTA of which is resident at once
-// (q/k/v, o, down), where more stages only add bytes in flight (session 10). From 5 rows (x's bf16
+// (q/k/v, o, down), where more stages only add bytes in flight (session 10) — but not a launch of a few
+// CTAs (a quarter of the multiprocessors or fewer), whose CTAs each stream their weights with one tile a warp in
+// flight: it takes the most stages, as below (session 48). From 5 rows (x's bf16
 // copy, 8.5 KB a stage and warp), more stages pay where they cost no CTAs: when the launch takes more
 // than one wave, the CTAs per multiprocessor decide (3 stages made the verify of 4-16 rows 8-17 %
 // slower in session 8); when one wave holds it, the most stages (up to kGemvMaxStages) with which it still
 // does: the 8B verify of 16 rows 6.56 -> 6.39 ms (docs/DECISIONS.md, matmul). Tests fix the count
 // (GemvForce) to check that every count has the same bits.
 constexpr int kGemvMaxStages = 4;
+// With f32 x, a launch of at most 1 / kGemvFewCtas CTAs a multiprocessor takes the most stages too.
+constexpr int64_t kGemvFewCtas = 4;
 // The first tiles' weights are loaded before the wait for the previous kernel (launch.cuh; tests turn
 // it off through GemvForce to check the bits are the same).
 constexpr bool kGemvEarlyW = true;
@@ -213,8 +217,10 @@ int64_t gemv_resident(const Params& p, int stages) {
 template <bool Xb>
 int gemv_stages_for(const Params& p, int forced) {
   if (forced >= 2 && forced <= 5) return gemv_resident<Xb>(p, forced) > 0 ? forced : 2;
-  if (!Xb) return 2;
   const int64_t ctas = p.nbn * p.nbm;
+  // A launch of a few CTAs (Qwen3.5's in_proj_b / a beside fp8 weights: 6 CTAs of 160 KB) is bound by each
+  // one's bytes in flight, not by DRAM: the most stages, with f32 x too.
+  if (!Xb && ctas * kGemvFewCtas > sm_count()) return 2;
   for (int s = kGemvMaxStages; s > 2; --s)
     if (gemv_resident<Xb>(p, s) >= ctas) return s;
   return 2;
