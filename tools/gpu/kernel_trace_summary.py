@@ -43,6 +43,10 @@ def main():
     rows = []
     with open(a.csv) as f:
         for r in csv.DictReader(f):
+            # Kernels only: the clock row ("clock:cupti", its end on another clock) and the runtime calls
+            # ("api:...") have no CTAs.
+            if int(r["ctas"]) == 0:
+                continue
             rows.append((int(r["start_ns"]), int(r["end_ns"]), int(r["ctas"]), int(r["threads"]), r["name"]))
     if not rows:
         print("no kernels in the trace")
