@@ -13,6 +13,7 @@
 #include <array>
 #include <cstring>
 #include <random>
+#include <span>
 #include <vector>
 
 #include "../backend/fp8_test_weights.h"
@@ -187,6 +188,26 @@ TEST_F(Gpu, Fp8PrefillRowsDoNotDependOnTheirCall) {
   }
 }
 
+// matmul_multi (or its prefill form) over `ws` gives each weight's matmul alone bit for bit: run() of `refs` (an
+// fp8 weight's bf16 dequantisation, or the bf16 weight itself).
+void expect_multi_equals_separate(const TensorView& X, std::span<const TensorView> ws, std::span<const TensorView> refs,
+                                  bool prefill) {
+  const int64_t M = X.dim(0);
+  std::vector<DeviceBuffer> outs;
+  for (const TensorView& w : ws) outs.push_back(poisoned(size_t(M * w.dim(0))));
+  std::vector<TensorView> ys;
+  for (size_t i = 0; i < ws.size(); ++i) ys.push_back(dev_view(outs[i], DType::F32, {M, ws[i].dim(0)}));
+  if (prefill)
+    cuda_ops().matmul_multi_prefill(X, ws, ys);
+  else
+    cuda_ops().matmul_multi(X, ws, ys);
+  for (size_t i = 0; i < ws.size(); ++i) {
+    const auto n = size_t(M * ws[i].dim(0));
+    EXPECT_TRUE(bit_equal(download(outs[i], n).data(), run(X, refs[i], prefill).data(), n))
+        << "M " << M << (prefill ? " prefill" : "") << " part " << i;
+  }
+}
+
 // matmul_multi over fp8 and bf16 weights (q/k/v, gate/up) equals one matmul per weight, in both orders.
 TEST_F(Gpu, Fp8MatmulMultiEqualsSeparateMatmuls) {
   const DequantPrefill dequant;
@@ -200,23 +221,8 @@ TEST_F(Gpu, Fp8MatmulMultiEqualsSeparateMatmuls) {
   for (int64_t M : {1, 8, 16, 32, 64})
     for (bool prefill : {false, true}) {
       const TensorView X = dev_view(dx, DType::F32, {M, K});
-      DeviceBuffer yq = poisoned(size_t(M * 4096)), yk = poisoned(size_t(M * 1024)), yv = poisoned(size_t(M * 1024));
-      const TensorView ws[3] = {q.fp8_view, k.fp8_view, V};
-      const TensorView ys[3] = {dev_view(yq, DType::F32, {M, 4096}), dev_view(yk, DType::F32, {M, 1024}),
-                                dev_view(yv, DType::F32, {M, 1024})};
-      if (prefill)
-        cuda_ops().matmul_multi_prefill(X, ws, ys);
-      else
-        cuda_ops().matmul_multi(X, ws, ys);
-      const std::string what = "M " + std::to_string(M) + (prefill ? " prefill" : "");
-      EXPECT_TRUE(
-          bit_equal(download(yq, size_t(M * 4096)).data(), run(X, q.bf16_view, prefill).data(), size_t(M * 4096)))
-          << what;
-      EXPECT_TRUE(
-          bit_equal(download(yk, size_t(M * 1024)).data(), run(X, k.bf16_view, prefill).data(), size_t(M * 1024)))
-          << what;
-      EXPECT_TRUE(bit_equal(download(yv, size_t(M * 1024)).data(), run(X, V, prefill).data(), size_t(M * 1024)))
-          << what;
+      const TensorView ws[3] = {q.fp8_view, k.fp8_view, V}, refs[3] = {q.bf16_view, k.bf16_view, V};
+      expect_multi_equals_separate(X, ws, refs, prefill);
     }
 }
 
@@ -238,20 +244,8 @@ TEST_F(Gpu, Fp8MatmulMultiGroupsItsBf16WeightsWithTheSameBits) {
   for (int64_t M : {1, 8, 16, 24, 32, 64, 128})
     for (bool prefill : {false, true}) {
       const TensorView X = dev_view(dx, DType::F32, {M, K});
-      DeviceBuffer y0 = poisoned(size_t(M * 1024)), y1 = poisoned(size_t(M * N)), y2 = poisoned(size_t(M * N));
-      const TensorView ws[3] = {qkv.fp8_view, B, A};
-      const TensorView ys[3] = {dev_view(y0, DType::F32, {M, 1024}), dev_view(y1, DType::F32, {M, N}),
-                                dev_view(y2, DType::F32, {M, N})};
-      if (prefill)
-        cuda_ops().matmul_multi_prefill(X, ws, ys);
-      else
-        cuda_ops().matmul_multi(X, ws, ys);
-      const std::string what = "M " + std::to_string(M) + (prefill ? " prefill" : "");
-      EXPECT_TRUE(
-          bit_equal(download(y0, size_t(M * 1024)).data(), run(X, qkv.bf16_view, prefill).data(), size_t(M * 1024)))
-          << what;
-      EXPECT_TRUE(bit_equal(download(y1, size_t(M * N)).data(), run(X, B, prefill).data(), size_t(M * N))) << what;
-      EXPECT_TRUE(bit_equal(download(y2, size_t(M * N)).data(), run(X, A, prefill).data(), size_t(M * N))) << what;
+      const TensorView ws[3] = {qkv.fp8_view, B, A}, refs[3] = {qkv.bf16_view, B, A};
+      expect_multi_equals_separate(X, ws, refs, prefill);
     }
 }
 
