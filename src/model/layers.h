@@ -149,6 +149,8 @@ struct ModelParts {
 // Every weight view of the parts (embedding, norms, head, every layer's matrices and vectors; null ones
 // included), for uploads and relocations that rewrite them in place.
 std::vector<TensorView*> weight_views(ModelParts& p);
+// The bytes of the parts' weights, each tensor once (a tied head, a shared view), block scales included.
+size_t distinct_weight_bytes(ModelParts p);
 
 // Shared loaders (`i` is the decoder layer index).
 AttentionBlock load_attention(WeightStore& w, const ArchSpec& spec, int i, int slot);

@@ -64,6 +64,14 @@ std::vector<TensorView*> weight_views(ModelParts& p) {
   return v;
 }
 
+size_t distinct_weight_bytes(ModelParts p) {
+  std::set<const void*> seen;
+  size_t total = 0;
+  for (const TensorView* v : weight_views(p))
+    if (v->data != nullptr && seen.insert(v->data).second) total += v->nbytes() + v->scale_bytes();
+  return total;
+}
+
 namespace {
 
 // Fills result.argmax for the spans that asked (one Ops::argmax per distinct column count) and
@@ -189,7 +197,7 @@ void build_parts(TargetModel::Impl& impl, bool upload, const std::string& kv_dty
       sizes += fmt::format("{}{:.2f}", r ? " / " : "", gib(impl.tp->ranks[r].weight_bytes()));
     SS_LOG_INFO("model", "tensor parallel over {} ranks ({}):\n{}\nweights a rank: {} GiB{}", tensor_parallel, where,
                 plan, sizes,
-                impl.device_weights.bytes() > 0 && upload
+                impl.device_weights.bytes() > 0
                     ? fmt::format(" (the first GPU also holds the whole embedding, lm_head and final norm: {:.2f} GiB)",
                                   gib(impl.device_weights.bytes()))
                     : "");
@@ -322,11 +330,7 @@ const TensorView& host_weight(const TensorView& v) {
 size_t TargetModel::step_weight_bytes() const {
   ModelParts parts = impl_->parts;  // views only
   parts.embed = TensorView();
-  std::set<const void*> seen;
-  size_t total = 0;
-  for (const TensorView* v : weight_views(parts))
-    if (v->data && seen.insert(v->data).second) total += v->nbytes() + v->scale_bytes();
-  return total;
+  return distinct_weight_bytes(std::move(parts));
 }
 
 size_t TargetModel::dequantised_step_weight_bytes() const {

@@ -1,6 +1,5 @@
 // shard_model: the ranks' slices of a loaded target's weights (docs/DESIGN.md §6.1, §6.3).
 #include <map>
-#include <set>
 
 #include "core/error.h"
 #include "model/tensor_parallel_shards.h"
@@ -260,14 +259,7 @@ Buffer relocate_tensors(std::span<TensorView* const> views, const Memory& from, 
   return block;
 }
 
-size_t RankModel::weight_bytes() const {
-  ModelParts views = parts;  // weight_views takes them mutable
-  std::set<const void*> seen;
-  size_t total = 0;
-  for (const TensorView* v : weight_views(views))
-    if (v->data != nullptr && seen.insert(v->data).second) total += v->nbytes() + v->scale_bytes();
-  return total;
-}
+size_t RankModel::weight_bytes() const { return distinct_weight_bytes(parts); }
 
 void place_rank_weights(RankModel& rank, const Memory& model_mem) {
   if (rank.mem->device() == Device::CPU) return;  // host memories read each other's tensors: the views stay
