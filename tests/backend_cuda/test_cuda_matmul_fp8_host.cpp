@@ -245,19 +245,22 @@ void check_fragments(int x_rows) {
       for (int lane = 0; lane < 32; ++lane)
         lanes.push_back(fp8g::fp8_lane(lay, warp, lane, /*n0w=*/0, ldq, begin, /*m0=*/0, /*ldx=*/4096 + 128, 16));
       for (int lane = 0; lane < 32; ++lane)
+        for (int j = 0; j < 4; ++j)  // the whole tiles' pieces, where the general tiles put them (q_off)
+          ASSERT_EQ(lanes[lane].q_dst_of(j), lay.q_off(warp, 0, lane / 8 + 4 * j, (lane % 8) * 16));
+      for (int lane = 0; lane < 32; ++lane)
         for (int j = 0; j < 4; ++j)
-          std::memcpy(&smem[size_t(lanes[lane].q_dst + sb + j * 4 * C::kSQ)],
+          std::memcpy(&smem[size_t(lanes[lane].q_dst_of(j) + sb)],
                       &stored[size_t(lanes[lane].q_src + tile * 128 + j * 4 * ldq)], 16);
       for (int c = 0; c < C::kChunks; ++c) {
         int addr[32];
         for (int lane = 0; lane < 32; ++lane) {
           // the regular tile's x4 at its even chunk (registers 2, 3 for the odd one); the general tile's x2
-          addr[lane] = lanes[lane].q_frag + sb + (c & ~1) * tc::kMmaK;
+          addr[lane] = lanes[lane].q_pair(c / 2) + sb;
           ASSERT_EQ(addr[lane] % 16, 0);
         }
         uint32_t q4[32][4], q2[32][4];
         ldmatrix<4>(smem, addr, q4);
-        for (int lane = 0; lane < 32; ++lane) addr[lane] = lanes[lane].q_frag + sb + c * tc::kMmaK;
+        for (int lane = 0; lane < 32; ++lane) addr[lane] = lanes[lane].q_chunk(c) + sb;
         ldmatrix<2>(smem, addr, q2);
         for (int i = 0; i < 4; ++i) {  // each matrix's 8 rows in 8 distinct 16-byte bank groups
           std::vector<int> groups;
@@ -324,11 +327,21 @@ void check_a_fragments(int rows) {
           for (int i = 0; i < 2; ++i)
             std::memcpy(&smem[size_t(lanes[lane].xh_dst[i] + r * lay.xh_row_bytes())], &h[i], 4);
         }
-    } else {
-      for (int r = 0; r < held; ++r)
+    } else {  // the whole-tile pieces (issue_x_whole: 8 elements a lane and row pair), as the general tiles put them
+      std::vector<uint16_t> xb(x.size());
+      for (size_t i = 0; i < x.size(); ++i) xb[i] = f32_to_bf16(x[i]);
+      for (int lane = 0; lane < 32; ++lane)
+        for (int i = 0; i < C::kXbRows / 2; ++i) {
+          const int r = lane / 16 + 2 * i, k = (lane % 16) * 8;
+          ASSERT_EQ(lanes[lane].x_dst_of(i) + sb, lay.x_off(warp, stage, r, k)) << "lane " << lane << " pair " << i;
+          std::memcpy(&smem[size_t(lanes[lane].x_dst_of(i) + sb)], &xb[size_t(r * 128 + k)], 16);
+        }
+      for (int r = 0; r < held; ++r)  // every element where x_off says, inside the stage's x bytes
         for (int k = 0; k < 128; ++k) {
-          const uint16_t h = f32_to_bf16(x[size_t(r * 128 + k)]);
-          std::memcpy(&smem[size_t(lay.x_off(warp, stage, r, k))], &h, 2);
+          const int off = lay.x_off(warp, stage, r, k);
+          ASSERT_GE(off, lay.stage_off(warp, stage) + lay.q_bytes());
+          ASSERT_LT(off, lay.stage_off(warp, stage) + lay.stage_bytes());
+          ASSERT_EQ(std::memcmp(&smem[size_t(off)], &xb[size_t(r * 128 + k)], 2), 0) << "row " << r << " k " << k;
         }
     }
     for (int kk = 0; kk < C::kChunks; ++kk) {
@@ -336,7 +349,7 @@ void check_a_fragments(int rows) {
       uint32_t a[32][4];
       if constexpr (X == fp8g::XMode::F32) {  // one 8-byte load: a0 = a1, a2 = a3 (load_a)
         for (int lane = 0; lane < 32; ++lane) {
-          addr[lane] = lanes[lane].a_off + kk * tc::kMmaK * 2;
+          addr[lane] = lanes[lane].a_chunk(kk);
           ASSERT_EQ(addr[lane] % 8, 0);
           std::memcpy(&a[lane][0], &smem[size_t(addr[lane])], 4);
           std::memcpy(&a[lane][2], &smem[size_t(addr[lane] + 4)], 4);
@@ -354,8 +367,15 @@ void check_a_fragments(int rows) {
         }
       } else {
         for (int lane = 0; lane < 32; ++lane) {
-          addr[lane] = lanes[lane].a_off + sb + kk * tc::kMmaK * 2;
+          addr[lane] = lanes[lane].a_chunk(kk) + sb;
           ASSERT_EQ(addr[lane] % 16, 0);
+        }
+        for (int i = 0; i < 4; ++i) {  // each matrix's 8 rows in 8 distinct 16-byte bank groups
+          std::vector<int> groups;
+          for (int r = 0; r < 8; ++r) groups.push_back((addr[8 * i + r] / 16) % 8);
+          std::sort(groups.begin(), groups.end());
+          ASSERT_TRUE(std::adjacent_find(groups.begin(), groups.end()) == groups.end())
+              << "bank conflict: A chunk " << kk << " matrix " << i;
         }
         ldmatrix<4>(smem, addr, a);
       }
@@ -393,6 +413,23 @@ TEST(Fp8GemvHost, LanesLoadTheMmaAFragments) {
   EXPECT_EQ(fp8g::x_mode(4, 5), fp8g::XMode::F32);
   EXPECT_EQ(fp8g::x_mode(4, 32), fp8g::XMode::F32);
   EXPECT_EQ(fp8g::x_mode(5, 32), fp8g::XMode::Xb8);  // f32 x never past kF32MaxRows rows
+}
+
+// With x's bf16 copy of 16 rows (verify) a CTA of 3 stages fits 3 to a multiprocessor (228 KB of shared memory,
+// 1 KB of it reserved a CTA, on the H100 and H200) for the 8B and 27B weights: the swizzled, unpadded stage rows
+// (Fp8Gemv::kSwizzled) are what make it fit (padded, the 27B's 320-CTA launches ran 2 a multiprocessor, 1.2 waves).
+TEST(Fp8GemvHost, ThreeStagesWithXsCopyFitThreeCtasAMultiprocessor) {
+  using C = fp8g::Fp8Gemv<3, fp8g::XMode::Xb16>;
+  constexpr int kPerCta = (228 * 1024 - 3 * 1024) / 3;
+  const int64_t shapes[][2] = {{4096, 4096},  {24576, 4096}, {4096, 12288}, {5120, 17408}, {5120, 6144},
+                               {10240, 5120}, {6144, 5120},  {34816, 5120}, {12288, 5120}};
+  for (const auto& s : shapes) {
+    const tc::KSplit split = tc::k_split(s[0], s[1], tc::split_target_ctas());
+    const fp8g::Fp8Layout<C> lay{16, fp8g::scale_slots(split.S, split.cps, C::kWarps)};
+    EXPECT_LE(lay.smem_bytes(split.S), kPerCta) << s[0] << "x" << s[1];
+  }
+  const fp8g::Fp8Layout<C> one{16, 1};
+  EXPECT_EQ(one.stage_bytes(), 16 * 128 + 16 * 128 * 2);  // no pad
 }
 
 // Runs a warp's main loop as the kernel does (matmul_fp8_gemv.cu: regular tiles straight, the others chunk

@@ -161,14 +161,13 @@ __global__ void __launch_bounds__(C::kThreads, C::kMinCtas) matmul_fp8_gemv_kern
   auto issue_q_whole = [&](int t, int sb) {
     const uint8_t* src = q_src + int64_t{t} * C::kKT;
 #pragma unroll
-    for (int j = 0; j < 4; ++j) cp_async_cg(sbase + l.q_dst + sb + j * 4 * C::kSQ, src + j * ld4, 16);
+    for (int j = 0; j < 4; ++j) cp_async_cg(sbase + l.q_dst_of(j) + sb, src + j * ld4, 16);
   };
   auto issue_x_whole = [&](int t, int sb) {
     if constexpr (kXb) {
       const uint16_t* x = p.xb + l.x_src + int64_t{t} * C::kKT;
 #pragma unroll
-      for (int i = 0; i < C::kXbRows / 2; ++i)
-        cp_async_ca(sbase + l.x_dst + sb + 2 * i * C::kSB * 2, x + 2 * i * p.ldxb, 16);
+      for (int i = 0; i < C::kXbRows / 2; ++i) cp_async_ca(sbase + l.x_dst_of(i) + sb, x + 2 * i * p.ldxb, 16);
     } else {
       const float* x = p.x + l.x_src + int64_t{t} * C::kKT;
 #pragma unroll 1
@@ -249,9 +248,9 @@ __global__ void __launch_bounds__(C::kThreads, C::kMinCtas) matmul_fp8_gemv_kern
   };
   auto load_a = [&](int sb, int kk, uint32_t(&a)[4]) {
     if constexpr (kXb) {
-      ldmatrix_x4(sbase + l.a_off + sb + kk * kMmaK * 2, a[0], a[1], a[2], a[3]);
+      ldmatrix_x4(sbase + l.a_chunk(kk) + sb, a[0], a[1], a[2], a[3]);
     } else {  // fp8_lane: row g % M's a0 a2, also for the fragment's rows 8-15
-      const uint2 v = *reinterpret_cast<const uint2*>(smem + l.a_off + kk * kMmaK * 2);
+      const uint2 v = *reinterpret_cast<const uint2*>(smem + l.a_chunk(kk));
       a[0] = a[1] = v.x;
       a[2] = a[3] = v.y;
     }
@@ -276,8 +275,7 @@ __global__ void __launch_bounds__(C::kThreads, C::kMinCtas) matmul_fp8_gemv_kern
     uint32_t q[kChunks / 2][4];  // (rows g, g + 8) × (chunks 2i, 2i + 1): fp8_lane
     uint32_t a[kChunks][4];
 #pragma unroll
-    for (int i = 0; i < kChunks / 2; ++i)
-      ldmatrix_x4(sbase + l.q_frag + sb + 2 * i * kMmaK, q[i][0], q[i][1], q[i][2], q[i][3]);
+    for (int i = 0; i < kChunks / 2; ++i) ldmatrix_x4(sbase + l.q_pair(i) + sb, q[i][0], q[i][1], q[i][2], q[i][3]);
     tile_x(sb);
 #pragma unroll
     for (int kk = 0; kk < kChunks; ++kk) load_a(sb, kk, a[kk]);
@@ -315,7 +313,7 @@ __global__ void __launch_bounds__(C::kThreads, C::kMinCtas) matmul_fp8_gemv_kern
       load_a(sb, kk, a);
       const bool in_second = kk >= second;
       uint32_t q[2];  // rows g, g + 8 of chunk kk (fp8_lane)
-      ldmatrix_x2(sbase + l.q_frag + sb + kk * kMmaK, q[0], q[1]);
+      ldmatrix_x2(sbase + l.q_chunk(kk) + sb, q[0], q[1]);
       uint32_t b[2][2];
 #pragma unroll
       for (int j = 0; j < 2; ++j) {

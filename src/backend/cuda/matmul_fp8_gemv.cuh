@@ -90,14 +90,27 @@ struct Fp8Gemv {
   static constexpr int kWarpN = Shape::kWarpN;  // weight rows per warp (two n8 tiles)
   static constexpr int kKT = 128;               // k per tile: a tile's chunks meet at most two scale blocks
   static constexpr int kChunks = kKT / tc::kMmaK;
-  static constexpr int kSQ = kKT + 16;  // code row pitch in bytes: 8 rows in 8 bank groups (conflict-free ldmatrix)
-  static constexpr int kSA = kKT + 8;   // f32 x pitch (floats)
-  static constexpr int kSB = kKT + 8;   // bf16 x pitch (elements): ldmatrix rows in 8 distinct bank groups
+  // With x's bf16 copy the stage's code and x rows are unpadded and their 16-byte pieces swizzled (piece_at: piece p
+  // of row r stored at p ^ (r % 8)), so that 8 rows' same piece still lie in 8 bank groups (conflict-free ldmatrix)
+  // and a stage is 6 KB instead of 6.5 (16 rows): 3 stages of 4 warps fit 3 CTAs a multiprocessor, where the padded
+  // rows fitted 2 (the 27B's 5,120-column weights, 320 CTAs, ran in 1.2 waves at 16 rows). Measured on an H100
+  // (session 49): at 16 rows the 27B's o 20.8 -> 15.8 µs, down 61.4 -> 50.1, up 86.8 -> 80.3; its verify of 16 rows
+  // 19.1-19.7 -> 17.3 ms. With f32 x (decode) the code rows keep a 16-byte pad and need no swizzle.
+  static constexpr bool kSwizzled = X != XMode::F32;
+  static constexpr int kSQ = kSwizzled ? kKT : kKT + 16;  // code row pitch in bytes
+  static constexpr int kSA = kKT + 8;                     // f32 x pitch (floats)
+  static constexpr int kSB = kKT;                         // bf16 x pitch (elements): 256 bytes, swizzled
   static constexpr int kSH = kKT + 16;  // f32 x's bf16 tile pitch (elements): rows 8 banks apart (8-byte A loads)
   static constexpr int kXbRows = X == XMode::Xb8 ? 8 : 16;
   static_assert(Stages >= 2, "at least double buffering");
   static_assert(Shape::kKT == kKT, "the gemv kernel's tiles");
 };
+
+// The stored 16-byte piece of piece p (bytes 16p .. 16p + 15) of a stage's code row or bf16 x row r.
+template <class C>
+constexpr int piece_at(int r, int p) {
+  return C::kSwizzled ? p ^ (r & 7) : p;
+}
 
 // The block scales of a warp's run [begin, end) chunks: the scale column of its first chunk and how many
 // columns it meets (0 for a warp without work).
@@ -129,9 +142,17 @@ struct Fp8Layout {
   constexpr int x_bytes() const { return C::kX == XMode::F32 ? x_rows * C::kSA * 4 : C::kXbRows * C::kSB * 2; }
   constexpr int stage_bytes() const { return q_bytes() + x_bytes(); }
   constexpr int stage_off(int warp, int stage) const { return (warp * C::kStages + stage) * stage_bytes(); }
-  constexpr int q_off(int warp, int stage, int r, int k) const { return stage_off(warp, stage) + r * C::kSQ + k; }
+  constexpr int q_row_off(int warp, int stage, int r) const { return stage_off(warp, stage) + r * C::kSQ; }
+  constexpr int q_off(int warp, int stage, int r, int k) const {
+    return q_row_off(warp, stage, r) + piece_at<C>(r, k / 16) * 16 + k % 16;
+  }
+  // x's bf16 copy: the first byte of row r (its pieces are swizzled)
+  constexpr int xb_row_off(int warp, int stage, int r) const {
+    return stage_off(warp, stage) + q_bytes() + r * C::kSB * 2;
+  }
   constexpr int x_off(int warp, int stage, int r, int k) const {
-    return stage_off(warp, stage) + q_bytes() + (C::kX == XMode::F32 ? (r * C::kSA + k) * 4 : (r * C::kSB + k) * 2);
+    return C::kX == XMode::F32 ? stage_off(warp, stage) + q_bytes() + (r * C::kSA + k) * 4
+                               : xb_row_off(warp, stage, r) + piece_at<C>(r, k / 8) * 16 + k % 8 * 2;
   }
   constexpr int sc_off(int warp, int i) const {
     return C::kWarps * C::kStages * stage_bytes() + (warp * slots + i) * 4;
@@ -199,16 +220,36 @@ constexpr uint32_t fp8_scale_pair(uint32_t s) {
 // subnormal scales included), so that s × 2^120 is a finite f32, exactly.
 constexpr bool fp8_scale_folds(uint32_t s) { return ((s >> 23) & 0xffu) < 135u; }
 
-// A lane's offsets, computed once per warp: the main loop adds the stage, the chunk and the n8 tile.
+// A lane's offsets, computed once per warp, and the addresses the main loop reads and writes (stage 0: it adds the
+// stage's offset).
 template <class C>
 struct Fp8Lane {
-  int q_dst = 0;       // whole tiles: this lane's first code piece (row lane / 8, bytes (lane % 8) * 16), stage 0
+  int q_dst[2] = {};   // whole tiles: row lane / 8's byte 0 + where piece lane % 8 of rows lane / 8 + 4j is, stage 0
   int64_t q_src = 0;   // ... and its byte offset in the weight at the warp's first tile
-  int q_frag = 0;      // the codes' ldmatrix row address: chunk 0 (+ 1 for lanes 16-31), rows 0-15, stage 0
-  int a_off = 0;       // f32 x: the 8-byte A load of chunk 0 in the bf16 tile; else ldmatrix.x4's row, stage 0
-  int x_dst = 0;       // whole tiles: this lane's first x piece, stage 0 (f32 x: also its 4 floats to round)
+  int q_row = 0;       // the codes' ldmatrix row ((lane & 7) + 8 ((lane >> 3) & 1)), its byte 0, stage 0
+  int q_next = 0;      // 1 for lanes 16-31 (the second chunk of an x4)
+  int q_key = 0;       // that row's swizzle (row % 8; 0 without)
+  int a_off = 0;       // f32 x: the 8-byte A load of chunk 0 in the bf16 tile; x's copy: ldmatrix.x4's row, byte 0
+  int a_next = 0;      // x's copy: 1 for lanes 16-31 (k 8-15 of a chunk: its second piece)
+  int a_key = 0;       // x's copy: that row's swizzle
+  int x_dst = 0;       // whole tiles: f32 x: this lane's first x piece, stage 0; x's copy: row lane / 16's byte 0
+  int x_piece = 0;     // x's copy: where piece lane % 16 of row lane / 16 is stored
   int64_t x_src = 0;   // ... and its element offset in x (Xb: in the copy) at the warp's first tile
   int xh_dst[2] = {};  // f32 x: where its 4 rounded floats of row 0 go in the bf16 tile (two pairs, fragment order)
+
+  static constexpr int piece(int p, int key) { return C::kSwizzled ? p ^ key : p; }
+  // A whole tile's code piece j (0-3: row lane / 8 + 4j, bytes (lane % 8) * 16).
+  constexpr int q_dst_of(int j) const { return q_dst[j & 1] + j * 4 * C::kSQ; }
+  // ldmatrix.x4 of chunks 2i and 2i + 1; ldmatrix.x2 of chunk c (it reads the addresses of lanes 0-15).
+  constexpr int q_pair(int i) const { return q_row + piece(2 * i + q_next, q_key) * 16; }
+  constexpr int q_chunk(int c) const { return q_row + piece(c, q_key) * 16; }
+  // The A fragment of chunk kk: f32 x's 8-byte load (no stage), or x's copy's ldmatrix.x4 (stage 0).
+  constexpr int a_chunk(int kk) const {
+    return C::kX == XMode::F32 ? a_off + kk * tc::kMmaK * 2 : a_off + piece(2 * kk + a_next, a_key) * 16;
+  }
+  // x's copy in a whole tile: this lane's piece of row lane / 16 + 2i (the row's swizzle is the first row's with
+  // bits 1-2 flipped by 2i).
+  constexpr int x_dst_of(int i) const { return x_dst + 2 * i * C::kSB * 2 + piece(x_piece, 2 * i & 6) * 16; }
 };
 // The codes of two chunks by one ldmatrix.x4: lanes 0-7 address rows 0-7 of chunk c, lanes 8-15 rows 8-15 of
 // chunk c, lanes 16-31 the same of chunk c + 1; registers r0 r1 r2 r3 = (rows g, g + 8) × (chunks c, c + 1), word
@@ -225,9 +266,13 @@ constexpr Fp8Lane<C> fp8_lane(const Fp8Layout<C>& lay, int warp, int lane, int64
   Fp8Lane<C> l;
   const int g = lane >> 2, t = lane & 3;
   const int64_t k0 = begin * tc::kMmaK;
-  l.q_dst = lay.q_off(warp, 0, lane / 8, (lane % 8) * 16);
+  for (int j = 0; j < 2; ++j)  // rows lane / 8 + 4j and + 8 share a swizzle
+    l.q_dst[j] = lay.q_row_off(warp, 0, lane / 8) + piece_at<C>(lane / 8 + 4 * j, lane % 8) * 16;
   l.q_src = (n0w + lane / 8) * ldq + k0 + (lane % 8) * 16;
-  l.q_frag = lay.q_off(warp, 0, (lane & 7) + ((lane >> 3) & 1) * 8, (lane >> 4) * tc::kMmaK);
+  const int q_r = (lane & 7) + ((lane >> 3) & 1) * 8;
+  l.q_row = lay.q_row_off(warp, 0, q_r);
+  l.q_next = lane >> 4;
+  l.q_key = piece_at<C>(q_r, 0);
   if constexpr (C::kX == XMode::F32) {
     const int held = valid_rows > 0 ? valid_rows : 1;
     l.a_off = lay.xh_off(warp, g % held, 4 * t);
@@ -237,9 +282,12 @@ constexpr Fp8Lane<C> fp8_lane(const Fp8Layout<C>& lay, int warp, int lane, int64
     l.xh_dst[0] = lay.xh_off(warp, 0, chunk + fp8o::slot_of(4 * q));
     l.xh_dst[1] = lay.xh_off(warp, 0, chunk + fp8o::slot_of(4 * q + 2));
   } else {
-    const int col = (lane >> 4) * 8;
-    l.a_off = lay.x_off(warp, 0, (lane & 15) % C::kXbRows, col);
-    l.x_dst = lay.x_off(warp, 0, lane / 16, (lane % 16) * 8);
+    const int a_r = (lane & 15) % C::kXbRows;
+    l.a_off = lay.xb_row_off(warp, 0, a_r);
+    l.a_next = lane >> 4;
+    l.a_key = piece_at<C>(a_r, 0);
+    l.x_dst = lay.xb_row_off(warp, 0, lane / 16);
+    l.x_piece = piece_at<C>(lane / 16, lane % 16);
     l.x_src = (m0 + lane / 16) * ldx + k0 + (lane % 16) * 8;
   }
   return l;
