@@ -18,6 +18,7 @@
 #include <vector>
 
 #include "backend/cuda/fp8_code_order.h"
+#include "backend/cuda/launch.cuh"
 #include "backend/cuda/matmul_fp8_gemv.cuh"
 #include "core/dtype.h"
 
@@ -430,6 +431,25 @@ TEST(Fp8GemvHost, ThreeStagesWithXsCopyFitThreeCtasAMultiprocessor) {
   }
   const fp8g::Fp8Layout<C> one{16, 1};
   EXPECT_EQ(one.stage_bytes(), 16 * 128 + 16 * 128 * 2);  // no pad
+}
+
+// A launch of at most `most` CTAs a multiprocessor pads its shared memory so that no more fit (launch.cuh): on the
+// H100 / H200 (228 KB a multiprocessor, 1 KB reserved a CTA) 74 KB stages fit 3, padded for 2 they fit 2, for 1 one;
+// never past the kernel's limit (then unpadded), never less than asked.
+TEST(Fp8GemvHost, PaddedSharedMemoryCapsTheCtasAMultiprocessor) {
+  constexpr int kSm = 228 * 1024, kLimit = 227 * 1024;
+  auto fit = [](int smem) { return kSm / (smem + cuda::kCtaReservedSmem); };
+  EXPECT_EQ(fit(74288), 3);
+  for (int most : {1, 2, 3}) {
+    const int s = cuda::smem_for_at_most(74288, most, kLimit, kSm);
+    EXPECT_GE(s, 74288);
+    EXPECT_EQ(fit(s), most) << most;
+    if (s != 74288) EXPECT_EQ(s % 128, 0);  // padded: whole 128-byte lines
+  }
+  EXPECT_EQ(cuda::smem_for_at_most(20000, 4, kLimit, kSm), 45696);  // the least multiple of 128 that fits 4, not 5
+  EXPECT_EQ(fit(45696), 4);
+  EXPECT_EQ(fit(45696 - 128), 5);
+  EXPECT_EQ(cuda::smem_for_at_most(20000, 1, 100000, kSm), 20000);  // past the limit: as asked
 }
 
 // Runs a warp's main loop as the kernel does (matmul_fp8_gemv.cu: regular tiles straight, the others chunk

@@ -68,6 +68,18 @@ inline int sm_count() {
   return n;
 }
 
+// Shared memory of a multiprocessor of the current device (read once), and what each CTA's reserves of it.
+inline int sm_shared_memory() {
+  static const int n = [] {
+    int dev = 0, v = 0;
+    CUDA_CHECK(cudaGetDevice(&dev));
+    CUDA_CHECK(cudaDeviceGetAttribute(&v, cudaDevAttrMaxSharedMemoryPerMultiprocessor, dev));
+    return v;
+  }();
+  return n;
+}
+inline constexpr int kCtaReservedSmem = 1024;
+
 // CTAs of `Kernel` (Threads threads a CTA, `smem` bytes of dynamic shared memory) that one multiprocessor
 // holds at once: the registers' and threads' limit (the occupancy API, once per kernel) and the shared
 // memory's (1 KB reserved per CTA). The kernel's shared-memory attributes are the caller's to set first.
@@ -78,14 +90,22 @@ int ctas_per_sm(int smem) {
     CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&n, Kernel, Threads, 0));
     return n;
   }();
-  static const int sm_smem = [] {
-    int dev = 0, v = 0;
-    CUDA_CHECK(cudaGetDevice(&dev));
-    CUDA_CHECK(cudaDeviceGetAttribute(&v, cudaDevAttrMaxSharedMemoryPerMultiprocessor, dev));
-    return v;
-  }();
-  const int by_smem = sm_smem / (smem + 1024);
+  const int by_smem = sm_shared_memory() / (smem + kCtaReservedSmem);
   return by_smem < regs_limit ? by_smem : regs_limit;
+}
+
+// The dynamic shared memory, `smem` or more, with which a multiprocessor holds at most `most` (>= 1) CTAs: a
+// launch of at most `most` CTAs a multiprocessor asks for it so that the block scheduler spreads its grid evenly
+// instead of filling some multiprocessors past the rest (256 CTAs of a kernel 3 fit a multiprocessor: some run 3,
+// others 1). Never past `limit`, the kernel's most.
+// (sm_smem: a multiprocessor's shared memory.)
+constexpr int smem_for_at_most(int smem, int most, int limit, int sm_smem) {
+  const int padded = (sm_smem / (most + 1) - kCtaReservedSmem + 1 + 127) / 128 * 128;
+  const int want = padded > smem ? padded : smem;
+  return want <= limit ? want : smem;
+}
+inline int smem_for_at_most(int smem, int most, int limit) {
+  return smem_for_at_most(smem, most, limit, sm_shared_memory());
 }
 
 // Enqueues `l` with the parameter values `values` (a tuple of the kernel's parameter types) through
