@@ -67,15 +67,12 @@ bool mid_takes(int64_t M, int64_t K, const MatmulWeight* ws, size_t n, int sms) 
   return cuda::tc::mid_fills_waves(M, ctas, sms);
 }
 
-// Block-scaled fp8 weights that share one fp8 gemv launch (q/k/v, gate/up): 1-32 rows, the same K split.
-bool fp8_share_split(int64_t M, int64_t K, const MatmulWeight* ws, size_t n) {
+// Block-scaled fp8 weights that share one fp8 gemv launch (q/k/v, gate/up, Qwen3.5's in_proj_qkv / in_proj_z):
+// 1-32 rows, any K splits (the kernel takes each weight's own: cuda/matmul_fp8_gemv.cu).
+bool fp8_share_launch(int64_t M, int64_t K, const MatmulWeight* ws, size_t n) {
   if (n == 0 || n > size_t{kMatmulGroupMax} || M <= 0 || M > kGemvMaxRows || K <= 0) return false;
-  const cuda::tc::KSplit split = cuda::tc::k_split(ws[0].N, K, cuda::tc::split_target_ctas());
-  for (size_t i = 0; i < n; ++i) {
-    const MatmulWeight& w = ws[i];
-    const cuda::tc::KSplit s = cuda::tc::k_split(w.N, K, cuda::tc::split_target_ctas());
-    if (!w.fp8 || w.N <= 0 || s.S != split.S || s.cps != split.cps) return false;
-  }
+  for (size_t i = 0; i < n; ++i)
+    if (!ws[i].fp8 || ws[i].N <= 0) return false;
   return true;
 }
 
@@ -165,7 +162,7 @@ MatmulPlan plan_matmul(const MatmulCall& c) {
   if (c.backend == MatmulBackend::Cpu) return {{{MatmulKernel::Cpu, all_parts(n)}}};
   bool any_fp8 = false;
   for (const MatmulWeight& w : ws) any_fp8 = any_fp8 || w.fp8;
-  if (any_fp8) {  // each fp8 weight its own kernel, but fp8 gemv weights sharing the K split share a launch,
+  if (any_fp8) {  // each fp8 weight its own kernel, but up to 4 fp8 gemv weights share a launch (any K splits),
                   // and the W8A8 prefill GEMM takes all of its weights in one launch (one quantised copy of x);
                   // the other weights (Qwen3.5's bf16 in_proj_a / in_proj_b beside the fp8 in_proj_qkv / z)
                   // are planned together by the bf16 rules below, after them
@@ -194,7 +191,7 @@ MatmulPlan plan_matmul(const MatmulCall& c) {
            ++j) {
         if (done[j]) continue;
         gw.push_back(ws[j]);
-        if (fp8_share_split(c.M, c.K, gw.data(), gw.size())) {
+        if (fp8_share_launch(c.M, c.K, gw.data(), gw.size())) {
           group.push_back(static_cast<int>(j));
           done[j] = true;
         } else {

@@ -267,9 +267,9 @@ TEST(MatmulChoice, EveryWeightOnce) {
 // 1-32 rows in the row-invariant and free orders, else the weight dequantised to bf16 and the bf16 plan;
 // under MatmulOrder::Prefill the W8A8 GEMM for every M where wgmma runs and the weight's rows suit TMA (16-byte
 // aligned, ldw % 16 == 0), else the dequantisation (then the prefill GEMM): either way a prefill row's kernel
-// does not depend on its chunk's rows. In a call with an fp8 weight, the fp8 gemv weights that share the K split
-// share one launch (q/k/v, gate/up: at most kMatmulGroupMax), the W8A8 GEMM's weights all share one launcher
-// call (one quantised copy of x); the weights without fp8 are planned together by the bf16 rules.
+// does not depend on its chunk's rows. In a call with an fp8 weight, the fp8 gemv weights share one launch whatever
+// their K splits (q/k/v, gate/up, in_proj_qkv / z: at most kMatmulGroupMax), the W8A8 GEMM's weights all share one
+// launcher call (one quantised copy of x); the weights without fp8 are planned together by the bf16 rules.
 TEST(MatmulChoice, Fp8Weights) {
   const MatmulDevice no_w8a8{132, true, false};
   for (int64_t M : {1, 4, 5, 16, 17, 32}) {
@@ -305,13 +305,18 @@ TEST(MatmulChoice, Fp8Weights) {
   // beside its fp8 in_proj_qkv / in_proj_z: one launch where each alone was a launch of 3 CTAs).
   const int64_t k27 = 5120;
   const std::vector<MatmulWeight> deltanet_in{fp8(10240), fp8(6144), bf16(48), bf16(48)};
-  EXPECT_EQ(describe(plan(1, k27, deltanet_in)), "fp8-gemv[0] fp8-gemv[1] gemv[23] ");
-  EXPECT_EQ(describe(plan(16, k27, deltanet_in)), "fp8-gemv[0] fp8-gemv[1] gemv[23] ");
-  EXPECT_EQ(describe(plan(24, k27, deltanet_in)), "fp8-gemv[0] fp8-gemv[1] mid[23] ");
+  EXPECT_EQ(describe(plan(1, k27, deltanet_in)), "fp8-gemv[01] gemv[23] ");
+  EXPECT_EQ(describe(plan(16, k27, deltanet_in)), "fp8-gemv[01] gemv[23] ");
+  EXPECT_EQ(describe(plan(24, k27, deltanet_in)), "fp8-gemv[01] mid[23] ");
   EXPECT_EQ(describe(plan(128, k27, deltanet_in)), "fp8-dequant[0] fp8-dequant[1] wgmma-tma[23] ");
   EXPECT_EQ(describe(plan(2048, k27, deltanet_in, MatmulOrder::Prefill)), "fp8-prefill[01] prefill[23] ");
-  // Another K split (q: S = 8 at K = 4096; 24576 rows: S = 2) or more than four weights: more launches.
-  EXPECT_EQ(describe(plan(1, kH, {fp8(kH), fp8(2 * kI)})), "fp8-gemv[0] fp8-gemv[1] ");
+  // Other K splits share the launch (q: S = 8 at K = 4096; 24576 rows: S = 2; in_proj_qkv S = 4 beside
+  // in_proj_z S = 8: the kernel takes each weight's own); more than four weights take more launches.
+  EXPECT_NE(cuda::tc::k_split(kH, kH, cuda::tc::split_target_ctas()).S,
+            cuda::tc::k_split(2 * kI, kH, cuda::tc::split_target_ctas()).S);
+  EXPECT_NE(cuda::tc::k_split(10240, k27, cuda::tc::split_target_ctas()).S,
+            cuda::tc::k_split(6144, k27, cuda::tc::split_target_ctas()).S);
+  EXPECT_EQ(describe(plan(1, kH, {fp8(kH), fp8(2 * kI)})), "fp8-gemv[01] ");
   EXPECT_EQ(describe(plan(1, kH, std::vector<MatmulWeight>(5, fp8(kKv)))), "fp8-gemv[0123] fp8-gemv[4] ");
   EXPECT_EQ(describe(plan(33, kH, {fp8(kH), fp8(kKv)})), "fp8-dequant[0] fp8-dequant[1] ");
   EXPECT_EQ(describe(plan(1, kH, {fp8(kH), fp8(kKv)}, MatmulOrder::Prefill)), "fp8-prefill[01] ");

@@ -11,6 +11,7 @@
 // Mirrors test_cuda_matmul_tensor_core.cpp; the kernel's index code and dequantisation identities are checked on the
 // host too (test_cuda_matmul_fp8_host.cpp).
 #include <array>
+#include <memory>
 #include <cstring>
 #include <random>
 #include <span>
@@ -20,6 +21,7 @@
 #include "backend/cuda/fp8_arrange.h"
 #include "backend/cuda/fp8_code_order.h"
 #include "backend/cuda/kernels.h"
+#include "backend/cuda/matmul_tensor_core.cuh"
 #include "cuda_test_util.h"
 
 namespace specserve::cuda_test {
@@ -226,6 +228,28 @@ TEST_F(Gpu, Fp8MatmulMultiEqualsSeparateMatmuls) {
     }
 }
 
+// fp8 weights of different K splits share one gemv launch (matmul_choice.h; Qwen3.5's in_proj_qkv, S = 4, beside
+// in_proj_z, S = 8, at the 27B's K; a weight of S = 2; a last weight whose rows end inside a CTA): each output
+// equals its weight's matmul alone, at every x form of the kernel (f32 x, x's 8- and 16-row copy).
+TEST_F(Gpu, Fp8MatmulMultiOfDifferentSplitsEqualsSeparateMatmuls) {
+  const int64_t K = 5120;
+  const int64_t Ns[] = {10240, 6144, 24576, 1000};
+  std::vector<int> splits;
+  for (int64_t N : Ns) splits.push_back(cuda::tc::k_split(N, K, cuda::tc::split_target_ctas()).S);
+  ASSERT_EQ(splits, (std::vector<int>{4, 8, 2, 8}));
+  std::vector<std::unique_ptr<DeviceFp8>> w;
+  for (size_t i = 0; i < std::size(Ns); ++i) w.push_back(std::make_unique<DeviceFp8>(Ns[i], K, 101 + i));
+  const auto x = randn(size_t(32 * K), 105);
+  DeviceBuffer dx = DeviceBuffer::from(x);
+  for (int64_t M : {1, 2, 4, 5, 8, 16, 17, 32}) {
+    const TensorView X = dev_view(dx, DType::F32, {M, K});
+    std::vector<TensorView> ws, refs;
+    for (const auto& d : w) ws.push_back(d->fp8_view), refs.push_back(d->bf16_view);
+    expect_multi_equals_separate(X, ws, refs, false);
+    expect_multi_equals_separate(X, std::span(ws).subspan(1, 2), std::span(refs).subspan(1, 2), false);
+  }
+}
+
 // The bf16 weights of a call with fp8 ones share their own launch (matmul_choice.h: as Qwen3.5's in_proj_b / a
 // beside the fp8 in_proj_qkv / z): each output equals its weight's matmul alone, at the rows of every kernel
 // the pair can take (gemv, mid, the TMA kernel, prefill).
@@ -413,11 +437,13 @@ TEST_F(Gpu, Fp8GemvSeveralWeightsInOneLaunch) {
       }
     }
   }
-  // Parts of another K split, other x or bf16 weights do not share a launch.
+  // Parts of another K split share a launch (Fp8MatmulMultiOfDifferentSplitsEqualsSeparateMatmuls); other x or
+  // bf16 weights do not.
   DeviceBuffer y = poisoned(size_t(24576));
-  const TensorView X = dev_view(dx, DType::F32, {1, K});
-  DeviceFp8 wide(24576, K, 97);
-  k::MatmulArgs a[2] = {fp8_args(X, q.fp8_view, y), fp8_args(X, wide.fp8_view, y)};
+  const TensorView X = dev_view(dx, DType::F32, {1, K}), X2 = dev_view(dx, DType::F32, {2, K});
+  k::MatmulArgs a[2] = {fp8_args(X, q.fp8_view, y), fp8_args(X, gate.fp8_view, y)};
+  EXPECT_TRUE(k::matmul_fp8_gemv_compatible(a, 2));
+  a[1] = fp8_args(X2, kk.fp8_view, y);
   EXPECT_FALSE(k::matmul_fp8_gemv_compatible(a, 2));
   a[1] = fp8_args(X, kk.fp8_view, y);
   EXPECT_TRUE(k::matmul_fp8_gemv_compatible(a, 2));

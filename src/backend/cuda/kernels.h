@@ -164,8 +164,9 @@ void matmul_bf16_wgmma_serial(const MatmulArgs& a, const uint16_t* xb, int64_t l
 // the bf16 dequantisation bf16_rn(f32_rn(e4m3 × scale)) of the weight):
 // - matmul_fp8_gemv (matmul_fp8_gemv.cu; MatmulKernel::Fp8Gemv, 1 to gemv_max_rows() rows): the gemv kernel's
 //   shape, split and mma chains, streaming the e4m3 codes and their block scales and dequantising them into
-//   the mma B fragments in registers; matmul_fp8_gemv_multi runs 1-4 fp8 weights sharing x, M, K and the K
-//   split (matmul_fp8_gemv_compatible: q/k/v, gate/up) in one launch, each output with its lone call's bits.
+//   the mma B fragments in registers; matmul_fp8_gemv_multi runs 1-4 fp8 weights sharing x, M and K, each with
+//   its own K split (matmul_fp8_gemv_compatible: q/k/v, gate/up, in_proj_qkv / in_proj_z) in one launch, each
+//   output with its lone call's bits.
 //   Tests and benchmarks force its stages per warp (3, 4, 6, 8), the early code loads, the straight-line
 //   tiles, and the dequantisation path (fast: tiles whose scales are bf16 values multiply in bf16x2; else
 //   the folded or the bit path, or the conversion instructions); the bits are the same either way.

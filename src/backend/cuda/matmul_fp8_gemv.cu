@@ -1,7 +1,10 @@
 // The streaming matmul for block-scaled fp8 weights and few rows (decode and verify, 1 to gemv_max_rows()
 // rows: MatmulKernel::Fp8Gemv): y[M, N] = x[M, K] · dequant(w)[N, K]ᵀ, the weights read once as e4m3 (half
-// the bytes of bf16) with their block scales, for one weight or up to four sharing x and the K split
-// (q/k/v, gate/up) in one launch. matmul_fp8_gemv.cuh has the shape, the layout, the fragment code and why
+// the bytes of bf16) with their block scales, for one weight or up to four sharing x (q/k/v, gate/up, Qwen3.5's
+// in_proj_qkv / in_proj_z) in one launch, each with its own K split (k_split of its N: a weight's bits never depend
+// on the launch it shares). The 27B's in_proj_qkv (640 CTAs at one row) ran alone in 1.2 waves of 4 CTAs a
+// multiprocessor and in_proj_z (384) in another launch: 29.4 + 12.9 µs; together 34.4 µs, its fp8 decode −0.3 to
+// −0.6 ms (H100, session 49). matmul_fp8_gemv.cuh has the shape, the layout, the fragment code and why
 // every result has the bits of the bf16 gemv kernel on the bf16 dequantisation (so a row's bits do not
 // depend on M).
 //
@@ -88,11 +91,14 @@ struct Fp8Part {
   float* y = nullptr;
   int64_t ldy = 0;
   int64_t N = 0;
+  int S = 1;  // its K split (k_split of its N and K): the weights of a launch may differ in it
+  int64_t cps = 0;
   int64_t nbn_end = 0;
 };
 
-// A launch: the gemv Params of x and the split (x, M, K, S, cps, a_rows, vec_x, xb, nbm, nbn over all parts;
-// its w, y and N are the parts'), the parts, and the choices tests may force.
+// A launch: the gemv Params of x (x, M, K, a_rows, vec_x, xb, nbm, nbn over all parts; its w, y, N and split are
+// the parts', its S and cps the largest part's, which size the shared memory), the parts, and the choices tests may
+// force.
 struct Fp8Params {
   Params p;
   Fp8Part part[kMaxParts];
@@ -134,6 +140,8 @@ __global__ void __launch_bounds__(C::kThreads, C::kMinCtas) matmul_fp8_gemv_kern
   p.N = w.N;
   p.y = w.y;
   p.ldy = w.ldy;
+  p.S = w.S;
+  p.cps = w.cps;
 
   const Fp8Layout<C> lay{p.a_rows, f.slots};
   const int sbytes = lay.stage_bytes();
@@ -481,7 +489,11 @@ int fp8_stages_for(const Fp8Params& f, int forced) {
   if (forced != 0) return fits(forced) > 0 ? forced : 3;
   const int64_t ctas = f.p.nbn * f.p.nbm, sms = sm_count();
   const int64_t per_sm_wanted = ceil_div(ctas, sms);
-  const int64_t run_tiles = ceil_div(int64_t{gemv_shape(f.p.S, W).spw} * f.p.cps * kMmaK, 128);
+  int64_t run_tiles = 0;  // a warp's longest run
+  for (int i = 0; i < f.parts; ++i) {
+    const int64_t t = ceil_div(int64_t{gemv_shape(f.part[i].S, W).spw} * f.part[i].cps * kMmaK, 128);
+    run_tiles = t > run_tiles ? t : run_tiles;
+  }
   int best = 3;
   int64_t best_score = -1;
   for (int st : kStageCounts) {
@@ -506,8 +518,8 @@ void run(const MatmulArgs* parts, int count, cudaStream_t stream, Fp8GemvForce f
   const MatmulArgs& a0 = parts[0];
   Fp8Params f;
   f.p = make_gemv_params<G>(a0.x, a0.ldx, nullptr, a0.K, nullptr, 0, a0.M, a0.N, a0.K);
-  const int columns = gemv_shape(f.p.S, G::kWarps).columns();
   int64_t blocks = 0;
+  f.slots = 0;
   for (int i = 0; i < count; ++i) {
     const MatmulArgs& a = parts[i];
     Fp8Part& w = f.part[i];
@@ -519,12 +531,17 @@ void run(const MatmulArgs* parts, int count, cudaStream_t stream, Fp8GemvForce f
     w.y = a.y;
     w.ldy = a.ldy;
     w.N = a.N;
-    blocks += ceil_div(a.N, columns);
+    const KSplit split = k_split(a.N, a.K, split_target_ctas());
+    w.S = split.S;
+    w.cps = split.cps;
+    blocks += ceil_div(a.N, gemv_shape(w.S, G::kWarps).columns());
     w.nbn_end = blocks;
+    const int slots = fp8g::scale_slots(w.S, w.cps, G::kWarps);
+    f.slots = slots > f.slots ? slots : f.slots;
+    if (w.S > f.p.S) f.p.S = w.S, f.p.cps = w.cps;  // the most slices: the most partial tiles (smem_of)
   }
   f.parts = count;
   f.p.nbn = blocks;
-  f.slots = fp8g::scale_slots(f.p.S, f.p.cps, G::kWarps);
   f.early_w = force.early_w != 0;
   f.fast = force.fast != 0;
   f.convert = force.convert == 1;
@@ -552,10 +569,9 @@ void run(const MatmulArgs* parts, int count, cudaStream_t stream, Fp8GemvForce f
 // decode of one sequence 4.27 -> 3.87 ms, the 27B's 12.85 -> 12.77 ms.
 int fp8_warps_for(const MatmulArgs* parts, int count) {
   if (parts[0].M != 1) return 4;
-  const KSplit split = k_split(parts[0].N, parts[0].K, split_target_ctas());
-  const int columns = gemv_shape(split.S, 8).columns();
   int64_t ctas = 0;
-  for (int i = 0; i < count; ++i) ctas += ceil_div(parts[i].N, columns);
+  for (int i = 0; i < count; ++i)
+    ctas += ceil_div(parts[i].N, gemv_shape(k_split(parts[i].N, parts[i].K, split_target_ctas()).S, 8).columns());
   const double waves = static_cast<double>(ctas) / static_cast<double>(2 * sm_count());
   const double last = waves - static_cast<double>(static_cast<int64_t>(waves));
   return waves <= 1.0 || last == 0.0 || last >= 0.9 ? 8 : 4;
@@ -579,13 +595,9 @@ bool matmul_fp8_gemv_compatible(const MatmulArgs* parts, int count) {
   if (count < 1 || count > kMaxParts) return false;
   const MatmulArgs& a0 = parts[0];
   if (a0.M <= 0 || a0.M > gemv_max_rows() || a0.K <= 0) return false;
-  const KSplit split = k_split(a0.N, a0.K, split_target_ctas());
   for (int i = 0; i < count; ++i) {
     const MatmulArgs& a = parts[i];
-    const KSplit si = k_split(a.N, a.K, split_target_ctas());
-    if (a.w_scales == nullptr || a.x != a0.x || a.ldx != a0.ldx || a.M != a0.M || a.K != a0.K || a.N <= 0 ||
-        si.S != split.S || si.cps != split.cps)
-      return false;
+    if (a.w_scales == nullptr || a.x != a0.x || a.ldx != a0.ldx || a.M != a0.M || a.K != a0.K || a.N <= 0) return false;
   }
   return true;
 }
@@ -593,8 +605,8 @@ bool matmul_fp8_gemv_compatible(const MatmulArgs* parts, int count) {
 void matmul_fp8_gemv_multi(const MatmulArgs* parts, int count, cudaStream_t stream, Fp8GemvForce force) {
   if (count >= 1 && (parts[0].M <= 0 || parts[0].K <= 0)) return;
   if (!matmul_fp8_gemv_compatible(parts, count))
-    cuda_fail(cudaErrorInvalidValue, "matmul_fp8_gemv: not fp8 weights of at most 32 rows sharing x and the split",
-              __FILE__, __LINE__);
+    cuda_fail(cudaErrorInvalidValue, "matmul_fp8_gemv: not fp8 weights of at most 32 rows sharing x", __FILE__,
+              __LINE__);
   run_any(parts, count, stream, force);
 }
 
