@@ -221,6 +221,18 @@ void ldmatrix(const std::vector<uint8_t>& smem, const int (&addr)[32], uint32_t 
     for (int i = 0; i < N; ++i) std::memcpy(&out[lane][i], &smem[size_t(addr[8 * i + lane / 4] + 4 * (lane % 4))], 4);
 }
 
+// Whether an ldmatrix's row addresses (8 a matrix, lanes 8i .. 8i + 7) put each matrix's 8 rows in 8 distinct
+// 16-byte bank groups: one shared-memory wavefront a matrix.
+bool ldmatrix_conflict_free(const int (&addr)[32]) {
+  for (int i = 0; i < 4; ++i) {
+    std::vector<int> groups;
+    for (int r = 0; r < 8; ++r) groups.push_back((addr[8 * i + r] / 16) % 8);
+    std::sort(groups.begin(), groups.end());
+    if (std::adjacent_find(groups.begin(), groups.end()) != groups.end()) return false;
+  }
+  return true;
+}
+
 // Whole-tile loads of a random 16-row code block, arranged in fragment order as on the device, into a stage,
 // then every lane's reads: the code ldmatrix.x4 of two chunks (and the .x2 of one, the general tiles'), permuted,
 // holds the B fragment's codes of k 2t, 2t + 1 (b0) and 2t + 8, 2t + 9 (b1) of weight row g (+ 8 for the second
@@ -260,16 +272,11 @@ void check_fragments(int x_rows) {
           ASSERT_EQ(addr[lane] % 16, 0);
         }
         uint32_t q4[32][4], q2[32][4];
+        ASSERT_TRUE(ldmatrix_conflict_free(addr)) << "x4 at chunk " << c << " warp " << warp;
         ldmatrix<4>(smem, addr, q4);
         for (int lane = 0; lane < 32; ++lane) addr[lane] = lanes[lane].q_chunk(c) + sb;
+        ASSERT_TRUE(ldmatrix_conflict_free(addr)) << "x2 at chunk " << c << " warp " << warp;
         ldmatrix<2>(smem, addr, q2);
-        for (int i = 0; i < 4; ++i) {  // each matrix's 8 rows in 8 distinct 16-byte bank groups
-          std::vector<int> groups;
-          for (int r = 0; r < 8; ++r) groups.push_back((addr[8 * i + r] / 16) % 8);
-          std::sort(groups.begin(), groups.end());
-          ASSERT_TRUE(std::adjacent_find(groups.begin(), groups.end()) == groups.end())
-              << "bank conflict: chunk " << c << " warp " << warp;
-        }
         for (int lane = 0; lane < 32; ++lane)
           for (int nt = 0; nt < 2; ++nt) {
             const uint32_t v = q4[lane][2 * (c % 2) + nt];
@@ -371,13 +378,7 @@ void check_a_fragments(int rows) {
           addr[lane] = lanes[lane].a_chunk(kk) + sb;
           ASSERT_EQ(addr[lane] % 16, 0);
         }
-        for (int i = 0; i < 4; ++i) {  // each matrix's 8 rows in 8 distinct 16-byte bank groups
-          std::vector<int> groups;
-          for (int r = 0; r < 8; ++r) groups.push_back((addr[8 * i + r] / 16) % 8);
-          std::sort(groups.begin(), groups.end());
-          ASSERT_TRUE(std::adjacent_find(groups.begin(), groups.end()) == groups.end())
-              << "bank conflict: A chunk " << kk << " matrix " << i;
-        }
+        ASSERT_TRUE(ldmatrix_conflict_free(addr)) << "A at chunk " << kk;
         ldmatrix<4>(smem, addr, a);
       }
       for (int lane = 0; lane < 32; ++lane) {

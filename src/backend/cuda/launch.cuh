@@ -57,25 +57,23 @@ inline bool pdl_enabled() {
   return on;
 }
 
+// An attribute of the current device.
+inline int current_device_attribute(cudaDeviceAttr attr) {
+  int dev = 0, v = 0;
+  CUDA_CHECK(cudaGetDevice(&dev));
+  CUDA_CHECK(cudaDeviceGetAttribute(&v, attr, dev));
+  return v;
+}
+
 // Multiprocessors of the current device (read once).
 inline int sm_count() {
-  static const int n = [] {
-    int dev = 0, v = 0;
-    CUDA_CHECK(cudaGetDevice(&dev));
-    CUDA_CHECK(cudaDeviceGetAttribute(&v, cudaDevAttrMultiProcessorCount, dev));
-    return v;
-  }();
+  static const int n = current_device_attribute(cudaDevAttrMultiProcessorCount);
   return n;
 }
 
 // Shared memory of a multiprocessor of the current device (read once), and what each CTA's reserves of it.
 inline int sm_shared_memory() {
-  static const int n = [] {
-    int dev = 0, v = 0;
-    CUDA_CHECK(cudaGetDevice(&dev));
-    CUDA_CHECK(cudaDeviceGetAttribute(&v, cudaDevAttrMaxSharedMemoryPerMultiprocessor, dev));
-    return v;
-  }();
+  static const int n = current_device_attribute(cudaDevAttrMaxSharedMemoryPerMultiprocessor);
   return n;
 }
 inline constexpr int kCtaReservedSmem = 1024;
