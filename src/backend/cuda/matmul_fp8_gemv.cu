@@ -436,6 +436,9 @@ int fp8_ctas_per_sm(int smem) {
   return specserve::cuda::ctas_per_sm<matmul_fp8_gemv_kernel<C>, C::kThreads>(smem);
 }
 
+// The CTAs a multiprocessor the launch needs to run in one wave (each multiprocessor holding as many as the next).
+int64_t ctas_wanted_per_sm(const Fp8Params& f) { return ceil_div(f.p.nbn * f.p.nbm, int64_t{sm_count()}); }
+
 // A launch's shared memory: its layout's, padded where more CTAs than the grid needs would fit one multiprocessor
 // (smem_for_at_most: with the swizzled 16-row stages 3 CTAs of 3 stages fit, and the 8B's 256-CTA launches at 16 rows
 // ran 11-15 % slower, packed 3 on some multiprocessors, than at 2 on each; capped, H100: q/o 12.6 -> 11.2 µs, down
@@ -443,8 +446,7 @@ int fp8_ctas_per_sm(int smem) {
 template <class C>
 int launch_smem(const Fp8Params& f) {
   const int smem = smem_of<C>(f);
-  const int64_t ctas = f.p.nbn * f.p.nbm, sms = sm_count();
-  const int64_t wanted = ceil_div(ctas, sms);
+  const int64_t wanted = ctas_wanted_per_sm(f);
   if (wanted >= fp8_ctas_per_sm<C>(smem)) return smem;
   const int padded = smem_for_at_most(smem, static_cast<int>(wanted), kBlockSmemMax);
   return fp8_ctas_per_sm<C>(padded) >= 1 ? padded : smem;
@@ -487,8 +489,7 @@ int fp8_stages_for(const Fp8Params& f, int forced) {
     return with_stages<X, W>(st, [&](auto c) { return fp8_ctas_per_sm<decltype(c)>(smem_of<decltype(c)>(f)); });
   };
   if (forced != 0) return fits(forced) > 0 ? forced : 3;
-  const int64_t ctas = f.p.nbn * f.p.nbm, sms = sm_count();
-  const int64_t per_sm_wanted = ceil_div(ctas, sms);
+  const int64_t per_sm_wanted = ctas_wanted_per_sm(f);
   int64_t run_tiles = 0;  // a warp's longest run
   for (int i = 0; i < f.parts; ++i) {
     const int64_t t = ceil_div(int64_t{gemv_shape(f.part[i].S, W).spw} * f.part[i].cps * kMmaK, 128);

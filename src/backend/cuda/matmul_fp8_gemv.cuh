@@ -106,10 +106,15 @@ struct Fp8Gemv {
   static_assert(Shape::kKT == kKT, "the gemv kernel's tiles");
 };
 
-// The stored 16-byte piece of piece p (bytes 16p .. 16p + 15) of a stage's code row or bf16 x row r.
+// The swizzle of a stage's code row or bf16 x row r (0 without), and where its piece p (bytes 16p .. 16p + 15) is
+// stored.
+template <class C>
+constexpr int swizzle_key(int r) {
+  return C::kSwizzled ? r & 7 : 0;
+}
 template <class C>
 constexpr int piece_at(int r, int p) {
-  return C::kSwizzled ? p ^ (r & 7) : p;
+  return p ^ swizzle_key<C>(r);
 }
 
 // The block scales of a warp's run [begin, end) chunks: the scale column of its first chunk and how many
@@ -272,7 +277,7 @@ constexpr Fp8Lane<C> fp8_lane(const Fp8Layout<C>& lay, int warp, int lane, int64
   const int q_r = (lane & 7) + ((lane >> 3) & 1) * 8;
   l.q_row = lay.q_row_off(warp, 0, q_r);
   l.q_next = lane >> 4;
-  l.q_key = piece_at<C>(q_r, 0);
+  l.q_key = swizzle_key<C>(q_r);
   if constexpr (C::kX == XMode::F32) {
     const int held = valid_rows > 0 ? valid_rows : 1;
     l.a_off = lay.xh_off(warp, g % held, 4 * t);
@@ -285,7 +290,7 @@ constexpr Fp8Lane<C> fp8_lane(const Fp8Layout<C>& lay, int warp, int lane, int64
     const int a_r = (lane & 15) % C::kXbRows;
     l.a_off = lay.xb_row_off(warp, 0, a_r);
     l.a_next = lane >> 4;
-    l.a_key = piece_at<C>(a_r, 0);
+    l.a_key = swizzle_key<C>(a_r);
     l.x_dst = lay.xb_row_off(warp, 0, lane / 16);
     l.x_piece = piece_at<C>(lane / 16, lane % 16);
     l.x_src = (m0 + lane / 16) * ldx + k0 + (lane % 16) * 8;
