@@ -453,7 +453,7 @@ TEST(Fp8GemvHost, PaddedSharedMemoryCapsTheCtasAMultiprocessor) {
   EXPECT_EQ(cuda::smem_for_at_most(20000, 1, 100000, kSm), 20000);  // past the limit: as asked
 }
 
-// Runs a warp's main loop as the kernel does (matmul_fp8_gemv.cu: regular tiles straight, the others chunk
+// Runs a warp's main loop as the kernel does (matmul_fp8_gemv_kernel.cuh: regular tiles straight, the others chunk
 // by chunk, the chain switched between tiles or at its chunk) and records the chunks each chain receives: every chunk
 // of [begin, end) exactly once, in increasing k, in chain 0 below split and chain 1 from it. A regular tile covers 8
 // chunks, whole pieces, one slice, and the scale block of slot regular_slot(t).

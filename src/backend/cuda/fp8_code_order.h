@@ -5,8 +5,8 @@
 // is stored permuted: its 32-bit word t (t = 0..3) holds the codes of columns 2t, 2t + 1, 2t + 8, 2t + 9 of the
 // group, in that order. A last group cut by K (K % 16 != 0) is stored as it is. The words are exactly what lane
 // (g, t) of an mma.m16n8k16 needs for its B fragment of weight row g (b0: k 2t, 2t + 1; b1: k 2t + 8, 2t + 9), so
-// the fp8 gemv (matmul_fp8_gemv.cu) reads a chunk's codes for 8 weight rows with one ldmatrix row instead of one
-// 16-byte load per lane (four lanes of a row loading the same 16 bytes): a quarter of the shared-memory wavefronts.
+// the fp8 gemv (matmul_fp8_gemv_kernel.cuh) reads a chunk's codes for 8 weight rows with one ldmatrix row instead of
+// one 16-byte load per lane (four lanes of a row loading the same 16 bytes): a quarter of the shared-memory wavefronts.
 // The code pairs (2e, 2e + 1) stay adjacent, so a pass that reads pairs (the bf16 dequantisation) finds each at
 // one stored offset. The W8A8 prefill GEMM reads the weight's codes and x's codes in the same order (the
 // activation pass writes x's codes permuted like the weight's), so its sums cover the same products.

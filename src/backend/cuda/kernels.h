@@ -162,7 +162,8 @@ bool wgmma_serial_fits(const MatmulArgs& a);
 void matmul_bf16_wgmma_serial(const MatmulArgs& a, const uint16_t* xb, int64_t ldxb, cudaStream_t stream);
 // Block-scaled fp8 weights (a.w_scales set; backend/ops.h: every result has the bits of the same call with
 // the bf16 dequantisation bf16_rn(f32_rn(e4m3 × scale)) of the weight):
-// - matmul_fp8_gemv (matmul_fp8_gemv.cu; MatmulKernel::Fp8Gemv, 1 to gemv_max_rows() rows): the gemv kernel's
+// - matmul_fp8_gemv (matmul_fp8_gemv.cu, its kernel in matmul_fp8_gemv_kernel.cuh; MatmulKernel::Fp8Gemv, 1 to
+// gemv_max_rows() rows): the gemv kernel's
 //   shape, split and mma chains, streaming the e4m3 codes and their block scales and dequantising them into
 //   the mma B fragments in registers; matmul_fp8_gemv_multi runs 1-4 fp8 weights sharing x, M and K, each with
 //   its own K split (matmul_fp8_gemv_compatible: q/k/v, gate/up, in_proj_qkv / in_proj_z) in one launch, each

@@ -1,8 +1,8 @@
 #pragma once
-// The streaming matmul for block-scaled fp8 weights and 1-32 rows (matmul_fp8_gemv.cu): its shapes, its
-// shared-memory layout, the per-lane index code that builds the mma B fragments straight from the e4m3 codes,
-// and the dequantisation identities, as plain C++ that also compiles on the host, so that
-// tests/backend_cuda/test_cuda_matmul_fp8_host.cpp checks them without a GPU.
+// The streaming matmul for block-scaled fp8 weights and 1-32 rows (the kernel in matmul_fp8_gemv_kernel.cuh, its
+// launches in matmul_fp8_gemv.cu): its shapes, its shared-memory layout, the per-lane index code that builds the mma B
+// fragments straight from the e4m3 codes, and the dequantisation identities, as plain C++ that also compiles on the
+// host, so that tests/backend_cuda/test_cuda_matmul_fp8_host.cpp checks them without a GPU.
 //
 // The CTA is the bf16 gemv kernel's (matmul_tensor_core_gemv.cuh: 4 warps, 16 rows of x per CTA row, 16
 // weight rows per warp, warps splitting the K slices of k_split(N, K), the slices summed in slice order
@@ -48,7 +48,7 @@
 // checkpoint holding them: io/fp8_blocks.h): the bit paths read them as ±480 × scale, the conversion path
 // as NaN.
 //
-// The main loop (matmul_fp8_gemv.cu) runs most tiles straight: a tile whose pieces are whole, whose 8
+// The main loop (matmul_fp8_gemv_kernel.cuh) runs most tiles straight: a tile whose pieces are whole, whose 8
 // chunks lie in one slice and one 128-k scale block, and whose scale takes the fast or the folded path is
 // 4 code ldmatrix.x4 and 8 × (1 A load, 4 permutes, 4 shifts, 4 masks, 4 multiplies, 2 mma) with no branch, so the
 // compiler can issue the next chunks' loads under the current ones' arithmetic (regular_tiles says which

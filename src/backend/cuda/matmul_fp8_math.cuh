@@ -1,6 +1,6 @@
 #pragma once
 // The dequantisation of block-scaled fp8 weights on the device, shared by the fp8 gemv kernel
-// (matmul_fp8_gemv.cu) and the bf16 scratch pass (matmul_fp8_dequant.cu), so both give every weight
+// (matmul_fp8_gemv_kernel.cuh) and the bf16 scratch pass (matmul_fp8_dequant.cu), so both give every weight
 // element the same bf16 bits: bf16_rn(f32_rn(e4m3 × scale)), the definition of backend/ops.h and the
 // bits io/fp8_blocks.h dequantize_fp8_blocks(..., BF16) stores at load (the CPU's reference).
 // The conversion path (dequant2_bf16, dequant16_bf16; the scratch pass and the gemv kernel when forced):
