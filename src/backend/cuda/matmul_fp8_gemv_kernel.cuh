@@ -63,7 +63,6 @@
 
 #include <type_traits>
 
-#include "backend/cuda/kernels.h"
 #include "backend/cuda/launch.cuh"
 #include "backend/cuda/matmul_fp8_gemv.cuh"
 #include "backend/cuda/matmul_fp8_math.cuh"
