@@ -14,11 +14,12 @@
 #   long-32k        the 8B at a 32,768-token prompt, one sequence, τ 1 / 6.5, 1,024 new tokens (~2 min)
 #   http-8b-low     the 8B shape served over HTTP (random weights in-process), τ 1 / 3 / 6.5, 1-16 clients
 #   http-8b-high    the same at 32 and 64 clients
-#   http-27b-low    the 27B shape over HTTP, 1-16 clients (~10 min on an H100: run it alone)
+#   http-27b-low    the 27B shape over HTTP, 1 and 2 clients (with http-27b-mid ~10 min on an H100: one call each)
+#   http-27b-mid    the same at 4, 8 and 16 clients
 #   http-27b-high   the same at 32 and 64 clients (64 needs an H200's memory)
 set -uo pipefail
 cd "$(dirname "$0")/.." || exit 1
-[ $# -ge 1 ] || { sed -n '2,22p' "$0"; exit 2; }
+[ $# -ge 1 ] || { sed -n '2,19p' "$0"; exit 2; }
 GPU_BIN=/tmp/specserve-gpu-bin
 [ -x "$GPU_BIN/specserve" ] || scripts/gpu_check.sh unpack >/dev/null || exit 1
 export LD_LIBRARY_PATH="$GPU_BIN:/usr/local/cuda/lib64${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}" NCCL_NVLS_ENABLE=0
@@ -63,12 +64,13 @@ part() {
       ;;
     http-8b-low) http qwen3-8b 1,2,4,8,16 ;;
     http-8b-high) http qwen3-8b 32,64 ;;
-    http-27b-low) http qwen3.6-27b 1,2,4,8,16 ;;
+    http-27b-low) http qwen3.6-27b 1,2 ;;
+    http-27b-mid) http qwen3.6-27b 4,8,16 ;;
     http-27b-high) http qwen3.6-27b 32,64 ;;
   esac
 }
 
-PARTS=" steps controlled-8b controlled-27b long-32k http-8b-low http-8b-high http-27b-low http-27b-high "
+PARTS=" steps controlled-8b controlled-27b long-32k http-8b-low http-8b-high http-27b-low http-27b-mid http-27b-high "
 for p in "$@"; do  # every name checked before any part runs
   [[ "$PARTS" == *" $p "* ]] || { echo "unknown part '$p' (known:$PARTS)" >&2; exit 2; }
 done
