@@ -51,12 +51,30 @@ struct PlannedSpan {
 // tiles of 128 x 256 on 132 multiprocessors), so short prompts arriving one at a time each pay a run of about the
 // same time as several together. With hold_steps > 0 a step that has decode rows plans no prefill chunk while
 // (1) the chunks it would plan come to fewer than hold_rows rows, (2) none of their sequences has waited
-// hold_steps steps, and (3) `arrivals` (prompts admitted a step, smoothed) × the steps the longest-waiting of them
-// has left is at least one: another prompt is expected to join before the hold runs out. A step without decode
-// rows never holds (its prefill run is the step). Chunks are held whole, so their boundaries and bits do not
-// change.
+// hold_steps steps, and (3) `arrivals` (ArrivalRate: the share of recent steps that admitted a prompt) × the steps
+// the longest-waiting of them has left is at least one: another prompt is expected to join before the hold runs out. A
+// step without decode rows never holds (its prefill run is the step). Chunks are held whole, so their boundaries and
+// bits do not change.
 bool hold_prefill(std::span<const SeqPlanInput> seqs, std::span<const PlannedSpan> plan, int hold_steps,
                   int64_t hold_rows, double arrivals);
+
+// The prefill hold's arrival rate: the share of recent steps that admitted a prompt, an exponential average over
+// about kSteps steps. It counts steps, not prompts: prompts admitted in one step are one arrival for the question the
+// hold asks (will another prompt join within the steps left?). A closed loop's clients whose requests end in the same
+// step send their next ones together; the engine admits most in one step and the stragglers in the next. Counted as
+// prompts (12 in a step: 0.75 a step for a while) that burst predicted followers that never came, and the stragglers
+// were held for the whole hold and then trailed their wave by as many steps, where a few sequences decoded alone
+// (the 27B over HTTP at 16 clients, τ 1: 0.96-0.98x plain, docs/DECISIONS.md §6). Prompts arriving one a step, the
+// case the hold is for, read the same either way.
+class ArrivalRate {
+ public:
+  static constexpr double kSteps = 16;
+  void note_step(int64_t admitted) { rate_ += ((admitted > 0 ? 1.0 : 0.0) - rate_) / kSteps; }
+  double per_step() const { return rate_; }
+
+ private:
+  double rate_ = 0;
+};
 
 // The step's spans; with hold_prefill true for them, without its prefill chunks (*held then set, if given).
 std::vector<PlannedSpan> plan_step(std::span<const SeqPlanInput> seqs, const EngineOptions& options,

@@ -148,10 +148,8 @@ class Engine {
   };
   StepPrediction step_prediction_;
   bool step_had_prefill_ = false;  // the current step's plan has a prefill chunk
-  // Prompts admitted a step, smoothed over about the last kArrivalSteps steps (the prefill hold's rate).
-  static constexpr double kArrivalSteps = 16;
-  double arrivals_ = 0;
-  StepTrace step_trace_;  // SPECSERVE_STEP_TRACE (a debugging aid)
+  ArrivalRate arrivals_;           // the prefill hold's: steps that admitted a prompt (batch_plan.h)
+  StepTrace step_trace_;           // SPECSERVE_STEP_TRACE (a debugging aid)
   // hand_over_context's and propose_drafts' lists, kept from step to step (their storage reused).
   std::vector<DraftProposer::ContextRows> context_rows_;
   std::vector<Sequence*> decoding_;

@@ -96,7 +96,7 @@ std::vector<PlannedSpan> Engine::plan_rows(bool* held) const {
   std::vector<SeqPlanInput> in;
   in.reserve(running_.size());
   for (const auto& s : running_) in.push_back(plan_input(*s));
-  return plan_step(in, options_, arrivals_, held);
+  return plan_step(in, options_, arrivals_.per_step(), held);
 }
 
 // A prefilling sequence the plan left out waited one step more; every other sequence waits no longer.
@@ -105,9 +105,7 @@ void Engine::note_prefill_waits(std::span<const PlannedSpan> plan) {
   for (const PlannedSpan& p : plan) running_[p.seq]->prefill_waited = 0;
 }
 
-void Engine::note_admissions(int64_t admitted) {
-  arrivals_ += (static_cast<double>(admitted) - arrivals_) / kArrivalSteps;
-}
+void Engine::note_admissions(int64_t admitted) { arrivals_.note_step(admitted); }
 
 // 4.
 ForwardResult Engine::forward(const StepRows& rows) {

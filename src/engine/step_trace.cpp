@@ -18,7 +18,7 @@ StepTrace::StepTrace() {
   }
   std::fprintf(file_,
                "step,start_ns,schedule,plan,layout,forward,commit,context,stream,propose,retire,rows,"
-               "sequences,drafted,model_ms,plain_correction,drafting_correction\n");
+               "sequences,drafted,model_ms,plain_correction,drafting_correction,prefill_held\n");
 }
 
 StepTrace::~StepTrace() {
@@ -36,11 +36,12 @@ void StepTrace::end(int64_t rows, int64_t sequences, int64_t drafted) {
   if (!on()) return;
   std::fprintf(file_, "%llu", static_cast<unsigned long long>(steps_++));
   for (int i = 0; i < kMarks; ++i) std::fprintf(file_, ",%lld", static_cast<long long>(marks_[i]));
-  std::fprintf(file_, ",%lld,%lld,%lld,%.4f,%.4f,%.4f\n", static_cast<long long>(rows),
+  std::fprintf(file_, ",%lld,%lld,%lld,%.4f,%.4f,%.4f,%d\n", static_cast<long long>(rows),
                static_cast<long long>(sequences), static_cast<long long>(drafted), model_seconds_ * 1e3,
-               plain_correction_, drafting_correction_);
+               plain_correction_, drafting_correction_, held_ ? 1 : 0);
   for (int64_t& m : marks_) m = 0;
   model_seconds_ = plain_correction_ = drafting_correction_ = 0;
+  held_ = false;
 }
 
 }  // namespace specserve::engine

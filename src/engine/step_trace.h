@@ -35,8 +35,12 @@ class StepTrace {
     plain_correction_ = plain_correction;
     drafting_correction_ = drafting_correction;
   }
+  // The prefill hold kept this step's short prefill chunks back (engine/batch_plan.h).
+  void prefill_held() {
+    if (on()) held_ = true;
+  }
   // Writes the step's line: marks (0 for a stage that did not run), rows, decoding sequences, drafts
-  // proposed for the next step, and the policy's choice (0 when it made none).
+  // proposed for the next step, the policy's choice (0 when it made none), and 1 where the prefill hold held.
   void end(int64_t rows, int64_t sequences, int64_t drafted);
 
  private:
@@ -45,6 +49,7 @@ class StepTrace {
   uint64_t steps_ = 0;
   int64_t marks_[kMarks] = {};
   double model_seconds_ = 0, plain_correction_ = 0, drafting_correction_ = 0;
+  bool held_ = false;
 };
 
 }  // namespace specserve::engine

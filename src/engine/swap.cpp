@@ -80,7 +80,10 @@ std::vector<PlannedSpan> Engine::plan_with_blocks() {
       need = sequences + cache_->blocks();
     }
     if (need <= options_.kv_blocks) {
-      if (held) metrics_.prefill_held_steps.fetch_add(1, std::memory_order_relaxed);
+      if (held) {
+        metrics_.prefill_held_steps.fetch_add(1, std::memory_order_relaxed);
+        step_trace_.prefill_held();
+      }
       return plan;
     }
     // Never reached while submit() refuses requests whose worst case exceeds the budget.

@@ -137,6 +137,39 @@ TEST(BatchPlan, PrefillHoldKeepsAShortPromptBackWhileAnotherIsExpected) {
   EXPECT_EQ(prefill_spans(plan_step(seqs, o, 100.0)), 1);
 }
 
+TEST(BatchPlan, ArrivalRateCountsStepsThatAdmittedAPromptNotPrompts) {
+  EngineOptions o;
+  o.prefill_chunk = 2048;
+  o.max_batch_rows = 4096;
+  o.prefill_hold_steps = 4;
+  o.prefill_hold_rows = 1024;
+  // A closed loop's wave: 12 of 16 clients' next prompts admitted in one step, the other 4 a step later, beside the
+  // 12 then decoding. The 4 stragglers (512 rows) are not held: no other prompt is coming.
+  ArrivalRate rate;
+  for (int i = 0; i < 64; ++i) rate.note_step(0);
+  rate.note_step(12);
+  rate.note_step(4);
+  EXPECT_NEAR(rate.per_step(), 1.0 / 16 + (1 - 1.0 / 16) / 16, 1e-12);
+  std::vector<SeqPlanInput> seqs;
+  for (int i = 0; i < 12; ++i) seqs.push_back({128, 128, 0});
+  for (int i = 0; i < 4; ++i) seqs.push_back({128, 0, 0});
+  EXPECT_EQ(prefill_spans(plan_step(seqs, o, rate.per_step())), 4);
+  // Counted as prompts (the estimator before), the burst predicted ~0.95 a step and held them.
+  double counted = 0;
+  for (int admitted : {12, 4}) counted += (admitted - counted) / ArrivalRate::kSteps;
+  EXPECT_EQ(prefill_spans(plan_step(seqs, o, counted)), 0);
+  // Prompts arriving one a step, the staggered case the hold is for: held.
+  ArrivalRate steady;
+  for (int i = 0; i < 32; ++i) steady.note_step(1);
+  EXPECT_GT(steady.per_step(), 0.85);
+  EXPECT_EQ(prefill_spans(plan_step(seqs, o, steady.per_step())), 0);
+  // One every third step: 1/3 x 4 steps left >= 1, held; one every fifth step: not.
+  ArrivalRate third, fifth;
+  for (int i = 0; i < 300; ++i) third.note_step(i % 3 == 0), fifth.note_step(i % 5 == 0 ? 2 : 0);
+  EXPECT_EQ(prefill_spans(plan_step(seqs, o, third.per_step())), 0);
+  EXPECT_EQ(prefill_spans(plan_step(seqs, o, fifth.per_step())), 4);
+}
+
 TEST(BatchPlan, PrefillHoldReleasesAtItsRowsAndNeverHoldsAStepWithoutDecodeRows) {
   EngineOptions o;
   o.prefill_chunk = 2048;

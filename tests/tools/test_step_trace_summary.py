@@ -59,6 +59,15 @@ class StepTraceSummary(unittest.TestCase):
         self.assertNotEqual(r.returncode, 0)
         self.assertIn("2 engines", r.stderr)
 
+    def test_prefill_hold_count(self):
+        r = run(trace())
+        self.assertNotIn("prefill hold", r.stdout)  # a trace without the column
+        lines = [HEADER + ",prefill_held"]
+        lines += [step(i, 10_000_000 + i * 1_000_000, 100, 2, 2) + ("," + str(int(i in (1, 2)))) for i in range(4)]
+        r = run("\n".join(lines) + "\n")
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertIn("prefill hold: 2 of 4 steps kept short prefill chunks back", r.stdout)
+
     def test_not_a_trace(self):
         r = run("1,2,3\n")
         self.assertNotEqual(r.returncode, 0)

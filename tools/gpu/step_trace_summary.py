@@ -8,7 +8,8 @@ and the median of each stage's host time and of the whole step (start to the nex
 A step is "plain" when every row is a decode row (rows == sequences), "verify" when it has draft rows and
 at most 16 rows a sequence, else "prefill" (a prompt chunk among its rows). steps.csv holds one header line
 per engine (bench serve-load --acceptance makes one for each pass); --engine N reads the N-th (from 0),
-default all of them together. For the GPU's side of the same steps, record a kernel trace too and use
+default all of them together. The last line counts the steps the prefill hold kept short prompt chunks
+back (the trace's prefill_held column). For the GPU's side of the same steps, record a kernel trace too and use
 host_timeline.py.
 """
 import argparse
@@ -97,6 +98,9 @@ def main():
         print(f"{seqs:>9} {k:<8} {g['n']:>6} {g['wall']:>8.1f} {share:>5.1f}% {med(g['step']):>8}  " +
               "  ".join(f"{med(g[s]):>8}" for s in STAGES))
     print("(medians in µs; a step's time runs from its start to the next step's start)")
+    held = [int(step["prefill_held"]) for steps in engines for step in steps if "prefill_held" in step]
+    if held:  # traces written before the column have none
+        print(f"prefill hold: {sum(held)} of {len(held)} steps kept short prefill chunks back")
     return 0
 
 
