@@ -171,10 +171,12 @@ std::string format_serve_controlled(const ServeControlledResult& r, const ServeC
       o.load.prompt_words, o.load.max_tokens, o.load.temperature, o.seed,
       o.load.requests > 0 ? std::to_string(o.load.requests) : "max(16, 4 x concurrency)");
   // TTFT / ITL: p50 over the level's requests, plain / speculative. tok/verify: tokens a verify commits
-  // (accepted drafts + 1); plain rows: decode rows the draft-length policy kept at 0 drafts.
-  s += fmt::format("{:>11} {:>8} {:>16} {:>11} {:>11} {:>8} {:>21} {:>21} {:>10} {:>10}  acceptance-controlled\n",
-                   "concurrency", "requests", "acceptance", "plain tok/s", "spec tok/s", "speed-up",
-                   "TTFT p50 plain/spec", "ITL p50 plain/spec", "tok/verify", "plain rows");
+  // (accepted drafts + 1); plain rows: decode rows the draft-length policy kept at 0 drafts; held: steps the prefill
+  // hold kept short prompt chunks back (--prefill-hold-steps), plain / speculative pass.
+  s +=
+      fmt::format("{:>11} {:>8} {:>16} {:>11} {:>11} {:>8} {:>21} {:>21} {:>10} {:>10} {:>17}  acceptance-controlled\n",
+                  "concurrency", "requests", "acceptance", "plain tok/s", "spec tok/s", "speed-up",
+                  "TTFT p50 plain/spec", "ITL p50 plain/spec", "tok/verify", "plain rows", "held plain/spec");
   for (const ServeControlledRow& row : r.rows) {
     const server::LevelResult& p = row.plain;
     const server::LevelResult& q = row.spec;
@@ -184,10 +186,13 @@ std::string format_serve_controlled(const ServeControlledResult& r, const ServeC
     const double rows = std::max(0.0, q.spec_drafts) + std::max(0.0, q.spec_plain_rows);
     const std::string plain_rows =
         q.spec_plain_rows >= 0 && rows > 0 ? fmt::format("{:.0f}%", 100 * q.spec_plain_rows / rows) : "-";
-    s += fmt::format("{:>11} {:>8} {:>16} {:>11.1f} {:>11.1f} {:>7.2f}x {:>21} {:>21} {:>10} {:>10}  controlled {}\n",
-                     row.concurrency, q.requests, row.acceptance, p.tokens_per_s, q.tokens_per_s,
-                     p.tokens_per_s > 0 ? q.tokens_per_s / p.tokens_per_s : 0.0, ttft, itl, per_verify, plain_rows,
-                     row.acceptance);
+    const auto count = [](double v) { return v >= 0 ? fmt::format("{:.0f}", v) : std::string("-"); };
+    const std::string held = count(p.prefill_held_steps) + " / " + count(q.prefill_held_steps);
+    s += fmt::format(
+        "{:>11} {:>8} {:>16} {:>11.1f} {:>11.1f} {:>7.2f}x {:>21} {:>21} {:>10} {:>10} {:>17}  controlled {}\n",
+        row.concurrency, q.requests, row.acceptance, p.tokens_per_s, q.tokens_per_s,
+        p.tokens_per_s > 0 ? q.tokens_per_s / p.tokens_per_s : 0.0, ttft, itl, per_verify, plain_rows, held,
+        row.acceptance);
   }
   s += "acceptance-controlled serving: every speculative request's output equals its plain output (checked)\n";
   return s;

@@ -399,6 +399,7 @@ LevelResult run_load_level(const LoadOptions& options, int concurrency) {
   r.spec_draft_tokens = delta(before, after, "spec_decode_num_draft_tokens_total");
   r.spec_accepted = delta(before, after, "spec_decode_num_accepted_tokens_total");
   r.spec_plain_rows = delta(before, after, "spec_policy_plain_total");
+  r.prefill_held_steps = delta(before, after, "engine_prefill_held_steps_total");
   r.cache_queries = delta(before, after, "prefix_cache_queries_total");
   r.cache_hits = delta(before, after, "prefix_cache_hits_total");
   if (o.workload == Workload::Capacity) r.preemptions = delta(before, after, "num_preemptions_total");

@@ -79,6 +79,7 @@ struct LevelResult {
   // From the server's /metrics (specserve's names, else vLLM's) over the level; -1 when not exposed.
   double spec_drafts = -1, spec_draft_tokens = -1, spec_accepted = -1;
   double spec_plain_rows = -1;                 // decode rows the draft-length policy kept at 0 drafts (specserve only)
+  double prefill_held_steps = -1;              // steps the prefill hold kept short prompt chunks back (specserve only)
   double cache_queries = -1, cache_hits = -1;  // prefix_cache_queries_total / prefix_cache_hits_total
   // capacity: the most requests the server reported running / waiting / swapped out at one poll,
   // and the preemptions during the level.

@@ -51,10 +51,13 @@ TEST(ServeControlled, TableThroughTheCommand) {
   ASSERT_EQ(rows.size(), 4u) << r.out;
   for (int c : {1, 2}) {
     // concurrency, requests, "geometric", "τ=…", plain tok/s, spec tok/s, speed-up, TTFT p50 plain "/" spec
-    // "ms", ITL p50 plain "/" spec "ms", tokens per verify, plain rows
+    // "ms", ITL p50 plain "/" spec "ms", tokens per verify, plain rows, prefill-held steps plain "/" spec
     const auto& one = rows.at({c, "geometric τ=1"});
     const auto& many = rows.at({c, "geometric τ=6.5"});
-    ASSERT_EQ(one.size(), 17u) << r.out;
+    ASSERT_EQ(one.size(), 20u) << r.out;
+    EXPECT_EQ(one[18], "/");
+    EXPECT_GE(std::stoi(one[17]), 0) << "the level's steps held, from /metrics";
+    EXPECT_GE(std::stoi(one[19]), 0);
     EXPECT_EQ(one[1], "2");
     EXPECT_GT(std::stod(one[4]), 0);
     EXPECT_EQ(one[4], many[4]) << "one plain pass per level";
