@@ -64,7 +64,7 @@ bool hold_prefill(std::span<const SeqPlanInput> seqs, std::span<const PlannedSpa
 // step send their next ones together; the engine admits most in one step and the stragglers in the next. Counted as
 // prompts (12 in a step: 0.75 a step for a while) that burst predicted followers that never came, and the stragglers
 // were held for the whole hold and then trailed their wave by as many steps, where a few sequences decoded alone
-// (the 27B over HTTP at 16 clients, τ 1: 0.96-0.98x plain, docs/DECISIONS.md §6). Prompts arriving one a step, the
+// (the 27B over HTTP at 16 clients, τ 1: 0.96-0.98x plain, docs/DECISIONS.md §5). Prompts arriving one a step, the
 // case the hold is for, read the same either way.
 class ArrivalRate {
  public:
