@@ -177,6 +177,7 @@ std::string format_serve_controlled(const ServeControlledResult& r, const ServeC
       fmt::format("{:>11} {:>8} {:>16} {:>11} {:>11} {:>8} {:>21} {:>21} {:>10} {:>10} {:>17}  acceptance-controlled\n",
                   "concurrency", "requests", "acceptance", "plain tok/s", "spec tok/s", "speed-up",
                   "TTFT p50 plain/spec", "ITL p50 plain/spec", "tok/verify", "plain rows", "held plain/spec");
+  const auto count = [](double v) { return v >= 0 ? fmt::format("{:.0f}", v) : std::string("-"); };
   for (const ServeControlledRow& row : r.rows) {
     const server::LevelResult& p = row.plain;
     const server::LevelResult& q = row.spec;
@@ -186,7 +187,6 @@ std::string format_serve_controlled(const ServeControlledResult& r, const ServeC
     const double rows = std::max(0.0, q.spec_drafts) + std::max(0.0, q.spec_plain_rows);
     const std::string plain_rows =
         q.spec_plain_rows >= 0 && rows > 0 ? fmt::format("{:.0f}%", 100 * q.spec_plain_rows / rows) : "-";
-    const auto count = [](double v) { return v >= 0 ? fmt::format("{:.0f}", v) : std::string("-"); };
     const std::string held = count(p.prefill_held_steps) + " / " + count(q.prefill_held_steps);
     s += fmt::format(
         "{:>11} {:>8} {:>16} {:>11.1f} {:>11.1f} {:>7.2f}x {:>21} {:>21} {:>10} {:>10} {:>17}  controlled {}\n",

@@ -70,7 +70,7 @@ class Engine {
   bool schedule_sequences();
   std::vector<PlannedSpan> plan_rows(bool* held = nullptr) const;  // held: the prefill hold kept chunks back
   // The prefill hold's bookkeeping (engine/batch_plan.h: hold_prefill): each prefilling sequence's wait after the
-  // step's plan, and the smoothed admissions a step.
+  // step's plan, and whether the step admitted a prompt (ArrivalRate).
   void note_prefill_waits(std::span<const PlannedSpan> plan);
   void note_admissions(int64_t admitted);
   // Preemption by swap (engine/swap.cpp): the plan of a step whose blocks fit the budget, swapping out
