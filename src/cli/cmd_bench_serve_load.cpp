@@ -54,7 +54,7 @@ struct LoadArgs {
   std::string url;
   server::ServeSpec spec;
   DrafterFlags drafter;
-  server::LoadOptions load;
+  server::LoadGeneratorOptions load;
   std::string levels = "1,4,16,64";
   std::string workload = "random";
   int max_seqs = 0;           // in-process --max-seqs; 0 = see run_serve_load
@@ -105,7 +105,7 @@ std::vector<int> parse_levels(const std::string& s) {
   return out;
 }
 
-void parse_url(const std::string& url, server::LoadOptions& o) {
+void parse_url(const std::string& url, server::LoadGeneratorOptions& o) {
   std::string rest = url;
   if (rest.rfind("http://", 0) == 0) rest = rest.substr(7);
   SS_CHECK(rest.rfind("https://", 0) != 0, "--url: https is not supported");

@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "core/error.h"
+#include "core/splitmix64.h"
 
 namespace specserve::cli {
 
@@ -27,13 +28,6 @@ class ControlledContext final : public engine::DraftContext {
 };
 
 ControlledContext& controlled(engine::DraftContext* c) { return *static_cast<ControlledContext*>(c); }
-
-uint64_t splitmix64(uint64_t x) {
-  x += 0x9E3779B97F4A7C15ull;
-  x = (x ^ (x >> 30)) * 0xBF58476D1CE4E5B9ull;
-  x = (x ^ (x >> 27)) * 0x94D049BB133111EBull;
-  return x ^ (x >> 31);
-}
 
 // A counter-based stream: the k-th number of the step keyed by (seed, request, position).
 class StepRandom {

@@ -6,18 +6,12 @@
 #include <cstdio>
 
 #include "core/error.h"
+#include "core/splitmix64.h"
 #include "engine/engine.h"
 
 namespace specserve::cli {
 
 namespace {
-
-uint64_t splitmix64(uint64_t x) {
-  x += 0x9E3779B97F4A7C15ull;
-  x = (x ^ (x >> 30)) * 0xBF58476D1CE4E5B9ull;
-  x = (x ^ (x >> 27)) * 0x94D049BB133111EBull;
-  return x ^ (x >> 31);
-}
 
 // The requests of a pass, as the server streamed them. A failed request is an Error.
 std::vector<RecordedRequest> served_pass(RecordingServices& served, const server::LevelResult& level,
@@ -85,8 +79,8 @@ struct PassRun {
   server::LevelResult timed;
   std::vector<RecordedRequest> warm_recording, recording;
 };
-PassRun run_pass(RecordingServices& served, const server::LoadOptions& warm, const server::LoadOptions& lo,
-                 int concurrency, const std::string& pass) {
+PassRun run_pass(RecordingServices& served, const server::LoadGeneratorOptions& warm,
+                 const server::LoadGeneratorOptions& lo, int concurrency, const std::string& pass) {
   PassRun run;
   served.take();  // nothing of an earlier pass is left
   const server::LevelResult untimed = server::run_load_level(warm, concurrency);
@@ -97,7 +91,7 @@ PassRun run_pass(RecordingServices& served, const server::LoadOptions& warm, con
 }
 
 LevelRun run_level(server::LoadedModel& model, RecordingServices& served, const ServeControlledOptions& o,
-                   const server::LoadOptions& warm, const server::LoadOptions& lo, int concurrency,
+                   const server::LoadGeneratorOptions& warm, const server::LoadGeneratorOptions& lo, int concurrency,
                    const std::vector<std::vector<double>>& conditional) {
   LevelRun run;
   model.restart_engine(nullptr);
@@ -139,12 +133,12 @@ ServeControlledResult run_serve_controlled(server::LoadedModel& model, Recording
   std::vector<std::vector<double>> conditional;  // before any pass: a τ above γ + 1 throws
   for (const AcceptanceSpec& a : o.acceptance) conditional.push_back(a.conditional(result.gamma));
 
-  server::LoadOptions lo = o.load;
+  server::LoadGeneratorOptions lo = o.load;
   lo.prompt_id_vocab = model.info().vocab_size;
   lo.seed_requests = true;
   for (int c : o.levels) {
     lo.level_salt = splitmix64(o.seed ^ splitmix64(static_cast<uint64_t>(c))) | 1;  // the level's prompts
-    server::LoadOptions warm = lo;                                                  // and its warm-up's
+    server::LoadGeneratorOptions warm = lo;                                         // and its warm-up's
     warm.level_salt = splitmix64(lo.level_salt ^ 0x5741524D55500000ull) | 1;
     const LevelRun run = run_level(model, served, o, warm, lo, c, conditional);
     for (size_t a = 0; a < o.acceptance.size(); ++a) {

@@ -29,10 +29,10 @@ namespace specserve::cli {
 
 struct ServeControlledOptions {
   std::vector<AcceptanceSpec> acceptance;
-  std::vector<int> levels;   // concurrency levels
-  server::LoadOptions load;  // where the server is and the requests (random workload); prompts are set here
-  uint64_t seed = 1;         // the prompts, the requests' sampling seeds and the corruption process
-  std::string label;         // the model and drafter, for the table
+  std::vector<int> levels;            // concurrency levels
+  server::LoadGeneratorOptions load;  // where the server is and the requests (random workload); prompts are set here
+  uint64_t seed = 1;                  // the prompts, the requests' sampling seeds and the corruption process
+  std::string label;                  // the model and drafter, for the table
   // Tests only: edits the plain pass's recording of each level's timed requests before the controlled
   // passes use it.
   std::function<void(std::vector<RecordedRequest>&)> tamper;

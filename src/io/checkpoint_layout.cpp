@@ -101,12 +101,6 @@ void reject_unsupported_drafter_variants(const Checkpoint& ckpt) {
 
 bool is_plain_float(DType t) { return t == DType::F32 || t == DType::F16 || t == DType::BF16; }
 
-bool starts_with(std::string_view s, std::string_view p) { return s.substr(0, p.size()) == p; }
-
-bool ends_with(std::string_view s, std::string_view p) {
-  return s.size() >= p.size() && s.substr(s.size() - p.size()) == p;
-}
-
 // "'a', 'b', 'c' and 7 more": the first few names of a list for a one-line error.
 std::string first_names(const std::vector<std::string>& names, size_t shown = 3) {
   std::string out;
@@ -137,7 +131,7 @@ std::string check_fp8_scale(const Checkpoint& ckpt, const ExpectedTensor& t) {
 void reject_scales_of_float_weights(const Checkpoint& ckpt, const std::set<std::string, std::less<>>& read) {
   constexpr std::string_view kScaleSuffix = "_scale_inv";
   for (const auto& name : ckpt.names()) {
-    if (read.count(name) || !ends_with(name, kScaleSuffix)) continue;
+    if (read.count(name) || !name.ends_with(kScaleSuffix)) continue;
     const std::string weight = name.substr(0, name.size() - kScaleSuffix.size());
     if (read.count(weight))
       fail("{}: tensor {} scales {}, which is stored as {}, not F8_E4M3", ckpt.path(), quoted_name(name),
@@ -158,11 +152,11 @@ std::string find_prefix(const ModelConfig& c, const Checkpoint& ckpt) {
 }  // namespace
 
 bool is_known_extra_tensor(const ModelConfig& c, std::string_view name) {
-  if (ends_with(name, "rotary_emb.inv_freq")) return true;
+  if (name.ends_with("rotary_emb.inv_freq")) return true;
   if (c.family == ModelFamily::DFlashDrafter) return false;
   if (name == "lm_head.weight") return c.tie_word_embeddings;
   for (std::string_view part : {"model.visual.", "visual.", "mtp."})
-    if (starts_with(name, part)) return true;
+    if (name.starts_with(part)) return true;
   return false;
 }
 

@@ -11,10 +11,6 @@
 namespace specserve {
 
 namespace {
-bool ends_with(std::string_view s, std::string_view p) {
-  return s.size() >= p.size() && s.substr(s.size() - p.size()) == p;
-}
-
 // The index of the first NaN code ((c & 0x7F) == 0x7F) of q[0, n), or -1. Eight codes a step: with the
 // sign bits cleared, adding 1 to every byte sets a byte's top bit exactly when it was 0x7F (no carry
 // leaves a byte).
@@ -33,7 +29,7 @@ int64_t first_nan_code(const uint8_t* q, int64_t n) {
 }  // namespace
 
 std::string fp8_scale_name(std::string_view weight_name) {
-  SS_CHECK(ends_with(weight_name, "weight"), "tensor {} is not a weight, so it has no fp8 scale",
+  SS_CHECK(weight_name.ends_with("weight"), "tensor {} is not a weight, so it has no fp8 scale",
            quoted_name(weight_name));
   return std::string(weight_name) + "_scale_inv";
 }

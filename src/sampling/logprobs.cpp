@@ -9,8 +9,6 @@
 namespace specserve::sampling {
 namespace {
 
-constexpr float kNegInf = -std::numeric_limits<float>::infinity();
-
 // Keeps the best n (score desc, id asc) of a stream of (id, score) in a small heap: O(V log n).
 class TopN {
  public:

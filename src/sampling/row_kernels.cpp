@@ -9,8 +9,6 @@
 namespace specserve::sampling {
 namespace {
 
-constexpr float kNegInf = -std::numeric_limits<float>::infinity();
-
 // exp(x) for x ≤ 0 (Cephes expf): x = n·ln2 + r, |r| ≤ ln2/2, e^r by a degree-6 polynomial,
 // times 2^n through the exponent bits. Lanes below −87.3 (including −inf) give 0.
 __m256 exp_ps(__m256 x) {

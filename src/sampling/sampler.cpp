@@ -12,8 +12,6 @@
 namespace specserve::sampling {
 namespace {
 
-constexpr float kNegInf = -std::numeric_limits<float>::infinity();
-
 void check_ids(std::span<const TokenId> ids, int64_t bound, const char* field) {
   for (TokenId id : ids) {
     SS_CHECK(id < bound, "{}: token id {} is outside the vocabulary ({} tokens)", field, id, bound);

@@ -1,3 +1,4 @@
+#include "core/splitmix64.h"
 #include "server/load_generator.h"
 
 #include <algorithm>
@@ -36,29 +37,22 @@ struct Sample {
   std::string error;
 };
 
-uint64_t splitmix64(uint64_t x) {
-  x += 0x9E3779B97F4A7C15ull;
-  x = (x ^ (x >> 30)) * 0xBF58476D1CE4E5B9ull;
-  x = (x ^ (x >> 27)) * 0x94D049BB133111EBull;
-  return x ^ (x >> 31);
-}
-
 uint64_t mix(uint64_t a, uint64_t b) { return splitmix64(a ^ splitmix64(b)); }
 
-std::vector<std::pair<std::string, std::string>> auth_headers(const LoadOptions& o) {
+std::vector<std::pair<std::string, std::string>> auth_headers(const LoadGeneratorOptions& o) {
   std::vector<std::pair<std::string, std::string>> h;
   if (!o.api_key.empty()) h.emplace_back("Authorization", "Bearer " + o.api_key);
   return h;
 }
 
-HttpClientResponse get(const LoadOptions& o, const std::string& path, int timeout_s) {
+HttpClientResponse get(const LoadGeneratorOptions& o, const std::string& path, int timeout_s) {
   HttpClientRequest req;
   req.path = path;
   req.headers = auth_headers(o);
   return http_fetch(o.host, o.port, req, timeout_s);
 }
 
-json common_fields(const LoadOptions& o) {
+json common_fields(const LoadGeneratorOptions& o) {
   return {{"model", o.model},
           {"max_tokens", o.max_tokens},
           {"temperature", o.temperature},
@@ -69,7 +63,7 @@ json common_fields(const LoadOptions& o) {
 
 // Sends one streaming request and times its chunks: text_completion chunks (choices[0].text) and
 // chat chunks (choices[0].delta.content / reasoning_content) alike.
-Sample send_streaming(const LoadOptions& o, const std::string& path, const json& body) {
+Sample send_streaming(const LoadGeneratorOptions& o, const std::string& path, const json& body) {
   Sample s;
   HttpClientRequest req;
   req.method = "POST";
@@ -156,7 +150,7 @@ Sample send_streaming(const LoadOptions& o, const std::string& path, const json&
 // server has no /metrics.
 using MetricsPage = std::map<std::string, double>;
 
-MetricsPage scrape(const LoadOptions& o) {
+MetricsPage scrape(const LoadGeneratorOptions& o) {
   MetricsPage m;
   HttpClientResponse r = get(o, "/metrics", 10);
   if (r.status != 200) return m;
@@ -254,7 +248,7 @@ std::string synthetic_text(uint64_t seed, int words) {
   return s;
 }
 
-json completion_body(const LoadOptions& o, int index) {
+json completion_body(const LoadGeneratorOptions& o, int index) {
   json body = common_fields(o);
   const uint64_t request_key = mix(o.level_salt, static_cast<uint64_t>(index));
   if (o.seed_requests) body["seed"] = request_key >> 1;  // fits a signed 64-bit integer
@@ -279,7 +273,7 @@ json completion_body(const LoadOptions& o, int index) {
   return body;
 }
 
-json shared_prefix_body(const LoadOptions& o, int index) {
+json shared_prefix_body(const LoadGeneratorOptions& o, int index) {
   json body = common_fields(o);
   body["messages"] =
       json::array({{{"role", "system"}, {"content", synthetic_text(kSharedPromptSeed, o.system_prompt_words)}},
@@ -289,7 +283,7 @@ json shared_prefix_body(const LoadOptions& o, int index) {
   return body;
 }
 
-Conversation::Conversation(const LoadOptions& o, int id) : o_(o), id_(id) {}
+Conversation::Conversation(const LoadGeneratorOptions& o, int id) : o_(o), id_(id) {}
 
 json Conversation::next_request() {
   ++turn_;
@@ -307,7 +301,7 @@ void Conversation::add_answer(const std::string& text) {
   messages_.push_back({{"role", "assistant"}, {"content", text}});
 }
 
-std::string discover_model(const LoadOptions& o) {
+std::string discover_model(const LoadGeneratorOptions& o) {
   if (!o.model.empty()) return o.model;
   HttpClientResponse r = get(o, "/v1/models", 30);
   SS_CHECK(r.status == 200, "cannot list models at {}:{} ({})", o.host, o.port,
@@ -317,8 +311,8 @@ std::string discover_model(const LoadOptions& o) {
   return j["data"][0].value("id", std::string());
 }
 
-LevelResult run_load_level(const LoadOptions& options, int concurrency) {
-  LoadOptions o = options;
+LevelResult run_load_level(const LoadGeneratorOptions& options, int concurrency) {
+  LoadGeneratorOptions o = options;
   if (o.level_salt == 0) o.level_salt = static_cast<uint64_t>(std::random_device{}()) | 1;
   LevelResult r;
   r.workload = o.workload;

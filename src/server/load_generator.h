@@ -24,7 +24,7 @@ enum class Workload { Random, SharedPrefix, MultiTurn, Capacity };
 Workload parse_workload(const std::string& name);
 const char* workload_name(Workload w);
 
-struct LoadOptions {
+struct LoadGeneratorOptions {
   std::string host = "127.0.0.1";
   int port = 8000;
   std::string api_key;
@@ -88,10 +88,10 @@ struct LevelResult {
 };
 
 // Runs one level of `concurrency` clients.
-LevelResult run_load_level(const LoadOptions& options, int concurrency);
+LevelResult run_load_level(const LoadGeneratorOptions& options, int concurrency);
 
 // Resolves options.model from the server when empty; throws Error when unreachable.
-std::string discover_model(const LoadOptions& options);
+std::string discover_model(const LoadGeneratorOptions& options);
 
 // A Markdown table of results (columns for what the results hold: cache, follow-up TTFT,
 // capacity, speculation).
@@ -105,16 +105,16 @@ std::string format_results(const std::vector<LevelResult>& results);
 std::string synthetic_text(uint64_t seed, int words);
 
 // The body of streaming request `index` of a level (random / capacity: /v1/completions).
-nlohmann::json completion_body(const LoadOptions& o, int index);
+nlohmann::json completion_body(const LoadGeneratorOptions& o, int index);
 // shared-prefix (/v1/chat/completions): the system prompt (the same for every request of every level)
 // and user message `index`.
-nlohmann::json shared_prefix_body(const LoadOptions& o, int index);
+nlohmann::json shared_prefix_body(const LoadGeneratorOptions& o, int index);
 
 // One multi-turn conversation: each turn's request carries every earlier message, the answers as the
 // server returned them.
 class Conversation {
  public:
-  Conversation(const LoadOptions& o, int id);
+  Conversation(const LoadGeneratorOptions& o, int id);
   // Appends the next user message (the first has prompt_words words, later ones turn_words) and
   // returns the request body (/v1/chat/completions).
   nlohmann::json next_request();
@@ -124,7 +124,7 @@ class Conversation {
   int turn() const { return turn_; }  // user messages sent so far
 
  private:
-  const LoadOptions& o_;
+  const LoadGeneratorOptions& o_;
   int id_;
   int turn_ = 0;
   nlohmann::json messages_ = nlohmann::json::array();

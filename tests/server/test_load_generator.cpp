@@ -18,7 +18,7 @@ using namespace specserve::server;
 TEST(LoadGenerator, StreamsEveryRequestAndMeasuresIt) {
   test::Fixture f;
   f.ready();
-  LoadOptions o;
+  LoadGeneratorOptions o;
   o.port = f.port;
   o.requests = 12;
   o.max_tokens = 5;
@@ -39,7 +39,7 @@ TEST(LoadGenerator, ReportsHttpErrors) {
   so.api_key = "right";
   test::Fixture f(so);
   f.ready();
-  LoadOptions o;
+  LoadGeneratorOptions o;
   o.port = f.port;
   o.api_key = "wrong";
   o.model = "scripted";
@@ -98,8 +98,8 @@ int words_in(const std::string& s) {
   return n;
 }
 
-LoadOptions scripted_options(const test::Fixture& f) {
-  LoadOptions o;
+LoadGeneratorOptions scripted_options(const test::Fixture& f) {
+  LoadGeneratorOptions o;
   o.port = f.port;
   o.model = "scripted";
   o.max_tokens = 5;
@@ -118,7 +118,7 @@ TEST(LoadWorkloads, SyntheticTextIsAFunctionOfItsSeed) {
 }
 
 TEST(LoadWorkloads, RandomPromptsDifferAcrossRequestsAndLevels) {
-  LoadOptions o;
+  LoadGeneratorOptions o;
   o.level_salt = 1;
   const std::string a = completion_body(o, 0)["prompt"], b = completion_body(o, 1)["prompt"];
   o.level_salt = 2;
@@ -132,7 +132,7 @@ TEST(LoadWorkloads, RandomPromptsDifferAcrossRequestsAndLevels) {
 
 // bench serve-load --acceptance: random token-id prompts, a function of the salt and the index, with a seed.
 TEST(LoadWorkloads, RandomIdPromptsRepeatPerSaltAndDifferPerRequest) {
-  LoadOptions o;
+  LoadGeneratorOptions o;
   o.prompt_words = 40;
   o.prompt_id_vocab = 300;
   o.seed_requests = true;
@@ -151,7 +151,7 @@ TEST(LoadWorkloads, RandomIdPromptsRepeatPerSaltAndDifferPerRequest) {
 }
 
 TEST(LoadWorkloads, SharedPrefixSharesTheSystemPromptOnly) {
-  LoadOptions o;
+  LoadGeneratorOptions o;
   o.system_prompt_words = 300;
   o.prompt_words = 12;
   o.level_salt = 1;
@@ -170,7 +170,7 @@ TEST(LoadWorkloads, SharedPrefixSharesTheSystemPromptOnly) {
 }
 
 TEST(LoadWorkloads, ConversationResendsItsHistoryAndAnswers) {
-  LoadOptions o;
+  LoadGeneratorOptions o;
   o.prompt_words = 30;
   o.turn_words = 5;
   o.level_salt = 3;
@@ -201,7 +201,7 @@ TEST(LoadWorkloads, ConversationResendsItsHistoryAndAnswers) {
 TEST(LoadWorkloads, MultiTurnAgainstTheServer) {
   test::Fixture f;
   f.ready();
-  LoadOptions o = scripted_options(f);
+  LoadGeneratorOptions o = scripted_options(f);
   o.workload = Workload::MultiTurn;
   o.conversations = 3;
   o.turns = 3;
@@ -240,7 +240,7 @@ TEST(LoadWorkloads, MultiTurnAgainstTheServer) {
 TEST(LoadWorkloads, SharedPrefixAgainstTheServer) {
   test::Fixture f;
   f.ready();
-  LoadOptions o = scripted_options(f);
+  LoadGeneratorOptions o = scripted_options(f);
   o.workload = Workload::SharedPrefix;
   o.system_prompt_words = 40;  // the scripted context is 512 bytes
   o.requests = 6;
@@ -259,7 +259,7 @@ TEST(LoadWorkloads, SharedPrefixAgainstTheServer) {
 TEST(LoadWorkloads, RandomLevelsShareNothing) {
   test::Fixture f;
   f.ready();
-  LoadOptions o = scripted_options(f);
+  LoadGeneratorOptions o = scripted_options(f);
   o.requests = 3;
   LevelResult a = run_load_level(o, 1), b = run_load_level(o, 1);  // two levels: two salts
   EXPECT_EQ(a.errors + b.errors, 0);
@@ -272,7 +272,7 @@ TEST(LoadWorkloads, CapacityReportsTheMostRunningAtOnce) {
   test::Fixture f;
   f.ready();
   f.model->token_delay_ms = 40;  // 8 tokens: each request runs ~0.3 s, polled every 10 ms
-  LoadOptions o = scripted_options(f);
+  LoadGeneratorOptions o = scripted_options(f);
   o.workload = Workload::Capacity;
   o.max_tokens = 8;
   o.poll_ms = 10;

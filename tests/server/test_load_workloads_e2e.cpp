@@ -11,7 +11,7 @@ using namespace specserve::server;
 
 TEST(LoadWorkloadsE2E, MultiTurnFollowUpsHitThePrefixCache) {
   test::ServerProcess server(test::default_model_dir(), {"--threads", "2"});
-  LoadOptions o;
+  LoadGeneratorOptions o;
   o.port = server.port();
   o.model = server.model();
   o.workload = Workload::MultiTurn;
@@ -31,7 +31,7 @@ TEST(LoadWorkloadsE2E, MultiTurnFollowUpsHitThePrefixCache) {
   EXPECT_EQ(r.cache_hits, static_cast<double>(r.cached_tokens));
   EXPECT_EQ(r.cache_queries, static_cast<double>(r.prompt_tokens));  // every prompt token is looked up
   // A fresh level shares nothing with the first but the chat template's opening (at most one block).
-  LoadOptions fresh = o;
+  LoadGeneratorOptions fresh = o;
   fresh.level_salt = 6;
   fresh.turns = 1;
   LevelResult cold = run_load_level(fresh, 2);
