@@ -1,7 +1,5 @@
 #include "sampling/history_processors.h"
 
-#include <limits>
-
 namespace specserve::sampling {
 namespace {
 
@@ -35,7 +33,7 @@ void apply_presence_frequency(std::span<float> logits, const TokenCounts& genera
 
 void mask_ids(std::span<float> logits, std::span<const TokenId> ids) {
   for (TokenId id : ids) {
-    if (in_row(logits, id)) logits[id] = -std::numeric_limits<float>::infinity();
+    if (in_row(logits, id)) logits[id] = kNegInf;
   }
 }
 
